@@ -1,0 +1,270 @@
+// Package input owns the validation of caller input shared by every record kind — lanes, ids,
+// JSON documents, message templates, instants and durations — and the Limits they are checked
+// against. Every check returns a Validation error naming the offending field, before any write.
+package input
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// Time bounds, in Unix microseconds and microseconds.
+const (
+	// MaxInstantMicros is 9999-12-31T23:59:59.999999Z, the last instant Orrery accepts.
+	MaxInstantMicros int64 = 253402300799999999
+	// Second, Minute, Hour and Day are durations in microseconds.
+	Second int64 = 1_000_000
+	Minute       = 60 * Second
+	Hour         = 60 * Minute
+	Day          = 24 * Hour
+	// MaxTimeToLiveMicros bounds message TTLs: 365 days.
+	MaxTimeToLiveMicros = 365 * Day
+)
+
+// Name limits.
+const (
+	MaxNamespaceBytes = 128
+	MaxQueueBytes     = 128
+	MaxKeyBytes       = 256
+	MaxIDBytes        = 256
+	// DeadLetterSuffix turns a queue name into its dead-letter queue's name. User queue names
+	// cannot contain '$', so the two never collide.
+	DeadLetterSuffix = "$dlq"
+)
+
+// Limits are the configurable bounds the state machines enforce. The zero value is not
+// useful; start from DefaultLimits.
+type Limits struct {
+	// MaxPayloadBytes bounds a message's or template's payload JSON.
+	MaxPayloadBytes int
+	// MaxHeadersBytes bounds headers JSON.
+	MaxHeadersBytes int
+	// MaxStateBytes bounds a saga's state JSON.
+	MaxStateBytes int
+	// MaxLaneMessages and MaxLaneBytes are per-lane queue quotas (live messages, payload+headers
+	// bytes). Exceeding them fails the enqueue with QuotaExceeded and rolls back its batch.
+	MaxLaneMessages uint64
+	MaxLaneBytes    uint64
+	// MaxPartitionRecords and MaxPartitionRecordBytes cap retained schedule and saga records.
+	MaxPartitionRecords     uint64
+	MaxPartitionRecordBytes uint64
+	// MaxMutationsPerBatch bounds one command.
+	MaxMutationsPerBatch int
+	// MaxEmitPerCommand bounds EmitOccurrences.max (DESIGN §4: 32).
+	MaxEmitPerCommand uint32
+	// MaxReceivePerCommand bounds Receive.max.
+	MaxReceivePerCommand uint32
+	// MaxLeaseMicros bounds a lease (DESIGN §4: 10 minutes).
+	MaxLeaseMicros int64
+	// DefaultLeaseMicros is used when a Receive gives no lease duration.
+	DefaultLeaseMicros int64
+	// DefaultMaxDeliveries applies when a message gives none; MaxMaxDeliveries bounds it.
+	DefaultMaxDeliveries uint32
+	MaxMaxDeliveries     uint32
+	// MaxDelayMicros bounds enqueue and release delays.
+	MaxDelayMicros int64
+}
+
+// DefaultLimits returns the documented defaults (README "Limits").
+func DefaultLimits() Limits {
+	return Limits{
+		MaxPayloadBytes:         256 << 10,
+		MaxHeadersBytes:         16 << 10,
+		MaxStateBytes:           256 << 10,
+		MaxLaneMessages:         1_000_000,
+		MaxLaneBytes:            1 << 30,
+		MaxPartitionRecords:     10_000_000,
+		MaxPartitionRecordBytes: 8 << 30,
+		MaxMutationsPerBatch:    256,
+		MaxEmitPerCommand:       32,
+		MaxReceivePerCommand:    256,
+		MaxLeaseMicros:          10 * Minute,
+		DefaultLeaseMicros:      30 * Second,
+		DefaultMaxDeliveries:    10,
+		MaxMaxDeliveries:        1000,
+		MaxDelayMicros:          365 * Day,
+	}
+}
+
+// Name checks a namespace, queue, key or id: non-empty, valid UTF-8, at most maxBytes, no
+// control characters.
+func Name(field, value string, maxBytes int) error {
+	switch {
+	case value == "":
+		return orrery.Invalid(field, "must not be empty")
+	case len(value) > maxBytes:
+		return orrery.Invalid(field, "is %d bytes, more than the limit of %d", len(value), maxBytes)
+	case !utf8.ValidString(value):
+		return orrery.Invalid(field, "is not valid UTF-8")
+	}
+	for i, r := range value {
+		if r < 0x20 || r == 0x7f {
+			return orrery.Invalid(field, "has a control character at byte %d", i)
+		}
+	}
+	return nil
+}
+
+// QueueName checks a queue name: ASCII letters, digits, '.', '_' and '-', starting with a letter
+// or digit, optionally followed by the dead-letter suffix when allowDeadLetter is set.
+func QueueName(field, queue string, allowDeadLetter bool) error {
+	base := queue
+	if allowDeadLetter {
+		base = strings.TrimSuffix(queue, DeadLetterSuffix)
+	}
+	if err := Name(field, base, MaxQueueBytes); err != nil {
+		return err
+	}
+	for i := 0; i < len(base); i++ {
+		c := base[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			i > 0 && (c == '.' || c == '_' || c == '-')
+		if !ok {
+			return orrery.Invalid(field, "has %q at byte %d; queue names use letters, digits, '.', '_' and '-' and start with a letter or digit", c, i)
+		}
+	}
+	return nil
+}
+
+// IsDeadLetterQueue reports whether a queue name is a dead-letter queue's.
+func IsDeadLetterQueue(queue string) bool { return strings.HasSuffix(queue, DeadLetterSuffix) }
+
+// Lane checks all three parts of a lane. The dead-letter suffix is allowed when
+// allowDeadLetter is set (receiving from or acking in a dead-letter queue).
+func Lane(field string, lane *orreryv1.Lane, allowDeadLetter bool) error {
+	if lane == nil {
+		return orrery.Invalid(field, "is required")
+	}
+	if err := Name(field+".namespace", lane.GetNamespace(), MaxNamespaceBytes); err != nil {
+		return err
+	}
+	if err := QueueName(field+".queue", lane.GetQueue(), allowDeadLetter); err != nil {
+		return err
+	}
+	return Name(field+".key", lane.GetKey(), MaxKeyBytes)
+}
+
+// UUID checks a lower-case canonical UUID (8-4-4-4-12 hex digits).
+func UUID(field, id string) error {
+	if len(id) != 36 {
+		return orrery.Invalid(field, "must be a lower-case canonical UUID (36 characters), got %d characters", len(id))
+	}
+	for i := 0; i < 36; i++ {
+		c := id[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return orrery.Invalid(field, "must be a lower-case canonical UUID: expected '-' at position %d", i)
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return orrery.Invalid(field, "must be a lower-case canonical UUID: %q at position %d is not a lower-case hex digit", c, i)
+			}
+		}
+	}
+	return nil
+}
+
+// UUIDHex returns a canonical UUID's 32 hex digits (the "N" format) without hyphens.
+func UUIDHex(id string) string { return strings.ReplaceAll(id, "-", "") }
+
+// JSONObject checks an optional JSON document: empty, or a JSON object of at most maxBytes.
+func JSONObject(field, doc string, maxBytes int) error {
+	if doc == "" {
+		return nil
+	}
+	if len(doc) > maxBytes {
+		return orrery.Invalid(field, "is %d bytes, more than the limit of %d", len(doc), maxBytes)
+	}
+	if !json.Valid([]byte(doc)) {
+		return orrery.Invalid(field, "is not valid JSON")
+	}
+	if strings.TrimLeft(doc, " \t\r\n")[0] != '{' {
+		return orrery.Invalid(field, "must be a JSON object")
+	}
+	return nil
+}
+
+// JSONValue checks an optional JSON document of any type, at most maxBytes.
+func JSONValue(field, doc string, maxBytes int) error {
+	if doc == "" {
+		return nil
+	}
+	if len(doc) > maxBytes {
+		return orrery.Invalid(field, "is %d bytes, more than the limit of %d", len(doc), maxBytes)
+	}
+	if !json.Valid([]byte(doc)) {
+		return orrery.Invalid(field, "is not valid JSON")
+	}
+	return nil
+}
+
+// Instant checks an instant in [0, MaxInstantMicros].
+func Instant(field string, unixMicros int64) error {
+	if unixMicros < 0 || unixMicros > MaxInstantMicros {
+		return orrery.Invalid(field, "must be between 1970-01-01 and 9999-12-31 UTC, got %d µs", unixMicros)
+	}
+	return nil
+}
+
+// Duration checks a duration in [minMicros, maxMicros].
+func Duration(field string, micros, minMicros, maxMicros int64) error {
+	if micros < minMicros || micros > maxMicros {
+		return orrery.Invalid(field, "must be between %d and %d µs, got %d", minMicros, maxMicros, micros)
+	}
+	return nil
+}
+
+// Template checks a message template.
+func Template(field string, t *orreryv1.MessageTemplate, lim Limits) error {
+	if t == nil {
+		return nil
+	}
+	if err := JSONValue(field+".payload_json", t.GetPayloadJson(), lim.MaxPayloadBytes); err != nil {
+		return err
+	}
+	if err := JSONObject(field+".headers_json", t.GetHeadersJson(), lim.MaxHeadersBytes); err != nil {
+		return err
+	}
+	if k := t.GetOrderingKey(); k != "" {
+		if err := Name(field+".ordering_key", k, MaxKeyBytes); err != nil {
+			return err
+		}
+	}
+	if ttl := t.GetTimeToLiveMicros(); ttl != 0 {
+		if err := Duration(field+".time_to_live_micros", ttl, 1, MaxTimeToLiveMicros); err != nil {
+			return err
+		}
+	}
+	return MaxDeliveries(field+".max_deliveries", t.GetMaxDeliveries(), lim)
+}
+
+// MaxDeliveries checks an optional max-deliveries setting (0 means the default).
+func MaxDeliveries(field string, v int32, lim Limits) error {
+	if v < 0 || uint32(v) > lim.MaxMaxDeliveries {
+		return orrery.Invalid(field, "must be between 0 (default) and %d, got %d", lim.MaxMaxDeliveries, v)
+	}
+	return nil
+}
+
+// EffectiveMaxDeliveries resolves 0 to the default.
+func EffectiveMaxDeliveries(v int32, lim Limits) uint32 {
+	if v <= 0 {
+		return lim.DefaultMaxDeliveries
+	}
+	return uint32(v)
+}
+
+// AddMicros adds two instants/durations with overflow and range checking: the result must be
+// a valid instant.
+func AddMicros(a, b int64) (int64, bool) {
+	s := a + b
+	if (b > 0 && s < a) || (b < 0 && s > a) || s < 0 || s > MaxInstantMicros {
+		return 0, false
+	}
+	return s, true
+}

@@ -1,0 +1,136 @@
+// Package keys owns the key layout of a partition's store: one prefix per record kind, and
+// codecs that keep related keys adjacent and ordered. Every string component is
+// length-prefixed (uvarint), so an encoded tuple is a prefix of exactly the keys that extend
+// it; instants and sequence numbers are 8-byte big-endian so byte order is time order.
+//
+// Prefixes (state machines):
+//
+//	s/  lane id        ScheduleRecord
+//	st/ lane id        ScheduleTombstone
+//	g/  lane id        SagaRecord
+//	m/  lane id        QueueMessage (live)
+//	mt/ lane id        MessageTombstone (acked or expired id, for idempotent enqueue)
+//	mv/ ns queue visibleAt seq  → message key suffix (visibility index, FIFO within an instant)
+//	lc/ lane           LaneCounters
+//	d/  dueAt kind lane id → DueRef (due index)
+//	i/  principal commandId → InboxEntry (command inbox)
+//	meta/...           partition-wide counters
+//
+// The persistence layer keeps its own records under p/ (journal, applied index, epoch, logged
+// time); the state machines never touch it.
+package keys
+
+import (
+	"encoding/binary"
+	"errors"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// Record prefixes.
+var (
+	Schedule          = []byte("s/")
+	ScheduleTombstone = []byte("st/")
+	Saga              = []byte("g/")
+	Message           = []byte("m/")
+	MessageTombstone  = []byte("mt/")
+	Visibility        = []byte("mv/")
+	LaneCounters      = []byte("lc/")
+	Due               = []byte("d/")
+	Inbox             = []byte("i/")
+	// Sequence is the partition's enqueue sequence counter (8-byte big-endian).
+	Sequence = []byte("meta/sequence")
+	// PartitionCounters holds the retained record count and bytes.
+	PartitionCounters = []byte("meta/counters")
+	// Persistence is the prefix reserved for the persistence layer.
+	Persistence = []byte("p/")
+)
+
+// ErrMalformed is returned when a key cannot be decoded.
+var ErrMalformed = errors.New("keys: malformed key")
+
+// AppendString appends a length-prefixed string.
+func AppendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// AppendUint64 appends v as 8 bytes big-endian.
+func AppendUint64(dst []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(dst, v) }
+
+// AppendLane appends namespace, queue and key.
+func AppendLane(dst []byte, lane *orreryv1.Lane) []byte {
+	dst = AppendString(dst, lane.GetNamespace())
+	dst = AppendString(dst, lane.GetQueue())
+	return AppendString(dst, lane.GetKey())
+}
+
+// LaneID is the suffix shared by all records of one id in one lane: lane, then id.
+func LaneID(lane *orreryv1.Lane, id string) []byte {
+	return AppendString(AppendLane(nil, lane), id)
+}
+
+// Of returns prefix + suffix as a new slice.
+func Of(prefix, suffix []byte) []byte {
+	k := make([]byte, 0, len(prefix)+len(suffix))
+	return append(append(k, prefix...), suffix...)
+}
+
+// ScheduleKey is the key of a schedule record.
+func ScheduleKey(lane *orreryv1.Lane, id string) []byte { return Of(Schedule, LaneID(lane, id)) }
+
+// ScheduleTombstoneKey is the key of a deleted schedule's tombstone.
+func ScheduleTombstoneKey(lane *orreryv1.Lane, id string) []byte {
+	return Of(ScheduleTombstone, LaneID(lane, id))
+}
+
+// SagaKey is the key of a saga record.
+func SagaKey(lane *orreryv1.Lane, id string) []byte { return Of(Saga, LaneID(lane, id)) }
+
+// MessageKey is the key of a live queue message.
+func MessageKey(lane *orreryv1.Lane, id string) []byte { return Of(Message, LaneID(lane, id)) }
+
+// MessageTombstoneKey is the key of a removed message's tombstone.
+func MessageTombstoneKey(lane *orreryv1.Lane, id string) []byte {
+	return Of(MessageTombstone, LaneID(lane, id))
+}
+
+// LaneCountersKey is the key of a lane's quota counters.
+func LaneCountersKey(lane *orreryv1.Lane) []byte { return Of(LaneCounters, AppendLane(nil, lane)) }
+
+// QueuePrefix is the visibility-index prefix of one queue in this partition.
+func QueuePrefix(namespace, queue string) []byte {
+	return AppendString(AppendString(Of(Visibility, nil), namespace), queue)
+}
+
+// VisibilityKey orders a queue's messages by visible time, then enqueue sequence.
+func VisibilityKey(namespace, queue string, visibleAtMicros int64, sequence uint64) []byte {
+	k := QueuePrefix(namespace, queue)
+	k = AppendUint64(k, uint64(visibleAtMicros))
+	return AppendUint64(k, sequence)
+}
+
+// VisibilityInstant decodes the visible time of a visibility key within queuePrefix.
+func VisibilityInstant(queuePrefix, key []byte) (int64, error) {
+	if len(key) < len(queuePrefix)+16 {
+		return 0, ErrMalformed
+	}
+	return int64(binary.BigEndian.Uint64(key[len(queuePrefix):])), nil
+}
+
+// DueKey orders the due index by due time, then kind, then lane and id.
+func DueKey(dueAtMicros int64, kind orreryv1.DueKind, lane *orreryv1.Lane, id string) []byte {
+	k := AppendUint64(Of(Due, nil), uint64(dueAtMicros))
+	k = append(k, byte(kind))
+	return append(k, LaneID(lane, id)...)
+}
+
+// DueUpTo is the exclusive end key of due entries with dueAt ≤ the given instant.
+func DueUpTo(dueAtMicros int64) []byte {
+	return AppendUint64(Of(Due, nil), uint64(dueAtMicros)+1)
+}
+
+// InboxKey is the key of a stored receipt.
+func InboxKey(principal, commandID string) []byte {
+	return AppendString(AppendString(Of(Inbox, nil), principal), commandID)
+}

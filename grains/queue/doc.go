@@ -1,0 +1,12 @@
+// Package queue owns queue messages in a partition: idempotent enqueue by id, per-lane quotas,
+// receive with a lease, ack with the lease token, release, lease extension, lease expiry judged
+// by logged time, and dead-lettering after the maximum number of deliveries. It is pure: it
+// reads and writes only through the kv.View it is given and takes the logged time as input.
+//
+// A message lives under m/<lane>/<id>. While it is not leased or its lease has ended, a
+// visibility-index entry mv/<namespace>/<queue>/<visibleAt>/<sequence> points at it, so a
+// receive reads one queue's messages in this partition in visible-time, then FIFO, order. A
+// leased message's index entry sits at its lease end, so an expired lease makes it visible
+// again without any timer. Acked and expired ids leave a tombstone (mt/) so a re-enqueue of
+// the same id stays a no-op.
+package queue

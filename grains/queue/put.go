@@ -1,0 +1,90 @@
+package queue
+
+import (
+	"encoding/binary"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
+)
+
+// Put stores msg as a new message in msg.Lane unless a live message or a tombstone with its id
+// exists there, in which case it writes nothing and reports created=false. The caller has
+// validated msg and set its times; Put assigns the sequence and checks the lane quota
+// (QuotaExceeded, naming field "lane").
+func Put(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage) (created bool, err error) {
+	lane, id := msg.GetLane(), msg.GetId()
+	if _, found, err := v.Get(keys.MessageKey(lane, id)); err != nil || found {
+		return false, err
+	}
+	if _, found, err := v.Get(keys.MessageTombstoneKey(lane, id)); err != nil || found {
+		return false, err
+	}
+	counters, err := LoadCounters(v, lane)
+	if err != nil {
+		return false, err
+	}
+	size := MessageBytes(msg)
+	if counters.GetMessages()+1 > lim.MaxLaneMessages {
+		return false, orrery.FieldErrorf(orrery.CodeQuotaExceeded, "lane", "lane holds %d messages, the limit is %d", counters.GetMessages(), lim.MaxLaneMessages)
+	}
+	if counters.GetBytes()+size > lim.MaxLaneBytes {
+		return false, orrery.FieldErrorf(orrery.CodeQuotaExceeded, "lane", "lane holds %d bytes, adding %d exceeds the limit of %d", counters.GetBytes(), size, lim.MaxLaneBytes)
+	}
+	seq, err := nextSequence(v)
+	if err != nil {
+		return false, err
+	}
+	msg.Sequence = seq
+	if _, err := record.Store(v, keys.MessageKey(lane, id), msg); err != nil {
+		return false, err
+	}
+	if err := v.Set(visibilityKey(msg), keys.MessageKey(lane, id)); err != nil {
+		return false, err
+	}
+	counters.Messages++
+	counters.Bytes += size
+	_, err = record.Store(v, keys.LaneCountersKey(lane), counters)
+	return true, err
+}
+
+// MessageBytes is what a message counts against its lane's byte quota.
+func MessageBytes(msg *orreryv1.QueueMessage) uint64 {
+	return uint64(len(msg.GetPayloadJson()) + len(msg.GetHeadersJson()))
+}
+
+// LoadCounters reads a lane's quota counters (zero when absent).
+func LoadCounters(v kv.Reader, lane *orreryv1.Lane) (*orreryv1.LaneCounters, error) {
+	c := &orreryv1.LaneCounters{}
+	_, err := record.Load(v, keys.LaneCountersKey(lane), c)
+	return c, err
+}
+
+// visibilityKey is the index entry of a message: at its lease end while leased, else at its
+// visible time.
+func visibilityKey(msg *orreryv1.QueueMessage) []byte {
+	at := msg.GetVisibleAtUnixMicros()
+	if l := msg.GetLease(); l != nil {
+		at = l.GetUntilUnixMicros()
+	}
+	return keys.VisibilityKey(msg.GetLane().GetNamespace(), msg.GetLane().GetQueue(), at, msg.GetSequence())
+}
+
+func nextSequence(v kv.View) (uint64, error) {
+	b, found, err := v.Get(keys.Sequence)
+	if err != nil {
+		return 0, err
+	}
+	var seq uint64
+	if found {
+		if len(b) != 8 {
+			return 0, orrery.Errorf(orrery.CodeInternal, "sequence record is %d bytes, want 8", len(b))
+		}
+		seq = binary.BigEndian.Uint64(b)
+	}
+	seq++
+	return seq, v.Set(keys.Sequence, binary.BigEndian.AppendUint64(nil, seq))
+}
