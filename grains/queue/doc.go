@@ -7,6 +7,7 @@
 // visibility-index entry mv/<namespace>/<queue>/<visibleAt>/<sequence> points at it, so a
 // receive reads one queue's messages in this partition in visible-time, then FIFO, order. A
 // leased message's index entry sits at its lease end, so an expired lease makes it visible
-// again without any timer. Acked and expired ids leave a tombstone (mt/) so a re-enqueue of
-// the same id stays a no-op.
+// again without any timer. Acked, expired and dead-lettered ids leave a tombstone (mt/) in
+// their lane so a re-enqueue of the same id stays a no-op. Lane counters (lc/) count every
+// live message, including dead-letter moves that bypass the quota.
 package queue

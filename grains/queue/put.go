@@ -16,6 +16,12 @@ import (
 // validated msg and set its times; Put assigns the sequence and checks the lane quota
 // (QuotaExceeded, naming field "lane").
 func Put(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage) (created bool, err error) {
+	return put(v, lim, msg, true)
+}
+
+// put is Put with the lane quota check optional: a dead-letter move bypasses it (a full
+// dead-letter lane must not wedge its source queue) but still counts the message.
+func put(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, enforceQuota bool) (created bool, err error) {
 	lane, id := msg.GetLane(), msg.GetId()
 	if _, found, err := v.Get(keys.MessageKey(lane, id)); err != nil || found {
 		return false, err
@@ -28,10 +34,10 @@ func Put(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage) (created bool,
 		return false, err
 	}
 	size := MessageBytes(msg)
-	if counters.GetMessages()+1 > lim.MaxLaneMessages {
+	if enforceQuota && counters.GetMessages()+1 > lim.MaxLaneMessages {
 		return false, orrery.FieldErrorf(orrery.CodeQuotaExceeded, "lane", "lane holds %d messages, the limit is %d", counters.GetMessages(), lim.MaxLaneMessages)
 	}
-	if counters.GetBytes()+size > lim.MaxLaneBytes {
+	if enforceQuota && counters.GetBytes()+size > lim.MaxLaneBytes {
 		return false, orrery.FieldErrorf(orrery.CodeQuotaExceeded, "lane", "lane holds %d bytes, adding %d exceeds the limit of %d", counters.GetBytes(), size, lim.MaxLaneBytes)
 	}
 	seq, err := nextSequence(v)

@@ -1,0 +1,112 @@
+package orrery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// allCodes lists every code the wire enum defines, read from the generated descriptor, so a
+// code added to the .proto without a mapping fails TestEveryCodeIsMapped.
+func allCodes() []Code {
+	values := orreryv1.ErrorCode(0).Descriptor().Values()
+	var codes []Code
+	for i := range values.Len() {
+		if n := values.Get(i).Number(); n != 0 {
+			codes = append(codes, Code(n))
+		}
+	}
+	return codes
+}
+
+func TestEveryCodeIsMapped(t *testing.T) {
+	sentinels := map[Code]*Error{
+		CodeValidation: ErrValidation, CodeNotFound: ErrNotFound, CodeRevisionConflict: ErrRevisionConflict,
+		CodeTokenInvalidated: ErrTokenInvalidated, CodeIdempotencyConflict: ErrIdempotencyConflict,
+		CodeUnauthorized: ErrUnauthorized, CodeQuotaExceeded: ErrQuotaExceeded, CodeExpired: ErrExpired,
+		CodeSuspended: ErrSuspended, CodeUnavailable: ErrUnavailable, CodeInternal: ErrInternal,
+		CodeDeadlineExceeded: ErrDeadlineExceeded,
+	}
+	for _, code := range allCodes() {
+		if codeName(code) == fmt.Sprintf("code %d", int32(code)) {
+			t.Errorf("code %v has no name", code)
+		}
+		if sentinels[code] == nil {
+			t.Errorf("code %v has no sentinel", code)
+		}
+		status := HTTPStatus(code)
+		if status < 400 || status > 599 {
+			t.Errorf("code %v maps to HTTP %d", code, status)
+		}
+		if code == CodeInternal || code == CodeUnavailable || code == CodeDeadlineExceeded {
+			if status < 500 {
+				t.Errorf("platform code %v maps to client status %d", code, status)
+			}
+		} else if status == 500 {
+			t.Errorf("business code %v fell through to 500", code)
+		}
+	}
+	if HTTPStatus(Code(999)) != 500 || Retriable(Code(999)) {
+		t.Error("an unknown code must be a non-retriable 500")
+	}
+}
+
+func TestOnlyUnavailableAndDeadlineAreRetriable(t *testing.T) {
+	for _, code := range allCodes() {
+		want := code == CodeUnavailable || code == CodeDeadlineExceeded
+		if Retriable(code) != want {
+			t.Errorf("Retriable(%v) = %v, want %v", code, Retriable(code), want)
+		}
+	}
+}
+
+func TestErrorsIsMatchesByCodeAcrossTheWire(t *testing.T) {
+	err := Invalid("definition.spec.every.interval_micros", "must be between %d and %d", 1, 2)
+	if !errors.Is(err, ErrValidation) || errors.Is(err, ErrNotFound) {
+		t.Fatal("errors.Is must match the sentinel of the code only")
+	}
+	wrapped := fmt.Errorf("configure: %w", err)
+	if !errors.Is(wrapped, ErrValidation) {
+		t.Fatal("errors.Is must see through %w")
+	}
+	back := FromProto(err.Proto())
+	if !errors.Is(back, ErrValidation) || AsError(back).Field != "definition.spec.every.interval_micros" {
+		t.Fatalf("round trip lost code or field: %v", back)
+	}
+	if got := err.Error(); got != "validation: definition.spec.every.interval_micros: must be between 1 and 2" {
+		t.Fatalf("message %q", got)
+	}
+	if FromProto(nil) != nil || CodeOf(nil) != 0 {
+		t.Fatal("nil must stay nil")
+	}
+}
+
+func TestForeignErrorsClassify(t *testing.T) {
+	cause := errors.New("fsync failed")
+	e := AsError(cause)
+	if e.Code != CodeInternal || !errors.Is(e, cause) {
+		t.Fatalf("foreign error: %v", e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-ctx.Done()
+	if CodeOf(ctx.Err()) != CodeDeadlineExceeded {
+		t.Fatalf("deadline: %v", CodeOf(ctx.Err()))
+	}
+	p := Wrap(CodeUnavailable, cause, "partition 3").Proto()
+	if p.GetMessage() != "partition 3: fsync failed" {
+		t.Fatalf("wire message %q", p.GetMessage())
+	}
+}
+
+func TestInFieldPrefixes(t *testing.T) {
+	if f := Invalid("lane.key", "x").InField("mutations[2].enqueue").Field; f != "mutations[2].enqueue.lane.key" {
+		t.Fatal(f)
+	}
+	if f := Invalid("", "x").InField("mutations[0]").Field; f != "mutations[0]" {
+		t.Fatal(f)
+	}
+}

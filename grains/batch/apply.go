@@ -1,0 +1,232 @@
+package batch
+
+import (
+	"crypto/sha256"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
+	"github.com/orreryhq/orrery/grains/record"
+	"github.com/orreryhq/orrery/grains/saga"
+	"github.com/orreryhq/orrery/grains/schedule"
+)
+
+// Applier applies commands under a set of limits. Every copy of a partition must use the
+// same limits for apply to stay deterministic.
+type Applier struct {
+	Limits input.Limits
+}
+
+// Outcome is the result of ApplyBatch: the receipt, its deterministic encoding (what is
+// stored and sent), and whether it was replayed from the inbox.
+type Outcome struct {
+	Receipt      *orreryv1.Receipt
+	ReceiptBytes []byte
+	Replayed     bool
+}
+
+// ApplyBatch applies a command at loggedNow. Business outcomes are in the receipt; the error
+// return is for a bad command envelope (Validation: no receipt is stored), a command id
+// reused with a different request (IdempotencyConflict), or a platform failure of the view,
+// after which the caller must discard everything written to v.
+func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64) (*Outcome, error) {
+	if err := input.Name("principal", principal, input.MaxIDBytes); err != nil {
+		return nil, err
+	}
+	if err := input.Name("command_id", b.GetCommandId(), input.MaxIDBytes); err != nil {
+		return nil, err
+	}
+	if err := input.Instant("logged_time", loggedNowMicros); err != nil {
+		return nil, err
+	}
+	hash, err := RequestHash(b)
+	if err != nil {
+		return nil, err
+	}
+	inboxKey := keys.InboxKey(principal, b.GetCommandId())
+	if replay, err := a.replay(v, inboxKey, hash); replay != nil || err != nil {
+		return replay, err
+	}
+
+	receipt := &orreryv1.Receipt{CommandId: b.GetCommandId(), LoggedTimeUnixMicros: loggedNowMicros}
+	batchWrites := kv.NewBuffer(v)
+	rollback, err := a.applyMutations(batchWrites, principal, b, loggedNowMicros, receipt)
+	if err != nil {
+		return nil, err
+	}
+	if rollback == nil {
+		if err := batchWrites.Commit(); err != nil {
+			return nil, err
+		}
+	} else {
+		receipt.Results = nil
+		receipt.Error = rollback.Proto()
+	}
+	encoded, err := record.Marshal(receipt)
+	if err != nil {
+		return nil, err
+	}
+	entry := &orreryv1.InboxEntry{RequestHash: hash, Receipt: encoded, LoggedTimeUnixMicros: loggedNowMicros}
+	if _, err := record.Store(v, inboxKey, entry); err != nil {
+		return nil, err
+	}
+	return &Outcome{Receipt: receipt, ReceiptBytes: encoded}, nil
+}
+
+// applyMutations runs each mutation on its own buffer over batchWrites. It returns the error
+// that rolls the whole batch back, if any.
+func (a Applier) applyMutations(batchWrites *kv.Buffer, principal string, b *orreryv1.Batch, loggedNowMicros int64, receipt *orreryv1.Receipt) (*orrery.Error, error) {
+	if len(b.GetMutations()) == 0 {
+		return orrery.Invalid("mutations", "must not be empty"), nil
+	}
+	if n := len(b.GetMutations()); n > a.Limits.MaxMutationsPerBatch {
+		return orrery.Invalid("mutations", "has %d mutations, more than the limit of %d", n, a.Limits.MaxMutationsPerBatch), nil
+	}
+	for i, m := range b.GetMutations() {
+		writes := kv.NewBuffer(batchWrites)
+		res, err := a.dispatch(writes, principal, m, loggedNowMicros)
+		field := fmt.Sprintf("mutations[%d]", i)
+		if name := kindName(m); name != "" {
+			field += "." + name
+		}
+		if err != nil {
+			e := orrery.AsError(err)
+			if platform(e) {
+				return nil, err
+			}
+			e = e.InField(field)
+			if e.Code == orrery.CodeQuotaExceeded || b.GetAllOrNothing() {
+				return e, nil
+			}
+			receipt.Results = append(receipt.Results, &orreryv1.MutationResult{Error: e.Proto()})
+			continue
+		}
+		if err := writes.Commit(); err != nil {
+			return nil, err
+		}
+		receipt.Results = append(receipt.Results, res)
+	}
+	return nil, nil
+}
+
+// replay returns the stored outcome of a command id, IdempotencyConflict if the id was used
+// for a different request, or nil if the id is new.
+func (a Applier) replay(v kv.Reader, inboxKey, hash []byte) (*Outcome, error) {
+	entry := &orreryv1.InboxEntry{}
+	found, err := record.Load(v, inboxKey, entry)
+	if err != nil || !found {
+		return nil, err
+	}
+	if string(entry.GetRequestHash()) != string(hash) {
+		return nil, orrery.FieldErrorf(orrery.CodeIdempotencyConflict, "command_id", "command id was already used for a different request")
+	}
+	receipt := &orreryv1.Receipt{}
+	if err := proto.Unmarshal(entry.GetReceipt(), receipt); err != nil {
+		return nil, orrery.Wrap(orrery.CodeInternal, err, "decode stored receipt")
+	}
+	return &Outcome{Receipt: receipt, ReceiptBytes: entry.GetReceipt(), Replayed: true}, nil
+}
+
+// RequestHash is the SHA-256 of the batch's deterministic encoding.
+func RequestHash(b *orreryv1.Batch) ([]byte, error) {
+	encoded, err := record.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(encoded)
+	return sum[:], nil
+}
+
+// platform reports whether an error is a platform failure that aborts the whole apply rather
+// than a business outcome recorded in the receipt.
+func platform(e *orrery.Error) bool {
+	switch e.Code {
+	case orrery.CodeInternal, orrery.CodeUnavailable, orrery.CodeDeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// dispatch applies one mutation to its buffer.
+func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now int64) (*orreryv1.MutationResult, error) {
+	lim := a.Limits
+	switch k := m.GetKind().(type) {
+	case *orreryv1.Mutation_ConfigureSchedule:
+		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, now))
+	case *orreryv1.Mutation_EmitOccurrences:
+		return scheduleResult(schedule.ApplyEmit(v, lim, k.EmitOccurrences, now))
+	case *orreryv1.Mutation_CancelSchedule:
+		return scheduleResult(schedule.ApplyCancel(v, k.CancelSchedule))
+	case *orreryv1.Mutation_DeleteSchedule:
+		return scheduleResult(schedule.ApplyDelete(v, k.DeleteSchedule, now))
+	case *orreryv1.Mutation_PauseSchedule:
+		return scheduleResult(schedule.ApplyPause(v, k.PauseSchedule, now))
+	case *orreryv1.Mutation_ResumeSchedule:
+		return scheduleResult(schedule.ApplyResume(v, k.ResumeSchedule, now))
+	case *orreryv1.Mutation_TriggerSchedule:
+		return scheduleResult(schedule.ApplyTrigger(v, lim, k.TriggerSchedule, now))
+	case *orreryv1.Mutation_CompareExchangeSaga:
+		return sagaResult(saga.ApplyCompareExchange(v, lim, principal, k.CompareExchangeSaga, now))
+	case *orreryv1.Mutation_ExpireSaga:
+		return sagaResult(saga.ApplyExpire(v, lim, k.ExpireSaga, now))
+	case *orreryv1.Mutation_Enqueue:
+		r, err := queue.ApplyEnqueue(v, lim, k.Enqueue, now)
+		return wrap(err, func() *orreryv1.MutationResult {
+			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Enqueue{Enqueue: r}}
+		})
+	case *orreryv1.Mutation_Receive:
+		r, err := queue.ApplyReceive(v, lim, k.Receive, now)
+		return wrap(err, func() *orreryv1.MutationResult {
+			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Receive{Receive: r}}
+		})
+	case *orreryv1.Mutation_Ack:
+		r, _, err := queue.ApplyAck(v, lim, k.Ack, now)
+		return leaseResult(r, err)
+	case *orreryv1.Mutation_Release:
+		return leaseResult(queue.ApplyRelease(v, lim, k.Release, now))
+	case *orreryv1.Mutation_ExtendLease:
+		return leaseResult(queue.ApplyExtendLease(v, lim, k.ExtendLease, now))
+	default:
+		return nil, orrery.Invalid("", "has no kind")
+	}
+}
+
+func wrap(err error, build func() *orreryv1.MutationResult) (*orreryv1.MutationResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	return build(), nil
+}
+
+func scheduleResult(r *orreryv1.ScheduleResult, err error) (*orreryv1.MutationResult, error) {
+	return wrap(err, func() *orreryv1.MutationResult {
+		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Schedule{Schedule: r}}
+	})
+}
+
+func sagaResult(r *orreryv1.SagaResult, err error) (*orreryv1.MutationResult, error) {
+	return wrap(err, func() *orreryv1.MutationResult {
+		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Saga{Saga: r}}
+	})
+}
+
+func leaseResult(r *orreryv1.LeaseResult, err error) (*orreryv1.MutationResult, error) {
+	return wrap(err, func() *orreryv1.MutationResult {
+		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Lease{Lease: r}}
+	})
+}
+
+// kindName is the proto field name of a mutation's kind, for error field paths.
+func kindName(m *orreryv1.Mutation) string {
+	oneof := m.ProtoReflect().Descriptor().Oneofs().ByName("kind")
+	if f := m.ProtoReflect().WhichOneof(oneof); f != nil {
+		return string(f.Name())
+	}
+	return ""
+}

@@ -1,0 +1,6 @@
+// Package batch owns applying one command: ApplyBatch runs a batch's mutations in order, each
+// on its own write buffer merged only on success, rolls the whole batch back on a quota
+// failure (or any failure when the batch asks for all-or-nothing), and keeps the command inbox
+// — the stored, byte-identical receipt under (principal, command id) that makes every retry of
+// a command safe. It is pure, like the state machines it dispatches to.
+package batch

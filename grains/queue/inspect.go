@@ -1,0 +1,74 @@
+package queue
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+)
+
+// NextVisibleAt returns the earliest visibility-index instant of queue (namespace, queue) in
+// this partition: when its next message becomes (or became) visible, or a lease ends.
+// found is false when the queue holds no message here. A long-polling receive waits for it.
+func NextVisibleAt(v kv.Reader, namespace, queue string) (atMicros int64, found bool, err error) {
+	prefix := keys.QueuePrefix(namespace, queue)
+	var first []byte
+	err = kv.ScanPrefix(v, prefix, func(key, _ []byte) (bool, error) {
+		first = append([]byte(nil), key...)
+		return false, nil
+	})
+	if err != nil || first == nil {
+		return 0, false, err
+	}
+	atMicros, err = keys.VisibilityInstant(prefix, first)
+	if err != nil {
+		return 0, false, orrery.Wrap(orrery.CodeInternal, err, "visibility index key %x", first)
+	}
+	return atMicros, true, nil
+}
+
+// ListLane reads up to maxMessages live messages of lane in key order (ids are
+// length-prefixed: shorter ids first, then byte order), starting after the message afterID
+// ("" starts at the beginning). It is never silently partial: nextAfterID is the afterID of
+// the next page when more messages remain, and empty otherwise.
+func ListLane(v kv.Reader, lane *orreryv1.Lane, afterID string, maxMessages int) (msgs []*orreryv1.QueueMessage, nextAfterID string, err error) {
+	if err := input.Lane("lane", lane, true); err != nil {
+		return nil, "", err
+	}
+	if maxMessages <= 0 {
+		return nil, "", orrery.Invalid("max_messages", "must be positive, got %d", maxMessages)
+	}
+	prefix := keys.Of(keys.Message, keys.AppendLane(nil, lane))
+	start := prefix
+	if afterID != "" {
+		start = append(keys.MessageKey(lane, afterID), 0)
+	}
+	more := false
+	var decodeErr error
+	err = v.Scan(start, kv.PrefixEnd(prefix), func(_, value []byte) (bool, error) {
+		if len(msgs) == maxMessages {
+			more = true
+			return false, nil
+		}
+		msg := &orreryv1.QueueMessage{}
+		if err := proto.Unmarshal(value, msg); err != nil {
+			decodeErr = orrery.Wrap(orrery.CodeInternal, err, "decode queue message")
+			return false, nil
+		}
+		msgs = append(msgs, msg)
+		return true, nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if decodeErr != nil {
+		return nil, "", decodeErr
+	}
+	if more {
+		nextAfterID = msgs[len(msgs)-1].GetId()
+	}
+	return msgs, nextAfterID, nil
+}

@@ -1,0 +1,109 @@
+package queue
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+)
+
+func TestNextVisibleAt(t *testing.T) {
+	b := setup(t)
+	if _, found, err := NextVisibleAt(b.store, testNamespace, testQueue); err != nil || found {
+		t.Fatalf("empty queue: found %v, err %v", found, err)
+	}
+	b.enqueue("late", delay(10*input.Second))
+	b.enqueue("soon", delay(3*input.Second))
+	b.enqueue("elsewhere", func(m *orreryv1.Enqueue) { m.Lane = laneOf("mail", "k") })
+	for _, tc := range []struct {
+		name  string
+		step  func()
+		want  int64
+		found bool
+	}{
+		{"earliest delay", func() {}, startMicros + 3*input.Second, true},
+		{"already visible stays reported", func() { b.advance(5 * input.Second) }, startMicros + 3*input.Second, true},
+		{"leased moves to the lease end", func() { b.receive(testQueue, 1) }, startMicros + 10*input.Second, true},
+		{"both leased", func() { b.advance(5 * input.Second); b.receive(testQueue, 1) }, startMicros + 5*input.Second + b.lim.DefaultLeaseMicros, true},
+	} {
+		tc.step()
+		at, found, err := NextVisibleAt(b.store, testNamespace, testQueue)
+		if err != nil || found != tc.found || at != tc.want {
+			t.Fatalf("%s: got %d %v %v, want %d %v", tc.name, at, found, err, tc.want, tc.found)
+		}
+	}
+	if at, found, _ := NextVisibleAt(b.store, testNamespace, "mail"); !found || at != startMicros {
+		t.Fatalf("other queue: %d %v", at, found)
+	}
+}
+
+func TestListLane(t *testing.T) {
+	b := setup(t)
+	for i := range 5 {
+		b.enqueue(idOf(i))
+	}
+	// Neighbouring lanes whose key or queue share a prefix are not listed.
+	b.enqueue("x", func(m *orreryv1.Enqueue) { m.Lane = laneOf(testQueue, "kk") })
+	b.enqueue("y", func(m *orreryv1.Enqueue) { m.Lane = laneOf(testQueue+"s", "k") })
+	b.receive(testQueue, 1) // listing includes leased messages
+	lane := laneOf(testQueue, "k")
+	for _, tc := range []struct {
+		pageSize int
+		want     [][]string
+	}{
+		{2, [][]string{{"m0000", "m0001"}, {"m0002", "m0003"}, {"m0004"}}},
+		{5, [][]string{{"m0000", "m0001", "m0002", "m0003", "m0004"}}},
+		{10, [][]string{{"m0000", "m0001", "m0002", "m0003", "m0004"}}},
+		{1, [][]string{{"m0000"}, {"m0001"}, {"m0002"}, {"m0003"}, {"m0004"}}},
+	} {
+		var pages [][]string
+		after := ""
+		for {
+			msgs, next, err := ListLane(b.store, lane, after, tc.pageSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages = append(pages, ids(msgs))
+			if next == "" {
+				break
+			}
+			after = next
+		}
+		if !slices.EqualFunc(pages, tc.want, slices.Equal) {
+			t.Fatalf("page size %d: pages %v, want %v", tc.pageSize, pages, tc.want)
+		}
+	}
+	msgs, _, _ := ListLane(b.store, lane, "", 1)
+	if msgs[0].GetLease() == nil {
+		t.Fatal("listing dropped the lease")
+	}
+	if msgs, next, err := ListLane(b.store, laneOf(testQueue, "empty"), "", 3); err != nil || len(msgs) != 0 || next != "" {
+		t.Fatalf("empty lane: %v %q %v", msgs, next, err)
+	}
+	_, _, err := ListLane(b.store, lane, "", 0)
+	wantCode(t, err, orrery.CodeValidation, "max_messages")
+	_, _, err = ListLane(b.store, nil, "", 1)
+	wantCode(t, err, orrery.CodeValidation, "lane")
+}
+
+func TestRemove(t *testing.T) {
+	b := setup(t)
+	b.enqueue("a")
+	b.enqueue("b")
+	msg, _ := b.message(laneOf(testQueue, "k"), "a")
+	stale := &orreryv1.QueueMessage{Id: "a", Lane: laneOf(testQueue, "k")} // Remove trusts the store, not the copy
+	if err := Remove(b.store, stale, b.now, false); err != nil {
+		t.Fatal(err)
+	}
+	b.check()
+	if ts, found := b.tombstone(msg.GetLane(), "a"); !found || ts.GetExpired() {
+		t.Fatalf("tombstone %v %v", ts, found)
+	}
+	before := b.store.Clone()
+	wantCode(t, Remove(b.store, msg, b.now, true), orrery.CodeNotFound, "id")
+	if !b.store.Equal(before) {
+		t.Fatal("removing an absent message wrote")
+	}
+}

@@ -1,0 +1,161 @@
+package queue
+
+import (
+	"bytes"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
+)
+
+// SweepBudget bounds how many expired or dead-lettered messages one receive handles besides
+// the ones it delivers, so a backlog of dead messages cannot make one command unbounded. A
+// receive that spends it may return fewer messages than it asked for while visible ones
+// remain; NextVisibleAt then still reports an instant at or before the logged time.
+const SweepBudget = 1024
+
+// ApplyReceive leases up to m.max (0 means 1) messages of queue (namespace, queue) in this
+// partition that are visible at loggedNow, in visible-time then enqueue order. On the way it
+// removes messages whose TTL has passed and moves messages that used up their deliveries to
+// the dead-letter queue; neither is delivered. Each delivered message gets delivery_count+1
+// and a lease {LeaseToken, owner, loggedNow + lease duration}, and its index entry moves to
+// the lease end. The result holds full copies of the leased messages.
+func ApplyReceive(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMicros int64) (*orreryv1.ReceiveResult, error) {
+	maxMessages, until, err := validateReceive(lim, m, loggedNowMicros)
+	if err != nil {
+		return nil, err
+	}
+	namespace, queue := m.GetNamespace(), m.GetQueue()
+	start := keys.QueuePrefix(namespace, queue)
+	end := keys.VisibilityKey(namespace, queue, loggedNowMicros+1, 0)
+	res := &orreryv1.ReceiveResult{}
+	swept := 0
+	for len(res.Messages) < maxMessages && swept < SweepBudget {
+		// Read a chunk first and write after, so no view is written while it is scanned.
+		entries, err := scanIndex(v, start, end, maxMessages-len(res.Messages))
+		if err != nil {
+			return nil, err
+		}
+		if len(entries) == 0 {
+			break
+		}
+		for _, e := range entries {
+			if swept >= SweepBudget {
+				break
+			}
+			leased, err := receiveOne(v, lim, e, m.GetOwner(), until, loggedNowMicros)
+			if err != nil {
+				return nil, err
+			}
+			if leased == nil {
+				swept++
+				continue
+			}
+			res.Messages = append(res.Messages, leased)
+		}
+		// Every handled entry left [start, end): resume after the last one read.
+		start = append(entries[len(entries)-1].key, 0)
+	}
+	return res, nil
+}
+
+// validateReceive checks m and returns the resolved message count and lease end.
+func validateReceive(lim input.Limits, m *orreryv1.Receive, loggedNowMicros int64) (maxMessages int, leaseUntilMicros int64, err error) {
+	if m == nil {
+		return 0, 0, orrery.Invalid("", "receive is required")
+	}
+	if err := input.Name("namespace", m.GetNamespace(), input.MaxNamespaceBytes); err != nil {
+		return 0, 0, err
+	}
+	if err := input.QueueName("queue", m.GetQueue(), true); err != nil {
+		return 0, 0, err
+	}
+	count := m.GetMax()
+	if count == 0 {
+		count = 1
+	}
+	if count > lim.MaxReceivePerCommand {
+		return 0, 0, orrery.Invalid("max", "must be between 0 (one) and %d, got %d", lim.MaxReceivePerCommand, count)
+	}
+	if owner := m.GetOwner(); owner != "" {
+		if err := input.Name("owner", owner, input.MaxIDBytes); err != nil {
+			return 0, 0, err
+		}
+	}
+	until, err := leaseUntil("lease_duration_micros", m.GetLeaseDurationMicros(), lim, loggedNowMicros)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int(count), until, nil
+}
+
+// indexEntry is a copied visibility-index entry: its key and the message key it points at.
+type indexEntry struct {
+	key, messageKey []byte
+}
+
+// scanIndex copies up to limit index entries of [start, end).
+func scanIndex(v kv.Reader, start, end []byte, limit int) ([]indexEntry, error) {
+	var entries []indexEntry
+	err := v.Scan(start, end, func(key, value []byte) (bool, error) {
+		entries = append(entries, indexEntry{key: bytes.Clone(key), messageKey: bytes.Clone(value)})
+		return len(entries) < limit, nil
+	})
+	return entries, err
+}
+
+// receiveOne handles one visible index entry: it expires, dead-letters or leases the message
+// and returns a copy of it when leased, nil otherwise.
+func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64) (*orreryv1.QueueMessage, error) {
+	msg := &orreryv1.QueueMessage{}
+	found, err := record.Load(v, e.messageKey, msg)
+	if err != nil {
+		return nil, err
+	}
+	if !found || !bytes.Equal(visibilityKey(msg), e.key) {
+		return nil, orrery.Errorf(orrery.CodeInternal, "visibility index entry %x is out of step with its message", e.key)
+	}
+	if exp := msg.GetExpiresAtUnixMicros(); exp != 0 && exp <= loggedNowMicros {
+		return nil, Remove(v, msg, loggedNowMicros, true)
+	}
+	queue := msg.GetLane().GetQueue()
+	if !input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() >= effectiveMaxDeliveries(msg, lim) {
+		return nil, deadLetter(v, lim, msg, loggedNowMicros)
+	}
+	msg.DeliveryCount++
+	msg.Lease = &orreryv1.Lease{
+		Token:           LeaseToken(msg.GetLane(), msg.GetId(), msg.GetDeliveryCount(), loggedNowMicros),
+		Owner:           owner,
+		UntilUnixMicros: untilMicros,
+	}
+	if err := storeMessage(v, msg, e.key); err != nil {
+		return nil, err
+	}
+	return proto.CloneOf(msg), nil
+}
+
+// deadLetter moves a message that used up its deliveries to its lane's dead-letter queue
+// (queue + input.DeadLetterSuffix, same namespace, key and id), visible at loggedNow with
+// its delivery count reset and its lease cleared. The source lane keeps a tombstone, so the
+// id stays taken there. The move bypasses the dead-letter lane's quota but is counted. If the
+// dead-letter lane already holds or held the id (possible only once tombstones are pruned),
+// the message is not duplicated there: the source copy is removed and the earlier one stays.
+func deadLetter(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, loggedNowMicros int64) error {
+	if err := Remove(v, msg, loggedNowMicros, false); err != nil {
+		return err
+	}
+	moved := proto.CloneOf(msg)
+	source := msg.GetLane()
+	moved.Lane = &orreryv1.Lane{Namespace: source.GetNamespace(), Queue: source.GetQueue() + input.DeadLetterSuffix, Key: source.GetKey()}
+	moved.DeadLetteredFrom = source.GetQueue()
+	moved.DeliveryCount = 0
+	moved.Lease = nil
+	moved.VisibleAtUnixMicros = loggedNowMicros
+	_, err := put(v, lim, moved, false)
+	return err
+}

@@ -1,0 +1,62 @@
+package queue
+
+import (
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
+)
+
+// Remove deletes the live message msg names (by lane and id): the message, its
+// visibility-index entry and its share of the lane counters, and writes the tombstone that
+// keeps a re-enqueue of its id a no-op. expired records why it went (TTL rather than ack or
+// a dead-letter move). It works from the stored message, so a stale copy in msg cannot put
+// the index or the counters out of step; an absent message is NotFound ("id").
+func Remove(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64, expired bool) error {
+	lane, id := msg.GetLane(), msg.GetId()
+	if lane == nil {
+		return orrery.Errorf(orrery.CodeInternal, "remove message %q: no lane", id)
+	}
+	stored, found, err := loadMessage(v, lane, id)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return orrery.FieldErrorf(orrery.CodeNotFound, "id", "no message %q in the lane", id)
+	}
+	if err := v.Delete(visibilityKey(stored)); err != nil {
+		return err
+	}
+	if err := v.Delete(keys.MessageKey(lane, id)); err != nil {
+		return err
+	}
+	if err := subtractCounters(v, lane, MessageBytes(stored)); err != nil {
+		return err
+	}
+	tombstone := &orreryv1.MessageTombstone{RemovedAtUnixMicros: loggedNowMicros, Expired: expired}
+	_, err = record.Store(v, keys.MessageTombstoneKey(lane, id), tombstone)
+	return err
+}
+
+// subtractCounters takes one message of size bytes off a lane's counters, deleting the
+// record when the lane is empty so idle lanes leave nothing behind.
+func subtractCounters(v kv.View, lane *orreryv1.Lane, size uint64) error {
+	counters, err := LoadCounters(v, lane)
+	if err != nil {
+		return err
+	}
+	if counters.GetMessages() == 0 || counters.GetBytes() < size {
+		return orrery.Errorf(orrery.CodeInternal, "lane counters (%d messages, %d bytes) cannot lose a message of %d bytes", counters.GetMessages(), counters.GetBytes(), size)
+	}
+	counters.Messages--
+	counters.Bytes -= size
+	if counters.GetMessages() == 0 {
+		if counters.GetBytes() != 0 {
+			return orrery.Errorf(orrery.CodeInternal, "empty lane still counts %d bytes", counters.GetBytes())
+		}
+		return v.Delete(keys.LaneCountersKey(lane))
+	}
+	_, err = record.Store(v, keys.LaneCountersKey(lane), counters)
+	return err
+}

@@ -1,0 +1,93 @@
+package schedule
+
+import (
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
+)
+
+// Load reads a schedule record; found is false when there is none.
+func Load(v kv.Reader, lane *orreryv1.Lane, scheduleID string) (*orreryv1.ScheduleRecord, bool, error) {
+	rec := &orreryv1.ScheduleRecord{}
+	found, err := record.Load(v, keys.ScheduleKey(lane, scheduleID), rec)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	return rec, true, nil
+}
+
+// save writes rec and moves its due entry from oldDueAt to rec.NextDueAt.
+func save(v kv.View, rec *orreryv1.ScheduleRecord, oldDueAtMicros int64) error {
+	def := rec.GetDefinition()
+	if _, err := record.Store(v, keys.ScheduleKey(def.GetLane(), def.GetScheduleId()), rec); err != nil {
+		return err
+	}
+	return due.Move(v, oldDueAtMicros, &orreryv1.DueRef{
+		Kind:            orreryv1.DueKind_DUE_KIND_SCHEDULE,
+		Lane:            def.GetLane(),
+		Id:              def.GetScheduleId(),
+		Token:           rec.GetGeneration(),
+		DueAtUnixMicros: rec.GetNextDueAtUnixMicros(),
+	})
+}
+
+// loadExisting validates lane and id and loads the record, failing NotFound when absent.
+func loadExisting(v kv.Reader, lane *orreryv1.Lane, scheduleID string) (*orreryv1.ScheduleRecord, error) {
+	if err := input.Lane("lane", lane, false); err != nil {
+		return nil, err
+	}
+	if err := input.UUID("schedule_id", scheduleID); err != nil {
+		return nil, err
+	}
+	rec, found, err := Load(v, lane, scheduleID)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, orrery.FieldErrorf(orrery.CodeNotFound, "schedule_id", "no schedule %s in this lane", scheduleID)
+	}
+	return rec, nil
+}
+
+// checkRevision fails RevisionConflict unless rec is at the expected revision.
+func checkRevision(rec *orreryv1.ScheduleRecord, expected uint64) error {
+	if rec.GetRevision() != expected {
+		return orrery.FieldErrorf(orrery.CodeRevisionConflict, "expected_revision", "schedule is at revision %d, expected %d", rec.GetRevision(), expected)
+	}
+	return nil
+}
+
+// result reports a record's state.
+func result(rec *orreryv1.ScheduleRecord, enqueued []string) *orreryv1.ScheduleResult {
+	return &orreryv1.ScheduleResult{
+		Revision:            rec.GetRevision(),
+		Generation:          rec.GetGeneration(),
+		NextOrdinal:         rec.GetNextOrdinal(),
+		NextDueAtUnixMicros: rec.GetNextDueAtUnixMicros(),
+		EnqueuedIds:         enqueued,
+	}
+}
+
+// canEmit reports whether the schedule may emit at all.
+func canEmit(rec *orreryv1.ScheduleRecord) bool { return !rec.GetCancelled() && !rec.GetPaused() }
+
+// refreshNextDue sets NextDueAt from NextOrdinal (zero when the schedule cannot emit or the
+// series has ended).
+func refreshNextDue(rec *orreryv1.ScheduleRecord) error {
+	rec.NextDueAtUnixMicros = 0
+	if !canEmit(rec) {
+		return nil
+	}
+	at, exists, err := DueAt(rec, rec.GetNextOrdinal())
+	if err != nil {
+		return err
+	}
+	if exists {
+		rec.NextDueAtUnixMicros = at
+	}
+	return nil
+}
