@@ -14,10 +14,10 @@ import (
 )
 
 const (
-	scheduleID = "0f8fad5b-d9cb-469f-a165-70867728950e"
-	sec        = input.Second
-	hour       = input.Hour
-	t0   int64 = 1767225600 * sec // 2026-01-01T00:00:00Z
+	scheduleID       = "0f8fad5b-d9cb-469f-a165-70867728950e"
+	sec              = input.Second
+	hour             = input.Hour
+	t0         int64 = 1767225600 * sec // 2026-01-01T00:00:00Z
 )
 
 var lane = &orreryv1.Lane{Namespace: "acme", Queue: "reports", Key: "k1"}

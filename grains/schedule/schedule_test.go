@@ -355,8 +355,12 @@ func TestValidationNamesFieldAndWritesNothing(t *testing.T) {
 	}{
 		{"definition.lane", func(d *orreryv1.ScheduleDefinition) { d.Lane = nil }},
 		{"definition.lane.namespace", func(d *orreryv1.ScheduleDefinition) { d.Lane = &orreryv1.Lane{Queue: "q", Key: "k"} }},
-		{"definition.lane.queue", func(d *orreryv1.ScheduleDefinition) { d.Lane = &orreryv1.Lane{Namespace: "n", Queue: "bad queue", Key: "k"} }},
-		{"definition.lane.queue", func(d *orreryv1.ScheduleDefinition) { d.Lane = &orreryv1.Lane{Namespace: "n", Queue: "q$dlq", Key: "k"} }},
+		{"definition.lane.queue", func(d *orreryv1.ScheduleDefinition) {
+			d.Lane = &orreryv1.Lane{Namespace: "n", Queue: "bad queue", Key: "k"}
+		}},
+		{"definition.lane.queue", func(d *orreryv1.ScheduleDefinition) {
+			d.Lane = &orreryv1.Lane{Namespace: "n", Queue: "q$dlq", Key: "k"}
+		}},
 		{"definition.lane.key", func(d *orreryv1.ScheduleDefinition) { d.Lane = &orreryv1.Lane{Namespace: "n", Queue: "q", Key: ""} }},
 		{"definition.schedule_id", func(d *orreryv1.ScheduleDefinition) { d.ScheduleId = "0F8FAD5B-D9CB-469F-A165-70867728950E" }},
 		{"definition.schedule_id", func(d *orreryv1.ScheduleDefinition) { d.ScheduleId = "not-a-uuid" }},
