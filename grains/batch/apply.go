@@ -162,13 +162,13 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_EmitOccurrences:
 		return scheduleResult(schedule.ApplyEmit(v, lim, k.EmitOccurrences, now))
 	case *orreryv1.Mutation_CancelSchedule:
-		return scheduleResult(schedule.ApplyCancel(v, k.CancelSchedule))
+		return scheduleResult(schedule.ApplyCancel(v, lim, k.CancelSchedule))
 	case *orreryv1.Mutation_DeleteSchedule:
 		return scheduleResult(schedule.ApplyDelete(v, k.DeleteSchedule, now))
 	case *orreryv1.Mutation_PauseSchedule:
-		return scheduleResult(schedule.ApplyPause(v, k.PauseSchedule, now))
+		return scheduleResult(schedule.ApplyPause(v, lim, k.PauseSchedule, now))
 	case *orreryv1.Mutation_ResumeSchedule:
-		return scheduleResult(schedule.ApplyResume(v, k.ResumeSchedule, now))
+		return scheduleResult(schedule.ApplyResume(v, lim, k.ResumeSchedule, now))
 	case *orreryv1.Mutation_TriggerSchedule:
 		return scheduleResult(schedule.ApplyTrigger(v, lim, k.TriggerSchedule, now))
 	case *orreryv1.Mutation_CompareExchangeSaga:

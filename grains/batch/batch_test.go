@@ -269,3 +269,29 @@ func TestPlatformFailureAbortsApply(t *testing.T) {
 		t.Fatalf("got %v, want the disk error", err)
 	}
 }
+
+func TestPartitionRecordLimitRollsBackBatch(t *testing.T) {
+	lim := input.DefaultLimits()
+	lim.MaxPartitionRecords = 1
+	a := Applier{Limits: lim}
+	v := kv.NewMemory()
+	mustApplyWith := func(id string, m *orreryv1.Mutation) *orreryv1.Receipt {
+		out, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: id, Mutations: []*orreryv1.Mutation{enqueueMutation("m-" + id), m}}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Receipt
+	}
+	if r := mustApplyWith("c1", configureMutation(everySpec(t0, hour), 0)); r.GetError() != nil {
+		t.Fatalf("first schedule: %v", r)
+	}
+	saga := &orreryv1.Mutation{Kind: &orreryv1.Mutation_CompareExchangeSaga{CompareExchangeSaga: &orreryv1.CompareExchangeSaga{
+		Lane: lane, SagaId: "16fd2706-8baf-433b-82eb-8c7fada847da", Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING}}}
+	r := mustApplyWith("c2", saga)
+	if !errors.Is(orrery.FromProto(r.GetError()), orrery.ErrQuotaExceeded) || r.GetError().GetField() != "mutations[1].compare_exchange_saga.partition" {
+		t.Fatalf("second record: %v", r)
+	}
+	if msgs, _, _ := queue.ListLane(v, lane, "", 10); len(msgs) != 1 {
+		t.Fatalf("the rolled-back batch's enqueue stayed: %v", msgs)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
+	"github.com/orreryhq/orrery/grains/retained"
 )
 
 // Load reads the saga sagaID in lane. It reports found=false, and no error, when there is none.
@@ -46,10 +47,9 @@ func load(v kv.Reader, lane *orreryv1.Lane, sagaID string) (*orreryv1.SagaRecord
 	return rec, true, nil
 }
 
-// store writes rec under its key.
-func store(v kv.View, rec *orreryv1.SagaRecord) error {
-	_, err := record.Store(v, keys.SagaKey(rec.GetLane(), rec.GetSagaId()), rec)
-	return err
+// store writes rec under its key, on the partition's retained-record account.
+func store(v kv.View, lim input.Limits, rec *orreryv1.SagaRecord) error {
+	return retained.Store(v, lim, keys.SagaKey(rec.GetLane(), rec.GetSagaId()), rec)
 }
 
 // dueAt is the instant rec's due-index entry sits at, or zero when it has none: only a

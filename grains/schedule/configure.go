@@ -53,7 +53,7 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 	if err := refreshNextDue(rec); err != nil {
 		return nil, orrery.AsError(err)
 	}
-	if err := save(v, rec, oldDueAt); err != nil {
+	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err
 	}
 	return result(rec, nil), nil

@@ -62,7 +62,7 @@ func ApplyEmit(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedN
 	if err := refreshNextDue(rec); err != nil {
 		return nil, err
 	}
-	if err := save(v, rec, oldDueAt); err != nil {
+	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err
 	}
 	return result(rec, enqueued), nil

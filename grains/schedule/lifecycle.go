@@ -9,12 +9,13 @@ import (
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/grains/record"
+	"github.com/orreryhq/orrery/grains/retained"
 )
 
 // ApplyCancel cancels the expected revision: the schedule never emits again until a new
 // ConfigureSchedule starts a new generation. State and watermark are retained. Cancelling a
 // cancelled schedule changes nothing.
-func ApplyCancel(v kv.View, m *orreryv1.CancelSchedule) (*orreryv1.ScheduleResult, error) {
+func ApplyCancel(v kv.View, lim input.Limits, m *orreryv1.CancelSchedule) (*orreryv1.ScheduleResult, error) {
 	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
 	if err != nil {
 		return nil, err
@@ -31,7 +32,7 @@ func ApplyCancel(v kv.View, m *orreryv1.CancelSchedule) (*orreryv1.ScheduleResul
 	if err := refreshNextDue(rec); err != nil {
 		return nil, err
 	}
-	if err := save(v, rec, oldDueAt); err != nil {
+	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err
 	}
 	return result(rec, nil), nil
@@ -51,7 +52,7 @@ func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64) (
 	if err := due.Remove(v, rec.GetNextDueAtUnixMicros(), orreryv1.DueKind_DUE_KIND_SCHEDULE, lane, id); err != nil {
 		return nil, err
 	}
-	if err := v.Delete(keys.ScheduleKey(lane, id)); err != nil {
+	if err := retained.Delete(v, keys.ScheduleKey(lane, id)); err != nil {
 		return nil, err
 	}
 	tomb := &orreryv1.ScheduleTombstone{LastRevision: rec.GetRevision(), LastGeneration: rec.GetGeneration(), DeletedAtUnixMicros: loggedNowMicros}
@@ -65,7 +66,7 @@ func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64) (
 
 // ApplyPause stops emission durably. Pausing a paused schedule changes nothing; a cancelled
 // schedule cannot be paused (Suspended).
-func ApplyPause(v kv.View, m *orreryv1.PauseSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
+func ApplyPause(v kv.View, lim input.Limits, m *orreryv1.PauseSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
 	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
 	if err != nil {
 		return nil, err
@@ -86,7 +87,7 @@ func ApplyPause(v kv.View, m *orreryv1.PauseSchedule, loggedNowMicros int64) (*o
 	if err := refreshNextDue(rec); err != nil {
 		return nil, err
 	}
-	if err := save(v, rec, oldDueAt); err != nil {
+	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err
 	}
 	return result(rec, nil), nil
@@ -95,7 +96,7 @@ func ApplyPause(v kv.View, m *orreryv1.PauseSchedule, loggedNowMicros int64) (*o
 // ApplyResume restarts emission with the first occurrence due at or after the resume's logged
 // time; occurrences that fell due before it and were not emitted are not back-filled.
 // Resuming a schedule that is not paused changes nothing.
-func ApplyResume(v kv.View, m *orreryv1.ResumeSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
+func ApplyResume(v kv.View, lim input.Limits, m *orreryv1.ResumeSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
 	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
 	if err != nil {
 		return nil, err
@@ -123,7 +124,7 @@ func ApplyResume(v kv.View, m *orreryv1.ResumeSchedule, loggedNowMicros int64) (
 	if err := refreshNextDue(rec); err != nil {
 		return nil, err
 	}
-	if err := save(v, rec, oldDueAt); err != nil {
+	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err
 	}
 	return result(rec, nil), nil

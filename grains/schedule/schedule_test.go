@@ -132,9 +132,9 @@ func TestCancelledNeverEmitsAndKeepsWatermark(t *testing.T) {
 	if _, err := emit(v, 1, 32, t0+hour); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ApplyCancel(v, &orreryv1.CancelSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 1})
+	_, err := ApplyCancel(v, input.DefaultLimits(), &orreryv1.CancelSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 1})
 	wantCode(t, err, orrery.ErrRevisionConflict, "expected_revision")
-	res, err := ApplyCancel(v, &orreryv1.CancelSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 2})
+	res, err := ApplyCancel(v, input.DefaultLimits(), &orreryv1.CancelSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 2})
 	if err != nil || res.GetRevision() != 3 || res.GetNextOrdinal() != 2 || res.GetNextDueAtUnixMicros() != 0 {
 		t.Fatalf("cancel: %v %v", res, err)
 	}
@@ -298,7 +298,7 @@ func TestPauseResumeTrigger(t *testing.T) {
 	if _, err := emit(v, 1, 1, t0); err != nil { // ordinal 0
 		t.Fatal(err)
 	}
-	res, err := ApplyPause(v, &orreryv1.PauseSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 2}, t0+30*60*sec)
+	res, err := ApplyPause(v, input.DefaultLimits(), &orreryv1.PauseSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 2}, t0+30*60*sec)
 	if err != nil || res.GetRevision() != 3 || res.GetNextDueAtUnixMicros() != 0 {
 		t.Fatalf("pause: %v %v", res, err)
 	}
@@ -309,7 +309,7 @@ func TestPauseResumeTrigger(t *testing.T) {
 	_, err = ApplyTrigger(v, lim, &orreryv1.TriggerSchedule{Lane: lane, ScheduleId: scheduleID}, t0+5*hour)
 	wantCode(t, err, orrery.ErrSuspended, "schedule_id")
 	// Resume at 5h30: ordinals 1..5 (1h..5h) are not back-filled; the next is 6 (6h).
-	res, err = ApplyResume(v, &orreryv1.ResumeSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 3}, t0+5*hour+30*60*sec)
+	res, err = ApplyResume(v, input.DefaultLimits(), &orreryv1.ResumeSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 3}, t0+5*hour+30*60*sec)
 	if err != nil || res.GetRevision() != 4 || res.GetNextOrdinal() != 6 || res.GetNextDueAtUnixMicros() != t0+6*hour {
 		t.Fatalf("resume: %v %v", res, err)
 	}
@@ -317,10 +317,10 @@ func TestPauseResumeTrigger(t *testing.T) {
 	// Resume exactly on a due instant keeps that occurrence.
 	v2 := kv.NewMemory()
 	configure(t, v2, definition(every(t0, hour)), 0, t0)
-	if _, err := ApplyPause(v2, &orreryv1.PauseSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 1}, t0); err != nil {
+	if _, err := ApplyPause(v2, input.DefaultLimits(), &orreryv1.PauseSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 1}, t0); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := ApplyResume(v2, &orreryv1.ResumeSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 2}, t0+2*hour); err != nil || res.GetNextOrdinal() != 2 {
+	if res, err := ApplyResume(v2, input.DefaultLimits(), &orreryv1.ResumeSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 2}, t0+2*hour); err != nil || res.GetNextOrdinal() != 2 {
 		t.Fatalf("resume on a due instant: %v %v", res, err)
 	}
 	// Trigger: a manual occurrence with its own id; the watermark and revision do not move.
@@ -338,7 +338,7 @@ func TestPauseResumeTrigger(t *testing.T) {
 		t.Fatalf("second trigger: %v %v", tr2, err)
 	}
 	// Replacing a paused schedule un-pauses it as a new generation.
-	if _, err := ApplyPause(v, &orreryv1.PauseSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 4}, t0+6*hour); err != nil {
+	if _, err := ApplyPause(v, input.DefaultLimits(), &orreryv1.PauseSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 4}, t0+6*hour); err != nil {
 		t.Fatal(err)
 	}
 	res = configure(t, v, definition(every(t0+7*hour, hour)), 5, t0+6*hour)

@@ -8,6 +8,7 @@ import (
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
+	"github.com/orreryhq/orrery/grains/retained"
 )
 
 // Load reads a schedule record; found is false when there is none.
@@ -20,10 +21,11 @@ func Load(v kv.Reader, lane *orreryv1.Lane, scheduleID string) (*orreryv1.Schedu
 	return rec, true, nil
 }
 
-// save writes rec and moves its due entry from oldDueAt to rec.NextDueAt.
-func save(v kv.View, rec *orreryv1.ScheduleRecord, oldDueAtMicros int64) error {
+// save writes rec (on the partition's retained-record account) and moves its due entry from
+// oldDueAt to rec.NextDueAt.
+func save(v kv.View, lim input.Limits, rec *orreryv1.ScheduleRecord, oldDueAtMicros int64) error {
 	def := rec.GetDefinition()
-	if _, err := record.Store(v, keys.ScheduleKey(def.GetLane(), def.GetScheduleId()), rec); err != nil {
+	if err := retained.Store(v, lim, keys.ScheduleKey(def.GetLane(), def.GetScheduleId()), rec); err != nil {
 		return err
 	}
 	return due.Move(v, oldDueAtMicros, &orreryv1.DueRef{
