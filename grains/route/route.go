@@ -1,0 +1,35 @@
+// Package route owns which partition a lane belongs to: jump_hash(fnv64a(namespace + "\x00" +
+// key), partitions). The queue name takes no part, so a schedule or saga and the queues of its
+// namespace with the same key share a partition and change atomically together.
+package route
+
+import (
+	"hash/fnv"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// Partition returns the partition of a lane among partitions (which must be positive).
+func Partition(lane *orreryv1.Lane, partitions int) int {
+	return PartitionOf(lane.GetNamespace(), lane.GetKey(), partitions)
+}
+
+// PartitionOf returns the partition of (namespace, key) among partitions.
+func PartitionOf(namespace, key string, partitions int) int {
+	h := fnv.New64a()
+	h.Write([]byte(namespace))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return JumpHash(h.Sum64(), partitions)
+}
+
+// JumpHash is Lamping and Veach's jump consistent hash: buckets in [0, buckets).
+func JumpHash(key uint64, buckets int) int {
+	var b, j int64 = -1, 0
+	for j < int64(buckets) {
+		b = j
+		key = key*2862933555777941757 + 1
+		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
+	}
+	return int(b)
+}
