@@ -11,6 +11,8 @@ type Reader interface {
 	Get(key []byte) (value []byte, found bool, err error)
 	// Scan calls fn for every key in [start, end) in ascending byte order; a nil end means no
 	// upper bound. fn returns false to stop. Key and value are valid only during the call.
+	// Whether writes made from inside fn are seen by the same scan is unspecified (the Badger
+	// view reads a snapshot, Memory and Buffer do not): collect first, then write.
 	Scan(start, end []byte, fn func(key, value []byte) (bool, error)) error
 }
 

@@ -1,0 +1,146 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Failure-detection defaults, tuned for loopback and LAN silos of one host. With them memberlist
+// declares a SIGKILLed member dead in about 1.5–2 s: it is probed within one or two probe
+// intervals (400 ms each, round robin over the peers), the probe fails at the end of its
+// interval (direct ping with a 200 ms timeout, then an indirect ping and a TCP fallback), and
+// the suspicion then lasts SuspicionMult × ProbeInterval = 1.2 s (memberlist's minimum for
+// clusters under 10 nodes; Lifeguard's confirmation speed-up needs more peers than we have).
+// Memberlist DefaultLocalConfig needs about 4 s. Shorter settings detect faster but turn more
+// CPU stalls into false deaths, and with protoactor a false death is permanent: the member's id
+// is blocked and it must restart (see Fenced).
+const (
+	DefaultProbeInterval  = 400 * time.Millisecond
+	DefaultProbeTimeout   = 200 * time.Millisecond
+	DefaultSuspicionMult  = 3
+	DefaultGossipInterval = 50 * time.Millisecond
+	DefaultResyncInterval = time.Second
+	DefaultJoinRetry      = 200 * time.Millisecond
+	DefaultJoinRetryMax   = 2 * time.Second
+	DefaultLeaveTimeout   = 2 * time.Second
+	DefaultBindHost       = "127.0.0.1"
+)
+
+// ProviderConfig configures the memberlist provider. Zero fields take the defaults above.
+type ProviderConfig struct {
+	// BindHost is the gossip address, used for both UDP and TCP (default 127.0.0.1). It is also
+	// advertised unless AdvertiseHost is set, so it must be an address peers can reach, not a
+	// wildcard.
+	BindHost string
+	// BindPort is the gossip port; 0 picks a free one (see Provider.GossipAddress).
+	BindPort int
+	// AdvertiseHost, when set, is the gossip address announced to peers instead of BindHost.
+	AdvertiseHost string
+	// Seeds are gossip addresses ("host:port") of other nodes to join. Entries naming this
+	// node's own gossip address are ignored.
+	Seeds []string
+	// Bootstrap marks the first node of a cluster: it publishes a self-only topology without
+	// waiting for a join. Nodes without seeds are always treated so.
+	Bootstrap bool
+
+	// ProbeInterval is memberlist's failure-probe period (default 400 ms).
+	ProbeInterval time.Duration
+	// ProbeTimeout is how long a direct probe waits for an ack (default 200 ms).
+	ProbeTimeout time.Duration
+	// SuspicionMult scales how long a suspected node may refute before it is declared dead
+	// (default 3, i.e. 3 probe intervals for clusters under 10 nodes).
+	SuspicionMult int
+	// GossipInterval is memberlist's gossip period (default 50 ms).
+	GossipInterval time.Duration
+
+	// ResyncInterval is how often the full member set is republished even without events
+	// (default 1 s).
+	ResyncInterval time.Duration
+	// JoinRetry is the first wait between failed joins; it doubles up to 2 s (default 200 ms).
+	JoinRetry time.Duration
+	// LeaveTimeout bounds the wait for the leave broadcast in a graceful Shutdown (default 2 s).
+	LeaveTimeout time.Duration
+
+	// SecretKey, when set, enables memberlist's AES-GCM encryption of all gossip; it must be 16,
+	// 24 or 32 bytes, and every node of the cluster needs the same key.
+	SecretKey []byte
+
+	// Logger receives the provider's and memberlist's logs (nil: slog.Default()).
+	Logger *slog.Logger
+	// LogLevel drops records below it (nil: WARN).
+	LogLevel slog.Leveler
+	// OnFenced, when set, is called once, in its own goroutine, when this member fences itself
+	// (see Provider.Fenced).
+	OnFenced func(cause error)
+}
+
+// withDefaults fills zero fields and validates the rest.
+func (c ProviderConfig) withDefaults() (ProviderConfig, error) {
+	if c.BindHost == "" {
+		c.BindHost = DefaultBindHost
+	}
+	if c.BindPort < 0 || c.BindPort > 65535 {
+		return c, fmt.Errorf("gossip BindPort %d out of range", c.BindPort)
+	}
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = DefaultProbeInterval
+	}
+	if c.ProbeTimeout <= 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	if c.ProbeTimeout > c.ProbeInterval {
+		return c, fmt.Errorf("gossip ProbeTimeout %v exceeds ProbeInterval %v", c.ProbeTimeout, c.ProbeInterval)
+	}
+	if c.SuspicionMult <= 0 {
+		c.SuspicionMult = DefaultSuspicionMult
+	}
+	if c.GossipInterval <= 0 {
+		c.GossipInterval = DefaultGossipInterval
+	}
+	if c.ResyncInterval <= 0 {
+		c.ResyncInterval = DefaultResyncInterval
+	}
+	if c.JoinRetry <= 0 {
+		c.JoinRetry = DefaultJoinRetry
+	}
+	if c.LeaveTimeout <= 0 {
+		c.LeaveTimeout = DefaultLeaveTimeout
+	}
+	switch len(c.SecretKey) {
+	case 0, 16, 24, 32:
+	default:
+		return c, fmt.Errorf("gossip SecretKey must be 16, 24 or 32 bytes, not %d", len(c.SecretKey))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// memberlistConfig builds memberlist's configuration for the node named nodeName in the
+// cluster clusterName. The cluster name is also memberlist's packet label, so gossip of two
+// clusters sharing addresses never mixes.
+func (c ProviderConfig) memberlistConfig(nodeName, clusterName string, delegate memberlist.Delegate, events memberlist.EventDelegate) (*memberlist.Config, error) {
+	if len(clusterName) > memberlist.LabelMaxSize {
+		return nil, fmt.Errorf("cluster name longer than %d bytes", memberlist.LabelMaxSize)
+	}
+	mc := memberlist.DefaultLocalConfig()
+	mc.Name = nodeName
+	mc.Label = clusterName
+	mc.BindAddr = c.BindHost
+	mc.BindPort = c.BindPort
+	mc.AdvertiseAddr = c.AdvertiseHost
+	mc.AdvertisePort = c.BindPort // memberlist replaces it with the chosen port when BindPort is 0
+	mc.ProbeInterval = c.ProbeInterval
+	mc.ProbeTimeout = c.ProbeTimeout
+	mc.SuspicionMult = c.SuspicionMult
+	mc.GossipInterval = c.GossipInterval
+	mc.SecretKey = c.SecretKey
+	mc.Delegate = delegate
+	mc.Events = events
+	mc.Logger = newMemberlistLogger(c.Logger)
+	return mc, nil
+}

@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/orreryhq/orrery/actors"
+)
+
+// heartbeatExpiration disables protoactor's own gossip-heartbeat failure detector in effect.
+// It would block a member (forever) whose heartbeat is 20 s old, e.g. after CPU starvation;
+// memberlist is the one failure detector. A zero value does not disable it (zero blocks every
+// peer at once), hence a day.
+const heartbeatExpiration = 24 * time.Hour
+
+// MemberConfig configures a silo member or a client of an Orrery cluster.
+type MemberConfig struct {
+	// Name is the cluster name; members and clients of one cluster share it.
+	Name string
+	// Host is the actor transport (gRPC) address to bind and advertise (default 127.0.0.1).
+	Host string
+	// Port is the actor transport port; 0 picks a free one, reported by
+	// ActorSystem.Address().
+	Port int
+	// Gossip configures memberlist. Its Logger and LogLevel default to this config's.
+	Gossip ProviderConfig
+	// Kinds are the grain kinds a member hosts; a client must have none.
+	Kinds []*protocluster.Kind
+	// RequestTimeout is protoactor's default request timeout (cluster.WithRequestTimeout);
+	// zero keeps protoactor's 5 s. actors.Call sets its own per attempt.
+	RequestTimeout time.Duration
+	// IdentityLookup places grains (nil: protoactor's disthash).
+	IdentityLookup protocluster.IdentityLookup
+	// Logger receives protoactor's logs (nil: slog.Default()).
+	Logger *slog.Logger
+	// LogLevel drops protoactor records below it (nil: actors.DefaultLogLevel, WARN).
+	LogLevel slog.Leveler
+}
+
+// NewMember starts a silo member: an actor system, protoactor remoting, the cluster with
+// cfg.Kinds and the memberlist provider. It returns once the provider has published its first
+// topology, i.e. after the bootstrap gate opened (see Provider.Ready), or fails when ctx ends
+// first; on failure everything started is stopped. cluster.Cluster.StartMember sleeps 1 s unconditionally, so this takes at least 1 s.
+func NewMember(ctx context.Context, cfg MemberConfig) (*protocluster.Cluster, *Provider, error) {
+	return startCluster(ctx, cfg, false)
+}
+
+// NewClient starts a cluster client (protoactor StartClient): it gossips with the members to
+// learn the topology, hosts no kinds and is never part of the topology. It returns once it has
+// joined and published its first topology (see Provider.Ready), or fails when ctx ends first.
+func NewClient(ctx context.Context, cfg MemberConfig) (*protocluster.Cluster, *Provider, error) {
+	if len(cfg.Kinds) > 0 {
+		return nil, nil, errors.New("a cluster client hosts no kinds")
+	}
+	return startCluster(ctx, cfg, true)
+}
+
+// Shutdown stops a member or client started by NewMember or NewClient.
+//
+// Member, graceful: protoactor's graceful path, which first calls the provider's
+// Shutdown(true) (leave, so peers drop this member at once), stops the placement actor and with
+// it the local grains, sleeps 2 s and stops remoting gracefully (protoactor gives gRPC up to
+// 10 s). Member, not graceful: memberlist is shut down without leaving (peers detect a failure,
+// as after a crash) and protoactor tears down remoting without stopping grains; protoactor's
+// own Shutdown(false) would leave memberlist running.
+//
+// Client: memberlist leaves when graceful and is shut down; the actor system and remoting
+// stop. protoactor's Cluster.Shutdown cannot be used for clients: it dereferences gossip state
+// that StartClient never creates and panics.
+func Shutdown(c *protocluster.Cluster, p *Provider, graceful bool) error {
+	if p.isClient() {
+		err := p.Shutdown(graceful)
+		c.ActorSystem.Shutdown()
+		c.Remote.Shutdown(false)
+		return err
+	}
+	if graceful {
+		c.Shutdown(true)
+		return p.Shutdown(true)
+	}
+	err := p.Shutdown(false)
+	c.Shutdown(false)
+	return err
+}
+
+func startCluster(ctx context.Context, cfg MemberConfig, client bool) (*protocluster.Cluster, *Provider, error) {
+	if cfg.Name == "" {
+		return nil, nil, errors.New("cluster name is required")
+	}
+	if cfg.Host == "" {
+		cfg.Host = DefaultBindHost
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	gossip := cfg.Gossip
+	if gossip.Logger == nil {
+		gossip.Logger = cfg.Logger
+	}
+	if gossip.LogLevel == nil {
+		gossip.LogLevel = cfg.LogLevel
+	}
+	provider, err := NewProvider(gossip)
+	if err != nil {
+		return nil, nil, err
+	}
+	lookup := cfg.IdentityLookup
+	if lookup == nil {
+		lookup = disthash.New()
+	}
+	options := []protocluster.ConfigOption{
+		protocluster.WithKinds(cfg.Kinds...),
+		protocluster.WithHeartbeatExpiration(heartbeatExpiration),
+	}
+	if cfg.RequestTimeout > 0 {
+		options = append(options, protocluster.WithRequestTimeout(cfg.RequestTimeout))
+	}
+
+	var c *protocluster.Cluster
+	err = recovered(func() {
+		system := actor.NewActorSystem(actors.LoggerOption(cfg.Logger.Handler(), cfg.LogLevel))
+		config := protocluster.Configure(cfg.Name, provider, lookup, remote.Configure(cfg.Host, cfg.Port), options...)
+		c = protocluster.New(system, config)
+		if client {
+			c.StartClient()
+		} else {
+			c.StartMember()
+		}
+	})
+	if err != nil {
+		abandon(c, provider)
+		return nil, nil, fmt.Errorf("start cluster %s on %s:%d: %w", cfg.Name, cfg.Host, cfg.Port, err)
+	}
+	select {
+	case <-provider.Ready():
+		return c, provider, nil
+	case <-ctx.Done():
+		abandon(c, provider)
+		return nil, nil, fmt.Errorf("cluster %s: member %s did not join before the deadline (seeds %v): %w",
+			cfg.Name, c.ActorSystem.ID, cfg.Gossip.Seeds, ctx.Err())
+	}
+}
+
+// recovered runs fn and turns a panic (protoactor panics when remoting cannot listen or the
+// provider fails to start) into an error.
+func recovered(fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok {
+				err = e
+				return
+			}
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	fn()
+	return nil
+}
+
+// abandon stops whatever a failed start left running, tolerating half-built clusters.
+func abandon(c *protocluster.Cluster, p *Provider) {
+	_ = p.Shutdown(false)
+	if c == nil || c.Remote == nil {
+		return
+	}
+	_ = recovered(func() { _ = Shutdown(c, p, false) })
+}

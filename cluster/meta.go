@@ -1,0 +1,90 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/hashicorp/memberlist"
+)
+
+// nodeMeta is what every memberlist node announces about itself (memberlist node metadata,
+// JSON, at most memberlist.MetaMaxSize = 512 bytes). Short keys leave room for kinds.
+type nodeMeta struct {
+	// Cluster is the protoactor cluster name; nodes of other clusters are ignored.
+	Cluster string `json:"c"`
+	// ID is the protoactor member id (ActorSystem.ID), unique per process incarnation.
+	ID string `json:"i"`
+	// Host and Port are the protoactor remote (gRPC) address.
+	Host string `json:"h"`
+	Port int    `json:"p"`
+	// Kinds are the grain kinds the member hosts; empty for clients.
+	Kinds []string `json:"k,omitempty"`
+	// Client marks a cluster client: it gossips but is never part of the topology.
+	Client bool `json:"x,omitempty"`
+}
+
+// encodeMeta renders m, failing when it does not fit memberlist's metadata limit.
+func encodeMeta(m nodeMeta) ([]byte, error) {
+	if m.Cluster == "" || m.ID == "" || m.Host == "" || m.Port <= 0 {
+		return nil, fmt.Errorf("node metadata incomplete: %+v", m)
+	}
+	m.Kinds = slices.Sorted(slices.Values(m.Kinds))
+	buf, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(buf) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("node metadata is %d bytes, memberlist allows %d (too many or too long kinds)", len(buf), memberlist.MetaMaxSize)
+	}
+	return buf, nil
+}
+
+// decodeMeta parses node metadata; it fails for nodes that are not Orrery cluster nodes.
+func decodeMeta(buf []byte) (nodeMeta, error) {
+	var m nodeMeta
+	if err := json.Unmarshal(buf, &m); err != nil {
+		return m, err
+	}
+	if m.Cluster == "" || m.ID == "" || m.Host == "" || m.Port <= 0 {
+		return m, errors.New("node metadata incomplete")
+	}
+	return m, nil
+}
+
+// member converts metadata to protoactor's topology entry.
+func (m nodeMeta) member() *protocluster.Member {
+	return &protocluster.Member{Id: m.ID, Host: m.Host, Port: int32(m.Port), Kinds: slices.Clone(m.Kinds)}
+}
+
+// blockedNotice is the memberlist user message a member sends to a live node whose id it has
+// blocked: "you are no longer part of my topology". Receivers check both fields against
+// themselves, so a stray or stale notice cannot fence the wrong node.
+type blockedNotice struct {
+	// Type is always noticeBlocked.
+	Type string `json:"t"`
+	// Cluster is the sender's cluster name.
+	Cluster string `json:"c"`
+	// ID is the blocked member id (the receiver's).
+	ID string `json:"i"`
+	// From is the sender's member id, for the log.
+	From string `json:"f"`
+}
+
+const noticeBlocked = "blocked"
+
+func encodeNotice(n blockedNotice) []byte {
+	n.Type = noticeBlocked
+	buf, _ := json.Marshal(n) // strings only: cannot fail
+	return buf
+}
+
+func decodeNotice(buf []byte) (blockedNotice, bool) {
+	var n blockedNotice
+	if err := json.Unmarshal(buf, &n); err != nil || n.Type != noticeBlocked || n.ID == "" {
+		return n, false
+	}
+	return n, true
+}

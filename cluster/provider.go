@@ -1,0 +1,390 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/hashicorp/memberlist"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery/actors"
+)
+
+// Provider is a protoactor cluster.ClusterProvider on hashicorp/memberlist. One Provider
+// serves one cluster.Cluster, once: create it with NewProvider, hand it to cluster.Configure,
+// and stop it with Shutdown (cluster.Cluster.Shutdown(false) does not).
+type Provider struct {
+	cfg    ProviderConfig
+	logger *slog.Logger
+
+	mu      sync.Mutex // guards started and ml during start and Shutdown
+	started bool
+	ml      *memberlist.Memberlist
+
+	// Set in start before memberlist exists, read-only afterwards (memberlist's goroutines
+	// and ours start after it is set).
+	env  *environment
+	meta []byte
+
+	changed chan struct{} // capacity 1: "republish soon"
+	stop    chan struct{}
+	loops   sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+
+	gateOpen  atomic.Bool // bootstrap gate: publishing allowed
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	topologyMu sync.Mutex
+	topology   []*protocluster.Member // last topology protoactor accepted
+
+	fenced     chan struct{}
+	fenceOnce  sync.Once
+	fenceCause error
+
+	// Owned by the run goroutine.
+	inTopology bool
+	lastNotice map[string]time.Time
+}
+
+var _ protocluster.ClusterProvider = (*Provider)(nil)
+
+// environment is what the provider needs from the protoactor cluster it serves. Tests supply
+// their own to exercise membership, gating and fencing without protoactor.
+type environment struct {
+	clusterName string
+	selfID      string
+	host        string
+	port        int
+	kinds       []string
+	client      bool
+	// publish hands the full member set to protoactor and returns the resulting topology
+	// (protoactor drops blocked ids).
+	publish func(members []*protocluster.Member) (topology []*protocluster.Member)
+	// blocked reports whether protoactor has blocked the member id.
+	blocked func(memberID string) bool
+}
+
+// NewProvider validates cfg and returns an unstarted provider.
+func NewProvider(cfg ProviderConfig) (*Provider, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	logger := slog.New(actors.NewLevelHandler(cfg.LogLevel, cfg.Logger.Handler()))
+	cfg.Logger = logger
+	return &Provider{
+		cfg:        cfg,
+		logger:     logger.With(slog.String("lib", "orrery/cluster")),
+		changed:    make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		ready:      make(chan struct{}),
+		fenced:     make(chan struct{}),
+		lastNotice: map[string]time.Time{},
+	}, nil
+}
+
+// StartMember implements cluster.ClusterProvider: it joins gossip announcing this member's
+// kinds. protoactor calls it from Cluster.StartMember after remoting has started (and panics
+// on an error).
+func (p *Provider) StartMember(c *protocluster.Cluster) error {
+	env, err := clusterEnvironment(c, false)
+	if err != nil {
+		return err
+	}
+	return p.start(env)
+}
+
+// StartClient implements cluster.ClusterProvider: it joins gossip as a client (no kinds, never
+// in the topology) so the client learns the topology.
+func (p *Provider) StartClient(c *protocluster.Cluster) error {
+	env, err := clusterEnvironment(c, true)
+	if err != nil {
+		return err
+	}
+	return p.start(env)
+}
+
+// clusterEnvironment binds the provider to a started protoactor cluster.
+func clusterEnvironment(c *protocluster.Cluster, client bool) (*environment, error) {
+	host, port, err := c.ActorSystem.GetHostPort()
+	if err != nil || port <= 0 {
+		return nil, fmt.Errorf("actor transport address %q is not host:port (remoting not started?)", c.ActorSystem.Address())
+	}
+	var kinds []string
+	if !client {
+		kinds = c.GetClusterKinds()
+	}
+	selfID := c.ActorSystem.ID
+	return &environment{
+		clusterName: c.Config.Name,
+		selfID:      selfID,
+		host:        host,
+		port:        port,
+		kinds:       kinds,
+		client:      client,
+		publish: func(members []*protocluster.Member) []*protocluster.Member {
+			c.MemberList.UpdateClusterTopology(members)
+			// Only this goroutine updates the member list, so reading it back here does not
+			// race with the write (other readers of MemberList.Members do; see Topology).
+			return protocluster.CopySortMembers(c.MemberList.Members().Members())
+		},
+		blocked: func(memberID string) bool { return c.Remote.BlockList().IsBlocked(memberID) },
+	}, nil
+}
+
+// start creates the memberlist node and the provider's goroutines.
+func (p *Provider) start(env *environment) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return errors.New("cluster provider already started")
+	}
+	select {
+	case <-p.stop:
+		return errors.New("cluster provider already shut down")
+	default:
+	}
+	meta, err := encodeMeta(nodeMeta{
+		Cluster: env.clusterName, ID: env.selfID, Host: env.host, Port: env.port,
+		Kinds: env.kinds, Client: env.client,
+	})
+	if err != nil {
+		return err
+	}
+	p.env, p.meta = env, meta
+	mc, err := p.cfg.memberlistConfig(env.selfID, env.clusterName, delegate{p}, events{p})
+	if err != nil {
+		return err
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("start memberlist on %s:%d: %w", p.cfg.BindHost, p.cfg.BindPort, err)
+	}
+	p.ml, p.started = ml, true
+
+	seeds := otherSeeds(p.cfg.Seeds, ml.LocalNode().Address(), p.cfg.BindHost, p.cfg.AdvertiseHost)
+	p.logger.Info("memberlist started",
+		slog.String("member", env.selfID), slog.String("gossip", ml.LocalNode().Address()),
+		slog.Bool("client", env.client), slog.Any("seeds", seeds))
+	if len(seeds) == 0 || p.cfg.Bootstrap {
+		p.openGate("first node of the cluster")
+	}
+	p.loops.Add(1)
+	go p.run()
+	if len(seeds) > 0 {
+		p.loops.Add(1)
+		go p.joinLoop(seeds)
+	}
+	return nil
+}
+
+// otherSeeds drops seeds naming this node's own gossip address, so a uniform seed list can be
+// given to every silo without a silo "joining" itself.
+func otherSeeds(seeds []string, selfAddr string, selfHosts ...string) []string {
+	_, selfPort, _ := net.SplitHostPort(selfAddr)
+	var out []string
+	for _, seed := range seeds {
+		seed = strings.TrimSpace(seed)
+		if seed == "" || seed == selfAddr {
+			continue
+		}
+		host, port, err := net.SplitHostPort(seed)
+		if err == nil && port == selfPort && slices.Contains(selfHosts, host) {
+			continue
+		}
+		out = append(out, seed)
+	}
+	return out
+}
+
+// Shutdown implements cluster.ClusterProvider. It stops republishing, leaves the gossip
+// cluster when graceful (peers drop this member at once instead of detecting a failure), and
+// always shuts memberlist down. It is safe to call more than once and before start; later
+// calls return the first call's result.
+func (p *Provider) Shutdown(graceful bool) error {
+	p.shutdownOnce.Do(func() {
+		close(p.stop)
+		p.loops.Wait()
+		p.mu.Lock()
+		ml := p.ml
+		p.mu.Unlock()
+		if ml == nil {
+			return
+		}
+		var errs []error
+		if graceful {
+			if err := ml.Leave(p.cfg.LeaveTimeout); err != nil {
+				errs = append(errs, fmt.Errorf("memberlist leave: %w", err))
+			}
+		}
+		if err := ml.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("memberlist shutdown: %w", err))
+		}
+		p.shutdownErr = errors.Join(errs...)
+		p.logger.Info("memberlist stopped", slog.String("member", p.env.selfID), slog.Bool("graceful", graceful))
+	})
+	return p.shutdownErr
+}
+
+// Ready is closed once the first topology has been published, which happens only after the
+// bootstrap gate opened: a join succeeded, a peer of this cluster joined this node, or this
+// node is the first of its cluster.
+func (p *Provider) Ready() <-chan struct{} { return p.ready }
+
+// GossipAddress is this node's memberlist address ("host:port", the chosen port when BindPort
+// was 0) for other nodes' Seeds; empty before start.
+func (p *Provider) GossipAddress() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ml == nil {
+		return ""
+	}
+	return p.ml.LocalNode().Address()
+}
+
+// MemberID is the protoactor member id this provider announces; empty before start.
+func (p *Provider) MemberID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.env == nil {
+		return ""
+	}
+	return p.env.selfID
+}
+
+// Topology returns a copy of the member set protoactor accepted at this provider's last
+// publish, sorted by id (empty before the bootstrap gate opens). Unlike
+// cluster.MemberList.Members, which protoactor reads without its lock, it is safe to call
+// from any goroutine.
+func (p *Provider) Topology() []*protocluster.Member {
+	p.topologyMu.Lock()
+	defer p.topologyMu.Unlock()
+	out := make([]*protocluster.Member, len(p.topology))
+	for i, m := range p.topology {
+		out[i] = proto.Clone(m).(*protocluster.Member)
+	}
+	return out
+}
+
+// isClient reports whether the provider was started by StartClient.
+func (p *Provider) isClient() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.env != nil && p.env.client
+}
+
+// openGate opens the bootstrap gate once and asks for an immediate publish.
+func (p *Provider) openGate(why string) {
+	if p.gateOpen.CompareAndSwap(false, true) {
+		p.logger.Info("cluster membership gate open", slog.String("member", p.env.selfID), slog.String("reason", why))
+		p.signal()
+	}
+}
+
+// signal asks the run goroutine to republish; it never blocks.
+func (p *Provider) signal() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// run republishes on every signal and every resync interval until Shutdown.
+func (p *Provider) run() {
+	defer p.loops.Done()
+	ticker := time.NewTicker(p.cfg.ResyncInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.changed:
+		case <-ticker.C:
+		}
+		select {
+		case <-p.stop:
+			return
+		default:
+		}
+		p.sync()
+	}
+}
+
+// sync publishes the current member set (once the gate is open), checks whether this member
+// has been fenced, and notifies live nodes that this member has blocked.
+func (p *Provider) sync() {
+	members, peers := p.view()
+	if !p.gateOpen.Load() {
+		if len(peers) == 0 {
+			return
+		}
+		p.openGate("a peer joined this node")
+	}
+	topology := p.env.publish(members)
+	p.topologyMu.Lock()
+	p.topology = topology
+	p.topologyMu.Unlock()
+	p.readyOnce.Do(func() { close(p.ready) })
+	p.checkSelf(slices.ContainsFunc(topology, func(m *protocluster.Member) bool { return m.Id == p.env.selfID }))
+	p.noticeBlocked(peers)
+}
+
+// view decodes memberlist's live nodes (alive or suspect) into protoactor members of this
+// cluster, sorted by id, and the peers among them (every member but this one).
+func (p *Provider) view() ([]*protocluster.Member, map[string]*memberlistNode) {
+	var members []*protocluster.Member
+	peers := map[string]*memberlistNode{}
+	for _, node := range p.ml.Members() {
+		meta, err := decodeMeta(node.Meta)
+		if err != nil || meta.Cluster != p.env.clusterName || meta.Client {
+			continue
+		}
+		members = append(members, meta.member())
+		if meta.ID != p.env.selfID {
+			peers[meta.ID] = node
+		}
+	}
+	slices.SortFunc(members, func(a, b *protocluster.Member) int { return strings.Compare(a.Id, b.Id) })
+	return members, peers
+}
+
+// joinLoop joins the seeds, retrying with a doubling wait, until one join succeeds or the
+// provider shuts down.
+func (p *Provider) joinLoop(seeds []string) {
+	defer p.loops.Done()
+	wait := p.cfg.JoinRetry
+	for attempt := 1; ; attempt++ {
+		n, err := p.ml.Join(seeds)
+		if n > 0 {
+			p.logger.Info("joined cluster", slog.String("member", p.env.selfID), slog.Int("contacted", n), slog.Int("attempts", attempt))
+			p.openGate("joined a seed")
+			return
+		}
+		level := slog.LevelDebug
+		if attempt%10 == 0 {
+			level = slog.LevelWarn
+		}
+		p.logger.Log(context.Background(), level, "join failed, retrying",
+			slog.String("member", p.env.selfID), slog.Int("attempt", attempt), slog.Any("error", err))
+		timer := time.NewTimer(wait)
+		select {
+		case <-p.stop:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		wait = min(2*wait, DefaultJoinRetryMax)
+	}
+}

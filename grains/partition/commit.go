@@ -1,0 +1,162 @@
+package partition
+
+import (
+	"errors"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/persistence"
+)
+
+// Journal retention: the newest JournalRetention records are kept; each commit trims at most
+// journalTrimPerCommit older ones, so trimming stays bounded and keeps up.
+const (
+	JournalRetention     = 10_000
+	journalTrimPerCommit = 64
+)
+
+// startCommit takes the next group off the pending queue and commits it on a goroutine; the
+// actor keeps admitting commands meanwhile, and they form the next group.
+func (g *grain) startCommit(ctx actor.Context) {
+	if g.inFlight || g.store == nil || len(g.pending) == 0 {
+		return
+	}
+	n, bytes := 0, 0
+	for n < len(g.pending) && n < g.cfg.MaxGroupCommands && (n == 0 || bytes+g.pending[n].bytes <= g.cfg.MaxGroupBytes) {
+		bytes += g.pending[n].bytes
+		n++
+	}
+	group := g.pending[:n:n]
+	g.pending = append([]*pending(nil), g.pending[n:]...)
+	g.inFlight = true
+	done := make(chan struct{})
+	g.commitDone = done
+	self, root, store := ctx.Self(), ctx.ActorSystem().Root, g.store
+	go func() {
+		defer close(done)
+		replies, err := g.commitGroup(store, group)
+		root.Send(self, &commitDone{group: group, replies: replies, err: err})
+	}()
+}
+
+// commitGroup applies and durably commits a group, splitting it when it exceeds the store's
+// transaction limit. It returns one reply per command, or the error that ends the activation.
+func (g *grain) commitGroup(store *persistence.Store, group []*pending) ([]*orreryv1.CommandReply, error) {
+	replies, err := g.commitOnce(store, group)
+	if !errors.Is(err, persistence.ErrBatchTooBig) {
+		return replies, err
+	}
+	if len(group) == 1 {
+		return []*orreryv1.CommandReply{errorReply(orrery.FieldErrorf(orrery.CodeValidation, "batch",
+			"command %s writes more than the partition's transaction limit of %d bytes; split it", describe(group[0]), store.MaxBatchBytes()))}, nil
+	}
+	half := len(group) / 2
+	first, err := g.commitGroup(store, group[:half])
+	if err != nil {
+		return nil, err
+	}
+	second, err := g.commitGroup(store, group[half:])
+	if err != nil {
+		return nil, err
+	}
+	return append(first, second...), nil
+}
+
+// commitOnce applies every command of the group on its own buffer in one transaction at one
+// logged time, journals the applied ones, and commits with fsync.
+func (g *grain) commitOnce(store *persistence.Store, group []*pending) ([]*orreryv1.CommandReply, error) {
+	loggedNow := persistence.NextLoggedTime(store.LoggedTime(), g.cfg.Now().UTC().UnixMicro())
+	replies := make([]*orreryv1.CommandReply, len(group))
+	err := store.Update(func(txn *persistence.Txn) error {
+		var journal []*orreryv1.JournalEntry
+		for i, p := range group {
+			writes := kv.NewBuffer(txn)
+			out, err := g.applier.ApplyBatch(writes, p.req.GetPrincipal(), p.req.GetBatch(), loggedNow)
+			if err != nil {
+				if platform(err) {
+					return err
+				}
+				replies[i] = errorReply(err)
+				continue
+			}
+			if err := writes.Commit(); err != nil {
+				return err
+			}
+			replies[i] = &orreryv1.CommandReply{Receipt: out.ReceiptBytes}
+			if !out.Replayed {
+				journal = append(journal, &orreryv1.JournalEntry{Principal: p.req.GetPrincipal(), Batch: p.req.GetBatch()})
+			}
+		}
+		if len(journal) == 0 {
+			return nil // replays and refused envelopes only: nothing to write
+		}
+		index := store.AppliedIndex() + 1
+		if err := txn.SetLoggedTime(loggedNow); err != nil {
+			return err
+		}
+		if err := txn.SetAppliedIndex(index); err != nil {
+			return err
+		}
+		if err := txn.AppendJournal(&orreryv1.JournalRecord{AppliedIndex: index, LoggedTimeUnixMicros: loggedNow, Entries: journal}); err != nil {
+			return err
+		}
+		if index > JournalRetention {
+			if _, err := txn.TrimJournal(index-JournalRetention, journalTrimPerCommit); err != nil {
+				return err
+			}
+		}
+		g.cfg.Failpoints.Hit(FailpointBatchApplied)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.cfg.Failpoints.Hit(FailpointBatchCommitted)
+	return replies, nil
+}
+
+// platform reports whether an apply error is a platform failure (it ends the group) rather
+// than a refused command envelope (it gets an error reply).
+func platform(err error) bool {
+	switch orrery.CodeOf(err) {
+	case orrery.CodeValidation, orrery.CodeIdempotencyConflict:
+		return false
+	}
+	return true
+}
+
+// finishCommit sends the group's replies (only now: the commit is durable), reports the next
+// due instant, wakes long-poll receives and starts the next group.
+func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
+	g.inFlight = false
+	g.commitDone = nil
+	if done.err != nil {
+		if errors.Is(done.err, persistence.ErrBatchTooBig) || !errors.Is(done.err, persistence.ErrCommitFailed) && orrery.CodeOf(done.err) != orrery.CodeUnavailable {
+			g.log.Error("partition apply failed", "err", done.err)
+		}
+		for _, p := range done.group {
+			g.reply(ctx, p, &orreryv1.CommandReply{Error: orrery.Wrap(orrery.CodeUnavailable, done.err, "partition %d could not commit", g.partition).Proto()})
+		}
+		if errors.Is(done.err, persistence.ErrCommitFailed) || orrery.CodeOf(done.err) == orrery.CodeInternal {
+			g.fail(ctx, done.err)
+			return
+		}
+		// Unavailable before writing (free-disk floor, closed store): the commands were not
+		// applied; callers retry with the same command ids.
+		g.startCommit(ctx)
+		return
+	}
+	for i, p := range done.group {
+		g.reply(ctx, p, done.replies[i])
+	}
+	g.cfg.Failpoints.Hit(FailpointReceiptSent)
+	if g.stopping || g.store == nil {
+		return
+	}
+	g.reportNextDue()
+	g.wakeWaiters(ctx)
+	g.startCommit(ctx)
+}

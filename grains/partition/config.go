@@ -1,0 +1,94 @@
+package partition
+
+import (
+	"log/slog"
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/persistence"
+)
+
+// Kind is the protoactor cluster kind of partition grains; identities are "<n>".
+const Kind = "partition"
+
+// Defaults of Config.
+const (
+	DefaultMaxPending       = 10_000
+	DefaultMaxGroupCommands = 1024
+	DefaultMaxGroupBytes    = 256 << 10
+	DefaultMaxWait          = 30 * time.Second
+	DefaultMaxWaiters       = 4096
+	DefaultOpenRetryMax     = 2 * time.Second
+)
+
+// Config configures every partition grain of a silo.
+type Config struct {
+	// DataRoot holds <DataRoot>/partitions/<n>.
+	DataRoot string
+	// Partitions is the cluster's partition count.
+	Partitions int
+	// Limits are the state machines' limits; every silo of a cluster must use the same.
+	Limits input.Limits
+	// Store configures each partition's Badger database.
+	Store persistence.Options
+	// MaxPending bounds commands waiting for a commit; beyond it the grain answers
+	// Unavailable at once (default DefaultMaxPending).
+	MaxPending int
+	// MaxGroupCommands and MaxGroupBytes bound one group commit by command count and request
+	// bytes (defaults DefaultMaxGroupCommands, DefaultMaxGroupBytes).
+	MaxGroupCommands int
+	MaxGroupBytes    int
+	// MaxWait bounds a long-poll receive (default DefaultMaxWait); MaxWaiters bounds how many
+	// may wait at once (default DefaultMaxWaiters).
+	MaxWait    time.Duration
+	MaxWaiters int
+	// OpenRetryMax caps the backoff between attempts to open a store whose lock is held
+	// elsewhere (default DefaultOpenRetryMax).
+	OpenRetryMax time.Duration
+	// Now is the wall clock logged time is derived from (default time.Now).
+	Now func() time.Time
+	// OnNextDue receives the partition's earliest due instant after every commit and on
+	// activation. It must not block (the due coordinator's Notify).
+	OnNextDue func(*orreryv1.NextDueNotice)
+	// Failpoints arms crash boundaries (default: none).
+	Failpoints *Failpoints
+	// Silo names this silo in status replies.
+	Silo string
+	// Logger receives the grain's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Limits.MaxMutationsPerBatch == 0 {
+		c.Limits = input.DefaultLimits()
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	if c.MaxGroupCommands <= 0 {
+		c.MaxGroupCommands = DefaultMaxGroupCommands
+	}
+	if c.MaxGroupBytes <= 0 {
+		c.MaxGroupBytes = DefaultMaxGroupBytes
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	if c.MaxWaiters <= 0 {
+		c.MaxWaiters = DefaultMaxWaiters
+	}
+	if c.OpenRetryMax <= 0 {
+		c.OpenRetryMax = DefaultOpenRetryMax
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.OnNextDue == nil {
+		c.OnNextDue = func(*orreryv1.NextDueNotice) {}
+	}
+	return c
+}

@@ -1,0 +1,20 @@
+// Package partition owns the partition grain: the virtual actor partition/<n> that opens
+// partition n's Badger store on activation (the directory lock is the single-writer fence),
+// group-commits the commands that arrive while a commit is in flight (one logged time and one
+// synced transaction per group, receipts only after the sync), parks long-poll receives until a
+// message is visible, answers due scans and inspection reads with budgets, reports its next due
+// instant to the silo's due coordinator after every commit, and stops the activation after a
+// failed commit so the next one recovers from disk.
+//
+// It is DESIGN §2 layer 3: it runs goroutines and does I/O, unlike the pure state machines it
+// applies (grains/batch).
+//
+// # Failpoints
+//
+// ORRERY_FAILPOINT=<name>[:<n>] arms a crash boundary in a real silo process: at the n-th hit
+// (default 1) of the named point the process kills itself with SIGKILL. Names:
+//
+//	batch-applied    the group is applied in the transaction, not committed
+//	batch-committed  the group is durable, no receipt has been sent
+//	receipt-sent     the receipts of the group have been sent
+package partition

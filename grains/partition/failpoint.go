@@ -1,0 +1,69 @@
+package partition
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+)
+
+// Failpoint names (see the package doc).
+const (
+	FailpointBatchApplied   = "batch-applied"
+	FailpointBatchCommitted = "batch-committed"
+	FailpointReceiptSent    = "receipt-sent"
+)
+
+// FailpointEnv is the environment variable that arms a failpoint in a silo process.
+const FailpointEnv = "ORRERY_FAILPOINT"
+
+// Failpoints decides what happens at a crash boundary. The zero value does nothing.
+type Failpoints struct {
+	name  string
+	at    int64
+	hits  atomic.Int64
+	fire  func(name string)
+	armed bool
+}
+
+// FailpointsFromEnv arms the failpoint named in ORRERY_FAILPOINT, if any, to SIGKILL the
+// process.
+func FailpointsFromEnv() (*Failpoints, error) {
+	spec := os.Getenv(FailpointEnv)
+	if spec == "" {
+		return &Failpoints{}, nil
+	}
+	return NewFailpoints(spec, func(string) { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) })
+}
+
+// NewFailpoints arms "<name>[:<n>]" to call fire at the n-th hit (tests pass their own fire).
+func NewFailpoints(spec string, fire func(name string)) (*Failpoints, error) {
+	name, count, hasCount := strings.Cut(spec, ":")
+	at := int64(1)
+	if hasCount {
+		n, err := strconv.ParseInt(count, 10, 64)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s=%q: the hit count must be a positive integer", FailpointEnv, spec)
+		}
+		at = n
+	}
+	switch name {
+	case FailpointBatchApplied, FailpointBatchCommitted, FailpointReceiptSent:
+	default:
+		return nil, fmt.Errorf("%s=%q: unknown failpoint %q (want %s, %s or %s)", FailpointEnv, spec, name,
+			FailpointBatchApplied, FailpointBatchCommitted, FailpointReceiptSent)
+	}
+	return &Failpoints{name: name, at: at, fire: fire, armed: true}, nil
+}
+
+// Hit records that execution reached the named point.
+func (f *Failpoints) Hit(name string) {
+	if f == nil || !f.armed || name != f.name {
+		return
+	}
+	if f.hits.Add(1) == f.at {
+		f.fire(name)
+	}
+}

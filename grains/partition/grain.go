@@ -1,0 +1,218 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/persistence"
+)
+
+// NewKind returns the cluster kind whose activations are partition grains.
+func NewKind(cfg Config) *cluster.Kind {
+	return cluster.NewKind(Kind, Props(cfg, -1))
+}
+
+// Props returns the props of a partition grain. A partition number ≥ 0 fixes it (tests that
+// spawn the grain without a cluster); -1 takes it from the cluster identity.
+func Props(cfg Config, partition int) *actor.Props {
+	cfg = cfg.withDefaults()
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &grain{cfg: cfg, partition: partition, applier: batch.Applier{Limits: cfg.Limits}}
+	})
+}
+
+// Internal messages, sent by the grain to itself.
+type (
+	retryOpen  struct{}
+	wakeWaiter struct{}
+	// commitDone reports a finished group commit from the committer goroutine.
+	commitDone struct {
+		group   []*pending
+		replies []*orreryv1.CommandReply
+		err     error
+	}
+)
+
+// pending is a command waiting for a commit (or, with a deadline, for a visible message).
+type pending struct {
+	req      *orreryv1.CommandRequest
+	sender   *actor.PID
+	bytes    int
+	deadline time.Time // set for a parked long-poll receive
+}
+
+// grain is one activation of partition/<n>.
+type grain struct {
+	cfg       Config
+	partition int
+	applier   batch.Applier
+	log       *slog.Logger
+
+	store      *persistence.Store
+	openErr    error
+	openDelay  time.Duration
+	openTimer  *time.Timer
+	inFlight   bool
+	commitDone chan struct{} // closed when the in-flight commit finishes
+	pending    []*pending
+	waiters    []*pending
+	waitTimer  *time.Timer
+	stopping   bool
+}
+
+// Receive implements actor.Actor.
+func (g *grain) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		if g.partition >= 0 {
+			g.open(ctx)
+		}
+	case *cluster.ClusterInit:
+		n, err := strconv.Atoi(msg.Identity.GetIdentity())
+		if err != nil || n < 0 || n >= g.cfg.Partitions {
+			g.openErr = orrery.Errorf(orrery.CodeInternal, "partition identity %q is not in [0, %d)", msg.Identity.GetIdentity(), g.cfg.Partitions)
+			return
+		}
+		g.partition = n
+		g.open(ctx)
+	case *retryOpen:
+		g.open(ctx)
+	case *orreryv1.CommandRequest:
+		g.admit(ctx, msg)
+	case *commitDone:
+		g.finishCommit(ctx, msg)
+	case *wakeWaiter:
+		g.wakeWaiters(ctx)
+	case *orreryv1.ScanDueRequest:
+		ctx.Respond(g.scanDue(msg))
+	case *orreryv1.InspectRequest:
+		ctx.Respond(g.inspect(msg))
+	case *actor.Stopping:
+		g.stop()
+	}
+}
+
+// open opens the store, or schedules a retry with backoff when another activation holds it.
+func (g *grain) open(ctx actor.Context) {
+	if g.store != nil || g.stopping {
+		return
+	}
+	g.log = g.cfg.Logger.With("partition", g.partition)
+	if err := persistence.EnsureClusterMeta(g.cfg.DataRoot, g.cfg.Partitions); err != nil {
+		g.openErr = err
+		g.log.Error("partition cannot open: cluster metadata", "err", err)
+		return
+	}
+	store, err := persistence.Open(persistence.PartitionDir(g.cfg.DataRoot, g.partition), g.cfg.Store)
+	if err != nil {
+		g.openErr = err
+		g.openDelay = min(max(2*g.openDelay, 50*time.Millisecond), g.cfg.OpenRetryMax)
+		g.log.Warn("partition store not available; retrying", "err", err, "retry_in", g.openDelay)
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		g.openTimer = time.AfterFunc(g.openDelay, func() { root.Send(self, &retryOpen{}) })
+		return
+	}
+	g.store, g.openErr, g.openDelay = store, nil, 0
+	g.log.Info("partition open", "epoch", store.Epoch(), "logged_time", store.LoggedTime(), "applied_index", store.AppliedIndex())
+	g.reportNextDue()
+	if len(g.pending) > 0 {
+		g.startCommit(ctx)
+	}
+}
+
+// unavailable is the error a request gets while the store is not open.
+func (g *grain) unavailable() *orrery.Error {
+	if g.openErr != nil {
+		return orrery.Wrap(orrery.CodeUnavailable, g.openErr, "partition %d is not open", g.partition)
+	}
+	return orrery.Errorf(orrery.CodeUnavailable, "partition %d is not open", g.partition)
+}
+
+// admit queues a command (or parks a long-poll receive), answering Unavailable at once when
+// the store is not open or the pending bound is reached.
+func (g *grain) admit(ctx actor.Context, req *orreryv1.CommandRequest) {
+	if g.store == nil {
+		ctx.Respond(&orreryv1.CommandReply{Error: g.unavailable().Proto()})
+		return
+	}
+	if len(g.pending)+len(g.waiters) >= g.cfg.MaxPending {
+		ctx.Respond(&orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
+			"partition %d has %d commands pending, the limit is %d", g.partition, len(g.pending)+len(g.waiters), g.cfg.MaxPending).Proto()})
+		return
+	}
+	p := &pending{req: req, sender: ctx.Sender(), bytes: proto.Size(req)}
+	if g.park(ctx, p) {
+		return
+	}
+	g.pending = append(g.pending, p)
+	if !g.inFlight {
+		g.startCommit(ctx)
+	}
+}
+
+// reply sends a reply to a pending command's sender.
+func (g *grain) reply(ctx actor.Context, p *pending, r *orreryv1.CommandReply) {
+	if p.sender == nil {
+		return
+	}
+	if g.store != nil {
+		r.ActivationEpoch = g.store.Epoch()
+	}
+	ctx.Send(p.sender, r)
+}
+
+// stop waits for an in-flight commit and closes the store.
+func (g *grain) stop() {
+	g.stopping = true
+	if g.openTimer != nil {
+		g.openTimer.Stop()
+	}
+	if g.waitTimer != nil {
+		g.waitTimer.Stop()
+	}
+	if g.commitDone != nil {
+		<-g.commitDone
+	}
+	if g.store != nil {
+		if err := g.store.Close(); err != nil {
+			g.log.Error("partition close failed", "err", err)
+		}
+		g.store = nil
+	}
+}
+
+// fail stops the activation after a failed commit: the next activation recovers from disk.
+func (g *grain) fail(ctx actor.Context, err error) {
+	g.log.Error("partition commit failed; stopping the activation", "err", err)
+	unavailable := orrery.Wrap(orrery.CodeUnavailable, err, "partition %d commit failed", g.partition).Proto()
+	for _, p := range append(g.pending, g.waiters...) {
+		g.reply(ctx, p, &orreryv1.CommandReply{Error: unavailable})
+	}
+	g.pending, g.waiters = nil, nil
+	if g.store != nil {
+		_ = g.store.Close()
+		g.store = nil
+	}
+	g.openErr = err
+	ctx.Stop(ctx.Self())
+}
+
+func errorReply(err error) *orreryv1.CommandReply {
+	return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto()}
+}
+
+var errStopped = errors.New("activation stopped")
+
+func describe(p *pending) string {
+	return fmt.Sprintf("%s/%s", p.req.GetPrincipal(), p.req.GetBatch().GetCommandId())
+}

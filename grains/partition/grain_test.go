@@ -1,0 +1,299 @@
+package partition
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+)
+
+const scheduleID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+var lane = &orreryv1.Lane{Namespace: "acme", Queue: "jobs", Key: "k"}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// harness is an actor system with one partition grain on a temp data root.
+type harness struct {
+	t      *testing.T
+	system *actor.ActorSystem
+	cfg    Config
+	pid    *actor.PID
+	mu     sync.Mutex
+	due    []*orreryv1.NextDueNotice
+}
+
+func newHarness(t *testing.T, mutate func(*Config)) *harness {
+	h := &harness{t: t, system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))}
+	h.cfg = Config{DataRoot: t.TempDir(), Partitions: 4, Logger: quiet, OnNextDue: func(n *orreryv1.NextDueNotice) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.due = append(h.due, n)
+	}}
+	if mutate != nil {
+		mutate(&h.cfg)
+	}
+	h.pid = h.spawn()
+	t.Cleanup(func() { h.system.Root.StopFuture(h.pid).Wait(); h.system.Shutdown() })
+	return h
+}
+
+func (h *harness) spawn() *actor.PID {
+	pid, err := h.system.Root.SpawnNamed(Props(h.cfg, 1), fmt.Sprintf("partition-%d", time.Now().UnixNano()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return pid
+}
+
+// waitDue polls until the latest next-due notice reports the instant (the notice follows the
+// reply), and fails after a generous bound.
+func (h *harness) waitDue(nextDue int64) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.mu.Lock()
+		var last *orreryv1.NextDueNotice
+		if len(h.due) > 0 {
+			last = h.due[len(h.due)-1]
+		}
+		h.mu.Unlock()
+		if last != nil && last.GetNextDueAtUnixMicros() == nextDue && last.GetPartition() == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("latest next-due notice %v, want %d", last, nextDue)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func request[T proto.Message](t *testing.T, system *actor.ActorSystem, pid *actor.PID, msg proto.Message) T {
+	t.Helper()
+	res, err := system.Root.RequestFuture(pid, msg, 10*time.Second).Result()
+	if err != nil {
+		t.Fatalf("request %T: %v", msg, err)
+	}
+	out, ok := res.(T)
+	if !ok {
+		t.Fatalf("reply %T", res)
+	}
+	return out
+}
+
+func command(id string, wait time.Duration, mutations ...*orreryv1.Mutation) *orreryv1.CommandRequest {
+	return &orreryv1.CommandRequest{Principal: "alice", Batch: &orreryv1.Batch{CommandId: id, Mutations: mutations}, WaitMicros: wait.Microseconds()}
+}
+
+func enqueue(id string) *orreryv1.Mutation {
+	return &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: lane, Id: id, PayloadJson: `{}`}}}
+}
+
+func receive(max uint32) *orreryv1.Mutation {
+	return &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme", Queue: "jobs", Max: max}}}
+}
+
+func receipt(t *testing.T, r *orreryv1.CommandReply) *orreryv1.Receipt {
+	t.Helper()
+	if r.GetError() != nil {
+		t.Fatalf("command failed: %v", orrery.FromProto(r.GetError()))
+	}
+	rc := &orreryv1.Receipt{}
+	if err := proto.Unmarshal(r.GetReceipt(), rc); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+func (h *harness) do(req *orreryv1.CommandRequest) *orreryv1.CommandReply {
+	return request[*orreryv1.CommandReply](h.t, h.system, h.pid, req)
+}
+
+func TestCommandCommitsAndReplaysByteIdentical(t *testing.T) {
+	h := newHarness(t, nil)
+	first := h.do(command("c1", 0, enqueue("m1")))
+	rc := receipt(t, first)
+	if !rc.GetResults()[0].GetEnqueue().GetCreated() || first.GetActivationEpoch() != 1 {
+		t.Fatalf("receipt %v epoch %d", rc, first.GetActivationEpoch())
+	}
+	again := h.do(command("c1", 0, enqueue("m1")))
+	if !bytes.Equal(again.GetReceipt(), first.GetReceipt()) {
+		t.Fatal("replay is not byte-identical")
+	}
+	conflict := h.do(command("c1", 0, enqueue("m2")))
+	if !errors.Is(orrery.FromProto(conflict.GetError()), orrery.ErrIdempotencyConflict) {
+		t.Fatalf("conflict: %v", conflict)
+	}
+	status := request[*orreryv1.InspectReply](t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})
+	if status.GetPartition().GetAppliedIndex() != 1 {
+		t.Fatalf("applied index %d after one applied command and a replay", status.GetPartition().GetAppliedIndex())
+	}
+}
+
+func TestConcurrentCommandsShareGroupCommits(t *testing.T) {
+	h := newHarness(t, nil)
+	const n = 300
+	futures := make([]*actor.Future, n)
+	for i := range n {
+		futures[i] = h.system.Root.RequestFuture(h.pid, command(fmt.Sprint("c", i), 0, enqueue(fmt.Sprint("m", i))), 20*time.Second)
+	}
+	for i, f := range futures {
+		res, err := f.Result()
+		if err != nil {
+			t.Fatalf("command %d: %v", i, err)
+		}
+		receipt(t, res.(*orreryv1.CommandReply))
+	}
+	status := request[*orreryv1.InspectReply](t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})
+	idx := status.GetPartition().GetAppliedIndex()
+	if idx == 0 || idx >= n {
+		t.Fatalf("%d commands took %d commits; group commit should share them", n, idx)
+	}
+	t.Logf("%d commands in %d group commits", n, idx)
+	lanePage := request[*orreryv1.InspectReply](t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 1000}}})
+	if len(lanePage.GetMessages()) != n {
+		t.Fatalf("%d messages, want %d", len(lanePage.GetMessages()), n)
+	}
+}
+
+func TestReopenIncrementsEpochAndKeepsState(t *testing.T) {
+	h := newHarness(t, nil)
+	first := h.do(command("c1", 0, enqueue("m1")))
+	h.system.Root.StopFuture(h.pid).Wait()
+	h.pid = h.spawn()
+	again := h.do(command("c1", 0, enqueue("m1")))
+	if again.GetActivationEpoch() != 2 || !bytes.Equal(again.GetReceipt(), first.GetReceipt()) {
+		t.Fatalf("after reopen: epoch %d, identical receipt %v", again.GetActivationEpoch(), bytes.Equal(again.GetReceipt(), first.GetReceipt()))
+	}
+}
+
+func TestSecondActivationWaitsForTheFence(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.OpenRetryMax = 50 * time.Millisecond })
+	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
+	second := h.spawn() // same data root and partition: the lock is held
+	reply := request[*orreryv1.CommandReply](t, h.system, second, command("c2", 0, enqueue("m2")))
+	if !errors.Is(orrery.FromProto(reply.GetError()), orrery.ErrUnavailable) {
+		t.Fatalf("second activation answered %v, want Unavailable", reply)
+	}
+	h.system.Root.StopFuture(h.pid).Wait()
+	h.pid = second
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		reply = h.do(command("c2", 0, enqueue("m2")))
+		if reply.GetError() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("second activation never opened: %v", reply)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if reply.GetActivationEpoch() != 2 {
+		t.Fatalf("epoch %d, want 2", reply.GetActivationEpoch())
+	}
+}
+
+func TestLongPollReceiveWakesOnEnqueueAndTimesOut(t *testing.T) {
+	h := newHarness(t, nil)
+	start := time.Now()
+	waiting := h.system.Root.RequestFuture(h.pid, command("r1", 20*time.Second, receive(5)), 30*time.Second)
+	time.Sleep(50 * time.Millisecond) // let it park
+	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
+	res, err := waiting.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := receipt(t, res.(*orreryv1.CommandReply)).GetResults()[0].GetReceive().GetMessages()
+	if len(msgs) != 1 || msgs[0].GetId() != "m1" || time.Since(start) > 10*time.Second {
+		t.Fatalf("woke with %v after %v", msgs, time.Since(start))
+	}
+	start = time.Now()
+	empty := h.do(command("r2", 300*time.Millisecond, receive(5)))
+	if n := len(receipt(t, empty).GetResults()[0].GetReceive().GetMessages()); n != 0 || time.Since(start) < 250*time.Millisecond {
+		t.Fatalf("timed-out receive: %d messages after %v", n, time.Since(start))
+	}
+}
+
+func TestLongPollWakesWhenADelayedMessageBecomesVisible(t *testing.T) {
+	h := newHarness(t, nil)
+	delayed := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: lane, Id: "later", PayloadJson: `{}`, DelayMicros: (300 * time.Millisecond).Microseconds()}}}
+	receipt(t, h.do(command("c1", 0, delayed)))
+	start := time.Now()
+	got := h.do(command("r1", 20*time.Second, receive(1)))
+	msgs := receipt(t, got).GetResults()[0].GetReceive().GetMessages()
+	if len(msgs) != 1 || time.Since(start) > 10*time.Second {
+		t.Fatalf("got %v after %v", msgs, time.Since(start))
+	}
+}
+
+func TestScanDueAndNextDueNotice(t *testing.T) {
+	now := time.Now()
+	h := newHarness(t, nil)
+	spec := &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: input.Hour, FirstDueAtUnixMicros: now.Add(-time.Minute).UnixMicro()}}}
+	configure := &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+		Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: scheduleID, Spec: spec}}}}
+	receipt(t, h.do(command("c1", 0, configure)))
+	h.waitDue(spec.GetEvery().GetFirstDueAtUnixMicros())
+	scan := request[*orreryv1.ScanDueReply](t, h.system, h.pid, &orreryv1.ScanDueRequest{MaxRefs: 10})
+	if len(scan.GetRefs()) != 1 || scan.GetRefs()[0].GetToken() != 1 || scan.GetNextDueAtUnixMicros() != 0 {
+		t.Fatalf("scan %v", scan)
+	}
+	emit := &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: scheduleID, ExpectedGeneration: 1, Max: 32}}}
+	receipt(t, h.do(command("e1", 0, emit)))
+	h.waitDue(spec.GetEvery().GetFirstDueAtUnixMicros() + input.Hour)
+}
+
+func TestPendingBoundAnswersUnavailable(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxPending = 1 })
+	futures := make([]*actor.Future, 50)
+	for i := range futures {
+		futures[i] = h.system.Root.RequestFuture(h.pid, command(fmt.Sprint("c", i), 0, enqueue(fmt.Sprint("m", i))), 20*time.Second)
+	}
+	refused := 0
+	for _, f := range futures {
+		res, err := f.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errors.Is(orrery.FromProto(res.(*orreryv1.CommandReply).GetError()), orrery.ErrUnavailable) {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("50 concurrent commands against a bound of 1 were all admitted")
+	}
+}
+
+func TestFailpointsFireInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var hits []string
+	record := func(name string) { mu.Lock(); hits = append(hits, name); mu.Unlock() }
+	for _, name := range []string{FailpointBatchApplied, FailpointBatchCommitted, FailpointReceiptSent} {
+		fp, err := NewFailpoints(name+":2", record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHarness(t, func(c *Config) { c.Failpoints = fp })
+		receipt(t, h.do(command("c1", 0, enqueue("m1"))))
+		receipt(t, h.do(command("c2", 0, enqueue("m2"))))
+		receipt(t, h.do(command("c3", 0, enqueue("m3"))))
+	}
+	want := fmt.Sprint([]string{FailpointBatchApplied, FailpointBatchCommitted, FailpointReceiptSent})
+	if fmt.Sprint(hits) != want {
+		t.Fatalf("hits %v, want each once (at the second batch): %s", hits, want)
+	}
+	if _, err := NewFailpoints("nope", record); err == nil {
+		t.Fatal("an unknown failpoint was accepted")
+	}
+}

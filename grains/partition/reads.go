@@ -1,0 +1,125 @@
+package partition
+
+import (
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
+	"github.com/orreryhq/orrery/grains/retained"
+	"github.com/orreryhq/orrery/grains/saga"
+	"github.com/orreryhq/orrery/grains/schedule"
+	"github.com/orreryhq/orrery/persistence"
+)
+
+// Read bounds.
+const (
+	// MaxScanRefs bounds one ScanDue.
+	MaxScanRefs = 4096
+	// MaxInspectMessages bounds one lane page.
+	MaxInspectMessages = 1000
+)
+
+// readTime is the logged time a read judges dueness by: what the next batch would get.
+func (g *grain) readTime() int64 {
+	return persistence.NextLoggedTime(g.store.LoggedTime(), g.cfg.Now().UTC().UnixMicro())
+}
+
+// scanDue answers a coordinator's bounded due scan.
+func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
+	if g.store == nil {
+		return &orreryv1.ScanDueReply{Error: g.unavailable().Proto()}
+	}
+	maxRefs := int(req.GetMaxRefs())
+	if maxRefs <= 0 || maxRefs > MaxScanRefs {
+		maxRefs = MaxScanRefs
+	}
+	now := g.readTime()
+	var res *due.Result
+	err := g.store.View(func(r kv.Reader) error {
+		var err error
+		res, err = due.ScanDue(r, now, due.Budget{MaxRefs: maxRefs, After: req.GetAfter()})
+		return err
+	})
+	if err != nil {
+		return &orreryv1.ScanDueReply{Error: orrery.AsError(err).Proto()}
+	}
+	return &orreryv1.ScanDueReply{
+		Refs: res.Refs, More: res.More, Continuation: res.Continuation, NextDueAtUnixMicros: res.NextDueAtMicros,
+		LoggedTimeUnixMicros: now, ActivationEpoch: g.store.Epoch(),
+	}
+}
+
+// nextDue reads the earliest due instant (zero when the index is empty).
+func (g *grain) nextDue() (int64, error) {
+	var next int64
+	err := g.store.View(func(r kv.Reader) error {
+		res, err := due.ScanDue(r, input.MaxInstantMicros, due.Budget{MaxRefs: 1})
+		if err == nil && len(res.Refs) == 1 {
+			next = res.Refs[0].GetDueAtUnixMicros()
+		}
+		return err
+	})
+	return next, err
+}
+
+// reportNextDue tells the due coordinator the partition's earliest due instant.
+func (g *grain) reportNextDue() {
+	next, err := g.nextDue()
+	if err != nil {
+		g.log.Warn("partition could not read its next due instant", "err", err)
+		return
+	}
+	g.cfg.OnNextDue(&orreryv1.NextDueNotice{Partition: int32(g.partition), NextDueAtUnixMicros: next, ActivationEpoch: g.store.Epoch()})
+}
+
+// inspect answers one bounded inspection read.
+func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
+	if g.store == nil {
+		return &orreryv1.InspectReply{Error: g.unavailable().Proto()}
+	}
+	reply := &orreryv1.InspectReply{}
+	err := g.store.View(func(r kv.Reader) error {
+		switch t := req.GetTarget().(type) {
+		case *orreryv1.InspectRequest_Schedule:
+			if err := input.Lane("lane", t.Schedule.GetLane(), false); err != nil {
+				return err
+			}
+			rec, found, err := schedule.Load(r, t.Schedule.GetLane(), t.Schedule.GetScheduleId())
+			reply.Found, reply.Schedule = found, rec
+			return err
+		case *orreryv1.InspectRequest_Saga:
+			rec, found, err := saga.Load(r, t.Saga.GetLane(), t.Saga.GetSagaId())
+			reply.Found, reply.Saga = found, rec
+			return err
+		case *orreryv1.InspectRequest_Lane:
+			limit := int(t.Lane.GetMaxMessages())
+			if limit <= 0 || limit > MaxInspectMessages {
+				limit = MaxInspectMessages
+			}
+			msgs, next, err := queue.ListLane(r, t.Lane.GetLane(), t.Lane.GetAfterId(), limit)
+			reply.Found, reply.Messages, reply.NextAfterId = len(msgs) > 0, msgs, next
+			return err
+		case *orreryv1.InspectRequest_Partition:
+			counters, err := retained.Load(r)
+			if err != nil {
+				return err
+			}
+			next, err := g.nextDue()
+			reply.Found = true
+			reply.Partition = &orreryv1.PartitionStatus{
+				Partition: int32(g.partition), ActivationEpoch: g.store.Epoch(), LoggedTimeUnixMicros: g.store.LoggedTime(),
+				AppliedIndex: g.store.AppliedIndex(), NextDueAtUnixMicros: next, PendingCommands: uint32(len(g.pending) + len(g.waiters)),
+				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(), Silo: g.cfg.Silo,
+			}
+			return err
+		default:
+			return orrery.Invalid("target", "is required (schedule, saga, lane or partition)")
+		}
+	})
+	if err != nil {
+		return &orreryv1.InspectReply{Error: orrery.AsError(err).Proto()}
+	}
+	return reply
+}

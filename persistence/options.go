@@ -1,0 +1,135 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+)
+
+// Defaults of Options, sized for a silo that may hold every partition (32 or more open
+// databases in one process).
+const (
+	// DefaultMemTableBytes is the size of one Badger memtable. Badger caps one transaction at
+	// 15 % of it, so this also sets MaxBatchBytes (about 1.2 MiB).
+	DefaultMemTableBytes = 8 << 20
+	// DefaultBlockCacheBytes is the block cache of one partition. Blocks are small and
+	// uncompressed, so reads mostly come from the page cache through the tables' mmaps.
+	DefaultBlockCacheBytes = 1 << 20
+	// DefaultValueLogFileBytes is the size of one value-log file. Values stay in the LSM tree
+	// (see Options.ValueThresholdBytes), so the value log holds almost nothing.
+	DefaultValueLogFileBytes = 16 << 20
+	// DefaultValueThresholdBytes is the largest value kept in the LSM tree (1 MiB, Badger's
+	// maximum). Keeping every value below it keeps the value log, whose sync errors Badger only
+	// logs, out of the write path.
+	DefaultValueThresholdBytes = 1 << 20
+)
+
+// Options configure one partition store. The zero value is usable: every zero field takes its
+// default.
+type Options struct {
+	// MemTableBytes is the Badger memtable size (default DefaultMemTableBytes). It bounds the
+	// largest batch: see Store.MaxBatchBytes.
+	MemTableBytes int64
+	// BlockCacheBytes is the Badger block cache (default DefaultBlockCacheBytes).
+	BlockCacheBytes int64
+	// ValueThresholdBytes is the largest value kept inline in the LSM tree (default and
+	// maximum DefaultValueThresholdBytes; it is lowered to MaxBatchBytes when that is smaller).
+	ValueThresholdBytes int64
+	// MinFreeBytes is the free-disk floor: Open and Update refuse with Unavailable when the
+	// file system holding the partition has less free space than this. Zero disables the check.
+	// Badger dies with SIGBUS, taking every partition of the silo with it, when a memtable
+	// flush finds the disk full; a floor of a few memtables per open partition avoids that.
+	MinFreeBytes uint64
+	// Logger receives Badger's warnings and errors (default slog.Default()). Badger's info and
+	// debug messages are dropped.
+	Logger *slog.Logger
+	// FreeBytesFunc replaces FreeBytes for the free-disk floor; tests use it to simulate a
+	// full disk. Nil means FreeBytes.
+	FreeBytesFunc func(dir string) (uint64, error)
+
+	// explicitSync replaces Badger's SyncWrites (msync of the WAL inside every commit, the
+	// default) with an explicit DB.Sync after each commit. Only the benchmark sets it.
+	explicitSync bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.MemTableBytes <= 0 {
+		o.MemTableBytes = DefaultMemTableBytes
+	}
+	if o.BlockCacheBytes <= 0 {
+		o.BlockCacheBytes = DefaultBlockCacheBytes
+	}
+	maxBatch := maxBatchBytes(o.MemTableBytes)
+	if o.ValueThresholdBytes <= 0 || o.ValueThresholdBytes > DefaultValueThresholdBytes {
+		o.ValueThresholdBytes = DefaultValueThresholdBytes
+	}
+	if o.ValueThresholdBytes > maxBatch {
+		o.ValueThresholdBytes = maxBatch
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.FreeBytesFunc == nil {
+		o.FreeBytesFunc = FreeBytes
+	}
+	return o
+}
+
+// maxBatchBytes mirrors Badger's transaction cap (db.go checkAndSetOptions: 15 % of the
+// memtable). Store.MaxBatchBytes reports the figure of the open database.
+func maxBatchBytes(memTableBytes int64) int64 { return 15 * memTableBytes / 100 }
+
+// badgerOptions are the Badger options of one partition. Every choice keeps an idle open
+// partition small, because a silo may hold all of them:
+//   - two memtables of MemTableBytes (Badger's default is five of 64 MiB);
+//   - a small block cache and no separate index cache (indexes of small tables stay in memory);
+//   - no compression, so blocks need no cache to be read;
+//   - few level-0 tables before compaction and two compactors (the minimum that compacts);
+//   - small value-log files, since values stay in the LSM tree;
+//   - conflict detection off: one writer per partition, serialized by the Store;
+//   - metrics off (they are process-global expvars), logging routed to slog at WARN.
+func badgerOptions(dir string, o Options) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithSyncWrites(!o.explicitSync).
+		WithLogger(slogLogger{logger: o.Logger}).
+		WithMetricsEnabled(false).
+		WithDetectConflicts(false).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(o.MemTableBytes).
+		WithNumMemtables(2).
+		WithBaseTableSize(2 << 20).
+		WithBaseLevelSize(8 << 20).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(8).
+		WithNumCompactors(2).
+		WithBlockCacheSize(o.BlockCacheBytes).
+		WithIndexCacheSize(0).
+		WithCompression(options.None).
+		WithValueThreshold(o.ValueThresholdBytes).
+		WithValueLogFileSize(DefaultValueLogFileBytes).
+		WithNumGoroutines(1)
+}
+
+// slogLogger routes Badger's log to slog: warnings and errors only.
+type slogLogger struct{ logger *slog.Logger }
+
+func (l slogLogger) Errorf(format string, args ...any) {
+	l.logger.Log(context.Background(), slog.LevelError, "badger: "+trimNewline(fmt.Sprintf(format, args...)))
+}
+
+func (l slogLogger) Warningf(format string, args ...any) {
+	l.logger.Log(context.Background(), slog.LevelWarn, "badger: "+trimNewline(fmt.Sprintf(format, args...)))
+}
+
+func (slogLogger) Infof(string, ...any)  {}
+func (slogLogger) Debugf(string, ...any) {}
+
+func trimNewline(s string) string {
+	for len(s) > 0 && s[len(s)-1] == '\n' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
