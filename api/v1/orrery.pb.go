@@ -2202,6 +2202,53 @@ func (x *ExtendLease) GetLeaseDurationMicros() int64 {
 	return 0
 }
 
+// Housekeep removes, oldest first and at most max_records in all, what retention no longer
+// keeps: receipts past their retention (and the oldest beyond the partition's receipt cap) and
+// message tombstones past theirs. Partitions run it periodically through the batch path.
+type Housekeep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MaxRecords    uint32                 `protobuf:"varint,1,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Housekeep) Reset() {
+	*x = Housekeep{}
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Housekeep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Housekeep) ProtoMessage() {}
+
+func (x *Housekeep) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
+func (*Housekeep) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Housekeep) GetMaxRecords() uint32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
 // Mutation is one change in a batch.
 type Mutation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2221,6 +2268,7 @@ type Mutation struct {
 	//	*Mutation_Ack
 	//	*Mutation_Release
 	//	*Mutation_ExtendLease
+	//	*Mutation_Housekeep
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2228,7 +2276,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2288,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2301,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -2389,6 +2437,15 @@ func (x *Mutation) GetExtendLease() *ExtendLease {
 	return nil
 }
 
+func (x *Mutation) GetHousekeep() *Housekeep {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_Housekeep); ok {
+			return x.Housekeep
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -2449,6 +2506,10 @@ type Mutation_ExtendLease struct {
 	ExtendLease *ExtendLease `protobuf:"bytes,14,opt,name=extend_lease,json=extendLease,proto3,oneof"`
 }
 
+type Mutation_Housekeep struct {
+	Housekeep *Housekeep `protobuf:"bytes,15,opt,name=housekeep,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -2477,6 +2538,8 @@ func (*Mutation_Release) isMutation_Kind() {}
 
 func (*Mutation_ExtendLease) isMutation_Kind() {}
 
+func (*Mutation_Housekeep) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2491,7 +2554,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +2566,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,7 +2579,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -2556,7 +2619,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2631,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2644,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -2632,7 +2695,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2707,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2720,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -2692,7 +2755,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2767,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2780,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -2744,7 +2807,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2819,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2832,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -2790,7 +2853,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2865,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2878,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -2832,6 +2895,67 @@ func (x *LeaseResult) GetLeaseUntilUnixMicros() int64 {
 	return 0
 }
 
+// HousekeepResult counts what a Housekeep removed; more is set when it stopped at its bound.
+type HousekeepResult struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	ReceiptsRemoved   uint32                 `protobuf:"varint,1,opt,name=receipts_removed,json=receiptsRemoved,proto3" json:"receipts_removed,omitempty"`
+	TombstonesRemoved uint32                 `protobuf:"varint,2,opt,name=tombstones_removed,json=tombstonesRemoved,proto3" json:"tombstones_removed,omitempty"`
+	More              bool                   `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *HousekeepResult) Reset() {
+	*x = HousekeepResult{}
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HousekeepResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HousekeepResult) ProtoMessage() {}
+
+func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
+func (*HousekeepResult) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
+	if x != nil {
+		return x.ReceiptsRemoved
+	}
+	return 0
+}
+
+func (x *HousekeepResult) GetTombstonesRemoved() uint32 {
+	if x != nil {
+		return x.TombstonesRemoved
+	}
+	return 0
+}
+
+func (x *HousekeepResult) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 // MutationResult is the outcome of one mutation: an error or a typed result.
 type MutationResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2843,6 +2967,7 @@ type MutationResult struct {
 	//	*MutationResult_Enqueue
 	//	*MutationResult_Receive
 	//	*MutationResult_Lease
+	//	*MutationResult_Housekeep
 	Result        isMutationResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2850,7 +2975,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2862,7 +2987,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2875,7 +3000,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -2937,6 +3062,15 @@ func (x *MutationResult) GetLease() *LeaseResult {
 	return nil
 }
 
+func (x *MutationResult) GetHousekeep() *HousekeepResult {
+	if x != nil {
+		if x, ok := x.Result.(*MutationResult_Housekeep); ok {
+			return x.Housekeep
+		}
+	}
+	return nil
+}
+
 type isMutationResult_Result interface {
 	isMutationResult_Result()
 }
@@ -2961,6 +3095,10 @@ type MutationResult_Lease struct {
 	Lease *LeaseResult `protobuf:"bytes,6,opt,name=lease,proto3,oneof"`
 }
 
+type MutationResult_Housekeep struct {
+	Housekeep *HousekeepResult `protobuf:"bytes,7,opt,name=housekeep,proto3,oneof"`
+}
+
 func (*MutationResult_Schedule) isMutationResult_Result() {}
 
 func (*MutationResult_Saga) isMutationResult_Result() {}
@@ -2970,6 +3108,8 @@ func (*MutationResult_Enqueue) isMutationResult_Result() {}
 func (*MutationResult_Receive) isMutationResult_Result() {}
 
 func (*MutationResult_Lease) isMutationResult_Result() {}
+
+func (*MutationResult_Housekeep) isMutationResult_Result() {}
 
 // Receipt is the complete, deterministic result of a batch. Either results holds one entry per
 // mutation, or error is set, the batch was rolled back and results is empty.
@@ -2985,7 +3125,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3137,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3150,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -3200,7 +3340,10 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\tR\n" +
 	"leaseToken\x122\n" +
-	"\x15lease_duration_micros\x18\x04 \x01(\x03R\x13leaseDurationMicros\"\x89\a\n" +
+	"\x15lease_duration_micros\x18\x04 \x01(\x03R\x13leaseDurationMicros\",\n" +
+	"\tHousekeep\x12\x1f\n" +
+	"\vmax_records\x18\x01 \x01(\rR\n" +
+	"maxRecords\"\xbf\a\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -3217,7 +3360,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\areceive\x18\v \x01(\v2\x12.orrery.v1.ReceiveH\x00R\areceive\x12\"\n" +
 	"\x03ack\x18\f \x01(\v2\x0e.orrery.v1.AckH\x00R\x03ack\x12.\n" +
 	"\arelease\x18\r \x01(\v2\x12.orrery.v1.ReleaseH\x00R\arelease\x12;\n" +
-	"\fextend_lease\x18\x0e \x01(\v2\x16.orrery.v1.ExtendLeaseH\x00R\vextendLeaseB\x06\n" +
+	"\fextend_lease\x18\x0e \x01(\v2\x16.orrery.v1.ExtendLeaseH\x00R\vextendLease\x124\n" +
+	"\thousekeep\x18\x0f \x01(\v2\x14.orrery.v1.HousekeepH\x00R\thousekeepB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -3244,14 +3388,19 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\bmessages\x18\x01 \x03(\v2\x17.orrery.v1.QueueMessageR\bmessages\"T\n" +
 	"\vLeaseResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
-	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\xc4\x02\n" +
+	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\x7f\n" +
+	"\x0fHousekeepResult\x12)\n" +
+	"\x10receipts_removed\x18\x01 \x01(\rR\x0freceiptsRemoved\x12-\n" +
+	"\x12tombstones_removed\x18\x02 \x01(\rR\x11tombstonesRemoved\x12\x12\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\"\x80\x03\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +
 	"\x04saga\x18\x03 \x01(\v2\x15.orrery.v1.SagaResultH\x00R\x04saga\x124\n" +
 	"\aenqueue\x18\x04 \x01(\v2\x18.orrery.v1.EnqueueResultH\x00R\aenqueue\x124\n" +
 	"\areceive\x18\x05 \x01(\v2\x18.orrery.v1.ReceiveResultH\x00R\areceive\x12.\n" +
-	"\x05lease\x18\x06 \x01(\v2\x16.orrery.v1.LeaseResultH\x00R\x05leaseB\b\n" +
+	"\x05lease\x18\x06 \x01(\v2\x16.orrery.v1.LeaseResultH\x00R\x05lease\x12:\n" +
+	"\thousekeep\x18\a \x01(\v2\x1a.orrery.v1.HousekeepResultH\x00R\thousekeepB\b\n" +
 	"\x06result\"\xbc\x01\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
@@ -3304,7 +3453,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),              // 0: orrery.v1.ErrorCode
 	(MisfirePolicy)(0),          // 1: orrery.v1.MisfirePolicy
@@ -3337,15 +3486,17 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*Ack)(nil),                 // 28: orrery.v1.Ack
 	(*Release)(nil),             // 29: orrery.v1.Release
 	(*ExtendLease)(nil),         // 30: orrery.v1.ExtendLease
-	(*Mutation)(nil),            // 31: orrery.v1.Mutation
-	(*Batch)(nil),               // 32: orrery.v1.Batch
-	(*ScheduleResult)(nil),      // 33: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),          // 34: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),       // 35: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),       // 36: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),         // 37: orrery.v1.LeaseResult
-	(*MutationResult)(nil),      // 38: orrery.v1.MutationResult
-	(*Receipt)(nil),             // 39: orrery.v1.Receipt
+	(*Housekeep)(nil),           // 31: orrery.v1.Housekeep
+	(*Mutation)(nil),            // 32: orrery.v1.Mutation
+	(*Batch)(nil),               // 33: orrery.v1.Batch
+	(*ScheduleResult)(nil),      // 34: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),          // 35: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),       // 36: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),       // 37: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),         // 38: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),     // 39: orrery.v1.HousekeepResult
+	(*MutationResult)(nil),      // 40: orrery.v1.MutationResult
+	(*Receipt)(nil),             // 41: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -3391,22 +3542,24 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	28, // 40: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
 	29, // 41: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
 	30, // 42: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	31, // 43: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	3,  // 44: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	16, // 45: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	4,  // 46: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	33, // 47: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	34, // 48: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	35, // 49: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	36, // 50: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	37, // 51: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	38, // 52: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	4,  // 53: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	31, // 43: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	32, // 44: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	3,  // 45: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	16, // 46: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	4,  // 47: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	34, // 48: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	35, // 49: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	36, // 50: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	37, // 51: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	38, // 52: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	39, // 53: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	40, // 54: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	4,  // 55: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	56, // [56:56] is the sub-list for method output_type
+	56, // [56:56] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -3423,7 +3576,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[27].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[28].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -3438,13 +3591,15 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_Ack)(nil),
 		(*Mutation_Release)(nil),
 		(*Mutation_ExtendLease)(nil),
+		(*Mutation_Housekeep)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[34].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[36].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
 		(*MutationResult_Receive)(nil),
 		(*MutationResult_Lease)(nil),
+		(*MutationResult_Housekeep)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3452,7 +3607,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -691,8 +691,10 @@ type PartitionStatus struct {
 	RetainedRecords      uint64                 `protobuf:"varint,7,opt,name=retained_records,json=retainedRecords,proto3" json:"retained_records,omitempty"`
 	RetainedBytes        uint64                 `protobuf:"varint,8,opt,name=retained_bytes,json=retainedBytes,proto3" json:"retained_bytes,omitempty"`
 	Silo                 string                 `protobuf:"bytes,9,opt,name=silo,proto3" json:"silo,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The cluster's partition count (fixed when its data root was created).
+	Partitions    int32 `protobuf:"varint,10,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionStatus) Reset() {
@@ -786,6 +788,13 @@ func (x *PartitionStatus) GetSilo() string {
 		return x.Silo
 	}
 	return ""
+}
+
+func (x *PartitionStatus) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
 }
 
 // InspectReply answers an InspectRequest; found is false when the record does not exist.
@@ -928,7 +937,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x19\n" +
 	"\bafter_id\x18\x02 \x01(\tR\aafterId\x12!\n" +
 	"\fmax_messages\x18\x03 \x01(\rR\vmaxMessages\"\x12\n" +
-	"\x10InspectPartition\"\xfd\x02\n" +
+	"\x10InspectPartition\"\x9d\x03\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12)\n" +
 	"\x10activation_epoch\x18\x02 \x01(\x04R\x0factivationEpoch\x125\n" +
@@ -938,7 +947,11 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x10pending_commands\x18\x06 \x01(\rR\x0fpendingCommands\x12)\n" +
 	"\x10retained_records\x18\a \x01(\x04R\x0fretainedRecords\x12%\n" +
 	"\x0eretained_bytes\x18\b \x01(\x04R\rretainedBytes\x12\x12\n" +
-	"\x04silo\x18\t \x01(\tR\x04silo\"\xc1\x02\n" +
+	"\x04silo\x18\t \x01(\tR\x04silo\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\n" +
+	" \x01(\x05R\n" +
+	"partitions\"\xc1\x02\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +

@@ -458,8 +458,10 @@ type InboxEntry struct {
 	RequestHash          []byte                 `protobuf:"bytes,1,opt,name=request_hash,json=requestHash,proto3" json:"request_hash,omitempty"`
 	Receipt              []byte                 `protobuf:"bytes,2,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	LoggedTimeUnixMicros int64                  `protobuf:"varint,3,opt,name=logged_time_unix_micros,json=loggedTimeUnixMicros,proto3" json:"logged_time_unix_micros,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// When housekeeping may remove it (logged time + the principal's receipt retention).
+	ExpiresAtUnixMicros int64 `protobuf:"varint,4,opt,name=expires_at_unix_micros,json=expiresAtUnixMicros,proto3" json:"expires_at_unix_micros,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *InboxEntry) Reset() {
@@ -509,6 +511,13 @@ func (x *InboxEntry) GetReceipt() []byte {
 func (x *InboxEntry) GetLoggedTimeUnixMicros() int64 {
 	if x != nil {
 		return x.LoggedTimeUnixMicros
+	}
+	return 0
+}
+
+func (x *InboxEntry) GetExpiresAtUnixMicros() int64 {
+	if x != nil {
+		return x.ExpiresAtUnixMicros
 	}
 	return 0
 }
@@ -840,12 +849,13 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x12\x14\n" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\x12+\n" +
-	"\x12due_at_unix_micros\x18\x05 \x01(\x03R\x0fdueAtUnixMicros\"\x80\x01\n" +
+	"\x12due_at_unix_micros\x18\x05 \x01(\x03R\x0fdueAtUnixMicros\"\xb5\x01\n" +
 	"\n" +
 	"InboxEntry\x12!\n" +
 	"\frequest_hash\x18\x01 \x01(\fR\vrequestHash\x12\x18\n" +
 	"\areceipt\x18\x02 \x01(\fR\areceipt\x125\n" +
-	"\x17logged_time_unix_micros\x18\x03 \x01(\x03R\x14loggedTimeUnixMicros\"@\n" +
+	"\x17logged_time_unix_micros\x18\x03 \x01(\x03R\x14loggedTimeUnixMicros\x123\n" +
+	"\x16expires_at_unix_micros\x18\x04 \x01(\x03R\x13expiresAtUnixMicros\"@\n" +
 	"\fLaneCounters\x12\x1a\n" +
 	"\bmessages\x18\x01 \x01(\x04R\bmessages\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"a\n" +

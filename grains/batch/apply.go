@@ -72,8 +72,7 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 	if err != nil {
 		return nil, err
 	}
-	entry := &orreryv1.InboxEntry{RequestHash: hash, Receipt: encoded, LoggedTimeUnixMicros: loggedNowMicros}
-	if _, err := record.Store(v, inboxKey, entry); err != nil {
+	if err := a.storeReceipt(v, principal, b.GetCommandId(), hash, encoded, loggedNowMicros); err != nil {
 		return nil, err
 	}
 	return &Outcome{Receipt: receipt, ReceiptBytes: encoded}, nil
@@ -192,6 +191,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return leaseResult(queue.ApplyRelease(v, lim, k.Release, now))
 	case *orreryv1.Mutation_ExtendLease:
 		return leaseResult(queue.ApplyExtendLease(v, lim, k.ExtendLease, now))
+	case *orreryv1.Mutation_Housekeep:
+		r, err := a.housekeep(v, k.Housekeep, now)
+		return wrap(err, func() *orreryv1.MutationResult {
+			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Housekeep{Housekeep: r}}
+		})
 	default:
 		return nil, orrery.Invalid("", "has no kind")
 	}

@@ -67,7 +67,21 @@ type Limits struct {
 	MaxMaxDeliveries     uint32
 	// MaxDelayMicros bounds enqueue and release delays.
 	MaxDelayMicros int64
+	// ReceiptRetentionMicros is how long a command's receipt is kept for replay;
+	// SystemReceiptRetentionMicros applies to principals starting with SystemPrincipalPrefix
+	// (due coordinators, housekeeping), whose receipts serve only a single retry.
+	ReceiptRetentionMicros       int64
+	SystemReceiptRetentionMicros int64
+	// MaxReceipts caps stored receipts per partition; housekeeping removes the soonest to
+	// expire beyond it.
+	MaxReceipts uint64
+	// TombstoneRetentionMicros is how long an acked or expired message id stays taken (an
+	// enqueue of the same id within it is a no-op).
+	TombstoneRetentionMicros int64
 }
+
+// SystemPrincipalPrefix marks Orrery's own principals (short receipt retention).
+const SystemPrincipalPrefix = "system:"
 
 // DefaultLimits returns the documented defaults (README "Limits").
 func DefaultLimits() Limits {
@@ -87,6 +101,11 @@ func DefaultLimits() Limits {
 		DefaultMaxDeliveries:    10,
 		MaxMaxDeliveries:        1000,
 		MaxDelayMicros:          365 * Day,
+
+		ReceiptRetentionMicros:       Day,
+		SystemReceiptRetentionMicros: 10 * Minute,
+		MaxReceipts:                  1_000_000,
+		TombstoneRetentionMicros:     Day,
 	}
 }
 

@@ -14,6 +14,8 @@
 //	lc/ lane           LaneCounters
 //	d/  dueAt kind lane id → DueRef (due index)
 //	i/  principal commandId → InboxEntry (command inbox)
+//	ie/ expiresAt principal commandId → empty (receipts by expiry, for housekeeping)
+//	ma/ removedAt lane id → empty (message tombstones by age, for housekeeping)
 //	meta/...           partition-wide counters
 //
 // The persistence layer keeps its own records under p/ (journal, applied index, epoch, logged
@@ -38,6 +40,10 @@ var (
 	LaneCounters      = []byte("lc/")
 	Due               = []byte("d/")
 	Inbox             = []byte("i/")
+	InboxExpiry       = []byte("ie/")
+	TombstoneAge      = []byte("ma/")
+	// ReceiptCount is the number of stored receipts (8-byte big-endian).
+	ReceiptCount = []byte("meta/receipts")
 	// Sequence is the partition's enqueue sequence counter (8-byte big-endian).
 	Sequence = []byte("meta/sequence")
 	// PartitionCounters holds the retained record count and bytes.
@@ -133,4 +139,59 @@ func DueUpTo(dueAtMicros int64) []byte {
 // InboxKey is the key of a stored receipt.
 func InboxKey(principal, commandID string) []byte {
 	return AppendString(AppendString(Of(Inbox, nil), principal), commandID)
+}
+
+// InboxExpiryKey indexes a stored receipt by the instant housekeeping may remove it.
+func InboxExpiryKey(expiresAtMicros int64, principal, commandID string) []byte {
+	k := AppendUint64(Of(InboxExpiry, nil), uint64(expiresAtMicros))
+	return AppendString(AppendString(k, principal), commandID)
+}
+
+// InboxExpiryUpTo is the exclusive end of receipts expiring at or before the instant.
+func InboxExpiryUpTo(atMicros int64) []byte {
+	return AppendUint64(Of(InboxExpiry, nil), uint64(atMicros)+1)
+}
+
+// TombstoneAgeKey indexes a message tombstone by its removal time.
+func TombstoneAgeKey(removedAtMicros int64, lane *orreryv1.Lane, id string) []byte {
+	return append(AppendUint64(Of(TombstoneAge, nil), uint64(removedAtMicros)), LaneID(lane, id)...)
+}
+
+// TombstoneAgeUpTo is the exclusive end of tombstones removed at or before the instant.
+func TombstoneAgeUpTo(atMicros int64) []byte {
+	return AppendUint64(Of(TombstoneAge, nil), uint64(atMicros)+1)
+}
+
+// SplitInboxExpiry decodes the principal and command id of an InboxExpiryKey.
+func SplitInboxExpiry(key []byte) (principal, commandID string, err error) {
+	rest := key[len(InboxExpiry):]
+	if len(rest) < 8 {
+		return "", "", ErrMalformed
+	}
+	rest = rest[8:]
+	principal, rest, err = readString(rest)
+	if err != nil {
+		return "", "", err
+	}
+	commandID, rest, err = readString(rest)
+	if err != nil || len(rest) != 0 {
+		return "", "", ErrMalformed
+	}
+	return principal, commandID, nil
+}
+
+// TombstoneFromAge returns the MessageTombstone key a TombstoneAgeKey points at.
+func TombstoneFromAge(key []byte) ([]byte, error) {
+	if len(key) < len(TombstoneAge)+8 {
+		return nil, ErrMalformed
+	}
+	return Of(MessageTombstone, key[len(TombstoneAge)+8:]), nil
+}
+
+func readString(b []byte) (string, []byte, error) {
+	n, size := binary.Uvarint(b)
+	if size <= 0 || uint64(len(b)-size) < n {
+		return "", nil, ErrMalformed
+	}
+	return string(b[size : size+int(n)]), b[size+int(n):], nil
 }

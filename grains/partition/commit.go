@@ -34,10 +34,15 @@ func (g *grain) startCommit(ctx actor.Context) {
 	g.inFlight = true
 	done := make(chan struct{})
 	g.commitDone = done
-	self, root, store := ctx.Self(), ctx.ActorSystem().Root, g.store
+	self, root, store, gc := ctx.Self(), ctx.ActorSystem().Root, g.store, g.valueLogGCDue()
 	go func() {
 		defer close(done)
 		replies, err := g.commitGroup(store, group)
+		if gc && err == nil {
+			if gcErr := store.RunValueLogGC(0.5); gcErr != nil {
+				g.log.Warn("value-log GC failed", "err", gcErr)
+			}
+		}
 		root.Send(self, &commitDone{group: group, replies: replies, err: err})
 	}()
 }

@@ -20,6 +20,10 @@ const (
 	DefaultMaxWait          = 30 * time.Second
 	DefaultMaxWaiters       = 4096
 	DefaultOpenRetryMax     = 2 * time.Second
+	DefaultHousekeepEvery   = 10 * time.Second
+	DefaultValueLogGCEvery  = 5 * time.Minute
+	// HousekeepRecords bounds one housekeeping command.
+	HousekeepRecords = 5000
 )
 
 // Config configures every partition grain of a silo.
@@ -46,6 +50,12 @@ type Config struct {
 	// OpenRetryMax caps the backoff between attempts to open a store whose lock is held
 	// elsewhere (default DefaultOpenRetryMax).
 	OpenRetryMax time.Duration
+	// HousekeepEvery is how often the grain runs a Housekeep command (retention of receipts
+	// and message tombstones); it repeats at once while one reports more (default
+	// DefaultHousekeepEvery).
+	HousekeepEvery time.Duration
+	// ValueLogGCEvery is how often Badger's value-log GC runs (default DefaultValueLogGCEvery).
+	ValueLogGCEvery time.Duration
 	// Now is the wall clock logged time is derived from (default time.Now).
 	Now func() time.Time
 	// OnNextDue receives the partition's earliest due instant after every commit and on
@@ -55,6 +65,8 @@ type Config struct {
 	Failpoints *Failpoints
 	// Silo names this silo in status replies.
 	Silo string
+	// Registry, when set, tracks live activations for a graceful shutdown.
+	Registry *Registry
 	// Logger receives the grain's logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -80,6 +92,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OpenRetryMax <= 0 {
 		c.OpenRetryMax = DefaultOpenRetryMax
+	}
+	if c.HousekeepEvery <= 0 {
+		c.HousekeepEvery = DefaultHousekeepEvery
+	}
+	if c.ValueLogGCEvery <= 0 {
+		c.ValueLogGCEvery = DefaultValueLogGCEvery
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -33,8 +33,9 @@ func Props(cfg Config, partition int) *actor.Props {
 
 // Internal messages, sent by the grain to itself.
 type (
-	retryOpen  struct{}
-	wakeWaiter struct{}
+	retryOpen     struct{}
+	wakeWaiter    struct{}
+	housekeepTick struct{}
 	// commitDone reports a finished group commit from the committer goroutine.
 	commitDone struct {
 		group   []*pending
@@ -49,6 +50,8 @@ type pending struct {
 	sender   *actor.PID
 	bytes    int
 	deadline time.Time // set for a parked long-poll receive
+	// onReply, set for the grain's own commands, receives the reply instead of a sender.
+	onReply func(*orreryv1.CommandReply)
 }
 
 // grain is one activation of partition/<n>.
@@ -68,12 +71,18 @@ type grain struct {
 	waiters    []*pending
 	waitTimer  *time.Timer
 	stopping   bool
+
+	housekeepTimer *time.Timer
+	housekeeping   bool // a Housekeep command is pending or in flight
+	housekeepSeq   uint64
+	lastGC         time.Time
 }
 
 // Receive implements actor.Actor.
 func (g *grain) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		g.cfg.Registry.add(ctx.Self())
 		if g.partition >= 0 {
 			g.open(ctx)
 		}
@@ -93,12 +102,16 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.finishCommit(ctx, msg)
 	case *wakeWaiter:
 		g.wakeWaiters(ctx)
+	case *housekeepTick:
+		g.housekeep(ctx)
 	case *orreryv1.ScanDueRequest:
 		ctx.Respond(g.scanDue(msg))
 	case *orreryv1.InspectRequest:
 		ctx.Respond(g.inspect(msg))
 	case *actor.Stopping:
 		g.stop()
+	case *actor.Stopped:
+		g.cfg.Registry.remove(ctx.Self())
 	}
 }
 
@@ -123,6 +136,8 @@ func (g *grain) open(ctx actor.Context) {
 		return
 	}
 	g.store, g.openErr, g.openDelay = store, nil, 0
+	g.lastGC = g.cfg.Now()
+	g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
 	g.log.Info("partition open", "epoch", store.Epoch(), "logged_time", store.LoggedTime(), "applied_index", store.AppliedIndex())
 	g.reportNextDue()
 	if len(g.pending) > 0 {
@@ -162,13 +177,16 @@ func (g *grain) admit(ctx actor.Context, req *orreryv1.CommandRequest) {
 
 // reply sends a reply to a pending command's sender.
 func (g *grain) reply(ctx actor.Context, p *pending, r *orreryv1.CommandReply) {
-	if p.sender == nil {
-		return
-	}
 	if g.store != nil {
 		r.ActivationEpoch = g.store.Epoch()
 	}
-	ctx.Send(p.sender, r)
+	if p.onReply != nil {
+		p.onReply(r)
+		return
+	}
+	if p.sender != nil {
+		ctx.Send(p.sender, r)
+	}
 }
 
 // stop waits for an in-flight commit and closes the store.
@@ -179,6 +197,9 @@ func (g *grain) stop() {
 	}
 	if g.waitTimer != nil {
 		g.waitTimer.Stop()
+	}
+	if g.housekeepTimer != nil {
+		g.housekeepTimer.Stop()
 	}
 	if g.commitDone != nil {
 		<-g.commitDone

@@ -297,3 +297,25 @@ func TestFailpointsFireInOrder(t *testing.T) {
 		t.Fatal("an unknown failpoint was accepted")
 	}
 }
+
+func TestHousekeepingRemovesExpiredReceipts(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Limits = input.DefaultLimits()
+		c.Limits.ReceiptRetentionMicros = (200 * time.Millisecond).Microseconds()
+		c.HousekeepEvery = 50 * time.Millisecond
+	})
+	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
+	// While the receipt is kept, reusing the id for another request is a conflict; once
+	// housekeeping removed it, the id is new again.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := h.do(command("c1", 0, enqueue("m2")))
+		if r.GetError() == nil {
+			break
+		}
+		if !errors.Is(orrery.FromProto(r.GetError()), orrery.ErrIdempotencyConflict) || time.Now().After(deadline) {
+			t.Fatalf("receipt never expired: %v", orrery.FromProto(r.GetError()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

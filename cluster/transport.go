@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/actors"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// PartitionKind is the cluster kind of partition grains (grains/partition.Kind).
+const PartitionKind = "partition"
+
+// PartitionTransport reaches partition grains partition/<n> through a cluster (a silo's own
+// or a client's). Each call retries unreachable or unavailable partitions with backoff until
+// its context ends (actors.Call); replies that carry an Unavailable error are retried too.
+type PartitionTransport struct {
+	cluster    *protocluster.Cluster
+	partitions int
+	attempt    time.Duration
+}
+
+// NewPartitionTransport returns a transport over c for a cluster of the given partition count.
+// attemptTimeout bounds one attempt (0: actors.DefaultAttemptTimeout).
+func NewPartitionTransport(c *protocluster.Cluster, partitions int, attemptTimeout time.Duration) *PartitionTransport {
+	return &PartitionTransport{cluster: c, partitions: partitions, attempt: attemptTimeout}
+}
+
+// Partitions returns the cluster's partition count.
+func (t *PartitionTransport) Partitions() int { return t.partitions }
+
+// Command submits a command to partition n.
+func (t *PartitionTransport) Command(ctx context.Context, n int, req *orreryv1.CommandRequest) (*orreryv1.CommandReply, error) {
+	opts := t.options(func(m proto.Message) error { return orrery.FromProto(m.(*orreryv1.CommandReply).GetError()) })
+	if wait := time.Duration(req.GetWaitMicros()) * time.Microsecond; wait > 0 {
+		// A long-poll attempt lasts the wait plus an ordinary attempt; without a deadline of its
+		// own, the call gets room for a few such attempts instead of actors' 10 s default.
+		opts.AttemptTimeout = wait + actors.DefaultAttemptTimeout
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 2*opts.AttemptTimeout+actors.DefaultCallTimeout)
+			defer cancel()
+		}
+	}
+	return call[*orreryv1.CommandReply](ctx, t, n, req, opts)
+}
+
+// ScanDue asks partition n for a bounded due scan.
+func (t *PartitionTransport) ScanDue(ctx context.Context, n int, req *orreryv1.ScanDueRequest) (*orreryv1.ScanDueReply, error) {
+	return call[*orreryv1.ScanDueReply](ctx, t, n, req, t.options(func(m proto.Message) error {
+		return orrery.FromProto(m.(*orreryv1.ScanDueReply).GetError())
+	}))
+}
+
+// Inspect reads from partition n.
+func (t *PartitionTransport) Inspect(ctx context.Context, n int, req *orreryv1.InspectRequest) (*orreryv1.InspectReply, error) {
+	return call[*orreryv1.InspectReply](ctx, t, n, req, t.options(func(m proto.Message) error {
+		return orrery.FromProto(m.(*orreryv1.InspectReply).GetError())
+	}))
+}
+
+// options retries replies whose error is retriable (the partition is opening or overloaded).
+func (t *PartitionTransport) options(replyErr func(proto.Message) error) actors.CallOptions {
+	return actors.CallOptions{
+		AttemptTimeout: t.attempt,
+		RetryReply: func(m proto.Message) error {
+			if err := replyErr(m); err != nil && orrery.Retriable(orrery.CodeOf(err)) {
+				return err
+			}
+			return nil
+		},
+	}
+}
+
+func call[T proto.Message](ctx context.Context, t *PartitionTransport, n int, req proto.Message, opts actors.CallOptions) (T, error) {
+	var zero T
+	if n < 0 || n >= t.partitions {
+		return zero, orrery.Invalid("partition", "must be in [0, %d), got %d", t.partitions, n)
+	}
+	reply, err := actors.Call(ctx, t.cluster, strconv.Itoa(n), PartitionKind, req, opts)
+	if err != nil {
+		return zero, err
+	}
+	typed, ok := reply.(T)
+	if !ok {
+		return zero, orrery.Errorf(orrery.CodeInternal, "partition %d answered %T to %T", n, reply, req)
+	}
+	return typed, nil
+}
+
+// OwnedPartitions returns the partitions whose grains the topology places on the member at
+// address (protoactor's rendezvous placement, the one disthash uses).
+func OwnedPartitions(members []*protocluster.Member, address string, partitions int) []int {
+	rdv := protocluster.NewRendezvous()
+	rdv.UpdateMembers(members)
+	var owned []int
+	for n := range partitions {
+		if rdv.GetByClusterIdentity(&protocluster.ClusterIdentity{Identity: strconv.Itoa(n), Kind: PartitionKind}) == address {
+			owned = append(owned, n)
+		}
+	}
+	return owned
+}
+
+// String describes the transport for logs.
+func (t *PartitionTransport) String() string {
+	return fmt.Sprintf("partition transport (%d partitions)", t.partitions)
+}

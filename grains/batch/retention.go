@@ -1,0 +1,122 @@
+package batch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
+	"github.com/orreryhq/orrery/grains/record"
+)
+
+// MaxHousekeepRecords bounds one Housekeep mutation.
+const MaxHousekeepRecords = 10_000
+
+// storeReceipt writes a command's receipt to the inbox with its expiry index, and counts it.
+func (a Applier) storeReceipt(v kv.View, principal, commandID string, hash, encoded []byte, loggedNowMicros int64) error {
+	retention := a.Limits.ReceiptRetentionMicros
+	if strings.HasPrefix(principal, input.SystemPrincipalPrefix) {
+		retention = a.Limits.SystemReceiptRetentionMicros
+	}
+	expiresAt, ok := input.AddMicros(loggedNowMicros, retention)
+	if !ok {
+		expiresAt = input.MaxInstantMicros
+	}
+	entry := &orreryv1.InboxEntry{RequestHash: hash, Receipt: encoded, LoggedTimeUnixMicros: loggedNowMicros, ExpiresAtUnixMicros: expiresAt}
+	if _, err := record.Store(v, keys.InboxKey(principal, commandID), entry); err != nil {
+		return err
+	}
+	if err := v.Set(keys.InboxExpiryKey(expiresAt, principal, commandID), nil); err != nil {
+		return err
+	}
+	count, err := receiptCount(v)
+	if err != nil {
+		return err
+	}
+	return setReceiptCount(v, count+1)
+}
+
+// housekeep removes expired receipts, the soonest-expiring receipts beyond the cap, and
+// expired message tombstones, at most m.MaxRecords in all (0 means 1000).
+func (a Applier) housekeep(v kv.View, m *orreryv1.Housekeep, loggedNowMicros int64) (*orreryv1.HousekeepResult, error) {
+	budget := int(m.GetMaxRecords())
+	if budget == 0 {
+		budget = 1000
+	}
+	if budget > MaxHousekeepRecords {
+		return nil, orrery.Invalid("max_records", "must be at most %d, got %d", MaxHousekeepRecords, budget)
+	}
+	count, err := receiptCount(v)
+	if err != nil {
+		return nil, err
+	}
+	// Receipts expired by now, then (oldest expiry first) those beyond the cap.
+	var doomed [][]byte
+	over := uint64(0)
+	if count > a.Limits.MaxReceipts {
+		over = count - a.Limits.MaxReceipts
+	}
+	res := &orreryv1.HousekeepResult{}
+	err = v.Scan(keys.Of(keys.InboxExpiry, nil), kv.PrefixEnd(keys.InboxExpiry), func(key, _ []byte) (bool, error) {
+		expiresAt := int64(binary.BigEndian.Uint64(key[len(keys.InboxExpiry):]))
+		if expiresAt > loggedNowMicros && uint64(len(doomed)) >= over {
+			return false, nil
+		}
+		if len(doomed) == budget {
+			res.More = true
+			return false, nil
+		}
+		doomed = append(doomed, bytes.Clone(key))
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, key := range doomed {
+		principal, commandID, err := keys.SplitInboxExpiry(key)
+		if err != nil {
+			return nil, orrery.Wrap(orrery.CodeInternal, err, "inbox expiry index %x", key)
+		}
+		if err := v.Delete(keys.InboxKey(principal, commandID)); err != nil {
+			return nil, err
+		}
+		if err := v.Delete(key); err != nil {
+			return nil, err
+		}
+	}
+	res.ReceiptsRemoved = uint32(len(doomed))
+	if err := setReceiptCount(v, count-uint64(len(doomed))); err != nil {
+		return nil, err
+	}
+	if left := budget - len(doomed); left > 0 {
+		removed, more, err := queue.PruneTombstones(v, loggedNowMicros-a.Limits.TombstoneRetentionMicros, left)
+		if err != nil {
+			return nil, err
+		}
+		res.TombstonesRemoved = uint32(removed)
+		res.More = res.More || more
+	} else {
+		res.More = true
+	}
+	return res, nil
+}
+
+func receiptCount(v kv.Reader) (uint64, error) {
+	b, found, err := v.Get(keys.ReceiptCount)
+	if err != nil || !found {
+		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, orrery.Errorf(orrery.CodeInternal, "receipt count record is %d bytes, want 8", len(b))
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+func setReceiptCount(v kv.View, n uint64) error {
+	return v.Set(keys.ReceiptCount, binary.BigEndian.AppendUint64(nil, n))
+}

@@ -1,0 +1,67 @@
+package partition
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+)
+
+// HousekeepingPrincipal is the principal of the grain's own housekeeping commands.
+const HousekeepingPrincipal = input.SystemPrincipalPrefix + "housekeeping"
+
+func (g *grain) scheduleHousekeeping(ctx actor.Context, after time.Duration) {
+	if g.housekeepTimer != nil {
+		g.housekeepTimer.Stop()
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	g.housekeepTimer = time.AfterFunc(after, func() { root.Send(self, &housekeepTick{}) })
+}
+
+// housekeep queues one Housekeep command through the ordinary batch path, so retention is
+// journalled and deterministic like every other change. When it reports more, the next one
+// runs right after it; otherwise after HousekeepEvery.
+func (g *grain) housekeep(ctx actor.Context) {
+	if g.store == nil || g.stopping {
+		return
+	}
+	if g.housekeeping {
+		g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
+		return
+	}
+	g.housekeeping = true
+	g.housekeepSeq++
+	req := &orreryv1.CommandRequest{Principal: HousekeepingPrincipal, Batch: &orreryv1.Batch{
+		CommandId: fmt.Sprintf("housekeep-%d-%d", g.store.Epoch(), g.housekeepSeq),
+		Mutations: []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_Housekeep{Housekeep: &orreryv1.Housekeep{MaxRecords: HousekeepRecords}}}},
+	}}
+	p := &pending{req: req, bytes: proto.Size(req), onReply: func(r *orreryv1.CommandReply) {
+		g.housekeeping = false
+		next := g.cfg.HousekeepEvery
+		rc := &orreryv1.Receipt{}
+		if r.GetError() == nil && proto.Unmarshal(r.GetReceipt(), rc) == nil && len(rc.GetResults()) == 1 {
+			if res := rc.GetResults()[0].GetHousekeep(); res.GetMore() {
+				next = 0
+			}
+		}
+		if !g.stopping {
+			g.scheduleHousekeeping(ctx, next)
+		}
+	}}
+	g.pending = append(g.pending, p)
+	g.startCommit(ctx)
+}
+
+// valueLogGCDue reports whether the group about to commit should also run value-log GC
+// (in the committer goroutine, so it never overlaps a close).
+func (g *grain) valueLogGCDue() bool {
+	if now := g.cfg.Now(); now.Sub(g.lastGC) >= g.cfg.ValueLogGCEvery {
+		g.lastGC = now
+		return true
+	}
+	return false
+}
