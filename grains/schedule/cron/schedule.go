@@ -1,0 +1,93 @@
+package cron
+
+import (
+	"time"
+	_ "time/tzdata" // every silo can resolve every zone, with or without system zoneinfo
+
+	"github.com/orreryhq/orrery"
+)
+
+// EvaluatorVersion identifies the semantics of Parse and Next. A schedule generation stores it;
+// a silo whose version differs must not compute that generation's occurrences.
+const EvaluatorVersion = 1
+
+// GapPolicy says what happens to an occurrence whose local time falls in a spring-forward gap.
+type GapPolicy int
+
+const (
+	// GapShift fires it once, at the first instant after the gap (Cronos).
+	GapShift GapPolicy = iota
+	// GapSkip drops it.
+	GapSkip
+)
+
+// RepeatPolicy says how often an occurrence whose local time repeats (fall-back) fires.
+type RepeatPolicy int
+
+const (
+	// RepeatAuto is the Cronos rule: interval-based expressions (second, minute or hour field
+	// with '*', a range or a step) fire in both passes, others once in the first pass.
+	RepeatAuto RepeatPolicy = iota
+	// RepeatFirst fires once, in the first pass.
+	RepeatFirst
+	// RepeatLast fires once, in the last pass.
+	RepeatLast
+	// RepeatBoth fires in every pass.
+	RepeatBoth
+)
+
+// Options are the per-schedule inputs besides the expression and the zone.
+type Options struct {
+	// HashKey seeds H; it is the schedule id, so every silo derives the same values.
+	HashKey string
+	// Gap is the spring-forward policy.
+	Gap GapPolicy
+	// Repeat is the fall-back policy.
+	Repeat RepeatPolicy
+}
+
+// Schedule is a parsed expression bound to its location and options. It is immutable and safe
+// for concurrent use.
+type Schedule struct {
+	spec     spec
+	location *time.Location
+	options  Options
+	never    bool // no date ever matches (e.g. 30 February)
+}
+
+// Parse parses a cron expression for an IANA zone ("" means UTC). Errors are Validation
+// *orrery.Error values with Field "expression" (the message names the 1-based field number and
+// character position), "time_zone", "gap_policy" or "repeat_policy".
+func Parse(expression, zone string, opts Options) (*Schedule, error) {
+	if opts.Gap != GapShift && opts.Gap != GapSkip {
+		return nil, orrery.Invalid("gap_policy", "unknown gap policy %d", int(opts.Gap))
+	}
+	if opts.Repeat < RepeatAuto || opts.Repeat > RepeatBoth {
+		return nil, orrery.Invalid("repeat_policy", "unknown repeat policy %d", int(opts.Repeat))
+	}
+	sp, err := parseExpression(expression, opts.HashKey)
+	if err != nil {
+		return nil, err
+	}
+	location, err := loadZone(zone)
+	if err != nil {
+		return nil, err
+	}
+	return &Schedule{spec: sp, location: location, options: opts, never: !sp.satisfiable()}, nil
+}
+
+// loadZone resolves an IANA zone name; "" and "UTC" are UTC. "Local" is refused: it would
+// differ between silos.
+func loadZone(zone string) (*time.Location, error) {
+	switch zone {
+	case "", "UTC":
+		return time.UTC, nil
+	case "Local":
+		return nil, orrery.Invalid("time_zone", "time zone %q is not allowed; name an IANA zone", zone)
+	}
+	location, err := time.LoadLocation(zone)
+	if err != nil {
+		return nil, orrery.Invalid("time_zone", "unknown time zone %q", zone)
+	}
+	return location, nil
+}
