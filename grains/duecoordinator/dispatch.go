@@ -1,0 +1,187 @@
+package duecoordinator
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// dispatchOutcome is what the receipts of one round's commands say about the partition.
+type dispatchOutcome struct {
+	// backlog is set when a schedule still has occurrences due at the command's logged time
+	// (EmitOccurrences stopped at its max).
+	backlog bool
+	// wakeAt is the earliest next due instant the results reported, on the coordinator's clock.
+	wakeAt time.Time
+}
+
+// dispatch sends refs as one batch. A batch rolled back as a whole (QuotaExceeded: one full
+// lane; or any other batch-level error) is resent one ref per command, so one bad lane does
+// not block the others. An error return means a call failed; per-ref outcomes never do.
+func (c *Coordinator) dispatch(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *skipSet) (dispatchOutcome, error) {
+	var out dispatchOutcome
+	refs = c.dropUnknownKinds(partitionID, refs, skips)
+	if len(refs) == 0 {
+		return out, nil
+	}
+	receipt, receivedAt, err := c.send(ctx, partitionID, refs)
+	if err != nil {
+		return out, err
+	}
+	batchErr := orrery.FromProto(receipt.GetError())
+	if batchErr == nil {
+		return out, c.absorb(&out, partitionID, refs, receipt, receivedAt, skips)
+	}
+	if len(refs) == 1 {
+		c.refFailed(partitionID, refs[0], batchErr, receivedAt, skips)
+		return out, nil
+	}
+	if orrery.CodeOf(batchErr) == orrery.CodeQuotaExceeded {
+		c.counts.quotaSplits.Add(1)
+	} else {
+		c.cfg.Logger.Warn("due coordinator: batch rolled back, resending one ref per command", "partition", partitionID, "refs", len(refs), "error", batchErr)
+	}
+	for _, ref := range refs {
+		one := []*orreryv1.DueRef{ref}
+		receipt, receivedAt, err := c.send(ctx, partitionID, one)
+		if err != nil {
+			return out, err
+		}
+		if refErr := orrery.FromProto(receipt.GetError()); refErr != nil {
+			c.refFailed(partitionID, ref, refErr, receivedAt, skips)
+			continue
+		}
+		if err := c.absorb(&out, partitionID, one, receipt, receivedAt, skips); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// dropUnknownKinds puts refs of a kind this coordinator cannot dispatch on backoff.
+func (c *Coordinator) dropUnknownKinds(partitionID int, refs []*orreryv1.DueRef, skips *skipSet) []*orreryv1.DueRef {
+	known := refs[:0:0]
+	for _, ref := range refs {
+		switch ref.GetKind() {
+		case orreryv1.DueKind_DUE_KIND_SCHEDULE, orreryv1.DueKind_DUE_KIND_SAGA:
+			known = append(known, ref)
+		default:
+			c.refFailed(partitionID, ref, orrery.Errorf(orrery.CodeInternal, "due ref of unknown kind %v", ref.GetKind()), c.cfg.Clock.Now(), skips)
+		}
+	}
+	return known
+}
+
+// absorb reads the per-mutation results of a receipt that was not rolled back.
+func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orreryv1.DueRef, receipt *orreryv1.Receipt, receivedAt time.Time, skips *skipSet) error {
+	results := receipt.GetResults()
+	if len(results) != len(refs) {
+		return orrery.Errorf(orrery.CodeInternal, "receipt %s has %d results for %d mutations", receipt.GetCommandId(), len(results), len(refs))
+	}
+	logged := receipt.GetLoggedTimeUnixMicros()
+	for i, res := range results {
+		ref := refs[i]
+		if err := orrery.FromProto(res.GetError()); err != nil {
+			c.refFailed(partitionID, ref, err, receivedAt, skips)
+			continue
+		}
+		skips.clear(ref)
+		next := res.GetSchedule().GetNextDueAtUnixMicros()
+		switch {
+		case next == 0:
+		case next <= logged:
+			out.backlog = true
+		default:
+			if at := relativeInstant(receivedAt, next, logged); out.wakeAt.IsZero() || at.Before(out.wakeAt) {
+				out.wakeAt = at
+			}
+		}
+	}
+	return nil
+}
+
+// refFailed records a ref whose mutation failed and puts it on backoff. Stale tokens are the
+// expected outcome of a race (the next scan sees the record's new token, a different ref);
+// Expired, Validation and QuotaExceeded are lasting business outcomes; anything else is
+// unexpected and logged.
+func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error, now time.Time, skips *skipSet) {
+	switch orrery.CodeOf(err) {
+	case orrery.CodeTokenInvalidated, orrery.CodeRevisionConflict, orrery.CodeNotFound:
+		c.counts.stale.Add(1)
+	case orrery.CodeExpired, orrery.CodeValidation, orrery.CodeQuotaExceeded:
+		c.counts.skipped.Add(1)
+	default:
+		c.counts.skipped.Add(1)
+		c.counts.errors.Add(1)
+		c.cfg.Logger.Warn("due coordinator: ref failed", "partition", partitionID, "kind", ref.GetKind(), "id", ref.GetId(), "token", ref.GetToken(), "error", err)
+	}
+	skips.skip(ref, now)
+}
+
+// send submits refs as one command with a fresh command id. A retriable failure is retried
+// once with the same id (the partition's inbox answers a command that was applied but whose
+// reply was lost with its stored receipt). It returns the receipt and when it arrived.
+func (c *Coordinator) send(ctx context.Context, partitionID int, refs []*orreryv1.DueRef) (*orreryv1.Receipt, time.Time, error) {
+	req := &orreryv1.CommandRequest{
+		Principal: c.cfg.Principal,
+		Batch:     &orreryv1.Batch{CommandId: c.cfg.CommandIDPrefix + "-" + strconv.FormatUint(c.nextID.Add(1), 10), Mutations: c.mutations(refs)},
+	}
+	c.counts.refs.Add(uint64(len(refs)))
+	for attempt := 1; ; attempt++ {
+		c.counts.commands.Add(1)
+		receipt, err := c.command(ctx, partitionID, req)
+		if err == nil {
+			return receipt, c.cfg.Clock.Now(), nil
+		}
+		if attempt == 2 || !retriable(ctx, err) {
+			return nil, time.Time{}, err
+		}
+		c.counts.retries.Add(1)
+	}
+}
+
+// mutations turns refs into EmitOccurrences and ExpireSaga with their CAS tokens.
+func (c *Coordinator) mutations(refs []*orreryv1.DueRef) []*orreryv1.Mutation {
+	out := make([]*orreryv1.Mutation, 0, len(refs))
+	for _, ref := range refs {
+		if ref.GetKind() == orreryv1.DueKind_DUE_KIND_SAGA {
+			out = append(out, &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: &orreryv1.ExpireSaga{
+				Lane: ref.GetLane(), SagaId: ref.GetId(), ExpectedRevision: ref.GetToken(),
+			}}})
+			continue
+		}
+		out = append(out, &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{
+			Lane: ref.GetLane(), ScheduleId: ref.GetId(), ExpectedGeneration: ref.GetToken(), Max: c.cfg.EmitMax,
+		}}})
+	}
+	return out
+}
+
+// command makes one Command call and decodes its receipt.
+func (c *Coordinator) command(ctx context.Context, partitionID int, req *orreryv1.CommandRequest) (*orreryv1.Receipt, error) {
+	callCtx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	reply, err := c.cfg.Partitions.Command(callCtx, partitionID, req)
+	if err == nil && reply == nil {
+		err = orrery.Errorf(orrery.CodeInternal, "Command returned no reply")
+	}
+	if err == nil {
+		err = orrery.FromProto(reply.GetError())
+	}
+	if err != nil {
+		return nil, orrery.Wrap(orrery.CodeOf(err), err, "command %s to partition %d", req.GetBatch().GetCommandId(), partitionID)
+	}
+	receipt := &orreryv1.Receipt{}
+	if err := proto.Unmarshal(reply.GetReceipt(), receipt); err != nil {
+		return nil, orrery.Wrap(orrery.CodeInternal, err, "decode receipt of command %s", req.GetBatch().GetCommandId())
+	}
+	if receipt.GetCommandId() != req.GetBatch().GetCommandId() {
+		return nil, orrery.Errorf(orrery.CodeInternal, "partition %d answered command %s with the receipt of %s", partitionID, req.GetBatch().GetCommandId(), receipt.GetCommandId())
+	}
+	return receipt, nil
+}

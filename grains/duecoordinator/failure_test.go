@@ -1,0 +1,263 @@
+package duecoordinator
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/duecoordinator/coordinatortest"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/schedule"
+)
+
+// commandIDs lists the command ids the twin applied to a partition, in order.
+func (b *bench) commandIDs(partition int) []string {
+	var ids []string
+	for _, c := range b.twin.Calls() {
+		if c.Kind == "command" && c.Partition == partition {
+			ids = append(ids, c.CommandID)
+		}
+	}
+	return ids
+}
+
+// TestStaleTokenIsIgnored: the schedule is replaced between the scan and the dispatch; the
+// emit for the old generation fails TokenInvalidated, is counted as stale, and the new
+// generation is emitted at its own due instants.
+func TestStaleTokenIsIgnored(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{hints: true})
+	b.apply(0, configure(lane("a"), scheduleID(1), every(t0.Add(time.Minute), time.Minute), 0))
+	var once sync.Once
+	b.twin.SetHooks(coordinatortest.Hooks{BeforeCommand: func(_ context.Context, partition int, _ *orreryv1.CommandRequest) error {
+		once.Do(func() {
+			replace := configure(lane("a"), scheduleID(1), every(t0.Add(5*time.Minute), time.Minute), 0)
+			replace.GetConfigureSchedule().ExpectedRevision = 1
+			b.apply(partition, replace)
+		})
+		return nil
+	}})
+	b.start(0)
+	b.runUntil(t0.Add(6*time.Minute + time.Second))
+	msgs := b.messages(0, lane("a"))
+	ids := enqueuedAt(t, msgs)
+	want := []string{schedule.OccurrenceID(scheduleID(1), 2, 0), schedule.OccurrenceID(scheduleID(1), 2, 1)}
+	if len(ids) != len(want) {
+		t.Fatalf("messages %v, want %v", ids, want)
+	}
+	for _, id := range want {
+		if _, ok := ids[id]; !ok {
+			t.Fatalf("messages %v, want %v", ids, want)
+		}
+	}
+	checkOnTime(t, msgs)
+	if s := b.c.Stats(); s.StaleIgnored != 1 || s.Errors != 0 {
+		t.Fatalf("stats %+v, want one stale token and no error", s)
+	}
+}
+
+// TestLostReplyIsRetriedWithTheSameCommandID: the partition applies the command but the reply
+// is lost (Unavailable once); the coordinator retries with the same id, the inbox replays the
+// identical receipt, and exactly one set of messages exists.
+func TestLostReplyIsRetriedWithTheSameCommandID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{partitions: 2})
+	b.apply(0, configure(lane("a"), scheduleID(1), every(t0.Add(time.Minute), time.Hour), 0),
+		configure(lane("a"), scheduleID(2), at(t0.Add(time.Minute)), 0))
+	var mu sync.Mutex
+	var receipts [][]byte
+	b.twin.SetHooks(coordinatortest.Hooks{AfterCommand: func(_ int, _ *orreryv1.CommandRequest, reply *orreryv1.CommandReply) error {
+		mu.Lock()
+		defer mu.Unlock()
+		receipts = append(receipts, reply.GetReceipt())
+		if len(receipts) == 1 {
+			return orrery.Errorf(orrery.CodeUnavailable, "reply lost")
+		}
+		return nil
+	}})
+	b.start(0, 1)
+	b.runUntil(t0.Add(2 * time.Minute))
+	ids := b.commandIDs(0)
+	if len(ids) != 2 || ids[0] != ids[1] || !strings.HasPrefix(ids[0], "silo-1-") {
+		t.Fatalf("command ids %v, want the same id twice", ids)
+	}
+	if len(receipts) != 2 || !bytes.Equal(receipts[0], receipts[1]) {
+		t.Fatalf("the retry's receipt differs from the original")
+	}
+	msgs := b.messages(0, lane("a"))
+	enqueuedAt(t, msgs)
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages, want 2", len(msgs))
+	}
+	if s := b.c.Stats(); s.Retries != 1 || s.CommandsSent != 2 || s.RefsDispatched != 2 || s.Errors != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestRequestTimeoutIsRetriedWithTheSameCommandID: the first attempt outlives the per-request
+// timeout without being applied; the retry carries the same id.
+func TestRequestTimeoutIsRetriedWithTheSameCommandID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cfg: func(c *Config) { c.RequestTimeout = 50 * time.Millisecond }})
+	b.apply(0, configure(lane("a"), scheduleID(1), at(t0.Add(time.Minute)), 0))
+	var mu sync.Mutex
+	var attempts []string
+	b.twin.SetHooks(coordinatortest.Hooks{BeforeCommand: func(ctx context.Context, _ int, req *orreryv1.CommandRequest) error {
+		mu.Lock()
+		attempts = append(attempts, req.GetBatch().GetCommandId())
+		first := len(attempts) == 1
+		mu.Unlock()
+		if first {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}})
+	b.start(0)
+	b.runUntil(t0.Add(2 * time.Minute))
+	if len(attempts) != 2 || attempts[0] != attempts[1] {
+		t.Fatalf("attempts %v, want the same id twice", attempts)
+	}
+	if msgs := b.messages(0, lane("a")); len(msgs) != 1 {
+		t.Fatalf("%d messages, want 1", len(msgs))
+	}
+}
+
+// TestGivesUpAfterOneRetryAndBacksOff: two failed attempts end the round; the partition is
+// tried again after a 1 s backoff with a fresh command id, then 2 s, even though its scan said
+// more refs were due (a failing partition is not requeued at once).
+func TestGivesUpAfterOneRetryAndBacksOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{cfg: func(c *Config) { c.RefsPerRound = 1 }})
+	b.apply(0, configure(lane("a"), scheduleID(1), at(t0.Add(time.Minute)), 0),
+		configure(lane("a"), scheduleID(2), at(t0.Add(time.Minute)), 0))
+	var mu sync.Mutex
+	var attempts []string
+	var times []time.Duration
+	b.twin.SetHooks(coordinatortest.Hooks{BeforeCommand: func(_ context.Context, _ int, req *orreryv1.CommandRequest) error {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts = append(attempts, req.GetBatch().GetCommandId())
+		times = append(times, b.clock.Now().Sub(t0))
+		if len(attempts) <= 4 {
+			return orrery.Errorf(orrery.CodeUnavailable, "partition moving")
+		}
+		return nil
+	}})
+	b.start(0)
+	b.runUntil(t0.Add(2 * time.Minute))
+	distinct := len(attempts) == 6 && attempts[0] == attempts[1] && attempts[2] == attempts[3] &&
+		attempts[1] != attempts[2] && attempts[3] != attempts[4] && attempts[4] != attempts[5]
+	if !distinct {
+		t.Fatalf("attempts %v: want two pairs of one id, then fresh ids", attempts)
+	}
+	m, s := time.Minute, time.Second
+	want := []time.Duration{m, m, m + s, m + s, m + 3*s, m + 3*s}
+	for i, w := range want {
+		if times[i] != w {
+			t.Fatalf("attempts at %v, want %v", times, want)
+		}
+	}
+	if msgs := b.messages(0, lane("a")); len(msgs) != 2 {
+		t.Fatalf("%d messages, want 2", len(msgs))
+	}
+	if s := b.c.Stats(); s.Retries != 2 || s.Errors != 2 || s.Partitions[0].ConsecutiveFailures != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestExpiredRefDoesNotHotLoopOrStarve: five schedules whose first occurrence expired before it
+// was emitted stay due forever (by design). With two refs per round they fill the first pages
+// of the due index; the coordinator backs them off, pages past them, emits the healthy
+// schedules behind them on time, and sends the expired ones only a bounded number of times.
+func TestExpiredRefDoesNotHotLoopOrStarve(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{hints: true, cfg: func(c *Config) { c.RefsPerRound = 2 }})
+	for i := range 5 {
+		b.apply(0, configure(lane("stuck"), scheduleID(i), every(t0.Add(-30*time.Minute), time.Hour), time.Second))
+	}
+	b.apply(0, configure(lane("ok"), scheduleID(10), at(t0), 0),
+		configure(lane("ok"), scheduleID(11), every(t0.Add(10*time.Second), 20*time.Second), 0),
+		configure(lane("ok"), scheduleID(12), at(t0.Add(5*time.Minute)), 0))
+	b.start(0)
+	b.runUntil(t0.Add(30 * time.Minute))
+
+	msgs := b.messages(0, lane("ok"))
+	enqueuedAt(t, msgs)
+	checkOnTime(t, msgs)
+	if want := 1 + 90 + 1; len(msgs) != want {
+		t.Fatalf("%d healthy occurrences, want %d", len(msgs), want)
+	}
+	if got := len(b.messages(0, lane("stuck"))); got != 0 {
+		t.Fatalf("%d expired occurrences enqueued", got)
+	}
+	sent := map[string]int{}
+	for _, c := range b.twin.Calls() {
+		for _, m := range c.Mutations {
+			if e := m.GetEmitOccurrences(); e.GetLane().GetKey() == "stuck" {
+				sent[e.GetScheduleId()]++
+			}
+		}
+	}
+	// Backoff 1 s doubling to 5 min: 14 attempts in 30 minutes.
+	for i := range 5 {
+		if n := sent[scheduleID(i)]; n < 5 || n > 16 {
+			t.Errorf("expired schedule %d sent %d times in 30 minutes", i, n)
+		}
+	}
+	s := b.c.Stats()
+	t.Logf("stats %+v", s)
+	// 91 due instants and 14 retry instants, each a round plus at most one more for the hint
+	// of its own commit (which names a stuck ref, so it is deferred by stuckHintDelay), plus
+	// safety rescans; each round reads at most maxPagesPerRound pages.
+	if s.Rounds > 2*(91+14)+60 || s.Scans > maxPagesPerRound*s.Rounds {
+		t.Errorf("%d rounds and %d scans in 30 minutes", s.Rounds, s.Scans)
+	}
+	if s.RefsSkipped == 0 || s.Errors != 0 || s.Partitions[0].SkippedRefs != 5 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// TestQuotaExceededResendsOneRefPerCommand: one full lane rolls back the whole batch; the
+// coordinator resends each ref alone, so the other lane's occurrence is emitted on time, and
+// the full lane's occurrence follows once there is room.
+func TestQuotaExceededResendsOneRefPerCommand(t *testing.T) {
+	t.Parallel()
+	limits := input.DefaultLimits()
+	limits.MaxLaneMessages = 1
+	b := setup(t, options{limits: limits, hints: true})
+	full := lane("full")
+	b.apply(0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: full, Id: "filler", PayloadJson: `{}`}}})
+	b.apply(0, configure(full, scheduleID(1), at(t0.Add(10*time.Second)), 0),
+		configure(lane("free"), scheduleID(2), at(t0.Add(10*time.Second)), 0))
+	b.start(0)
+	b.runUntil(t0.Add(time.Minute))
+	free := b.messages(0, lane("free"))
+	if len(free) != 1 {
+		t.Fatalf("%d messages in the free lane, want 1", len(free))
+	}
+	checkOnTime(t, free)
+	if got := len(b.messages(0, full)); got != 1 {
+		t.Fatalf("%d messages in the full lane, want the filler only", got)
+	}
+	if s := b.c.Stats(); s.QuotaSplits == 0 || s.RefsSkipped == 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	// Make room: receive and ack the filler.
+	r := b.apply(0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme", Queue: "jobs", Max: 10, Owner: "w"}}})
+	for _, m := range r.GetResults()[0].GetReceive().GetMessages() {
+		if m.GetId() == "filler" {
+			b.apply(0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Ack{Ack: &orreryv1.Ack{Lane: full, Id: "filler", LeaseToken: m.GetLease().GetToken()}}})
+		}
+	}
+	b.runUntil(t0.Add(10 * time.Minute))
+	msgs := b.messages(0, full)
+	if len(msgs) != 1 || msgs[0].GetOccurrence().GetScheduleId() != scheduleID(1) {
+		t.Fatalf("full lane holds %v, want schedule 1's occurrence", msgs)
+	}
+}

@@ -1,0 +1,188 @@
+package duecoordinator
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// Round limits.
+const (
+	// maxPagesPerRound bounds the ScanDue pages one round reads to get past refs on backoff.
+	maxPagesPerRound = 4
+	// failureBackoffInitial and failureBackoffMax bound the wait after a failed round.
+	failureBackoffInitial = time.Second
+	failureBackoffMax     = 30 * time.Second
+)
+
+// roundState is what a partition's rounds carry from one to the next. Only the worker serving
+// the partition touches it.
+type roundState struct {
+	// resumeAfter, when set, starts the next round's scan after this due-index key instead of
+	// at the oldest ref: the keys before it are refs on backoff the last round paged past.
+	resumeAfter []byte
+	// failures counts failed rounds since the last good one.
+	failures int
+	// skips are the refs on backoff.
+	skips skipSet
+}
+
+// roundOutcome is what a round tells the scheduler.
+type roundOutcome struct {
+	// again puts the partition at the back of the queue: more is due now.
+	again bool
+	// wakeAt is when to serve the partition next, if not again (zero: the safety rescan).
+	wakeAt time.Time
+	// scanned says nextDueAt and epoch come from a scan.
+	scanned   bool
+	nextDueAt time.Time
+	epoch     uint64
+	// failures, skippedRefs and stuckDue copy the round state for Stats and Notify.
+	failures    int
+	skippedRefs int
+	stuckDue    []int64
+}
+
+// serve runs one round for p: ScanDue (paging past refs on backoff, at most maxPagesPerRound
+// pages), one batch for what is dispatchable, and the decision when to come back.
+func (c *Coordinator) serve(ctx context.Context, p *partition) roundOutcome {
+	c.counts.rounds.Add(1)
+	w := &p.round
+	w.skips.prune(c.cfg.Clock.Now())
+	out := c.round(ctx, p.id, w)
+	now := c.cfg.Clock.Now()
+	out.skippedRefs = w.skips.len()
+	out.stuckDue = w.skips.stuckDue(now)
+	if out.failed != nil {
+		// Back off: neither a backlog nor a ref's retry brings a failing partition back sooner.
+		w.failures++
+		if ctx.Err() == nil {
+			c.counts.errors.Add(1)
+			c.cfg.Logger.Warn("due coordinator: round failed", "partition", p.id, "consecutive_failures", w.failures, "error", out.failed)
+		}
+		out.again, out.wakeAt, out.failures = false, now.Add(failureBackoff(w.failures)), w.failures
+		return out.roundOutcome
+	}
+	w.failures = 0
+	if at := w.skips.nextRetry(now); !at.IsZero() && (out.wakeAt.IsZero() || at.Before(out.wakeAt)) {
+		out.wakeAt = at
+	}
+	return out.roundOutcome
+}
+
+// roundResult is a roundOutcome plus the error that failed the round, if any.
+type roundResult struct {
+	roundOutcome
+	failed error
+}
+
+// round scans and dispatches; serve turns its result into scheduling.
+func (c *Coordinator) round(ctx context.Context, partitionID int, w *roundState) roundResult {
+	var out roundResult
+	after := w.resumeAfter
+	var reply *orreryv1.ScanDueReply
+	var refs []*orreryv1.DueRef
+	var scannedAt time.Time
+	for page := 0; page < maxPagesPerRound; page++ {
+		r, err := c.scan(ctx, partitionID, after)
+		if err != nil {
+			out.failed = err
+			return out
+		}
+		if r.GetMore() && len(r.GetRefs()) == 0 {
+			// A page that makes no progress would be asked for again and again.
+			out.failed = orrery.Errorf(orrery.CodeInternal, "partition %d answered ScanDue with more=true and no refs", partitionID)
+			return out
+		}
+		reply, scannedAt = r, c.cfg.Clock.Now()
+		refs = w.skips.filter(reply.GetRefs(), scannedAt)
+		if len(refs) > 0 || !reply.GetMore() {
+			break
+		}
+		after = reply.GetContinuation()
+	}
+	out.scanned, out.epoch = true, reply.GetActivationEpoch()
+	if at := reply.GetNextDueAtUnixMicros(); at != 0 {
+		out.nextDueAt = time.UnixMicro(at)
+	}
+	switch {
+	case !reply.GetMore():
+		w.resumeAfter = nil
+		if at := reply.GetNextDueAtUnixMicros(); at != 0 {
+			out.wakeAt = relativeInstant(scannedAt, at, reply.GetLoggedTimeUnixMicros())
+		}
+	case len(refs) > 0:
+		w.resumeAfter = after // the page that held dispatchable refs is read again next round
+		out.again = true
+	default:
+		w.resumeAfter = reply.GetContinuation() // every page read was on backoff
+		out.again = true
+	}
+	if len(refs) == 0 {
+		return out
+	}
+	d, err := c.dispatch(ctx, partitionID, refs, &w.skips)
+	if err != nil {
+		out.failed = err
+		return out
+	}
+	if d.backlog {
+		out.again = true
+	}
+	if !d.wakeAt.IsZero() && (out.wakeAt.IsZero() || d.wakeAt.Before(out.wakeAt)) {
+		out.wakeAt = d.wakeAt
+	}
+	return out
+}
+
+// scan sends one ScanDue.
+func (c *Coordinator) scan(ctx context.Context, partitionID int, after []byte) (*orreryv1.ScanDueReply, error) {
+	c.counts.scans.Add(1)
+	callCtx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	reply, err := c.cfg.Partitions.ScanDue(callCtx, partitionID, &orreryv1.ScanDueRequest{MaxRefs: uint32(c.cfg.RefsPerRound), After: after})
+	if err == nil && reply == nil {
+		err = orrery.Errorf(orrery.CodeInternal, "ScanDue returned no reply")
+	}
+	if err == nil {
+		err = orrery.FromProto(reply.GetError())
+	}
+	if err != nil {
+		return nil, orrery.Wrap(orrery.CodeOf(err), err, "scan partition %d", partitionID)
+	}
+	return reply, nil
+}
+
+// relativeInstant converts a partition instant to the coordinator's clock: atMicros is
+// (atMicros − loggedMicros) after observedAt, the moment the reply stamped loggedMicros was
+// read. Measuring from the partition's own logged time keeps a clock skew between silos from
+// turning into a hot loop (a partition whose clock lags would otherwise report as "due" an
+// instant this silo already considers past). Without a logged time, atMicros is taken as is.
+func relativeInstant(observedAt time.Time, atMicros, loggedMicros int64) time.Time {
+	if loggedMicros == 0 {
+		return time.UnixMicro(atMicros)
+	}
+	return observedAt.Add(time.Duration(atMicros-loggedMicros) * time.Microsecond)
+}
+
+// failureBackoff is the wait after the n-th consecutive failed round: 1 s doubling to 30 s.
+func failureBackoff(n int) time.Duration {
+	d := failureBackoffInitial
+	for i := 1; i < n && d < failureBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, failureBackoffMax)
+}
+
+// retriable reports whether a failed call may be repeated with the same command id: the
+// partition was unavailable or the per-request timeout expired while the coordinator itself
+// was still running.
+func retriable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	return errors.Is(err, orrery.ErrUnavailable) || errors.Is(err, orrery.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
+}
