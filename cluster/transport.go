@@ -18,8 +18,9 @@ import (
 const PartitionKind = "partition"
 
 // PartitionTransport reaches partition grains partition/<n> through a cluster (a silo's own
-// or a client's). Each call retries unreachable or unavailable partitions with backoff until
-// its context ends (actors.Call); replies that carry an Unavailable error are retried too.
+// or a client's). Each call is one attempt: the caller owns retries (the client retries with
+// the same command id and backoff; the due coordinator retries once). An unreachable
+// partition, or a reply carrying an Unavailable error, comes back as an Unavailable error.
 type PartitionTransport struct {
 	cluster    *protocluster.Cluster
 	partitions int
@@ -69,6 +70,7 @@ func (t *PartitionTransport) Inspect(ctx context.Context, n int, req *orreryv1.I
 func (t *PartitionTransport) options(replyErr func(proto.Message) error) actors.CallOptions {
 	return actors.CallOptions{
 		AttemptTimeout: t.attempt,
+		MaxAttempts:    1,
 		RetryReply: func(m proto.Message) error {
 			if err := replyErr(m); err != nil && orrery.Retriable(orrery.CodeOf(err)) {
 				return err

@@ -13,6 +13,7 @@ import (
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/grains/record"
+	"github.com/orreryhq/orrery/grains/route"
 	"github.com/orreryhq/orrery/grains/saga"
 	"github.com/orreryhq/orrery/grains/schedule"
 )
@@ -21,6 +22,11 @@ import (
 // same limits for apply to stay deterministic.
 type Applier struct {
 	Limits input.Limits
+	// Partitions and Partition, when Partitions is positive, make every mutation whose lane
+	// routes to another partition fail Validation on its lane: a batch is atomic only within
+	// one partition, so a misrouted lane must never be written here.
+	Partitions int
+	Partition  int
 }
 
 // Outcome is the result of ApplyBatch: the receipt, its deterministic encoding (what is
@@ -89,7 +95,10 @@ func (a Applier) applyMutations(batchWrites *kv.Buffer, principal string, b *orr
 	}
 	for i, m := range b.GetMutations() {
 		writes := kv.NewBuffer(batchWrites)
-		res, err := a.dispatch(writes, principal, m, loggedNowMicros)
+		res, err := a.routed(m)
+		if err == nil {
+			res, err = a.dispatch(writes, principal, m, loggedNowMicros)
+		}
 		field := fmt.Sprintf("mutations[%d]", i)
 		if name := kindName(m); name != "" {
 			field += "." + name
@@ -110,6 +119,25 @@ func (a Applier) applyMutations(batchWrites *kv.Buffer, principal string, b *orr
 			return nil, err
 		}
 		receipt.Results = append(receipt.Results, res)
+	}
+	return nil, nil
+}
+
+// routed fails a mutation whose lane belongs to another partition.
+func (a Applier) routed(m *orreryv1.Mutation) (*orreryv1.MutationResult, error) {
+	if a.Partitions <= 0 {
+		return nil, nil
+	}
+	lane := route.MutationLane(m)
+	if lane == nil {
+		return nil, nil
+	}
+	if n := route.Partition(lane, a.Partitions); n != a.Partition {
+		field := "lane"
+		if m.GetConfigureSchedule() != nil {
+			field = "definition.lane"
+		}
+		return nil, orrery.Invalid(field, "routes to partition %d, not to partition %d that received it", n, a.Partition)
 	}
 	return nil, nil
 }

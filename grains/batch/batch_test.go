@@ -10,6 +10,7 @@ import (
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/queue"
+	"github.com/orreryhq/orrery/grains/route"
 	"github.com/orreryhq/orrery/grains/schedule"
 )
 
@@ -294,4 +295,36 @@ func TestPartitionRecordLimitRollsBackBatch(t *testing.T) {
 	if msgs, _, _ := queue.ListLane(v, lane, "", 10); len(msgs) != 1 {
 		t.Fatalf("the rolled-back batch's enqueue stayed: %v", msgs)
 	}
+}
+
+func TestMisroutedLaneIsRefused(t *testing.T) {
+	v := kv.NewMemory()
+	home := route.Partition(lane, 8)
+	a := Applier{Limits: input.DefaultLimits(), Partitions: 8, Partition: (home + 1) % 8}
+	out, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "c", Mutations: []*orreryv1.Mutation{enqueueMutation("m"), configureMutation(everySpec(t0, hour), 0)}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, field := range []string{"mutations[0].enqueue.lane", "mutations[1].configure_schedule.definition.lane"} {
+		r := out.Receipt.GetResults()[i]
+		if !errors.Is(resultErr(r), orrery.ErrValidation) || r.GetError().GetField() != field {
+			t.Fatalf("result %d: %v, want Validation on %s", i, r, field)
+		}
+	}
+	if msgs, _, _ := queue.ListLane(v, lane, "", 10); len(msgs) != 0 {
+		t.Fatal("a misrouted enqueue was written")
+	}
+	a.Partition = home
+	if rc := mustApplyWith(t, a, v, "d", enqueueMutation("m")); rc.GetResults()[0].GetError() != nil {
+		t.Fatalf("home partition refused its own lane: %v", rc)
+	}
+}
+
+func mustApplyWith(t *testing.T, a Applier, v kv.View, id string, m ...*orreryv1.Mutation) *orreryv1.Receipt {
+	t.Helper()
+	out, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: id, Mutations: m}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Receipt
 }

@@ -27,7 +27,7 @@ func NewKind(cfg Config) *cluster.Kind {
 func Props(cfg Config, partition int) *actor.Props {
 	cfg = cfg.withDefaults()
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &grain{cfg: cfg, partition: partition, applier: batch.Applier{Limits: cfg.Limits}}
+		return &grain{cfg: cfg, partition: partition}
 	})
 }
 
@@ -121,6 +121,7 @@ func (g *grain) open(ctx actor.Context) {
 		return
 	}
 	g.log = g.cfg.Logger.With("partition", g.partition)
+	g.applier = batch.Applier{Limits: g.cfg.Limits, Partitions: g.cfg.Partitions, Partition: g.partition}
 	if err := persistence.EnsureClusterMeta(g.cfg.DataRoot, g.cfg.Partitions); err != nil {
 		g.openErr = err
 		g.log.Error("partition cannot open: cluster metadata", "err", err)

@@ -16,11 +16,22 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/route"
 )
 
 const scheduleID = "0f8fad5b-d9cb-469f-a165-70867728950e"
 
-var lane = &orreryv1.Lane{Namespace: "acme", Queue: "jobs", Key: "k"}
+// lane routes to partition 1 of 4, the partition the harness runs.
+var lane = laneOf(1, 4)
+
+func laneOf(partition, partitions int) *orreryv1.Lane {
+	for i := 0; ; i++ {
+		l := &orreryv1.Lane{Namespace: "acme", Queue: "jobs", Key: fmt.Sprint("k", i)}
+		if route.Partition(l, partitions) == partition {
+			return l
+		}
+	}
+}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -295,6 +306,15 @@ func TestFailpointsFireInOrder(t *testing.T) {
 	}
 	if _, err := NewFailpoints("nope", record); err == nil {
 		t.Fatal("an unknown failpoint was accepted")
+	}
+}
+
+func TestMisroutedLaneIsRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	other := laneOf(2, 4)
+	r := h.do(command("c1", 0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: other, Id: "m", PayloadJson: "1"}}}))
+	if res := receipt(t, r).GetResults()[0]; !errors.Is(orrery.FromProto(res.GetError()), orrery.ErrValidation) {
+		t.Fatalf("a lane of partition 2 was accepted by partition 1: %v", res)
 	}
 }
 

@@ -33,3 +33,39 @@ func JumpHash(key uint64, buckets int) int {
 	}
 	return int(b)
 }
+
+// MutationLane returns the lane a mutation addresses (a schedule definition's lane for
+// ConfigureSchedule), or nil for Receive and Housekeep, which address
+// their partition as a whole.
+func MutationLane(m *orreryv1.Mutation) *orreryv1.Lane {
+	switch k := m.GetKind().(type) {
+	case *orreryv1.Mutation_ConfigureSchedule:
+		return k.ConfigureSchedule.GetDefinition().GetLane()
+	case *orreryv1.Mutation_EmitOccurrences:
+		return k.EmitOccurrences.GetLane()
+	case *orreryv1.Mutation_CancelSchedule:
+		return k.CancelSchedule.GetLane()
+	case *orreryv1.Mutation_DeleteSchedule:
+		return k.DeleteSchedule.GetLane()
+	case *orreryv1.Mutation_PauseSchedule:
+		return k.PauseSchedule.GetLane()
+	case *orreryv1.Mutation_ResumeSchedule:
+		return k.ResumeSchedule.GetLane()
+	case *orreryv1.Mutation_TriggerSchedule:
+		return k.TriggerSchedule.GetLane()
+	case *orreryv1.Mutation_CompareExchangeSaga:
+		return k.CompareExchangeSaga.GetLane()
+	case *orreryv1.Mutation_ExpireSaga:
+		return k.ExpireSaga.GetLane()
+	case *orreryv1.Mutation_Enqueue:
+		return k.Enqueue.GetLane()
+	case *orreryv1.Mutation_Ack:
+		return k.Ack.GetLane()
+	case *orreryv1.Mutation_Release:
+		return k.Release.GetLane()
+	case *orreryv1.Mutation_ExtendLease:
+		return k.ExtendLease.GetLane()
+	default:
+		return nil
+	}
+}

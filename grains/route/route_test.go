@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
 
@@ -46,5 +48,40 @@ func TestJumpHashSpreadsAndMovesMinimally(t *testing.T) {
 	}
 	if moved < 600 || moved > 1400 {
 		t.Fatalf("growing by one partition moved %d keys, want about 1/33", moved)
+	}
+}
+
+// TestEveryMutationKindHasALane fails when a mutation kind is added to the wire contract
+// without telling MutationLane where it lives.
+func TestEveryMutationKindHasALane(t *testing.T) {
+	partitionWide := map[string]bool{"receive": true, "housekeep": true}
+	oneof := (&orreryv1.Mutation{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
+	lane := &orreryv1.Lane{Namespace: "n", Queue: "q", Key: "k"}
+	for i := range oneof.Fields().Len() {
+		field := oneof.Fields().Get(i)
+		m := &orreryv1.Mutation{}
+		msg := m.ProtoReflect().Mutable(field).Message()
+		// Set every Lane-typed field, and the lane inside a definition.
+		fields := msg.Descriptor().Fields()
+		for j := range fields.Len() {
+			f := fields.Get(j)
+			if f.Message() != nil && f.Message().FullName() == lane.ProtoReflect().Descriptor().FullName() {
+				msg.Set(f, protoreflect.ValueOfMessage(lane.ProtoReflect()))
+			}
+			if f.Name() == "definition" {
+				def := msg.Mutable(f).Message()
+				def.Set(def.Descriptor().Fields().ByName("lane"), protoreflect.ValueOfMessage(lane.ProtoReflect()))
+			}
+		}
+		got := MutationLane(m)
+		if partitionWide[string(field.Name())] {
+			if got != nil {
+				t.Errorf("%s addresses a partition as a whole but MutationLane returned %v", field.Name(), got)
+			}
+			continue
+		}
+		if got == nil || got.GetKey() != "k" {
+			t.Errorf("MutationLane(%s) = %v: add the kind to route.MutationLane", field.Name(), got)
+		}
 	}
 }

@@ -1,0 +1,217 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BuildSilo compiles cmd/silo once per test binary and returns its path.
+func BuildSilo(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "orrery-silo-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "silo")
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/silo")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/silo: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago (and, for gossip, whose UDP
+// twin was free too).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// SiloSpec is how to run one silo process. Zero ports are chosen at Start and then kept, so a
+// restart reuses them.
+type SiloSpec struct {
+	DataDir    string
+	Port       int
+	GossipPort int
+	AdminPort  int
+	Partitions int
+	Seeds      []string
+	// Env is added to the process environment (e.g. ORRERY_FAILPOINT=batch-committed).
+	Env []string
+}
+
+// SiloProcess is a running silo process.
+type SiloProcess struct {
+	Spec  SiloSpec
+	cmd   *exec.Cmd
+	ready chan string
+	exit  chan error
+	log   *lockedBuffer
+}
+
+// StartSilo starts a silo process and waits (up to 60 s) for its "silo ready" line. The process
+// is killed when the test ends.
+func StartSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
+	t.Helper()
+	bin := BuildSilo(t)
+	if spec.Port == 0 {
+		spec.Port = FreePort(t)
+	}
+	if spec.GossipPort == 0 {
+		spec.GossipPort = FreePort(t)
+	}
+	if spec.AdminPort == 0 {
+		spec.AdminPort = FreePort(t)
+	}
+	if spec.Partitions == 0 {
+		spec.Partitions = 32
+	}
+	args := []string{"--data", spec.DataDir, "--host", "127.0.0.1", "--port", fmt.Sprint(spec.Port),
+		"--gossip-port", fmt.Sprint(spec.GossipPort), "--admin", fmt.Sprintf("127.0.0.1:%d", spec.AdminPort),
+		"--partitions", fmt.Sprint(spec.Partitions), "--log-level", "warn"}
+	if len(spec.Seeds) > 0 {
+		args = append(args, "--seeds", strings.Join(spec.Seeds, ","))
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), spec.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &SiloProcess{Spec: *spec, cmd: cmd, ready: make(chan string, 1), exit: make(chan error, 1), log: &lockedBuffer{}}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = p.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill() })
+	go func() {
+		scan := bufio.NewScanner(stdout)
+		for scan.Scan() {
+			line := scan.Text()
+			p.log.Write([]byte(line + "\n"))
+			if strings.HasPrefix(line, "silo ready") {
+				p.ready <- line
+			}
+		}
+	}()
+	go func() { p.exit <- cmd.Wait() }()
+	select {
+	case <-p.ready:
+	case err := <-p.exit:
+		t.Fatalf("silo exited before ready: %v\n%s", err, p.log.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("silo not ready within 60 s\n%s", p.log.String())
+	}
+	return p
+}
+
+// GossipAddress is where clients and other silos join.
+func (p *SiloProcess) GossipAddress() string { return fmt.Sprintf("127.0.0.1:%d", p.Spec.GossipPort) }
+
+// AdminAddress is the admin HTTP address.
+func (p *SiloProcess) AdminAddress() string { return fmt.Sprintf("127.0.0.1:%d", p.Spec.AdminPort) }
+
+// PID is the process id.
+func (p *SiloProcess) PID() int { return p.cmd.Process.Pid }
+
+// Log returns what the process printed so far.
+func (p *SiloProcess) Log() string { return p.log.String() }
+
+// Kill sends SIGKILL to the process group and waits for the exit.
+func (p *SiloProcess) Kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.Wait(10 * time.Second)
+}
+
+// Terminate sends SIGTERM (graceful shutdown) and waits up to timeout for the exit.
+func (p *SiloProcess) Terminate(timeout time.Duration) error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	return p.Wait(timeout)
+}
+
+// Wait waits up to timeout for the process to exit and returns its exit error.
+func (p *SiloProcess) Wait(timeout time.Duration) error {
+	select {
+	case err := <-p.exit:
+		p.exit <- err // later waits see it too
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("silo %d did not exit within %v", p.PID(), timeout)
+	}
+}
+
+// Exited reports whether the process has exited.
+func (p *SiloProcess) Exited() bool {
+	select {
+	case err := <-p.exit:
+		p.exit <- err
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitReady polls the admin /readyz until it answers 200 or ctx ends.
+func (p *SiloProcess) WaitReady(ctx context.Context) error {
+	for {
+		if ok, _ := httpOK(ctx, "http://"+p.AdminAddress()+"/readyz"); ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("silo %s not ready: %w", p.AdminAddress(), ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package client
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// Transport reaches partition grains. The silo provides one over the protoactor cluster;
+// tests use the in-memory twin in package clienttest.
+//
+// Command and Inspect make one attempt each: the client does the retrying. They report
+// transport failures as errors (an *orrery.Error with its code, or any other error, which the
+// client treats as Unavailable) and answers of the grain in the reply. A Command whose request
+// has wait_micros > 0 may take that long to answer; a transport must not cut it short with an
+// attempt timeout below the wait.
+type Transport interface {
+	// Partitions reports the cluster's fixed partition count P (positive).
+	Partitions() int
+	// Command sends one batch to partition/<partition>.
+	Command(ctx context.Context, partition int, req *orreryv1.CommandRequest) (*orreryv1.CommandReply, error)
+	// Inspect sends one read to partition/<partition>.
+	Inspect(ctx context.Context, partition int, req *orreryv1.InspectRequest) (*orreryv1.InspectReply, error)
+}
+
+// DefaultPrincipal is the principal of a client whose Options name none.
+const DefaultPrincipal = "anonymous"
+
+// Options configure a Client. The zero value is usable.
+type Options struct {
+	// Principal is who the client acts as (default DefaultPrincipal). Command ids are scoped to
+	// it: replaying an id under another principal is a new command.
+	Principal string
+	// Retry is the schedule of retries of retriable failures.
+	Retry RetryPolicy
+	// Logger receives retry and worker diagnostics (default: discarded).
+	Logger *slog.Logger
+	// CommandIDs generates a command id per call (default NewID: random UUIDv4 strings).
+	CommandIDs func() string
+}
+
+// RetryPolicy is an exponential backoff with jitter: the wait before retry n (n = 0 after the
+// first failed attempt) has a base of Initial × Multiplier^n capped at Max, and is spread
+// uniformly over [base/2, base) by Jitter. The zero value is the default policy.
+type RetryPolicy struct {
+	// Initial is the base of the first wait (default 50 ms).
+	Initial time.Duration
+	// Max caps the base (default 2 s).
+	Max time.Duration
+	// Multiplier grows the base after each retry (default 2; below 1 means 1).
+	Multiplier float64
+	// Jitter returns samples in [0, 1) (default math/rand/v2.Float64). Tests inject a fixed
+	// source.
+	Jitter func() float64
+	// MaxAttempts gives up with Unavailable after this many attempts (default 0: retry until
+	// the call's context ends).
+	MaxAttempts int
+}
+
+// Default retry bounds.
+const (
+	DefaultRetryInitial = 50 * time.Millisecond
+	DefaultRetryMax     = 2 * time.Second
+)
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.Initial <= 0 {
+		p.Initial = DefaultRetryInitial
+	}
+	if p.Max <= 0 {
+		p.Max = DefaultRetryMax
+	}
+	if p.Max < p.Initial {
+		p.Max = p.Initial
+	}
+	if p.Multiplier == 0 {
+		p.Multiplier = 2
+	}
+	if p.Multiplier < 1 {
+		p.Multiplier = 1
+	}
+	if p.Jitter == nil {
+		p.Jitter = rand.Float64
+	}
+	return p
+}
+
+// Delay returns the wait before retry n (0-based) for a jitter sample in [0, 1) (clamped).
+func (p RetryPolicy) Delay(retry int, jitter float64) time.Duration {
+	p = p.withDefaults()
+	base := float64(p.Initial)
+	for i := 0; i < retry && base < float64(p.Max); i++ {
+		base *= p.Multiplier
+	}
+	base = min(base, float64(p.Max))
+	jitter = min(max(jitter, 0), 1)
+	return time.Duration(base/2 + jitter*base/2)
+}
+
+// Client calls Orrery's partition grains through a Transport. It is safe for concurrent use.
+type Client struct {
+	transport  Transport
+	principal  string
+	retry      RetryPolicy
+	log        *slog.Logger
+	commandIDs func() string
+}
+
+// New returns a client over t.
+func New(t Transport, opts Options) *Client {
+	c := &Client{
+		transport:  t,
+		principal:  opts.Principal,
+		retry:      opts.Retry.withDefaults(),
+		log:        opts.Logger,
+		commandIDs: opts.CommandIDs,
+	}
+	if c.principal == "" {
+		c.principal = DefaultPrincipal
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.commandIDs == nil {
+		c.commandIDs = NewID
+	}
+	return c
+}
+
+// Close closes the transport if it implements io.Closer.
+func (c *Client) Close() error {
+	if closer, ok := c.transport.(io.Closer); ok {
+		return closer.Close()
+	}
+	return nil
+}
+
+// Partitions reports the cluster's partition count.
+func (c *Client) Partitions() int { return c.transport.Partitions() }
+
+// Principal reports who the client acts as.
+func (c *Client) Principal() string { return c.principal }
+
+// CallOption tunes one mutation call.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	commandID    string
+	allOrNothing bool
+}
+
+// WithCommandID sends the call under the caller's command id instead of a fresh one. Sending
+// the same request again under the same id returns the original receipt without applying it
+// again; a different request under a used id fails with IdempotencyConflict.
+func WithCommandID(id string) CallOption {
+	return func(o *callOptions) { o.commandID = id }
+}
+
+// WithAllOrNothing makes any failing mutation roll the whole batch back (Batch.all_or_nothing).
+func WithAllOrNothing() CallOption {
+	return func(o *callOptions) { o.allOrNothing = true }
+}
+
+func (c *Client) callOptions(opts []CallOption) callOptions {
+	var o callOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.commandID == "" {
+		o.commandID = c.commandIDs()
+	}
+	return o
+}

@@ -1,0 +1,171 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// delivery is one received message from receipt to settlement. Its lease is tracked on the
+// local clock from the request that granted or last extended it, sent at s and answered at a:
+// the partition stamped the lease between the two, so it lasts at least until s + LeaseDuration
+// (the next extension is due at s + LeaseDuration/2) and at most until a + LeaseDuration (a
+// failing extension gives up then). After a long-poll receive the two are far apart; the first
+// extension, due at once, narrows them.
+type delivery struct {
+	msg         *Message
+	leaseLatest time.Time // the lease surely ends by then
+	nextExtend  time.Time // when to extend it next
+}
+
+func (r *run) newDelivery(partition int, qm *orreryv1.QueueMessage, sent, answered time.Time) *delivery {
+	return &delivery{
+		msg:         &Message{msg: qm, partition: partition},
+		leaseLatest: answered.Add(r.cfg.LeaseDuration),
+		nextExtend:  sent.Add(r.cfg.LeaseDuration / 2),
+	}
+}
+
+// slotOutcome is how waiting for a slot ended.
+type slotOutcome int
+
+const (
+	slotAcquired  slotOutcome = iota
+	slotStopping              // the run stopped first
+	slotLeaseLost             // the message's lease could not be kept
+)
+
+// waitSlot waits for a free handler slot for d, extending d's lease meanwhile.
+func (r *run) waitSlot(d *delivery) slotOutcome {
+	for {
+		timer := time.NewTimer(time.Until(d.nextExtend))
+		select {
+		case <-r.slots:
+			timer.Stop()
+			return slotAcquired
+		case <-r.ctx.Done():
+			timer.Stop()
+			return slotStopping
+		case <-timer.C:
+			if !r.extend(d) {
+				return slotLeaseLost
+			}
+		}
+	}
+}
+
+// start runs d's handler on the slot its caller holds; the slot is freed once d is settled. A
+// delivery that arrives as the run stops is released instead.
+func (r *run) start(d *delivery) {
+	if r.ctx.Err() != nil {
+		r.settle(d, errStopping)
+		r.putSlots(1)
+		return
+	}
+	r.deliveries.Go(func() {
+		defer r.putSlots(1)
+		r.deliver(d)
+	})
+}
+
+// errStopping is the outcome of a delivery that was never handled because the run stopped.
+var errStopping = orrery.Errorf(orrery.CodeUnavailable, "worker stopping")
+
+// abandon releases messages received as the run stopped, before they got a slot.
+func (r *run) abandon(partition int, msgs []*orreryv1.QueueMessage) {
+	now := time.Now()
+	for _, qm := range msgs {
+		r.settle(r.newDelivery(partition, qm, now, now), errStopping)
+	}
+}
+
+// deliver runs the handler and keeps the lease until it returns, then settles the message.
+func (r *run) deliver(d *delivery) {
+	handlerCtx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- callHandler(handlerCtx, r.cfg.Handler, d.msg) }()
+	for {
+		timer := time.NewTimer(time.Until(d.nextExtend))
+		select {
+		case err := <-done:
+			timer.Stop()
+			r.settle(d, err)
+			return
+		case <-timer.C:
+			if r.extend(d) {
+				continue
+			}
+			// The message is no longer ours: stop the handler and do not settle it.
+			cancel()
+			err := <-done
+			r.w.c.log.Warn("orrery worker: lease lost while the handler ran", "id", d.msg.ID(), "partition", d.msg.Partition(), "handler_err", err)
+			return
+		}
+	}
+}
+
+// callHandler runs h, turning a panic into an error.
+func callHandler(ctx context.Context, h Handler, m *Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return h(ctx, m)
+}
+
+// settle acks d when handlerErr is nil and releases it otherwise.
+func (r *run) settle(d *delivery, handlerErr error) {
+	ctx, cancel := r.settleContext(time.Time{})
+	defer cancel()
+	m := d.msg
+	if handlerErr == nil {
+		if _, err := r.w.c.Ack(ctx, m.Lane(), m.ID(), m.LeaseToken()); err != nil {
+			r.w.c.log.Warn("orrery worker: ack failed", "id", m.ID(), "partition", m.Partition(), "err", err)
+		}
+		return
+	}
+	if handlerErr != errStopping {
+		r.w.c.log.Info("orrery worker: handler failed, releasing", "id", m.ID(), "partition", m.Partition(), "delivery", m.DeliveryCount(), "err", handlerErr)
+	}
+	if _, err := r.w.c.Release(ctx, m.Lane(), m.ID(), m.LeaseToken(), r.cfg.ReleaseDelay); err != nil {
+		r.w.c.log.Warn("orrery worker: release failed", "id", m.ID(), "partition", m.Partition(), "err", err)
+	}
+}
+
+// extend extends d's lease. It reports false when the lease is lost: the partition refused the
+// extension for good, or the lease has surely run out while extensions kept failing.
+func (r *run) extend(d *delivery) bool {
+	lease := r.cfg.LeaseDuration
+	ctx, cancel := r.settleContext(time.Now().Add(lease))
+	defer cancel()
+	m := d.msg
+	sent := time.Now()
+	_, err := r.w.c.ExtendLease(ctx, m.Lane(), m.ID(), m.LeaseToken(), lease)
+	if err == nil {
+		d.leaseLatest = time.Now().Add(lease)
+		d.nextExtend = sent.Add(lease / 2)
+		return true
+	}
+	if !orrery.Retriable(orrery.CodeOf(err)) || time.Now().After(d.leaseLatest) {
+		r.w.c.log.Warn("orrery worker: lease extension failed, lease lost", "id", m.ID(), "partition", m.Partition(), "err", err)
+		return false
+	}
+	r.w.c.log.Debug("orrery worker: lease extension failed, trying again", "id", m.ID(), "err", err)
+	d.nextExtend = time.Now().Add(lease / 8)
+	return true
+}
+
+// settleContext bounds one ack, release or extension: it outlives the run's context, for at
+// most SettleTimeout and, when limit is set, until limit.
+func (r *run) settleContext(limit time.Time) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(r.cfg.SettleTimeout)
+	if !limit.IsZero() && limit.Before(deadline) {
+		deadline = limit
+	}
+	return context.WithDeadline(context.WithoutCancel(r.ctx), deadline)
+}

@@ -1,0 +1,98 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/cluster"
+)
+
+// DialConfig configures Dial.
+type DialConfig struct {
+	// Seeds are gossip addresses ("host:port") of silos; at least one is required.
+	Seeds []string
+	// ClusterName must match the silos' (default "orrery").
+	ClusterName string
+	// Host is the loopback or private address this client binds and advertises for its actor
+	// transport and gossip (default 127.0.0.1); ports are chosen free.
+	Host string
+	// Partitions is the cluster's partition count; zero asks the cluster (partition 0).
+	Partitions int
+	// AttemptTimeout bounds one request attempt (default 2 s).
+	AttemptTimeout time.Duration
+	// Options configure the client (principal, retries, logger).
+	Options Options
+}
+
+// Dial joins the cluster as a client (a member with no kinds, never in the topology) and
+// returns a Client whose calls reach the partition grains. Close leaves the cluster.
+func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
+	if len(cfg.Seeds) == 0 {
+		return nil, orrery.Invalid("seeds", "at least one silo gossip address is required")
+	}
+	if cfg.ClusterName == "" {
+		cfg.ClusterName = "orrery"
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	logger := cfg.Options.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	c, provider, err := cluster.NewClient(ctx, cluster.MemberConfig{
+		Name: cfg.ClusterName, Host: cfg.Host, Logger: logger,
+		Gossip: cluster.ProviderConfig{BindHost: cfg.Host, Seeds: cfg.Seeds, Logger: logger},
+	})
+	if err != nil {
+		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "join cluster %q through %v", cfg.ClusterName, cfg.Seeds)
+	}
+	closer := func() error { return cluster.Shutdown(c, provider, true) }
+	partitions := cfg.Partitions
+	if partitions == 0 {
+		if partitions, err = discoverPartitions(ctx, c, cfg.AttemptTimeout); err != nil {
+			_ = closer()
+			return nil, err
+		}
+	}
+	t := &dialedTransport{PartitionTransport: cluster.NewPartitionTransport(c, partitions, cfg.AttemptTimeout), close: closer}
+	return New(t, cfg.Options), nil
+}
+
+// discoverPartitions asks partition 0 for the cluster's partition count, retrying until ctx
+// ends (the silos may still be starting).
+func discoverPartitions(ctx context.Context, c *protocluster.Cluster, attempt time.Duration) (int, error) {
+	probe := New(cluster.NewPartitionTransport(c, 1, attempt), Options{})
+	status, err := probe.PartitionStatus(ctx, 0)
+	if err != nil {
+		return 0, fmt.Errorf("ask partition 0 for the partition count: %w", err)
+	}
+	if status.GetPartitions() < 1 {
+		return 0, orrery.Errorf(orrery.CodeInternal, "partition 0 reported %d partitions", status.GetPartitions())
+	}
+	return int(status.GetPartitions()), nil
+}
+
+// dialedTransport is a cluster transport that leaves the cluster on Close.
+type dialedTransport struct {
+	*cluster.PartitionTransport
+	close func() error
+}
+
+// Close leaves the cluster.
+func (t *dialedTransport) Close() error {
+	if t.close == nil {
+		return errors.New("already closed")
+	}
+	err := t.close()
+	t.close = nil
+	return err
+}
+
+var _ Transport = (*dialedTransport)(nil)

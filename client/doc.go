@@ -1,0 +1,40 @@
+// Package client owns the public Go client of Orrery: typed calls for every mutation and
+// inspection of the partition grains, with routing, retries and error decoding, and Worker, a
+// consumer of a whole queue across all partitions.
+//
+// # Routing
+//
+// Every call addresses one partition. A call about a lane goes to
+// route.Partition(lane, Transport.Partitions()): the namespace and the key decide, the queue
+// name does not, so a schedule, its saga and the queues of its namespace with the same key are
+// reached together. Receive and PartitionStatus name their partition explicitly, since a queue
+// spans every partition.
+//
+// # Commands, retries and receipts
+//
+// A mutation call builds one Batch with a fresh command id (Options.CommandIDs, or
+// WithCommandID for a caller that replays its own id) and sends it until it gets an answer.
+// Only failures Orrery calls retriable are retried — Unavailable, and DeadlineExceeded of a
+// single attempt; transport errors that are not Orrery errors count as Unavailable — with
+// exponential backoff and jitter (Options.Retry) until the call's context ends. Every retry
+// reuses the same command id, so a retry after a lost reply returns the original receipt,
+// byte for byte, instead of applying twice. Business outcomes (Validation, RevisionConflict,
+// NotFound, QuotaExceeded, ...) are never retried.
+//
+// # Errors
+//
+// Every failure is an *orrery.Error, matched with errors.Is against the orrery sentinels
+// (orrery.ErrRevisionConflict and friends). A per-mutation error or a batch-level error in the
+// receipt becomes the call's error. A call whose context ends returns DeadlineExceeded
+// (deadline) or Unavailable (cancellation: the outcome is unknown, and retrying with the same
+// command id is safe); both also match the context's own error with errors.Is.
+//
+// # Worker
+//
+// Worker consumes one queue across all partitions: one waiting (long-poll) receive per
+// partition while idle, at most Concurrency handlers at once shared fairly by the partitions,
+// ack on success, release on error, lease extension at half the lease duration while a handler
+// runs, and a clean stop when Run's context ends.
+//
+// The package clienttest holds the in-memory twin of Transport for tests.
+package client

@@ -1,0 +1,164 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/client/clienttest"
+	"github.com/orreryhq/orrery/grains/route"
+)
+
+const (
+	testNamespace = "ns"
+	testQueue     = "jobs"
+)
+
+// bundle is one test's twin transport and client.
+type bundle struct {
+	t  *testing.T
+	tr *clienttest.Transport
+	c  *client.Client
+}
+
+// setup returns a client over a fresh twin with partitions partitions, retrying fast.
+func setup(t *testing.T, partitions int, opts ...clienttest.Option) *bundle {
+	t.Helper()
+	tr := clienttest.New(partitions, opts...)
+	c := client.New(tr, client.Options{
+		Principal: "tester",
+		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Retry:     client.RetryPolicy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Jitter: func() float64 { return 0.5 }},
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return &bundle{t: t, tr: tr, c: c}
+}
+
+// testWriter sends log lines to the test's log (shown when the test fails or with -v).
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func lane(queue, key string) *orreryv1.Lane {
+	return &orreryv1.Lane{Namespace: testNamespace, Queue: queue, Key: key}
+}
+
+// partitionOf is where the twin keeps lane.
+func (b *bundle) partitionOf(l *orreryv1.Lane) int { return route.Partition(l, b.tr.Partitions()) }
+
+// commandCalls returns the recorded command calls.
+func (b *bundle) commandCalls() []clienttest.Call {
+	var out []clienttest.Call
+	for _, c := range b.tr.Calls() {
+		if c.Kind == clienttest.CallCommand {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// lastCall returns the last recorded command call.
+func (b *bundle) lastCall() clienttest.Call {
+	b.t.Helper()
+	calls := b.commandCalls()
+	if len(calls) == 0 {
+		b.t.Fatal("no command call recorded")
+	}
+	return calls[len(calls)-1]
+}
+
+// enqueue enqueues a message with id in lane and requires success.
+func (b *bundle) enqueue(l *orreryv1.Lane, id string) {
+	b.t.Helper()
+	if _, err := b.c.Enqueue(context.Background(), &orreryv1.Enqueue{Lane: l, Id: id, PayloadJson: `{"id":"` + id + `"}`}); err != nil {
+		b.t.Fatalf("enqueue %s: %v", id, err)
+	}
+}
+
+// laneMessages lists every live message of a lane.
+func (b *bundle) laneMessages(l *orreryv1.Lane) []*orreryv1.QueueMessage {
+	b.t.Helper()
+	msgs, next, err := b.c.InspectLane(context.Background(), l, "", 1000)
+	if err != nil || next != "" {
+		b.t.Fatalf("inspect lane %v: %v (next %q)", l, err, next)
+	}
+	return msgs
+}
+
+// keysOnEveryPartition returns one lane key per partition, in partition order.
+func keysOnEveryPartition(t *testing.T, partitions int) []string {
+	t.Helper()
+	keys := make([]string, partitions)
+	found := 0
+	for i := 0; found < partitions && i < 100_000; i++ {
+		k := fmt.Sprintf("key-%d", i)
+		if p := route.PartitionOf(testNamespace, k, partitions); keys[p] == "" {
+			keys[p] = k
+			found++
+		}
+	}
+	if found < partitions {
+		t.Fatalf("found keys for %d of %d partitions", found, partitions)
+	}
+	return keys
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// clientGoroutines returns the stacks of goroutines running code of package client or
+// clienttest (other than test code).
+func clientGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "orreryhq/orrery/client.") || strings.Contains(g, "orreryhq/orrery/client/clienttest.") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func everySchedule(l *orreryv1.Lane, id string, interval time.Duration, firstDue time.Time) *orreryv1.ScheduleDefinition {
+	return &orreryv1.ScheduleDefinition{
+		Lane:       l,
+		ScheduleId: id,
+		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{
+			IntervalMicros:       interval.Microseconds(),
+			FirstDueAtUnixMicros: firstDue.UnixMicro(),
+		}}},
+		Template: &orreryv1.MessageTemplate{PayloadJson: `{"tick":true}`},
+	}
+}

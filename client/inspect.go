@@ -1,0 +1,85 @@
+package client
+
+import (
+	"context"
+	"math"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// DefaultInspectLaneMax is how many messages InspectLane reads when asked for 0.
+const DefaultInspectLaneMax = 100
+
+// InspectSchedule reads a schedule record; NotFound when there is none.
+func (c *Client) InspectSchedule(ctx context.Context, lane *orreryv1.Lane, scheduleID string) (*orreryv1.ScheduleRecord, error) {
+	reply, err := c.inspectLane(ctx, lane, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Schedule{
+		Schedule: &orreryv1.InspectSchedule{Lane: lane, ScheduleId: scheduleID},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if !reply.GetFound() || reply.GetSchedule() == nil {
+		return nil, orrery.FieldErrorf(orrery.CodeNotFound, "schedule_id", "no schedule %q in lane %s", scheduleID, laneName(lane))
+	}
+	return reply.GetSchedule(), nil
+}
+
+// InspectSaga reads a saga record; NotFound when there is none.
+func (c *Client) InspectSaga(ctx context.Context, lane *orreryv1.Lane, sagaID string) (*orreryv1.SagaRecord, error) {
+	reply, err := c.inspectLane(ctx, lane, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Saga{
+		Saga: &orreryv1.InspectSaga{Lane: lane, SagaId: sagaID},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if !reply.GetFound() || reply.GetSaga() == nil {
+		return nil, orrery.FieldErrorf(orrery.CodeNotFound, "saga_id", "no saga %q in lane %s", sagaID, laneName(lane))
+	}
+	return reply.GetSaga(), nil
+}
+
+// InspectLane reads up to maxMessages (0: DefaultInspectLaneMax) live messages of a lane in id
+// order, after the message afterID ("" starts at the beginning). nextAfterID is the afterID
+// of the next page, empty when the lane holds no more.
+func (c *Client) InspectLane(ctx context.Context, lane *orreryv1.Lane, afterID string, maxMessages int) (msgs []*orreryv1.QueueMessage, nextAfterID string, err error) {
+	if maxMessages < 0 {
+		return nil, "", orrery.Invalid("max_messages", "must not be negative, got %d", maxMessages)
+	}
+	if maxMessages == 0 {
+		maxMessages = DefaultInspectLaneMax
+	}
+	reply, err := c.inspectLane(ctx, lane, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{
+		Lane: &orreryv1.InspectLane{Lane: lane, AfterId: afterID, MaxMessages: uint32(min(int64(maxMessages), math.MaxUint32))},
+	}})
+	if err != nil {
+		return nil, "", err
+	}
+	return reply.GetMessages(), reply.GetNextAfterId(), nil
+}
+
+// PartitionStatus reads what an operator sees of one partition.
+func (c *Client) PartitionStatus(ctx context.Context, partition int) (*orreryv1.PartitionStatus, error) {
+	reply, err := c.inspect(ctx, partition, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{
+		Partition: &orreryv1.InspectPartition{},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if reply.GetPartition() == nil {
+		return nil, orrery.Errorf(orrery.CodeInternal, "partition %d answered without a status", partition)
+	}
+	return reply.GetPartition(), nil
+}
+
+func (c *Client) inspectLane(ctx context.Context, lane *orreryv1.Lane, req *orreryv1.InspectRequest) (*orreryv1.InspectReply, error) {
+	partition, err := c.partitionOf(lane)
+	if err != nil {
+		return nil, err
+	}
+	return c.inspect(ctx, partition, req)
+}
+
+func laneName(lane *orreryv1.Lane) string {
+	return lane.GetNamespace() + "/" + lane.GetQueue() + "/" + lane.GetKey()
+}

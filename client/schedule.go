@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// Schedule and saga calls take their wire mutation message, which the client sends as it is
+// and never modifies; ConfigureSchedule takes the definition and the expected revision. Each
+// call goes to the partition of the lane it names.
+
+// ConfigureSchedule creates (expectedRevision 0) or replaces (the exact current revision) a
+// schedule definition. Replacement starts a new generation at ordinal 0.
+func (c *Client) ConfigureSchedule(ctx context.Context, def *orreryv1.ScheduleDefinition, expectedRevision uint64, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
+	m := &orreryv1.ConfigureSchedule{Definition: def, ExpectedRevision: expectedRevision}
+	return c.scheduleCall(ctx, def.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: m}}, opts)
+}
+
+// EmitOccurrences enqueues the occurrences due at the partition's logged time for the expected
+// generation, at most m.Max. Due coordinators send it; callers rarely need to.
+func (c *Client) EmitOccurrences(ctx context.Context, m *orreryv1.EmitOccurrences, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
+	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: m}}, opts)
+}
+
+// CancelSchedule stops a schedule at the expected revision; only a new ConfigureSchedule
+// revives its id.
+func (c *Client) CancelSchedule(ctx context.Context, m *orreryv1.CancelSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
+	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_CancelSchedule{CancelSchedule: m}}, opts)
+}
+
+// DeleteSchedule removes a schedule at the expected revision and tombstones its id for good.
+func (c *Client) DeleteSchedule(ctx context.Context, m *orreryv1.DeleteSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
+	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_DeleteSchedule{DeleteSchedule: m}}, opts)
+}
+
+// PauseSchedule stops a schedule's emission durably at the expected revision.
+func (c *Client) PauseSchedule(ctx context.Context, m *orreryv1.PauseSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
+	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_PauseSchedule{PauseSchedule: m}}, opts)
+}
+
+// ResumeSchedule restarts a paused schedule's emission from the first occurrence after the
+// resume's logged time.
+func (c *Client) ResumeSchedule(ctx context.Context, m *orreryv1.ResumeSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
+	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_ResumeSchedule{ResumeSchedule: m}}, opts)
+}
+
+// TriggerSchedule enqueues one manual occurrence now; it is refused while the schedule is
+// paused.
+func (c *Client) TriggerSchedule(ctx context.Context, m *orreryv1.TriggerSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
+	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_TriggerSchedule{TriggerSchedule: m}}, opts)
+}
+
+func (c *Client) scheduleCall(ctx context.Context, lane *orreryv1.Lane, m *orreryv1.Mutation, opts []CallOption) (*orreryv1.ScheduleResult, error) {
+	r, err := c.mutate(ctx, lane, m, opts)
+	if err != nil {
+		return nil, err
+	}
+	if r.GetSchedule() == nil {
+		return nil, unexpected("schedule", r)
+	}
+	return r.GetSchedule(), nil
+}
+
+// CompareExchangeSaga creates (expected revision 0, Waiting) or updates a saga by exact CAS on
+// its revision.
+func (c *Client) CompareExchangeSaga(ctx context.Context, m *orreryv1.CompareExchangeSaga, opts ...CallOption) (*orreryv1.SagaResult, error) {
+	return c.sagaCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_CompareExchangeSaga{CompareExchangeSaga: m}}, opts)
+}
+
+// ExpireSaga enqueues a due Waiting saga's timeout message and writes TimedOut atomically.
+// Due coordinators send it; callers rarely need to.
+func (c *Client) ExpireSaga(ctx context.Context, m *orreryv1.ExpireSaga, opts ...CallOption) (*orreryv1.SagaResult, error) {
+	return c.sagaCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: m}}, opts)
+}
+
+func (c *Client) sagaCall(ctx context.Context, lane *orreryv1.Lane, m *orreryv1.Mutation, opts []CallOption) (*orreryv1.SagaResult, error) {
+	r, err := c.mutate(ctx, lane, m, opts)
+	if err != nil {
+		return nil, err
+	}
+	if r.GetSaga() == nil {
+		return nil, unexpected("saga", r)
+	}
+	return r.GetSaga(), nil
+}

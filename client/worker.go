@@ -1,0 +1,301 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+)
+
+// Worker defaults.
+const (
+	DefaultWorkerConcurrency   = 8
+	DefaultWorkerLeaseDuration = 30 * time.Second
+	DefaultWorkerWait          = 20 * time.Second
+	DefaultWorkerSettleTimeout = 10 * time.Second
+)
+
+// Handler processes one message. Returning nil acks it; returning an error (or panicking)
+// releases it for redelivery. ctx is cancelled when the worker stops or the message's lease is
+// lost.
+type Handler func(ctx context.Context, m *Message) error
+
+// WorkerConfig configures a Worker. Namespace, Queue and Handler are required.
+type WorkerConfig struct {
+	// Namespace and Queue name the queue to consume (a dead-letter queue "<queue>$dlq" may be
+	// consumed too).
+	Namespace, Queue string
+	// Handler processes each message.
+	Handler Handler
+	// Concurrency bounds the handlers running at once, across all partitions (default 8).
+	Concurrency int
+	// LeaseDuration is each delivery's lease (default 30 s; the partition accepts 1 s..10 min).
+	// The worker extends it at half its duration while the handler runs.
+	LeaseDuration time.Duration
+	// Wait bounds each long-poll receive (default 20 s): an idle worker sends one receive per
+	// partition per Wait.
+	Wait time.Duration
+	// MaxPerReceive bounds the messages one receive asks for (default Concurrency; at most the
+	// partition's limit, 256 by default).
+	MaxPerReceive int
+	// Owner is recorded in every lease (default "<hostname>/<pid>").
+	Owner string
+	// ReleaseDelay is how long a message whose handler failed stays invisible (default 0).
+	ReleaseDelay time.Duration
+	// SettleTimeout bounds each ack, release and lease extension, which outlive Run's context
+	// so that a stopping worker still settles what it finished (default 10 s).
+	SettleTimeout time.Duration
+}
+
+// Worker consumes one queue across all partitions of the cluster; see Run.
+type Worker struct {
+	c       *Client
+	cfg     WorkerConfig
+	running atomic.Bool
+}
+
+// NewWorker returns a worker for cfg; the configuration is checked when Run starts.
+func (c *Client) NewWorker(cfg WorkerConfig) *Worker {
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultWorkerConcurrency
+	}
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = DefaultWorkerLeaseDuration
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = DefaultWorkerWait
+	}
+	if cfg.MaxPerReceive == 0 {
+		cfg.MaxPerReceive = cfg.Concurrency
+	}
+	if cfg.SettleTimeout == 0 {
+		cfg.SettleTimeout = DefaultWorkerSettleTimeout
+	}
+	if cfg.Owner == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "worker"
+		}
+		cfg.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	return &Worker{c: c, cfg: cfg}
+}
+
+func (cfg WorkerConfig) validate() error {
+	if cfg.Handler == nil {
+		return orrery.Invalid("handler", "is required")
+	}
+	if err := input.Name("namespace", cfg.Namespace, input.MaxNamespaceBytes); err != nil {
+		return err
+	}
+	if err := input.QueueName("queue", cfg.Queue, true); err != nil {
+		return err
+	}
+	switch {
+	case cfg.Concurrency < 0:
+		return orrery.Invalid("concurrency", "must not be negative, got %d", cfg.Concurrency)
+	case cfg.LeaseDuration < 0:
+		return orrery.Invalid("lease_duration", "must not be negative, got %s", cfg.LeaseDuration)
+	case cfg.Wait < 0:
+		return orrery.Invalid("wait", "must not be negative, got %s", cfg.Wait)
+	case cfg.MaxPerReceive < 0:
+		return orrery.Invalid("max_per_receive", "must not be negative, got %d", cfg.MaxPerReceive)
+	case cfg.ReleaseDelay < 0:
+		return orrery.Invalid("release_delay", "must not be negative, got %s", cfg.ReleaseDelay)
+	case cfg.SettleTimeout < 0:
+		return orrery.Invalid("settle_timeout", "must not be negative, got %s", cfg.SettleTimeout)
+	}
+	return nil
+}
+
+// Run consumes the queue until ctx ends, then stops: no new receive is sent, the handlers'
+// contexts are cancelled, and Run returns once every handler has returned and its message is
+// settled. It returns nil after a stop by ctx, and an error when the configuration is invalid or
+// a receive fails for a reason retrying cannot cure (Validation, Unauthorized, ...).
+//
+// Each partition has one poller with at most one outstanding receive. An idle partition's
+// poller sends a waiting (long-poll) receive for one message; once it gets one it switches to
+// fetching: it takes free handler slots — at least one, waiting for it if need be, at most
+// MaxPerReceive and a fair share of Concurrency among the fetching partitions — and asks for
+// exactly that many messages without waiting. When a fetch comes back short, the partition is
+// idle again. Slots are handed out first come, first served. So at most Concurrency handlers
+// run, and beyond them each partition holds at most the one message of its waiting receive,
+// whose lease is extended while it waits for a slot.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.cfg.validate(); err != nil {
+		return err
+	}
+	if !w.running.CompareAndSwap(false, true) {
+		return orrery.Errorf(orrery.CodeValidation, "worker for %s/%s is already running", w.cfg.Namespace, w.cfg.Queue)
+	}
+	defer w.running.Store(false)
+	partitions := w.c.Partitions()
+	if partitions <= 0 {
+		return orrery.Errorf(orrery.CodeUnavailable, "transport reports %d partitions", partitions)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &run{w: w, cfg: w.cfg, ctx: runCtx, slots: make(chan struct{}, w.cfg.Concurrency)}
+	for range w.cfg.Concurrency {
+		r.slots <- struct{}{}
+	}
+	var (
+		pollers   sync.WaitGroup
+		fatalOnce sync.Once
+		fatal     error
+	)
+	for p := range partitions {
+		pollers.Go(func() {
+			if err := r.poll(p); err != nil {
+				fatalOnce.Do(func() { fatal = err })
+				cancel()
+			}
+		})
+	}
+	pollers.Wait()
+	r.deliveries.Wait()
+	return fatal
+}
+
+// run is the state of one Run.
+type run struct {
+	w          *Worker
+	cfg        WorkerConfig
+	ctx        context.Context
+	slots      chan struct{} // one token per free handler slot
+	fetching   atomic.Int64  // partitions currently fetching
+	deliveries sync.WaitGroup
+}
+
+// poll is partition's poller: it returns nil when the run stops and an error when a receive
+// fails for good.
+func (r *run) poll(partition int) error {
+	fetching := false
+	defer func() {
+		if fetching {
+			r.fetching.Add(-1)
+		}
+	}()
+	failures := 0
+	for r.ctx.Err() == nil {
+		if !fetching {
+			sent := time.Now()
+			msgs, err := r.receive(partition, 1, r.cfg.Wait)
+			answered := time.Now()
+			if err != nil {
+				if err := r.receiveFailed(partition, err, &failures); err != nil {
+					return err
+				}
+				continue
+			}
+			failures = 0
+			for i, qm := range msgs {
+				d := r.newDelivery(partition, qm, sent, answered)
+				switch r.waitSlot(d) {
+				case slotAcquired:
+					r.start(d)
+				case slotStopping:
+					r.abandon(partition, msgs[i:])
+					return nil
+				case slotLeaseLost: // no longer ours: drop it
+				}
+			}
+			if len(msgs) > 0 {
+				fetching = true
+				r.fetching.Add(1)
+			}
+			continue
+		}
+		n, ok := r.acquire()
+		if !ok {
+			return nil
+		}
+		sent := time.Now()
+		msgs, err := r.receive(partition, n, 0)
+		answered := time.Now()
+		if err != nil {
+			r.putSlots(n)
+			if err := r.receiveFailed(partition, err, &failures); err != nil {
+				return err
+			}
+			continue
+		}
+		failures = 0
+		r.putSlots(n - len(msgs))
+		for _, qm := range msgs {
+			r.start(r.newDelivery(partition, qm, sent, answered))
+		}
+		if len(msgs) < n {
+			fetching = false
+			r.fetching.Add(-1)
+		}
+	}
+	return nil
+}
+
+func (r *run) receive(partition, maxMessages int, wait time.Duration) ([]*orreryv1.QueueMessage, error) {
+	return r.w.c.Receive(r.ctx, partition, &orreryv1.Receive{
+		Namespace:           r.cfg.Namespace,
+		Queue:               r.cfg.Queue,
+		Max:                 uint32(maxMessages),
+		LeaseDurationMicros: r.cfg.LeaseDuration.Microseconds(),
+		Owner:               r.cfg.Owner,
+	}, wait)
+}
+
+// receiveFailed decides what a failed receive means: nil to go on (the run is stopping, or the
+// failure is retriable: it backs off first), or the error that stops the run.
+func (r *run) receiveFailed(partition int, err error, failures *int) error {
+	if r.ctx.Err() != nil {
+		return nil
+	}
+	if !orrery.Retriable(orrery.CodeOf(err)) {
+		r.w.c.log.Error("orrery worker: receive failed, stopping", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue, "partition", partition, "err", err)
+		return err
+	}
+	r.w.c.log.Warn("orrery worker: receive failed, backing off", "partition", partition, "err", err)
+	timer := time.NewTimer(r.w.c.retry.Delay(*failures, r.w.c.retry.Jitter()))
+	defer timer.Stop()
+	*failures++
+	select {
+	case <-r.ctx.Done():
+	case <-timer.C:
+	}
+	return nil
+}
+
+// acquire takes at least one free slot (waiting for it) and then, without waiting, up to
+// MaxPerReceive and a fair share of Concurrency among the fetching partitions. It reports
+// false when the run stops first.
+func (r *run) acquire() (int, bool) {
+	select {
+	case <-r.slots:
+	case <-r.ctx.Done():
+		return 0, false
+	}
+	fetching := int(max(r.fetching.Load(), 1))
+	share := (r.cfg.Concurrency + fetching - 1) / fetching
+	limit := min(r.cfg.MaxPerReceive, share)
+	n := 1
+	for n < limit {
+		select {
+		case <-r.slots:
+			n++
+		default:
+			return n, true
+		}
+	}
+	return n, true
+}
+
+func (r *run) putSlots(n int) {
+	for range n {
+		r.slots <- struct{}{}
+	}
+}

@@ -1,0 +1,386 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+)
+
+// runWorker starts w and returns a stop function that cancels it and returns Run's error.
+func runWorker(t *testing.T, w *client.Worker) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("worker did not stop within 10s")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func TestWorkerProcessesEveryMessageOnceWithinConcurrency(t *testing.T) {
+	t.Parallel()
+	const partitions, total, concurrency = 4, 120, 3
+	b := setup(t, partitions)
+	var (
+		mu        sync.Mutex
+		handled   = map[string]int{}
+		byPart    = map[int]int{}
+		inFlight  atomic.Int64
+		maxFlight atomic.Int64
+	)
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Concurrency: concurrency, Wait: time.Second,
+		Handler: func(ctx context.Context, m *client.Message) error {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for cur := maxFlight.Load(); n > cur && !maxFlight.CompareAndSwap(cur, n); cur = maxFlight.Load() {
+			}
+			time.Sleep(2 * time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			handled[m.ID()]++
+			byPart[m.Partition()]++
+			return nil
+		},
+	})
+	stop := runWorker(t, w)
+	var lanes []*orreryv1.Lane
+	for i := range total {
+		l := lane(testQueue, fmt.Sprintf("key-%d", i))
+		lanes = append(lanes, l)
+		b.enqueue(l, fmt.Sprintf("m-%d", i))
+	}
+	eventually(t, 20*time.Second, "every message handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled) == total
+	})
+	time.Sleep(50 * time.Millisecond) // let acks land and any duplicate show up
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range handled {
+		if n != 1 {
+			t.Fatalf("message %s handled %d times", id, n)
+		}
+	}
+	if len(byPart) != partitions {
+		t.Fatalf("messages came from partitions %v, want all %d", byPart, partitions)
+	}
+	if m := maxFlight.Load(); m > concurrency || m < 2 {
+		t.Fatalf("at most %d handlers ran at once, want 2..%d", m, concurrency)
+	}
+	for _, l := range lanes {
+		if msgs := b.laneMessages(l); len(msgs) != 0 {
+			t.Fatalf("lane %s still holds %v (not acked)", l.GetKey(), msgs)
+		}
+	}
+}
+
+func TestWorkerReleasesFailedMessagesForRedelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	var (
+		mu         sync.Mutex
+		deliveries []uint32
+	)
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Concurrency: 2, Wait: time.Second,
+		Handler: func(ctx context.Context, m *client.Message) error {
+			mu.Lock()
+			deliveries = append(deliveries, m.DeliveryCount())
+			mu.Unlock()
+			switch m.DeliveryCount() {
+			case 1:
+				return errors.New("try again")
+			case 2:
+				panic("and again")
+			}
+			return nil
+		},
+	})
+	runWorker(t, w)
+	l := lane(testQueue, "flaky")
+	b.enqueue(l, "flaky")
+	eventually(t, 10*time.Second, "three deliveries and an ack", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(deliveries) == 3 && len(b.laneMessages(l)) == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(deliveries) != "[1 2 3]" {
+		t.Fatalf("delivery counts %v, want [1 2 3]", deliveries)
+	}
+}
+
+func TestWorkerExtendsLeaseOfSlowHandler(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	var calls atomic.Int64
+	done := make(chan uint32, 4)
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Concurrency: 2, Wait: time.Second,
+		LeaseDuration: time.Second, // the shortest lease a partition grants
+		Handler: func(ctx context.Context, m *client.Message) error {
+			calls.Add(1)
+			select {
+			case <-time.After(2500 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			done <- m.DeliveryCount()
+			return nil
+		},
+	})
+	runWorker(t, w)
+	l := lane(testQueue, "slow")
+	b.enqueue(l, "slow")
+	select {
+	case n := <-done:
+		if n != 1 {
+			t.Fatalf("slow handler saw delivery %d, want 1", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("slow handler did not finish")
+	}
+	eventually(t, 5*time.Second, "the ack", func() bool { return len(b.laneMessages(l)) == 0 })
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("handler called %d times, want 1 (the lease lapsed)", n)
+	}
+	extensions := 0
+	for _, c := range b.commandCalls() {
+		if ms := c.Request.GetBatch().GetMutations(); len(ms) == 1 && ms[0].GetExtendLease() != nil {
+			extensions++
+		}
+	}
+	if extensions < 3 {
+		t.Fatalf("%d lease extensions during a 2.5s handler with a 1s lease, want at least 3", extensions)
+	}
+}
+
+func TestWorkerIdleSendsOneWaitingReceivePerPartitionPerWait(t *testing.T) {
+	t.Parallel()
+	const partitions, wait, run = 4, 200 * time.Millisecond, time.Second
+	b := setup(t, partitions)
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Wait: wait,
+		Handler: func(context.Context, *client.Message) error { return nil },
+	})
+	stop := runWorker(t, w)
+	time.Sleep(run)
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	perPartition := map[int]int{}
+	for _, c := range b.commandCalls() {
+		if !c.IsReceive() || c.Request.GetWaitMicros() != wait.Microseconds() {
+			t.Fatalf("idle worker sent %v, want only waiting receives", c.Request)
+		}
+		perPartition[c.Partition]++
+	}
+	limit := int(run/wait) + 1
+	for p := range partitions {
+		if n := perPartition[p]; n < 1 || n > limit {
+			t.Fatalf("partition %d got %d receives in %s with a %s wait, want 1..%d", p, n, run, wait, limit)
+		}
+	}
+}
+
+func TestWorkerSharesSlotsFairlyAcrossPartitions(t *testing.T) {
+	t.Parallel()
+	const partitions = 4
+	b := setup(t, partitions)
+	keys := keysOnEveryPartition(t, partitions)
+	busy, quiet := lane(testQueue, keys[0]), lane(testQueue, keys[1])
+	for i := range 60 {
+		b.enqueue(busy, fmt.Sprintf("busy-%d", i))
+	}
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Concurrency: 2, Wait: time.Second,
+		Handler: func(ctx context.Context, m *client.Message) error {
+			time.Sleep(3 * time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, m.ID())
+			return nil
+		},
+	})
+	runWorker(t, w)
+	eventually(t, 10*time.Second, "the busy lane started", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) >= 5
+	})
+	for i := range 5 {
+		b.enqueue(quiet, fmt.Sprintf("quiet-%d", i))
+	}
+	eventually(t, 20*time.Second, "every message handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == 65
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	last := 0
+	for i, id := range order {
+		if strings.HasPrefix(id, "quiet-") {
+			last = i
+		}
+	}
+	if last >= 45 {
+		t.Fatalf("the quiet partition's last message was handled %dth of 65: it waited behind the busy one (%v)", last+1, order)
+	}
+}
+
+func TestWorkerStopsCleanlyWithoutLeaks(t *testing.T) {
+	b := setup(t, 4)
+	before := clientGoroutines()
+	started := make(chan string, 8)
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Concurrency: 2, Wait: 5 * time.Second,
+		Handler: func(ctx context.Context, m *client.Message) error {
+			started <- m.ID()
+			<-ctx.Done() // block until the worker stops
+			return ctx.Err()
+		},
+	})
+	stop := runWorker(t, w)
+	keys := keysOnEveryPartition(t, 4)
+	for i, k := range keys {
+		b.enqueue(lane(testQueue, k), fmt.Sprintf("m-%d", i))
+	}
+	<-started
+	<-started
+	eventually(t, 5*time.Second, "every message leased: two handled, two waiting for a slot", func() bool {
+		for _, k := range keys {
+			if msgs := b.laneMessages(lane(testQueue, k)); len(msgs) != 1 || msgs[0].GetLease() == nil {
+				return false
+			}
+		}
+		return true
+	})
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if elapsed := time.Since(start); elapsed > 2*time.Second {
+		t.Fatalf("stopping took %s", elapsed)
+	}
+	eventually(t, 5*time.Second, "no goroutine of the client left", func() bool {
+		return len(clientGoroutines()) <= len(before)
+	})
+	// Everything the worker held was released: all four messages are visible again.
+	for i, k := range keys {
+		msgs := b.laneMessages(lane(testQueue, k))
+		if len(msgs) != 1 || msgs[0].GetLease() != nil {
+			t.Fatalf("message m-%d after stop: %v, want it released", i, msgs)
+		}
+	}
+}
+
+func TestWorkerRejectsBadConfiguration(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	ok := func(context.Context, *client.Message) error { return nil }
+	for _, cfg := range []client.WorkerConfig{
+		{Namespace: testNamespace, Queue: testQueue},
+		{Namespace: testNamespace, Queue: "bad queue", Handler: ok},
+		{Queue: testQueue, Handler: ok},
+		{Namespace: testNamespace, Queue: testQueue, Handler: ok, Concurrency: -1},
+		{Namespace: testNamespace, Queue: testQueue, Handler: ok, LeaseDuration: time.Hour}, // refused by the partition
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := b.c.NewWorker(cfg).Run(ctx)
+		cancel()
+		if !errors.Is(err, orrery.ErrValidation) {
+			t.Fatalf("run with %+v: %v, want Validation", cfg, err)
+		}
+	}
+}
+
+func TestWorkerMessageAccessors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	l := lane(testQueue, "acc")
+	id := client.NewID()
+	if _, err := b.c.ConfigureSchedule(ctx, everySchedule(l, id, time.Hour, time.Now().Add(-time.Minute)), 0); err != nil {
+		t.Fatalf("configure: %v", err)
+	}
+	if _, err := b.c.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: l, ScheduleId: id, ExpectedGeneration: 1, Max: 1}); err != nil {
+		t.Fatalf("emit: %v", err)
+	}
+	if _, err := b.c.Enqueue(ctx, &orreryv1.Enqueue{Lane: l, Id: "plain", PayloadJson: `{"a":1}`, HeadersJson: `{"h":"v"}`, OrderingKey: "ok", TimeToLiveMicros: 3_600_000_000}); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	type seen struct {
+		origin               client.Origin
+		payload, headers, ok string
+		delivery             uint32
+		partition            int
+		scheduleID           string
+		expires, enqueued    time.Time
+		leaseToken           string
+	}
+	got := make(chan seen, 2)
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Wait: time.Second,
+		Handler: func(ctx context.Context, m *client.Message) error {
+			got <- seen{m.Origin(), string(m.Payload()), string(m.Headers()), m.OrderingKey(), m.DeliveryCount(), m.Partition(),
+				m.Occurrence().GetScheduleId(), m.ExpiresAt(), m.EnqueuedAt(), m.LeaseToken()}
+			return nil
+		},
+	})
+	runWorker(t, w)
+	for range 2 {
+		var s seen
+		select {
+		case s = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("messages not handled")
+		}
+		if s.delivery != 1 || s.partition != b.partitionOf(l) || s.leaseToken == "" || time.Since(s.enqueued) > time.Minute {
+			t.Fatalf("message %+v", s)
+		}
+		switch s.origin {
+		case client.OriginOccurrence:
+			if s.scheduleID != id || s.payload != `{"tick":true}` || !s.expires.IsZero() {
+				t.Fatalf("occurrence %+v", s)
+			}
+		case client.OriginEnqueue:
+			if s.payload != `{"a":1}` || s.headers != `{"h":"v"}` || s.ok != "ok" || s.expires.Sub(s.enqueued) != time.Hour {
+				t.Fatalf("enqueued message %+v", s)
+			}
+		default:
+			t.Fatalf("origin %s", s.origin)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+// Command silo runs one Orrery silo. Every flag can also be set in the environment as
+// ORRERY_<FLAG> (upper case, '-' as '_'); a flag on the command line wins.
+//
+//	silo --data ./data --host 127.0.0.1 --port 7381 --gossip-port 7382 --admin 127.0.0.1:7380
+//	silo --data ./data2 --port 7391 --gossip-port 7392 --admin 127.0.0.1:7390 --seeds 127.0.0.1:7382
+//
+// It prints one line "silo ready ..." with its addresses once it serves, shuts down gracefully
+// on SIGTERM or SIGINT (stop coordinating, close partitions, leave the cluster), and exits with
+// status 1 if the cluster fences it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/orreryhq/orrery/silo"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "silo:", err)
+		os.Exit(2)
+	}
+}
+
+func run(args []string, getenv func(string) string) error {
+	cfg, logLevel, err := parseConfig(args, getenv)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
+	cfg.Logger = logger
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s, err := silo.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("silo ready id=%s actor=%s gossip=%s admin=%s data=%s partitions=%d\n",
+		s.ID(), s.ActorAddress(), s.GossipAddress(), s.AdminAddress(), cfg.DataDir, cfg.Partitions)
+	select {
+	case <-ctx.Done():
+		logger.Info("silo stopping (signal)")
+		s.Stop()
+		return nil
+	case <-s.Done():
+		logger.Error("silo fenced: the cluster dropped this member")
+		os.Exit(1)
+	}
+	return nil
+}
+
+// parseConfig reads flags, falling back to ORRERY_<FLAG> environment variables.
+func parseConfig(args []string, getenv func(string) string) (silo.Config, slog.Level, error) {
+	fs := flag.NewFlagSet("silo", flag.ContinueOnError)
+	var cfg silo.Config
+	var seeds, level string
+	fs.StringVar(&cfg.DataDir, "data", silo.DefaultDataDir, "data root (Badger partitions and cluster.json)")
+	fs.StringVar(&cfg.Host, "host", silo.DefaultHost, "address to bind and advertise (actor transport and gossip)")
+	fs.IntVar(&cfg.Port, "port", silo.DefaultPort, "actor transport port (0: a free port)")
+	fs.IntVar(&cfg.GossipPort, "gossip-port", silo.DefaultGossipPort, "memberlist gossip port (0: a free port)")
+	fs.StringVar(&seeds, "seeds", "", "comma-separated gossip addresses of silos to join (none: start a new cluster)")
+	fs.IntVar(&cfg.Partitions, "partitions", silo.DefaultPartitions, "partition count, fixed when the data root is created")
+	fs.StringVar(&cfg.Admin, "admin", silo.DefaultAdmin, `admin HTTP address ("off" disables it)`)
+	fs.StringVar(&cfg.ClusterName, "cluster", silo.DefaultClusterName, "cluster name")
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	// Environment first, so explicit flags override it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "ORRERY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return cfg, 0, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, 0, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for _, s := range strings.Split(seeds, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.Seeds = append(cfg.Seeds, s)
+		}
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return cfg, 0, fmt.Errorf("log-level: %w", err)
+	}
+	return cfg, lvl, nil
+}

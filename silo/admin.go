@@ -1,0 +1,165 @@
+package silo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// adminHandler serves, on loopback by default:
+//
+//	GET /healthz                                        200 while the process serves
+//	GET /readyz                                         200 when every owned partition answers
+//	GET /v1/partitions                                  the partition table: owner and status
+//	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule record
+//	GET /v1/sagas/{namespace}/{queue}/{key}/{id}        a saga record
+//	GET /v1/lanes/{namespace}/{queue}/{key}?after=&max= a page of a lane's messages
+func (s *Silo) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "silo": s.ID()})
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /v1/partitions", s.partitionTable)
+	mux.HandleFunc("GET /v1/schedules/{namespace}/{queue}/{key}/{id}", func(w http.ResponseWriter, r *http.Request) {
+		rec, err := s.client.InspectSchedule(r.Context(), lanePath(r), r.PathValue("id"))
+		s.writeRecord(w, rec, err)
+	})
+	mux.HandleFunc("GET /v1/sagas/{namespace}/{queue}/{key}/{id}", func(w http.ResponseWriter, r *http.Request) {
+		rec, err := s.client.InspectSaga(r.Context(), lanePath(r), r.PathValue("id"))
+		s.writeRecord(w, rec, err)
+	})
+	mux.HandleFunc("GET /v1/lanes/{namespace}/{queue}/{key}", func(w http.ResponseWriter, r *http.Request) {
+		maxMessages := 100
+		if v := r.URL.Query().Get("max"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				writeError(w, orrery.Invalid("max", "must be a positive integer, got %q", v))
+				return
+			}
+			maxMessages = n
+		}
+		msgs, next, err := s.client.InspectLane(r.Context(), lanePath(r), r.URL.Query().Get("after"), maxMessages)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		page := make([]json.RawMessage, len(msgs))
+		for i, m := range msgs {
+			page[i] = protoJSON(m)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"messages": page, "next_after": next})
+	})
+	return mux
+}
+
+func lanePath(r *http.Request) *orreryv1.Lane {
+	return &orreryv1.Lane{Namespace: r.PathValue("namespace"), Queue: r.PathValue("queue"), Key: r.PathValue("key")}
+}
+
+// readyz is ready when the silo is in the topology and each partition placed on it opens and
+// answers within a short bound.
+func (s *Silo) readyz(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-s.stopped:
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "stopped"})
+		return
+	default:
+	}
+	owned := s.Owned()
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	statuses := s.statuses(ctx, owned)
+	var notReady []int
+	for i, st := range statuses {
+		if st.err != nil {
+			notReady = append(notReady, owned[i])
+		}
+	}
+	if len(notReady) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "owned": owned, "not_ready": notReady})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "owned": owned})
+}
+
+type partitionStatus struct {
+	status *orreryv1.PartitionStatus
+	err    error
+}
+
+// statuses asks the given partitions for their status concurrently.
+func (s *Silo) statuses(ctx context.Context, partitions []int) []partitionStatus {
+	out := make([]partitionStatus, len(partitions))
+	var wg sync.WaitGroup
+	for i, n := range partitions {
+		wg.Go(func() {
+			st, err := s.client.PartitionStatus(ctx, n)
+			out[i] = partitionStatus{st, err}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// partitionTable lists every partition with the silo the topology places it on and its status.
+func (s *Silo) partitionTable(w http.ResponseWriter, r *http.Request) {
+	all := make([]int, s.cfg.Partitions)
+	for i := range all {
+		all[i] = i
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	rows := make([]map[string]any, len(all))
+	for i, st := range s.statuses(ctx, all) {
+		row := map[string]any{"partition": i}
+		if st.err != nil {
+			row["error"] = st.err.Error()
+		} else {
+			row["status"] = protoJSON(st.status)
+		}
+		rows[i] = row
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "partitions": rows, "owned_here": s.Owned()})
+}
+
+func (s *Silo) writeRecord(w http.ResponseWriter, rec proto.Message, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(protoJSON(rec))
+}
+
+var jsonOptions = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
+
+func protoJSON(m proto.Message) json.RawMessage {
+	b, err := jsonOptions.Marshal(m)
+	if err != nil {
+		return json.RawMessage(fmt.Sprintf("%q", err.Error()))
+	}
+	return b
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	e := orrery.AsError(err)
+	writeJSON(w, orrery.HTTPStatus(e.Code), map[string]any{"error": map[string]any{"code": e.Code.String(), "message": e.Message, "field": e.Field}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

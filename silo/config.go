@@ -1,0 +1,102 @@
+package silo
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/partition"
+	"github.com/orreryhq/orrery/persistence"
+)
+
+// Defaults of Config.
+const (
+	DefaultClusterName = "orrery"
+	DefaultPartitions  = 32
+	DefaultHost        = "127.0.0.1"
+	DefaultPort        = 7381
+	DefaultGossipPort  = 7382
+	DefaultAdmin       = "127.0.0.1:7380"
+	DefaultDataDir     = "./data"
+)
+
+// Config configures a silo. Start fills zero fields with the defaults; a zero port means a
+// free port chosen at start (tests); the cmd/silo flags default to the fixed ports above.
+type Config struct {
+	// DataDir is the data root: <DataDir>/cluster.json and <DataDir>/partitions/<n>.
+	DataDir string
+	// ClusterName separates clusters that share a network (default "orrery").
+	ClusterName string
+	// Host is the loopback or private address the actor transport and gossip bind and
+	// advertise (default 127.0.0.1).
+	Host string
+	// Port is the actor transport port (0: a free port).
+	Port int
+	// GossipPort is the memberlist port (0: a free port).
+	GossipPort int
+	// Seeds are gossip addresses of silos to join; none starts a new cluster.
+	Seeds []string
+	// Partitions is the cluster's partition count (default 32); it must equal the count the
+	// data root was created with.
+	Partitions int
+	// Admin is the admin HTTP address (default 127.0.0.1:7380; "off" disables it; port 0 picks a
+	// free one).
+	Admin string
+	// Limits are the state machines' limits (default input.DefaultLimits()).
+	Limits input.Limits
+	// Store configures the partitions' Badger databases. A zero MinFreeBytes gets a floor of
+	// two memtables per partition plus 64 MiB (a full disk would otherwise crash the silo).
+	Store persistence.Options
+	// Failpoints arms crash boundaries (default: from ORRERY_FAILPOINT).
+	Failpoints *partition.Failpoints
+	// RequestTimeout bounds one attempt of an internal request (default 2 s).
+	RequestTimeout time.Duration
+	// Logger receives the silo's logs (default slog.Default()); protoactor and memberlist are
+	// kept at WARN.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.ClusterName == "" {
+		c.ClusterName = DefaultClusterName
+	}
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.Partitions < 1 || c.Partitions > 4096 {
+		return c, fmt.Errorf("partitions: must be between 1 and 4096, got %d", c.Partitions)
+	}
+	if c.Port < 0 || c.Port > 65535 || c.GossipPort < 0 || c.GossipPort > 65535 {
+		return c, fmt.Errorf("port and gossip port must be between 0 and 65535, got %d and %d", c.Port, c.GossipPort)
+	}
+	if c.Admin == "" {
+		c.Admin = DefaultAdmin
+	}
+	if c.Limits.MaxMutationsPerBatch == 0 {
+		c.Limits = input.DefaultLimits()
+	}
+	if c.Store.MinFreeBytes == 0 {
+		c.Store.MinFreeBytes = uint64(2*persistence.DefaultMemTableBytes*c.Partitions) + 64<<20
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Failpoints == nil {
+		fp, err := partition.FailpointsFromEnv()
+		if err != nil {
+			return c, err
+		}
+		c.Failpoints = fp
+	}
+	return c, nil
+}

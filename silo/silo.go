@@ -1,0 +1,212 @@
+package silo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/clock"
+	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/grains/duecoordinator"
+	"github.com/orreryhq/orrery/grains/partition"
+	"github.com/orreryhq/orrery/persistence"
+)
+
+// Silo is a running silo.
+type Silo struct {
+	cfg       Config
+	log       *slog.Logger
+	cluster   *protocluster.Cluster
+	provider  *cluster.Provider
+	transport *cluster.PartitionTransport
+	coord     *duecoordinator.Coordinator
+	client    *client.Client
+	registry  *partition.Registry
+	admin     *http.Server
+	adminAddr string
+
+	ownedMu sync.Mutex
+	owned   []int
+
+	stopOnce sync.Once
+	stopped  chan struct{}
+	cancel   context.CancelFunc
+}
+
+// Start starts a silo and returns once it serves: it has joined (or founded) the cluster and
+// its admin endpoint listens. Partitions open lazily on first use; the coordinator scans the
+// ones the topology places here right away, which opens them.
+func Start(ctx context.Context, cfg Config) (*Silo, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := persistence.EnsureClusterMeta(cfg.DataDir, cfg.Partitions); err != nil {
+		return nil, err
+	}
+	s := &Silo{cfg: cfg, registry: partition.NewRegistry(), stopped: make(chan struct{})}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+
+	// The coordinator needs the transport, the transport needs the cluster, and the cluster
+	// needs the partition kind, whose grains notify the coordinator: wire through the silo.
+	pcfg := partition.Config{
+		DataRoot: cfg.DataDir, Partitions: cfg.Partitions, Limits: cfg.Limits, Store: cfg.Store,
+		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger,
+		OnNextDue: func(n *orreryv1.NextDueNotice) {
+			if s.coord != nil {
+				s.coord.Notify(n)
+			}
+		},
+	}
+	c, provider, err := cluster.NewMember(ctx, cluster.MemberConfig{
+		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, Logger: cfg.Logger,
+		Gossip: cluster.ProviderConfig{
+			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger,
+			OnFenced: func(cause error) { s.fenced(cause) },
+		},
+		Kinds: []*protocluster.Kind{partition.NewKind(pcfg)},
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("join cluster %q: %w", cfg.ClusterName, err)
+	}
+	s.cluster, s.provider = c, provider
+	s.log = cfg.Logger.With("silo", c.ActorSystem.ID)
+	pcfg.Silo = c.ActorSystem.ID
+	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
+	s.coord = duecoordinator.New(duecoordinator.Config{
+		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
+		RequestTimeout: cfg.RequestTimeout, Logger: s.log,
+	})
+	s.coord.Start(runCtx)
+	s.client = client.New(s.transport, client.Options{Principal: "silo", Logger: s.log})
+	if err := s.startAdmin(); err != nil {
+		s.shutdown(false)
+		return nil, err
+	}
+	go s.trackOwnership(runCtx)
+	s.log.Info("silo ready", "actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr,
+		"data", cfg.DataDir, "partitions", cfg.Partitions)
+	return s, nil
+}
+
+// Client returns an in-process client of this silo's cluster.
+func (s *Silo) Client() *client.Client { return s.client }
+
+// ActorAddress is the actor transport address (host:port).
+func (s *Silo) ActorAddress() string { return s.cluster.ActorSystem.Address() }
+
+// GossipAddress is the memberlist address (host:port) other silos and clients join.
+func (s *Silo) GossipAddress() string { return s.provider.GossipAddress() }
+
+// AdminAddress is the admin HTTP address, or "" when disabled.
+func (s *Silo) AdminAddress() string { return s.adminAddr }
+
+// ID is this silo incarnation's member id.
+func (s *Silo) ID() string { return s.cluster.ActorSystem.ID }
+
+// Done is closed when the silo has stopped (Stop, or fenced by the cluster).
+func (s *Silo) Done() <-chan struct{} { return s.stopped }
+
+// Owned returns the partitions the topology currently places on this silo.
+func (s *Silo) Owned() []int {
+	s.ownedMu.Lock()
+	defer s.ownedMu.Unlock()
+	return slices.Clone(s.owned)
+}
+
+// Stop shuts the silo down gracefully: the coordinator stops, partitions close their stores,
+// the silo leaves the cluster and its admin endpoint closes.
+func (s *Silo) Stop() { s.shutdown(true) }
+
+// fenced is called when the cluster dropped this member: it must stop serving at once.
+func (s *Silo) fenced(cause error) {
+	s.cfg.Logger.Error("silo fenced by the cluster; stopping", "cause", cause)
+	go s.shutdown(false)
+}
+
+func (s *Silo) shutdown(graceful bool) {
+	s.stopOnce.Do(func() {
+		s.cancel()
+		if s.coord != nil {
+			s.coord.Stop()
+		}
+		if s.admin != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = s.admin.Shutdown(ctx)
+			cancel()
+		}
+		if s.cluster != nil {
+			s.registry.StopAll(s.cluster.ActorSystem)
+			if err := cluster.Shutdown(s.cluster, s.provider, graceful); err != nil {
+				s.cfg.Logger.Warn("cluster shutdown", "err", err)
+			}
+		}
+		close(s.stopped)
+	})
+}
+
+// trackOwnership recomputes the partitions placed on this silo on every topology change and
+// every second, and hands them to the coordinator.
+func (s *Silo) trackOwnership(ctx context.Context) {
+	changed := make(chan struct{}, 1)
+	sub := s.cluster.ActorSystem.EventStream.Subscribe(func(evt any) {
+		if _, ok := evt.(*protocluster.ClusterTopology); ok {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	defer s.cluster.ActorSystem.EventStream.Unsubscribe(sub)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		owned := cluster.OwnedPartitions(s.provider.Topology(), s.ActorAddress(), s.cfg.Partitions)
+		s.ownedMu.Lock()
+		if !slices.Equal(owned, s.owned) {
+			s.owned = owned
+			s.ownedMu.Unlock()
+			s.log.Info("silo owns partitions", "count", len(owned), "partitions", owned)
+			s.coord.SetOwned(owned)
+		} else {
+			s.ownedMu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// startAdmin listens on the admin address (unless "off").
+func (s *Silo) startAdmin() error {
+	if s.cfg.Admin == "off" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Admin)
+	if err != nil {
+		return fmt.Errorf("admin listen %s: %w", s.cfg.Admin, err)
+	}
+	s.adminAddr = ln.Addr().String()
+	s.admin = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := s.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin server", "err", err)
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,124 @@
+package silo
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+)
+
+// These tests start protoactor clusters, so they run without -race (protoactor-go's cluster
+// code has data races of its own; see shared/research/protoactor-go.md §4 and the Makefile).
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func startSilo(t *testing.T, dataDir string, mutate func(*Config)) *Silo {
+	t.Helper()
+	cfg := Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start silo: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func getJSON(t *testing.T, url string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
+func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestSiloEmitsOccurrencesToAWorker(t *testing.T) {
+	s := startSilo(t, t.TempDir(), nil)
+	c := s.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	eventually(t, "readyz", 20*time.Second, func() bool {
+		code, _ := getJSON(t, "http://"+s.AdminAddress()+"/readyz")
+		return code == http.StatusOK
+	})
+	if code, body := getJSON(t, "http://"+s.AdminAddress()+"/healthz"); code != 200 || body["status"] != "ok" {
+		t.Fatalf("healthz %d %v", code, body)
+	}
+
+	lane := &orreryv1.Lane{Namespace: "test", Queue: "ticks", Key: "k1"}
+	id := uuid.NewString()
+	first := time.Now().Add(time.Second)
+	_, err := c.ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{
+		Lane: lane, ScheduleId: id, Template: &orreryv1.MessageTemplate{PayloadJson: `{"tick":true}`},
+		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: time.Second.Microseconds(), FirstDueAtUnixMicros: first.UnixMicro()}}},
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[uint64]time.Time{}
+	workerCtx, stopWorker := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	w := c.NewWorker(client.WorkerConfig{Namespace: "test", Queue: "ticks", Wait: 2 * time.Second, Handler: func(_ context.Context, m *client.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		o := m.Occurrence()
+		if _, dup := seen[o.GetOrdinal()]; dup {
+			t.Errorf("ordinal %d delivered twice", o.GetOrdinal())
+		}
+		seen[o.GetOrdinal()] = time.Now()
+		if due := time.UnixMicro(o.GetNominalDueAtUnixMicros()); time.Now().Before(due) {
+			t.Errorf("ordinal %d handled before its due time", o.GetOrdinal())
+		}
+		return nil
+	}})
+	go func() { done <- w.Run(workerCtx) }()
+	eventually(t, "three occurrences", 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) >= 3
+	})
+	stopWorker()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatalf("worker: %v", err)
+	}
+	code, body := getJSON(t, "http://"+s.AdminAddress()+"/v1/schedules/test/ticks/k1/"+id)
+	if code != 200 || body["definition"] == nil {
+		t.Fatalf("inspect schedule: %d %v", code, body)
+	}
+	if code, body := getJSON(t, "http://"+s.AdminAddress()+"/v1/schedules/test/ticks/k1/"+uuid.NewString()); code != http.StatusNotFound {
+		t.Fatalf("inspect a missing schedule: %d %v", code, body)
+	}
+	if code, body := getJSON(t, "http://"+s.AdminAddress()+"/v1/partitions"); code != 200 || len(body["partitions"].([]any)) != 8 {
+		t.Fatalf("partition table: %d %v", code, body)
+	}
+}
