@@ -3,17 +3,24 @@ GO       ?= go
 DATA     ?= ./data
 # Packages whose tests start protoactor clusters run without -race: protoactor-go's cluster code
 # has data races of its own (shared/research/protoactor-go.md §4), which would fail every run.
-CLUSTER_PKGS_RE := /(cluster|silo|cmd/silo|examples|chaos)(/|$$)
+CLUSTER_PKGS_RE := /(cluster|silo|cmd/silo|examples|chaos|bench)(/|$$)
 RACE_PKGS    = $(shell $(GO) list ./... | grep -Ev '$(CLUSTER_PKGS_RE)')
 CLUSTER_PKGS = $(shell $(GO) list ./... | grep -E '$(CLUSTER_PKGS_RE)')
 
-.PHONY: help run test test-race test-cluster bench proto verify fuzz
+.PHONY: help run walkthrough quickstart test test-race test-cluster bench proto verify fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-run: ## walk the deterministic core end to end (in memory, simulated time); the silo replaces it
+run: ## build and start one silo: data under ./data, loopback ports 7381/7382, admin on 127.0.0.1:7380
+	$(GO) build -o bin/silo ./cmd/silo
+	./bin/silo --data $(DATA)
+
+walkthrough: ## drive the deterministic core end to end in memory, with simulated time
 	$(GO) run ./cmd/walkthrough
+
+quickstart: ## the README's example: an embedded silo, a schedule every 2 s and a saga timing out
+	$(GO) run ./examples/quickstart
 
 test: verify test-race test-cluster ## the whole test suite (the CI gate)
 

@@ -20,10 +20,33 @@ type dispatchOutcome struct {
 	wakeAt time.Time
 }
 
-// dispatch sends refs as one batch. A batch rolled back as a whole (QuotaExceeded: one full
+// MaxOccurrencesPerCommand bounds what one command may enqueue (refs × EmitMax), so that its
+// writes stay well inside one partition transaction (Badger caps a transaction at about
+// 1.2 MiB with Orrery's store options; one occurrence writes about 0.5 KiB plus its payload).
+const MaxOccurrencesPerCommand = 512
+
+// dispatch sends a round's refs as commands of at most MaxOccurrencesPerCommand occurrences
+// each, in order, and merges what their receipts say.
+func (c *Coordinator) dispatch(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *skipSet) (dispatchOutcome, error) {
+	per := max(1, MaxOccurrencesPerCommand/int(max(c.cfg.EmitMax, 1)))
+	var merged dispatchOutcome
+	for start := 0; start < len(refs); start += per {
+		out, err := c.dispatchChunk(ctx, partitionID, refs[start:min(start+per, len(refs))], skips)
+		merged.backlog = merged.backlog || out.backlog
+		if !out.wakeAt.IsZero() && (merged.wakeAt.IsZero() || out.wakeAt.Before(merged.wakeAt)) {
+			merged.wakeAt = out.wakeAt
+		}
+		if err != nil {
+			return merged, err
+		}
+	}
+	return merged, nil
+}
+
+// dispatchChunk sends refs as one batch. A batch rolled back as a whole (QuotaExceeded: one full
 // lane; or any other batch-level error) is resent one ref per command, so one bad lane does
 // not block the others. An error return means a call failed; per-ref outcomes never do.
-func (c *Coordinator) dispatch(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *skipSet) (dispatchOutcome, error) {
+func (c *Coordinator) dispatchChunk(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *skipSet) (dispatchOutcome, error) {
 	var out dispatchOutcome
 	refs = c.dropUnknownKinds(partitionID, refs, skips)
 	if len(refs) == 0 {

@@ -64,7 +64,8 @@ func (b *bench) bulkSchedules(partition, n int, l *orreryv1.Lane, dueAt time.Tim
 }
 
 // TestFairness: partition 0 has 100,000 due refs, partition 1 one; partition 1's ref is
-// dispatched in the first round, right after partition 0's first budget.
+// dispatched in the first round, right after partition 0's first budget (256 refs, sent as
+// commands of at most MaxOccurrencesPerCommand occurrences: 16 refs × 32).
 func TestFairness(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{partitions: 2, cfg: func(c *Config) { c.Workers = 1 }})
@@ -86,11 +87,17 @@ func TestFairness(t *testing.T) {
 		t.Fatal("partition 1's ref was not dispatched")
 	}
 	b.c.Stop()
+	per := MaxOccurrencesPerCommand / DefaultEmitMax
+	wantSeq := []string{"scan/0/0"}
+	for range DefaultRefsPerRound / per {
+		wantSeq = append(wantSeq, fmt.Sprintf("command/0/%d", per))
+	}
+	wantSeq = append(wantSeq, "scan/1/0", "command/1/1")
 	var seq []string
-	for _, c := range b.twin.Calls()[:4] {
+	for _, c := range b.twin.Calls()[:len(wantSeq)] {
 		seq = append(seq, fmt.Sprintf("%s/%d/%d", c.Kind, c.Partition, len(c.Mutations)))
 	}
-	want := fmt.Sprint([]string{"scan/0/0", "command/0/256", "scan/1/0", "command/1/1"})
+	want := fmt.Sprint(wantSeq)
 	if fmt.Sprint(seq) != want {
 		t.Fatalf("first calls %v, want %v", seq, want)
 	}
