@@ -21,6 +21,7 @@ import (
 //	GET /healthz                                        200 while the process serves
 //	GET /readyz                                         200 when every owned partition answers
 //	GET /v1/partitions                                  the partition table: owner and status
+//	GET /v1/coordinator                                 the due coordinator's counters
 //	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule record
 //	GET /v1/sagas/{namespace}/{queue}/{key}/{id}        a saga record
 //	GET /v1/lanes/{namespace}/{queue}/{key}?after=&max= a page of a lane's messages
@@ -31,6 +32,9 @@ func (s *Silo) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /v1/partitions", s.partitionTable)
+	mux.HandleFunc("GET /v1/coordinator", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.CoordinatorStats())
+	})
 	mux.HandleFunc("GET /v1/schedules/{namespace}/{queue}/{key}/{id}", func(w http.ResponseWriter, r *http.Request) {
 		rec, err := s.client.InspectSchedule(r.Context(), lanePath(r), r.PathValue("id"))
 		s.writeRecord(w, rec, err)

@@ -119,6 +119,9 @@ func (s *Silo) ID() string { return s.cluster.ActorSystem.ID }
 // Done is closed when the silo has stopped (Stop, or fenced by the cluster).
 func (s *Silo) Done() <-chan struct{} { return s.stopped }
 
+// CoordinatorStats returns the due coordinator's counters and per-partition view.
+func (s *Silo) CoordinatorStats() duecoordinator.Stats { return s.coord.Stats() }
+
 // Owned returns the partitions the topology currently places on this silo.
 func (s *Silo) Owned() []int {
 	s.ownedMu.Lock()

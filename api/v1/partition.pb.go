@@ -692,7 +692,9 @@ type PartitionStatus struct {
 	RetainedBytes        uint64                 `protobuf:"varint,8,opt,name=retained_bytes,json=retainedBytes,proto3" json:"retained_bytes,omitempty"`
 	Silo                 string                 `protobuf:"bytes,9,opt,name=silo,proto3" json:"silo,omitempty"`
 	// The cluster's partition count (fixed when its data root was created).
-	Partitions    int32 `protobuf:"varint,10,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions int32 `protobuf:"varint,10,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// How many messages were ever enqueued in the partition (its enqueue sequence).
+	EnqueuedTotal uint64 `protobuf:"varint,11,opt,name=enqueued_total,json=enqueuedTotal,proto3" json:"enqueued_total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -793,6 +795,13 @@ func (x *PartitionStatus) GetSilo() string {
 func (x *PartitionStatus) GetPartitions() int32 {
 	if x != nil {
 		return x.Partitions
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetEnqueuedTotal() uint64 {
+	if x != nil {
+		return x.EnqueuedTotal
 	}
 	return 0
 }
@@ -937,7 +946,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x19\n" +
 	"\bafter_id\x18\x02 \x01(\tR\aafterId\x12!\n" +
 	"\fmax_messages\x18\x03 \x01(\rR\vmaxMessages\"\x12\n" +
-	"\x10InspectPartition\"\x9d\x03\n" +
+	"\x10InspectPartition\"\xc4\x03\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12)\n" +
 	"\x10activation_epoch\x18\x02 \x01(\x04R\x0factivationEpoch\x125\n" +
@@ -951,7 +960,8 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\n" +
 	" \x01(\x05R\n" +
-	"partitions\"\xc1\x02\n" +
+	"partitions\x12%\n" +
+	"\x0eenqueued_total\x18\v \x01(\x04R\renqueuedTotal\"\xc1\x02\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +

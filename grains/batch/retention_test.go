@@ -143,3 +143,22 @@ func TestTombstonesExpireAndHousekeepIsBounded(t *testing.T) {
 		t.Fatalf("oversized housekeep: %v", out.Receipt)
 	}
 }
+
+func TestHousekeepingDueOnlyWhenSomethingExpired(t *testing.T) {
+	a := applier()
+	v := kv.NewMemory()
+	if due, err := a.HousekeepingDue(v, t0); err != nil || due {
+		t.Fatalf("empty partition: due=%v err=%v", due, err)
+	}
+	mustApply(t, v, &orreryv1.Batch{CommandId: "c", Mutations: []*orreryv1.Mutation{enqueueMutation("m")}}, t0)
+	if due, _ := a.HousekeepingDue(v, t0+input.Hour); due {
+		t.Fatal("a fresh receipt made housekeeping due")
+	}
+	if due, _ := a.HousekeepingDue(v, t0+25*input.Hour); !due {
+		t.Fatal("an expired receipt did not make housekeeping due")
+	}
+	housekeep(t, a, v, "h", 100, t0+25*input.Hour)
+	if due, _ := a.HousekeepingDue(v, t0+25*input.Hour+1); due {
+		t.Fatal("housekeeping still due after it ran (its own receipt is fresh)")
+	}
+}

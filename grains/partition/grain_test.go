@@ -37,7 +37,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // harness is an actor system with one partition grain on a temp data root.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	system *actor.ActorSystem
 	cfg    Config
 	pid    *actor.PID
@@ -45,7 +45,7 @@ type harness struct {
 	due    []*orreryv1.NextDueNotice
 }
 
-func newHarness(t *testing.T, mutate func(*Config)) *harness {
+func newHarness(t testing.TB, mutate func(*Config)) *harness {
 	h := &harness{t: t, system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))}
 	h.cfg = Config{DataRoot: t.TempDir(), Partitions: 4, Logger: quiet, OnNextDue: func(n *orreryv1.NextDueNotice) {
 		h.mu.Lock()
@@ -90,7 +90,7 @@ func (h *harness) waitDue(nextDue int64) {
 	}
 }
 
-func request[T proto.Message](t *testing.T, system *actor.ActorSystem, pid *actor.PID, msg proto.Message) T {
+func request[T proto.Message](t testing.TB, system *actor.ActorSystem, pid *actor.PID, msg proto.Message) T {
 	t.Helper()
 	res, err := system.Root.RequestFuture(pid, msg, 10*time.Second).Result()
 	if err != nil {
@@ -115,7 +115,7 @@ func receive(max uint32) *orreryv1.Mutation {
 	return &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme", Queue: "jobs", Max: max}}}
 }
 
-func receipt(t *testing.T, r *orreryv1.CommandReply) *orreryv1.Receipt {
+func receipt(t testing.TB, r *orreryv1.CommandReply) *orreryv1.Receipt {
 	t.Helper()
 	if r.GetError() != nil {
 		t.Fatalf("command failed: %v", orrery.FromProto(r.GetError()))

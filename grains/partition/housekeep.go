@@ -9,6 +9,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/kv"
 )
 
 // HousekeepingPrincipal is the principal of the grain's own housekeeping commands.
@@ -30,6 +31,16 @@ func (g *grain) housekeep(ctx actor.Context) {
 		return
 	}
 	if g.housekeeping {
+		g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
+		return
+	}
+	// An idle partition writes nothing: run only when something has expired.
+	due := false
+	if err := g.store.View(func(r kv.Reader) error {
+		var err error
+		due, err = g.applier.HousekeepingDue(r, g.readTime())
+		return err
+	}); err != nil || !due {
 		g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
 		return
 	}

@@ -106,13 +106,17 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 			if err != nil {
 				return err
 			}
+			enqueued, err := queue.Sequence(r)
+			if err != nil {
+				return err
+			}
 			next, err := g.nextDue()
 			reply.Found = true
 			reply.Partition = &orreryv1.PartitionStatus{
 				Partition: int32(g.partition), ActivationEpoch: g.store.Epoch(), LoggedTimeUnixMicros: g.store.LoggedTime(),
 				AppliedIndex: g.store.AppliedIndex(), NextDueAtUnixMicros: next, PendingCommands: uint32(len(g.pending) + len(g.waiters)),
 				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(), Silo: g.cfg.Silo,
-				Partitions: int32(g.cfg.Partitions),
+				Partitions: int32(g.cfg.Partitions), EnqueuedTotal: enqueued,
 			}
 			return err
 		default:

@@ -79,17 +79,22 @@ func visibilityKey(msg *orreryv1.QueueMessage) []byte {
 	return keys.VisibilityKey(msg.GetLane().GetNamespace(), msg.GetLane().GetQueue(), at, msg.GetSequence())
 }
 
-func nextSequence(v kv.View) (uint64, error) {
+// Sequence returns the partition's enqueue sequence: how many messages were ever enqueued.
+func Sequence(v kv.Reader) (uint64, error) {
 	b, found, err := v.Get(keys.Sequence)
-	if err != nil {
+	if err != nil || !found {
 		return 0, err
 	}
-	var seq uint64
-	if found {
-		if len(b) != 8 {
-			return 0, orrery.Errorf(orrery.CodeInternal, "sequence record is %d bytes, want 8", len(b))
-		}
-		seq = binary.BigEndian.Uint64(b)
+	if len(b) != 8 {
+		return 0, orrery.Errorf(orrery.CodeInternal, "sequence record is %d bytes, want 8", len(b))
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+func nextSequence(v kv.View) (uint64, error) {
+	seq, err := Sequence(v)
+	if err != nil {
+		return 0, err
 	}
 	seq++
 	return seq, v.Set(keys.Sequence, binary.BigEndian.AppendUint64(nil, seq))

@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/silo"
+)
+
+// These benchmarks start a protoactor cluster: run without -race (see the Makefile).
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// scale shortens a duration or count under -short, so make test exercises every benchmark.
+func scale(full, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
+
+func startSilo(b *testing.B, dir string) *silo.Silo {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Stop)
+	return s
+}
+
+// laneFor returns a lane whose key routes to partition n, distinct per i.
+func laneFor(queue string, n, partitions, i int) *orreryv1.Lane {
+	for j := 0; ; j++ {
+		l := &orreryv1.Lane{Namespace: "bench", Queue: queue, Key: fmt.Sprintf("k-%d-%d-%d", n, i, j)}
+		if route.Partition(l, partitions) == n {
+			return l
+		}
+	}
+}
+
+func everySpec(interval time.Duration, first time.Time) *orreryv1.ScheduleSpec {
+	return &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{
+		IntervalMicros: interval.Microseconds(), FirstDueAtUnixMicros: first.UnixMicro()}}}
+}
+
+// createSchedules configures count schedules spread evenly over the partitions, first(i)
+// giving each one's first due instant, in batches of up to 200 per command, one goroutine per
+// partition. It returns the schedules' lanes and the creation rate.
+func createSchedules(b *testing.B, c *client.Client, queue string, count int, interval time.Duration, first func(i int) time.Time) ([]*orreryv1.Lane, float64) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	partitions := c.Partitions()
+	lanes := make([]*orreryv1.Lane, count)
+	for i := range count {
+		lanes[i] = laneFor(queue, i%partitions, partitions, i/partitions)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, partitions)
+	for n := range partitions {
+		wg.Go(func() {
+			var batch []*orreryv1.Mutation
+			flush := func() {
+				if len(batch) == 0 {
+					return
+				}
+				rc, _, err := c.Batch(ctx, n, batch)
+				if err == nil {
+					for _, r := range rc.GetResults() {
+						if r.GetError() != nil {
+							err = fmt.Errorf("configure: %v", r.GetError())
+							break
+						}
+					}
+				}
+				if err != nil {
+					errs <- err
+				}
+				batch = batch[:0]
+			}
+			for i := n; i < count; i += partitions {
+				batch = append(batch, &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+					Definition: &orreryv1.ScheduleDefinition{Lane: lanes[i], ScheduleId: uuidFor(i), Spec: everySpec(interval, first(i)),
+						Template: &orreryv1.MessageTemplate{PayloadJson: `{"bench":true}`}},
+				}}})
+				if len(batch) == 200 {
+					flush()
+				}
+			}
+			flush()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	return lanes, float64(count) / time.Since(start).Seconds()
+}
+
+// uuidFor is a deterministic canonical UUID for schedule i.
+func uuidFor(i int) string {
+	return fmt.Sprintf("00000000-0000-4000-8000-%012x", i)
+}
+
+// enqueuedTotal sums the partitions' enqueue sequences: every message ever enqueued.
+func enqueuedTotal(b *testing.B, c *client.Client) uint64 {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var total uint64
+	for n := range c.Partitions() {
+		st, err := c.PartitionStatus(ctx, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += st.GetEnqueuedTotal()
+	}
+	return total
+}
+
+// rssBytes reads this process's resident set size.
+func rssBytes() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.ParseUint(strings.Fields(line)[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// cpuSeconds is this process's user+system CPU time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// diskBytes is the size of every file under dir.
+func diskBytes(dir string) int64 {
+	var total int64
+	_ = filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			total += info.Size()
+		}
+		return nil
+	})
+	return total
+}
+
+// percentiles returns p50, p99 and max of samples in milliseconds.
+func percentiles(samples []time.Duration) (p50, p99, maxMS float64) {
+	if len(samples) == 0 {
+		return 0, 0, 0
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return ms(samples[len(samples)/2]), ms(samples[min(len(samples)-1, len(samples)*99/100)]), ms(samples[len(samples)-1])
+}

@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery/client"
+)
+
+// BenchmarkDueLateness: 10,000 Every 1s schedules on one silo for 20 s, first due instants
+// spread over one second. Reports p50, p99 and max of (enqueue logged time − due time) and of
+// (worker handler start − due time) in ms, and how many occurrences were enqueued or handled
+// before their due time (must be 0).
+func BenchmarkDueLateness(b *testing.B) {
+	schedules := scale(10_000, 1_000)
+	window := time.Duration(scale(20, 4)) * time.Second
+	for range b.N {
+		s := startSilo(b, b.TempDir())
+		c := s.Client()
+		base := time.Now().Add(5 * time.Second).Truncate(time.Second)
+		createSchedules(b, c, "lateness", schedules, time.Second, func(i int) time.Time {
+			return base.Add(time.Duration(i) * time.Second / time.Duration(schedules))
+		})
+		var mu sync.Mutex
+		var enqueueLate, handlerLate []time.Duration
+		early := 0
+		measureFrom, measureTo := base.Add(time.Second), base.Add(time.Second+window)
+		ctx, cancel := context.WithTimeout(context.Background(), window+15*time.Second)
+		w := c.NewWorker(client.WorkerConfig{Namespace: "bench", Queue: "lateness", Concurrency: 256, Wait: 5 * time.Second,
+			Handler: func(_ context.Context, m *client.Message) error {
+				started := time.Now()
+				due := time.UnixMicro(m.Occurrence().GetNominalDueAtUnixMicros())
+				mu.Lock()
+				defer mu.Unlock()
+				if started.Before(due) || m.EnqueuedAt().Before(due) {
+					early++
+				}
+				if !due.Before(measureFrom) && due.Before(measureTo) {
+					enqueueLate = append(enqueueLate, m.EnqueuedAt().Sub(due))
+					handlerLate = append(handlerLate, started.Sub(due))
+				}
+				return nil
+			}})
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		time.Sleep(time.Until(measureTo.Add(3 * time.Second)))
+		cancel()
+		<-done
+		mu.Lock()
+		e50, e99, emax := percentiles(enqueueLate)
+		h50, h99, hmax := percentiles(handlerLate)
+		n := len(enqueueLate)
+		mu.Unlock()
+		want := int(window/time.Second) * schedules
+		b.ReportMetric(e50, "p50-enqueue-lateness-ms")
+		b.ReportMetric(e99, "p99-enqueue-lateness-ms")
+		b.ReportMetric(emax, "max-enqueue-lateness-ms")
+		b.ReportMetric(h50, "p50-handler-lateness-ms")
+		b.ReportMetric(h99, "p99-handler-lateness-ms")
+		b.ReportMetric(hmax, "max-handler-lateness-ms")
+		b.ReportMetric(float64(early), "early")
+		b.ReportMetric(float64(n), "measured")
+		if early != 0 {
+			b.Fatalf("%d occurrences were enqueued or handled before their due time", early)
+		}
+		if n < want*9/10 {
+			b.Fatalf("measured %d occurrences, expected about %d", n, want)
+		}
+		s.Stop()
+	}
+}

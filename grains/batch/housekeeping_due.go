@@ -1,0 +1,29 @@
+package batch
+
+import (
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+)
+
+// HousekeepingDue reports, with a few bounded reads, whether a Housekeep mutation at loggedNow
+// would remove anything: a receipt expired or beyond the cap, or a message tombstone past its
+// retention. Partitions ask before running one, so an idle partition writes nothing.
+func (a Applier) HousekeepingDue(r kv.Reader, loggedNowMicros int64) (bool, error) {
+	count, err := receiptCount(r)
+	if err != nil || count > a.Limits.MaxReceipts {
+		return err == nil, err
+	}
+	due := false
+	err = r.Scan(keys.Of(keys.InboxExpiry, nil), keys.InboxExpiryUpTo(loggedNowMicros), func(_, _ []byte) (bool, error) {
+		due = true
+		return false, nil
+	})
+	if err != nil || due {
+		return due, err
+	}
+	err = r.Scan(keys.Of(keys.TombstoneAge, nil), keys.TombstoneAgeUpTo(loggedNowMicros-a.Limits.TombstoneRetentionMicros), func(_, _ []byte) (bool, error) {
+		due = true
+		return false, nil
+	})
+	return due, err
+}
