@@ -31,7 +31,7 @@ func BenchmarkSteadyDisk(b *testing.B) {
 		cancel()
 		handled := enqueuedTotal(b, c)
 		s.Stop()
-		disk := diskBytes(dir)
+		disk, apparent := diskBytes(dir)
 		var live int64
 		for n := range 32 {
 			store, err := persistence.Open(persistence.PartitionDir(dir, n), persistence.Options{Logger: quiet})
@@ -47,6 +47,7 @@ func BenchmarkSteadyDisk(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(disk)/(1<<20), "disk-MiB")
+		b.ReportMetric(float64(apparent)/(1<<20), "apparent-MiB")
 		b.ReportMetric(float64(live)/(1<<20), "live-MiB")
 		b.ReportMetric(float64(disk)/float64(max(live, 1)), "disk/live")
 		b.ReportMetric(float64(handled), "occurrences")

@@ -159,16 +159,19 @@ func cpuSeconds() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-// diskBytes is the size of every file under dir.
-func diskBytes(dir string) int64 {
-	var total int64
+// diskBytes returns the space the files under dir occupy (allocated blocks, as du counts) and
+// their apparent size (Badger preallocates its write-ahead and value-log files sparsely).
+func diskBytes(dir string) (allocated, apparent int64) {
 	_ = filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() {
-			total += info.Size()
+			apparent += info.Size()
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				allocated += st.Blocks * 512
+			}
 		}
 		return nil
 	})
-	return total
+	return allocated, apparent
 }
 
 // percentiles returns p50, p99 and max of samples in milliseconds.
