@@ -9,6 +9,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/client/clienttest"
 	"github.com/orreryhq/orrery/grains/input"
 )
 
@@ -261,4 +262,38 @@ func TestCloseClosesTransport(t *testing.T) {
 
 func enqueueMutation(l *orreryv1.Lane, id string) *orreryv1.Mutation {
 	return &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: l, Id: id, PayloadJson: `{}`}}}
+}
+
+func TestScheduleInspectionAndLedgerRoundTrip(t *testing.T) {
+	tr := clienttest.New(4)
+	c := client.New(tr, client.Options{})
+	ctx := context.Background()
+	lane := &orreryv1.Lane{Namespace: "ns", Queue: "q", Key: "ledger"}
+	id := client.NewID()
+	first := time.Now().Add(-3 * time.Second).Truncate(time.Second)
+	if _, err := c.ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id,
+		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: time.Second.Microseconds(), FirstDueAtUnixMicros: first.UnixMicro()}}}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: id, ExpectedGeneration: 1, Max: 32}); err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.ScheduleInspection(ctx, lane, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.GetNextFireTimesUnixMicros()) != 10 || in.GetRecord().GetNextOrdinal() < 3 {
+		t.Fatalf("inspection %v", in)
+	}
+	recs, next, err := c.ReadLedger(ctx, lane, id, client.LedgerQuery{MaxRecords: 2})
+	if err != nil || len(recs) != 2 || next == nil {
+		t.Fatalf("first ledger page: %d records, continuation %v, err %v", len(recs), next, err)
+	}
+	rest, next, err := c.ReadLedger(ctx, lane, id, client.LedgerQuery{After: next})
+	if err != nil || next != nil || len(recs)+len(rest) != int(in.GetRecord().GetNextOrdinal()) {
+		t.Fatalf("second page: %d records, continuation %v, err %v; want %d in all", len(rest), next, err, in.GetRecord().GetNextOrdinal())
+	}
+	if _, err := c.ScheduleInspection(ctx, lane, client.NewID()); !errors.Is(err, orrery.ErrNotFound) {
+		t.Fatalf("absent schedule: %v", err)
+	}
 }

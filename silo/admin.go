@@ -2,6 +2,7 @@ package silo
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
 )
 
 // adminHandler serves, on loopback by default:
@@ -22,7 +24,9 @@ import (
 //	GET /readyz                                         200 when every owned partition answers
 //	GET /v1/partitions                                  the partition table: owner and status
 //	GET /v1/coordinator                                 the due coordinator's counters
-//	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule record
+//	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule: record, next 10 fire times, last 10 outcomes
+//	GET /v1/ledger/{namespace}/{queue}/{key}/{id}?from=&to=&max=&after=
+//	                                                    a schedule's occurrence ledger (RFC 3339 bounds)
 //	GET /v1/sagas/{namespace}/{queue}/{key}/{id}        a saga record
 //	GET /v1/lanes/{namespace}/{queue}/{key}?after=&max= a page of a lane's messages
 func (s *Silo) adminHandler() http.Handler {
@@ -36,9 +40,10 @@ func (s *Silo) adminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, s.CoordinatorStats())
 	})
 	mux.HandleFunc("GET /v1/schedules/{namespace}/{queue}/{key}/{id}", func(w http.ResponseWriter, r *http.Request) {
-		rec, err := s.client.InspectSchedule(r.Context(), lanePath(r), r.PathValue("id"))
-		s.writeRecord(w, rec, err)
+		inspection, err := s.client.ScheduleInspection(r.Context(), lanePath(r), r.PathValue("id"))
+		s.writeRecord(w, inspection, err)
 	})
+	mux.HandleFunc("GET /v1/ledger/{namespace}/{queue}/{key}/{id}", s.ledger)
 	mux.HandleFunc("GET /v1/sagas/{namespace}/{queue}/{key}/{id}", func(w http.ResponseWriter, r *http.Request) {
 		rec, err := s.client.InspectSaga(r.Context(), lanePath(r), r.PathValue("id"))
 		s.writeRecord(w, rec, err)
@@ -65,6 +70,55 @@ func (s *Silo) adminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"messages": page, "next_after": next})
 	})
 	return mux
+}
+
+// ledger serves a page of a schedule's occurrence ledger.
+func (s *Silo) ledger(w http.ResponseWriter, r *http.Request) {
+	var q client.LedgerQuery
+	query := r.URL.Query()
+	for _, bound := range []struct {
+		name string
+		at   *time.Time
+	}{{"from", &q.From}, {"to", &q.To}} {
+		if v := query.Get(bound.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				writeError(w, orrery.Invalid(bound.name, "must be an RFC 3339 instant, got %q", v))
+				return
+			}
+			*bound.at = t
+		}
+	}
+	if v := query.Get("max"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, orrery.Invalid("max", "must be a positive integer, got %q", v))
+			return
+		}
+		q.MaxRecords = n
+	}
+	if v := query.Get("after"); v != "" {
+		after, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil {
+			writeError(w, orrery.Invalid("after", "must be the next_after of a previous page"))
+			return
+		}
+		q.After = after
+	}
+	records, next, err := s.client.ReadLedger(r.Context(), lanePath(r), r.PathValue("id"), q)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	page := make([]json.RawMessage, len(records))
+	for i, rec := range records {
+		page[i] = protoJSON(rec)
+	}
+	body := map[string]any{"records": page}
+	if next != nil {
+		body["next_after"] = base64.RawURLEncoding.EncodeToString(next)
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func lanePath(r *http.Request) *orreryv1.Lane {

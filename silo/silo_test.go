@@ -112,8 +112,15 @@ func TestSiloEmitsOccurrencesToAWorker(t *testing.T) {
 		t.Fatalf("worker: %v", err)
 	}
 	code, body := getJSON(t, "http://"+s.AdminAddress()+"/v1/schedules/test/ticks/k1/"+id)
-	if code != 200 || body["definition"] == nil {
+	if code != 200 || body["record"] == nil || len(body["next_fire_times_unix_micros"].([]any)) != 10 || len(body["last_outcomes"].([]any)) == 0 {
 		t.Fatalf("inspect schedule: %d %v", code, body)
+	}
+	code, body = getJSON(t, "http://"+s.AdminAddress()+"/v1/ledger/test/ticks/k1/"+id+"?max=2")
+	if code != 200 || len(body["records"].([]any)) != 2 || body["next_after"] == nil {
+		t.Fatalf("ledger page: %d %v", code, body)
+	}
+	if code, body := getJSON(t, "http://"+s.AdminAddress()+"/v1/ledger/test/ticks/k1/"+id+"?from=yesterday"); code != http.StatusBadRequest {
+		t.Fatalf("a bad bound: %d %v", code, body)
 	}
 	if code, body := getJSON(t, "http://"+s.AdminAddress()+"/v1/schedules/test/ticks/k1/"+uuid.NewString()); code != http.StatusNotFound {
 		t.Fatalf("inspect a missing schedule: %d %v", code, body)

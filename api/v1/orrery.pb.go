@@ -106,6 +106,116 @@ func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_api_v1_orrery_proto_rawDescGZIP(), []int{0}
 }
 
+// CronGapPolicy says what happens to a cron occurrence whose local time falls in a
+// spring-forward gap (the wall clock jumps over it).
+type CronGapPolicy int32
+
+const (
+	// Unspecified means SHIFT.
+	CronGapPolicy_CRON_GAP_POLICY_UNSPECIFIED CronGapPolicy = 0
+	// Fire once, at the first instant after the gap (the Cronos rule).
+	CronGapPolicy_CRON_GAP_POLICY_SHIFT CronGapPolicy = 1
+	// Do not fire.
+	CronGapPolicy_CRON_GAP_POLICY_SKIP CronGapPolicy = 2
+)
+
+// Enum value maps for CronGapPolicy.
+var (
+	CronGapPolicy_name = map[int32]string{
+		0: "CRON_GAP_POLICY_UNSPECIFIED",
+		1: "CRON_GAP_POLICY_SHIFT",
+		2: "CRON_GAP_POLICY_SKIP",
+	}
+	CronGapPolicy_value = map[string]int32{
+		"CRON_GAP_POLICY_UNSPECIFIED": 0,
+		"CRON_GAP_POLICY_SHIFT":       1,
+		"CRON_GAP_POLICY_SKIP":        2,
+	}
+)
+
+func (x CronGapPolicy) Enum() *CronGapPolicy {
+	p := new(CronGapPolicy)
+	*p = x
+	return p
+}
+
+func (x CronGapPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CronGapPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_v1_orrery_proto_enumTypes[1].Descriptor()
+}
+
+func (CronGapPolicy) Type() protoreflect.EnumType {
+	return &file_api_v1_orrery_proto_enumTypes[1]
+}
+
+func (x CronGapPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CronGapPolicy.Descriptor instead.
+func (CronGapPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{1}
+}
+
+// CronRepeatPolicy says how often a cron occurrence whose local time repeats (fall-back)
+// fires.
+type CronRepeatPolicy int32
+
+const (
+	// Unspecified is the Cronos rule: an expression whose second, minute or hour field has '*',
+	// a range or a step fires in both passes; any other fires once, in the first.
+	CronRepeatPolicy_CRON_REPEAT_POLICY_UNSPECIFIED CronRepeatPolicy = 0
+	CronRepeatPolicy_CRON_REPEAT_POLICY_FIRST       CronRepeatPolicy = 1
+	CronRepeatPolicy_CRON_REPEAT_POLICY_LAST        CronRepeatPolicy = 2
+	CronRepeatPolicy_CRON_REPEAT_POLICY_BOTH        CronRepeatPolicy = 3
+)
+
+// Enum value maps for CronRepeatPolicy.
+var (
+	CronRepeatPolicy_name = map[int32]string{
+		0: "CRON_REPEAT_POLICY_UNSPECIFIED",
+		1: "CRON_REPEAT_POLICY_FIRST",
+		2: "CRON_REPEAT_POLICY_LAST",
+		3: "CRON_REPEAT_POLICY_BOTH",
+	}
+	CronRepeatPolicy_value = map[string]int32{
+		"CRON_REPEAT_POLICY_UNSPECIFIED": 0,
+		"CRON_REPEAT_POLICY_FIRST":       1,
+		"CRON_REPEAT_POLICY_LAST":        2,
+		"CRON_REPEAT_POLICY_BOTH":        3,
+	}
+)
+
+func (x CronRepeatPolicy) Enum() *CronRepeatPolicy {
+	p := new(CronRepeatPolicy)
+	*p = x
+	return p
+}
+
+func (x CronRepeatPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CronRepeatPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_v1_orrery_proto_enumTypes[2].Descriptor()
+}
+
+func (CronRepeatPolicy) Type() protoreflect.EnumType {
+	return &file_api_v1_orrery_proto_enumTypes[2]
+}
+
+func (x CronRepeatPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CronRepeatPolicy.Descriptor instead.
+func (CronRepeatPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{2}
+}
+
 // MisfirePolicy says what happens to occurrences that fell due while nothing ran.
 type MisfirePolicy int32
 
@@ -144,11 +254,11 @@ func (x MisfirePolicy) String() string {
 }
 
 func (MisfirePolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_orrery_proto_enumTypes[1].Descriptor()
+	return file_api_v1_orrery_proto_enumTypes[3].Descriptor()
 }
 
 func (MisfirePolicy) Type() protoreflect.EnumType {
-	return &file_api_v1_orrery_proto_enumTypes[1]
+	return &file_api_v1_orrery_proto_enumTypes[3]
 }
 
 func (x MisfirePolicy) Number() protoreflect.EnumNumber {
@@ -157,7 +267,7 @@ func (x MisfirePolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MisfirePolicy.Descriptor instead.
 func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{1}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{3}
 }
 
 // OverlapPolicy says what happens while a previous occurrence is not yet acknowledged.
@@ -198,11 +308,11 @@ func (x OverlapPolicy) String() string {
 }
 
 func (OverlapPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_orrery_proto_enumTypes[2].Descriptor()
+	return file_api_v1_orrery_proto_enumTypes[4].Descriptor()
 }
 
 func (OverlapPolicy) Type() protoreflect.EnumType {
-	return &file_api_v1_orrery_proto_enumTypes[2]
+	return &file_api_v1_orrery_proto_enumTypes[4]
 }
 
 func (x OverlapPolicy) Number() protoreflect.EnumNumber {
@@ -211,7 +321,7 @@ func (x OverlapPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OverlapPolicy.Descriptor instead.
 func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{2}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{4}
 }
 
 // SagaPhase is the lifecycle of a saga. Completed, Cancelled and TimedOut are terminal.
@@ -254,11 +364,11 @@ func (x SagaPhase) String() string {
 }
 
 func (SagaPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_orrery_proto_enumTypes[3].Descriptor()
+	return file_api_v1_orrery_proto_enumTypes[5].Descriptor()
 }
 
 func (SagaPhase) Type() protoreflect.EnumType {
-	return &file_api_v1_orrery_proto_enumTypes[3]
+	return &file_api_v1_orrery_proto_enumTypes[5]
 }
 
 func (x SagaPhase) Number() protoreflect.EnumNumber {
@@ -267,7 +377,7 @@ func (x SagaPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SagaPhase.Descriptor instead.
 func (SagaPhase) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{3}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{5}
 }
 
 // Error is the one error shape on the wire. Field names the offending input field as a path
@@ -538,6 +648,80 @@ func (x *EverySpec) GetFirstDueAtUnixMicros() int64 {
 	return 0
 }
 
+// CronSpec fires at the instants a cron expression matches on the wall clock of an IANA time
+// zone: the first strictly after the previous nominal instant (the first at or after the
+// generation's start).
+type CronSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Five fields (minute hour day-of-month month day-of-week), six with a leading second
+	// field, or a macro such as @daily (grains/schedule/cron documents the syntax).
+	Expression string `protobuf:"bytes,1,opt,name=expression,proto3" json:"expression,omitempty"`
+	// An IANA zone name such as "America/New_York"; empty means UTC.
+	TimeZone      string           `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	GapPolicy     CronGapPolicy    `protobuf:"varint,3,opt,name=gap_policy,json=gapPolicy,proto3,enum=orrery.v1.CronGapPolicy" json:"gap_policy,omitempty"`
+	RepeatPolicy  CronRepeatPolicy `protobuf:"varint,4,opt,name=repeat_policy,json=repeatPolicy,proto3,enum=orrery.v1.CronRepeatPolicy" json:"repeat_policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CronSpec) Reset() {
+	*x = CronSpec{}
+	mi := &file_api_v1_orrery_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CronSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CronSpec) ProtoMessage() {}
+
+func (x *CronSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CronSpec.ProtoReflect.Descriptor instead.
+func (*CronSpec) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CronSpec) GetExpression() string {
+	if x != nil {
+		return x.Expression
+	}
+	return ""
+}
+
+func (x *CronSpec) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *CronSpec) GetGapPolicy() CronGapPolicy {
+	if x != nil {
+		return x.GapPolicy
+	}
+	return CronGapPolicy_CRON_GAP_POLICY_UNSPECIFIED
+}
+
+func (x *CronSpec) GetRepeatPolicy() CronRepeatPolicy {
+	if x != nil {
+		return x.RepeatPolicy
+	}
+	return CronRepeatPolicy_CRON_REPEAT_POLICY_UNSPECIFIED
+}
+
 // ScheduleSpec says when a schedule is due.
 type ScheduleSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -546,6 +730,7 @@ type ScheduleSpec struct {
 	//	*ScheduleSpec_At
 	//	*ScheduleSpec_After
 	//	*ScheduleSpec_Every
+	//	*ScheduleSpec_Cron
 	Kind          isScheduleSpec_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -553,7 +738,7 @@ type ScheduleSpec struct {
 
 func (x *ScheduleSpec) Reset() {
 	*x = ScheduleSpec{}
-	mi := &file_api_v1_orrery_proto_msgTypes[5]
+	mi := &file_api_v1_orrery_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +750,7 @@ func (x *ScheduleSpec) String() string {
 func (*ScheduleSpec) ProtoMessage() {}
 
 func (x *ScheduleSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[5]
+	mi := &file_api_v1_orrery_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +763,7 @@ func (x *ScheduleSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleSpec.ProtoReflect.Descriptor instead.
 func (*ScheduleSpec) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{5}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ScheduleSpec) GetKind() isScheduleSpec_Kind {
@@ -615,6 +800,15 @@ func (x *ScheduleSpec) GetEvery() *EverySpec {
 	return nil
 }
 
+func (x *ScheduleSpec) GetCron() *CronSpec {
+	if x != nil {
+		if x, ok := x.Kind.(*ScheduleSpec_Cron); ok {
+			return x.Cron
+		}
+	}
+	return nil
+}
+
 type isScheduleSpec_Kind interface {
 	isScheduleSpec_Kind()
 }
@@ -631,11 +825,17 @@ type ScheduleSpec_Every struct {
 	Every *EverySpec `protobuf:"bytes,3,opt,name=every,proto3,oneof"`
 }
 
+type ScheduleSpec_Cron struct {
+	Cron *CronSpec `protobuf:"bytes,4,opt,name=cron,proto3,oneof"`
+}
+
 func (*ScheduleSpec_At) isScheduleSpec_Kind() {}
 
 func (*ScheduleSpec_After) isScheduleSpec_Kind() {}
 
 func (*ScheduleSpec_Every) isScheduleSpec_Kind() {}
+
+func (*ScheduleSpec_Cron) isScheduleSpec_Kind() {}
 
 // MessageTemplate is what each occurrence or timeout message carries.
 type MessageTemplate struct {
@@ -653,7 +853,7 @@ type MessageTemplate struct {
 
 func (x *MessageTemplate) Reset() {
 	*x = MessageTemplate{}
-	mi := &file_api_v1_orrery_proto_msgTypes[6]
+	mi := &file_api_v1_orrery_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +865,7 @@ func (x *MessageTemplate) String() string {
 func (*MessageTemplate) ProtoMessage() {}
 
 func (x *MessageTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[6]
+	mi := &file_api_v1_orrery_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +878,7 @@ func (x *MessageTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageTemplate.ProtoReflect.Descriptor instead.
 func (*MessageTemplate) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{6}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MessageTemplate) GetPayloadJson() string {
@@ -721,18 +921,27 @@ type ScheduleDefinition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Lane  *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
 	// Lower-case canonical UUID, e.g. "0f8fad5b-d9cb-469f-a165-70867728950e".
-	ScheduleId    string           `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
-	Spec          *ScheduleSpec    `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
-	Misfire       MisfirePolicy    `protobuf:"varint,4,opt,name=misfire,proto3,enum=orrery.v1.MisfirePolicy" json:"misfire,omitempty"`
-	Overlap       OverlapPolicy    `protobuf:"varint,5,opt,name=overlap,proto3,enum=orrery.v1.OverlapPolicy" json:"overlap,omitempty"`
-	Template      *MessageTemplate `protobuf:"bytes,6,opt,name=template,proto3" json:"template,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ScheduleId string           `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	Spec       *ScheduleSpec    `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	Misfire    MisfirePolicy    `protobuf:"varint,4,opt,name=misfire,proto3,enum=orrery.v1.MisfirePolicy" json:"misfire,omitempty"`
+	Overlap    OverlapPolicy    `protobuf:"varint,5,opt,name=overlap,proto3,enum=orrery.v1.OverlapPolicy" json:"overlap,omitempty"`
+	Template   *MessageTemplate `protobuf:"bytes,6,opt,name=template,proto3" json:"template,omitempty"`
+	// Zero means no window. Otherwise (1 s..365 days) a due occurrence whose nominal instant
+	// is older than the emit's logged time minus the window is recorded as missed instead of
+	// following the misfire policy, and a resume back-fills the paused window's last
+	// catch_up_window_micros.
+	CatchUpWindowMicros int64 `protobuf:"varint,7,opt,name=catch_up_window_micros,json=catchUpWindowMicros,proto3" json:"catch_up_window_micros,omitempty"`
+	// Zero turns the clock anomaly guard off. Otherwise (1 s..365 days), an emit whose logged
+	// time is further than this past the schedule's next nominal instant (or its generation
+	// start or last resume, if later) suspends the schedule instead of emitting.
+	AnomalyWindowMicros int64 `protobuf:"varint,8,opt,name=anomaly_window_micros,json=anomalyWindowMicros,proto3" json:"anomaly_window_micros,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ScheduleDefinition) Reset() {
 	*x = ScheduleDefinition{}
-	mi := &file_api_v1_orrery_proto_msgTypes[7]
+	mi := &file_api_v1_orrery_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +953,7 @@ func (x *ScheduleDefinition) String() string {
 func (*ScheduleDefinition) ProtoMessage() {}
 
 func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[7]
+	mi := &file_api_v1_orrery_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +966,7 @@ func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDefinition.ProtoReflect.Descriptor instead.
 func (*ScheduleDefinition) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{7}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ScheduleDefinition) GetLane() *Lane {
@@ -802,6 +1011,20 @@ func (x *ScheduleDefinition) GetTemplate() *MessageTemplate {
 	return nil
 }
 
+func (x *ScheduleDefinition) GetCatchUpWindowMicros() int64 {
+	if x != nil {
+		return x.CatchUpWindowMicros
+	}
+	return 0
+}
+
+func (x *ScheduleDefinition) GetAnomalyWindowMicros() int64 {
+	if x != nil {
+		return x.AnomalyWindowMicros
+	}
+	return 0
+}
+
 // SagaTimeout is the message enqueued when a Waiting saga's deadline passes. It lands in lane
 // {saga namespace, queue, saga key}.
 type SagaTimeout struct {
@@ -814,7 +1037,7 @@ type SagaTimeout struct {
 
 func (x *SagaTimeout) Reset() {
 	*x = SagaTimeout{}
-	mi := &file_api_v1_orrery_proto_msgTypes[8]
+	mi := &file_api_v1_orrery_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +1049,7 @@ func (x *SagaTimeout) String() string {
 func (*SagaTimeout) ProtoMessage() {}
 
 func (x *SagaTimeout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[8]
+	mi := &file_api_v1_orrery_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1062,7 @@ func (x *SagaTimeout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaTimeout.ProtoReflect.Descriptor instead.
 func (*SagaTimeout) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{8}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SagaTimeout) GetQueue() string {
@@ -864,13 +1087,19 @@ type OccurrenceOrigin struct {
 	Ordinal                uint64                 `protobuf:"varint,3,opt,name=ordinal,proto3" json:"ordinal,omitempty"`
 	Manual                 bool                   `protobuf:"varint,4,opt,name=manual,proto3" json:"manual,omitempty"`
 	NominalDueAtUnixMicros int64                  `protobuf:"varint,5,opt,name=nominal_due_at_unix_micros,json=nominalDueAtUnixMicros,proto3" json:"nominal_due_at_unix_micros,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Set under the COALESCE misfire policy: how many nominal instants this occurrence stands
+	// for (itself included, at least 1) and the first and last of them. The ordinal and the
+	// nominal instant are the last one's.
+	CoalescedCount              uint64 `protobuf:"varint,6,opt,name=coalesced_count,json=coalescedCount,proto3" json:"coalesced_count,omitempty"`
+	FirstNominalDueAtUnixMicros int64  `protobuf:"varint,7,opt,name=first_nominal_due_at_unix_micros,json=firstNominalDueAtUnixMicros,proto3" json:"first_nominal_due_at_unix_micros,omitempty"`
+	LastNominalDueAtUnixMicros  int64  `protobuf:"varint,8,opt,name=last_nominal_due_at_unix_micros,json=lastNominalDueAtUnixMicros,proto3" json:"last_nominal_due_at_unix_micros,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *OccurrenceOrigin) Reset() {
 	*x = OccurrenceOrigin{}
-	mi := &file_api_v1_orrery_proto_msgTypes[9]
+	mi := &file_api_v1_orrery_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1111,7 @@ func (x *OccurrenceOrigin) String() string {
 func (*OccurrenceOrigin) ProtoMessage() {}
 
 func (x *OccurrenceOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[9]
+	mi := &file_api_v1_orrery_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1124,7 @@ func (x *OccurrenceOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OccurrenceOrigin.ProtoReflect.Descriptor instead.
 func (*OccurrenceOrigin) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OccurrenceOrigin) GetScheduleId() string {
@@ -933,6 +1162,27 @@ func (x *OccurrenceOrigin) GetNominalDueAtUnixMicros() int64 {
 	return 0
 }
 
+func (x *OccurrenceOrigin) GetCoalescedCount() uint64 {
+	if x != nil {
+		return x.CoalescedCount
+	}
+	return 0
+}
+
+func (x *OccurrenceOrigin) GetFirstNominalDueAtUnixMicros() int64 {
+	if x != nil {
+		return x.FirstNominalDueAtUnixMicros
+	}
+	return 0
+}
+
+func (x *OccurrenceOrigin) GetLastNominalDueAtUnixMicros() int64 {
+	if x != nil {
+		return x.LastNominalDueAtUnixMicros
+	}
+	return 0
+}
+
 // SagaTimeoutOrigin is the provenance of a saga's timeout message.
 type SagaTimeoutOrigin struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
@@ -945,7 +1195,7 @@ type SagaTimeoutOrigin struct {
 
 func (x *SagaTimeoutOrigin) Reset() {
 	*x = SagaTimeoutOrigin{}
-	mi := &file_api_v1_orrery_proto_msgTypes[10]
+	mi := &file_api_v1_orrery_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1207,7 @@ func (x *SagaTimeoutOrigin) String() string {
 func (*SagaTimeoutOrigin) ProtoMessage() {}
 
 func (x *SagaTimeoutOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[10]
+	mi := &file_api_v1_orrery_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1220,7 @@ func (x *SagaTimeoutOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaTimeoutOrigin.ProtoReflect.Descriptor instead.
 func (*SagaTimeoutOrigin) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SagaTimeoutOrigin) GetSagaId() string {
@@ -1006,7 +1256,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[11]
+	mi := &file_api_v1_orrery_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1268,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[11]
+	mi := &file_api_v1_orrery_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1281,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Lease) GetToken() string {
@@ -1087,7 +1337,7 @@ type QueueMessage struct {
 
 func (x *QueueMessage) Reset() {
 	*x = QueueMessage{}
-	mi := &file_api_v1_orrery_proto_msgTypes[12]
+	mi := &file_api_v1_orrery_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1349,7 @@ func (x *QueueMessage) String() string {
 func (*QueueMessage) ProtoMessage() {}
 
 func (x *QueueMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[12]
+	mi := &file_api_v1_orrery_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1362,7 @@ func (x *QueueMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessage.ProtoReflect.Descriptor instead.
 func (*QueueMessage) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QueueMessage) GetId() string {
@@ -1259,7 +1509,7 @@ type ConfigureSchedule struct {
 
 func (x *ConfigureSchedule) Reset() {
 	*x = ConfigureSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[13]
+	mi := &file_api_v1_orrery_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1521,7 @@ func (x *ConfigureSchedule) String() string {
 func (*ConfigureSchedule) ProtoMessage() {}
 
 func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[13]
+	mi := &file_api_v1_orrery_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1534,7 @@ func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureSchedule.ProtoReflect.Descriptor instead.
 func (*ConfigureSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfigureSchedule) GetDefinition() *ScheduleDefinition {
@@ -1315,7 +1565,7 @@ type EmitOccurrences struct {
 
 func (x *EmitOccurrences) Reset() {
 	*x = EmitOccurrences{}
-	mi := &file_api_v1_orrery_proto_msgTypes[14]
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1577,7 @@ func (x *EmitOccurrences) String() string {
 func (*EmitOccurrences) ProtoMessage() {}
 
 func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[14]
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1590,7 @@ func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmitOccurrences.ProtoReflect.Descriptor instead.
 func (*EmitOccurrences) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EmitOccurrences) GetLane() *Lane {
@@ -1383,7 +1633,7 @@ type CancelSchedule struct {
 
 func (x *CancelSchedule) Reset() {
 	*x = CancelSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1645,7 @@ func (x *CancelSchedule) String() string {
 func (*CancelSchedule) ProtoMessage() {}
 
 func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1658,7 @@ func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelSchedule.ProtoReflect.Descriptor instead.
 func (*CancelSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelSchedule) GetLane() *Lane {
@@ -1444,7 +1694,7 @@ type DeleteSchedule struct {
 
 func (x *DeleteSchedule) Reset() {
 	*x = DeleteSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1706,7 @@ func (x *DeleteSchedule) String() string {
 func (*DeleteSchedule) ProtoMessage() {}
 
 func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1719,7 @@ func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSchedule.ProtoReflect.Descriptor instead.
 func (*DeleteSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteSchedule) GetLane() *Lane {
@@ -1505,7 +1755,7 @@ type PauseSchedule struct {
 
 func (x *PauseSchedule) Reset() {
 	*x = PauseSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1767,7 @@ func (x *PauseSchedule) String() string {
 func (*PauseSchedule) ProtoMessage() {}
 
 func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1780,7 @@ func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSchedule.ProtoReflect.Descriptor instead.
 func (*PauseSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PauseSchedule) GetLane() *Lane {
@@ -1566,7 +1816,7 @@ type ResumeSchedule struct {
 
 func (x *ResumeSchedule) Reset() {
 	*x = ResumeSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1828,7 @@ func (x *ResumeSchedule) String() string {
 func (*ResumeSchedule) ProtoMessage() {}
 
 func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1841,7 @@ func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSchedule.ProtoReflect.Descriptor instead.
 func (*ResumeSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResumeSchedule) GetLane() *Lane {
@@ -1626,7 +1876,7 @@ type TriggerSchedule struct {
 
 func (x *TriggerSchedule) Reset() {
 	*x = TriggerSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1888,7 @@ func (x *TriggerSchedule) String() string {
 func (*TriggerSchedule) ProtoMessage() {}
 
 func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1901,7 @@ func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSchedule.ProtoReflect.Descriptor instead.
 func (*TriggerSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TriggerSchedule) GetLane() *Lane {
@@ -1685,7 +1935,7 @@ type CompareExchangeSaga struct {
 
 func (x *CompareExchangeSaga) Reset() {
 	*x = CompareExchangeSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1947,7 @@ func (x *CompareExchangeSaga) String() string {
 func (*CompareExchangeSaga) ProtoMessage() {}
 
 func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1960,7 @@ func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareExchangeSaga.ProtoReflect.Descriptor instead.
 func (*CompareExchangeSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CompareExchangeSaga) GetLane() *Lane {
@@ -1774,7 +2024,7 @@ type ExpireSaga struct {
 
 func (x *ExpireSaga) Reset() {
 	*x = ExpireSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +2036,7 @@ func (x *ExpireSaga) String() string {
 func (*ExpireSaga) ProtoMessage() {}
 
 func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +2049,7 @@ func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSaga.ProtoReflect.Descriptor instead.
 func (*ExpireSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExpireSaga) GetLane() *Lane {
@@ -1842,7 +2092,7 @@ type Enqueue struct {
 
 func (x *Enqueue) Reset() {
 	*x = Enqueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +2104,7 @@ func (x *Enqueue) String() string {
 func (*Enqueue) ProtoMessage() {}
 
 func (x *Enqueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2117,7 @@ func (x *Enqueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueue.ProtoReflect.Descriptor instead.
 func (*Enqueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Enqueue) GetLane() *Lane {
@@ -1940,7 +2190,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2202,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2215,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Receive) GetNamespace() string {
@@ -2015,7 +2265,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2277,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2290,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Ack) GetLane() *Lane {
@@ -2077,7 +2327,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2339,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2352,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Release) GetLane() *Lane {
@@ -2146,7 +2396,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2408,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2421,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExtendLease) GetLane() *Lane {
@@ -2203,8 +2453,9 @@ func (x *ExtendLease) GetLeaseDurationMicros() int64 {
 }
 
 // Housekeep removes, oldest first and at most max_records in all, what retention no longer
-// keeps: receipts past their retention (and the oldest beyond the partition's receipt cap) and
-// message tombstones past theirs. Partitions run it periodically through the batch path.
+// keeps: receipts past their retention (and the oldest beyond the partition's receipt cap),
+// message tombstones past theirs and occurrence ledger records past theirs. Partitions run it
+// periodically through the batch path.
 type Housekeep struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MaxRecords    uint32                 `protobuf:"varint,1,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
@@ -2214,7 +2465,7 @@ type Housekeep struct {
 
 func (x *Housekeep) Reset() {
 	*x = Housekeep{}
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2477,7 @@ func (x *Housekeep) String() string {
 func (*Housekeep) ProtoMessage() {}
 
 func (x *Housekeep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2490,7 @@ func (x *Housekeep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
 func (*Housekeep) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Housekeep) GetMaxRecords() uint32 {
@@ -2276,7 +2527,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2539,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2552,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -2554,7 +2805,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2817,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2830,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -2612,14 +2863,20 @@ type ScheduleResult struct {
 	// Zero when nothing further is due (finished, cancelled, paused).
 	NextDueAtUnixMicros int64 `protobuf:"varint,4,opt,name=next_due_at_unix_micros,json=nextDueAtUnixMicros,proto3" json:"next_due_at_unix_micros,omitempty"`
 	// Ids of the messages this mutation enqueued, in ordinal order.
-	EnqueuedIds   []string `protobuf:"bytes,5,rep,name=enqueued_ids,json=enqueuedIds,proto3" json:"enqueued_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	EnqueuedIds []string `protobuf:"bytes,5,rep,name=enqueued_ids,json=enqueuedIds,proto3" json:"enqueued_ids,omitempty"`
+	// Set while the schedule is suspended (evaluator or time-zone rules changed, clock
+	// anomaly): why. Only a new ConfigureSchedule releases it.
+	SuspendedReason string `protobuf:"bytes,6,opt,name=suspended_reason,json=suspendedReason,proto3" json:"suspended_reason,omitempty"`
+	// How many ordinals this mutation passed without enqueuing a message (missed, skipped,
+	// coalesced, buffered or suspended; see the occurrence ledger).
+	PassedWithoutMessage uint32 `protobuf:"varint,7,opt,name=passed_without_message,json=passedWithoutMessage,proto3" json:"passed_without_message,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2888,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2901,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -2682,6 +2939,20 @@ func (x *ScheduleResult) GetEnqueuedIds() []string {
 	return nil
 }
 
+func (x *ScheduleResult) GetSuspendedReason() string {
+	if x != nil {
+		return x.SuspendedReason
+	}
+	return ""
+}
+
+func (x *ScheduleResult) GetPassedWithoutMessage() uint32 {
+	if x != nil {
+		return x.PassedWithoutMessage
+	}
+	return 0
+}
+
 // SagaResult reports a saga after a mutation.
 type SagaResult struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -2695,7 +2966,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2978,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2991,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -2755,7 +3026,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +3038,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +3051,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -2807,7 +3078,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +3090,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +3103,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -2853,7 +3124,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3136,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3149,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -2897,17 +3168,18 @@ func (x *LeaseResult) GetLeaseUntilUnixMicros() int64 {
 
 // HousekeepResult counts what a Housekeep removed; more is set when it stopped at its bound.
 type HousekeepResult struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	ReceiptsRemoved   uint32                 `protobuf:"varint,1,opt,name=receipts_removed,json=receiptsRemoved,proto3" json:"receipts_removed,omitempty"`
-	TombstonesRemoved uint32                 `protobuf:"varint,2,opt,name=tombstones_removed,json=tombstonesRemoved,proto3" json:"tombstones_removed,omitempty"`
-	More              bool                   `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	ReceiptsRemoved      uint32                 `protobuf:"varint,1,opt,name=receipts_removed,json=receiptsRemoved,proto3" json:"receipts_removed,omitempty"`
+	TombstonesRemoved    uint32                 `protobuf:"varint,2,opt,name=tombstones_removed,json=tombstonesRemoved,proto3" json:"tombstones_removed,omitempty"`
+	More                 bool                   `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	LedgerRecordsRemoved uint32                 `protobuf:"varint,4,opt,name=ledger_records_removed,json=ledgerRecordsRemoved,proto3" json:"ledger_records_removed,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +3191,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3204,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -2956,6 +3228,13 @@ func (x *HousekeepResult) GetMore() bool {
 	return false
 }
 
+func (x *HousekeepResult) GetLedgerRecordsRemoved() uint32 {
+	if x != nil {
+		return x.LedgerRecordsRemoved
+	}
+	return 0
+}
+
 // MutationResult is the outcome of one mutation: an error or a typed result.
 type MutationResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2975,7 +3254,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3266,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3279,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -3125,7 +3404,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3137,7 +3416,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3150,7 +3429,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -3200,18 +3479,27 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fdelay_micros\x18\x01 \x01(\x03R\vdelayMicros\"l\n" +
 	"\tEverySpec\x12'\n" +
 	"\x0finterval_micros\x18\x01 \x01(\x03R\x0eintervalMicros\x126\n" +
-	"\x18first_due_at_unix_micros\x18\x02 \x01(\x03R\x14firstDueAtUnixMicros\"\xa3\x01\n" +
+	"\x18first_due_at_unix_micros\x18\x02 \x01(\x03R\x14firstDueAtUnixMicros\"\xc2\x01\n" +
+	"\bCronSpec\x12\x1e\n" +
+	"\n" +
+	"expression\x18\x01 \x01(\tR\n" +
+	"expression\x12\x1b\n" +
+	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x127\n" +
+	"\n" +
+	"gap_policy\x18\x03 \x01(\x0e2\x18.orrery.v1.CronGapPolicyR\tgapPolicy\x12@\n" +
+	"\rrepeat_policy\x18\x04 \x01(\x0e2\x1b.orrery.v1.CronRepeatPolicyR\frepeatPolicy\"\xc2\x01\n" +
 	"\fScheduleSpec\x12#\n" +
 	"\x02at\x18\x01 \x01(\v2\x11.orrery.v1.AtSpecH\x00R\x02at\x12,\n" +
 	"\x05after\x18\x02 \x01(\v2\x14.orrery.v1.AfterSpecH\x00R\x05after\x12,\n" +
-	"\x05every\x18\x03 \x01(\v2\x14.orrery.v1.EverySpecH\x00R\x05everyB\x06\n" +
-	"\x04kindJ\x04\b\x04\x10\x05R\x04cron\"\xd0\x01\n" +
+	"\x05every\x18\x03 \x01(\v2\x14.orrery.v1.EverySpecH\x00R\x05every\x12)\n" +
+	"\x04cron\x18\x04 \x01(\v2\x13.orrery.v1.CronSpecH\x00R\x04cronB\x06\n" +
+	"\x04kind\"\xd0\x01\n" +
 	"\x0fMessageTemplate\x12!\n" +
 	"\fpayload_json\x18\x01 \x01(\tR\vpayloadJson\x12!\n" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xa7\x02\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\x90\x03\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -3219,10 +3507,12 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x04spec\x18\x03 \x01(\v2\x17.orrery.v1.ScheduleSpecR\x04spec\x122\n" +
 	"\amisfire\x18\x04 \x01(\x0e2\x18.orrery.v1.MisfirePolicyR\amisfire\x122\n" +
 	"\aoverlap\x18\x05 \x01(\x0e2\x18.orrery.v1.OverlapPolicyR\aoverlap\x126\n" +
-	"\btemplate\x18\x06 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"[\n" +
+	"\btemplate\x18\x06 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\x123\n" +
+	"\x16catch_up_window_micros\x18\a \x01(\x03R\x13catchUpWindowMicros\x122\n" +
+	"\x15anomaly_window_micros\x18\b \x01(\x03R\x13anomalyWindowMicros\"[\n" +
 	"\vSagaTimeout\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x126\n" +
-	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\xc1\x01\n" +
+	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\xf6\x02\n" +
 	"\x10OccurrenceOrigin\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x1e\n" +
@@ -3231,7 +3521,10 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"generation\x12\x18\n" +
 	"\aordinal\x18\x03 \x01(\x04R\aordinal\x12\x16\n" +
 	"\x06manual\x18\x04 \x01(\bR\x06manual\x12:\n" +
-	"\x1anominal_due_at_unix_micros\x18\x05 \x01(\x03R\x16nominalDueAtUnixMicros\"\x89\x01\n" +
+	"\x1anominal_due_at_unix_micros\x18\x05 \x01(\x03R\x16nominalDueAtUnixMicros\x12'\n" +
+	"\x0fcoalesced_count\x18\x06 \x01(\x04R\x0ecoalescedCount\x12E\n" +
+	" first_nominal_due_at_unix_micros\x18\a \x01(\x03R\x1bfirstNominalDueAtUnixMicros\x12C\n" +
+	"\x1flast_nominal_due_at_unix_micros\x18\b \x01(\x03R\x1alastNominalDueAtUnixMicros\"\x89\x01\n" +
 	"\x11SagaTimeoutOrigin\x12\x17\n" +
 	"\asaga_id\x18\x01 \x01(\tR\x06sagaId\x12)\n" +
 	"\x10waiting_revision\x18\x02 \x01(\x04R\x0fwaitingRevision\x120\n" +
@@ -3367,7 +3660,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x121\n" +
 	"\tmutations\x18\x02 \x03(\v2\x13.orrery.v1.MutationR\tmutations\x12$\n" +
-	"\x0eall_or_nothing\x18\x03 \x01(\bR\fallOrNothing\"\xc8\x01\n" +
+	"\x0eall_or_nothing\x18\x03 \x01(\bR\fallOrNothing\"\xa9\x02\n" +
 	"\x0eScheduleResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x1e\n" +
 	"\n" +
@@ -3375,7 +3668,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"generation\x12!\n" +
 	"\fnext_ordinal\x18\x03 \x01(\x04R\vnextOrdinal\x124\n" +
 	"\x17next_due_at_unix_micros\x18\x04 \x01(\x03R\x13nextDueAtUnixMicros\x12!\n" +
-	"\fenqueued_ids\x18\x05 \x03(\tR\venqueuedIds\"\x82\x01\n" +
+	"\fenqueued_ids\x18\x05 \x03(\tR\venqueuedIds\x12)\n" +
+	"\x10suspended_reason\x18\x06 \x01(\tR\x0fsuspendedReason\x124\n" +
+	"\x16passed_without_message\x18\a \x01(\rR\x14passedWithoutMessage\"\x82\x01\n" +
 	"\n" +
 	"SagaResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12*\n" +
@@ -3388,11 +3683,12 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\bmessages\x18\x01 \x03(\v2\x17.orrery.v1.QueueMessageR\bmessages\"T\n" +
 	"\vLeaseResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
-	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\x7f\n" +
+	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\xb5\x01\n" +
 	"\x0fHousekeepResult\x12)\n" +
 	"\x10receipts_removed\x18\x01 \x01(\rR\x0freceiptsRemoved\x12-\n" +
 	"\x12tombstones_removed\x18\x02 \x01(\rR\x11tombstonesRemoved\x12\x12\n" +
-	"\x04more\x18\x03 \x01(\bR\x04more\"\x80\x03\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\x124\n" +
+	"\x16ledger_records_removed\x18\x04 \x01(\rR\x14ledgerRecordsRemoved\"\x80\x03\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +
@@ -3422,7 +3718,16 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x16ERROR_CODE_UNAVAILABLE\x10\n" +
 	"\x12\x17\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\v\x12 \n" +
-	"\x1cERROR_CODE_DEADLINE_EXCEEDED\x10\f*\x82\x01\n" +
+	"\x1cERROR_CODE_DEADLINE_EXCEEDED\x10\f*e\n" +
+	"\rCronGapPolicy\x12\x1f\n" +
+	"\x1bCRON_GAP_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15CRON_GAP_POLICY_SHIFT\x10\x01\x12\x18\n" +
+	"\x14CRON_GAP_POLICY_SKIP\x10\x02*\x8e\x01\n" +
+	"\x10CronRepeatPolicy\x12\"\n" +
+	"\x1eCRON_REPEAT_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18CRON_REPEAT_POLICY_FIRST\x10\x01\x12\x1b\n" +
+	"\x17CRON_REPEAT_POLICY_LAST\x10\x02\x12\x1b\n" +
+	"\x17CRON_REPEAT_POLICY_BOTH\x10\x03*\x82\x01\n" +
 	"\rMisfirePolicy\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_CATCH_UP\x10\x01\x12\x17\n" +
@@ -3452,114 +3757,120 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 	return file_api_v1_orrery_proto_rawDescData
 }
 
-var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),              // 0: orrery.v1.ErrorCode
-	(MisfirePolicy)(0),          // 1: orrery.v1.MisfirePolicy
-	(OverlapPolicy)(0),          // 2: orrery.v1.OverlapPolicy
-	(SagaPhase)(0),              // 3: orrery.v1.SagaPhase
-	(*Error)(nil),               // 4: orrery.v1.Error
-	(*Lane)(nil),                // 5: orrery.v1.Lane
-	(*AtSpec)(nil),              // 6: orrery.v1.AtSpec
-	(*AfterSpec)(nil),           // 7: orrery.v1.AfterSpec
-	(*EverySpec)(nil),           // 8: orrery.v1.EverySpec
-	(*ScheduleSpec)(nil),        // 9: orrery.v1.ScheduleSpec
-	(*MessageTemplate)(nil),     // 10: orrery.v1.MessageTemplate
-	(*ScheduleDefinition)(nil),  // 11: orrery.v1.ScheduleDefinition
-	(*SagaTimeout)(nil),         // 12: orrery.v1.SagaTimeout
-	(*OccurrenceOrigin)(nil),    // 13: orrery.v1.OccurrenceOrigin
-	(*SagaTimeoutOrigin)(nil),   // 14: orrery.v1.SagaTimeoutOrigin
-	(*Lease)(nil),               // 15: orrery.v1.Lease
-	(*QueueMessage)(nil),        // 16: orrery.v1.QueueMessage
-	(*ConfigureSchedule)(nil),   // 17: orrery.v1.ConfigureSchedule
-	(*EmitOccurrences)(nil),     // 18: orrery.v1.EmitOccurrences
-	(*CancelSchedule)(nil),      // 19: orrery.v1.CancelSchedule
-	(*DeleteSchedule)(nil),      // 20: orrery.v1.DeleteSchedule
-	(*PauseSchedule)(nil),       // 21: orrery.v1.PauseSchedule
-	(*ResumeSchedule)(nil),      // 22: orrery.v1.ResumeSchedule
-	(*TriggerSchedule)(nil),     // 23: orrery.v1.TriggerSchedule
-	(*CompareExchangeSaga)(nil), // 24: orrery.v1.CompareExchangeSaga
-	(*ExpireSaga)(nil),          // 25: orrery.v1.ExpireSaga
-	(*Enqueue)(nil),             // 26: orrery.v1.Enqueue
-	(*Receive)(nil),             // 27: orrery.v1.Receive
-	(*Ack)(nil),                 // 28: orrery.v1.Ack
-	(*Release)(nil),             // 29: orrery.v1.Release
-	(*ExtendLease)(nil),         // 30: orrery.v1.ExtendLease
-	(*Housekeep)(nil),           // 31: orrery.v1.Housekeep
-	(*Mutation)(nil),            // 32: orrery.v1.Mutation
-	(*Batch)(nil),               // 33: orrery.v1.Batch
-	(*ScheduleResult)(nil),      // 34: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),          // 35: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),       // 36: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),       // 37: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),         // 38: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),     // 39: orrery.v1.HousekeepResult
-	(*MutationResult)(nil),      // 40: orrery.v1.MutationResult
-	(*Receipt)(nil),             // 41: orrery.v1.Receipt
+	(CronGapPolicy)(0),          // 1: orrery.v1.CronGapPolicy
+	(CronRepeatPolicy)(0),       // 2: orrery.v1.CronRepeatPolicy
+	(MisfirePolicy)(0),          // 3: orrery.v1.MisfirePolicy
+	(OverlapPolicy)(0),          // 4: orrery.v1.OverlapPolicy
+	(SagaPhase)(0),              // 5: orrery.v1.SagaPhase
+	(*Error)(nil),               // 6: orrery.v1.Error
+	(*Lane)(nil),                // 7: orrery.v1.Lane
+	(*AtSpec)(nil),              // 8: orrery.v1.AtSpec
+	(*AfterSpec)(nil),           // 9: orrery.v1.AfterSpec
+	(*EverySpec)(nil),           // 10: orrery.v1.EverySpec
+	(*CronSpec)(nil),            // 11: orrery.v1.CronSpec
+	(*ScheduleSpec)(nil),        // 12: orrery.v1.ScheduleSpec
+	(*MessageTemplate)(nil),     // 13: orrery.v1.MessageTemplate
+	(*ScheduleDefinition)(nil),  // 14: orrery.v1.ScheduleDefinition
+	(*SagaTimeout)(nil),         // 15: orrery.v1.SagaTimeout
+	(*OccurrenceOrigin)(nil),    // 16: orrery.v1.OccurrenceOrigin
+	(*SagaTimeoutOrigin)(nil),   // 17: orrery.v1.SagaTimeoutOrigin
+	(*Lease)(nil),               // 18: orrery.v1.Lease
+	(*QueueMessage)(nil),        // 19: orrery.v1.QueueMessage
+	(*ConfigureSchedule)(nil),   // 20: orrery.v1.ConfigureSchedule
+	(*EmitOccurrences)(nil),     // 21: orrery.v1.EmitOccurrences
+	(*CancelSchedule)(nil),      // 22: orrery.v1.CancelSchedule
+	(*DeleteSchedule)(nil),      // 23: orrery.v1.DeleteSchedule
+	(*PauseSchedule)(nil),       // 24: orrery.v1.PauseSchedule
+	(*ResumeSchedule)(nil),      // 25: orrery.v1.ResumeSchedule
+	(*TriggerSchedule)(nil),     // 26: orrery.v1.TriggerSchedule
+	(*CompareExchangeSaga)(nil), // 27: orrery.v1.CompareExchangeSaga
+	(*ExpireSaga)(nil),          // 28: orrery.v1.ExpireSaga
+	(*Enqueue)(nil),             // 29: orrery.v1.Enqueue
+	(*Receive)(nil),             // 30: orrery.v1.Receive
+	(*Ack)(nil),                 // 31: orrery.v1.Ack
+	(*Release)(nil),             // 32: orrery.v1.Release
+	(*ExtendLease)(nil),         // 33: orrery.v1.ExtendLease
+	(*Housekeep)(nil),           // 34: orrery.v1.Housekeep
+	(*Mutation)(nil),            // 35: orrery.v1.Mutation
+	(*Batch)(nil),               // 36: orrery.v1.Batch
+	(*ScheduleResult)(nil),      // 37: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),          // 38: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),       // 39: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),       // 40: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),         // 41: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),     // 42: orrery.v1.HousekeepResult
+	(*MutationResult)(nil),      // 43: orrery.v1.MutationResult
+	(*Receipt)(nil),             // 44: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
-	6,  // 1: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
-	7,  // 2: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
-	8,  // 3: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
-	5,  // 4: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
-	9,  // 5: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
-	1,  // 6: orrery.v1.ScheduleDefinition.misfire:type_name -> orrery.v1.MisfirePolicy
-	2,  // 7: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
-	10, // 8: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
-	10, // 9: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
-	5,  // 10: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
-	15, // 11: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
-	13, // 12: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
-	14, // 13: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
-	11, // 14: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
-	5,  // 15: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
-	5,  // 16: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
-	5,  // 17: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
-	5,  // 18: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
-	5,  // 19: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	5,  // 20: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	5,  // 21: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	3,  // 22: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	12, // 23: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	5,  // 24: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	5,  // 25: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	5,  // 26: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	5,  // 27: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	5,  // 28: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	17, // 29: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	18, // 30: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	19, // 31: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	20, // 32: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	21, // 33: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	22, // 34: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	23, // 35: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	24, // 36: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	25, // 37: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	26, // 38: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	27, // 39: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	28, // 40: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	29, // 41: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	30, // 42: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	31, // 43: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	32, // 44: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	3,  // 45: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	16, // 46: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	4,  // 47: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	34, // 48: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	35, // 49: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	36, // 50: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	37, // 51: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	38, // 52: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	39, // 53: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	40, // 54: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	4,  // 55: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	1,  // 1: orrery.v1.CronSpec.gap_policy:type_name -> orrery.v1.CronGapPolicy
+	2,  // 2: orrery.v1.CronSpec.repeat_policy:type_name -> orrery.v1.CronRepeatPolicy
+	8,  // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
+	9,  // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
+	10, // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
+	11, // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
+	7,  // 7: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
+	12, // 8: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
+	3,  // 9: orrery.v1.ScheduleDefinition.misfire:type_name -> orrery.v1.MisfirePolicy
+	4,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
+	13, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
+	13, // 12: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
+	7,  // 13: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
+	18, // 14: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
+	16, // 15: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
+	17, // 16: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
+	14, // 17: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
+	7,  // 18: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
+	7,  // 19: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
+	7,  // 20: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
+	7,  // 21: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
+	7,  // 22: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	7,  // 23: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	7,  // 24: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	5,  // 25: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	15, // 26: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	7,  // 27: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	7,  // 28: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	7,  // 29: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	7,  // 30: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	7,  // 31: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	20, // 32: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	21, // 33: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	22, // 34: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	23, // 35: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	24, // 36: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	25, // 37: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	26, // 38: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	27, // 39: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	28, // 40: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	29, // 41: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	30, // 42: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	31, // 43: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	32, // 44: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	33, // 45: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	34, // 46: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	35, // 47: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	5,  // 48: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	19, // 49: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	6,  // 50: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	37, // 51: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	38, // 52: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	39, // 53: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	40, // 54: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	41, // 55: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	42, // 56: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	43, // 57: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	6,  // 58: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -3567,16 +3878,17 @@ func file_api_v1_orrery_proto_init() {
 	if File_api_v1_orrery_proto != nil {
 		return
 	}
-	file_api_v1_orrery_proto_msgTypes[5].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[6].OneofWrappers = []any{
 		(*ScheduleSpec_At)(nil),
 		(*ScheduleSpec_After)(nil),
 		(*ScheduleSpec_Every)(nil),
+		(*ScheduleSpec_Cron)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[12].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[13].OneofWrappers = []any{
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[28].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[29].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -3593,7 +3905,7 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_ExtendLease)(nil),
 		(*Mutation_Housekeep)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[36].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[37].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -3606,8 +3918,8 @@ func file_api_v1_orrery_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   38,
+			NumEnums:      6,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

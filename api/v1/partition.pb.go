@@ -369,6 +369,7 @@ type InspectRequest struct {
 	//	*InspectRequest_Saga
 	//	*InspectRequest_Lane
 	//	*InspectRequest_Partition
+	//	*InspectRequest_Ledger
 	Target        isInspectRequest_Target `protobuf_oneof:"target"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -447,6 +448,15 @@ func (x *InspectRequest) GetPartition() *InspectPartition {
 	return nil
 }
 
+func (x *InspectRequest) GetLedger() *InspectLedger {
+	if x != nil {
+		if x, ok := x.Target.(*InspectRequest_Ledger); ok {
+			return x.Ledger
+		}
+	}
+	return nil
+}
+
 type isInspectRequest_Target interface {
 	isInspectRequest_Target()
 }
@@ -467,6 +477,10 @@ type InspectRequest_Partition struct {
 	Partition *InspectPartition `protobuf:"bytes,4,opt,name=partition,proto3,oneof"`
 }
 
+type InspectRequest_Ledger struct {
+	Ledger *InspectLedger `protobuf:"bytes,5,opt,name=ledger,proto3,oneof"`
+}
+
 func (*InspectRequest_Schedule) isInspectRequest_Target() {}
 
 func (*InspectRequest_Saga) isInspectRequest_Target() {}
@@ -474,6 +488,95 @@ func (*InspectRequest_Saga) isInspectRequest_Target() {}
 func (*InspectRequest_Lane) isInspectRequest_Target() {}
 
 func (*InspectRequest_Partition) isInspectRequest_Target() {}
+
+func (*InspectRequest_Ledger) isInspectRequest_Target() {}
+
+// InspectLedger reads a schedule's occurrence ledger, newest nominal instant first, for
+// nominal instants in [from, to] (both inclusive; zero to means no upper bound).
+type InspectLedger struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Lane           *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	ScheduleId     string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	FromUnixMicros int64                  `protobuf:"varint,3,opt,name=from_unix_micros,json=fromUnixMicros,proto3" json:"from_unix_micros,omitempty"`
+	ToUnixMicros   int64                  `protobuf:"varint,4,opt,name=to_unix_micros,json=toUnixMicros,proto3" json:"to_unix_micros,omitempty"`
+	MaxRecords     uint32                 `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	// Resumes a previous read: its reply's ledger_continuation.
+	After         []byte `protobuf:"bytes,6,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectLedger) Reset() {
+	*x = InspectLedger{}
+	mi := &file_api_v1_partition_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectLedger) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectLedger) ProtoMessage() {}
+
+func (x *InspectLedger) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectLedger.ProtoReflect.Descriptor instead.
+func (*InspectLedger) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *InspectLedger) GetLane() *Lane {
+	if x != nil {
+		return x.Lane
+	}
+	return nil
+}
+
+func (x *InspectLedger) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
+}
+
+func (x *InspectLedger) GetFromUnixMicros() int64 {
+	if x != nil {
+		return x.FromUnixMicros
+	}
+	return 0
+}
+
+func (x *InspectLedger) GetToUnixMicros() int64 {
+	if x != nil {
+		return x.ToUnixMicros
+	}
+	return 0
+}
+
+func (x *InspectLedger) GetMaxRecords() uint32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
+func (x *InspectLedger) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
 
 // InspectSchedule names a schedule.
 type InspectSchedule struct {
@@ -486,7 +589,7 @@ type InspectSchedule struct {
 
 func (x *InspectSchedule) Reset() {
 	*x = InspectSchedule{}
-	mi := &file_api_v1_partition_proto_msgTypes[6]
+	mi := &file_api_v1_partition_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +601,7 @@ func (x *InspectSchedule) String() string {
 func (*InspectSchedule) ProtoMessage() {}
 
 func (x *InspectSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[6]
+	mi := &file_api_v1_partition_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +614,7 @@ func (x *InspectSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSchedule.ProtoReflect.Descriptor instead.
 func (*InspectSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{6}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InspectSchedule) GetLane() *Lane {
@@ -539,7 +642,7 @@ type InspectSaga struct {
 
 func (x *InspectSaga) Reset() {
 	*x = InspectSaga{}
-	mi := &file_api_v1_partition_proto_msgTypes[7]
+	mi := &file_api_v1_partition_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +654,7 @@ func (x *InspectSaga) String() string {
 func (*InspectSaga) ProtoMessage() {}
 
 func (x *InspectSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[7]
+	mi := &file_api_v1_partition_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +667,7 @@ func (x *InspectSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSaga.ProtoReflect.Descriptor instead.
 func (*InspectSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{7}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InspectSaga) GetLane() *Lane {
@@ -593,7 +696,7 @@ type InspectLane struct {
 
 func (x *InspectLane) Reset() {
 	*x = InspectLane{}
-	mi := &file_api_v1_partition_proto_msgTypes[8]
+	mi := &file_api_v1_partition_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +708,7 @@ func (x *InspectLane) String() string {
 func (*InspectLane) ProtoMessage() {}
 
 func (x *InspectLane) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[8]
+	mi := &file_api_v1_partition_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +721,7 @@ func (x *InspectLane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectLane.ProtoReflect.Descriptor instead.
 func (*InspectLane) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{8}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InspectLane) GetLane() *Lane {
@@ -651,7 +754,7 @@ type InspectPartition struct {
 
 func (x *InspectPartition) Reset() {
 	*x = InspectPartition{}
-	mi := &file_api_v1_partition_proto_msgTypes[9]
+	mi := &file_api_v1_partition_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +766,7 @@ func (x *InspectPartition) String() string {
 func (*InspectPartition) ProtoMessage() {}
 
 func (x *InspectPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[9]
+	mi := &file_api_v1_partition_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +779,7 @@ func (x *InspectPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectPartition.ProtoReflect.Descriptor instead.
 func (*InspectPartition) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{10}
 }
 
 // PartitionStatus is what an operator sees of one partition.
@@ -701,7 +804,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_api_v1_partition_proto_msgTypes[10]
+	mi := &file_api_v1_partition_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +816,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[10]
+	mi := &file_api_v1_partition_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +829,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -814,16 +917,22 @@ type InspectReply struct {
 	Saga     *SagaRecord            `protobuf:"bytes,3,opt,name=saga,proto3" json:"saga,omitempty"`
 	Messages []*QueueMessage        `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
 	// Set when more messages follow: pass it as after_id.
-	NextAfterId   string           `protobuf:"bytes,5,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"`
-	Partition     *PartitionStatus `protobuf:"bytes,6,opt,name=partition,proto3" json:"partition,omitempty"`
-	Error         *Error           `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NextAfterId string           `protobuf:"bytes,5,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"`
+	Partition   *PartitionStatus `protobuf:"bytes,6,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error       *Error           `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// For a schedule: its next fire times, last ledger outcomes and suspension reason
+	// (schedule.Inspect).
+	Inspection *ScheduleInspection `protobuf:"bytes,8,opt,name=inspection,proto3" json:"inspection,omitempty"`
+	// InspectLedger: the records read, and the continuation when more remain in the range.
+	Ledger             []*LedgerRecord `protobuf:"bytes,9,rep,name=ledger,proto3" json:"ledger,omitempty"`
+	LedgerContinuation []byte          `protobuf:"bytes,10,opt,name=ledger_continuation,json=ledgerContinuation,proto3" json:"ledger_continuation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *InspectReply) Reset() {
 	*x = InspectReply{}
-	mi := &file_api_v1_partition_proto_msgTypes[11]
+	mi := &file_api_v1_partition_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +944,7 @@ func (x *InspectReply) String() string {
 func (*InspectReply) ProtoMessage() {}
 
 func (x *InspectReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[11]
+	mi := &file_api_v1_partition_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +957,7 @@ func (x *InspectReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectReply.ProtoReflect.Descriptor instead.
 func (*InspectReply) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InspectReply) GetFound() bool {
@@ -900,6 +1009,27 @@ func (x *InspectReply) GetError() *Error {
 	return nil
 }
 
+func (x *InspectReply) GetInspection() *ScheduleInspection {
+	if x != nil {
+		return x.Inspection
+	}
+	return nil
+}
+
+func (x *InspectReply) GetLedger() []*LedgerRecord {
+	if x != nil {
+		return x.Ledger
+	}
+	return nil
+}
+
+func (x *InspectReply) GetLedgerContinuation() []byte {
+	if x != nil {
+		return x.LedgerContinuation
+	}
+	return nil
+}
+
 var File_api_v1_partition_proto protoreflect.FileDescriptor
 
 const file_api_v1_partition_proto_rawDesc = "" +
@@ -928,13 +1058,23 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\rNextDueNotice\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x124\n" +
 	"\x17next_due_at_unix_micros\x18\x02 \x01(\x03R\x13nextDueAtUnixMicros\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xed\x01\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xa1\x02\n" +
 	"\x0eInspectRequest\x128\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1a.orrery.v1.InspectScheduleH\x00R\bschedule\x12,\n" +
 	"\x04saga\x18\x02 \x01(\v2\x16.orrery.v1.InspectSagaH\x00R\x04saga\x12,\n" +
 	"\x04lane\x18\x03 \x01(\v2\x16.orrery.v1.InspectLaneH\x00R\x04lane\x12;\n" +
-	"\tpartition\x18\x04 \x01(\v2\x1b.orrery.v1.InspectPartitionH\x00R\tpartitionB\b\n" +
-	"\x06target\"W\n" +
+	"\tpartition\x18\x04 \x01(\v2\x1b.orrery.v1.InspectPartitionH\x00R\tpartition\x122\n" +
+	"\x06ledger\x18\x05 \x01(\v2\x18.orrery.v1.InspectLedgerH\x00R\x06ledgerB\b\n" +
+	"\x06target\"\xdc\x01\n" +
+	"\rInspectLedger\x12#\n" +
+	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
+	"\vschedule_id\x18\x02 \x01(\tR\n" +
+	"scheduleId\x12(\n" +
+	"\x10from_unix_micros\x18\x03 \x01(\x03R\x0efromUnixMicros\x12$\n" +
+	"\x0eto_unix_micros\x18\x04 \x01(\x03R\ftoUnixMicros\x12\x1f\n" +
+	"\vmax_records\x18\x05 \x01(\rR\n" +
+	"maxRecords\x12\x14\n" +
+	"\x05after\x18\x06 \x01(\fR\x05after\"W\n" +
 	"\x0fInspectSchedule\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -961,7 +1101,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"partitions\x18\n" +
 	" \x01(\x05R\n" +
 	"partitions\x12%\n" +
-	"\x0eenqueued_total\x18\v \x01(\x04R\renqueuedTotal\"\xc1\x02\n" +
+	"\x0eenqueued_total\x18\v \x01(\x04R\renqueuedTotal\"\xe2\x03\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +
@@ -969,7 +1109,13 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\bmessages\x18\x04 \x03(\v2\x17.orrery.v1.QueueMessageR\bmessages\x12\"\n" +
 	"\rnext_after_id\x18\x05 \x01(\tR\vnextAfterId\x128\n" +
 	"\tpartition\x18\x06 \x01(\v2\x1a.orrery.v1.PartitionStatusR\tpartition\x12&\n" +
-	"\x05error\x18\a \x01(\v2\x10.orrery.v1.ErrorR\x05errorB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\x05error\x18\a \x01(\v2\x10.orrery.v1.ErrorR\x05error\x12=\n" +
+	"\n" +
+	"inspection\x18\b \x01(\v2\x1d.orrery.v1.ScheduleInspectionR\n" +
+	"inspection\x12/\n" +
+	"\x06ledger\x18\t \x03(\v2\x17.orrery.v1.LedgerRecordR\x06ledger\x12/\n" +
+	"\x13ledger_continuation\x18\n" +
+	" \x01(\fR\x12ledgerContinuationB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_partition_proto_rawDescOnce sync.Once
@@ -983,50 +1129,57 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_api_v1_partition_proto_goTypes = []any{
-	(*CommandRequest)(nil),   // 0: orrery.v1.CommandRequest
-	(*CommandReply)(nil),     // 1: orrery.v1.CommandReply
-	(*ScanDueRequest)(nil),   // 2: orrery.v1.ScanDueRequest
-	(*ScanDueReply)(nil),     // 3: orrery.v1.ScanDueReply
-	(*NextDueNotice)(nil),    // 4: orrery.v1.NextDueNotice
-	(*InspectRequest)(nil),   // 5: orrery.v1.InspectRequest
-	(*InspectSchedule)(nil),  // 6: orrery.v1.InspectSchedule
-	(*InspectSaga)(nil),      // 7: orrery.v1.InspectSaga
-	(*InspectLane)(nil),      // 8: orrery.v1.InspectLane
-	(*InspectPartition)(nil), // 9: orrery.v1.InspectPartition
-	(*PartitionStatus)(nil),  // 10: orrery.v1.PartitionStatus
-	(*InspectReply)(nil),     // 11: orrery.v1.InspectReply
-	(*Batch)(nil),            // 12: orrery.v1.Batch
-	(*Error)(nil),            // 13: orrery.v1.Error
-	(*DueRef)(nil),           // 14: orrery.v1.DueRef
-	(*Lane)(nil),             // 15: orrery.v1.Lane
-	(*ScheduleRecord)(nil),   // 16: orrery.v1.ScheduleRecord
-	(*SagaRecord)(nil),       // 17: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),     // 18: orrery.v1.QueueMessage
+	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
+	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
+	(*ScanDueRequest)(nil),     // 2: orrery.v1.ScanDueRequest
+	(*ScanDueReply)(nil),       // 3: orrery.v1.ScanDueReply
+	(*NextDueNotice)(nil),      // 4: orrery.v1.NextDueNotice
+	(*InspectRequest)(nil),     // 5: orrery.v1.InspectRequest
+	(*InspectLedger)(nil),      // 6: orrery.v1.InspectLedger
+	(*InspectSchedule)(nil),    // 7: orrery.v1.InspectSchedule
+	(*InspectSaga)(nil),        // 8: orrery.v1.InspectSaga
+	(*InspectLane)(nil),        // 9: orrery.v1.InspectLane
+	(*InspectPartition)(nil),   // 10: orrery.v1.InspectPartition
+	(*PartitionStatus)(nil),    // 11: orrery.v1.PartitionStatus
+	(*InspectReply)(nil),       // 12: orrery.v1.InspectReply
+	(*Batch)(nil),              // 13: orrery.v1.Batch
+	(*Error)(nil),              // 14: orrery.v1.Error
+	(*DueRef)(nil),             // 15: orrery.v1.DueRef
+	(*Lane)(nil),               // 16: orrery.v1.Lane
+	(*ScheduleRecord)(nil),     // 17: orrery.v1.ScheduleRecord
+	(*SagaRecord)(nil),         // 18: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 19: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 20: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 21: orrery.v1.LedgerRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	12, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	13, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	14, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	13, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
-	6,  // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
-	7,  // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
-	8,  // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
-	9,  // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
-	15, // 8: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	15, // 9: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	15, // 10: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	16, // 11: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	17, // 12: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	18, // 13: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	10, // 14: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	13, // 15: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	13, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	14, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	15, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	14, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	7,  // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
+	8,  // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
+	9,  // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
+	10, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
+	6,  // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
+	16, // 9: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	16, // 10: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	16, // 11: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	16, // 12: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	17, // 13: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	18, // 14: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	19, // 15: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	11, // 16: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	14, // 17: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	20, // 18: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	21, // 19: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -1041,6 +1194,7 @@ func file_api_v1_partition_proto_init() {
 		(*InspectRequest_Saga)(nil),
 		(*InspectRequest_Lane)(nil),
 		(*InspectRequest_Partition)(nil),
+		(*InspectRequest_Ledger)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1048,7 +1202,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

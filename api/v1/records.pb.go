@@ -24,6 +24,91 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// LedgerOutcome is what became of one nominal instant a schedule passed.
+type LedgerOutcome int32
+
+const (
+	LedgerOutcome_LEDGER_OUTCOME_UNSPECIFIED LedgerOutcome = 0
+	// Its occurrence message was enqueued.
+	LedgerOutcome_LEDGER_OUTCOME_ENQUEUED LedgerOutcome = 1
+	// Overlap SKIP or BUFFER_ONE: the previous occurrence was not yet acked (and, for
+	// BUFFER_ONE, another occurrence was already buffered).
+	LedgerOutcome_LEDGER_OUTCOME_SKIPPED_OVERLAP LedgerOutcome = 2
+	// Older than the catch-up window when it was passed.
+	LedgerOutcome_LEDGER_OUTCOME_MISSED_CATCHUP_WINDOW LedgerOutcome = 3
+	// Misfire COALESCE: a later occurrence (coalesced_into_ordinal) stands for it.
+	LedgerOutcome_LEDGER_OUTCOME_COALESCED_INTO LedgerOutcome = 4
+	// A manual occurrence (TriggerSchedule).
+	LedgerOutcome_LEDGER_OUTCOME_MANUAL LedgerOutcome = 5
+	// The schedule was suspended when it was due (see reason).
+	LedgerOutcome_LEDGER_OUTCOME_SUSPENDED LedgerOutcome = 6
+	// Misfire SKIP: a later instant was also due, and only the most recent one fires.
+	LedgerOutcome_LEDGER_OUTCOME_SKIPPED_MISFIRE LedgerOutcome = 7
+	// Overlap BUFFER_ONE: waiting for the slot; it becomes ENQUEUED, EXPIRED or DROPPED.
+	LedgerOutcome_LEDGER_OUTCOME_BUFFERED LedgerOutcome = 8
+	// It was buffered when its generation was replaced or the schedule deleted.
+	LedgerOutcome_LEDGER_OUTCOME_DROPPED LedgerOutcome = 9
+	// It was buffered until its time to live had passed.
+	LedgerOutcome_LEDGER_OUTCOME_EXPIRED LedgerOutcome = 10
+)
+
+// Enum value maps for LedgerOutcome.
+var (
+	LedgerOutcome_name = map[int32]string{
+		0:  "LEDGER_OUTCOME_UNSPECIFIED",
+		1:  "LEDGER_OUTCOME_ENQUEUED",
+		2:  "LEDGER_OUTCOME_SKIPPED_OVERLAP",
+		3:  "LEDGER_OUTCOME_MISSED_CATCHUP_WINDOW",
+		4:  "LEDGER_OUTCOME_COALESCED_INTO",
+		5:  "LEDGER_OUTCOME_MANUAL",
+		6:  "LEDGER_OUTCOME_SUSPENDED",
+		7:  "LEDGER_OUTCOME_SKIPPED_MISFIRE",
+		8:  "LEDGER_OUTCOME_BUFFERED",
+		9:  "LEDGER_OUTCOME_DROPPED",
+		10: "LEDGER_OUTCOME_EXPIRED",
+	}
+	LedgerOutcome_value = map[string]int32{
+		"LEDGER_OUTCOME_UNSPECIFIED":           0,
+		"LEDGER_OUTCOME_ENQUEUED":              1,
+		"LEDGER_OUTCOME_SKIPPED_OVERLAP":       2,
+		"LEDGER_OUTCOME_MISSED_CATCHUP_WINDOW": 3,
+		"LEDGER_OUTCOME_COALESCED_INTO":        4,
+		"LEDGER_OUTCOME_MANUAL":                5,
+		"LEDGER_OUTCOME_SUSPENDED":             6,
+		"LEDGER_OUTCOME_SKIPPED_MISFIRE":       7,
+		"LEDGER_OUTCOME_BUFFERED":              8,
+		"LEDGER_OUTCOME_DROPPED":               9,
+		"LEDGER_OUTCOME_EXPIRED":               10,
+	}
+)
+
+func (x LedgerOutcome) Enum() *LedgerOutcome {
+	p := new(LedgerOutcome)
+	*p = x
+	return p
+}
+
+func (x LedgerOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LedgerOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_v1_records_proto_enumTypes[0].Descriptor()
+}
+
+func (LedgerOutcome) Type() protoreflect.EnumType {
+	return &file_api_v1_records_proto_enumTypes[0]
+}
+
+func (x LedgerOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LedgerOutcome.Descriptor instead.
+func (LedgerOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{0}
+}
+
 // DueKind says which record a due-index entry points at.
 type DueKind int32
 
@@ -58,11 +143,11 @@ func (x DueKind) String() string {
 }
 
 func (DueKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_records_proto_enumTypes[0].Descriptor()
+	return file_api_v1_records_proto_enumTypes[1].Descriptor()
 }
 
 func (DueKind) Type() protoreflect.EnumType {
-	return &file_api_v1_records_proto_enumTypes[0]
+	return &file_api_v1_records_proto_enumTypes[1]
 }
 
 func (x DueKind) Number() protoreflect.EnumNumber {
@@ -71,7 +156,7 @@ func (x DueKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DueKind.Descriptor instead.
 func (DueKind) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{0}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{1}
 }
 
 // ScheduleRecord is a schedule's stored state.
@@ -81,7 +166,7 @@ type ScheduleRecord struct {
 	Revision    uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	Generation  uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
 	NextOrdinal uint64                 `protobuf:"varint,4,opt,name=next_ordinal,json=nextOrdinal,proto3" json:"next_ordinal,omitempty"`
-	// Zero when nothing further is due (finished, cancelled or paused).
+	// Zero when nothing further is due (finished, cancelled, paused or suspended).
 	NextDueAtUnixMicros int64  `protobuf:"varint,5,opt,name=next_due_at_unix_micros,json=nextDueAtUnixMicros,proto3" json:"next_due_at_unix_micros,omitempty"`
 	Cancelled           bool   `protobuf:"varint,6,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	Paused              bool   `protobuf:"varint,7,opt,name=paused,proto3" json:"paused,omitempty"`
@@ -92,8 +177,35 @@ type ScheduleRecord struct {
 	PausedAtUnixMicros int64 `protobuf:"varint,10,opt,name=paused_at_unix_micros,json=pausedAtUnixMicros,proto3" json:"paused_at_unix_micros,omitempty"`
 	// Occurrences are due from this instant on (set by Resume; zero means no lower bound).
 	ResumeFloorUnixMicros int64 `protobuf:"varint,11,opt,name=resume_floor_unix_micros,json=resumeFloorUnixMicros,proto3" json:"resume_floor_unix_micros,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Cron only: the next occurrence is the first strictly after this instant — the last
+	// nominal instant passed, or one microsecond before the generation start (or before the
+	// instant a resume moved it to).
+	CronCursorUnixMicros int64 `protobuf:"varint,12,opt,name=cron_cursor_unix_micros,json=cronCursorUnixMicros,proto3" json:"cron_cursor_unix_micros,omitempty"`
+	// The nominal instant of next_ordinal, computed with the generation's pinned rules;
+	// meaningless when series_ended is set or the schedule is suspended. next_due_at_unix_micros is where the due index
+	// holds the schedule, which can be earlier (a buffered occurrence ready to go) or zero.
+	NextNominalUnixMicros int64 `protobuf:"varint,13,opt,name=next_nominal_unix_micros,json=nextNominalUnixMicros,proto3" json:"next_nominal_unix_micros,omitempty"`
+	// Set when the series has no instant at next_ordinal (one-shot fired, year 9999 reached).
+	SeriesEnded bool `protobuf:"varint,14,opt,name=series_ended,json=seriesEnded,proto3" json:"series_ended,omitempty"`
+	// Cron only: the evaluator version and the fingerprint of the zone's rules over
+	// [generation start - 1 day, generation start + 5 years] this generation was configured
+	// with. A silo that computes either differently suspends the schedule.
+	EvaluatorVersion uint32 `protobuf:"varint,15,opt,name=evaluator_version,json=evaluatorVersion,proto3" json:"evaluator_version,omitempty"`
+	ZoneFingerprint  string `protobuf:"bytes,16,opt,name=zone_fingerprint,json=zoneFingerprint,proto3" json:"zone_fingerprint,omitempty"`
+	// Set when the schedule was suspended (evaluator or zone rules changed, clock anomaly):
+	// it emits nothing until a new ConfigureSchedule starts a new generation.
+	Suspended             bool   `protobuf:"varint,17,opt,name=suspended,proto3" json:"suspended,omitempty"`
+	SuspendedReason       string `protobuf:"bytes,18,opt,name=suspended_reason,json=suspendedReason,proto3" json:"suspended_reason,omitempty"`
+	SuspendedAtUnixMicros int64  `protobuf:"varint,19,opt,name=suspended_at_unix_micros,json=suspendedAtUnixMicros,proto3" json:"suspended_at_unix_micros,omitempty"`
+	// Overlap SKIP and BUFFER_ONE: the occurrence message holding the slot ("" when free) and
+	// its expiry (zero when it has none). An ack of that message frees the slot; so does its
+	// expiry or dead-lettering, noticed at the next emit. It survives a new generation.
+	InFlightMessageId           string `protobuf:"bytes,20,opt,name=in_flight_message_id,json=inFlightMessageId,proto3" json:"in_flight_message_id,omitempty"`
+	InFlightExpiresAtUnixMicros int64  `protobuf:"varint,21,opt,name=in_flight_expires_at_unix_micros,json=inFlightExpiresAtUnixMicros,proto3" json:"in_flight_expires_at_unix_micros,omitempty"`
+	// Overlap BUFFER_ONE: the one occurrence waiting for the slot (its ordinal is passed).
+	Buffered      *OccurrenceOrigin `protobuf:"bytes,22,opt,name=buffered,proto3" json:"buffered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleRecord) Reset() {
@@ -203,6 +315,290 @@ func (x *ScheduleRecord) GetResumeFloorUnixMicros() int64 {
 	return 0
 }
 
+func (x *ScheduleRecord) GetCronCursorUnixMicros() int64 {
+	if x != nil {
+		return x.CronCursorUnixMicros
+	}
+	return 0
+}
+
+func (x *ScheduleRecord) GetNextNominalUnixMicros() int64 {
+	if x != nil {
+		return x.NextNominalUnixMicros
+	}
+	return 0
+}
+
+func (x *ScheduleRecord) GetSeriesEnded() bool {
+	if x != nil {
+		return x.SeriesEnded
+	}
+	return false
+}
+
+func (x *ScheduleRecord) GetEvaluatorVersion() uint32 {
+	if x != nil {
+		return x.EvaluatorVersion
+	}
+	return 0
+}
+
+func (x *ScheduleRecord) GetZoneFingerprint() string {
+	if x != nil {
+		return x.ZoneFingerprint
+	}
+	return ""
+}
+
+func (x *ScheduleRecord) GetSuspended() bool {
+	if x != nil {
+		return x.Suspended
+	}
+	return false
+}
+
+func (x *ScheduleRecord) GetSuspendedReason() string {
+	if x != nil {
+		return x.SuspendedReason
+	}
+	return ""
+}
+
+func (x *ScheduleRecord) GetSuspendedAtUnixMicros() int64 {
+	if x != nil {
+		return x.SuspendedAtUnixMicros
+	}
+	return 0
+}
+
+func (x *ScheduleRecord) GetInFlightMessageId() string {
+	if x != nil {
+		return x.InFlightMessageId
+	}
+	return ""
+}
+
+func (x *ScheduleRecord) GetInFlightExpiresAtUnixMicros() int64 {
+	if x != nil {
+		return x.InFlightExpiresAtUnixMicros
+	}
+	return 0
+}
+
+func (x *ScheduleRecord) GetBuffered() *OccurrenceOrigin {
+	if x != nil {
+		return x.Buffered
+	}
+	return nil
+}
+
+// LedgerRecord is the durable outcome of one nominal instant a schedule passed (one per
+// generation and ordinal), or of one manual trigger.
+type LedgerRecord struct {
+	state                  protoimpl.MessageState `protogen:"open.v1"`
+	ScheduleId             string                 `protobuf:"bytes,1,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	Generation             uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Ordinal                uint64                 `protobuf:"varint,3,opt,name=ordinal,proto3" json:"ordinal,omitempty"`
+	Manual                 bool                   `protobuf:"varint,4,opt,name=manual,proto3" json:"manual,omitempty"`
+	NominalDueAtUnixMicros int64                  `protobuf:"varint,5,opt,name=nominal_due_at_unix_micros,json=nominalDueAtUnixMicros,proto3" json:"nominal_due_at_unix_micros,omitempty"`
+	Outcome                LedgerOutcome          `protobuf:"varint,6,opt,name=outcome,proto3,enum=orrery.v1.LedgerOutcome" json:"outcome,omitempty"`
+	// The logged time of the mutation that wrote this outcome.
+	RecordedAtUnixMicros int64 `protobuf:"varint,7,opt,name=recorded_at_unix_micros,json=recordedAtUnixMicros,proto3" json:"recorded_at_unix_micros,omitempty"`
+	// ENQUEUED, MANUAL, BUFFERED: the occurrence's message id. COALESCED_INTO: the id of the
+	// message that stands for it.
+	MessageId string `protobuf:"bytes,8,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// COALESCED_INTO: the ordinal of the occurrence that stands for it.
+	CoalescedIntoOrdinal uint64 `protobuf:"varint,9,opt,name=coalesced_into_ordinal,json=coalescedIntoOrdinal,proto3" json:"coalesced_into_ordinal,omitempty"`
+	// SUSPENDED, DROPPED: why.
+	Reason        string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LedgerRecord) Reset() {
+	*x = LedgerRecord{}
+	mi := &file_api_v1_records_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LedgerRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LedgerRecord) ProtoMessage() {}
+
+func (x *LedgerRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_records_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LedgerRecord.ProtoReflect.Descriptor instead.
+func (*LedgerRecord) Descriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LedgerRecord) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *LedgerRecord) GetOrdinal() uint64 {
+	if x != nil {
+		return x.Ordinal
+	}
+	return 0
+}
+
+func (x *LedgerRecord) GetManual() bool {
+	if x != nil {
+		return x.Manual
+	}
+	return false
+}
+
+func (x *LedgerRecord) GetNominalDueAtUnixMicros() int64 {
+	if x != nil {
+		return x.NominalDueAtUnixMicros
+	}
+	return 0
+}
+
+func (x *LedgerRecord) GetOutcome() LedgerOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return LedgerOutcome_LEDGER_OUTCOME_UNSPECIFIED
+}
+
+func (x *LedgerRecord) GetRecordedAtUnixMicros() int64 {
+	if x != nil {
+		return x.RecordedAtUnixMicros
+	}
+	return 0
+}
+
+func (x *LedgerRecord) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *LedgerRecord) GetCoalescedIntoOrdinal() uint64 {
+	if x != nil {
+		return x.CoalescedIntoOrdinal
+	}
+	return 0
+}
+
+func (x *LedgerRecord) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ScheduleInspection is what an operator sees of one schedule.
+type ScheduleInspection struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Record *ScheduleRecord        `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	// The next (at most 10) nominal instants ahead of the watermark, oldest first; empty while
+	// the schedule cannot emit (cancelled, paused, suspended) or its series has ended. The
+	// first may be overdue.
+	NextFireTimesUnixMicros []int64 `protobuf:"varint,2,rep,packed,name=next_fire_times_unix_micros,json=nextFireTimesUnixMicros,proto3" json:"next_fire_times_unix_micros,omitempty"`
+	// The last (at most 10) ledger records of the schedule, newest nominal instant first.
+	LastOutcomes []*LedgerRecord `protobuf:"bytes,3,rep,name=last_outcomes,json=lastOutcomes,proto3" json:"last_outcomes,omitempty"`
+	// Why the schedule is suspended ("" when it is not).
+	SuspendedReason string `protobuf:"bytes,4,opt,name=suspended_reason,json=suspendedReason,proto3" json:"suspended_reason,omitempty"`
+	// Set when this silo's evaluator or zone rules differ from the generation's pinned ones:
+	// the next emit will suspend the schedule. Next fire times are then not computed.
+	EvaluatorMismatch string `protobuf:"bytes,5,opt,name=evaluator_mismatch,json=evaluatorMismatch,proto3" json:"evaluator_mismatch,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ScheduleInspection) Reset() {
+	*x = ScheduleInspection{}
+	mi := &file_api_v1_records_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleInspection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleInspection) ProtoMessage() {}
+
+func (x *ScheduleInspection) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_records_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleInspection.ProtoReflect.Descriptor instead.
+func (*ScheduleInspection) Descriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ScheduleInspection) GetRecord() *ScheduleRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *ScheduleInspection) GetNextFireTimesUnixMicros() []int64 {
+	if x != nil {
+		return x.NextFireTimesUnixMicros
+	}
+	return nil
+}
+
+func (x *ScheduleInspection) GetLastOutcomes() []*LedgerRecord {
+	if x != nil {
+		return x.LastOutcomes
+	}
+	return nil
+}
+
+func (x *ScheduleInspection) GetSuspendedReason() string {
+	if x != nil {
+		return x.SuspendedReason
+	}
+	return ""
+}
+
+func (x *ScheduleInspection) GetEvaluatorMismatch() string {
+	if x != nil {
+		return x.EvaluatorMismatch
+	}
+	return ""
+}
+
 // ScheduleTombstone keeps a deleted schedule id from ever being configured again.
 type ScheduleTombstone struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -215,7 +611,7 @@ type ScheduleTombstone struct {
 
 func (x *ScheduleTombstone) Reset() {
 	*x = ScheduleTombstone{}
-	mi := &file_api_v1_records_proto_msgTypes[1]
+	mi := &file_api_v1_records_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +623,7 @@ func (x *ScheduleTombstone) String() string {
 func (*ScheduleTombstone) ProtoMessage() {}
 
 func (x *ScheduleTombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[1]
+	mi := &file_api_v1_records_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +636,7 @@ func (x *ScheduleTombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleTombstone.ProtoReflect.Descriptor instead.
 func (*ScheduleTombstone) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{1}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ScheduleTombstone) GetLastRevision() uint64 {
@@ -283,7 +679,7 @@ type SagaRecord struct {
 
 func (x *SagaRecord) Reset() {
 	*x = SagaRecord{}
-	mi := &file_api_v1_records_proto_msgTypes[2]
+	mi := &file_api_v1_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +691,7 @@ func (x *SagaRecord) String() string {
 func (*SagaRecord) ProtoMessage() {}
 
 func (x *SagaRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[2]
+	mi := &file_api_v1_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +704,7 @@ func (x *SagaRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaRecord.ProtoReflect.Descriptor instead.
 func (*SagaRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{2}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SagaRecord) GetLane() *Lane {
@@ -389,7 +785,7 @@ type DueRef struct {
 
 func (x *DueRef) Reset() {
 	*x = DueRef{}
-	mi := &file_api_v1_records_proto_msgTypes[3]
+	mi := &file_api_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +797,7 @@ func (x *DueRef) String() string {
 func (*DueRef) ProtoMessage() {}
 
 func (x *DueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[3]
+	mi := &file_api_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +810,7 @@ func (x *DueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DueRef.ProtoReflect.Descriptor instead.
 func (*DueRef) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DueRef) GetKind() DueKind {
@@ -466,7 +862,7 @@ type InboxEntry struct {
 
 func (x *InboxEntry) Reset() {
 	*x = InboxEntry{}
-	mi := &file_api_v1_records_proto_msgTypes[4]
+	mi := &file_api_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +874,7 @@ func (x *InboxEntry) String() string {
 func (*InboxEntry) ProtoMessage() {}
 
 func (x *InboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[4]
+	mi := &file_api_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +887,7 @@ func (x *InboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxEntry.ProtoReflect.Descriptor instead.
 func (*InboxEntry) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InboxEntry) GetRequestHash() []byte {
@@ -533,7 +929,7 @@ type LaneCounters struct {
 
 func (x *LaneCounters) Reset() {
 	*x = LaneCounters{}
-	mi := &file_api_v1_records_proto_msgTypes[5]
+	mi := &file_api_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +941,7 @@ func (x *LaneCounters) String() string {
 func (*LaneCounters) ProtoMessage() {}
 
 func (x *LaneCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[5]
+	mi := &file_api_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +954,7 @@ func (x *LaneCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneCounters.ProtoReflect.Descriptor instead.
 func (*LaneCounters) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LaneCounters) GetMessages() uint64 {
@@ -587,7 +983,7 @@ type MessageTombstone struct {
 
 func (x *MessageTombstone) Reset() {
 	*x = MessageTombstone{}
-	mi := &file_api_v1_records_proto_msgTypes[6]
+	mi := &file_api_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +995,7 @@ func (x *MessageTombstone) String() string {
 func (*MessageTombstone) ProtoMessage() {}
 
 func (x *MessageTombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[6]
+	mi := &file_api_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +1008,7 @@ func (x *MessageTombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageTombstone.ProtoReflect.Descriptor instead.
 func (*MessageTombstone) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MessageTombstone) GetRemovedAtUnixMicros() int64 {
@@ -641,7 +1037,7 @@ type PartitionCounters struct {
 
 func (x *PartitionCounters) Reset() {
 	*x = PartitionCounters{}
-	mi := &file_api_v1_records_proto_msgTypes[7]
+	mi := &file_api_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +1049,7 @@ func (x *PartitionCounters) String() string {
 func (*PartitionCounters) ProtoMessage() {}
 
 func (x *PartitionCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[7]
+	mi := &file_api_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +1062,7 @@ func (x *PartitionCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionCounters.ProtoReflect.Descriptor instead.
 func (*PartitionCounters) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartitionCounters) GetRecords() uint64 {
@@ -694,7 +1090,7 @@ type JournalEntry struct {
 
 func (x *JournalEntry) Reset() {
 	*x = JournalEntry{}
-	mi := &file_api_v1_records_proto_msgTypes[8]
+	mi := &file_api_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +1102,7 @@ func (x *JournalEntry) String() string {
 func (*JournalEntry) ProtoMessage() {}
 
 func (x *JournalEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[8]
+	mi := &file_api_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +1115,7 @@ func (x *JournalEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalEntry.ProtoReflect.Descriptor instead.
 func (*JournalEntry) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *JournalEntry) GetPrincipal() string {
@@ -750,7 +1146,7 @@ type JournalRecord struct {
 
 func (x *JournalRecord) Reset() {
 	*x = JournalRecord{}
-	mi := &file_api_v1_records_proto_msgTypes[9]
+	mi := &file_api_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +1158,7 @@ func (x *JournalRecord) String() string {
 func (*JournalRecord) ProtoMessage() {}
 
 func (x *JournalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[9]
+	mi := &file_api_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +1171,7 @@ func (x *JournalRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalRecord.ProtoReflect.Descriptor instead.
 func (*JournalRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JournalRecord) GetAppliedIndex() uint64 {
@@ -810,7 +1206,7 @@ var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xea\x03\n" +
+	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\x88\b\n" +
 	"\x0eScheduleRecord\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.orrery.v1.ScheduleDefinitionR\n" +
@@ -827,7 +1223,40 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"!generation_started_at_unix_micros\x18\t \x01(\x03R\x1dgenerationStartedAtUnixMicros\x121\n" +
 	"\x15paused_at_unix_micros\x18\n" +
 	" \x01(\x03R\x12pausedAtUnixMicros\x127\n" +
-	"\x18resume_floor_unix_micros\x18\v \x01(\x03R\x15resumeFloorUnixMicros\"\x96\x01\n" +
+	"\x18resume_floor_unix_micros\x18\v \x01(\x03R\x15resumeFloorUnixMicros\x125\n" +
+	"\x17cron_cursor_unix_micros\x18\f \x01(\x03R\x14cronCursorUnixMicros\x127\n" +
+	"\x18next_nominal_unix_micros\x18\r \x01(\x03R\x15nextNominalUnixMicros\x12!\n" +
+	"\fseries_ended\x18\x0e \x01(\bR\vseriesEnded\x12+\n" +
+	"\x11evaluator_version\x18\x0f \x01(\rR\x10evaluatorVersion\x12)\n" +
+	"\x10zone_fingerprint\x18\x10 \x01(\tR\x0fzoneFingerprint\x12\x1c\n" +
+	"\tsuspended\x18\x11 \x01(\bR\tsuspended\x12)\n" +
+	"\x10suspended_reason\x18\x12 \x01(\tR\x0fsuspendedReason\x127\n" +
+	"\x18suspended_at_unix_micros\x18\x13 \x01(\x03R\x15suspendedAtUnixMicros\x12/\n" +
+	"\x14in_flight_message_id\x18\x14 \x01(\tR\x11inFlightMessageId\x12E\n" +
+	" in_flight_expires_at_unix_micros\x18\x15 \x01(\x03R\x1binFlightExpiresAtUnixMicros\x127\n" +
+	"\bbuffered\x18\x16 \x01(\v2\x1b.orrery.v1.OccurrenceOriginR\bbuffered\"\x95\x03\n" +
+	"\fLedgerRecord\x12\x1f\n" +
+	"\vschedule_id\x18\x01 \x01(\tR\n" +
+	"scheduleId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12\x18\n" +
+	"\aordinal\x18\x03 \x01(\x04R\aordinal\x12\x16\n" +
+	"\x06manual\x18\x04 \x01(\bR\x06manual\x12:\n" +
+	"\x1anominal_due_at_unix_micros\x18\x05 \x01(\x03R\x16nominalDueAtUnixMicros\x122\n" +
+	"\aoutcome\x18\x06 \x01(\x0e2\x18.orrery.v1.LedgerOutcomeR\aoutcome\x125\n" +
+	"\x17recorded_at_unix_micros\x18\a \x01(\x03R\x14recordedAtUnixMicros\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\b \x01(\tR\tmessageId\x124\n" +
+	"\x16coalesced_into_ordinal\x18\t \x01(\x04R\x14coalescedIntoOrdinal\x12\x16\n" +
+	"\x06reason\x18\n" +
+	" \x01(\tR\x06reason\"\x9d\x02\n" +
+	"\x12ScheduleInspection\x121\n" +
+	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x12<\n" +
+	"\x1bnext_fire_times_unix_micros\x18\x02 \x03(\x03R\x17nextFireTimesUnixMicros\x12<\n" +
+	"\rlast_outcomes\x18\x03 \x03(\v2\x17.orrery.v1.LedgerRecordR\flastOutcomes\x12)\n" +
+	"\x10suspended_reason\x18\x04 \x01(\tR\x0fsuspendedReason\x12-\n" +
+	"\x12evaluator_mismatch\x18\x05 \x01(\tR\x11evaluatorMismatch\"\x96\x01\n" +
 	"\x11ScheduleTombstone\x12#\n" +
 	"\rlast_revision\x18\x01 \x01(\x04R\flastRevision\x12'\n" +
 	"\x0flast_generation\x18\x02 \x01(\x04R\x0elastGeneration\x123\n" +
@@ -872,7 +1301,20 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x125\n" +
 	"\x17logged_time_unix_micros\x18\x02 \x01(\x03R\x14loggedTimeUnixMicros\x12)\n" +
 	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\x121\n" +
-	"\aentries\x18\x04 \x03(\v2\x17.orrery.v1.JournalEntryR\aentries*M\n" +
+	"\aentries\x18\x04 \x03(\v2\x17.orrery.v1.JournalEntryR\aentries*\xef\x02\n" +
+	"\rLedgerOutcome\x12\x1e\n" +
+	"\x1aLEDGER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17LEDGER_OUTCOME_ENQUEUED\x10\x01\x12\"\n" +
+	"\x1eLEDGER_OUTCOME_SKIPPED_OVERLAP\x10\x02\x12(\n" +
+	"$LEDGER_OUTCOME_MISSED_CATCHUP_WINDOW\x10\x03\x12!\n" +
+	"\x1dLEDGER_OUTCOME_COALESCED_INTO\x10\x04\x12\x19\n" +
+	"\x15LEDGER_OUTCOME_MANUAL\x10\x05\x12\x1c\n" +
+	"\x18LEDGER_OUTCOME_SUSPENDED\x10\x06\x12\"\n" +
+	"\x1eLEDGER_OUTCOME_SKIPPED_MISFIRE\x10\a\x12\x1b\n" +
+	"\x17LEDGER_OUTCOME_BUFFERED\x10\b\x12\x1a\n" +
+	"\x16LEDGER_OUTCOME_DROPPED\x10\t\x12\x1a\n" +
+	"\x16LEDGER_OUTCOME_EXPIRED\x10\n" +
+	"*M\n" +
 	"\aDueKind\x12\x18\n" +
 	"\x14DUE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DUE_KIND_SCHEDULE\x10\x01\x12\x11\n" +
@@ -890,40 +1332,48 @@ func file_api_v1_records_proto_rawDescGZIP() []byte {
 	return file_api_v1_records_proto_rawDescData
 }
 
-var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_api_v1_records_proto_goTypes = []any{
-	(DueKind)(0),               // 0: orrery.v1.DueKind
-	(*ScheduleRecord)(nil),     // 1: orrery.v1.ScheduleRecord
-	(*ScheduleTombstone)(nil),  // 2: orrery.v1.ScheduleTombstone
-	(*SagaRecord)(nil),         // 3: orrery.v1.SagaRecord
-	(*DueRef)(nil),             // 4: orrery.v1.DueRef
-	(*InboxEntry)(nil),         // 5: orrery.v1.InboxEntry
-	(*LaneCounters)(nil),       // 6: orrery.v1.LaneCounters
-	(*MessageTombstone)(nil),   // 7: orrery.v1.MessageTombstone
-	(*PartitionCounters)(nil),  // 8: orrery.v1.PartitionCounters
-	(*JournalEntry)(nil),       // 9: orrery.v1.JournalEntry
-	(*JournalRecord)(nil),      // 10: orrery.v1.JournalRecord
-	(*ScheduleDefinition)(nil), // 11: orrery.v1.ScheduleDefinition
-	(*Lane)(nil),               // 12: orrery.v1.Lane
-	(SagaPhase)(0),             // 13: orrery.v1.SagaPhase
-	(*SagaTimeout)(nil),        // 14: orrery.v1.SagaTimeout
-	(*Batch)(nil),              // 15: orrery.v1.Batch
+	(LedgerOutcome)(0),         // 0: orrery.v1.LedgerOutcome
+	(DueKind)(0),               // 1: orrery.v1.DueKind
+	(*ScheduleRecord)(nil),     // 2: orrery.v1.ScheduleRecord
+	(*LedgerRecord)(nil),       // 3: orrery.v1.LedgerRecord
+	(*ScheduleInspection)(nil), // 4: orrery.v1.ScheduleInspection
+	(*ScheduleTombstone)(nil),  // 5: orrery.v1.ScheduleTombstone
+	(*SagaRecord)(nil),         // 6: orrery.v1.SagaRecord
+	(*DueRef)(nil),             // 7: orrery.v1.DueRef
+	(*InboxEntry)(nil),         // 8: orrery.v1.InboxEntry
+	(*LaneCounters)(nil),       // 9: orrery.v1.LaneCounters
+	(*MessageTombstone)(nil),   // 10: orrery.v1.MessageTombstone
+	(*PartitionCounters)(nil),  // 11: orrery.v1.PartitionCounters
+	(*JournalEntry)(nil),       // 12: orrery.v1.JournalEntry
+	(*JournalRecord)(nil),      // 13: orrery.v1.JournalRecord
+	(*ScheduleDefinition)(nil), // 14: orrery.v1.ScheduleDefinition
+	(*OccurrenceOrigin)(nil),   // 15: orrery.v1.OccurrenceOrigin
+	(*Lane)(nil),               // 16: orrery.v1.Lane
+	(SagaPhase)(0),             // 17: orrery.v1.SagaPhase
+	(*SagaTimeout)(nil),        // 18: orrery.v1.SagaTimeout
+	(*Batch)(nil),              // 19: orrery.v1.Batch
 }
 var file_api_v1_records_proto_depIdxs = []int32{
-	11, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
-	12, // 1: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
-	13, // 2: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
-	14, // 3: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
-	0,  // 4: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
-	12, // 5: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
-	15, // 6: orrery.v1.JournalEntry.batch:type_name -> orrery.v1.Batch
-	9,  // 7: orrery.v1.JournalRecord.entries:type_name -> orrery.v1.JournalEntry
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	14, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
+	15, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
+	0,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
+	2,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
+	3,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
+	16, // 5: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
+	17, // 6: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
+	18, // 7: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
+	1,  // 8: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
+	16, // 9: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
+	19, // 10: orrery.v1.JournalEntry.batch:type_name -> orrery.v1.Batch
+	12, // 11: orrery.v1.JournalRecord.entries:type_name -> orrery.v1.JournalEntry
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_records_proto_init() }
@@ -937,8 +1387,8 @@ func file_api_v1_records_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_records_proto_rawDesc), len(file_api_v1_records_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   10,
+			NumEnums:      2,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

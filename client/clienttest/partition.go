@@ -131,7 +131,7 @@ func (t *Transport) apply(p *partition, req *orreryv1.CommandRequest) *orreryv1.
 }
 
 // inspect answers req from p's store.
-func (p *partition) inspect(req *orreryv1.InspectRequest, partitions int) *orreryv1.InspectReply {
+func (p *partition) inspect(req *orreryv1.InspectRequest, partitions int, nowMicros int64) *orreryv1.InspectReply {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	reply := &orreryv1.InspectReply{}
@@ -141,6 +141,25 @@ func (p *partition) inspect(req *orreryv1.InspectRequest, partitions int) *orrer
 		reply.Error = checkLane(target.Schedule.GetLane(), p.index, partitions)
 		if reply.Error == nil {
 			reply.Schedule, reply.Found, err = schedule.Load(p.store, target.Schedule.GetLane(), target.Schedule.GetScheduleId())
+		}
+		if err == nil && reply.Found {
+			reply.Inspection, err = schedule.Inspect(p.store, target.Schedule.GetLane(), target.Schedule.GetScheduleId(), max(nowMicros, p.lastLogged))
+		}
+	case *orreryv1.InspectRequest_Ledger:
+		q := target.Ledger
+		reply.Error = checkLane(q.GetLane(), p.index, partitions)
+		if reply.Error == nil {
+			to := q.GetToUnixMicros()
+			if to == 0 {
+				to = input.MaxInstantMicros
+			}
+			limit := int(q.GetMaxRecords())
+			if limit <= 0 || limit > schedule.MaxLedgerRead {
+				limit = schedule.MaxLedgerRead
+			}
+			reply.Ledger, reply.LedgerContinuation, err = schedule.ReadLedger(p.store, q.GetLane(), q.GetScheduleId(),
+				schedule.LedgerQuery{FromMicros: q.GetFromUnixMicros(), ToMicros: to, MaxRecords: limit, After: q.GetAfter()})
+			reply.Found = len(reply.Ledger) > 0
 		}
 	case *orreryv1.InspectRequest_Saga:
 		reply.Error = checkLane(target.Saga.GetLane(), p.index, partitions)

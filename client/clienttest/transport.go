@@ -124,7 +124,7 @@ func (t *Transport) Inspect(ctx context.Context, p int, req *orreryv1.InspectReq
 	if fault, err := t.nextFault(p, nil); fault != FaultNone {
 		return nil, t.end(call, fault, nil, err)
 	}
-	reply := t.partitions[p].inspect(req, len(t.partitions))
+	reply := t.partitions[p].inspect(req, len(t.partitions), t.clock().UnixMicro())
 	return reply, t.end(call, FaultNone, nil, nil)
 }
 

@@ -213,7 +213,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Receive{Receive: r}}
 		})
 	case *orreryv1.Mutation_Ack:
-		r, _, err := queue.ApplyAck(v, lim, k.Ack, now)
+		// The ack that ends an occurrence frees its schedule's overlap slot in the same view.
+		r, acked, err := queue.ApplyAck(v, lim, k.Ack, now)
+		if err == nil {
+			err = schedule.ReleaseSlot(v, lim, acked)
+		}
 		return leaseResult(r, err)
 	case *orreryv1.Mutation_Release:
 		return leaseResult(queue.ApplyRelease(v, lim, k.Release, now))

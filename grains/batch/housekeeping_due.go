@@ -7,7 +7,8 @@ import (
 
 // HousekeepingDue reports, with a few bounded reads, whether a Housekeep mutation at loggedNow
 // would remove anything: a receipt expired or beyond the cap, or a message tombstone past its
-// retention. Partitions ask before running one, so an idle partition writes nothing.
+// retention, or a ledger record past its retention. Partitions ask before running one, so an
+// idle partition writes nothing.
 func (a Applier) HousekeepingDue(r kv.Reader, loggedNowMicros int64) (bool, error) {
 	count, err := receiptCount(r)
 	if err != nil || count > a.Limits.MaxReceipts {
@@ -22,6 +23,13 @@ func (a Applier) HousekeepingDue(r kv.Reader, loggedNowMicros int64) (bool, erro
 		return due, err
 	}
 	err = r.Scan(keys.Of(keys.TombstoneAge, nil), keys.TombstoneAgeUpTo(loggedNowMicros-a.Limits.TombstoneRetentionMicros), func(_, _ []byte) (bool, error) {
+		due = true
+		return false, nil
+	})
+	if err != nil || due {
+		return due, err
+	}
+	err = r.Scan(keys.Of(keys.LedgerAge, nil), keys.LedgerAgeUpTo(loggedNowMicros-a.Limits.LedgerRetentionMicros), func(_, _ []byte) (bool, error) {
 		due = true
 		return false, nil
 	})

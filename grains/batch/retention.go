@@ -12,6 +12,7 @@ import (
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/grains/record"
+	"github.com/orreryhq/orrery/grains/schedule"
 )
 
 // MaxHousekeepRecords bounds one Housekeep mutation.
@@ -41,8 +42,9 @@ func (a Applier) storeReceipt(v kv.View, principal, commandID string, hash, enco
 	return setReceiptCount(v, count+1)
 }
 
-// housekeep removes expired receipts, the soonest-expiring receipts beyond the cap, and
-// expired message tombstones, at most m.MaxRecords in all (0 means 1000).
+// housekeep removes expired receipts, the soonest-expiring receipts beyond the cap, expired
+// message tombstones and ledger records past their retention, at most m.MaxRecords in all
+// (0 means 1000), in that order.
 func (a Applier) housekeep(v kv.View, m *orreryv1.Housekeep, loggedNowMicros int64) (*orreryv1.HousekeepResult, error) {
 	budget := int(m.GetMaxRecords())
 	if budget == 0 {
@@ -100,6 +102,16 @@ func (a Applier) housekeep(v kv.View, m *orreryv1.Housekeep, loggedNowMicros int
 		}
 		res.TombstonesRemoved = uint32(removed)
 		res.More = res.More || more
+	} else {
+		res.More = true
+	}
+	if left := budget - len(doomed) - int(res.TombstonesRemoved); left > 0 && !res.More {
+		removed, more, err := schedule.PruneLedger(v, loggedNowMicros-a.Limits.LedgerRetentionMicros, left)
+		if err != nil {
+			return nil, err
+		}
+		res.LedgerRecordsRemoved = uint32(removed)
+		res.More = more
 	} else {
 		res.More = true
 	}

@@ -56,6 +56,9 @@ type Limits struct {
 	MaxMutationsPerBatch int
 	// MaxEmitPerCommand bounds EmitOccurrences.max (DESIGN §4: 32).
 	MaxEmitPerCommand uint32
+	// MaxPassedPerEmit bounds the ordinals one EmitOccurrences may pass without enqueuing a
+	// message (missed, skipped, coalesced, buffered); the rest stay due.
+	MaxPassedPerEmit uint32
 	// MaxReceivePerCommand bounds Receive.max.
 	MaxReceivePerCommand uint32
 	// MaxLeaseMicros bounds a lease (DESIGN §4: 10 minutes).
@@ -78,6 +81,9 @@ type Limits struct {
 	// TombstoneRetentionMicros is how long an acked or expired message id stays taken (an
 	// enqueue of the same id within it is a no-op).
 	TombstoneRetentionMicros int64
+	// LedgerRetentionMicros is how long an occurrence ledger record is kept after it was
+	// last written; housekeeping removes older ones.
+	LedgerRetentionMicros int64
 }
 
 // SystemPrincipalPrefix marks Orrery's own principals (short receipt retention).
@@ -95,6 +101,7 @@ func DefaultLimits() Limits {
 		MaxPartitionRecordBytes: 8 << 30,
 		MaxMutationsPerBatch:    256,
 		MaxEmitPerCommand:       32,
+		MaxPassedPerEmit:        1024,
 		MaxReceivePerCommand:    256,
 		MaxLeaseMicros:          10 * Minute,
 		DefaultLeaseMicros:      30 * Second,
@@ -106,6 +113,7 @@ func DefaultLimits() Limits {
 		SystemReceiptRetentionMicros: 10 * Minute,
 		MaxReceipts:                  1_000_000,
 		TombstoneRetentionMicros:     Day,
+		LedgerRetentionMicros:        30 * Day,
 	}
 }
 
@@ -222,10 +230,11 @@ func JSONValue(field, doc string, maxBytes int) error {
 	return nil
 }
 
-// Instant checks an instant in [0, MaxInstantMicros].
+// Instant checks an instant in (0, MaxInstantMicros]: after 1970-01-01T00:00:00Z (zero means
+// "none" throughout the records) and at most 9999-12-31T23:59:59.999999Z.
 func Instant(field string, unixMicros int64) error {
-	if unixMicros < 0 || unixMicros > MaxInstantMicros {
-		return orrery.Invalid(field, "must be between 1970-01-01 and 9999-12-31 UTC, got %d µs", unixMicros)
+	if unixMicros <= 0 || unixMicros > MaxInstantMicros {
+		return orrery.Invalid(field, "must be after 1970-01-01T00:00:00Z and at most 9999-12-31T23:59:59.999999Z, got %d µs since the epoch", unixMicros)
 	}
 	return nil
 }

@@ -16,6 +16,9 @@
 //	i/  principal commandId → InboxEntry (command inbox)
 //	ie/ expiresAt principal commandId → empty (receipts by expiry, for housekeeping)
 //	ma/ removedAt lane id → empty (message tombstones by age, for housekeeping)
+//	sl/ lane id ^nominal ^generation kind ^ordinal → LedgerRecord (occurrence ledger, newest
+//	    nominal instant first; kind 0 recurring, 1 manual)
+//	sla/ recordedAt <ledger key suffix> → empty (ledger records by age, for housekeeping)
 //	meta/...           partition-wide counters
 //
 // The persistence layer keeps its own records under p/ (journal, applied index, epoch, logged
@@ -42,6 +45,8 @@ var (
 	Inbox             = []byte("i/")
 	InboxExpiry       = []byte("ie/")
 	TombstoneAge      = []byte("ma/")
+	Ledger            = []byte("sl/")
+	LedgerAge         = []byte("sla/")
 	// ReceiptCount is the number of stored receipts (8-byte big-endian).
 	ReceiptCount = []byte("meta/receipts")
 	// Sequence is the partition's enqueue sequence counter (8-byte big-endian).
@@ -160,6 +165,47 @@ func TombstoneAgeKey(removedAtMicros int64, lane *orreryv1.Lane, id string) []by
 // TombstoneAgeUpTo is the exclusive end of tombstones removed at or before the instant.
 func TombstoneAgeUpTo(atMicros int64) []byte {
 	return AppendUint64(Of(TombstoneAge, nil), uint64(atMicros)+1)
+}
+
+// LedgerPrefix is the prefix of one schedule's ledger records.
+func LedgerPrefix(lane *orreryv1.Lane, scheduleID string) []byte {
+	return Of(Ledger, LaneID(lane, scheduleID))
+}
+
+// LedgerInstantKey is the first ledger key of a schedule at a nominal instant: keys run from
+// the newest instant to the oldest, so those of instants at or before it follow it.
+func LedgerInstantKey(lane *orreryv1.Lane, scheduleID string, nominalMicros int64) []byte {
+	return AppendUint64(LedgerPrefix(lane, scheduleID), ^uint64(nominalMicros))
+}
+
+// LedgerKey is the key of the ledger record of one ordinal (or, when manual, of the manual
+// occurrence triggered at nominal) of a generation. Instants, generations and ordinals are
+// stored inverted, so a forward scan reads the newest first.
+func LedgerKey(lane *orreryv1.Lane, scheduleID string, nominalMicros int64, generation uint64, manual bool, ordinal uint64) []byte {
+	k := AppendUint64(LedgerInstantKey(lane, scheduleID, nominalMicros), ^generation)
+	kind := byte(0)
+	if manual {
+		kind = 1
+	}
+	return AppendUint64(append(k, kind), ^ordinal)
+}
+
+// LedgerAgeKey indexes the ledger record under ledgerKey by the logged time it was written.
+func LedgerAgeKey(recordedAtMicros int64, ledgerKey []byte) []byte {
+	return append(AppendUint64(Of(LedgerAge, nil), uint64(recordedAtMicros)), ledgerKey[len(Ledger):]...)
+}
+
+// LedgerAgeUpTo is the exclusive end of ledger records written at or before the instant.
+func LedgerAgeUpTo(atMicros int64) []byte {
+	return AppendUint64(Of(LedgerAge, nil), uint64(atMicros)+1)
+}
+
+// LedgerFromAge returns the ledger key a LedgerAgeKey points at.
+func LedgerFromAge(key []byte) ([]byte, error) {
+	if len(key) < len(LedgerAge)+8 || string(key[:len(LedgerAge)]) != string(LedgerAge) {
+		return nil, ErrMalformed
+	}
+	return Of(Ledger, key[len(LedgerAge)+8:]), nil
 }
 
 // SplitInboxExpiry decodes the principal and command id of an InboxExpiryKey.

@@ -88,6 +88,24 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 			}
 			rec, found, err := schedule.Load(r, t.Schedule.GetLane(), t.Schedule.GetScheduleId())
 			reply.Found, reply.Schedule = found, rec
+			if err != nil || !found {
+				return err
+			}
+			reply.Inspection, err = schedule.Inspect(r, t.Schedule.GetLane(), t.Schedule.GetScheduleId(), g.readTime())
+			return err
+		case *orreryv1.InspectRequest_Ledger:
+			q := t.Ledger
+			limit := int(q.GetMaxRecords())
+			if limit <= 0 || limit > schedule.MaxLedgerRead {
+				limit = schedule.MaxLedgerRead
+			}
+			to := q.GetToUnixMicros()
+			if to == 0 {
+				to = input.MaxInstantMicros
+			}
+			entries, next, err := schedule.ReadLedger(r, q.GetLane(), q.GetScheduleId(), schedule.LedgerQuery{
+				FromMicros: q.GetFromUnixMicros(), ToMicros: to, MaxRecords: limit, After: q.GetAfter()})
+			reply.Found, reply.Ledger, reply.LedgerContinuation = len(entries) > 0, entries, next
 			return err
 		case *orreryv1.InspectRequest_Saga:
 			rec, found, err := saga.Load(r, t.Saga.GetLane(), t.Saga.GetSagaId())
@@ -120,7 +138,7 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 			}
 			return err
 		default:
-			return orrery.Invalid("target", "is required (schedule, saga, lane or partition)")
+			return orrery.Invalid("target", "is required (schedule, saga, lane, ledger or partition)")
 		}
 	})
 	if err != nil {

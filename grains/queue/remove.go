@@ -1,8 +1,6 @@
 package queue
 
 import (
-	"bytes"
-
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/keys"
@@ -47,31 +45,13 @@ func Remove(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64, expire
 // removed at or before removedBefore, so their ids can be enqueued again. It reports how many
 // it removed and whether more remain.
 func PruneTombstones(v kv.View, removedBeforeMicros int64, maxRecords int) (removed int, more bool, err error) {
-	var ages [][]byte
-	err = v.Scan(keys.Of(keys.TombstoneAge, nil), keys.TombstoneAgeUpTo(removedBeforeMicros), func(key, _ []byte) (bool, error) {
-		if len(ages) == maxRecords {
-			more = true
-			return false, nil
-		}
-		ages = append(ages, bytes.Clone(key))
-		return true, nil
-	})
-	if err != nil {
-		return 0, false, err
-	}
-	for _, age := range ages {
+	return kv.DeleteIndexed(v, keys.Of(keys.TombstoneAge, nil), keys.TombstoneAgeUpTo(removedBeforeMicros), maxRecords, func(age []byte) ([]byte, error) {
 		tomb, err := keys.TombstoneFromAge(age)
 		if err != nil {
-			return 0, false, orrery.Wrap(orrery.CodeInternal, err, "tombstone index %x", age)
+			return nil, orrery.Wrap(orrery.CodeInternal, err, "tombstone index %x", age)
 		}
-		if err := v.Delete(tomb); err != nil {
-			return 0, false, err
-		}
-		if err := v.Delete(age); err != nil {
-			return 0, false, err
-		}
-	}
-	return len(ages), more, nil
+		return tomb, nil
+	})
 }
 
 // subtractCounters takes one message of size bytes off a lane's counters, deleting the

@@ -94,8 +94,10 @@ func validateExchange(lim input.Limits, m *orreryv1.CompareExchangeSaga, loggedN
 		return err
 	}
 	deadline, timeout := m.GetDeadlineUnixMicros(), m.GetTimeout()
-	if err := input.Instant("deadline_unix_micros", deadline); err != nil {
-		return err
+	if deadline != 0 {
+		if err := input.Instant("deadline_unix_micros", deadline); err != nil {
+			return err
+		}
 	}
 	if timeout != nil {
 		if err := input.QueueName("timeout.queue", timeout.GetQueue(), false); err != nil {

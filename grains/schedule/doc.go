@@ -1,10 +1,50 @@
 // Package schedule owns schedule records in a partition: validating and configuring
-// definitions (At, After, Every), computing due instants with checked arithmetic, emitting the
-// contiguous due occurrences into the schedule's queue under stable ids, and the lifecycle
-// (cancel, delete, pause, resume, trigger). It is pure: it reads and writes only through the
-// kv.View it is given and takes the logged time as input.
+// definitions (At, After, Every, Cron), computing nominal instants, emitting the due ones
+// into the schedule's queue under stable ids by the misfire and overlap policies, the
+// lifecycle (cancel, delete, pause, resume, trigger), the occurrence ledger and inspection.
+// It is pure: it reads and writes only through the kv.View it is given and takes the logged
+// time as input.
 //
-// The watermark (NextOrdinal, NextDueAt) is written in the same view as every message it
-// emits, so no retry, lost response or reopen can emit an ordinal twice. The due index entry
-// (kind schedule, token = generation) always sits at NextDueAt while the schedule can emit.
+// # Watermark
+//
+// A generation's ordinals count the nominal instants it passes, enqueued or not. The
+// watermark (NextOrdinal, NextNominal and, for cron, the cursor: the next instant is
+// cron.Next strictly after it) is written in the same view as every message and ledger
+// record it accounts for, so no retry, lost response or reopen can pass an ordinal twice.
+// The due index entry (kind schedule, token = generation) sits at NextDueAt while the
+// schedule can emit: the next nominal instant, or earlier for a buffered occurrence that
+// can go (see refreshNextDue).
+//
+// # Emit
+//
+// Each due ordinal, oldest first: older than the catch-up window → MISSED_CATCHUP_WINDOW;
+// else the misfire policy — CATCH_UP fires it, SKIP fires it only if no later instant is
+// also due (SKIPPED_MISFIRE otherwise), COALESCE fires the last due instant carrying the
+// count and first/last instants of those it stands for (COALESCED_INTO). What fires then
+// meets the overlap policy — ALLOW_ALL enqueues; SKIP enqueues only while no earlier
+// occurrence holds the slot (SKIPPED_OVERLAP otherwise); BUFFER_ONE buffers one occurrence
+// while the slot is held (later ones SKIPPED_OVERLAP) and enqueues it once the slot frees.
+// One emit enqueues at most EmitOccurrences.max messages and passes at most
+// Limits.MaxPassedPerEmit ordinals without one; the rest stay due (a COALESCE backlog longer
+// than that becomes one occurrence per chunk).
+//
+// The overlap slot is held by the last occurrence enqueued under SKIP or BUFFER_ONE. The ack
+// that removes it frees the slot in the same transaction (ReleaseSlot, called by the batch
+// dispatcher) and a buffered occurrence becomes due at once; a holder that expired or was
+// dead-lettered frees it too, noticed at the next emit (due at the holder's expiry while an
+// occurrence is buffered). Manual triggers neither wait for nor take the slot.
+//
+// # Suspension
+//
+// A cron generation pins cron.EvaluatorVersion and the fingerprint of its zone's rules over
+// [generation start − 1 day, generation start + 5 years]. An emit (or resume) on a silo that
+// computes either differently, or an emit whose logged time trips the definition's clock
+// anomaly window, suspends the schedule instead of reinterpreting or flooding: reason in the
+// record, a SUSPENDED ledger record, no due entry. Only a new ConfigureSchedule releases it.
+//
+// # Ledger
+//
+// Every ordinal passed, and every manual trigger, leaves one LedgerRecord (keys.Ledger),
+// read newest first by ReadLedger with a bound and a continuation, and pruned by
+// PruneLedger once older than Limits.LedgerRetentionMicros.
 package schedule

@@ -5,14 +5,23 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
-	"github.com/orreryhq/orrery/grains/queue"
 )
 
-// ApplyEmit enqueues the contiguous occurrences of the expected generation that are due at
-// logged time, at most m.Max (zero means 1), and advances the watermark in the same view.
-// A stale generation fails TokenInvalidated; nothing due (or a cancelled or paused schedule)
-// succeeds with the revision unchanged. An occurrence whose TTL has already passed stops the
-// emit there: if it is the first, the emit fails Expired without advancing.
+// defaultMaxPassedPerEmit applies when Limits.MaxPassedPerEmit is zero.
+const defaultMaxPassedPerEmit = 1024
+
+// ApplyEmit passes the ordinals of the expected generation that are due at logged time,
+// applying the misfire and overlap policies, and advances the watermark in the same view as
+// the messages and ledger records it writes. It enqueues at most m.Max messages (zero means
+// 1) and passes at most Limits.MaxPassedPerEmit ordinals without a message, leaving the rest
+// due. A stale generation fails TokenInvalidated; nothing due (or a cancelled, paused or
+// suspended schedule) succeeds with the revision unchanged and writes nothing.
+//
+// Before passing anything it checks the generation's pinned cron evaluator and zone rules and
+// the clock anomaly guard: either failing suspends the schedule (a SUSPENDED ledger record,
+// the reason in the record and the result, no due entry) and the emit succeeds with nothing
+// enqueued. An occurrence whose TTL has already passed stops the emit there: if it is the
+// first thing the emit would do, the emit fails Expired without advancing.
 func ApplyEmit(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
 	maxEmit := m.GetMax()
 	if maxEmit == 0 {
@@ -31,84 +40,222 @@ func ApplyEmit(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedN
 	if !canEmit(rec) {
 		return result(rec, nil), nil
 	}
-	oldDueAt := rec.GetNextDueAtUnixMicros()
-	var enqueued []string
-	for uint32(len(enqueued)) < maxEmit {
-		ordinal := rec.GetNextOrdinal()
-		dueAt, exists, err := DueAt(rec, ordinal)
-		if err != nil {
-			return nil, err
-		}
-		if !exists || dueAt > loggedNowMicros {
-			break
-		}
-		msg, err := occurrence(rec, lim, ordinal, dueAt, loggedNowMicros)
-		if err != nil {
-			if len(enqueued) == 0 {
-				return nil, err
-			}
-			break // emit what precedes the expired occurrence; the next emit reports it
-		}
-		if _, err := queue.Put(v, lim, msg); err != nil {
-			return nil, err
-		}
-		enqueued = append(enqueued, msg.GetId())
-		rec.NextOrdinal = ordinal + 1
+	maxPassed := lim.MaxPassedPerEmit
+	if maxPassed == 0 {
+		maxPassed = defaultMaxPassedPerEmit
 	}
-	if len(enqueued) == 0 {
+	e := &emitter{v: v, lim: lim, rec: rec, now: loggedNowMicros, maxEmit: maxEmit, maxPassed: maxPassed}
+	seriesDue := !rec.GetSeriesEnded() && rec.GetNextNominalUnixMicros() <= loggedNowMicros
+	bufferedDue := false
+	if rec.GetBuffered() != nil {
+		if bufferedDue, err = e.slotFree(); err != nil {
+			return nil, err
+		}
+	}
+	if !seriesDue && !bufferedDue {
+		return result(rec, nil), nil
+	}
+	oldDueAt := rec.GetNextDueAtUnixMicros()
+	reason := evaluatorMismatch(rec)
+	if reason == "" {
+		reason = clockAnomaly(rec, loggedNowMicros)
+	}
+	if reason != "" {
+		if e.passed, err = suspend(v, rec, reason, loggedNowMicros); err != nil {
+			return nil, err
+		}
+		e.changed = true
+	} else if err := e.run(); err != nil {
+		return nil, err
+	}
+	if !e.changed {
 		return result(rec, nil), nil
 	}
 	rec.Revision++
-	if err := refreshNextDue(rec); err != nil {
-		return nil, err
-	}
+	refreshNextDue(rec)
 	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err
 	}
-	return result(rec, enqueued), nil
+	res := result(rec, e.enqueued)
+	res.PassedWithoutMessage = e.passed
+	return res, nil
 }
 
-// occurrence builds the message of one ordinal, failing Expired if its TTL has passed.
-func occurrence(rec *orreryv1.ScheduleRecord, lim input.Limits, ordinal uint64, dueAtMicros, loggedNowMicros int64) (*orreryv1.QueueMessage, error) {
-	def := rec.GetDefinition()
-	id := OccurrenceID(def.GetScheduleId(), rec.GetGeneration(), ordinal)
-	msg, err := message(def, lim, id, dueAtMicros, loggedNowMicros)
+// emitter is the state of one ApplyEmit.
+type emitter struct {
+	v         kv.View
+	lim       input.Limits
+	rec       *orreryv1.ScheduleRecord
+	series    series
+	now       int64
+	maxEmit   uint32
+	maxPassed uint32
+	enqueued  []string
+	passed    uint32 // ordinals passed without a message
+	changed   bool
+}
+
+// point is one nominal instant of the series.
+type point struct {
+	ordinal uint64
+	nominal int64
+}
+
+// unit is what one step of the emit fires: an ordinal, and under COALESCE the earlier
+// ordinals it stands for.
+type unit struct {
+	point
+	coalesced []point
+}
+
+func (e *emitter) room() bool {
+	return uint32(len(e.enqueued)) < e.maxEmit && e.passed < e.maxPassed
+}
+
+// run flushes a buffered occurrence whose slot is free, then passes due ordinals.
+func (e *emitter) run() error {
+	s, err := newSeries(e.rec)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	msg.Origin = &orreryv1.QueueMessage_Occurrence{Occurrence: &orreryv1.OccurrenceOrigin{
-		ScheduleId:             def.GetScheduleId(),
-		Generation:             rec.GetGeneration(),
-		Ordinal:                ordinal,
-		NominalDueAtUnixMicros: dueAtMicros,
-	}}
-	return msg, nil
+	e.series = s
+	if err := e.flushBuffered(); err != nil {
+		return err
+	}
+	def := e.rec.GetDefinition()
+	window := def.GetCatchUpWindowMicros()
+	for e.room() {
+		rec := e.rec
+		if rec.GetSeriesEnded() || rec.GetNextNominalUnixMicros() > e.now {
+			return nil
+		}
+		current := point{rec.GetNextOrdinal(), rec.GetNextNominalUnixMicros()}
+		if window > 0 && current.nominal < e.now-window {
+			if err := e.passWithout(current, orreryv1.LedgerOutcome_LEDGER_OUTCOME_MISSED_CATCHUP_WINDOW); err != nil {
+				return err
+			}
+			continue
+		}
+		u := unit{point: current}
+		switch def.GetMisfire() {
+		case orreryv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
+			next, exists, err := e.series.after(current.ordinal+1, current.nominal)
+			if err != nil {
+				return err
+			}
+			if exists && next <= e.now {
+				if err := e.passWithout(current, orreryv1.LedgerOutcome_LEDGER_OUTCOME_SKIPPED_MISFIRE); err != nil {
+					return err
+				}
+				continue
+			}
+		case orreryv1.MisfirePolicy_MISFIRE_POLICY_COALESCE:
+			if u, err = e.coalesce(current); err != nil {
+				return err
+			}
+		}
+		stop, err := e.fire(u)
+		if err != nil || stop {
+			return err
+		}
+	}
+	return nil
 }
 
-// message builds a queue message from the definition's template, due at dueAt.
-func message(def *orreryv1.ScheduleDefinition, lim input.Limits, id string, dueAtMicros, loggedNowMicros int64) (*orreryv1.QueueMessage, error) {
-	t := def.GetTemplate()
-	var expiresAt int64
-	if ttl := t.GetTimeToLiveMicros(); ttl > 0 {
-		at, ok := input.AddMicros(dueAtMicros, ttl)
-		if !ok {
-			at = input.MaxInstantMicros
+// coalesce gathers the due instants from first on, as many as the pass budget allows; the
+// last one carries the others.
+func (e *emitter) coalesce(first point) (unit, error) {
+	members := []point{first}
+	budget := int(e.maxPassed - e.passed)
+	for len(members)-1 < budget {
+		last := members[len(members)-1]
+		next, exists, err := e.series.after(last.ordinal+1, last.nominal)
+		if err != nil {
+			return unit{}, err
 		}
-		if at <= loggedNowMicros {
-			return nil, orrery.FieldErrorf(orrery.CodeExpired, "definition.template.time_to_live_micros",
-				"occurrence %s due at %d µs expired at %d µs, before logged time %d µs", id, dueAtMicros, at, loggedNowMicros)
+		if !exists || next > e.now {
+			break
 		}
-		expiresAt = at
+		members = append(members, point{last.ordinal + 1, next})
 	}
-	return &orreryv1.QueueMessage{
-		Id:                   id,
-		Lane:                 def.GetLane(),
-		PayloadJson:          t.GetPayloadJson(),
-		HeadersJson:          t.GetHeadersJson(),
-		OrderingKey:          t.GetOrderingKey(),
-		EnqueuedAtUnixMicros: loggedNowMicros,
-		VisibleAtUnixMicros:  loggedNowMicros,
-		ExpiresAtUnixMicros:  expiresAt,
-		MaxDeliveries:        input.EffectiveMaxDeliveries(t.GetMaxDeliveries(), lim),
-	}, nil
+	return unit{point: members[len(members)-1], coalesced: members[:len(members)-1]}, nil
+}
+
+// passWithout passes one ordinal without a message, recording outcome.
+func (e *emitter) passWithout(p point, outcome orreryv1.LedgerOutcome) error {
+	entry := ledgerEntry(e.rec, p.ordinal, p.nominal, outcome)
+	if err := writeLedger(e.v, e.rec.GetDefinition().GetLane(), entry, e.now); err != nil {
+		return err
+	}
+	e.passed++
+	e.changed = true
+	return e.series.pass(p.ordinal, p.nominal)
+}
+
+// origin is the provenance of the occurrence a unit fires.
+func (e *emitter) origin(u unit) *orreryv1.OccurrenceOrigin {
+	o := &orreryv1.OccurrenceOrigin{
+		ScheduleId:             e.rec.GetDefinition().GetScheduleId(),
+		Generation:             e.rec.GetGeneration(),
+		Ordinal:                u.ordinal,
+		NominalDueAtUnixMicros: u.nominal,
+	}
+	if e.rec.GetDefinition().GetMisfire() == orreryv1.MisfirePolicy_MISFIRE_POLICY_COALESCE {
+		o.CoalescedCount = uint64(len(u.coalesced)) + 1
+		o.FirstNominalDueAtUnixMicros = u.nominal
+		if len(u.coalesced) > 0 {
+			o.FirstNominalDueAtUnixMicros = u.coalesced[0].nominal
+		}
+		o.LastNominalDueAtUnixMicros = u.nominal
+	}
+	return o
+}
+
+// fire passes a unit through the overlap policy: enqueue it, buffer it or skip it, then
+// record the instants it stands for and pass them all. stop is set when an expired
+// occurrence ends the emit before it.
+func (e *emitter) fire(u unit) (stop bool, err error) {
+	origin := e.origin(u)
+	id := OccurrenceID(origin.GetScheduleId(), origin.GetGeneration(), u.ordinal)
+	outcome := orreryv1.LedgerOutcome_LEDGER_OUTCOME_ENQUEUED
+	free := true
+	if e.rec.GetDefinition().GetOverlap() != orreryv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED &&
+		e.rec.GetDefinition().GetOverlap() != orreryv1.OverlapPolicy_OVERLAP_POLICY_ALLOW_ALL {
+		if free, err = e.slotFree(); err != nil {
+			return false, err
+		}
+	}
+	switch {
+	case free:
+		if err := e.enqueue(origin); err != nil {
+			if orrery.CodeOf(err) == orrery.CodeExpired && e.changed {
+				return true, nil // emit what precedes the expired occurrence; the next emit reports it
+			}
+			return false, err
+		}
+	case e.rec.GetDefinition().GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE && e.rec.GetBuffered() == nil:
+		outcome = orreryv1.LedgerOutcome_LEDGER_OUTCOME_BUFFERED
+		e.rec.Buffered = origin
+		e.passed++
+	default:
+		outcome, id = orreryv1.LedgerOutcome_LEDGER_OUTCOME_SKIPPED_OVERLAP, ""
+		e.passed++
+	}
+	e.changed = true
+	lane := e.rec.GetDefinition().GetLane()
+	entry := ledgerEntry(e.rec, u.ordinal, u.nominal, outcome)
+	entry.MessageId = id
+	if err := writeLedger(e.v, lane, entry, e.now); err != nil {
+		return false, err
+	}
+	for _, c := range u.coalesced {
+		member := ledgerEntry(e.rec, c.ordinal, c.nominal, orreryv1.LedgerOutcome_LEDGER_OUTCOME_COALESCED_INTO)
+		member.CoalescedIntoOrdinal = u.ordinal
+		member.MessageId = OccurrenceID(origin.GetScheduleId(), origin.GetGeneration(), u.ordinal)
+		if err := writeLedger(e.v, lane, member, e.now); err != nil {
+			return false, err
+		}
+		e.passed++
+	}
+	return false, e.series.pass(u.ordinal, u.nominal)
 }

@@ -3,6 +3,8 @@ package schedule
 import (
 	"fmt"
 
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 )
 
@@ -16,4 +18,33 @@ func OccurrenceID(scheduleID string, generation, ordinal uint64) string {
 // manual-{ScheduleId:N}-{Generation:x16}-{LoggedTimeUnixMicro:x16}.
 func ManualID(scheduleID string, generation uint64, loggedNowMicros int64) string {
 	return fmt.Sprintf("manual-%s-%016x-%016x", input.UUIDHex(scheduleID), generation, uint64(loggedNowMicros))
+}
+
+// message builds a queue message from the definition's template, due at dueAt, failing
+// Expired if its TTL (relative to dueAt) has already passed at loggedNow.
+func message(def *orreryv1.ScheduleDefinition, lim input.Limits, id string, dueAtMicros, loggedNowMicros int64) (*orreryv1.QueueMessage, error) {
+	t := def.GetTemplate()
+	var expiresAt int64
+	if ttl := t.GetTimeToLiveMicros(); ttl > 0 {
+		at, ok := input.AddMicros(dueAtMicros, ttl)
+		if !ok {
+			at = input.MaxInstantMicros
+		}
+		if at <= loggedNowMicros {
+			return nil, orrery.FieldErrorf(orrery.CodeExpired, "definition.template.time_to_live_micros",
+				"occurrence %s due at %d µs expired at %d µs, before logged time %d µs", id, dueAtMicros, at, loggedNowMicros)
+		}
+		expiresAt = at
+	}
+	return &orreryv1.QueueMessage{
+		Id:                   id,
+		Lane:                 def.GetLane(),
+		PayloadJson:          t.GetPayloadJson(),
+		HeadersJson:          t.GetHeadersJson(),
+		OrderingKey:          t.GetOrderingKey(),
+		EnqueuedAtUnixMicros: loggedNowMicros,
+		VisibleAtUnixMicros:  loggedNowMicros,
+		ExpiresAtUnixMicros:  expiresAt,
+		MaxDeliveries:        input.EffectiveMaxDeliveries(t.GetMaxDeliveries(), lim),
+	}, nil
 }

@@ -29,9 +29,7 @@ func ApplyCancel(v kv.View, lim input.Limits, m *orreryv1.CancelSchedule) (*orre
 	oldDueAt := rec.GetNextDueAtUnixMicros()
 	rec.Cancelled = true
 	rec.Revision++
-	if err := refreshNextDue(rec); err != nil {
-		return nil, err
-	}
+	refreshNextDue(rec)
 	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err
 	}
@@ -39,7 +37,8 @@ func ApplyCancel(v kv.View, lim input.Limits, m *orreryv1.CancelSchedule) (*orre
 }
 
 // ApplyDelete removes the expected revision for good: a tombstone keeps the id from ever being
-// configured again. Occurrences already enqueued stay in their queue.
+// configured again. Occurrences already enqueued stay in their queue; a buffered one is
+// recorded DROPPED; the ledger stays until its retention passes.
 func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
 	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
 	if err != nil {
@@ -49,6 +48,9 @@ func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64) (
 		return nil, err
 	}
 	lane, id := m.GetLane(), m.GetScheduleId()
+	if err := dropBuffered(v, rec, "the schedule was deleted", loggedNowMicros); err != nil {
+		return nil, err
+	}
 	if err := due.Remove(v, rec.GetNextDueAtUnixMicros(), orreryv1.DueKind_DUE_KIND_SCHEDULE, lane, id); err != nil {
 		return nil, err
 	}
@@ -64,8 +66,9 @@ func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64) (
 	return result(rec, nil), nil
 }
 
-// ApplyPause stops emission durably. Pausing a paused schedule changes nothing; a cancelled
-// schedule cannot be paused (Suspended).
+// ApplyPause stops emission durably; the watermark, the overlap slot and a buffered
+// occurrence are kept. Pausing a paused schedule changes nothing; a cancelled schedule
+// cannot be paused (Suspended).
 func ApplyPause(v kv.View, lim input.Limits, m *orreryv1.PauseSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
 	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
 	if err != nil {
@@ -84,18 +87,20 @@ func ApplyPause(v kv.View, lim input.Limits, m *orreryv1.PauseSchedule, loggedNo
 	rec.Paused = true
 	rec.PausedAtUnixMicros = loggedNowMicros
 	rec.Revision++
-	if err := refreshNextDue(rec); err != nil {
-		return nil, err
-	}
+	refreshNextDue(rec)
 	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err
 	}
 	return result(rec, nil), nil
 }
 
-// ApplyResume restarts emission with the first occurrence due at or after the resume's logged
-// time; occurrences that fell due before it and were not emitted are not back-filled.
-// Resuming a schedule that is not paused changes nothing.
+// ApplyResume restarts emission with the first occurrence due at or after the resume's
+// logged time minus the definition's catch-up window (zero without one): the paused window
+// is back-filled only as far as that window reaches, and what is back-filled follows the
+// misfire policy at the next emit. Instants the resume jumps over are not passed (no ledger
+// record; for cron the ordinal does not move, for the other kinds it jumps with them).
+// Resuming a schedule that is not paused changes nothing. If this silo's cron evaluator or
+// zone rules differ from the generation's, the schedule resumes suspended.
 func ApplyResume(v kv.View, lim input.Limits, m *orreryv1.ResumeSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
 	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
 	if err != nil {
@@ -108,41 +113,39 @@ func ApplyResume(v kv.View, lim input.Limits, m *orreryv1.ResumeSchedule, logged
 		return result(rec, nil), nil
 	}
 	oldDueAt := rec.GetNextDueAtUnixMicros()
-	next, exists, err := firstOrdinalAtOrAfter(rec, rec.GetNextOrdinal(), loggedNowMicros)
-	if err != nil {
-		return nil, err
-	}
-	if !exists {
-		// The series has nothing left at or after the resume: park the ordinal past its end.
-		next = lastOrdinalPlusOne(rec)
-	}
 	rec.Paused = false
 	rec.PausedAtUnixMicros = 0
 	rec.ResumeFloorUnixMicros = loggedNowMicros
-	rec.NextOrdinal = next
 	rec.Revision++
-	if err := refreshNextDue(rec); err != nil {
-		return nil, err
+	var passed uint32
+	switch reason := evaluatorMismatch(rec); {
+	case rec.GetSuspended(): // stays suspended: nothing to compute
+	case reason != "":
+		if passed, err = suspend(v, rec, reason, loggedNowMicros); err != nil {
+			return nil, err
+		}
+	default:
+		s, err := newSeries(rec)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.startAt(max(0, loggedNowMicros-rec.GetDefinition().GetCatchUpWindowMicros())); err != nil {
+			return nil, err
+		}
 	}
+	refreshNextDue(rec)
 	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err
 	}
-	return result(rec, nil), nil
+	res := result(rec, nil)
+	res.PassedWithoutMessage = passed
+	return res, nil
 }
 
-// lastOrdinalPlusOne returns an ordinal with no due instant: 1 for one-shot specs, and the
-// ordinal past the series' end for Every.
-func lastOrdinalPlusOne(rec *orreryv1.ScheduleRecord) uint64 {
-	every := rec.GetDefinition().GetSpec().GetEvery()
-	if every == nil {
-		return 1
-	}
-	span := uint64(input.MaxInstantMicros - every.GetFirstDueAtUnixMicros())
-	return span/uint64(every.GetIntervalMicros()) + 1
-}
-
-// ApplyTrigger enqueues one manual occurrence now, with its own id. It is refused while the
-// schedule is paused or cancelled (Suspended) and does not move the watermark or revision.
+// ApplyTrigger enqueues one manual occurrence now, with its own id, and records it in the
+// ledger (MANUAL). It is refused while the schedule is paused, cancelled or suspended
+// (Suspended) and does not move the watermark or revision. It neither waits for nor takes
+// the overlap slot. A second trigger at the same logged time is a no-op.
 func ApplyTrigger(v kv.View, lim input.Limits, m *orreryv1.TriggerSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
 	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
 	if err != nil {
@@ -153,6 +156,8 @@ func ApplyTrigger(v kv.View, lim input.Limits, m *orreryv1.TriggerSchedule, logg
 		return nil, orrery.FieldErrorf(orrery.CodeSuspended, "schedule_id", "schedule is paused")
 	case rec.GetCancelled():
 		return nil, orrery.FieldErrorf(orrery.CodeSuspended, "schedule_id", "schedule is cancelled")
+	case rec.GetSuspended():
+		return nil, orrery.FieldErrorf(orrery.CodeSuspended, "schedule_id", "schedule is suspended: %s", rec.GetSuspendedReason())
 	}
 	def := rec.GetDefinition()
 	id := ManualID(def.GetScheduleId(), rec.GetGeneration(), loggedNowMicros)
@@ -170,9 +175,13 @@ func ApplyTrigger(v kv.View, lim input.Limits, m *orreryv1.TriggerSchedule, logg
 	if err != nil {
 		return nil, err
 	}
-	var enqueued []string
-	if created {
-		enqueued = []string{id}
+	if !created {
+		return result(rec, nil), nil
 	}
-	return result(rec, enqueued), nil
+	entry := ledgerEntry(rec, 0, loggedNowMicros, orreryv1.LedgerOutcome_LEDGER_OUTCOME_MANUAL)
+	entry.Manual, entry.MessageId = true, id
+	if err := writeLedger(v, def.GetLane(), entry, loggedNowMicros); err != nil {
+		return nil, err
+	}
+	return result(rec, []string{id}), nil
 }

@@ -64,7 +64,7 @@ func genSpec(t *rapid.T) *orreryv1.ScheduleSpec {
 		scale := []int64{sec, 7 * sec, input.Minute, 13 * input.Minute, hour, input.Day, 30 * input.Day, 365 * input.Day}
 		interval := rapid.SampledFrom(scale).Draw(t, "interval") + rapid.Int64Range(0, sec-1).Draw(t, "jitter")
 		interval = min(interval, MaxIntervalMicros)
-		first := max(0, t0+rapid.Int64Range(-300, 300).Draw(t, "firstOffset")*interval/4)
+		first := max(1, t0+rapid.Int64Range(-300, 300).Draw(t, "firstOffset")*interval/4)
 		return every(first, interval)
 	}
 }

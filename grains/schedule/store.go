@@ -18,7 +18,19 @@ func Load(v kv.Reader, lane *orreryv1.Lane, scheduleID string) (*orreryv1.Schedu
 	if err != nil || !found {
 		return nil, false, err
 	}
+	upgradeLegacy(rec)
 	return rec, true, nil
+}
+
+// upgradeLegacy fills the next nominal instant of a record stored before it was kept (At,
+// After and Every only; cron came with it): an unset one is derived from the ordinal.
+func upgradeLegacy(rec *orreryv1.ScheduleRecord) {
+	if rec.GetSeriesEnded() || rec.GetNextNominalUnixMicros() != 0 || rec.GetDefinition().GetSpec().GetCron() != nil {
+		return
+	}
+	if at, exists, err := DueAt(rec, rec.GetNextOrdinal()); err == nil {
+		rec.NextNominalUnixMicros, rec.SeriesEnded = at, !exists
+	}
 }
 
 // save writes rec (on the partition's retained-record account) and moves its due entry from
@@ -71,25 +83,40 @@ func result(rec *orreryv1.ScheduleRecord, enqueued []string) *orreryv1.ScheduleR
 		NextOrdinal:         rec.GetNextOrdinal(),
 		NextDueAtUnixMicros: rec.GetNextDueAtUnixMicros(),
 		EnqueuedIds:         enqueued,
+		SuspendedReason:     rec.GetSuspendedReason(),
 	}
 }
 
 // canEmit reports whether the schedule may emit at all.
-func canEmit(rec *orreryv1.ScheduleRecord) bool { return !rec.GetCancelled() && !rec.GetPaused() }
+func canEmit(rec *orreryv1.ScheduleRecord) bool {
+	return !rec.GetCancelled() && !rec.GetPaused() && !rec.GetSuspended()
+}
 
-// refreshNextDue sets NextDueAt from NextOrdinal (zero when the schedule cannot emit or the
-// series has ended).
-func refreshNextDue(rec *orreryv1.ScheduleRecord) error {
+// refreshNextDue sets NextDueAt, where the due index holds the schedule: the next nominal
+// instant, or earlier when a buffered occurrence waits — at its own nominal instant once the
+// slot is free, else at the in-flight occurrence's expiry, when the slot frees itself. It is
+// zero when the schedule cannot emit or has nothing left.
+func refreshNextDue(rec *orreryv1.ScheduleRecord) {
 	rec.NextDueAtUnixMicros = 0
 	if !canEmit(rec) {
-		return nil
+		return
 	}
-	at, exists, err := DueAt(rec, rec.GetNextOrdinal())
-	if err != nil {
-		return err
+	due, found := int64(0), false
+	consider := func(at int64) {
+		if !found || at < due {
+			due, found = at, true
+		}
 	}
-	if exists {
-		rec.NextDueAtUnixMicros = at
+	if !rec.GetSeriesEnded() {
+		consider(rec.GetNextNominalUnixMicros())
 	}
-	return nil
+	if b := rec.GetBuffered(); b != nil {
+		switch {
+		case rec.GetInFlightMessageId() == "":
+			consider(b.GetNominalDueAtUnixMicros())
+		case rec.GetInFlightExpiresAtUnixMicros() > 0:
+			consider(rec.GetInFlightExpiresAtUnixMicros())
+		}
+	}
+	rec.NextDueAtUnixMicros = due
 }

@@ -1,0 +1,83 @@
+package schedule
+
+import (
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+)
+
+// Bounds of the optional per-definition windows, in microseconds.
+const (
+	MinWindowMicros = input.Second
+	MaxWindowMicros = 365 * input.Day
+)
+
+// ValidateDefinition checks every field of a definition, before any write; the error is a
+// Validation error naming the field relative to the definition (for a cron expression,
+// "spec.cron.expression" with the field number and character position in the message).
+func ValidateDefinition(def *orreryv1.ScheduleDefinition, lim input.Limits) *orrery.Error {
+	if def == nil {
+		return orrery.Invalid("", "is required")
+	}
+	if err := input.Lane("lane", def.GetLane(), false); err != nil {
+		return orrery.AsError(err)
+	}
+	if err := input.UUID("schedule_id", def.GetScheduleId()); err != nil {
+		return orrery.AsError(err)
+	}
+	if err := validateSpec(def.GetSpec(), def.GetScheduleId(), lim); err != nil {
+		return err.InField("spec")
+	}
+	switch def.GetMisfire() {
+	case orreryv1.MisfirePolicy_MISFIRE_POLICY_UNSPECIFIED, orreryv1.MisfirePolicy_MISFIRE_POLICY_CATCH_UP,
+		orreryv1.MisfirePolicy_MISFIRE_POLICY_SKIP, orreryv1.MisfirePolicy_MISFIRE_POLICY_COALESCE:
+	default:
+		return orrery.Invalid("misfire", "unknown policy %d", def.GetMisfire())
+	}
+	switch def.GetOverlap() {
+	case orreryv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED, orreryv1.OverlapPolicy_OVERLAP_POLICY_ALLOW_ALL,
+		orreryv1.OverlapPolicy_OVERLAP_POLICY_SKIP, orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE:
+	default:
+		return orrery.Invalid("overlap", "unknown policy %d", def.GetOverlap())
+	}
+	if err := optionalWindow("catch_up_window_micros", def.GetCatchUpWindowMicros()); err != nil {
+		return err
+	}
+	if err := optionalWindow("anomaly_window_micros", def.GetAnomalyWindowMicros()); err != nil {
+		return err
+	}
+	if err := input.Template("template", def.GetTemplate(), lim); err != nil {
+		return orrery.AsError(err)
+	}
+	return nil
+}
+
+// optionalWindow checks a window that is zero (off) or between MinWindowMicros and
+// MaxWindowMicros.
+func optionalWindow(field string, micros int64) *orrery.Error {
+	if micros == 0 {
+		return nil
+	}
+	return orrery.AsError(input.Duration(field, micros, MinWindowMicros, MaxWindowMicros))
+}
+
+func validateSpec(spec *orreryv1.ScheduleSpec, scheduleID string, lim input.Limits) *orrery.Error {
+	switch kind := spec.GetKind().(type) {
+	case *orreryv1.ScheduleSpec_At:
+		return orrery.AsError(input.Instant("at.due_at_unix_micros", kind.At.GetDueAtUnixMicros()))
+	case *orreryv1.ScheduleSpec_After:
+		return orrery.AsError(input.Duration("after.delay_micros", kind.After.GetDelayMicros(), 0, lim.MaxDelayMicros))
+	case *orreryv1.ScheduleSpec_Every:
+		if err := input.Duration("every.interval_micros", kind.Every.GetIntervalMicros(), MinIntervalMicros, MaxIntervalMicros); err != nil {
+			return orrery.AsError(err)
+		}
+		return orrery.AsError(input.Instant("every.first_due_at_unix_micros", kind.Every.GetFirstDueAtUnixMicros()))
+	case *orreryv1.ScheduleSpec_Cron:
+		if err := validateCron(kind.Cron, scheduleID); err != nil {
+			return err.InField("cron")
+		}
+		return nil
+	default:
+		return orrery.Invalid("", "needs one of at, after, every or cron")
+	}
+}
