@@ -7,7 +7,7 @@ CLUSTER_PKGS_RE := /(cluster|silo|cmd/silo|examples|chaos|bench)(/|$$)
 RACE_PKGS    = $(shell $(GO) list ./... | grep -Ev '$(CLUSTER_PKGS_RE)')
 CLUSTER_PKGS = $(shell $(GO) list ./... | grep -E '$(CLUSTER_PKGS_RE)')
 
-.PHONY: help run walkthrough quickstart test test-race test-cluster bench proto verify fuzz
+.PHONY: help run walkthrough quickstart bench-short test test-race test-cluster bench proto verify fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -22,7 +22,7 @@ walkthrough: ## drive the deterministic core end to end in memory, with simulate
 quickstart: ## the README's example: an embedded silo, a schedule every 2 s and a saga timing out
 	$(GO) run ./examples/quickstart
 
-test: verify test-race test-cluster ## the whole test suite (the CI gate)
+test: verify test-race test-cluster bench-short ## the whole test suite (the CI gate)
 
 test-race: ## pure, storage and tool packages, with the race detector
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
@@ -30,11 +30,15 @@ test-race: ## pure, storage and tool packages, with the race detector
 test-cluster: ## packages that start protoactor clusters (no -race: protoactor's own races)
 	@if [ -n "$(CLUSTER_PKGS)" ]; then $(GO) test -count=1 -timeout 10m $(CLUSTER_PKGS); fi
 
-bench: ## benchmarks, figures via b.ReportMetric
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+bench: ## benchmarks at full scale (several minutes), figures via b.ReportMetric
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+
+bench-short: ## the silo benchmarks scaled down (-short), so make test keeps them working
+	$(GO) test -short -count=1 -run '^$$' -bench . -benchtime 1x -timeout 10m ./bench
 
 fuzz: ## run each fuzz target for FUZZTIME (default 5m)
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-5m} ./grains/schedule/cron
+	$(GO) test -run '^$$' -fuzz FuzzValidateDefinition -fuzztime $${FUZZTIME:-5m} ./grains/schedule
 
 proto: ## regenerate api/v1 from the .proto files (needs protoc: apt-get install protobuf-compiler)
 	./scripts/gen-proto.sh

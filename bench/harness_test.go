@@ -37,7 +37,8 @@ func startSilo(b *testing.B, dir string) *silo.Silo {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Logger: quiet})
+	workers, _ := strconv.Atoi(os.Getenv("ORRERY_BENCH_COORDINATOR_WORKERS"))
+	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Logger: quiet, CoordinatorWorkers: workers})
 	if err != nil {
 		b.Fatal(err)
 	}

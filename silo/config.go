@@ -50,6 +50,12 @@ type Config struct {
 	Store persistence.Options
 	// Failpoints arms crash boundaries (default: from ORRERY_FAILPOINT).
 	Failpoints *partition.Failpoints
+	// CoordinatorWorkers is how many partitions the due coordinator serves at once (default:
+	// all of them, Partitions). Each partition's rounds stay serialized; serving partitions
+	// concurrently keeps one partition's commit from delaying another's due work. Measured on
+	// a 2-core machine (BenchmarkDueLateness, -short): enqueue-lateness p99 52 ms with 2
+	// workers, 29 ms with 8, 4 ms with 32, for up to a fifth less peak catch-up throughput.
+	CoordinatorWorkers int
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
 	// Logger receives the silo's logs (default slog.Default()); protoactor and memberlist are
@@ -84,6 +90,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Store.MinFreeBytes == 0 {
 		c.Store.MinFreeBytes = uint64(2*persistence.DefaultMemTableBytes*c.Partitions) + 64<<20
+	}
+	if c.CoordinatorWorkers <= 0 {
+		c.CoordinatorWorkers = c.Partitions
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 2 * time.Second

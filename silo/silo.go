@@ -87,7 +87,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
 	s.coord = duecoordinator.New(duecoordinator.Config{
 		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
-		RequestTimeout: cfg.RequestTimeout, Logger: s.log,
+		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers,
 	})
 	s.coord.Start(runCtx)
 	s.client = client.New(s.transport, client.Options{Principal: "silo", Logger: s.log})

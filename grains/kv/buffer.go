@@ -97,8 +97,17 @@ func (b *Buffer) Scan(start, end []byte, fn func(key, value []byte) (bool, error
 	return emitOwnBefore(nil)
 }
 
-// Commit writes the buffered changes to the parent in key order and empties the buffer.
+// Commit writes the buffered changes to the parent and empties the buffer: into a parent
+// Buffer by merging (its writes are a map, so no order exists to keep), into any other view in
+// key order.
 func (b *Buffer) Commit() error {
+	if parent, ok := b.parent.(*Buffer); ok {
+		for k, w := range b.writes {
+			parent.writes[k] = w // the buffer gives up its copies; nothing else holds them
+		}
+		clear(b.writes)
+		return nil
+	}
 	for _, k := range b.sortedKeys(nil, nil) {
 		w := b.writes[k]
 		var err error
