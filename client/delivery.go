@@ -124,7 +124,7 @@ func (r *run) settle(d *delivery, handlerErr error) {
 	defer cancel()
 	m := d.msg
 	if handlerErr == nil {
-		if _, err := r.w.c.Ack(ctx, m.Lane(), m.ID(), m.LeaseToken()); err != nil {
+		if err := r.ackers[m.Partition()].ack(ctx, m); err != nil {
 			r.w.c.log.Warn("orrery worker: ack failed", "id", m.ID(), "partition", m.Partition(), "err", err)
 		}
 		return

@@ -141,7 +141,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &run{w: w, cfg: w.cfg, ctx: runCtx, slots: make(chan struct{}, w.cfg.Concurrency)}
+	r := &run{w: w, cfg: w.cfg, ctx: runCtx, slots: make(chan struct{}, w.cfg.Concurrency), ackers: newAckers(w.c, w.cfg.SettleTimeout)}
 	for range w.cfg.Concurrency {
 		r.slots <- struct{}{}
 	}
@@ -169,6 +169,7 @@ type run struct {
 	cfg        WorkerConfig
 	ctx        context.Context
 	slots      chan struct{} // one token per free handler slot
+	ackers     []*acker      // one per partition: batched acks
 	fetching   atomic.Int64  // partitions currently fetching
 	deliveries sync.WaitGroup
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -121,7 +122,18 @@ func (l slogLogger) Errorf(format string, args ...any) {
 }
 
 func (l slogLogger) Warningf(format string, args ...any) {
-	l.logger.Log(context.Background(), slog.LevelWarn, "badger: "+trimNewline(fmt.Sprintf(format, args...)))
+	msg := fmt.Sprintf(format, args...)
+	if cacheReport(msg) {
+		return
+	}
+	l.logger.Log(context.Background(), slog.LevelWarn, "badger: "+trimNewline(msg))
+}
+
+// cacheReport recognizes the block-cache statistics Badger logs at WARN when a database
+// closes. The cache is small on purpose (Options.BlockCacheBytes), so the report is not
+// actionable, and with one database per partition it would flood a silo's log on shutdown.
+func cacheReport(msg string) bool {
+	return strings.HasPrefix(msg, "Block cache might be too small") || strings.HasPrefix(msg, "Cache life expectancy")
 }
 
 func (slogLogger) Infof(string, ...any)  {}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -469,5 +471,19 @@ func TestBatchWithARefusedWriteNeverCommits(t *testing.T) {
 	}
 	if got := viewAll(t, s); len(got) != 0 {
 		t.Errorf("a batch with a refused write committed %v", got)
+	}
+}
+
+func TestBadgerCacheReportIsNotLogged(t *testing.T) {
+	var buf strings.Builder
+	l := slogLogger{logger: slog.New(slog.NewTextHandler(&buf, nil))}
+	l.Warningf("Block cache might be too small. Metrics: hit: 1 miss: 2\n")
+	l.Warningf("Cache life expectancy (in seconds): \n -- Histogram: \n")
+	if buf.Len() != 0 {
+		t.Fatalf("cache report logged: %q", buf.String())
+	}
+	l.Warningf("value log GC failed: %v", "disk")
+	if !strings.Contains(buf.String(), "value log GC failed") {
+		t.Fatalf("a real warning was dropped: %q", buf.String())
 	}
 }

@@ -4,6 +4,8 @@
 package due
 
 import (
+	"encoding/binary"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
@@ -45,6 +47,10 @@ type Budget struct {
 	MaxBytes int
 	// After resumes a previous scan: only keys strictly after it are read (a continuation).
 	After []byte
+	// FromMicros, when positive and After is nil, starts the scan at that due instant: a
+	// caller that knows no entry is earlier (the partition tracks its earliest) skips the
+	// deleted entries an LSM store keeps at the front of a queue-like index until compaction.
+	FromMicros int64
 }
 
 // Result is a ScanDue answer. It is never silently partial: when the budget stopped the scan
@@ -67,6 +73,9 @@ func ScanDue(v kv.Reader, loggedNowMicros int64, budget Budget) (*Result, error)
 		return nil, orrery.Invalid("budget.max_refs", "must be positive, got %d", budget.MaxRefs)
 	}
 	start := keys.Of(keys.Due, nil)
+	if budget.FromMicros > 0 {
+		start = keys.AppendUint64(start, uint64(budget.FromMicros))
+	}
 	if budget.After != nil {
 		start = append(append([]byte(nil), budget.After...), 0)
 	}
@@ -103,4 +112,12 @@ func ScanDue(v kv.Reader, loggedNowMicros int64, budget Budget) (*Result, error)
 		res.Continuation = nil
 	}
 	return res, nil
+}
+
+// DueAtOfKey decodes the due instant of a due-index key, reporting false for other keys.
+func DueAtOfKey(key []byte) (int64, bool) {
+	if len(key) < len(keys.Due)+8 || string(key[:len(keys.Due)]) != string(keys.Due) {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(key[len(keys.Due):])), true
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 )
 
@@ -98,5 +99,24 @@ func TestMoveKeepsOneEntry(t *testing.T) {
 	}
 	if err := Move(v, 70, &orreryv1.DueRef{Kind: orreryv1.DueKind_DUE_KIND_SCHEDULE, Lane: lane, Id: "s"}); err != nil || v.Len() != 0 {
 		t.Fatalf("move to zero should remove: len %d err %v", v.Len(), err)
+	}
+}
+
+func TestScanDueFromSkipsEarlierKeys(t *testing.T) {
+	v := kv.NewMemory()
+	put(t, v, 100, orreryv1.DueKind_DUE_KIND_SCHEDULE, "a", 1)
+	put(t, v, 200, orreryv1.DueKind_DUE_KIND_SCHEDULE, "b", 1)
+	res, err := ScanDue(v, 1000, Budget{MaxRefs: 10, FromMicros: 150})
+	if err != nil || ids(res.Refs) != "[b@200#1]" {
+		t.Fatalf("from 150: %s %v", ids(res.Refs), err)
+	}
+	if res, _ := ScanDue(v, 1000, Budget{MaxRefs: 10, FromMicros: 200}); ids(res.Refs) != "[b@200#1]" {
+		t.Fatalf("from exactly 200 must include it: %s", ids(res.Refs))
+	}
+	if at, ok := DueAtOfKey(keys.DueKey(123, orreryv1.DueKind_DUE_KIND_SAGA, lane, "x")); !ok || at != 123 {
+		t.Fatalf("DueAtOfKey %d %v", at, ok)
+	}
+	if _, ok := DueAtOfKey([]byte("s/other")); ok {
+		t.Fatal("a foreign key decoded")
 	}
 }

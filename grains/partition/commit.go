@@ -7,6 +7,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/due"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/persistence"
 )
@@ -37,20 +38,21 @@ func (g *grain) startCommit(ctx actor.Context) {
 	self, root, store, gc := ctx.Self(), ctx.ActorSystem().Root, g.store, g.valueLogGCDue()
 	go func() {
 		defer close(done)
-		replies, err := g.commitGroup(store, group)
+		recorder := &dueRecorder{}
+		replies, err := g.commitGroup(store, group, recorder)
 		if gc && err == nil {
 			if gcErr := store.RunValueLogGC(0.5); gcErr != nil {
 				g.log.Warn("value-log GC failed", "err", gcErr)
 			}
 		}
-		root.Send(self, &commitDone{group: group, replies: replies, err: err})
+		root.Send(self, &commitDone{group: group, replies: replies, err: err, minDueWritten: recorder.minDue})
 	}()
 }
 
 // commitGroup applies and durably commits a group, splitting it when it exceeds the store's
 // transaction limit. It returns one reply per command, or the error that ends the activation.
-func (g *grain) commitGroup(store *persistence.Store, group []*pending) ([]*orreryv1.CommandReply, error) {
-	replies, err := g.commitOnce(store, group)
+func (g *grain) commitGroup(store *persistence.Store, group []*pending, recorder *dueRecorder) ([]*orreryv1.CommandReply, error) {
+	replies, err := g.commitOnce(store, group, recorder)
 	if !errors.Is(err, persistence.ErrBatchTooBig) {
 		return replies, err
 	}
@@ -59,11 +61,11 @@ func (g *grain) commitGroup(store *persistence.Store, group []*pending) ([]*orre
 			"command %s writes more than the partition's transaction limit of %d bytes; split it", describe(group[0]), store.MaxBatchBytes()))}, nil
 	}
 	half := len(group) / 2
-	first, err := g.commitGroup(store, group[:half])
+	first, err := g.commitGroup(store, group[:half], recorder)
 	if err != nil {
 		return nil, err
 	}
-	second, err := g.commitGroup(store, group[half:])
+	second, err := g.commitGroup(store, group[half:], recorder)
 	if err != nil {
 		return nil, err
 	}
@@ -72,13 +74,14 @@ func (g *grain) commitGroup(store *persistence.Store, group []*pending) ([]*orre
 
 // commitOnce applies every command of the group on its own buffer in one transaction at one
 // logged time, journals the applied ones, and commits with fsync.
-func (g *grain) commitOnce(store *persistence.Store, group []*pending) ([]*orreryv1.CommandReply, error) {
+func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder *dueRecorder) ([]*orreryv1.CommandReply, error) {
 	loggedNow := persistence.NextLoggedTime(store.LoggedTime(), g.cfg.Now().UTC().UnixMicro())
 	replies := make([]*orreryv1.CommandReply, len(group))
 	err := store.Update(func(txn *persistence.Txn) error {
 		var journal []*orreryv1.JournalEntry
+		recorded := &dueRecorder{View: txn}
 		for i, p := range group {
-			writes := kv.NewBuffer(txn)
+			writes := kv.NewBuffer(recorded)
 			out, err := g.applier.ApplyBatch(writes, p.req.GetPrincipal(), p.req.GetBatch(), loggedNow)
 			if err != nil {
 				if platform(err) {
@@ -114,6 +117,7 @@ func (g *grain) commitOnce(store *persistence.Store, group []*pending) ([]*orrer
 			}
 		}
 		g.cfg.Failpoints.Hit(FailpointBatchApplied)
+		recorder.note(recorded.minDue)
 		return nil
 	})
 	if err != nil {
@@ -161,7 +165,29 @@ func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
 	if g.stopping || g.store == nil {
 		return
 	}
+	g.lowerDueFloor(done.minDueWritten)
 	g.reportNextDue()
 	g.wakeWaiters(ctx)
 	g.startCommit(ctx)
+}
+
+// dueRecorder passes writes through to the transaction and remembers the earliest due-index
+// entry written, so the grain's due floor stays exact (see grain.dueFloor).
+type dueRecorder struct {
+	kv.View
+	minDue int64
+}
+
+// Set implements kv.View.
+func (d *dueRecorder) Set(key, value []byte) error {
+	if at, ok := due.DueAtOfKey(key); ok {
+		d.note(at)
+	}
+	return d.View.Set(key, value)
+}
+
+func (d *dueRecorder) note(at int64) {
+	if at > 0 && (d.minDue == 0 || at < d.minDue) {
+		d.minDue = at
+	}
 }

@@ -41,6 +41,8 @@ type (
 		group   []*pending
 		replies []*orreryv1.CommandReply
 		err     error
+		// minDueWritten is the earliest due-index entry the commit wrote (0: none).
+		minDueWritten int64
 	}
 )
 
@@ -71,6 +73,11 @@ type grain struct {
 	waiters    []*pending
 	waitTimer  *time.Timer
 	stopping   bool
+
+	// dueFloor is an instant no due-index entry is earlier than (0: unknown, scan from the
+	// start). Scans start there: the index behaves like a queue, and an LSM iterator starting
+	// at its front would step over every entry deleted since the last compaction.
+	dueFloor int64
 
 	housekeepTimer *time.Timer
 	housekeeping   bool // a Housekeep command is pending or in flight

@@ -339,3 +339,25 @@ func TestHousekeepingRemovesExpiredReceipts(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestDueFloorNeverHidesAnEarlierEntry: after the partition's earliest due instant moved late,
+// a newly written earlier entry is still reported and scanned.
+func TestDueFloorNeverHidesAnEarlierEntry(t *testing.T) {
+	now := time.Now()
+	h := newHarness(t, nil)
+	configure := func(id string, first time.Time) *orreryv1.Mutation {
+		return &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+			Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id, Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{
+				Every: &orreryv1.EverySpec{IntervalMicros: input.Hour, FirstDueAtUnixMicros: first.UnixMicro()}}}}}}}
+	}
+	late := now.Add(time.Hour)
+	receipt(t, h.do(command("c1", 0, configure("00000000-0000-4000-8000-000000000001", late))))
+	h.waitDue(late.UnixMicro())
+	early := now.Add(-time.Minute)
+	receipt(t, h.do(command("c2", 0, configure("00000000-0000-4000-8000-000000000002", early))))
+	h.waitDue(early.UnixMicro())
+	scan := request[*orreryv1.ScanDueReply](t, h.system, h.pid, &orreryv1.ScanDueRequest{MaxRefs: 10})
+	if len(scan.GetRefs()) != 1 || scan.GetRefs()[0].GetDueAtUnixMicros() != early.UnixMicro() {
+		t.Fatalf("scan after an earlier entry was written: %v", scan)
+	}
+}

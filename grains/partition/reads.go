@@ -39,7 +39,7 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 	var res *due.Result
 	err := g.store.View(func(r kv.Reader) error {
 		var err error
-		res, err = due.ScanDue(r, now, due.Budget{MaxRefs: maxRefs, After: req.GetAfter()})
+		res, err = due.ScanDue(r, now, due.Budget{MaxRefs: maxRefs, After: req.GetAfter(), FromMicros: g.dueFloor})
 		return err
 	})
 	if err != nil {
@@ -51,17 +51,32 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 	}
 }
 
-// nextDue reads the earliest due instant (zero when the index is empty).
+// nextDue reads the earliest due instant (zero when the index is empty), starting at the due
+// floor, and raises the floor to it.
 func (g *grain) nextDue() (int64, error) {
 	var next int64
 	err := g.store.View(func(r kv.Reader) error {
-		res, err := due.ScanDue(r, input.MaxInstantMicros, due.Budget{MaxRefs: 1})
+		res, err := due.ScanDue(r, input.MaxInstantMicros, due.Budget{MaxRefs: 1, FromMicros: g.dueFloor})
 		if err == nil && len(res.Refs) == 1 {
 			next = res.Refs[0].GetDueAtUnixMicros()
 		}
 		return err
 	})
+	if err == nil {
+		if next > 0 {
+			g.dueFloor = next
+		} else {
+			g.dueFloor = input.MaxInstantMicros // empty: the next entry written lowers it
+		}
+	}
 	return next, err
+}
+
+// lowerDueFloor accounts for due-index entries a commit wrote.
+func (g *grain) lowerDueFloor(minWritten int64) {
+	if minWritten > 0 && g.dueFloor > 0 && minWritten < g.dueFloor {
+		g.dueFloor = minWritten
+	}
 }
 
 // reportNextDue tells the due coordinator the partition's earliest due instant.
