@@ -138,19 +138,30 @@ func enqueuedTotal(b *testing.B, c *client.Client) uint64 {
 	return total
 }
 
-// rssBytes reads this process's resident set size.
-func rssBytes() uint64 {
+// rssBytes reads this process's resident set: total, anonymous (heap, Badger's memtable
+// arenas and buffers) and file-backed (mmapped tables and write-ahead logs: page cache the
+// kernel can reclaim).
+func rssBytes() (total, anon, file uint64) {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0
+		return 0, 0, 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			kb, _ := strconv.ParseUint(strings.Fields(line)[1], 10, 64)
-			return kb << 10
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseUint(fields[1], 10, 64)
+		switch fields[0] {
+		case "VmRSS:":
+			total = kb << 10
+		case "RssAnon:":
+			anon = kb << 10
+		case "RssFile:", "RssShmem:":
+			file += kb << 10
 		}
 	}
-	return 0
+	return total, anon, file
 }
 
 // cpuSeconds is this process's user+system CPU time.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"runtime"
+	"runtime/debug"
 	"testing"
 	"time"
 )
@@ -24,14 +25,19 @@ func BenchmarkIdleSchedules(b *testing.B) {
 		emptyCPU := (cpuSeconds() - emptyBefore) / time.Since(emptyWall).Seconds()
 		far := time.Now().Add(365 * 24 * time.Hour)
 		_, rate := createSchedules(b, c, "idle", count, time.Hour, func(int) time.Time { return far })
-		runtime.GC()
-		time.Sleep(2 * time.Second) // let flushes and compactions settle
-		rss := rssBytes()
+		time.Sleep(5 * time.Second) // let flushes finish and Badger release its builder buffers
+		debug.FreeOSMemory()        // measure the heap in use, not garbage not yet returned
+		rss, anon, file := rssBytes()
 		cpuBefore, wallBefore := cpuSeconds(), time.Now()
 		time.Sleep(idle)
 		cpu := (cpuSeconds() - cpuBefore) / time.Since(wallBefore).Seconds()
 		b.ReportMetric(rate, "schedules-created/s")
 		b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
+		b.ReportMetric(float64(anon)/(1<<20), "rss-anon-MiB")
+		b.ReportMetric(float64(file)/(1<<20), "rss-file-MiB")
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "go-heap-inuse-MiB")
 		b.ReportMetric(cpu*100, "idle-cpu-%")
 		b.ReportMetric(emptyCPU*100, "idle-cpu-empty-silo-%")
 		b.ReportMetric(float64(count), "schedules")
