@@ -93,11 +93,12 @@ func (a Applier) applyMutations(batchWrites *kv.Buffer, principal string, b *orr
 	if n := len(b.GetMutations()); n > a.Limits.MaxMutationsPerBatch {
 		return orrery.Invalid("mutations", "has %d mutations, more than the limit of %d", n, a.Limits.MaxMutationsPerBatch), nil
 	}
+	budget := &schedule.EmitBudget{Limit: a.Limits.MaxEmitBytesPerBatch}
 	for i, m := range b.GetMutations() {
 		writes := kv.NewBuffer(batchWrites)
 		res, err := a.routed(m)
 		if err == nil {
-			res, err = a.dispatch(writes, principal, m, loggedNowMicros)
+			res, err = a.dispatch(writes, principal, m, loggedNowMicros, budget)
 		}
 		field := fmt.Sprintf("mutations[%d]", i)
 		if name := kindName(m); name != "" {
@@ -181,13 +182,13 @@ func platform(e *orrery.Error) bool {
 }
 
 // dispatch applies one mutation to its buffer.
-func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now int64) (*orreryv1.MutationResult, error) {
+func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now int64, budget *schedule.EmitBudget) (*orreryv1.MutationResult, error) {
 	lim := a.Limits
 	switch k := m.GetKind().(type) {
 	case *orreryv1.Mutation_ConfigureSchedule:
 		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, now))
 	case *orreryv1.Mutation_EmitOccurrences:
-		return scheduleResult(schedule.ApplyEmit(v, lim, k.EmitOccurrences, now))
+		return scheduleResult(schedule.ApplyEmitWithin(v, lim, k.EmitOccurrences, now, budget))
 	case *orreryv1.Mutation_CancelSchedule:
 		return scheduleResult(schedule.ApplyCancel(v, lim, k.CancelSchedule))
 	case *orreryv1.Mutation_DeleteSchedule:

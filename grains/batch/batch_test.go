@@ -3,6 +3,8 @@ package batch
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/orreryhq/orrery"
@@ -327,4 +329,38 @@ func mustApplyWith(t *testing.T, a Applier, v kv.View, id string, m ...*orreryv1
 		t.Fatal(err)
 	}
 	return out.Receipt
+}
+
+func TestEmitBytesPerBatchAreBounded(t *testing.T) {
+	lim := input.DefaultLimits()
+	lim.MaxEmitBytesPerBatch = 100 << 10
+	a := Applier{Limits: lim}
+	v := kv.NewMemory()
+	payload := `"` + strings.Repeat("p", 30<<10) + `"` // ~30 KiB per occurrence
+	var emits []*orreryv1.Mutation
+	for i := range 3 {
+		l := &orreryv1.Lane{Namespace: "acme", Queue: "big", Key: fmt.Sprint("k", i)}
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012x", i)
+		def := &orreryv1.ScheduleDefinition{Lane: l, ScheduleId: id, Spec: everySpec(t0-hour, sec), Template: &orreryv1.MessageTemplate{PayloadJson: payload}}
+		mustApplyWith(t, a, v, fmt.Sprint("c", i), &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{Definition: def}}})
+		emits = append(emits, &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: l, ScheduleId: id, ExpectedGeneration: 1, Max: 32}}})
+	}
+	rc := mustApplyWith(t, a, v, "emit", emits...)
+	var counts []int
+	for _, r := range rc.GetResults() {
+		if r.GetError() != nil {
+			t.Fatal(orrery.FromProto(r.GetError()))
+		}
+		counts = append(counts, len(r.GetSchedule().GetEnqueuedIds()))
+	}
+	// 100 KiB admits four 30 KiB occurrences (the fourth starts below the limit); the other
+	// schedules' backlogs stay due for the next command.
+	if fmt.Sprint(counts) != "[4 0 0]" {
+		t.Fatalf("enqueued per emit %v, want [4 0 0]", counts)
+	}
+	// Alone, a command with one emit still makes progress even if one occurrence exceeds it.
+	lim.MaxEmitBytesPerBatch = 1
+	if rc := mustApplyWith(t, Applier{Limits: lim}, v, "emit-small", emits[1]); len(rc.GetResults()[0].GetSchedule().GetEnqueuedIds()) != 1 {
+		t.Fatalf("a budget smaller than one occurrence must still emit one: %v", rc)
+	}
 }

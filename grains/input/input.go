@@ -56,6 +56,11 @@ type Limits struct {
 	MaxMutationsPerBatch int
 	// MaxEmitPerCommand bounds EmitOccurrences.max (DESIGN §4: 32).
 	MaxEmitPerCommand uint32
+	// MaxEmitBytesPerBatch bounds the payload and header bytes the EmitOccurrences of one batch
+	// enqueue together, so a command stays inside a partition transaction whatever its
+	// templates weigh; the first occurrence of a batch always goes (progress), the rest of a
+	// backlog stays due.
+	MaxEmitBytesPerBatch int
 	// MaxPassedPerEmit bounds the ordinals one EmitOccurrences may pass without enqueuing a
 	// message (missed, skipped, coalesced, buffered); the rest stay due.
 	MaxPassedPerEmit uint32
@@ -102,6 +107,7 @@ func DefaultLimits() Limits {
 		MaxMutationsPerBatch:    256,
 		MaxEmitPerCommand:       32,
 		MaxPassedPerEmit:        1024,
+		MaxEmitBytesPerBatch:    512 << 10,
 		MaxReceivePerCommand:    256,
 		MaxLeaseMicros:          10 * Minute,
 		DefaultLeaseMicros:      30 * Second,

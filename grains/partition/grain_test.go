@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -359,5 +360,41 @@ func TestDueFloorNeverHidesAnEarlierEntry(t *testing.T) {
 	scan := request[*orreryv1.ScanDueReply](t, h.system, h.pid, &orreryv1.ScanDueRequest{MaxRefs: 10})
 	if len(scan.GetRefs()) != 1 || scan.GetRefs()[0].GetDueAtUnixMicros() != early.UnixMicro() {
 		t.Fatalf("scan after an earlier entry was written: %v", scan)
+	}
+}
+
+// TestLargePayloadBacklogEmitsWithinTheTransactionLimit: a schedule whose template is large
+// (200 KiB) with a backlog is emitted by coordinator-shaped commands (16 emits of up to 32)
+// without ever exceeding the partition's transaction limit: each command emits what fits and
+// leaves the rest due, instead of failing for good.
+func TestLargePayloadBacklogEmitsWithinTheTransactionLimit(t *testing.T) {
+	h := newHarness(t, nil)
+	payload := `"` + strings.Repeat("x", 200<<10) + `"`
+	var emits []*orreryv1.Mutation
+	for i := range 4 {
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012x", i)
+		receipt(t, h.do(command(fmt.Sprint("configure-", i), 0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+			Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id, Template: &orreryv1.MessageTemplate{PayloadJson: payload},
+				Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: input.Second,
+					FirstDueAtUnixMicros: time.Now().Add(-10 * time.Second).UnixMicro()}}}}}}})))
+		emits = append(emits, &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: id, ExpectedGeneration: 1, Max: 32}}})
+	}
+	total := 0
+	for round := 0; total < 4*10; round++ {
+		if round > 100 {
+			t.Fatalf("only %d occurrences after 100 rounds", total)
+		}
+		rc := receipt(t, h.do(command(fmt.Sprint("emit-", round), 0, emits...)))
+		emitted := 0
+		for _, r := range rc.GetResults() {
+			if r.GetError() != nil {
+				t.Fatalf("round %d: %v", round, orrery.FromProto(r.GetError()))
+			}
+			emitted += len(r.GetSchedule().GetEnqueuedIds())
+		}
+		if emitted == 0 {
+			t.Fatalf("round %d emitted nothing with a backlog left", round)
+		}
+		total += emitted
 	}
 }

@@ -23,6 +23,30 @@ const defaultMaxPassedPerEmit = 1024
 // enqueued. An occurrence whose TTL has already passed stops the emit there: if it is the
 // first thing the emit would do, the emit fails Expired without advancing.
 func ApplyEmit(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
+	return ApplyEmitWithin(v, lim, m, loggedNowMicros, nil)
+}
+
+// EmitBudget is the byte budget the EmitOccurrences of one batch share (see
+// Limits.MaxEmitBytesPerBatch). The zero value with a Limit is a fresh budget.
+type EmitBudget struct {
+	// Limit is the most payload and header bytes the batch's emits enqueue, once the first
+	// occurrence has gone.
+	Limit int
+	used  int
+}
+
+// allows reports whether another occurrence fits.
+func (b *EmitBudget) allows() bool { return b == nil || b.Limit <= 0 || b.used == 0 || b.used < b.Limit }
+
+func (b *EmitBudget) spend(n int) {
+	if b != nil {
+		b.used += n
+	}
+}
+
+// ApplyEmitWithin is ApplyEmit with the batch's byte budget: it stops, leaving the rest due,
+// once the budget is spent (nil: no byte bound).
+func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedNowMicros int64, budget *EmitBudget) (*orreryv1.ScheduleResult, error) {
 	maxEmit := m.GetMax()
 	if maxEmit == 0 {
 		maxEmit = 1
@@ -44,7 +68,7 @@ func ApplyEmit(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedN
 	if maxPassed == 0 {
 		maxPassed = defaultMaxPassedPerEmit
 	}
-	e := &emitter{v: v, lim: lim, rec: rec, now: loggedNowMicros, maxEmit: maxEmit, maxPassed: maxPassed}
+	e := &emitter{v: v, lim: lim, rec: rec, now: loggedNowMicros, maxEmit: maxEmit, maxPassed: maxPassed, budget: budget}
 	seriesDue := !rec.GetSeriesEnded() && rec.GetNextNominalUnixMicros() <= loggedNowMicros
 	bufferedDue := false
 	if rec.GetBuffered() != nil {
@@ -93,6 +117,7 @@ type emitter struct {
 	enqueued  []string
 	passed    uint32 // ordinals passed without a message
 	changed   bool
+	budget    *EmitBudget // the batch's byte budget (nil: none)
 }
 
 // point is one nominal instant of the series.
@@ -109,7 +134,7 @@ type unit struct {
 }
 
 func (e *emitter) room() bool {
-	return uint32(len(e.enqueued)) < e.maxEmit && e.passed < e.maxPassed
+	return uint32(len(e.enqueued)) < e.maxEmit && e.passed < e.maxPassed && e.budget.allows()
 }
 
 // run flushes a buffered occurrence whose slot is free, then passes due ordinals.

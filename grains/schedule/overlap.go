@@ -54,6 +54,7 @@ func (e *emitter) enqueue(origin *orreryv1.OccurrenceOrigin) error {
 	if _, err := queue.Put(e.v, e.lim, msg); err != nil {
 		return err
 	}
+	e.budget.spend(int(queue.MessageBytes(msg)))
 	if tracksSlot(def) {
 		e.rec.InFlightMessageId, e.rec.InFlightExpiresAtUnixMicros = id, msg.GetExpiresAtUnixMicros()
 	}
