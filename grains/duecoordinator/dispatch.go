@@ -54,6 +54,12 @@ func (c *Coordinator) dispatchChunk(ctx context.Context, partitionID int, refs [
 	}
 	receipt, receivedAt, err := c.send(ctx, partitionID, refs)
 	if err != nil {
+		// A command the partition refuses as a whole (Validation: more than one transaction
+		// can hold, e.g. large timeout payloads) is resent one ref per command.
+		if len(refs) > 1 && orrery.CodeOf(err) == orrery.CodeValidation {
+			c.cfg.Logger.Warn("due coordinator: command refused, resending one ref per command", "partition", partitionID, "refs", len(refs), "error", err)
+			return c.oneByOne(ctx, partitionID, refs, skips)
+		}
 		return out, err
 	}
 	batchErr := orrery.FromProto(receipt.GetError())
@@ -69,6 +75,12 @@ func (c *Coordinator) dispatchChunk(ctx context.Context, partitionID int, refs [
 	} else {
 		c.cfg.Logger.Warn("due coordinator: batch rolled back, resending one ref per command", "partition", partitionID, "refs", len(refs), "error", batchErr)
 	}
+	return c.oneByOne(ctx, partitionID, refs, skips)
+}
+
+// oneByOne sends each ref as its own command, so one ref's failure touches no other.
+func (c *Coordinator) oneByOne(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *skipSet) (dispatchOutcome, error) {
+	var out dispatchOutcome
 	for _, ref := range refs {
 		one := []*orreryv1.DueRef{ref}
 		receipt, receivedAt, err := c.send(ctx, partitionID, one)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/duecoordinator/coordinatortest"
 	"github.com/orreryhq/orrery/grains/keys"
@@ -244,5 +245,36 @@ func TestSagaExpiry(t *testing.T) {
 	}
 	if s := b.c.Stats(); s.StaleIgnored != 1 || s.Errors != 0 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestOversizedCommandIsResentOneRefPerCommand: when a partition refuses a multi-ref command
+// as a whole (Validation: more than one transaction can hold, e.g. sagas with large timeout
+// payloads), the coordinator resends the refs one per command instead of retrying the same
+// command forever.
+func TestOversizedCommandIsResentOneRefPerCommand(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{hints: true})
+	sagaLane := func(key string) *orreryv1.Lane { return &orreryv1.Lane{Namespace: "acme", Queue: "sagas", Key: key} }
+	keys := []string{"big-1", "big-2", "big-3"}
+	for i, key := range keys {
+		b.apply(0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_CompareExchangeSaga{CompareExchangeSaga: &orreryv1.CompareExchangeSaga{
+			Lane: sagaLane(key), SagaId: scheduleID(i + 1), Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{}`,
+			DeadlineUnixMicros: micros(t0.Add(5 * time.Second)),
+			Timeout:            &orreryv1.SagaTimeout{Queue: "timeouts", Template: &orreryv1.MessageTemplate{PayloadJson: `{"timeout":true}`}},
+		}}})
+	}
+	b.twin.SetHooks(coordinatortest.Hooks{BeforeCommand: func(_ context.Context, _ int, req *orreryv1.CommandRequest) error {
+		if len(req.GetBatch().GetMutations()) > 1 {
+			return orrery.FieldErrorf(orrery.CodeValidation, "batch", "command writes more than the partition's transaction limit; split it")
+		}
+		return nil
+	}})
+	b.start(0)
+	b.runUntil(t0.Add(time.Minute))
+	for _, key := range keys {
+		if got := len(b.messages(0, &orreryv1.Lane{Namespace: "acme", Queue: "timeouts", Key: key})); got != 1 {
+			t.Fatalf("saga %s: %d timeout messages, want 1", key, got)
+		}
 	}
 }
