@@ -36,7 +36,9 @@ type EmitBudget struct {
 }
 
 // allows reports whether another occurrence fits.
-func (b *EmitBudget) allows() bool { return b == nil || b.Limit <= 0 || b.used == 0 || b.used < b.Limit }
+func (b *EmitBudget) allows() bool {
+	return b == nil || b.Limit <= 0 || b.used == 0 || b.used < b.Limit
+}
 
 func (b *EmitBudget) spend(n int) {
 	if b != nil {
