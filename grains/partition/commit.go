@@ -143,18 +143,16 @@ func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
 	g.inFlight = false
 	g.commitDone = nil
 	if done.err != nil {
-		if errors.Is(done.err, persistence.ErrBatchTooBig) || !errors.Is(done.err, persistence.ErrCommitFailed) && orrery.CodeOf(done.err) != orrery.CodeUnavailable {
-			g.log.Error("partition apply failed", "err", done.err)
-		}
 		for _, p := range done.group {
 			g.reply(ctx, p, &orreryv1.CommandReply{Error: orrery.Wrap(orrery.CodeUnavailable, done.err, "partition %d could not commit", g.partition).Proto()})
 		}
 		if errors.Is(done.err, persistence.ErrCommitFailed) || orrery.CodeOf(done.err) == orrery.CodeInternal {
-			g.fail(ctx, done.err)
+			g.fail(ctx, done.err) // logs, and stops the activation
 			return
 		}
 		// Unavailable before writing (free-disk floor, closed store): the commands were not
 		// applied; callers retry with the same command ids.
+		g.log.Warn("partition refused a commit before writing", "err", done.err)
 		g.startCommit(ctx)
 		return
 	}

@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -239,8 +238,6 @@ func (g *grain) fail(ctx actor.Context, err error) {
 func errorReply(err error) *orreryv1.CommandReply {
 	return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto()}
 }
-
-var errStopped = errors.New("activation stopped")
 
 func describe(p *pending) string {
 	return fmt.Sprintf("%s/%s", p.req.GetPrincipal(), p.req.GetBatch().GetCommandId())
