@@ -59,7 +59,10 @@ type Limits struct {
 	// MaxEmitBytesPerBatch bounds the payload and header bytes the EmitOccurrences of one batch
 	// enqueue together, so a command stays inside a partition transaction whatever its
 	// templates weigh; the first occurrence of a batch always goes (progress), the rest of a
-	// backlog stays due.
+	// backlog stays due. The default (256 KiB) keeps a coordinator command (at most 512
+	// occurrences of about 0.7 KiB of records each, plus one more maximal payload past the
+	// bound) under the smallest partition transaction limit (about 0.93 MiB with staggered
+	// memtables, see persistence.Options.FlushStagger).
 	MaxEmitBytesPerBatch int
 	// MaxPassedPerEmit bounds the ordinals one EmitOccurrences may pass without enqueuing a
 	// message (missed, skipped, coalesced, buffered); the rest stay due.
@@ -107,7 +110,7 @@ func DefaultLimits() Limits {
 		MaxMutationsPerBatch:    256,
 		MaxEmitPerCommand:       32,
 		MaxPassedPerEmit:        1024,
-		MaxEmitBytesPerBatch:    512 << 10,
+		MaxEmitBytesPerBatch:    256 << 10,
 		MaxReceivePerCommand:    256,
 		MaxLeaseMicros:          10 * Minute,
 		DefaultLeaseMicros:      30 * Second,
@@ -121,6 +124,25 @@ func DefaultLimits() Limits {
 		TombstoneRetentionMicros:     Day,
 		LedgerRetentionMicros:        30 * Day,
 	}
+}
+
+// OccurrenceIDPrefixes begin the ids of schedule occurrences (recurring and manual). They
+// are reserved: an Enqueue may not use them, so an occurrence's id is never taken when the
+// schedule enqueues it (see queue.PutFresh).
+var OccurrenceIDPrefixes = []string{"recurring-", "manual-"}
+
+// EnqueueID checks the id a client gives a message: a Name that does not begin with one of
+// OccurrenceIDPrefixes.
+func EnqueueID(field, value string) error {
+	if err := Name(field, value, MaxIDBytes); err != nil {
+		return err
+	}
+	for _, prefix := range OccurrenceIDPrefixes {
+		if strings.HasPrefix(value, prefix) {
+			return orrery.Invalid(field, "begins with %q, which is reserved for the ids of schedule occurrences", prefix)
+		}
+	}
+	return nil
 }
 
 // Name checks a namespace, queue, key or id: non-empty, valid UTF-8, at most maxBytes, no

@@ -32,7 +32,7 @@ func newMessage(lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64) (*
 	if err := input.Lane("lane", m.GetLane(), false); err != nil {
 		return nil, err
 	}
-	if err := input.Name("id", m.GetId(), input.MaxIDBytes); err != nil {
+	if err := input.EnqueueID("id", m.GetId()); err != nil {
 		return nil, err
 	}
 	if err := input.JSONValue("payload_json", m.GetPayloadJson(), lim.MaxPayloadBytes); err != nil {

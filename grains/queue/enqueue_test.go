@@ -167,6 +167,8 @@ func TestValidationLeavesStoreUnchanged(t *testing.T) {
 		{"enqueue empty id", enq(func(m *orreryv1.Enqueue) { m.Id = "" }), "id"},
 		{"enqueue long id", enq(func(m *orreryv1.Enqueue) { m.Id = long }), "id"},
 		{"enqueue control id", enq(func(m *orreryv1.Enqueue) { m.Id = "a\nb" }), "id"},
+		{"enqueue recurring occurrence id", enq(func(m *orreryv1.Enqueue) { m.Id = "recurring-0123-0000000000000001-0000000000000000" }), "id"},
+		{"enqueue manual occurrence id", enq(func(m *orreryv1.Enqueue) { m.Id = "manual-x" }), "id"},
 		{"enqueue bad payload", enq(func(m *orreryv1.Enqueue) { m.PayloadJson = `{` }), "payload_json"},
 		{"enqueue big payload", enq(func(m *orreryv1.Enqueue) { m.PayloadJson = `"` + strings.Repeat("x", lim.MaxPayloadBytes) + `"` }), "payload_json"},
 		{"enqueue headers not object", enq(func(m *orreryv1.Enqueue) { m.HeadersJson = `[1]` }), "headers_json"},

@@ -19,6 +19,15 @@ func Put(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage) (created bool,
 	return put(v, lim, msg, true)
 }
 
+// PutFresh stores msg like Put for a message whose id has never been in its lane, skipping
+// the two lookups (a live message, a tombstone) that make Put idempotent. Schedule
+// occurrences use it: the schedule's watermark passes each ordinal once, schedule ids are
+// never reused, and client enqueues cannot take their ids (input.ReservedMessageID). Storing
+// an id that is present would break the lane's index and counters, so nothing else may call it.
+func PutFresh(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage) error {
+	return store(v, lim, msg, true)
+}
+
 // put is Put with the lane quota check optional: a dead-letter move bypasses it (a full
 // dead-letter lane must not wedge its source queue) but still counts the message.
 func put(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, enforceQuota bool) (created bool, err error) {
@@ -29,32 +38,42 @@ func put(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, enforceQuota b
 	if _, found, err := v.Get(keys.MessageTombstoneKey(lane, id)); err != nil || found {
 		return false, err
 	}
+	if err := store(v, lim, msg, enforceQuota); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// store assigns msg its sequence and writes it, its index entry and its lane's counters,
+// checking the lane quota when asked to.
+func store(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, enforceQuota bool) error {
+	lane, id := msg.GetLane(), msg.GetId()
 	counters, err := LoadCounters(v, lane)
 	if err != nil {
-		return false, err
+		return err
 	}
 	size := MessageBytes(msg)
 	if enforceQuota && counters.GetMessages()+1 > lim.MaxLaneMessages {
-		return false, orrery.FieldErrorf(orrery.CodeQuotaExceeded, "lane", "lane holds %d messages, the limit is %d", counters.GetMessages(), lim.MaxLaneMessages)
+		return orrery.FieldErrorf(orrery.CodeQuotaExceeded, "lane", "lane holds %d messages, the limit is %d", counters.GetMessages(), lim.MaxLaneMessages)
 	}
 	if enforceQuota && counters.GetBytes()+size > lim.MaxLaneBytes {
-		return false, orrery.FieldErrorf(orrery.CodeQuotaExceeded, "lane", "lane holds %d bytes, adding %d exceeds the limit of %d", counters.GetBytes(), size, lim.MaxLaneBytes)
+		return orrery.FieldErrorf(orrery.CodeQuotaExceeded, "lane", "lane holds %d bytes, adding %d exceeds the limit of %d", counters.GetBytes(), size, lim.MaxLaneBytes)
 	}
 	seq, err := nextSequence(v)
 	if err != nil {
-		return false, err
+		return err
 	}
 	msg.Sequence = seq
 	if _, err := record.Store(v, keys.MessageKey(lane, id), msg); err != nil {
-		return false, err
+		return err
 	}
 	if err := v.Set(visibilityKey(msg), keys.MessageKey(lane, id)); err != nil {
-		return false, err
+		return err
 	}
 	counters.Messages++
 	counters.Bytes += size
 	_, err = record.Store(v, keys.LaneCountersKey(lane), counters)
-	return true, err
+	return err
 }
 
 // MessageBytes is what a message counts against its lane's byte quota.

@@ -211,7 +211,7 @@ func (e *emitter) coalesce(first point) (unit, error) {
 // passWithout passes one ordinal without a message, recording outcome.
 func (e *emitter) passWithout(p point, outcome orreryv1.LedgerOutcome) error {
 	entry := ledgerEntry(e.rec, p.ordinal, p.nominal, outcome)
-	if err := writeLedger(e.v, e.rec.GetDefinition().GetLane(), entry, e.now); err != nil {
+	if err := writeFreshLedger(e.v, e.rec.GetDefinition().GetLane(), entry, e.now); err != nil {
 		return err
 	}
 	e.passed++
@@ -272,14 +272,15 @@ func (e *emitter) fire(u unit) (stop bool, err error) {
 	lane := e.rec.GetDefinition().GetLane()
 	entry := ledgerEntry(e.rec, u.ordinal, u.nominal, outcome)
 	entry.MessageId = id
-	if err := writeLedger(e.v, lane, entry, e.now); err != nil {
+	// Every ordinal fire records is passed here for the first time.
+	if err := writeFreshLedger(e.v, lane, entry, e.now); err != nil {
 		return false, err
 	}
 	for _, c := range u.coalesced {
 		member := ledgerEntry(e.rec, c.ordinal, c.nominal, orreryv1.LedgerOutcome_LEDGER_OUTCOME_COALESCED_INTO)
 		member.CoalescedIntoOrdinal = u.ordinal
 		member.MessageId = OccurrenceID(origin.GetScheduleId(), origin.GetGeneration(), u.ordinal)
-		if err := writeLedger(e.v, lane, member, e.now); err != nil {
+		if err := writeFreshLedger(e.v, lane, member, e.now); err != nil {
 			return false, err
 		}
 		e.passed++

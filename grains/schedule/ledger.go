@@ -35,6 +35,14 @@ func writeLedger(v kv.View, lane *orreryv1.Lane, entry *orreryv1.LedgerRecord, l
 			return err
 		}
 	}
+	return writeFreshLedger(v, lane, entry, loggedNowMicros)
+}
+
+// writeFreshLedger is writeLedger for an ordinal passed for the first time, which has no
+// record yet (the watermark passes each ordinal once and schedule ids are never reused): it
+// skips the read of the record it would replace.
+func writeFreshLedger(v kv.View, lane *orreryv1.Lane, entry *orreryv1.LedgerRecord, loggedNowMicros int64) error {
+	key := ledgerKey(lane, entry)
 	entry.RecordedAtUnixMicros = loggedNowMicros
 	if _, err := record.Store(v, key, entry); err != nil {
 		return err

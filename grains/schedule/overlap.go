@@ -51,7 +51,8 @@ func (e *emitter) enqueue(origin *orreryv1.OccurrenceOrigin) error {
 		return err
 	}
 	msg.Origin = &orreryv1.QueueMessage_Occurrence{Occurrence: origin}
-	if _, err := queue.Put(e.v, e.lim, msg); err != nil {
+	// A series ordinal is passed once, so its occurrence id is new to the lane.
+	if err := queue.PutFresh(e.v, e.lim, msg); err != nil {
 		return err
 	}
 	e.budget.spend(int(queue.MessageBytes(msg)))
