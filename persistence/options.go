@@ -44,6 +44,13 @@ type Options struct {
 	// Badger dies with SIGBUS, taking every partition of the silo with it, when a memtable
 	// flush finds the disk full; a floor of a few memtables per open partition avoids that.
 	MinFreeBytes uint64
+	// FlushStagger staggers memtable flushes between stores filled at the same rate (the
+	// partitions of one silo under a uniform load): the store's memtable is smaller than
+	// MemTableBytes by (FlushStagger mod 8)/32 of it. Without it every partition fills its
+	// memtable at the same moment and all flush together; measured with 32 partitions at
+	// 10,000 occurrences/s, that burst held enqueues back for up to 0.7 s. Partitions pass
+	// their number.
+	FlushStagger int
 	// Logger receives Badger's warnings and errors (default slog.Default()). Badger's info and
 	// debug messages are dropped.
 	Logger *slog.Logger
@@ -59,6 +66,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.MemTableBytes <= 0 {
 		o.MemTableBytes = DefaultMemTableBytes
+	}
+	if step := o.FlushStagger % flushStaggerSteps; step > 0 {
+		o.MemTableBytes -= int64(step) * o.MemTableBytes / 32
 	}
 	if o.BlockCacheBytes <= 0 {
 		o.BlockCacheBytes = DefaultBlockCacheBytes
@@ -77,6 +87,17 @@ func (o Options) withDefaults() Options {
 		o.FreeBytesFunc = FreeBytes
 	}
 	return o
+}
+
+// flushStaggerSteps is how many memtable sizes Options.FlushStagger spreads stores over.
+const flushStaggerSteps = 8
+
+// MinMaxBatchBytes is the smallest transaction limit a store opened with opts may have,
+// whatever its FlushStagger: what a bound that must hold on every partition is checked
+// against.
+func MinMaxBatchBytes(opts Options) int64 {
+	opts.FlushStagger = flushStaggerSteps - 1
+	return maxBatchBytes(opts.withDefaults().MemTableBytes)
 }
 
 // maxBatchBytes mirrors Badger's transaction cap (db.go checkAndSetOptions: 15 % of the

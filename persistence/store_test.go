@@ -487,3 +487,37 @@ func TestBadgerCacheReportIsNotLogged(t *testing.T) {
 		t.Fatalf("a real warning was dropped: %q", buf.String())
 	}
 }
+
+// TestFlushStaggerShrinksTheMemtable: stores opened with FlushStagger 0..7 get eight different
+// memtable sizes (so their transaction limits differ), the eighth repeats the first, and the
+// smallest is what MinMaxBatchBytes reports.
+func TestFlushStaggerShrinksTheMemtable(t *testing.T) {
+	t.Parallel()
+	seen := map[int64]bool{}
+	var smallest int64
+	for stagger := range 9 {
+		opts := quietOptions()
+		opts.MemTableBytes = 1 << 20
+		opts.FlushStagger = stagger
+		s := openStore(t, t.TempDir(), opts)
+		limit := s.MaxBatchBytes()
+		if stagger == 8 {
+			if !seen[limit] || limit != int64(15*(1<<20)/100) {
+				t.Errorf("FlushStagger 8: limit %d, want the unstaggered %d", limit, 15*(1<<20)/100)
+			}
+			continue
+		}
+		if seen[limit] {
+			t.Errorf("FlushStagger %d repeats limit %d", stagger, limit)
+		}
+		seen[limit] = true
+		if smallest == 0 || limit < smallest {
+			smallest = limit
+		}
+	}
+	opts := quietOptions()
+	opts.MemTableBytes = 1 << 20
+	if got := MinMaxBatchBytes(opts); got != smallest {
+		t.Errorf("MinMaxBatchBytes = %d, want the smallest limit %d", got, smallest)
+	}
+}

@@ -77,11 +77,13 @@ func (g *grain) commitGroup(store *persistence.Store, group []*pending, recorder
 func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder *dueRecorder) ([]*orreryv1.CommandReply, error) {
 	loggedNow := persistence.NextLoggedTime(store.LoggedTime(), g.cfg.Now().UTC().UnixMicro())
 	replies := make([]*orreryv1.CommandReply, len(group))
+	var cached *kv.ReadCache
 	err := store.Update(func(txn *persistence.Txn) error {
 		var journal []*orreryv1.JournalEntry
 		recorded := &dueRecorder{View: txn}
+		cached = kv.NewReadCache(recorded, g.warm) // every write of the group goes through it
 		for i, p := range group {
-			writes := kv.NewBuffer(recorded)
+			writes := kv.NewBuffer(cached)
 			out, err := g.applier.ApplyBatch(writes, p.req.GetPrincipal(), p.req.GetBatch(), loggedNow)
 			if err != nil {
 				if platform(err) {
@@ -123,6 +125,7 @@ func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder 
 	if err != nil {
 		return nil, err
 	}
+	cached.Promote() // committed: the next groups may read what this one read and wrote
 	g.cfg.Failpoints.Hit(FailpointBatchCommitted)
 	return replies, nil
 }
@@ -164,7 +167,7 @@ func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
 		return
 	}
 	g.lowerDueFloor(done.minDueWritten)
-	g.reportNextDue()
+	g.noticeDueWritten(done.minDueWritten)
 	g.wakeWaiters(ctx)
 	g.startCommit(ctx)
 }

@@ -22,6 +22,7 @@ const (
 	DefaultOpenRetryMax     = 2 * time.Second
 	DefaultHousekeepEvery   = 10 * time.Second
 	DefaultValueLogGCEvery  = 5 * time.Minute
+	DefaultWarmCacheBytes   = 1 << 20
 	// HousekeepRecords bounds one housekeeping command.
 	HousekeepRecords = 5000
 )
@@ -43,6 +44,9 @@ type Config struct {
 	// bytes (defaults DefaultMaxGroupCommands, DefaultMaxGroupBytes).
 	MaxGroupCommands int
 	MaxGroupBytes    int
+	// WarmCacheBytes bounds the keys and values a partition keeps from its commits for the
+	// next ones' reads (default DefaultWarmCacheBytes; see kv.Warm).
+	WarmCacheBytes int
 	// MaxWait bounds a long-poll receive (default DefaultMaxWait); MaxWaiters bounds how many
 	// may wait at once (default DefaultMaxWaiters).
 	MaxWait    time.Duration
@@ -83,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxGroupBytes <= 0 {
 		c.MaxGroupBytes = DefaultMaxGroupBytes
+	}
+	if c.WarmCacheBytes <= 0 {
+		c.WarmCacheBytes = DefaultWarmCacheBytes
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = DefaultMaxWait

@@ -13,6 +13,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/persistence"
 )
 
@@ -77,6 +78,17 @@ type grain struct {
 	// start). Scans start there: the index behaves like a queue, and an LSM iterator starting
 	// at its front would step over every entry deleted since the last compaction.
 	dueFloor int64
+	// dueTold is the latest instant the due coordinator is known to wake at or before, from
+	// the last next-due notice or due scan (input.MaxInstantMicros: nothing it knows of; 0:
+	// unknown). A commit that writes an earlier due entry sends a notice; later entries need
+	// none, because the coordinator wakes by then, scans, and learns them.
+	dueTold int64
+
+	// warm is what committed groups read and wrote, for the next groups' reads (see
+	// kv.Warm): Badger's Get looks through every level even for a key in its memtable, so
+	// the schedule and lane-counter reads every occurrence makes are served from here. Only
+	// the commit goroutine touches it, one commit at a time; it lives as long as the store.
+	warm *kv.Warm
 
 	housekeepTimer *time.Timer
 	housekeeping   bool // a Housekeep command is pending or in flight
@@ -133,7 +145,9 @@ func (g *grain) open(ctx actor.Context) {
 		g.log.Error("partition cannot open: cluster metadata", "err", err)
 		return
 	}
-	store, err := persistence.Open(persistence.PartitionDir(g.cfg.DataRoot, g.partition), g.cfg.Store)
+	storeOpts := g.cfg.Store
+	storeOpts.FlushStagger = g.partition
+	store, err := persistence.Open(persistence.PartitionDir(g.cfg.DataRoot, g.partition), storeOpts)
 	if err != nil {
 		g.openErr = err
 		g.openDelay = min(max(2*g.openDelay, 50*time.Millisecond), g.cfg.OpenRetryMax)
@@ -143,6 +157,7 @@ func (g *grain) open(ctx actor.Context) {
 		return
 	}
 	g.store, g.openErr, g.openDelay = store, nil, 0
+	g.warm = kv.NewWarm(g.cfg.WarmCacheBytes)
 	g.lastGC = g.cfg.Now()
 	g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
 	g.log.Info("partition open", "epoch", store.Epoch(), "logged_time", store.LoggedTime(), "applied_index", store.AppliedIndex())

@@ -18,6 +18,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/persistence"
 )
 
 const scheduleID = "0f8fad5b-d9cb-469f-a165-70867728950e"
@@ -368,7 +369,8 @@ func TestDueFloorNeverHidesAnEarlierEntry(t *testing.T) {
 // without ever exceeding the partition's transaction limit: each command emits what fits and
 // leaves the rest due, instead of failing for good.
 func TestLargePayloadBacklogEmitsWithinTheTransactionLimit(t *testing.T) {
-	h := newHarness(t, nil)
+	// The smallest memtable a staggered partition has (persistence.Options.FlushStagger).
+	h := newHarness(t, func(c *Config) { c.Store.MemTableBytes = persistence.DefaultMemTableBytes * 25 / 32 })
 	payload := `"` + strings.Repeat("x", 200<<10) + `"`
 	var emits []*orreryv1.Mutation
 	for i := range 4 {

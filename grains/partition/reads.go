@@ -45,6 +45,7 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 	if err != nil {
 		return &orreryv1.ScanDueReply{Error: orrery.AsError(err).Proto()}
 	}
+	g.learnFromScan(len(req.GetAfter()) == 0, res)
 	return &orreryv1.ScanDueReply{
 		Refs: res.Refs, More: res.More, Continuation: res.Continuation, NextDueAtUnixMicros: res.NextDueAtMicros,
 		LoggedTimeUnixMicros: now, ActivationEpoch: g.store.Epoch(),
@@ -79,14 +80,59 @@ func (g *grain) lowerDueFloor(minWritten int64) {
 	}
 }
 
-// reportNextDue tells the due coordinator the partition's earliest due instant.
+// learnFromScan takes what a due scan answered. A scan from the start (no continuation)
+// begins at the due floor, so its first entry is the partition's earliest and raises the
+// floor. The coordinator wakes at or before the scan's next-due instant, which bounds what a
+// later notice must undercut; a partial scan (more refs follow) tells nothing yet.
+func (g *grain) learnFromScan(fromStart bool, res *due.Result) {
+	first := res.NextDueAtMicros
+	if len(res.Refs) > 0 {
+		first = res.Refs[0].GetDueAtUnixMicros()
+	}
+	if fromStart {
+		switch {
+		case first > 0:
+			g.dueFloor = max(g.dueFloor, first)
+		case !res.More:
+			g.dueFloor = input.MaxInstantMicros // empty: the next entry written lowers it
+		}
+	}
+	g.dueTold = input.MaxInstantMicros
+	if !res.More && res.NextDueAtMicros > 0 {
+		g.dueTold = res.NextDueAtMicros
+	}
+}
+
+// reportNextDue reads the partition's earliest due instant and tells the due coordinator (on
+// activation, when nothing is known of what the coordinator knows).
 func (g *grain) reportNextDue() {
 	next, err := g.nextDue()
 	if err != nil {
 		g.log.Warn("partition could not read its next due instant", "err", err)
+		g.dueTold = 0
 		return
 	}
+	g.dueTold = next
+	if next == 0 {
+		g.dueTold = input.MaxInstantMicros
+	}
 	g.cfg.OnNextDue(&orreryv1.NextDueNotice{Partition: int32(g.partition), NextDueAtUnixMicros: next, ActivationEpoch: g.store.Epoch()})
+}
+
+// noticeDueWritten tells the due coordinator of a commit's earliest written due entry when it
+// is earlier than what the coordinator wakes for (or that is unknown). It needs no read: the
+// entry itself is the news. Later entries are not reported (the coordinator's scans and emit
+// results carry them), which saves a due-index seek on every commit.
+func (g *grain) noticeDueWritten(minWritten int64) {
+	if g.dueTold == 0 {
+		g.reportNextDue()
+		return
+	}
+	if minWritten <= 0 || minWritten >= g.dueTold {
+		return
+	}
+	g.dueTold = minWritten
+	g.cfg.OnNextDue(&orreryv1.NextDueNotice{Partition: int32(g.partition), NextDueAtUnixMicros: minWritten, ActivationEpoch: g.store.Epoch()})
 }
 
 // inspect answers one bounded inspection read.
