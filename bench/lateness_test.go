@@ -1,7 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +19,9 @@ import (
 // (enqueue logged time − due time), read from the occurrence ledger for every occurrence due in
 // the window, and of (worker handler start − due time) for those the worker handled, with the
 // fraction it handled within the run; and how many occurrences were enqueued or handled before
-// their due time (must be 0).
+// their due time (must be 0). It logs the five 250 ms windows of due times with the worst
+// enqueue lateness, so periodic stalls show. ORRERY_BENCH_LATENESS_WORKER=off runs it without
+// the worker, which separates what emitting costs from what consuming adds.
 func BenchmarkDueLateness(b *testing.B) {
 	schedules := scale(10_000, 1_000)
 	window := time.Duration(scale(20, 4)) * time.Second
@@ -46,12 +52,17 @@ func BenchmarkDueLateness(b *testing.B) {
 				return nil
 			}})
 		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
+		if os.Getenv("ORRERY_BENCH_LATENESS_WORKER") == "off" {
+			go func() { <-ctx.Done(); done <- nil }()
+		} else {
+			go func() { done <- w.Run(ctx) }()
+		}
 		time.Sleep(time.Until(measureTo.Add(3 * time.Second)))
 		cancel()
 		<-done
 		// Enqueue lateness of every occurrence due in the window, from the ledger.
 		var enqueueLate []time.Duration
+		worstByWindow := map[int64]time.Duration{}
 		readCtx, readCancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		for i, lane := range lanes {
 			records, next, err := c.ReadLedger(readCtx, lane, uuidFor(i), client.LedgerQuery{From: measureFrom, To: measureTo.Add(-time.Microsecond)})
@@ -67,6 +78,8 @@ func BenchmarkDueLateness(b *testing.B) {
 					early++
 				}
 				enqueueLate = append(enqueueLate, late)
+				window := (r.GetNominalDueAtUnixMicros() - measureFrom.UnixMicro()) / 250_000
+				worstByWindow[window] = max(worstByWindow[window], late)
 			}
 		}
 		readCancel()
@@ -85,6 +98,14 @@ func BenchmarkDueLateness(b *testing.B) {
 		b.ReportMetric(float64(early), "early")
 		b.ReportMetric(float64(n), "enqueued")
 		b.ReportMetric(float64(handled)/float64(max(n, 1)), "handled-fraction")
+		windows := slices.Collect(maps.Keys(worstByWindow))
+		slices.SortFunc(windows, func(x, y int64) int { return cmp.Compare(worstByWindow[y], worstByWindow[x]) })
+		for _, w := range windows[:min(5, len(windows))] {
+			b.Logf("due %5.2f–%5.2f s into the window: worst enqueue lateness %v", float64(w)/4, float64(w+1)/4, worstByWindow[w].Round(time.Millisecond))
+		}
+		st := s.CoordinatorStats()
+		b.Logf("coordinator: %d rounds, %d scans, %d commands, %d refs, %d retries, %d errors",
+			st.Rounds, st.Scans, st.CommandsSent, st.RefsDispatched, st.Retries, st.Errors)
 		if early != 0 {
 			b.Fatalf("%d occurrences were enqueued or handled before their due time", early)
 		}
