@@ -69,6 +69,12 @@ type Limits struct {
 	MaxPassedPerEmit uint32
 	// MaxReceivePerCommand bounds Receive.max.
 	MaxReceivePerCommand uint32
+	// MaxReceiveBytesPerCommand bounds the payload and header bytes one Receive leases or
+	// moves to the dead-letter queue; the first message always goes. A leased message is
+	// written twice (its new lease, and the receipt that replays the receive), so the default
+	// (128 KiB) keeps a receive of large messages inside the smallest partition transaction
+	// (about 0.93 MiB) instead of failing it for good.
+	MaxReceiveBytesPerCommand int
 	// MaxLeaseMicros bounds a lease (DESIGN §4: 10 minutes).
 	MaxLeaseMicros int64
 	// DefaultLeaseMicros is used when a Receive gives no lease duration.
@@ -100,23 +106,24 @@ const SystemPrincipalPrefix = "system:"
 // DefaultLimits returns the documented defaults (README "Limits").
 func DefaultLimits() Limits {
 	return Limits{
-		MaxPayloadBytes:         256 << 10,
-		MaxHeadersBytes:         16 << 10,
-		MaxStateBytes:           256 << 10,
-		MaxLaneMessages:         1_000_000,
-		MaxLaneBytes:            1 << 30,
-		MaxPartitionRecords:     10_000_000,
-		MaxPartitionRecordBytes: 8 << 30,
-		MaxMutationsPerBatch:    256,
-		MaxEmitPerCommand:       32,
-		MaxPassedPerEmit:        1024,
-		MaxEmitBytesPerBatch:    256 << 10,
-		MaxReceivePerCommand:    256,
-		MaxLeaseMicros:          10 * Minute,
-		DefaultLeaseMicros:      30 * Second,
-		DefaultMaxDeliveries:    10,
-		MaxMaxDeliveries:        1000,
-		MaxDelayMicros:          365 * Day,
+		MaxPayloadBytes:           256 << 10,
+		MaxHeadersBytes:           16 << 10,
+		MaxStateBytes:             256 << 10,
+		MaxLaneMessages:           1_000_000,
+		MaxLaneBytes:              1 << 30,
+		MaxPartitionRecords:       10_000_000,
+		MaxPartitionRecordBytes:   8 << 30,
+		MaxMutationsPerBatch:      256,
+		MaxEmitPerCommand:         32,
+		MaxPassedPerEmit:          1024,
+		MaxEmitBytesPerBatch:      256 << 10,
+		MaxReceivePerCommand:      256,
+		MaxReceiveBytesPerCommand: 128 << 10,
+		MaxLeaseMicros:            10 * Minute,
+		DefaultLeaseMicros:        30 * Second,
+		DefaultMaxDeliveries:      10,
+		MaxMaxDeliveries:          1000,
+		MaxDelayMicros:            365 * Day,
 
 		ReceiptRetentionMicros:       Day,
 		SystemReceiptRetentionMicros: 10 * Minute,

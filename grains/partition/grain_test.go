@@ -400,3 +400,60 @@ func TestLargePayloadBacklogEmitsWithinTheTransactionLimit(t *testing.T) {
 		total += emitted
 	}
 }
+
+// TestReceiveOfLargeMessagesStaysWithinTheTransactionLimit: a worker-shaped receive (many
+// messages at once) of a lane of near-maximal messages succeeds on the smallest staggered
+// memtable, leasing what fits, instead of failing for good as one transaction too large.
+func TestReceiveOfLargeMessagesStaysWithinTheTransactionLimit(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Store.MemTableBytes = persistence.DefaultMemTableBytes * 25 / 32 })
+	payload := `"` + strings.Repeat("x", 250<<10) + `"`
+	const count = 8
+	for i := range count {
+		m := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: lane, Id: fmt.Sprint("big-", i), PayloadJson: payload}}}
+		receipt(t, h.do(command(fmt.Sprint("enqueue-", i), 0, m)))
+	}
+	received := 0
+	for round := 0; received < count; round++ {
+		if round > count {
+			t.Fatalf("only %d of %d messages received after %d receives", received, count, round)
+		}
+		res := receipt(t, h.do(command(fmt.Sprint("receive-", round), 0, receive(count)))).GetResults()[0]
+		if res.GetError() != nil {
+			t.Fatalf("receive %d: %v", round, orrery.FromProto(res.GetError()))
+		}
+		if len(res.GetReceive().GetMessages()) == 0 {
+			t.Fatalf("receive %d got nothing with %d messages visible", round, count-received)
+		}
+		received += len(res.GetReceive().GetMessages())
+	}
+}
+
+// TestNextDueNoticeOnlyWhenEarlier: a commit that writes a due entry later than what the
+// coordinator was last told sends no notice (the coordinator wakes earlier and scans); one
+// earlier than that does, naming the entry.
+func TestNextDueNoticeOnlyWhenEarlier(t *testing.T) {
+	now := time.Now()
+	h := newHarness(t, nil)
+	configure := func(id string, first time.Time) *orreryv1.Mutation {
+		return &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+			Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id, Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{
+				Every: &orreryv1.EverySpec{IntervalMicros: input.Hour, FirstDueAtUnixMicros: first.UnixMicro()}}}}}}}
+	}
+	notices := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.due)
+	}
+	inAnHour := now.Add(time.Hour)
+	receipt(t, h.do(command("c1", 0, configure("00000000-0000-4000-8000-000000000001", inAnHour))))
+	h.waitDue(inAnHour.UnixMicro())
+	before := notices()
+	receipt(t, h.do(command("c2", 0, configure("00000000-0000-4000-8000-000000000002", now.Add(2*time.Hour)))))
+	receipt(t, h.do(command("c3", 0, enqueue("m1")))) // the actor finished c2's commit before this reply
+	if got := notices(); got != before {
+		t.Fatalf("a later due entry sent %d notices, want none", got-before)
+	}
+	inAMinute := now.Add(time.Minute)
+	receipt(t, h.do(command("c4", 0, configure("00000000-0000-4000-8000-000000000003", inAMinute))))
+	h.waitDue(inAMinute.UnixMicro())
+}

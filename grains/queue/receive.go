@@ -15,8 +15,9 @@ import (
 
 // SweepBudget bounds how many expired or dead-lettered messages one receive handles besides
 // the ones it delivers, so a backlog of dead messages cannot make one command unbounded. A
-// receive that spends it may return fewer messages than it asked for while visible ones
-// remain; NextVisibleAt then still reports an instant at or before the logged time.
+// receive that spends it, or Limits.MaxReceiveBytesPerCommand, may return fewer messages than
+// it asked for while visible ones remain; NextVisibleAt then still reports an instant at or
+// before the logged time.
 const SweepBudget = 1024
 
 // ApplyReceive leases up to m.max (0 means 1) messages of queue (namespace, queue) in this
@@ -35,7 +36,11 @@ func ApplyReceive(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMic
 	end := keys.VisibilityKey(namespace, queue, loggedNowMicros+1, 0)
 	res := &orreryv1.ReceiveResult{}
 	swept := 0
-	for len(res.Messages) < maxMessages && swept < SweepBudget {
+	var spent uint64 // payload and header bytes delivered or moved to the dead-letter queue
+	within := func() bool {
+		return swept < SweepBudget && (lim.MaxReceiveBytesPerCommand <= 0 || spent < uint64(lim.MaxReceiveBytesPerCommand))
+	}
+	for len(res.Messages) < maxMessages && within() {
 		// Read a chunk first and write after, so no view is written while it is scanned.
 		entries, err := scanIndex(v, start, end, maxMessages-len(res.Messages))
 		if err != nil {
@@ -45,18 +50,22 @@ func ApplyReceive(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMic
 			break
 		}
 		for _, e := range entries {
-			if swept >= SweepBudget {
+			if !within() {
 				break
 			}
-			leased, err := receiveOne(v, lim, e, m.GetOwner(), until, loggedNowMicros)
+			leased, moved, err := receiveOne(v, lim, e, m.GetOwner(), until, loggedNowMicros)
 			if err != nil {
 				return nil, err
 			}
+			spent += moved
 			if leased == nil {
 				swept++
 				continue
 			}
 			res.Messages = append(res.Messages, leased)
+		}
+		if !within() {
+			break
 		}
 		// Every handled entry left [start, end): resume after the last one read.
 		start = append(entries[len(entries)-1].key, 0)
@@ -110,22 +119,23 @@ func scanIndex(v kv.Reader, start, end []byte, limit int) ([]indexEntry, error) 
 }
 
 // receiveOne handles one visible index entry: it expires, dead-letters or leases the message
-// and returns a copy of it when leased, nil otherwise.
-func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64) (*orreryv1.QueueMessage, error) {
+// and returns a copy of it when leased, nil otherwise, and the payload and header bytes it
+// wrote again (a leased or dead-lettered message; an expired one leaves only a tombstone).
+func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64) (*orreryv1.QueueMessage, uint64, error) {
 	msg := &orreryv1.QueueMessage{}
 	found, err := record.Load(v, e.messageKey, msg)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if !found || !bytes.Equal(visibilityKey(msg), e.key) {
-		return nil, orrery.Errorf(orrery.CodeInternal, "visibility index entry %x is out of step with its message", e.key)
+		return nil, 0, orrery.Errorf(orrery.CodeInternal, "visibility index entry %x is out of step with its message", e.key)
 	}
 	if exp := msg.GetExpiresAtUnixMicros(); exp != 0 && exp <= loggedNowMicros {
-		return nil, Remove(v, msg, loggedNowMicros, true)
+		return nil, 0, Remove(v, msg, loggedNowMicros, true)
 	}
 	queue := msg.GetLane().GetQueue()
 	if !input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() >= effectiveMaxDeliveries(msg, lim) {
-		return nil, deadLetter(v, lim, msg, loggedNowMicros)
+		return nil, MessageBytes(msg), deadLetter(v, lim, msg, loggedNowMicros)
 	}
 	msg.DeliveryCount++
 	msg.Lease = &orreryv1.Lease{
@@ -134,9 +144,9 @@ func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMi
 		UntilUnixMicros: untilMicros,
 	}
 	if err := storeMessage(v, msg, e.key); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return proto.CloneOf(msg), nil
+	return proto.CloneOf(msg), MessageBytes(msg), nil
 }
 
 // deadLetter moves a message that used up its deliveries to its lane's dead-letter queue

@@ -3,6 +3,7 @@ package queue
 import (
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/orreryhq/orrery"
@@ -239,6 +240,27 @@ func TestReceiveSweepBudget(t *testing.T) {
 	}
 	if got := b.receive(testQueue, 5); !slices.Equal(ids(got), []string{"live"}) {
 		t.Fatalf("second receive gave %v", ids(got))
+	}
+}
+
+// TestReceiveByteBudget: a receive stops once the payload and header bytes it leased reach
+// Limits.MaxReceiveBytesPerCommand (the first message always goes, however large), and the
+// messages behind it come with the next receives, in order.
+func TestReceiveByteBudget(t *testing.T) {
+	b := setup(t)
+	b.lim.MaxReceiveBytesPerCommand = 100
+	payload := func(n int) func(*orreryv1.Enqueue) {
+		return func(m *orreryv1.Enqueue) { m.PayloadJson = `"` + strings.Repeat("x", n-2) + `"` }
+	}
+	b.enqueue("huge", payload(500))
+	b.enqueue("a", payload(40))
+	b.enqueue("b", payload(40))
+	b.enqueue("c", payload(40))
+	b.enqueue("d", payload(10))
+	for _, want := range [][]string{{"huge"}, {"a", "b", "c"}, {"d"}} {
+		if got := b.receive(testQueue, 10); !slices.Equal(ids(got), want) {
+			t.Fatalf("received %v, want %v", ids(got), want)
+		}
 	}
 }
 
