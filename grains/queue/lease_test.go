@@ -173,3 +173,35 @@ func TestExtendLease(t *testing.T) {
 		t.Fatalf("redelivery at the extended end: %v", got)
 	}
 }
+
+// TestAckedRecurringOccurrenceLeavesNoTombstone: an acked recurring occurrence (stored with
+// PutFresh; its id cannot come back) leaves no tombstone, while a manual occurrence and a
+// client message do, so re-enqueuing their ids stays a no-op.
+func TestAckedRecurringOccurrenceLeavesNoTombstone(t *testing.T) {
+	b := setup(t)
+	lane := laneOf(testQueue, "k")
+	put := func(id string, origin *orreryv1.OccurrenceOrigin) {
+		msg := &orreryv1.QueueMessage{Id: id, Lane: lane, PayloadJson: `{}`, EnqueuedAtUnixMicros: b.now, VisibleAtUnixMicros: b.now,
+			MaxDeliveries: b.lim.DefaultMaxDeliveries, Origin: &orreryv1.QueueMessage_Occurrence{Occurrence: origin}}
+		if err := PutFresh(b.store, b.lim, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("recurring-1", &orreryv1.OccurrenceOrigin{ScheduleId: "s", Generation: 1, Ordinal: 0})
+	put("manual-1", &orreryv1.OccurrenceOrigin{ScheduleId: "s", Generation: 1, Manual: true})
+	b.enqueue("client-1")
+	for _, msg := range b.receive(testQueue, 3) {
+		if _, _, err := ApplyAck(b.store, b.lim, &orreryv1.Ack{Lane: lane, Id: msg.GetId(), LeaseToken: msg.GetLease().GetToken()}, b.now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.check()
+	for id, want := range map[string]bool{"recurring-1": false, "manual-1": true, "client-1": true} {
+		if _, found := b.tombstone(lane, id); found != want {
+			t.Errorf("tombstone of %s: %v, want %v", id, found, want)
+		}
+	}
+	if n, _ := b.counters(lane); n != 0 {
+		t.Errorf("lane counts %d messages after every ack", n)
+	}
+}

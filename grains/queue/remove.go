@@ -10,7 +10,8 @@ import (
 
 // Remove deletes the live message msg names (by lane and id): the message, its
 // visibility-index entry and its share of the lane counters, and writes the tombstone that
-// keeps a re-enqueue of its id a no-op. expired records why it went (TTL rather than ack or
+// keeps a re-enqueue of its id a no-op (except for a recurring occurrence, whose id cannot
+// come back). expired records why it went (TTL rather than ack or
 // a dead-letter move). It works from the stored message, so a stale copy in msg cannot put
 // the index or the counters out of step; an absent message is NotFound ("id").
 func Remove(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64, expired bool) error {
@@ -33,6 +34,11 @@ func Remove(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64, expire
 	}
 	if err := subtractCounters(v, lane, MessageBytes(stored)); err != nil {
 		return err
+	}
+	if o := stored.GetOccurrence(); o != nil && !o.GetManual() {
+		// A recurring occurrence's id never comes back to its lane (PutFresh): nothing to
+		// keep taken, and no tombstone to write now and prune a day later.
+		return nil
 	}
 	tombstone := &orreryv1.MessageTombstone{RemovedAtUnixMicros: loggedNowMicros, Expired: expired}
 	if _, err := record.Store(v, keys.MessageTombstoneKey(lane, id), tombstone); err != nil {
