@@ -19,6 +19,9 @@ const (
 	DefaultWorkerLeaseDuration = 30 * time.Second
 	DefaultWorkerWait          = 20 * time.Second
 	DefaultWorkerSettleTimeout = 10 * time.Second
+	// DefaultWorkerMaxPerReceive caps the default MaxPerReceive at the partition's default
+	// Limits.MaxReceivePerCommand.
+	DefaultWorkerMaxPerReceive = 256
 )
 
 // Handler processes one message. Returning nil acks it; returning an error (or panicking)
@@ -41,8 +44,8 @@ type WorkerConfig struct {
 	// Wait bounds each long-poll receive (default 20 s): an idle worker sends one receive per
 	// partition per Wait.
 	Wait time.Duration
-	// MaxPerReceive bounds the messages one receive asks for (default Concurrency; at most the
-	// partition's limit, 256 by default).
+	// MaxPerReceive bounds the messages one receive asks for (default Concurrency, at most
+	// DefaultWorkerMaxPerReceive: the partition's limit, 256 by default, refuses more).
 	MaxPerReceive int
 	// Owner is recorded in every lease (default "<hostname>/<pid>").
 	Owner string
@@ -72,7 +75,7 @@ func (c *Client) NewWorker(cfg WorkerConfig) *Worker {
 		cfg.Wait = DefaultWorkerWait
 	}
 	if cfg.MaxPerReceive == 0 {
-		cfg.MaxPerReceive = cfg.Concurrency
+		cfg.MaxPerReceive = min(cfg.Concurrency, DefaultWorkerMaxPerReceive)
 	}
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = DefaultWorkerSettleTimeout

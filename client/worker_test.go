@@ -384,3 +384,22 @@ func TestWorkerMessageAccessors(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerWithLargeConcurrencyReceivesWithinThePartitionLimit: a Concurrency above the
+// partition's receive limit (256) does not make the default receive size exceed it (which the
+// partition refuses for good, stopping the worker).
+func TestWorkerWithLargeConcurrencyReceivesWithinThePartitionLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	var handled atomic.Int64
+	w := b.c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Concurrency: 1000, Wait: time.Second,
+		Handler: func(context.Context, *client.Message) error { handled.Add(1); return nil }})
+	stop := runWorker(t, w)
+	for i := range 10 {
+		b.enqueue(lane(testQueue, fmt.Sprintf("key-%d", i)), fmt.Sprintf("m-%d", i))
+	}
+	eventually(t, 20*time.Second, "every message handled", func() bool { return handled.Load() == 10 })
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
