@@ -27,6 +27,7 @@ func BenchmarkDueLateness(b *testing.B) {
 	window := time.Duration(scale(20, 4)) * time.Second
 	for range b.N {
 		s := startSilo(b, b.TempDir())
+		started := time.Now()
 		c := s.Client()
 		base := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		lanes, _ := createSchedules(b, c, "lateness", schedules, time.Second, func(i int) time.Time {
@@ -59,7 +60,9 @@ func BenchmarkDueLateness(b *testing.B) {
 		}
 		time.Sleep(time.Until(measureTo.Add(3 * time.Second)))
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			b.Fatalf("worker: %v", err)
+		}
 		// Enqueue lateness of every occurrence due in the window, from the ledger.
 		var enqueueLate []time.Duration
 		worstByWindow := map[int64]time.Duration{}
@@ -103,6 +106,15 @@ func BenchmarkDueLateness(b *testing.B) {
 		for _, w := range windows[:min(5, len(windows))] {
 			b.Logf("due %5.2f–%5.2f s into the window: worst enqueue lateness %v", float64(w)/4, float64(w+1)/4, worstByWindow[w].Round(time.Millisecond))
 		}
+		var commits uint64
+		for p := range c.Partitions() {
+			ps, err := c.PartitionStatus(context.Background(), p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			commits += ps.GetAppliedIndex()
+		}
+		b.Logf("partitions committed %d groups in %v", commits, time.Since(started).Round(time.Second))
 		st := s.CoordinatorStats()
 		b.Logf("coordinator: %d rounds, %d scans, %d commands, %d refs, %d retries, %d errors",
 			st.Rounds, st.Scans, st.CommandsSent, st.RefsDispatched, st.Retries, st.Errors)
