@@ -15,6 +15,7 @@ import (
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
+	"pgregory.net/rapid"
 )
 
 func TestWritesSurviveReopen(t *testing.T) {
@@ -519,5 +520,82 @@ func TestFlushStaggerShrinksTheMemtable(t *testing.T) {
 	opts.MemTableBytes = 1 << 20
 	if got := MinMaxBatchBytes(opts); got != smallest {
 		t.Errorf("MinMaxBatchBytes = %d, want the smallest limit %d", got, smallest)
+	}
+}
+
+// TestCommonPrefixBoundsEveryKeyInRange: every key k with start <= k < end begins with
+// commonPrefix(start, end), which is what lets a scan name it to Badger.
+func TestCommonPrefixBoundsEveryKeyInRange(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		gen := rapid.SliceOfN(rapid.ByteRange('a', 'd'), 0, 5)
+		start, end, key := gen.Draw(t, "start"), gen.Draw(t, "end"), gen.Draw(t, "key")
+		if bytes.Compare(key, start) < 0 || bytes.Compare(key, end) >= 0 {
+			return
+		}
+		if p := commonPrefix(start, end); !bytes.HasPrefix(key, p) {
+			t.Fatalf("key %q in [%q, %q) lacks the prefix %q", key, start, end, p)
+		}
+	})
+	if p := commonPrefix([]byte("abc"), nil); p != nil {
+		t.Fatalf("unbounded scan got prefix %q", p)
+	}
+}
+
+// TestScansAcrossManyTablesMatchAReference writes enough through small memtables to spread
+// keys over many tables and levels, then checks range scans against a sorted reference.
+func TestScansAcrossManyTablesMatchAReference(t *testing.T) {
+	t.Parallel()
+	opts := quietOptions()
+	opts.MemTableBytes = 1 << 20
+	s := openStore(t, t.TempDir(), opts)
+	ref := map[string]string{}
+	value := bytes.Repeat([]byte("v"), 100)
+	for batch := range 40 {
+		err := s.Update(func(txn *Txn) error {
+			for i := range 500 {
+				k := fmt.Sprintf("k/%05d", (batch*500+i*7919)%20000)
+				if i%5 == 0 {
+					delete(ref, k)
+					if err := txn.Delete([]byte(k)); err != nil {
+						return err
+					}
+					continue
+				}
+				ref[k] = string(value)
+				if err := txn.Set([]byte(k), value); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sorted []string
+	for k := range ref {
+		sorted = append(sorted, k)
+	}
+	slices.Sort(sorted)
+	for _, r := range [][2]string{{"k/00000", "k/20000"}, {"k/01234", "k/01299"}, {"k/1", "k/2"}, {"k/19990", "k/3"}, {"a", "l"}} {
+		var got []string
+		err := s.View(func(rd kv.Reader) error {
+			return rd.Scan([]byte(r[0]), []byte(r[1]), func(key, _ []byte) (bool, error) {
+				got = append(got, string(key))
+				return true, nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, k := range sorted {
+			if k >= r[0] && k < r[1] {
+				want = append(want, k)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("scan [%s, %s): %d keys, want %d", r[0], r[1], len(got), len(want))
+		}
 	}
 }

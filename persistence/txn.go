@@ -252,8 +252,10 @@ func iterate(txn *badger.Txn, start, end []byte, hideReserved bool,
 	if end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	// Prefetching would copy values the caller may not want (scans usually stop early).
-	it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false})
+	// Prefetching would copy values the caller may not want (scans usually stop early). Every
+	// key of [start, end) begins with their common prefix; naming it lets Badger leave out
+	// the tables that hold no such key instead of opening and seeking one iterator per table.
+	it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: commonPrefix(start, end)})
 	defer it.Close()
 	for it.Seek(start); it.Valid(); {
 		item := it.Item()
@@ -283,4 +285,18 @@ func iterate(txn *badger.Txn, start, end []byte, hideReserved bool,
 		it.Next()
 	}
 	return nil
+}
+
+// commonPrefix is the longest common prefix of start and end: every key k with
+// start <= k < end begins with it (a key leaving it at some byte would sort before start or
+// at or after end). A nil end (no bound) gives none.
+func commonPrefix(start, end []byte) []byte {
+	if end == nil {
+		return nil
+	}
+	n := 0
+	for n < len(start) && n < len(end) && start[n] == end[n] {
+		n++
+	}
+	return start[:n:n]
 }
