@@ -364,3 +364,32 @@ func TestEmitBytesPerBatchAreBounded(t *testing.T) {
 		t.Fatalf("a budget smaller than one occurrence must still emit one: %v", rc)
 	}
 }
+
+// TestRefusedEnvelopeWritesNothing: an envelope ApplyBatch refuses (Validation) leaves the view
+// untouched, which is what lets a partition apply commands straight onto its transaction.
+func TestRefusedEnvelopeWritesNothing(t *testing.T) {
+	v := kv.NewMemory()
+	mustApply(t, v, &orreryv1.Batch{CommandId: "c1", Mutations: []*orreryv1.Mutation{enqueueMutation("m1")}}, t0)
+	before := v.Clone()
+	for name, apply := range map[string]func() error{
+		"no principal": func() error {
+			_, err := applier().ApplyBatch(v, "", &orreryv1.Batch{CommandId: "c2", Mutations: []*orreryv1.Mutation{enqueueMutation("m2")}}, t0)
+			return err
+		},
+		"no command id": func() error {
+			_, err := applier().ApplyBatch(v, "alice", &orreryv1.Batch{Mutations: []*orreryv1.Mutation{enqueueMutation("m2")}}, t0)
+			return err
+		},
+		"no logged time": func() error {
+			_, err := applier().ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "c3", Mutations: []*orreryv1.Mutation{enqueueMutation("m2")}}, 0)
+			return err
+		},
+	} {
+		if err := apply(); !errors.Is(err, orrery.ErrValidation) {
+			t.Fatalf("%s: got %v, want Validation", name, err)
+		}
+		if !v.Equal(before) {
+			t.Fatalf("%s: a refused envelope wrote", name)
+		}
+	}
+}

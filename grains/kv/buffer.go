@@ -98,18 +98,27 @@ func (b *Buffer) Scan(start, end []byte, fn func(key, value []byte) (bool, error
 }
 
 // Commit writes the buffered changes to the parent and empties the buffer: into a parent
-// Buffer by merging (its writes are a map, so no order exists to keep), into any other view in
-// key order.
+// Buffer by merging maps (the smaller into the larger, so a batch of many small mutations
+// does not copy its growing set of writes again and again), into any other view one key at a
+// time (in no particular order: a view's state does not depend on it).
 func (b *Buffer) Commit() error {
 	if parent, ok := b.parent.(*Buffer); ok {
-		for k, w := range b.writes {
-			parent.writes[k] = w // the buffer gives up its copies; nothing else holds them
+		if len(b.writes) > len(parent.writes) {
+			for k, w := range parent.writes {
+				if _, own := b.writes[k]; !own {
+					b.writes[k] = w
+				}
+			}
+			parent.writes, b.writes = b.writes, parent.writes
+		} else {
+			for k, w := range b.writes {
+				parent.writes[k] = w // the buffer gives up its copies; nothing else holds them
+			}
 		}
 		clear(b.writes)
 		return nil
 	}
-	for _, k := range b.sortedKeys(nil, nil) {
-		w := b.writes[k]
+	for k, w := range b.writes {
 		var err error
 		if w.deleted {
 			err = b.parent.Delete([]byte(k))

@@ -83,17 +83,16 @@ func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder 
 		recorded := &dueRecorder{View: txn}
 		cached = kv.NewReadCache(recorded, g.warm) // every write of the group goes through it
 		for i, p := range group {
-			writes := kv.NewBuffer(cached)
-			out, err := g.applier.ApplyBatch(writes, p.req.GetPrincipal(), p.req.GetBatch(), loggedNow)
+			// ApplyBatch writes nothing before it refuses an envelope (Validation,
+			// IdempotencyConflict), so commands apply straight onto the transaction; any
+			// other error fails the whole group.
+			out, err := g.applier.ApplyBatch(cached, p.req.GetPrincipal(), p.req.GetBatch(), loggedNow)
 			if err != nil {
 				if platform(err) {
 					return err
 				}
 				replies[i] = errorReply(err)
 				continue
-			}
-			if err := writes.Commit(); err != nil {
-				return err
 			}
 			replies[i] = &orreryv1.CommandReply{Receipt: out.ReceiptBytes}
 			if !out.Replayed {
