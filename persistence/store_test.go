@@ -10,12 +10,13 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
-	"pgregory.net/rapid"
 )
 
 func TestWritesSurviveReopen(t *testing.T) {

@@ -62,7 +62,9 @@ func (c *ReadCache) Set(key, value []byte) error {
 		c.forget(key) // the parent's state is unknown now
 		return err
 	}
-	c.update(key, cachedRead{value: bytes.Clone(value), found: true})
+	if c.holds(key) {
+		c.remember(key, cachedRead{value: bytes.Clone(value), found: true})
+	}
 	return nil
 }
 
@@ -72,7 +74,9 @@ func (c *ReadCache) Delete(key []byte) error {
 		c.forget(key)
 		return err
 	}
-	c.update(key, cachedRead{})
+	if c.holds(key) {
+		c.remember(key, cachedRead{})
+	}
 	return nil
 }
 
@@ -88,17 +92,18 @@ func (c *ReadCache) Promote() {
 	clear(c.seen)
 }
 
-// update keeps a written key's entry current if the cache holds one. Keys only written (new
-// messages, index entries, ledger records) are not added: they would crowd out the keys
-// that are read again.
-func (c *ReadCache) update(key []byte, r cachedRead) {
-	_, held := c.seen[string(key)]
-	if !held && c.warm != nil {
-		_, held = c.warm.entries[string(key)]
+// holds reports whether the cache has an entry for key, which a write must then keep
+// current. Keys only written (new messages, index entries, ledger records) are not added:
+// they would crowd out the keys that are read again.
+func (c *ReadCache) holds(key []byte) bool {
+	if _, held := c.seen[string(key)]; held {
+		return true
 	}
-	if held {
-		c.remember(key, r)
+	if c.warm != nil {
+		_, held := c.warm.entries[string(key)]
+		return held
 	}
+	return false
 }
 
 func (c *ReadCache) remember(key []byte, r cachedRead) {

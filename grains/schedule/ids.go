@@ -11,7 +11,26 @@ import (
 // OccurrenceID is the stable id of ordinal within generation of a schedule:
 // recurring-{ScheduleId:N}-{Generation:x16}-{Ordinal:x16}.
 func OccurrenceID(scheduleID string, generation, ordinal uint64) string {
-	return fmt.Sprintf("recurring-%s-%016x-%016x", input.UUIDHex(scheduleID), generation, ordinal)
+	// Built by hand: every occurrence makes one (and its ledger record another).
+	b := make([]byte, 0, len("recurring-")+len(scheduleID)+2*17)
+	b = append(b, "recurring-"...)
+	for i := 0; i < len(scheduleID); i++ {
+		if scheduleID[i] != '-' {
+			b = append(b, scheduleID[i])
+		}
+	}
+	b = appendHex16(append(b, '-'), generation)
+	b = appendHex16(append(b, '-'), ordinal)
+	return string(b)
+}
+
+// appendHex16 appends v as 16 lowercase hexadecimal digits (%016x).
+func appendHex16(b []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[(v>>uint(shift))&0xf])
+	}
+	return b
 }
 
 // ManualID is the id of an occurrence triggered by hand at a logged time:

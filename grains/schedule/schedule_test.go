@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
@@ -395,4 +397,17 @@ func TestValidationNamesFieldAndWritesNothing(t *testing.T) {
 	wantCode(t, err, orrery.ErrNotFound, "schedule_id")
 	_, err = ApplyEmit(v, input.DefaultLimits(), &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: "x"}, t0)
 	wantCode(t, err, orrery.ErrValidation, "schedule_id")
+}
+
+// TestOccurrenceIDMatchesItsFormat: the hand-built id equals the documented format for any
+// schedule id, generation and ordinal.
+func TestOccurrenceIDMatchesItsFormat(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		id := rapid.StringMatching(`[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}`).Draw(t, "schedule")
+		gen, ord := rapid.Uint64().Draw(t, "generation"), rapid.Uint64().Draw(t, "ordinal")
+		want := fmt.Sprintf("recurring-%s-%016x-%016x", strings.ReplaceAll(id, "-", ""), gen, ord)
+		if got := OccurrenceID(id, gen, ord); got != want {
+			t.Fatalf("OccurrenceID = %q, want %q", got, want)
+		}
+	})
 }
