@@ -47,7 +47,7 @@
 //
 // A silo may hold every partition, so Badger is sized down: two 8 MiB memtables (batches up to
 // 15 % of one, about 1.2 MiB: Store.MaxBatchBytes), a 1 MiB block cache, no compression, two
-// compactors, two level-0 tables before compaction, 16 MiB value-log files, no metrics, and
+// compactors, four level-0 tables before compaction, 16 MiB value-log files, no metrics, and
 // its log routed to slog at WARN. Options.FlushStagger shrinks a partition's memtable by up to
 // 7/32 (6.25 MiB, batches up to about 0.93 MiB: MinMaxBatchBytes) so that partitions filled
 // at the same rate flush at different moments.
