@@ -342,21 +342,23 @@ func TestHousekeepingRemovesExpiredReceipts(t *testing.T) {
 	}
 }
 
+// hourly configures schedule id in the test lane, every hour from first.
+func hourly(id string, first time.Time) *orreryv1.Mutation {
+	return &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+		Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id, Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{
+			Every: &orreryv1.EverySpec{IntervalMicros: input.Hour, FirstDueAtUnixMicros: first.UnixMicro()}}}}}}}
+}
+
 // TestDueFloorNeverHidesAnEarlierEntry: after the partition's earliest due instant moved late,
 // a newly written earlier entry is still reported and scanned.
 func TestDueFloorNeverHidesAnEarlierEntry(t *testing.T) {
 	now := time.Now()
 	h := newHarness(t, nil)
-	configure := func(id string, first time.Time) *orreryv1.Mutation {
-		return &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
-			Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id, Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{
-				Every: &orreryv1.EverySpec{IntervalMicros: input.Hour, FirstDueAtUnixMicros: first.UnixMicro()}}}}}}}
-	}
 	late := now.Add(time.Hour)
-	receipt(t, h.do(command("c1", 0, configure("00000000-0000-4000-8000-000000000001", late))))
+	receipt(t, h.do(command("c1", 0, hourly("00000000-0000-4000-8000-000000000001", late))))
 	h.waitDue(late.UnixMicro())
 	early := now.Add(-time.Minute)
-	receipt(t, h.do(command("c2", 0, configure("00000000-0000-4000-8000-000000000002", early))))
+	receipt(t, h.do(command("c2", 0, hourly("00000000-0000-4000-8000-000000000002", early))))
 	h.waitDue(early.UnixMicro())
 	scan := request[*orreryv1.ScanDueReply](t, h.system, h.pid, &orreryv1.ScanDueRequest{MaxRefs: 10})
 	if len(scan.GetRefs()) != 1 || scan.GetRefs()[0].GetDueAtUnixMicros() != early.UnixMicro() {
@@ -434,26 +436,21 @@ func TestReceiveOfLargeMessagesStaysWithinTheTransactionLimit(t *testing.T) {
 func TestNextDueNoticeOnlyWhenEarlier(t *testing.T) {
 	now := time.Now()
 	h := newHarness(t, nil)
-	configure := func(id string, first time.Time) *orreryv1.Mutation {
-		return &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
-			Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id, Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{
-				Every: &orreryv1.EverySpec{IntervalMicros: input.Hour, FirstDueAtUnixMicros: first.UnixMicro()}}}}}}}
-	}
 	notices := func() int {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return len(h.due)
 	}
 	inAnHour := now.Add(time.Hour)
-	receipt(t, h.do(command("c1", 0, configure("00000000-0000-4000-8000-000000000001", inAnHour))))
+	receipt(t, h.do(command("c1", 0, hourly("00000000-0000-4000-8000-000000000001", inAnHour))))
 	h.waitDue(inAnHour.UnixMicro())
 	before := notices()
-	receipt(t, h.do(command("c2", 0, configure("00000000-0000-4000-8000-000000000002", now.Add(2*time.Hour)))))
+	receipt(t, h.do(command("c2", 0, hourly("00000000-0000-4000-8000-000000000002", now.Add(2*time.Hour)))))
 	receipt(t, h.do(command("c3", 0, enqueue("m1")))) // the actor finished c2's commit before this reply
 	if got := notices(); got != before {
 		t.Fatalf("a later due entry sent %d notices, want none", got-before)
 	}
 	inAMinute := now.Add(time.Minute)
-	receipt(t, h.do(command("c4", 0, configure("00000000-0000-4000-8000-000000000003", inAMinute))))
+	receipt(t, h.do(command("c4", 0, hourly("00000000-0000-4000-8000-000000000003", inAMinute))))
 	h.waitDue(inAMinute.UnixMicro())
 }
