@@ -77,14 +77,31 @@ func (t *Txn) AppendJournal(rec *orreryv1.JournalRecord) error {
 // TrimJournal deletes at most maxRecords journal records with an applied index below
 // belowIndex, oldest first, and reports how many it deleted. Retention runs it as a bounded
 // housekeeping batch.
+//
+// The walk starts at the store's journal floor, the index below which everything is already
+// deleted (learnt from the first walk after open and raised by every committed trim), so it
+// reads live records only.
 func (t *Txn) TrimJournal(belowIndex uint64, maxRecords int) (int, error) {
 	if maxRecords <= 0 {
 		return 0, nil
 	}
+	floor := max(t.store.journalFloor.Load(), t.journalFloor)
+	if floor >= belowIndex {
+		return 0, nil
+	}
+	start := journalPrefix
+	if floor > 0 {
+		start = JournalKey(floor)
+	}
 	var doomed [][]byte
-	err := iterate(t.txn, journalPrefix, JournalKey(belowIndex), false, func(key, _ []byte) (bool, error) {
+	next := belowIndex // the floor after this trim, if it reaches belowIndex
+	err := iterate(t.txn, start, JournalKey(belowIndex), false, func(key, _ []byte) (bool, error) {
+		if len(doomed) == maxRecords {
+			next = journalIndexOfKey(key)
+			return false, nil
+		}
 		doomed = append(doomed, bytes.Clone(key))
-		return len(doomed) < maxRecords, nil
+		return true, nil
 	})
 	if err != nil {
 		return 0, err
@@ -95,7 +112,13 @@ func (t *Txn) TrimJournal(belowIndex uint64, maxRecords int) (int, error) {
 		}
 		t.writes++
 	}
+	t.journalFloor = next
 	return len(doomed), nil
+}
+
+// journalIndexOfKey is the applied index a JournalKey encodes.
+func journalIndexOfKey(key []byte) uint64 {
+	return binary.BigEndian.Uint64(key[len(journalPrefix):])
 }
 
 // ScanJournal calls fn for every journal record with an applied index ≥ fromIndex, in
@@ -109,8 +132,8 @@ func (s *Store) ScanJournal(fromIndex uint64, fn func(rec *orreryv1.JournalRecor
 	if err := s.failure(); err != nil {
 		return err
 	}
-	txn := s.db.NewTransaction(false)
-	defer txn.Discard()
+	txn, done := s.newTxn(false)
+	defer done()
 	return iterate(txn, JournalKey(fromIndex), kv.PrefixEnd(journalPrefix), false, func(key, value []byte) (bool, error) {
 		rec := &orreryv1.JournalRecord{}
 		if err := proto.Unmarshal(value, rec); err != nil {

@@ -117,6 +117,50 @@ func TestTrimJournalIsBounded(t *testing.T) {
 	}
 }
 
+// TestTrimJournalStartsAtItsFloor pins that a trim walks from the floor the last committed
+// trim left, not from the front of the journal (where every deleted record would be stepped
+// over again): a record planted below the floor is not found, and a trim whose batch is not
+// committed does not move the floor.
+func TestTrimJournalStartsAtItsFloor(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir(), quietOptions())
+	for index := uint64(1); index <= 12; index++ {
+		journalBatch(t, s, index, fmt.Sprint(index))
+	}
+	trim := func(below uint64, most int) int {
+		var deleted int
+		update(t, s, func(txn *Txn) (err error) {
+			deleted, err = txn.TrimJournal(below, most)
+			return err
+		})
+		return deleted
+	}
+	if got := trim(10, 4); got != 4 {
+		t.Fatalf("first trim deleted %d, want 4 (indexes 1..4)", got)
+	}
+	// A trim that is not committed leaves the floor where it was.
+	refused := errors.New("not this batch")
+	if err := s.Update(func(txn *Txn) error {
+		if n, err := txn.TrimJournal(10, 100); err != nil || n != 5 {
+			t.Errorf("uncommitted trim deleted %d (%v), want 5", n, err)
+		}
+		return refused
+	}); !errors.Is(err, refused) {
+		t.Fatalf("Update = %v", err)
+	}
+	update(t, s, func(txn *Txn) error { return txn.set(JournalKey(2), []byte("planted below the floor")) })
+	if got := trim(10, 100); got != 5 {
+		t.Errorf("second trim deleted %d, want 5 (indexes 5..9; index 2 is below the floor)", got)
+	}
+	if got := trim(10, 100); got != 0 {
+		t.Errorf("third trim deleted %d, want 0", got)
+	}
+	got := readJournal(t, s, 3)
+	if len(got) != 3 || got[0].GetAppliedIndex() != 10 {
+		t.Fatalf("after trimming below 10: %d records from index 3 on, starting at %d", len(got), got[0].GetAppliedIndex())
+	}
+}
+
 func TestAppendJournalRefusesInconsistentRecords(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, t.TempDir(), quietOptions())

@@ -49,6 +49,12 @@ type Store struct {
 	epoch        uint64
 	loggedTime   atomic.Int64
 	appliedIndex atomic.Uint64
+	// versions numbers commits and reads (the database is opened in managed mode).
+	versions versions
+	// journalFloor is an applied index no journal record is below (0: unknown). Trimming
+	// starts there: the journal is deleted from its front, and an LSM iterator starting at
+	// the front would step over every record deleted since the last compaction.
+	journalFloor atomic.Uint64
 
 	// writeMu serializes Update; failed poisons the store after a commit error.
 	writeMu sync.Mutex
@@ -76,7 +82,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := checkFreeSpace(dir, opts); err != nil {
 		return nil, err
 	}
-	db, err := badger.Open(badgerOptions(dir, opts))
+	db, err := badger.OpenManaged(badgerOptions(dir, opts))
 	if err != nil {
 		// Badger flattens the flock error into a string, so ask the lock itself.
 		if directoryLockHeld(dir) {
@@ -86,6 +92,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "open partition store %s", dir)
 	}
 	s := &Store{dir: dir, opts: opts, db: db}
+	s.versions.last = db.MaxVersion()
 	if err := s.activate(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -95,8 +102,8 @@ func Open(dir string, opts Options) (*Store, error) {
 
 // activate loads the persisted counters and durably writes the next activation epoch.
 func (s *Store) activate() error {
-	txn := s.db.NewTransaction(true)
-	defer txn.Discard()
+	txn, done := s.newTxn(true)
+	defer done()
 	epoch, err := loadUint64(txn, epochKey)
 	if err != nil {
 		return err
@@ -123,15 +130,32 @@ func (s *Store) activate() error {
 	return nil
 }
 
-// commit commits txn and makes it durable before returning.
+// newTxn starts a transaction reading at the last committed version; done discards it and
+// releases the version.
+func (s *Store) newTxn(update bool) (txn *badger.Txn, done func()) {
+	at := s.versions.beginRead()
+	txn = s.db.NewTransactionAt(at, update)
+	return txn, func() {
+		txn.Discard()
+		s.versions.endRead(at)
+	}
+}
+
+// commit commits txn at the next version and makes it durable before returning. Only the
+// single writer (Update, or activate before the store is returned) calls it.
 func (s *Store) commit(txn *badger.Txn) error {
-	if err := txn.Commit(); err != nil {
+	at := s.versions.next()
+	if err := txn.CommitAt(at, nil); err != nil {
 		return err
 	}
 	if s.opts.explicitSync {
-		return s.db.Sync()
+		if err := s.db.Sync(); err != nil {
+			return err
+		}
 	}
-	return nil // SyncWrites: Badger msynced the WAL inside Commit.
+	// With SyncWrites, Badger msynced the WAL inside Commit.
+	s.db.SetDiscardTs(s.versions.committed(at))
+	return nil
 }
 
 // Dir is the partition directory.

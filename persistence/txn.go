@@ -32,6 +32,8 @@ type Txn struct {
 	appliedIndex    uint64
 	setLoggedTime   bool
 	setAppliedIndex bool
+	// journalFloor, when set, is the Store's journal floor once this batch commits.
+	journalFloor uint64
 }
 
 var _ kv.View = (*Txn)(nil)
@@ -61,8 +63,8 @@ func (s *Store) Update(fn func(txn *Txn) error) error {
 	if err := checkFreeSpace(s.dir, s.opts); err != nil {
 		return err
 	}
-	btxn := s.db.NewTransaction(true)
-	defer btxn.Discard()
+	btxn, done := s.newTxn(true)
+	defer done()
 	t := &Txn{store: s, txn: btxn}
 	err := fn(t)
 	t.finished = true
@@ -89,6 +91,9 @@ func (s *Store) Update(fn func(txn *Txn) error) error {
 	}
 	if t.setAppliedIndex {
 		s.appliedIndex.Store(t.appliedIndex)
+	}
+	if t.journalFloor > s.journalFloor.Load() {
+		s.journalFloor.Store(t.journalFloor)
 	}
 	return nil
 }
@@ -201,8 +206,8 @@ func (s *Store) View(fn func(r kv.Reader) error) error {
 	if err := s.failure(); err != nil {
 		return err
 	}
-	txn := s.db.NewTransaction(false)
-	defer txn.Discard()
+	txn, done := s.newTxn(false)
+	defer done()
 	r := &reader{txn: txn}
 	defer func() { r.finished = true }()
 	return fn(r)
