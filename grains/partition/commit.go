@@ -19,7 +19,7 @@ const (
 	journalTrimPerCommit = 64
 )
 
-// startCommit takes the next group off the pending queue and commits it on a goroutine; the
+// startCommit takes the next group off the pending queue and commits it on a pooled goroutine; the
 // actor keeps admitting commands meanwhile, and they form the next group.
 func (g *grain) startCommit(ctx actor.Context) {
 	if g.inFlight || g.store == nil || len(g.pending) == 0 {
@@ -36,7 +36,7 @@ func (g *grain) startCommit(ctx actor.Context) {
 	done := make(chan struct{})
 	g.commitDone = done
 	self, root, store, gc := ctx.Self(), ctx.ActorSystem().Root, g.store, g.valueLogGCDue()
-	go func() {
+	goroutines.Go(func() {
 		defer close(done)
 		recorder := &dueRecorder{}
 		replies, err := g.commitGroup(store, group, recorder)
@@ -45,8 +45,8 @@ func (g *grain) startCommit(ctx actor.Context) {
 				g.log.Warn("value-log GC failed", "err", gcErr)
 			}
 		}
-		root.Send(self, &commitDone{group: group, replies: replies, err: err, minDueWritten: recorder.minDue})
-	}()
+		root.Send(self, &commitDone{group: group, replies: replies, err: err, minDueWritten: recorder.minDue, dueWrites: recorder.writes})
+	})
 }
 
 // commitGroup applies and durably commits a group, splitting it when it exceeds the store's
@@ -78,9 +78,10 @@ func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder 
 	loggedNow := persistence.NextLoggedTime(store.LoggedTime(), g.cfg.Now().UTC().UnixMicro())
 	replies := make([]*orreryv1.CommandReply, len(group))
 	var cached *kv.ReadCache
+	var recorded *dueRecorder
 	err := store.Update(func(txn *persistence.Txn) error {
 		var journal []*orreryv1.JournalEntry
-		recorded := &dueRecorder{View: txn}
+		recorded = &dueRecorder{View: txn}
 		cached = kv.NewReadCache(recorded, g.warm) // every write of the group goes through it
 		for i, p := range group {
 			// ApplyBatch writes nothing before it refuses an envelope (Validation,
@@ -124,6 +125,7 @@ func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder 
 	if err != nil {
 		return nil, err
 	}
+	recorder.writes = append(recorder.writes, recorded.writes...)
 	cached.Promote() // committed: the next groups may read what this one read and wrote
 	g.cfg.Failpoints.Hit(FailpointBatchCommitted)
 	return replies, nil
@@ -158,6 +160,13 @@ func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
 		g.startCommit(ctx)
 		return
 	}
+	for _, w := range done.dueWrites {
+		if w.value == nil {
+			g.head.Delete(w.key)
+		} else {
+			g.head.Set(w.key, w.value)
+		}
+	}
 	for i, p := range done.group {
 		g.reply(ctx, p, done.replies[i])
 	}
@@ -172,18 +181,32 @@ func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
 }
 
 // dueRecorder passes writes through to the transaction and remembers the earliest due-index
-// entry written, so the grain's due floor stays exact (see grain.dueFloor).
+// entry written, so the grain's due floor stays exact (see grain.dueFloor), and every
+// due-index write, for the grain's due head once the transaction commits.
 type dueRecorder struct {
 	kv.View
 	minDue int64
+	writes []dueWrite
 }
+
+// dueWrite is a due-index write: value nil for a delete.
+type dueWrite struct{ key, value []byte }
 
 // Set implements kv.View.
 func (d *dueRecorder) Set(key, value []byte) error {
 	if at, ok := due.DueAtOfKey(key); ok {
 		d.note(at)
+		d.writes = append(d.writes, dueWrite{key: key, value: value})
 	}
 	return d.View.Set(key, value)
+}
+
+// Delete implements kv.View.
+func (d *dueRecorder) Delete(key []byte) error {
+	if _, ok := due.DueAtOfKey(key); ok {
+		d.writes = append(d.writes, dueWrite{key: key})
+	}
+	return d.View.Delete(key)
 }
 
 func (d *dueRecorder) note(at int64) {

@@ -11,8 +11,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/due"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/persistence"
 )
@@ -28,8 +30,16 @@ func Props(cfg Config, partition int) *actor.Props {
 	cfg = cfg.withDefaults()
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &grain{cfg: cfg, partition: partition}
-	})
+	}, actor.WithDispatcher(goroutines.Dispatcher(mailboxThroughput)))
 }
+
+// goroutines run every partition's mailbox turns and group commits in this process, so their
+// stacks, grown once through Badger's and protobuf's call chains, are kept instead of being
+// grown again for every turn and commit.
+var goroutines = actors.NewPool(256, 10*time.Second)
+
+// mailboxThroughput is how many messages a mailbox turn processes (protoactor's default).
+const mailboxThroughput = 300
 
 // Internal messages, sent by the grain to itself.
 type (
@@ -43,6 +53,8 @@ type (
 		err     error
 		// minDueWritten is the earliest due-index entry the commit wrote (0: none).
 		minDueWritten int64
+		// dueWrites are the due-index writes the commit made, in order.
+		dueWrites []dueWrite
 	}
 )
 
@@ -83,6 +95,10 @@ type grain struct {
 	// unknown). A commit that writes an earlier due entry sends a notice; later entries need
 	// none, because the coordinator wakes by then, scans, and learns them.
 	dueTold int64
+	// head is the front of the due index in memory (see due.Head), as of the last commit
+	// this actor finished: due scans it covers need no store transaction, which would first
+	// wait for the commit in flight.
+	head *due.Head
 
 	// warm is what committed groups read and wrote, for the next groups' reads (see
 	// kv.Warm): Badger's Get looks through every level even for a key in its memtable, so
@@ -158,6 +174,7 @@ func (g *grain) open(ctx actor.Context) {
 	}
 	g.store, g.openErr, g.openDelay = store, nil, 0
 	g.warm = kv.NewWarm(g.cfg.WarmCacheBytes)
+	g.head = due.NewHead(dueHeadEntries)
 	g.lastGC = g.cfg.Now()
 	g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
 	g.log.Info("partition open", "epoch", store.Epoch(), "logged_time", store.LoggedTime(), "applied_index", store.AppliedIndex())

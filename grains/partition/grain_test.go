@@ -454,3 +454,38 @@ func TestNextDueNoticeOnlyWhenEarlier(t *testing.T) {
 	receipt(t, h.do(command("c4", 0, hourly("00000000-0000-4000-8000-000000000003", inAMinute))))
 	h.waitDue(inAMinute.UnixMicro())
 }
+
+// TestDueScansFollowEveryCommit: due scans are answered from the partition's in-memory due
+// head, loaded once; every later commit that writes the due index (an emit moving an entry, a
+// new earlier schedule, a delete) shows in the next scan without a reload.
+func TestDueScansFollowEveryCommit(t *testing.T) {
+	now := time.Now()
+	h := newHarness(t, nil)
+	scan := func() *orreryv1.ScanDueReply {
+		t.Helper()
+		return request[*orreryv1.ScanDueReply](t, h.system, h.pid, &orreryv1.ScanDueRequest{MaxRefs: 10})
+	}
+	a, b := "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"
+	first := now.Add(-time.Minute)
+	receipt(t, h.do(command("c1", 0, hourly(a, first))))
+	if s := scan(); len(s.GetRefs()) != 1 || s.GetRefs()[0].GetId() != a {
+		t.Fatalf("first scan %v", s)
+	}
+	emit := &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: a, ExpectedGeneration: 1, Max: 32}}}
+	receipt(t, h.do(command("e1", 0, emit)))
+	if s := scan(); len(s.GetRefs()) != 0 || s.GetNextDueAtUnixMicros() != first.UnixMicro()+input.Hour {
+		t.Fatalf("scan after the emit %v, want no refs and next due %d", s, first.UnixMicro()+input.Hour)
+	}
+	receipt(t, h.do(command("c2", 0, hourly(b, now.Add(-time.Second)))))
+	s := scan()
+	if len(s.GetRefs()) != 1 || s.GetRefs()[0].GetId() != b {
+		t.Fatalf("scan after an earlier schedule %v", s)
+	}
+	del := &orreryv1.Mutation{Kind: &orreryv1.Mutation_DeleteSchedule{DeleteSchedule: &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: b, ExpectedRevision: 1}}}
+	if r := receipt(t, h.do(command("d1", 0, del))); r.GetError() != nil || r.GetResults()[0].GetError() != nil {
+		t.Fatalf("delete: %v", r)
+	}
+	if s := scan(); len(s.GetRefs()) != 0 {
+		t.Fatalf("scan after the delete %v", s)
+	}
+}

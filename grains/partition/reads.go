@@ -15,6 +15,11 @@ import (
 
 // Read bounds.
 const (
+	// dueHeadAhead is how far past the logged time a due head is loaded: the head is read
+	// from the store again about this often when due entries keep coming.
+	dueHeadAhead = 4_000_000 // µs
+	// dueHeadEntries bounds a due head (about 200 bytes an entry).
+	dueHeadEntries = 4096
 	// MaxScanRefs bounds one ScanDue.
 	MaxScanRefs = 4096
 	// MaxInspectMessages bounds one lane page.
@@ -36,12 +41,21 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 		maxRefs = MaxScanRefs
 	}
 	now := g.readTime()
-	var res *due.Result
-	err := g.store.View(func(r kv.Reader) error {
-		var err error
-		res, err = due.ScanDue(r, now, due.Budget{MaxRefs: maxRefs, After: req.GetAfter(), FromMicros: g.dueFloor})
-		return err
-	})
+	budget := due.Budget{MaxRefs: maxRefs, After: req.GetAfter(), FromMicros: g.dueFloor}
+	if !g.head.Covers(now) {
+		if err := g.store.View(func(r kv.Reader) error { return g.head.Load(r, g.dueFloor, now+dueHeadAhead) }); err != nil {
+			g.head.Reset()
+			g.log.Warn("partition could not load its due head", "err", err)
+		}
+	}
+	res, covered, err := g.head.Scan(now, budget)
+	if !covered { // a backlog beyond the head's bound: read the store
+		err = g.store.View(func(r kv.Reader) error {
+			var err error
+			res, err = due.ScanDue(r, now, budget)
+			return err
+		})
+	}
 	if err != nil {
 		return &orreryv1.ScanDueReply{Error: orrery.AsError(err).Proto()}
 	}
