@@ -26,6 +26,7 @@
 package keys
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 
@@ -119,6 +120,26 @@ func VisibilityKey(namespace, queue string, visibleAtMicros int64, sequence uint
 	k := QueuePrefix(namespace, queue)
 	k = AppendUint64(k, uint64(visibleAtMicros))
 	return AppendUint64(k, sequence)
+}
+
+// VisibilityQueuePrefix returns the QueuePrefix of a visibility key, or false when key is not
+// one (exactly a queue prefix followed by an instant and a sequence).
+func VisibilityQueuePrefix(key []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(key, Visibility) {
+		return nil, false
+	}
+	at := len(Visibility)
+	for range 2 { // namespace, queue
+		n, size := binary.Uvarint(key[at:])
+		if size <= 0 || uint64(len(key)-at-size) < n {
+			return nil, false
+		}
+		at += size + int(n)
+	}
+	if len(key)-at != 16 {
+		return nil, false
+	}
+	return key[:at], true
 }
 
 // VisibilityInstant decodes the visible time of a visibility key within queuePrefix.

@@ -1,6 +1,7 @@
 // Package kv owns the narrow key-value view the state machines apply through: the View
-// interface, a write Buffer that merges into its parent only on success, and Memory, the
-// in-memory twin of a partition's store.
+// interface, a write Buffer that merges into its parent only on success, Memory, the
+// in-memory twin of a partition's store, and the views a partition's commit transaction reads
+// through: ReadCache (with Warm) and FloorView (with Floors).
 package kv
 
 import "bytes"

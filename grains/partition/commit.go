@@ -79,9 +79,11 @@ func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder 
 	replies := make([]*orreryv1.CommandReply, len(group))
 	var cached *kv.ReadCache
 	var recorded *dueRecorder
+	var floored *kv.FloorView
 	err := store.Update(func(txn *persistence.Txn) error {
 		var journal []*orreryv1.JournalEntry
-		recorded = &dueRecorder{View: txn}
+		floored = g.floors.View(txn)
+		recorded = &dueRecorder{View: floored}
 		cached = kv.NewReadCache(recorded, g.warm) // every write of the group goes through it
 		for i, p := range group {
 			// ApplyBatch writes nothing before it refuses an envelope (Validation,
@@ -127,6 +129,7 @@ func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder 
 	}
 	recorder.writes = append(recorder.writes, recorded.writes...)
 	cached.Promote() // committed: the next groups may read what this one read and wrote
+	floored.Promote()
 	g.cfg.Failpoints.Hit(FailpointBatchCommitted)
 	return replies, nil
 }

@@ -15,6 +15,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/persistence"
 )
@@ -37,6 +38,9 @@ func Props(cfg Config, partition int) *actor.Props {
 // stacks, grown once through Badger's and protobuf's call chains, are kept instead of being
 // grown again for every turn and commit.
 var goroutines = actors.NewPool(256, 10*time.Second)
+
+// maxVisibilityFloors bounds the queues whose visibility floors a partition remembers.
+const maxVisibilityFloors = 4096
 
 // mailboxThroughput is how many messages a mailbox turn processes (protoactor's default).
 const mailboxThroughput = 300
@@ -105,6 +109,10 @@ type grain struct {
 	// the schedule and lane-counter reads every occurrence makes are served from here. Only
 	// the commit goroutine touches it, one commit at a time; it lives as long as the store.
 	warm *kv.Warm
+	// floors are where the queues' visibility indexes begin (see kv.Floors): a receive scans
+	// from there instead of stepping over every entry leased or acked since the last
+	// compaction. Only the commit goroutine touches them, like warm.
+	floors *kv.Floors
 
 	housekeepTimer *time.Timer
 	housekeeping   bool // a Housekeep command is pending or in flight
@@ -174,6 +182,7 @@ func (g *grain) open(ctx actor.Context) {
 	}
 	g.store, g.openErr, g.openDelay = store, nil, 0
 	g.warm = kv.NewWarm(g.cfg.WarmCacheBytes)
+	g.floors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
 	g.head = due.NewHead(dueHeadEntries)
 	g.lastGC = g.cfg.Now()
 	g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
