@@ -57,18 +57,15 @@ func (r *run) waitSlot(d *delivery) slotOutcome {
 	}
 }
 
-// start runs d's handler on the slot its caller holds; the slot is freed once d is settled. A
-// delivery that arrives as the run stops is released instead.
+// start runs d's handler on the slot its caller holds; the slot is freed when the handler
+// returns (see settleAfter). A delivery that arrives as the run stops is released instead.
 func (r *run) start(d *delivery) {
 	if r.ctx.Err() != nil {
 		r.settle(d, errStopping)
 		r.putSlots(1)
 		return
 	}
-	r.deliveries.Go(func() {
-		defer r.putSlots(1)
-		r.deliver(d)
-	})
+	r.deliveries.Go(func() { r.deliver(d) })
 }
 
 // errStopping is the outcome of a delivery that was never handled because the run stopped.
@@ -93,7 +90,7 @@ func (r *run) deliver(d *delivery) {
 		select {
 		case err := <-done:
 			timer.Stop()
-			r.settle(d, err)
+			r.settleAfter(d, err)
 			return
 		case <-timer.C:
 			if r.extend(d) {
@@ -103,6 +100,7 @@ func (r *run) deliver(d *delivery) {
 			cancel()
 			err := <-done
 			r.w.c.log.Warn("orrery worker: lease lost while the handler ran", "id", d.msg.ID(), "partition", d.msg.Partition(), "handler_err", err)
+			r.putSlots(1)
 			return
 		}
 	}
@@ -116,6 +114,16 @@ func callHandler(ctx context.Context, h Handler, m *Message) (err error) {
 		}
 	}()
 	return h(ctx, m)
+}
+
+// settleAfter settles d once its handler has returned. The handler's slot is handed on as soon
+// as a settle slot is free, so the next handler does not wait for this ack's commit (a
+// partition's fsync): acks are batched per partition, and handlers keep running meanwhile.
+func (r *run) settleAfter(d *delivery, handlerErr error) {
+	r.settling <- struct{}{}
+	r.putSlots(1)
+	defer func() { <-r.settling }()
+	r.settle(d, handlerErr)
 }
 
 // settle acks d when handlerErr is nil and releases it otherwise.

@@ -37,6 +37,8 @@ type WorkerConfig struct {
 	// Handler processes each message.
 	Handler Handler
 	// Concurrency bounds the handlers running at once, across all partitions (default 8).
+	// A handler's slot is freed when it returns, before its ack or release is durable; at most
+	// Concurrency more messages wait for their ack or release.
 	Concurrency int
 	// LeaseDuration is each delivery's lease (default 30 s; the partition accepts 1 s..10 min).
 	// The worker extends it at half its duration while the handler runs.
@@ -144,7 +146,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &run{w: w, cfg: w.cfg, ctx: runCtx, slots: make(chan struct{}, w.cfg.Concurrency), ackers: newAckers(w.c, w.cfg.SettleTimeout)}
+	r := &run{w: w, cfg: w.cfg, ctx: runCtx, slots: make(chan struct{}, w.cfg.Concurrency),
+		settling: make(chan struct{}, w.cfg.Concurrency), ackers: newAckers(w.c, w.cfg.SettleTimeout)}
 	for range w.cfg.Concurrency {
 		r.slots <- struct{}{}
 	}
@@ -172,6 +175,7 @@ type run struct {
 	cfg        WorkerConfig
 	ctx        context.Context
 	slots      chan struct{} // one token per free handler slot
+	settling   chan struct{} // one token per message waiting for its ack or release
 	ackers     []*acker      // one per partition: batched acks
 	fetching   atomic.Int64  // partitions currently fetching
 	deliveries sync.WaitGroup

@@ -13,6 +13,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/client/clienttest"
 )
 
 // runWorker starts w and returns a stop function that cancels it and returns Run's error.
@@ -399,6 +400,46 @@ func TestWorkerWithLargeConcurrencyReceivesWithinThePartitionLimit(t *testing.T)
 		b.enqueue(lane(testQueue, fmt.Sprintf("key-%d", i)), fmt.Sprintf("m-%d", i))
 	}
 	eventually(t, 20*time.Second, "every message handled", func() bool { return handled.Load() == 10 })
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
+
+// TestWorkerHandlersDoNotWaitForAcks: a handler's slot is freed when it returns, not when its
+// ack is durable, and at most Concurrency messages wait for their acks. With Concurrency 1
+// and every ack held at the partition, a second handler runs while the first ack waits; a
+// third waits for a settle slot; once the acks go through, everything is acked.
+func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	release := make(chan struct{})
+	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if m := req.GetBatch().GetMutations(); len(m) > 0 && m[0].GetAck() != nil {
+			<-release
+		}
+		return clienttest.FaultNone, nil
+	})
+	var handled atomic.Int64
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Concurrency: 1, Wait: time.Second, SettleTimeout: time.Minute,
+		Handler: func(context.Context, *client.Message) error { handled.Add(1); return nil },
+	})
+	l := lane(testQueue, "k")
+	for i := range 3 {
+		b.enqueue(l, fmt.Sprintf("m-%d", i))
+	}
+	stop := runWorker(t, w)
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // runs before runWorker's stop
+	eventually(t, 5*time.Second, "a second handler while the first ack is held", func() bool { return handled.Load() >= 2 })
+	time.Sleep(100 * time.Millisecond)
+	if n := handled.Load(); n != 2 {
+		t.Fatalf("%d handlers ran with one ack held and Concurrency 1, want 2", n)
+	}
+	releaseOnce.Do(func() { close(release) })
+	eventually(t, 10*time.Second, "every message handled and acked", func() bool {
+		return handled.Load() == 3 && len(b.laneMessages(l)) == 0
+	})
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
