@@ -171,7 +171,7 @@ type attemptResult struct {
 // until ctx ends). The goroutine's channel is buffered, so an abandoned attempt does not leak
 // a blocked goroutine.
 // requestGoroutines run the attempts: a due coordinator makes thousands a second.
-var requestGoroutines = NewPool(256, 10*time.Second)
+var requestGoroutines = NewPool(64, 2*time.Second)
 
 func requestOnce(ctx context.Context, c *protocluster.Cluster, identity, kind string, msg proto.Message, timeout time.Duration) (any, error) {
 	done := make(chan attemptResult, 1)

@@ -37,7 +37,7 @@ func Props(cfg Config, partition int) *actor.Props {
 // goroutines run every partition's mailbox turns and group commits in this process, so their
 // stacks, grown once through Badger's and protobuf's call chains, are kept instead of being
 // grown again for every turn and commit.
-var goroutines = actors.NewPool(256, 10*time.Second)
+var goroutines = actors.NewPool(64, 2*time.Second)
 
 // maxVisibilityFloors bounds the queues whose visibility floors a partition remembers.
 const maxVisibilityFloors = 4096
