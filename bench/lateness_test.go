@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -21,9 +22,14 @@ import (
 // fraction it handled within the run; and how many occurrences were enqueued or handled before
 // their due time (must be 0). It logs the five 250 ms windows of due times with the worst
 // enqueue lateness, so periodic stalls show. ORRERY_BENCH_LATENESS_WORKER=off runs it without
-// the worker, which separates what emitting costs from what consuming adds.
+// the worker, which separates what emitting costs from what consuming adds;
+// ORRERY_BENCH_LATENESS_SCHEDULES=<n> runs it at another schedule count, to find the load a
+// machine keeps within a lateness bound.
 func BenchmarkDueLateness(b *testing.B) {
 	schedules := scale(10_000, 1_000)
+	if n, err := strconv.Atoi(os.Getenv("ORRERY_BENCH_LATENESS_SCHEDULES")); err == nil && n > 0 {
+		schedules = n
+	}
 	window := time.Duration(scale(20, 4)) * time.Second
 	for range b.N {
 		s := startSilo(b, b.TempDir())
