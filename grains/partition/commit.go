@@ -9,6 +9,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/due"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/persistence"
 )
 
@@ -18,6 +19,11 @@ const (
 	JournalRetention     = 10_000
 	journalTrimPerCommit = 64
 )
+
+// maxJoiningWaiters bounds the parked receives a group checks for joining it (each joining
+// receive writes up to Limits.MaxReceiveBytesPerCommand; a group that then exceeds the
+// transaction limit is committed again without them).
+const maxJoiningWaiters = 8
 
 // startCommit takes the next group off the pending queue and commits it on a pooled goroutine; the
 // actor keeps admitting commands meanwhile, and they form the next group.
@@ -32,6 +38,12 @@ func (g *grain) startCommit(ctx actor.Context) {
 	}
 	group := g.pending[:n:n]
 	g.pending = append([]*pending(nil), g.pending[n:]...)
+	// The first parked receives ride along: one whose queue has a visible message once the
+	// group is applied (typically because the group enqueued it) is applied in the same
+	// transaction, instead of being woken after this commit for a commit of its own.
+	candidates := g.waiters[:min(len(g.waiters), maxJoiningWaiters):min(len(g.waiters), maxJoiningWaiters)]
+	g.waiters = append([]*pending(nil), g.waiters[len(candidates):]...)
+	g.offered = len(candidates)
 	g.inFlight = true
 	done := make(chan struct{})
 	g.commitDone = done
@@ -39,67 +51,95 @@ func (g *grain) startCommit(ctx actor.Context) {
 	goroutines.Go(func() {
 		defer close(done)
 		recorder := &dueRecorder{}
-		replies, err := g.commitGroup(store, group, recorder)
+		replies, joined, err := g.commitGroup(store, group, candidates, recorder)
 		if gc && err == nil {
 			if gcErr := store.RunValueLogGC(0.5); gcErr != nil {
 				g.log.Warn("value-log GC failed", "err", gcErr)
 			}
 		}
-		root.Send(self, &commitDone{group: group, replies: replies, err: err, minDueWritten: recorder.minDue, dueWrites: recorder.writes})
+		root.Send(self, &commitDone{group: group, replies: replies, candidates: candidates, joined: joined, err: err,
+			minDueWritten: recorder.minDue, dueWrites: recorder.writes})
 	})
 }
 
-// commitGroup applies and durably commits a group, splitting it when it exceeds the store's
-// transaction limit. It returns one reply per command, or the error that ends the activation.
-func (g *grain) commitGroup(store *persistence.Store, group []*pending, recorder *dueRecorder) ([]*orreryv1.CommandReply, error) {
-	replies, err := g.commitOnce(store, group, recorder)
+// commitGroup applies and durably commits a group with the parked receives that can join it,
+// splitting it when it exceeds the store's transaction limit (candidates then stay parked). It
+// returns one reply per command, one per candidate (nil: not applied, still waiting), or the
+// error that ends the activation.
+func (g *grain) commitGroup(store *persistence.Store, group, candidates []*pending, recorder *dueRecorder) (replies, joined []*orreryv1.CommandReply, err error) {
+	replies, joined, err = g.commitOnce(store, group, candidates, recorder)
+	if errors.Is(err, persistence.ErrBatchTooBig) && len(candidates) > 0 {
+		replies, _, err = g.commitGroup(store, group, nil, recorder)
+		return replies, make([]*orreryv1.CommandReply, len(candidates)), err
+	}
 	if !errors.Is(err, persistence.ErrBatchTooBig) {
-		return replies, err
+		return replies, joined, err
 	}
 	if len(group) == 1 {
 		return []*orreryv1.CommandReply{errorReply(orrery.FieldErrorf(orrery.CodeValidation, "batch",
-			"command %s writes more than the partition's transaction limit of %d bytes; split it", describe(group[0]), store.MaxBatchBytes()))}, nil
+			"command %s writes more than the partition's transaction limit of %d bytes; split it", describe(group[0]), store.MaxBatchBytes()))}, nil, nil
 	}
 	half := len(group) / 2
-	first, err := g.commitGroup(store, group[:half], recorder)
+	first, _, err := g.commitGroup(store, group[:half], nil, recorder)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	second, err := g.commitGroup(store, group[half:], recorder)
+	second, _, err := g.commitGroup(store, group[half:], nil, recorder)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return append(first, second...), nil
+	return append(first, second...), nil, nil
 }
 
-// commitOnce applies every command of the group on its own buffer in one transaction at one
-// logged time, journals the applied ones, and commits with fsync.
-func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder *dueRecorder) ([]*orreryv1.CommandReply, error) {
+// commitOnce applies every command of the group in one transaction at one logged time, then
+// each candidate (a parked receive) whose queue has a visible message at that logged time,
+// journals the applied ones, and commits with fsync.
+func (g *grain) commitOnce(store *persistence.Store, group, candidates []*pending, recorder *dueRecorder) (replies, joined []*orreryv1.CommandReply, err error) {
 	loggedNow := persistence.NextLoggedTime(store.LoggedTime(), g.cfg.Now().UTC().UnixMicro())
-	replies := make([]*orreryv1.CommandReply, len(group))
+	replies = make([]*orreryv1.CommandReply, len(group))
+	joined = make([]*orreryv1.CommandReply, len(candidates))
 	var cached *kv.ReadCache
 	var recorded *dueRecorder
 	var floored *kv.FloorView
-	err := store.Update(func(txn *persistence.Txn) error {
+	err = store.Update(func(txn *persistence.Txn) error {
 		var journal []*orreryv1.JournalEntry
 		floored = g.floors.View(txn)
 		recorded = &dueRecorder{View: floored}
 		cached = kv.NewReadCache(recorded, g.warm) // every write of the group goes through it
-		for i, p := range group {
-			// ApplyBatch writes nothing before it refuses an envelope (Validation,
-			// IdempotencyConflict), so commands apply straight onto the transaction; any
-			// other error fails the whole group.
+		// ApplyBatch writes nothing before it refuses an envelope (Validation,
+		// IdempotencyConflict), so commands apply straight onto the transaction; any other
+		// error fails the whole group.
+		apply := func(p *pending) (*orreryv1.CommandReply, error) {
 			out, err := g.applier.ApplyBatch(cached, p.req.GetPrincipal(), p.req.GetBatch(), loggedNow)
 			if err != nil {
 				if platform(err) {
-					return err
+					return nil, err
 				}
-				replies[i] = errorReply(err)
-				continue
+				return errorReply(err), nil
 			}
-			replies[i] = &orreryv1.CommandReply{Receipt: out.ReceiptBytes}
 			if !out.Replayed {
 				journal = append(journal, &orreryv1.JournalEntry{Principal: p.req.GetPrincipal(), Batch: p.req.GetBatch()})
+			}
+			return &orreryv1.CommandReply{Receipt: out.ReceiptBytes}, nil
+		}
+		for i, p := range group {
+			reply, err := apply(p)
+			if err != nil {
+				return err
+			}
+			replies[i] = reply
+		}
+		for i, p := range candidates {
+			recv := waitingReceive(p.req)
+			visible, err := queue.VisibleAt(cached, recv.GetNamespace(), recv.GetQueue(), loggedNow)
+			if err != nil {
+				return err
+			}
+			if !visible {
+				continue // stays parked
+			}
+			if joined[i], err = apply(p); err != nil {
+				return err
 			}
 		}
 		if len(journal) == 0 {
@@ -125,13 +165,13 @@ func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	recorder.writes = append(recorder.writes, recorded.writes...)
 	cached.Promote() // committed: the next groups may read what this one read and wrote
 	floored.Promote()
 	g.cfg.Failpoints.Hit(FailpointBatchCommitted)
-	return replies, nil
+	return replies, joined, nil
 }
 
 // platform reports whether an apply error is a platform failure (it ends the group) rather
@@ -149,6 +189,15 @@ func platform(err error) bool {
 func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
 	g.inFlight = false
 	g.commitDone = nil
+	// Candidates that did not join the group wait on, ahead of those parked since.
+	var still []*pending
+	for i, p := range done.candidates {
+		if done.err != nil || done.joined[i] == nil {
+			still = append(still, p)
+		}
+	}
+	g.waiters = append(still, g.waiters...)
+	g.offered = 0
 	if done.err != nil {
 		for _, p := range done.group {
 			g.reply(ctx, p, &orreryv1.CommandReply{Error: orrery.Wrap(orrery.CodeUnavailable, done.err, "partition %d could not commit", g.partition).Proto()})
@@ -172,6 +221,11 @@ func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
 	}
 	for i, p := range done.group {
 		g.reply(ctx, p, done.replies[i])
+	}
+	for i, p := range done.candidates {
+		if done.joined[i] != nil {
+			g.reply(ctx, p, done.joined[i])
+		}
 	}
 	g.cfg.Failpoints.Hit(FailpointReceiptSent)
 	if g.stopping || g.store == nil {

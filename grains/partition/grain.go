@@ -59,6 +59,10 @@ type (
 		minDueWritten int64
 		// dueWrites are the due-index writes the commit made, in order.
 		dueWrites []dueWrite
+		// candidates are the parked receives offered to the group; joined holds the reply of
+		// each that was applied with it (nil: it waits on).
+		candidates []*pending
+		joined     []*orreryv1.CommandReply
 	}
 )
 
@@ -87,6 +91,7 @@ type grain struct {
 	commitDone chan struct{} // closed when the in-flight commit finishes
 	pending    []*pending
 	waiters    []*pending
+	offered    int // parked receives offered to the group in flight (see startCommit)
 	waitTimer  *time.Timer
 	stopping   bool
 
@@ -208,9 +213,9 @@ func (g *grain) admit(ctx actor.Context, req *orreryv1.CommandRequest) {
 		ctx.Respond(&orreryv1.CommandReply{Error: g.unavailable().Proto()})
 		return
 	}
-	if len(g.pending)+len(g.waiters) >= g.cfg.MaxPending {
+	if g.queued() >= g.cfg.MaxPending {
 		ctx.Respond(&orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
-			"partition %d has %d commands pending, the limit is %d", g.partition, len(g.pending)+len(g.waiters), g.cfg.MaxPending).Proto()})
+			"partition %d has %d commands pending, the limit is %d", g.partition, g.queued(), g.cfg.MaxPending).Proto()})
 		return
 	}
 	p := &pending{req: req, sender: ctx.Sender(), bytes: proto.Size(req)}
@@ -222,6 +227,10 @@ func (g *grain) admit(ctx actor.Context, req *orreryv1.CommandRequest) {
 		g.startCommit(ctx)
 	}
 }
+
+// queued counts the commands waiting: pending, parked, and parked ones offered to the group
+// in flight.
+func (g *grain) queued() int { return len(g.pending) + len(g.waiters) + g.offered }
 
 // reply sends a reply to a pending command's sender.
 func (g *grain) reply(ctx actor.Context, p *pending, r *orreryv1.CommandReply) {

@@ -489,3 +489,43 @@ func TestDueScansFollowEveryCommit(t *testing.T) {
 		t.Fatalf("scan after the delete %v", s)
 	}
 }
+
+// TestParkedReceiveJoinsTheCommitThatMakesItReceivable: a long-poll receive parked on a queue
+// is applied in the same group commit as the enqueue that gives it a message (one logged
+// time, one sync), and a receive parked on another queue waits on and times out empty.
+func TestParkedReceiveJoinsTheCommitThatMakesItReceivable(t *testing.T) {
+	h := newHarness(t, nil)
+	waiting := h.system.Root.RequestFuture(h.pid, command("r1", 20*time.Second, receive(5)), 30*time.Second)
+	other := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme", Queue: "other", Max: 1}}}
+	idle := h.system.Root.RequestFuture(h.pid, command("r2", 2*time.Second, other), 30*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status := request[*orreryv1.InspectReply](t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})
+		if status.GetPartition().GetPendingCommands() == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the receives did not park: %v", status)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	enqueued := receipt(t, h.do(command("c1", 0, enqueue("m1"))))
+	res, err := waiting.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke := receipt(t, res.(*orreryv1.CommandReply))
+	if msgs := woke.GetResults()[0].GetReceive().GetMessages(); len(msgs) != 1 || msgs[0].GetId() != "m1" {
+		t.Fatalf("woken receive got %v", msgs)
+	}
+	if woke.GetLoggedTimeUnixMicros() != enqueued.GetLoggedTimeUnixMicros() {
+		t.Errorf("receive logged at %d, the enqueue at %d: not one group commit", woke.GetLoggedTimeUnixMicros(), enqueued.GetLoggedTimeUnixMicros())
+	}
+	res, err = idle.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msgs := receipt(t, res.(*orreryv1.CommandReply)).GetResults()[0].GetReceive().GetMessages(); len(msgs) != 0 {
+		t.Fatalf("receive on the other queue got %v", msgs)
+	}
+}

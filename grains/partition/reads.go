@@ -207,7 +207,7 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 			reply.Found = true
 			reply.Partition = &orreryv1.PartitionStatus{
 				Partition: int32(g.partition), ActivationEpoch: g.store.Epoch(), LoggedTimeUnixMicros: g.store.LoggedTime(),
-				AppliedIndex: g.store.AppliedIndex(), NextDueAtUnixMicros: next, PendingCommands: uint32(len(g.pending) + len(g.waiters)),
+				AppliedIndex: g.store.AppliedIndex(), NextDueAtUnixMicros: next, PendingCommands: uint32(g.queued()),
 				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(), Silo: g.cfg.Silo,
 				Partitions: int32(g.cfg.Partitions), EnqueuedTotal: enqueued,
 			}

@@ -25,7 +25,7 @@ func waitingReceive(req *orreryv1.CommandRequest) *orreryv1.Receive {
 // is already in the inbox (a retry) is never parked: its receipt is replayed at once.
 func (g *grain) park(ctx actor.Context, p *pending) bool {
 	recv := waitingReceive(p.req)
-	if recv == nil || len(g.waiters) >= g.cfg.MaxWaiters {
+	if recv == nil || len(g.waiters)+g.offered >= g.cfg.MaxWaiters {
 		return false
 	}
 	ready, err := g.receivable(p, recv)

@@ -30,6 +30,18 @@ func NextVisibleAt(v kv.Reader, namespace, queue string) (atMicros int64, found 
 	return atMicros, true, nil
 }
 
+// VisibleAt reports whether queue (namespace, queue) in this partition has a message visible
+// at nowMicros. It reads the visibility index only up to nowMicros, the range a receive reads
+// (so a kv.FloorView starts it at the queue's floor).
+func VisibleAt(v kv.Reader, namespace, queue string, nowMicros int64) (bool, error) {
+	found := false
+	err := v.Scan(keys.QueuePrefix(namespace, queue), keys.VisibilityKey(namespace, queue, nowMicros+1, 0), func(_, _ []byte) (bool, error) {
+		found = true
+		return false, nil
+	})
+	return found, err
+}
+
 // ListLane reads up to maxMessages live messages of lane in key order (ids are
 // length-prefixed: shorter ids first, then byte order), starting after the message afterID
 // ("" starts at the beginning). It is never silently partial: nextAfterID is the afterID of
