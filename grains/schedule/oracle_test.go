@@ -7,7 +7,9 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
 )
 
 // oracleDue lists a definition's due instants up to now by brute force: repeated addition
@@ -101,9 +103,8 @@ func TestDueTimesMatchBruteForceOracle(t *testing.T) {
 				if len(res.GetEnqueuedIds()) == 0 {
 					break
 				}
-				msgs := messages2(v)
 				for _, id := range res.GetEnqueuedIds() {
-					o := msgs[id].GetOccurrence()
+					o := enqueued(t, v, id).GetOccurrence()
 					if o.GetOrdinal() != uint64(len(emitted)) {
 						t.Fatalf("ordinal %d emitted after %d occurrences", o.GetOrdinal(), len(emitted))
 					}
@@ -158,8 +159,14 @@ func TestEveryDueAtMatchesRepeatedAddition(t *testing.T) {
 	})
 }
 
-func messages2(v kv.Reader) map[string]*orreryv1.QueueMessage {
-	out := map[string]*orreryv1.QueueMessage{}
-	_ = scanMessages(v, func(m *orreryv1.QueueMessage) { out[m.GetId()] = m })
-	return out
+// enqueued loads one message of the test lane by id. (Scanning every message after each
+// emit made a backlog of tens of thousands of one-second occurrences quadratic: the property
+// occasionally ran for minutes.)
+func enqueued(t *rapid.T, v kv.Reader, id string) *orreryv1.QueueMessage {
+	m := &orreryv1.QueueMessage{}
+	found, err := record.Load(v, keys.MessageKey(lane, id), m)
+	if err != nil || !found {
+		t.Fatalf("enqueued message %s: found=%v err=%v", id, found, err)
+	}
+	return m
 }
