@@ -36,6 +36,12 @@ func (c *Client) Enqueue(ctx context.Context, m *orreryv1.Enqueue, opts ...CallO
 // visible, or with no messages when wait (bounded by the partition) has passed. A queue spans
 // every partition; Worker keeps one such receive per partition.
 func (c *Client) Receive(ctx context.Context, partition int, m *orreryv1.Receive, wait time.Duration, opts ...CallOption) ([]*orreryv1.QueueMessage, error) {
+	res, err := c.receive(ctx, partition, m, wait, opts...)
+	return res.GetMessages(), err
+}
+
+// receive is Receive returning the whole result (with its more flag).
+func (c *Client) receive(ctx context.Context, partition int, m *orreryv1.Receive, wait time.Duration, opts ...CallOption) (*orreryv1.ReceiveResult, error) {
 	if wait < 0 {
 		return nil, orrery.Invalid("wait", "must not be negative, got %s", wait)
 	}
@@ -46,7 +52,7 @@ func (c *Client) Receive(ctx context.Context, partition int, m *orreryv1.Receive
 	if r.GetReceive() == nil {
 		return nil, unexpected("receive", r)
 	}
-	return r.GetReceive().GetMessages(), nil
+	return r.GetReceive(), nil
 }
 
 // Ack removes a received message; leaseToken must be its current lease's.

@@ -125,11 +125,12 @@ func (cfg WorkerConfig) validate() error {
 // a receive fails for a reason retrying cannot cure (Validation, Unauthorized, ...).
 //
 // Each partition has one poller with at most one outstanding receive. An idle partition's
-// poller sends a waiting (long-poll) receive for one message; once it gets one it switches to
-// fetching: it takes free handler slots — at least one, waiting for it if need be, at most
-// MaxPerReceive and a fair share of Concurrency among the fetching partitions — and asks for
-// exactly that many messages without waiting. When a fetch comes back short, the partition is
-// idle again. Slots are handed out first come, first served. So at most Concurrency handlers
+// poller sends a waiting (long-poll) receive for one message; once it gets one and the
+// partition reports more visible, it switches to fetching: it takes free handler slots — at
+// least one, waiting for it if need be, at most MaxPerReceive and a fair share of Concurrency
+// among the fetching partitions — and asks for exactly that many messages without waiting.
+// When a fetch comes back short or reports none left, the partition is idle again (so a
+// partition that gets one message at a time costs one receive per message, not two). Slots are handed out first come, first served. So at most Concurrency handlers
 // run, and beyond them each partition holds at most the one message of its waiting receive,
 // whose lease is extended while it waits for a slot.
 func (w *Worker) Run(ctx context.Context) error {
@@ -194,7 +195,7 @@ func (r *run) poll(partition int) error {
 	for r.ctx.Err() == nil {
 		if !fetching {
 			sent := time.Now()
-			msgs, err := r.receive(partition, 1, r.cfg.Wait)
+			msgs, more, err := r.receive(partition, 1, r.cfg.Wait)
 			answered := time.Now()
 			if err != nil {
 				if err := r.receiveFailed(partition, err, &failures); err != nil {
@@ -214,7 +215,7 @@ func (r *run) poll(partition int) error {
 				case slotLeaseLost: // no longer ours: drop it
 				}
 			}
-			if len(msgs) > 0 {
+			if len(msgs) > 0 && more {
 				fetching = true
 				r.fetching.Add(1)
 			}
@@ -225,7 +226,7 @@ func (r *run) poll(partition int) error {
 			return nil
 		}
 		sent := time.Now()
-		msgs, err := r.receive(partition, n, 0)
+		msgs, more, err := r.receive(partition, n, 0)
 		answered := time.Now()
 		if err != nil {
 			r.putSlots(n)
@@ -239,7 +240,7 @@ func (r *run) poll(partition int) error {
 		for _, qm := range msgs {
 			r.start(r.newDelivery(partition, qm, sent, answered))
 		}
-		if len(msgs) < n {
+		if len(msgs) < n || !more {
 			fetching = false
 			r.fetching.Add(-1)
 		}
@@ -247,14 +248,17 @@ func (r *run) poll(partition int) error {
 	return nil
 }
 
-func (r *run) receive(partition, maxMessages int, wait time.Duration) ([]*orreryv1.QueueMessage, error) {
-	return r.w.c.Receive(r.ctx, partition, &orreryv1.Receive{
+// receive asks partition for up to maxMessages, waiting up to wait for the first; more reports
+// that visible messages remained beyond those returned.
+func (r *run) receive(partition, maxMessages int, wait time.Duration) (msgs []*orreryv1.QueueMessage, more bool, err error) {
+	res, err := r.w.c.receive(r.ctx, partition, &orreryv1.Receive{
 		Namespace:           r.cfg.Namespace,
 		Queue:               r.cfg.Queue,
 		Max:                 uint32(maxMessages),
 		LeaseDurationMicros: r.cfg.LeaseDuration.Microseconds(),
 		Owner:               r.cfg.Owner,
 	}, wait)
+	return res.GetMessages(), res.GetMore(), err
 }
 
 // receiveFailed decides what a failed receive means: nil to go on (the run is stopping, or the

@@ -444,3 +444,50 @@ func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 }
+
+// TestWorkerFetchesOnlyWhenMoreAreVisible: a partition whose messages arrive one at a time
+// costs one (waiting) receive per message; the worker fetches without waiting only when the
+// partition reported more visible messages.
+func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	var handled atomic.Int64
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Concurrency: 4, Wait: 5 * time.Second,
+		Handler: func(context.Context, *client.Message) error { handled.Add(1); return nil },
+	})
+	stop := runWorker(t, w)
+	l := lane(testQueue, "k")
+	for i := range 3 {
+		b.enqueue(l, fmt.Sprintf("one-%d", i))
+		eventually(t, 10*time.Second, "the message handled", func() bool { return handled.Load() == int64(i+1) })
+	}
+	fetches := func() int {
+		n := 0
+		for _, c := range b.tr.Calls() {
+			if c.IsReceive() && c.Request.GetWaitMicros() == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := fetches(); n != 0 {
+		t.Fatalf("%d fetches for messages that came one at a time, want 0", n)
+	}
+	// A burst (one atomic batch): the waiting receive takes one and is told of the rest, which
+	// a fetch takes.
+	var burst []*orreryv1.Mutation
+	for i := range 3 {
+		burst = append(burst, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: l, Id: fmt.Sprintf("burst-%d", i), PayloadJson: `{}`}}})
+	}
+	if _, _, err := b.c.Batch(context.Background(), 0, burst); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the burst handled", func() bool { return handled.Load() == 6 })
+	if n := fetches(); n == 0 {
+		t.Fatal("no fetch for a burst of three")
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}

@@ -3070,8 +3070,12 @@ func (x *EnqueueResult) GetCreated() bool {
 
 // ReceiveResult carries the leased messages.
 type ReceiveResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*QueueMessage        `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*QueueMessage        `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// more is set when messages of the queue were still visible at the receive's logged time
+	// beyond those returned (its max, byte budget or sweep budget stopped it): a consumer that
+	// sees it unset can wait for the next message instead of asking again at once.
+	More          bool `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3111,6 +3115,13 @@ func (x *ReceiveResult) GetMessages() []*QueueMessage {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *ReceiveResult) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 // LeaseResult reports a message after Ack, Release or ExtendLease.
@@ -3678,9 +3689,10 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12timeout_message_id\x18\x03 \x01(\tR\x10timeoutMessageId\"9\n" +
 	"\rEnqueueResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"D\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"X\n" +
 	"\rReceiveResult\x123\n" +
-	"\bmessages\x18\x01 \x03(\v2\x17.orrery.v1.QueueMessageR\bmessages\"T\n" +
+	"\bmessages\x18\x01 \x03(\v2\x17.orrery.v1.QueueMessageR\bmessages\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"T\n" +
 	"\vLeaseResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
 	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\xb5\x01\n" +

@@ -25,7 +25,8 @@ const SweepBudget = 1024
 // removes messages whose TTL has passed and moves messages that used up their deliveries to
 // the dead-letter queue; neither is delivered. Each delivered message gets delivery_count+1
 // and a lease {LeaseToken, owner, loggedNow + lease duration}, and its index entry moves to
-// the lease end. The result holds full copies of the leased messages.
+// the lease end. The result holds full copies of the leased messages; More is set when
+// visible messages remain that the max or a budget left behind.
 func ApplyReceive(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMicros int64) (*orreryv1.ReceiveResult, error) {
 	maxMessages, until, err := validateReceive(lim, m, loggedNowMicros)
 	if err != nil {
@@ -47,7 +48,7 @@ func ApplyReceive(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMic
 			return nil, err
 		}
 		if len(entries) == 0 {
-			break
+			return res, nil // nothing visible remains
 		}
 		for _, e := range entries {
 			if !within() {
@@ -70,6 +71,13 @@ func ApplyReceive(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMic
 		// Every handled entry left [start, end): resume after the last one read.
 		start = append(entries[len(entries)-1].key, 0)
 	}
+	// A budget stopped the receive. Handled entries left [start, end), so whatever is still
+	// there is visible and was not delivered.
+	rest, err := scanIndex(v, start, end, 1)
+	if err != nil {
+		return nil, err
+	}
+	res.More = len(rest) > 0
 	return res, nil
 }
 

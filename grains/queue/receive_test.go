@@ -296,3 +296,37 @@ func TestApplyThroughBuffer(t *testing.T) {
 	}
 	direct.check()
 }
+
+// TestReceiveSaysWhetherVisibleMessagesRemain: more is set exactly when the max or the byte
+// budget left visible messages behind; a message not yet visible does not count.
+func TestReceiveSaysWhetherVisibleMessagesRemain(t *testing.T) {
+	b := setup(t)
+	b.lim.MaxReceiveBytesPerCommand = 100
+	receive := func(maxMessages uint32) (ids []string, more bool) {
+		t.Helper()
+		res, err := ApplyReceive(b.store, b.lim, &orreryv1.Receive{Namespace: testNamespace, Queue: testQueue, Max: maxMessages, Owner: "worker-1"}, b.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range res.GetMessages() {
+			ids = append(ids, m.GetId())
+		}
+		return ids, res.GetMore()
+	}
+	b.enqueue("a")
+	b.enqueue("b")
+	b.enqueue("c")
+	b.enqueue("later", func(m *orreryv1.Enqueue) { m.DelayMicros = input.Minute })
+	if got, more := receive(2); !slices.Equal(got, []string{"a", "b"}) || !more {
+		t.Fatalf("receive of 2 of 3 visible: %v more=%v, want [a b] more=true", got, more)
+	}
+	if got, more := receive(5); !slices.Equal(got, []string{"c"}) || more {
+		t.Fatalf("receive of the last visible: %v more=%v, want [c] more=false", got, more)
+	}
+	big := func(m *orreryv1.Enqueue) { m.PayloadJson = `"` + strings.Repeat("x", 98) + `"` }
+	b.enqueue("big1", big)
+	b.enqueue("big2", big)
+	if got, more := receive(5); !slices.Equal(got, []string{"big1"}) || !more {
+		t.Fatalf("receive stopped by the byte budget: %v more=%v, want [big1] more=true", got, more)
+	}
+}
