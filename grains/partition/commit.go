@@ -192,7 +192,7 @@ func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
 	// Candidates that did not join the group wait on, ahead of those parked since.
 	var still []*pending
 	for i, p := range done.candidates {
-		if done.err != nil || done.joined[i] == nil {
+		if done.err != nil || i >= len(done.joined) || done.joined[i] == nil {
 			still = append(still, p)
 		}
 	}
@@ -223,7 +223,7 @@ func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
 		g.reply(ctx, p, done.replies[i])
 	}
 	for i, p := range done.candidates {
-		if done.joined[i] != nil {
+		if i < len(done.joined) && done.joined[i] != nil {
 			g.reply(ctx, p, done.joined[i])
 		}
 	}

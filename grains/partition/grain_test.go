@@ -529,3 +529,46 @@ func TestParkedReceiveJoinsTheCommitThatMakesItReceivable(t *testing.T) {
 		t.Fatalf("receive on the other queue got %v", msgs)
 	}
 }
+
+// TestParkedReceivesThatOverflowTheGroupWaitForTheirOwn: parked receives whose joining would
+// take the group past the transaction limit stay out of it; the group commits without them
+// and they are applied after, each getting its message.
+func TestParkedReceivesThatOverflowTheGroupWaitForTheirOwn(t *testing.T) {
+	h := newHarness(t, nil)
+	payload := `"` + strings.Repeat("x", 150<<10) + `"`
+	var waiting []*actor.Future
+	var enqueues []*orreryv1.Mutation
+	for i := range 3 {
+		queue := fmt.Sprint("q", i)
+		l := &orreryv1.Lane{Namespace: "acme", Queue: queue}
+		for k := 0; ; k++ {
+			if l.Key = fmt.Sprint("k", k); route.Partition(l, h.cfg.Partitions) == 1 {
+				break
+			}
+		}
+		recv := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme", Queue: queue, Max: 1}}}
+		waiting = append(waiting, h.system.Root.RequestFuture(h.pid, command(fmt.Sprint("r", i), 20*time.Second, recv), 30*time.Second))
+		enqueues = append(enqueues, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: l, Id: fmt.Sprint("big-", i), PayloadJson: payload}}})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for request[*orreryv1.InspectReply](t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}}).GetPartition().GetPendingCommands() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the receives did not park")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	enqueued := receipt(t, h.do(command("c1", 0, enqueues...)))
+	for i, f := range waiting {
+		res, err := f.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := receipt(t, res.(*orreryv1.CommandReply))
+		if msgs := r.GetResults()[0].GetReceive().GetMessages(); len(msgs) != 1 || msgs[0].GetId() != fmt.Sprint("big-", i) {
+			t.Fatalf("receive %d got %v", i, msgs)
+		}
+		if r.GetLoggedTimeUnixMicros() <= enqueued.GetLoggedTimeUnixMicros() {
+			t.Errorf("receive %d logged at %d, not after the enqueue at %d: it joined a group over the limit", i, r.GetLoggedTimeUnixMicros(), enqueued.GetLoggedTimeUnixMicros())
+		}
+	}
+}
