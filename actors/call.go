@@ -170,12 +170,9 @@ type attemptResult struct {
 // requestOnce runs one single-attempt cluster.Request and waits for it at most timeout (or
 // until ctx ends). The goroutine's channel is buffered, so an abandoned attempt does not leak
 // a blocked goroutine.
-// requestGoroutines run the attempts: a due coordinator makes thousands a second.
-var requestGoroutines = NewPool(64, 2*time.Second)
-
 func requestOnce(ctx context.Context, c *protocluster.Cluster, identity, kind string, msg proto.Message, timeout time.Duration) (any, error) {
 	done := make(chan attemptResult, 1)
-	requestGoroutines.Go(func() {
+	go func() {
 		defer func() {
 			if r := recover(); r != nil {
 				done <- attemptResult{err: fmt.Errorf("cluster.Request panicked: %v", r)}
@@ -187,7 +184,7 @@ func requestOnce(ctx context.Context, c *protocluster.Cluster, identity, kind st
 			protocluster.WithRetryAction(func(i int) int { return i + 1 }),
 		)
 		done <- attemptResult{reply: reply, err: err}
-	})
+	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {

@@ -25,7 +25,7 @@ const (
 // transaction limit is committed again without them).
 const maxJoiningWaiters = 8
 
-// startCommit takes the next group off the pending queue and commits it on a pooled goroutine; the
+// startCommit takes the next group off the pending queue and commits it on a goroutine; the
 // actor keeps admitting commands meanwhile, and they form the next group.
 func (g *grain) startCommit(ctx actor.Context) {
 	if g.inFlight || g.store == nil || len(g.pending) == 0 {
@@ -48,7 +48,7 @@ func (g *grain) startCommit(ctx actor.Context) {
 	done := make(chan struct{})
 	g.commitDone = done
 	self, root, store, gc := ctx.Self(), ctx.ActorSystem().Root, g.store, g.valueLogGCDue()
-	goroutines.Go(func() {
+	go func() {
 		defer close(done)
 		recorder := &dueRecorder{}
 		replies, joined, err := g.commitGroup(store, group, candidates, recorder)
@@ -59,7 +59,7 @@ func (g *grain) startCommit(ctx actor.Context) {
 		}
 		root.Send(self, &commitDone{group: group, replies: replies, candidates: candidates, joined: joined, err: err,
 			minDueWritten: recorder.minDue, dueWrites: recorder.writes})
-	})
+	}()
 }
 
 // commitGroup applies and durably commits a group with the parked receives that can join it,

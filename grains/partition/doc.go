@@ -10,9 +10,8 @@
 // in memory, loaded from the store when a scan reaches past it (about every 4 s under steady
 // load) and kept exact by applying each finished commit's due-index writes. A scan it answers
 // needs no store transaction and sees the state as of the last finished commit; one that
-// reaches past its bound (a backlog of more than 4,096 entries due) reads the store.
-//
-// Mailbox turns and group commits run on a pool of reused goroutines (actors.Pool).
+// reaches past its bound (a backlog of more than 4,096 entries due) reads the store. A parked
+// long-poll receive whose queue gets a visible message from a group is applied in that group.
 //
 // It is DESIGN §2 layer 3: it runs goroutines and does I/O, unlike the pure state machines it
 // applies (grains/batch).

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
-	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/due"
@@ -31,19 +30,11 @@ func Props(cfg Config, partition int) *actor.Props {
 	cfg = cfg.withDefaults()
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &grain{cfg: cfg, partition: partition}
-	}, actor.WithDispatcher(goroutines.Dispatcher(mailboxThroughput)))
+	})
 }
-
-// goroutines run every partition's mailbox turns and group commits in this process, so their
-// stacks, grown once through Badger's and protobuf's call chains, are kept instead of being
-// grown again for every turn and commit.
-var goroutines = actors.NewPool(64, 2*time.Second)
 
 // maxVisibilityFloors bounds the queues whose visibility floors a partition remembers.
 const maxVisibilityFloors = 4096
-
-// mailboxThroughput is how many messages a mailbox turn processes (protoactor's default).
-const mailboxThroughput = 300
 
 // Internal messages, sent by the grain to itself.
 type (
