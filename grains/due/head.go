@@ -24,7 +24,10 @@ type Head struct {
 	loaded     bool
 	// horizon: every entry due before it is in entries (math.MaxInt64: the whole index).
 	horizon int64
-	entries []headEntry // sorted by key
+	// keepBefore is the until of the last Load: an entry written at or after it lowers the
+	// horizon to its instant instead of being kept, so the head holds near entries only.
+	keepBefore int64
+	entries    []headEntry // sorted by key
 }
 
 type headEntry struct {
@@ -84,12 +87,13 @@ func (h *Head) Load(r kv.Reader, fromMicros, untilMicros int64) error {
 	if full { // the bound split an instant: its entries must all be in, or all out
 		entries = entries[:h.firstAtOrAfter(entries, horizon)]
 	}
-	h.entries, h.horizon, h.loaded = entries, horizon, true
+	h.entries, h.horizon, h.keepBefore, h.loaded = entries, horizon, untilMicros, true
 	return nil
 }
 
 // Set takes one committed write of a due-index entry; the head keeps key and value. Writes
-// of other keys, and entries at or beyond the horizon, are ignored.
+// of other keys, and entries at or beyond the horizon, are ignored; a new entry at or after
+// the last Load's until is not kept either: the horizon comes down to it.
 func (h *Head) Set(key, value []byte) {
 	at, i, found, ok := h.locate(key)
 	if !ok {
@@ -97,6 +101,11 @@ func (h *Head) Set(key, value []byte) {
 	}
 	if found {
 		h.entries[i].value = value
+		return
+	}
+	if at >= h.keepBefore { // far ahead: the head ends before it
+		h.horizon = at
+		h.entries = h.entries[:h.firstAtOrAfter(h.entries, at)]
 		return
 	}
 	h.entries = slices.Insert(h.entries, i, headEntry{key: key, value: value, dueAt: at})

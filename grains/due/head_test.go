@@ -169,3 +169,25 @@ func TestHeadHorizonIsTheFirstEntryLeftOut(t *testing.T) {
 		t.Fatalf("the whole index due: %s next %d", ids(res.Refs), res.NextDueAtMicros)
 	}
 }
+
+// TestHeadKeepsOnlyNearEntries: after a Load up to some instant, an entry written at or after
+// it is not kept; the horizon comes down to it, so a head loaded on an empty index does not
+// fill with entries due far ahead.
+func TestHeadKeepsOnlyNearEntries(t *testing.T) {
+	store := kv.NewMemory()
+	head := NewHead(100)
+	if err := head.Load(store, 0, 100); err != nil || head.Horizon() != math.MaxInt64 {
+		t.Fatalf("load of an empty index: horizon %d, %v", head.Horizon(), err)
+	}
+	view := mirrored{View: store, head: head}
+	put(t, view, 50, orreryv1.DueKind_DUE_KIND_SCHEDULE, "near", 1)
+	put(t, view, 500, orreryv1.DueKind_DUE_KIND_SCHEDULE, "far", 1)
+	put(t, view, 900, orreryv1.DueKind_DUE_KIND_SCHEDULE, "farther", 1)
+	if head.Len() != 1 || head.Horizon() != 500 {
+		t.Fatalf("head holds %d entries with horizon %d, want 1 and 500", head.Len(), head.Horizon())
+	}
+	res, ok, err := head.Scan(60, Budget{MaxRefs: 10})
+	if err != nil || !ok || ids(res.Refs) != "[near@50#1]" || res.NextDueAtMicros != 500 {
+		t.Fatalf("scan at 60: %v ok=%v err=%v", res, ok, err)
+	}
+}
