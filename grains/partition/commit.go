@@ -41,8 +41,9 @@ func (g *grain) startCommit(ctx actor.Context) {
 	// The first parked receives ride along: one whose queue has a visible message once the
 	// group is applied (typically because the group enqueued it) is applied in the same
 	// transaction, instead of being woken after this commit for a commit of its own.
-	candidates := g.waiters[:min(len(g.waiters), maxJoiningWaiters):min(len(g.waiters), maxJoiningWaiters)]
-	g.waiters = append([]*pending(nil), g.waiters[len(candidates):]...)
+	k := min(len(g.waiters), maxJoiningWaiters)
+	candidates := g.waiters[:k:k]
+	g.waiters = append([]*pending(nil), g.waiters[k:]...)
 	g.offered = len(candidates)
 	g.inFlight = true
 	done := make(chan struct{})
