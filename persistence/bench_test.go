@@ -36,14 +36,6 @@ func benchmarkCommit(b *testing.B, opts Options) {
 	b.ReportMetric(float64(batches)/seconds, "commits/s")
 }
 
-// BenchmarkCommit256 is the raw Badger durable-write ceiling later benchmarks compare to: the
-// production options (SyncWrites: the WAL is msynced inside every commit).
+// BenchmarkCommit256 commits with the production options: each Update applies its batch and
+// then syncs the write-ahead log (Store.Sync).
 func BenchmarkCommit256(b *testing.B) { benchmarkCommit(b, quietOptions()) }
-
-// BenchmarkCommit256ExplicitSync is the alternative the store does not use: SyncWrites off,
-// then DB.Sync after each commit.
-func BenchmarkCommit256ExplicitSync(b *testing.B) {
-	opts := quietOptions()
-	opts.explicitSync = true
-	benchmarkCommit(b, opts)
-}

@@ -57,10 +57,6 @@ type Options struct {
 	// FreeBytesFunc replaces FreeBytes for the free-disk floor; tests use it to simulate a
 	// full disk. Nil means FreeBytes.
 	FreeBytesFunc func(dir string) (uint64, error)
-
-	// explicitSync replaces Badger's SyncWrites (msync of the WAL inside every commit, the
-	// default) with an explicit DB.Sync after each commit. Only the benchmark sets it.
-	explicitSync bool
 }
 
 func (o Options) withDefaults() Options {
@@ -114,10 +110,11 @@ func maxBatchBytes(memTableBytes int64) int64 { return 15 * memTableBytes / 100 
 //     and two compactors (the minimum that compacts);
 //   - small value-log files, since values stay in the LSM tree;
 //   - conflict detection off: one writer per partition, serialized by the Store;
+//   - no sync inside Badger's commit: Store.Sync makes applied batches durable, many at once;
 //   - metrics off (they are process-global expvars), logging routed to slog at WARN.
 func badgerOptions(dir string, o Options) badger.Options {
 	return badger.DefaultOptions(dir).
-		WithSyncWrites(!o.explicitSync).
+		WithSyncWrites(false). // the store syncs: see Store.Sync
 		WithLogger(slogLogger{logger: o.Logger}).
 		WithMetricsEnabled(false).
 		WithDetectConflicts(false).

@@ -1,10 +1,13 @@
 package persistence
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -40,15 +43,19 @@ var ErrBatchTooBig = errors.New("batch exceeds the store's transaction limit")
 var ErrValueTooBig = errors.New("value exceeds the store's largest value")
 
 // Store is one partition's Badger database, opened with the directory lock held. It is safe
-// for concurrent use: Update calls are serialized (one writer), View calls run concurrently.
+// for concurrent use: Apply and Update calls are serialized (one writer), Sync calls are
+// serialized with each other but run alongside Apply, and View calls run concurrently.
 type Store struct {
 	dir  string
 	opts Options
 	db   *badger.DB
 
-	epoch        uint64
+	epoch uint64
+	// loggedTime and appliedIndex are the last applied batch's: what the next batch follows.
 	loggedTime   atomic.Int64
 	appliedIndex atomic.Uint64
+	// applied is the last applied batch's mark, durable the last durable one's.
+	applied, durable atomic.Pointer[mark]
 	// versions numbers commits and reads (the database is opened in managed mode).
 	versions versions
 	// journalFloor is an applied index no journal record is below (0: unknown). Trimming
@@ -56,9 +63,14 @@ type Store struct {
 	// the front would step over every record deleted since the last compaction.
 	journalFloor atomic.Uint64
 
-	// writeMu serializes Update; failed poisons the store after a commit error.
+	// writeMu serializes Apply; failed poisons the store after a commit or sync error.
 	writeMu sync.Mutex
 	failed  atomic.Pointer[orrery.Error]
+	// syncMu serializes Sync; syncedWALs are the rotated write-ahead logs it has synced.
+	syncMu     sync.Mutex
+	syncedWALs map[string]bool
+	// syncFile makes one file durable (tests replace it to see which files a sync covers).
+	syncFile func(path string) error
 
 	// lifeMu guards closed: calls that use db hold it shared, Close holds it exclusively.
 	lifeMu sync.RWMutex
@@ -91,8 +103,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "open partition store %s", dir)
 	}
-	s := &Store{dir: dir, opts: opts, db: db}
+	s := &Store{dir: dir, opts: opts, db: db, syncedWALs: map[string]bool{}, syncFile: syncFile}
 	s.versions.last = db.MaxVersion()
+	s.versions.durable = s.versions.last
 	if err := s.activate(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -120,20 +133,40 @@ func (s *Store) activate() error {
 	if err := txn.Set(epochKey, binary.BigEndian.AppendUint64(nil, epoch)); err != nil {
 		return orrery.Wrap(orrery.CodeInternal, err, "partition %s: write activation epoch", s.dir)
 	}
-	if err := s.commit(txn); err != nil {
+	at, err := s.commit(txn)
+	if err == nil {
+		err = s.syncFiles()
+	}
+	if err != nil {
 		return orrery.Wrap(orrery.CodeUnavailable, fmt.Errorf("%w: %w", ErrCommitFailed, err),
 			"partition %s: persist activation epoch %d", s.dir, epoch)
 	}
 	s.epoch = epoch
 	s.loggedTime.Store(int64(logged))
 	s.appliedIndex.Store(applied)
+	m := &mark{version: at, appliedIndex: applied, loggedTime: int64(logged)}
+	s.applied.Store(m)
+	s.durable.Store(m)
+	s.db.SetDiscardTs(s.versions.synced(at))
 	return nil
 }
 
-// newTxn starts a transaction reading at the last committed version; done discards it and
+// mark is where a batch left the store: its Badger version, applied index and logged time.
+type mark struct {
+	version      uint64
+	appliedIndex uint64
+	loggedTime   int64
+}
+
+// newTxn starts a transaction; an update reads at the last applied version, a read-only one
+// at the last durable version (or the last applied one, with applied). done discards it and
 // releases the version.
 func (s *Store) newTxn(update bool) (txn *badger.Txn, done func()) {
-	at := s.versions.beginRead()
+	return s.newTxnAt(update, update)
+}
+
+func (s *Store) newTxnAt(update, applied bool) (txn *badger.Txn, done func()) {
+	at := s.versions.beginRead(applied)
 	txn = s.db.NewTransactionAt(at, update)
 	return txn, func() {
 		txn.Discard()
@@ -141,21 +174,63 @@ func (s *Store) newTxn(update bool) (txn *badger.Txn, done func()) {
 	}
 }
 
-// commit commits txn at the next version and makes it durable before returning. Only the
-// single writer (Update, or activate before the store is returned) calls it.
-func (s *Store) commit(txn *badger.Txn) error {
+// commit hands txn to Badger at the next version and returns once Badger has applied it
+// (readable at that version, written to the write-ahead log but not synced). Only the single
+// writer (Apply, or activate before the store is returned) calls it.
+func (s *Store) commit(txn *badger.Txn) (uint64, error) {
 	at := s.versions.next()
 	if err := txn.CommitAt(at, nil); err != nil {
+		return 0, err
+	}
+	s.versions.applied(at)
+	return at, nil
+}
+
+// syncFiles makes everything Badger has applied so far durable: DB.Sync msyncs the current
+// memtable's write-ahead log (and the value log), and every older log still on disk is synced
+// once. Badger rotates a full memtable into its flush queue without syncing its log (it does
+// not expect SyncWrites off), so the tail of the applied batches may sit in a log that is no
+// longer current; it stays on disk until the memtable is flushed to a synced table. The
+// newest log is the current one, and a log that is not the newest is never written again, so
+// syncing it once is enough.
+func (s *Store) syncFiles() error {
+	if err := s.db.Sync(); err != nil {
 		return err
 	}
-	if s.opts.explicitSync {
-		if err := s.db.Sync(); err != nil {
-			return err
+	logs, err := filepath.Glob(filepath.Join(s.dir, "*.mem"))
+	if err != nil {
+		return err
+	}
+	// Badger names them by an increasing number, zero-padded to five digits.
+	slices.SortFunc(logs, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b)) })
+	for _, path := range logs[:max(len(logs)-1, 0)] {
+		if s.syncedWALs[path] {
+			continue
+		}
+		if err := s.syncFile(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err // a log flushed and deleted meanwhile is in a synced table
+		}
+		s.syncedWALs[path] = true
+	}
+	for path := range s.syncedWALs {
+		if !slices.Contains(logs, path) {
+			delete(s.syncedWALs, path)
 		}
 	}
-	// With SyncWrites, Badger msynced the WAL inside Commit.
-	s.db.SetDiscardTs(s.versions.committed(at))
 	return nil
+}
+
+// syncFile fsyncs one file. Linux writes back the pages dirtied through Badger's mmap too.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	return err
 }
 
 // Dir is the partition directory.
@@ -165,11 +240,18 @@ func (s *Store) Dir() string { return s.dir }
 // later open.
 func (s *Store) Epoch() uint64 { return s.epoch }
 
-// LoggedTime is the last committed logged time in Unix microseconds (0 before any batch).
+// LoggedTime is the last applied logged time in Unix microseconds (0 before any batch): the
+// next batch's logged time must follow it, durable or not.
 func (s *Store) LoggedTime() int64 { return s.loggedTime.Load() }
 
-// AppliedIndex is the last committed applied index (0 before any batch).
+// AppliedIndex is the last applied index (0 before any batch), durable or not.
 func (s *Store) AppliedIndex() uint64 { return s.appliedIndex.Load() }
+
+// Durable is the applied index and logged time of the last durable batch: what a View sees.
+func (s *Store) Durable() (appliedIndex uint64, loggedTime int64) {
+	m := s.durable.Load()
+	return m.appliedIndex, m.loggedTime
+}
 
 // MaxBatchBytes bounds one Update: a batch must stay strictly below it, in Badger's accounting
 // of key + value + 12 bytes per write. Callers bound batch bytes with margin for the journal

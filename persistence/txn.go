@@ -38,18 +38,30 @@ type Txn struct {
 
 var _ kv.View = (*Txn)(nil)
 
-// Update runs fn in one read-write transaction and commits it durably: when Update returns nil
-// the batch is on disk (Badger msyncs its write-ahead log inside the commit). If fn returns an
-// error, nothing is written and Update returns that error unchanged.
+// Update runs fn in one read-write transaction and commits it durably: Apply, then Sync. When
+// Update returns nil the batch is on disk. If fn returns an error, nothing is written and
+// Update returns that error unchanged. Refusals and commit errors are Apply's and Sync's.
+func (s *Store) Update(fn func(txn *Txn) error) error {
+	if err := s.Apply(fn); err != nil {
+		return err
+	}
+	return s.Sync()
+}
+
+// Apply runs fn in one read-write transaction, reading at the last applied version, and hands
+// the batch to Badger: when Apply returns nil the batch is applied (the next Apply and
+// ViewApplied read it) but not yet durable; Sync makes it so. A crash before that Sync may lose
+// it, and the batches applied after it with it (never it alone: the write-ahead log is one
+// sequence). Nothing a batch caused may be shown outside the store's writer before a Sync
+// returns. If fn returns an error, nothing is written and Apply returns that error unchanged.
 //
-// Update refuses with Unavailable, before writing, when the store is closed or its disk has less
+// Apply refuses with Unavailable, before writing, when the store is closed or its disk has less
 // free space than Options.MinFreeBytes.
 //
 // A commit error is different: its chain holds ErrCommitFailed, the batch may or may not be on
-// disk, and the Store refuses every later Update and View with the same error. The caller must
-// stop the activation (close the Store); the next activation recovers from disk. Never continue
-// after a failed sync.
-func (s *Store) Update(fn func(txn *Txn) error) error {
+// disk, and the Store refuses every later call with the same error. The caller must stop the
+// activation (close the Store); the next activation recovers from disk.
+func (s *Store) Apply(fn func(txn *Txn) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.lifeMu.RLock()
@@ -77,14 +89,12 @@ func (s *Store) Update(fn func(txn *Txn) error) error {
 	if t.writes == 0 {
 		return nil
 	}
-	if err := s.commit(btxn); err != nil {
+	at, err := s.commit(btxn)
+	if err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) { // checked before anything is written
 			return s.errBatchTooBig(err)
 		}
-		failed := orrery.Wrap(orrery.CodeUnavailable, fmt.Errorf("%w: %w", ErrCommitFailed, err),
-			"partition %s: commit failed; the activation must stop and recover from disk", s.dir)
-		s.failed.Store(failed)
-		return failed
+		return s.poison(err, "commit failed")
 	}
 	if t.setLoggedTime {
 		s.loggedTime.Store(t.loggedTime)
@@ -92,10 +102,46 @@ func (s *Store) Update(fn func(txn *Txn) error) error {
 	if t.setAppliedIndex {
 		s.appliedIndex.Store(t.appliedIndex)
 	}
+	s.applied.Store(&mark{version: at, appliedIndex: s.appliedIndex.Load(), loggedTime: s.loggedTime.Load()})
 	if t.journalFloor > s.journalFloor.Load() {
 		s.journalFloor.Store(t.journalFloor)
 	}
 	return nil
+}
+
+// Sync makes every batch applied before it began durable; batches applied meanwhile may be
+// made durable too, and the next Sync covers them. One Sync makes any number of batches
+// durable, which is what lets a writer group its syncs while it goes on applying. A sync
+// error poisons the store like a commit error (ErrCommitFailed in its chain).
+func (s *Store) Sync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed {
+		return s.errClosed()
+	}
+	if err := s.failure(); err != nil {
+		return err
+	}
+	target := s.applied.Load()
+	if target.version <= s.durable.Load().version {
+		return nil
+	}
+	if err := s.syncFiles(); err != nil {
+		return s.poison(err, "sync failed")
+	}
+	s.durable.Store(target)
+	s.db.SetDiscardTs(s.versions.synced(target.version))
+	return nil
+}
+
+// poison records a commit or sync error: the store refuses every later call with it.
+func (s *Store) poison(err error, what string) error {
+	failed := orrery.Wrap(orrery.CodeUnavailable, fmt.Errorf("%w: %w", ErrCommitFailed, err),
+		"partition %s: %s; the activation must stop and recover from disk", s.dir, what)
+	s.failed.Store(failed)
+	return failed
 }
 
 // Get implements kv.Reader. The returned value is a copy.
@@ -196,8 +242,16 @@ func (r *reader) Scan(start, end []byte, fn func(key, value []byte) (bool, error
 }
 
 // View runs fn over a read-only snapshot of the state machines' key space (keys under "p/" are
-// hidden). Reads that must stay bounded wrap the reader with NewBudgetReader.
-func (s *Store) View(fn func(r kv.Reader) error) error {
+// hidden) as of the last durable batch. Reads that must stay bounded wrap the reader with
+// NewBudgetReader.
+func (s *Store) View(fn func(r kv.Reader) error) error { return s.view(false, fn) }
+
+// ViewApplied is View as of the last applied batch, durable or not: for the store's writer,
+// whose decisions about the next batches must follow the batches it applied. What it reads must
+// not reach anyone else before a Sync covers it.
+func (s *Store) ViewApplied(fn func(r kv.Reader) error) error { return s.view(true, fn) }
+
+func (s *Store) view(applied bool, fn func(r kv.Reader) error) error {
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
 	if s.closed {
@@ -206,7 +260,7 @@ func (s *Store) View(fn func(r kv.Reader) error) error {
 	if err := s.failure(); err != nil {
 		return err
 	}
-	txn, done := s.newTxn(false)
+	txn, done := s.newTxnAt(false, applied)
 	defer done()
 	r := &reader{txn: txn}
 	defer func() { r.finished = true }()

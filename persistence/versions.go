@@ -7,25 +7,37 @@ import "sync"
 // oracle. The oracle makes every new transaction wait until its watermark goroutine has
 // caught up with the last commit; under load that goroutine is scheduled late, and each
 // group commit waited about 2 ms for it (measured in BenchmarkDueLateness at 10,000
-// occurrences a second). Here a transaction reads at the last committed version at once.
+// occurrences a second). Here a transaction reads at once.
+//
+// A commit is applied (in Badger's memtable, readable) before it is durable (its write-ahead
+// log synced): Apply and Sync are separate steps, so the next batch can apply while the last
+// one syncs. The writer reads at the last applied version; everyone else reads at the last
+// durable one, so nothing a later crash could take back is ever shown to them.
 //
 // Managed mode also leaves it to the store to tell Badger which old versions compaction may
-// drop (SetDiscardTs): the oldest version a read still uses, or the last committed one.
+// drop (SetDiscardTs): never past the last durable version (readers still begin there) nor
+// past the oldest version an open read uses.
 type versions struct {
-	mu     sync.Mutex
-	last   uint64         // the last committed version
-	active map[uint64]int // versions open reads use, with their counts
+	mu      sync.Mutex
+	last    uint64         // the last applied version
+	durable uint64         // the last durable version (≤ last)
+	active  map[uint64]int // versions open reads use, with their counts
 }
 
-// beginRead returns the version a new transaction reads at and holds it until endRead.
-func (v *versions) beginRead() uint64 {
+// beginRead returns the version a new transaction reads at, the last applied one (applied) or
+// the last durable one, and holds it until endRead.
+func (v *versions) beginRead(applied bool) uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.active == nil {
 		v.active = map[uint64]int{}
 	}
-	v.active[v.last]++
-	return v.last
+	at := v.durable
+	if applied {
+		at = v.last
+	}
+	v.active[at]++
+	return at
 }
 
 // endRead releases a version beginRead returned.
@@ -44,13 +56,27 @@ func (v *versions) next() uint64 {
 	return v.last + 1
 }
 
-// committed records a durable commit at version at and returns the version at or below
-// which compaction may now drop overwritten and deleted entries: no read is older.
-func (v *versions) committed(at uint64) (discard uint64) {
+// applied records a commit at version at that Badger has accepted (readable, not yet durable).
+func (v *versions) applied(at uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.last = max(v.last, at)
-	discard = v.last
+}
+
+// lastApplied is the last applied version: what a sync begun now makes durable.
+func (v *versions) lastApplied() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.last
+}
+
+// synced records that every version up to at is durable and returns the version at or below
+// which compaction may now drop overwritten and deleted entries.
+func (v *versions) synced(at uint64) (discard uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.durable = max(v.durable, at)
+	discard = v.durable
 	for read := range v.active {
 		discard = min(discard, read)
 	}

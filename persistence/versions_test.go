@@ -10,25 +10,53 @@ import (
 
 func TestVersionsDiscardNeverPassesAnOpenRead(t *testing.T) {
 	t.Parallel()
-	v := versions{last: 5}
-	read := v.beginRead()
+	v := versions{last: 5, durable: 5}
+	read := v.beginRead(false)
 	if read != 5 || v.next() != 6 {
 		t.Fatalf("read at %d, next commit at %d; want 5 and 6", read, v.next())
 	}
-	if got := v.committed(6); got != 5 {
+	v.applied(6)
+	if got := v.synced(6); got != 5 {
 		t.Errorf("discard %d with a read open at 5, want 5", got)
 	}
-	again := v.beginRead() // reads at 6
-	if got := v.committed(7); got != 5 {
+	again := v.beginRead(false) // reads at 6
+	v.applied(7)
+	if got := v.synced(7); got != 5 {
 		t.Errorf("discard %d with reads open at 5 and 6, want 5", got)
 	}
 	v.endRead(read)
-	if got := v.committed(8); got != again {
+	v.applied(8)
+	if got := v.synced(8); got != again {
 		t.Errorf("discard %d with a read open at %d, want it", got, again)
 	}
 	v.endRead(again)
-	if got := v.committed(9); got != 9 {
+	v.applied(9)
+	if got := v.synced(9); got != 9 {
 		t.Errorf("discard %d with no read open, want 9", got)
+	}
+}
+
+// TestVersionsReadersBeginAtTheLastDurableVersion: a batch applied but not yet synced is read
+// by the writer only; other readers begin at the last durable version, and compaction keeps
+// what they read there.
+func TestVersionsReadersBeginAtTheLastDurableVersion(t *testing.T) {
+	t.Parallel()
+	v := versions{last: 5, durable: 5}
+	v.applied(6)
+	v.applied(7)
+	if got := v.beginRead(false); got != 5 {
+		t.Errorf("a reader begins at %d before the sync, want 5", got)
+	}
+	if got := v.beginRead(true); got != 7 {
+		t.Errorf("the writer reads at %d, want the last applied 7", got)
+	}
+	v.endRead(5)
+	v.endRead(7)
+	if got := v.synced(6); got != 6 {
+		t.Errorf("discard %d after syncing 6 with 7 applied, want 6 (readers begin at 6)", got)
+	}
+	if got := v.beginRead(false); got != 6 {
+		t.Errorf("a reader begins at %d after syncing 6, want 6", got)
 	}
 }
 

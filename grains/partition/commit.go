@@ -25,10 +25,17 @@ const (
 // transaction limit is committed again without them).
 const maxJoiningWaiters = 8
 
-// startCommit takes the next group off the pending queue and commits it on a goroutine; the
-// actor keeps admitting commands meanwhile, and they form the next group.
+// maxUnsyncedGroups bounds the groups applied and waiting for a sync: beyond it, the next
+// group waits for the sync in flight.
+const maxUnsyncedGroups = 64
+
+// startCommit takes the next group off the pending queue and applies it on a goroutine; the
+// actor keeps admitting commands meanwhile, and they form the next group. A group does not
+// wait for the groups before it to be durable: it applies over them (the store's writer reads
+// what was applied), and one sync then makes every group applied before it durable (see
+// startSync). Only replies wait for the sync.
 func (g *grain) startCommit(ctx actor.Context) {
-	if g.inFlight || g.store == nil || len(g.pending) == 0 {
+	if g.applying || g.store == nil || g.stopping || len(g.pending) == 0 || len(g.unsynced) >= maxUnsyncedGroups {
 		return
 	}
 	n, bytes := 0, 0
@@ -45,9 +52,9 @@ func (g *grain) startCommit(ctx actor.Context) {
 	candidates := g.waiters[:k:k]
 	g.waiters = append([]*pending(nil), g.waiters[k:]...)
 	g.offered = len(candidates)
-	g.inFlight = true
+	g.applying = true
 	done := make(chan struct{})
-	g.commitDone = done
+	g.applyDone = done
 	self, root, store, gc := ctx.Self(), ctx.ActorSystem().Root, g.store, g.valueLogGCDue()
 	go func() {
 		defer close(done)
@@ -58,12 +65,28 @@ func (g *grain) startCommit(ctx actor.Context) {
 				g.log.Warn("value-log GC failed", "err", gcErr)
 			}
 		}
-		root.Send(self, &commitDone{group: group, replies: replies, candidates: candidates, joined: joined, err: err,
+		root.Send(self, &groupApplied{group: group, replies: replies, candidates: candidates, joined: joined, err: err,
 			minDueWritten: recorder.minDue, dueWrites: recorder.writes})
 	}()
 }
 
-// commitGroup applies and durably commits a group with the parked receives that can join it,
+// startSync syncs the store on a goroutine, unless a sync is running: every group applied so
+// far becomes durable at once, and groups applied meanwhile wait for the next sync.
+func (g *grain) startSync(ctx actor.Context) {
+	if g.syncing || g.store == nil || len(g.unsynced) == 0 {
+		return
+	}
+	g.syncing = true
+	done := make(chan struct{})
+	g.syncDone = done
+	self, root, store, covered := ctx.Self(), ctx.ActorSystem().Root, g.store, len(g.unsynced)
+	go func() {
+		defer close(done)
+		root.Send(self, &groupsSynced{covered: covered, err: g.cfg.syncStore(store)})
+	}()
+}
+
+// commitGroup applies a group with the parked receives that can join it,
 // splitting it when it exceeds the store's transaction limit (candidates then stay parked). It
 // returns one reply per command, one per candidate (nil: not applied, still waiting), or the
 // error that ends the activation.
@@ -94,7 +117,7 @@ func (g *grain) commitGroup(store *persistence.Store, group, candidates []*pendi
 
 // commitOnce applies every command of the group in one transaction at one logged time, then
 // each candidate (a parked receive) whose queue has a visible message at that logged time,
-// journals the applied ones, and commits with fsync.
+// journals the applied ones, and hands the transaction to the store (not yet durable).
 func (g *grain) commitOnce(store *persistence.Store, group, candidates []*pending, recorder *dueRecorder) (replies, joined []*orreryv1.CommandReply, err error) {
 	loggedNow := persistence.NextLoggedTime(store.LoggedTime(), g.cfg.Now().UTC().UnixMicro())
 	replies = make([]*orreryv1.CommandReply, len(group))
@@ -102,7 +125,7 @@ func (g *grain) commitOnce(store *persistence.Store, group, candidates []*pendin
 	var cached *kv.ReadCache
 	var recorded *dueRecorder
 	var floored *kv.FloorView
-	err = store.Update(func(txn *persistence.Txn) error {
+	err = store.Apply(func(txn *persistence.Txn) error {
 		var journal []*orreryv1.JournalEntry
 		floored = g.floors.View(txn)
 		recorded = &dueRecorder{View: floored}
@@ -169,9 +192,8 @@ func (g *grain) commitOnce(store *persistence.Store, group, candidates []*pendin
 		return nil, nil, err
 	}
 	recorder.writes = append(recorder.writes, recorded.writes...)
-	cached.Promote() // committed: the next groups may read what this one read and wrote
+	cached.Promote() // applied: the next groups read what this one read and wrote
 	floored.Promote()
-	g.cfg.Failpoints.Hit(FailpointBatchCommitted)
 	return replies, joined, nil
 }
 
@@ -185,11 +207,12 @@ func platform(err error) bool {
 	return true
 }
 
-// finishCommit sends the group's replies (only now: the commit is durable), reports the next
-// due instant, wakes long-poll receives and starts the next group.
-func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
-	g.inFlight = false
-	g.commitDone = nil
+// finishApply takes an applied group: the due head, floor and coordinator learn its due-index
+// writes, parked receives its queue made visible wake, it waits for a sync (its replies go out
+// only then), and the next group starts.
+func (g *grain) finishApply(ctx actor.Context, done *groupApplied) {
+	g.applying = false
+	g.applyDone = nil
 	// Candidates that did not join the group wait on, ahead of those parked since.
 	var still []*pending
 	for i, p := range done.candidates {
@@ -220,22 +243,52 @@ func (g *grain) finishCommit(ctx actor.Context, done *commitDone) {
 			g.head.Set(w.key, w.value)
 		}
 	}
-	for i, p := range done.group {
-		g.reply(ctx, p, done.replies[i])
-	}
-	for i, p := range done.candidates {
-		if i < len(done.joined) && done.joined[i] != nil {
-			g.reply(ctx, p, done.joined[i])
-		}
-	}
-	g.cfg.Failpoints.Hit(FailpointReceiptSent)
+	g.unsynced = append(g.unsynced, done)
 	if g.stopping || g.store == nil {
 		return
 	}
+	g.startSync(ctx)
+	// The coordinator may learn of new due entries before they are durable: it acts on them
+	// only through commands applied after this group, which a crash would take back with it.
 	g.lowerDueFloor(done.minDueWritten)
 	g.noticeDueWritten(done.minDueWritten)
 	g.wakeWaiters(ctx)
 	g.startCommit(ctx)
+}
+
+// finishSync sends the replies of the groups a sync made durable (only now), then syncs the
+// groups applied since, if any, and starts the next group if the unsynced bound held it back.
+func (g *grain) finishSync(ctx actor.Context, done *groupsSynced) {
+	g.syncing = false
+	g.syncDone = nil
+	if done.err != nil {
+		g.fail(ctx, done.err) // logs, answers every unsynced group, and stops the activation
+		return
+	}
+	g.cfg.Failpoints.Hit(FailpointBatchCommitted)
+	synced := g.unsynced[:done.covered:done.covered]
+	g.unsynced = append([]*groupApplied(nil), g.unsynced[done.covered:]...)
+	g.replySynced(ctx, synced)
+	g.cfg.Failpoints.Hit(FailpointReceiptSent)
+	if g.stopping || g.store == nil {
+		return
+	}
+	g.startSync(ctx)
+	g.startCommit(ctx)
+}
+
+// replySynced sends the replies of durable groups.
+func (g *grain) replySynced(ctx actor.Context, groups []*groupApplied) {
+	for _, done := range groups {
+		for i, p := range done.group {
+			g.reply(ctx, p, done.replies[i])
+		}
+		for i, p := range done.candidates {
+			if i < len(done.joined) && done.joined[i] != nil {
+				g.reply(ctx, p, done.joined[i])
+			}
+		}
+	}
 }
 
 // dueRecorder passes writes through to the transaction and remembers the earliest due-index

@@ -73,6 +73,9 @@ type Config struct {
 	Registry *Registry
 	// Logger receives the grain's logs (default slog.Default()).
 	Logger *slog.Logger
+
+	// syncStore makes the applied groups durable (default Store.Sync); tests hold or fail it.
+	syncStore func(*persistence.Store) error
 }
 
 func (c Config) withDefaults() Config {
@@ -114,6 +117,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OnNextDue == nil {
 		c.OnNextDue = func(*orreryv1.NextDueNotice) {}
+	}
+	if c.syncStore == nil {
+		c.syncStore = (*persistence.Store).Sync
 	}
 	return c
 }

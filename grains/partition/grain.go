@@ -41,8 +41,8 @@ type (
 	retryOpen     struct{}
 	wakeWaiter    struct{}
 	housekeepTick struct{}
-	// commitDone reports a finished group commit from the committer goroutine.
-	commitDone struct {
+	// groupApplied reports an applied group (or its failure) from the apply goroutine.
+	groupApplied struct {
 		group   []*pending
 		replies []*orreryv1.CommandReply
 		err     error
@@ -54,6 +54,12 @@ type (
 		// each that was applied with it (nil: it waits on).
 		candidates []*pending
 		joined     []*orreryv1.CommandReply
+	}
+	// groupsSynced reports a finished sync from the sync goroutine: the first covered
+	// unsynced groups are durable, unless err.
+	groupsSynced struct {
+		covered int
+		err     error
 	}
 )
 
@@ -74,17 +80,23 @@ type grain struct {
 	applier   batch.Applier
 	log       *slog.Logger
 
-	store      *persistence.Store
-	openErr    error
-	openDelay  time.Duration
-	openTimer  *time.Timer
-	inFlight   bool
-	commitDone chan struct{} // closed when the in-flight commit finishes
-	pending    []*pending
-	waiters    []*pending
-	offered    int // parked receives offered to the group in flight (see startCommit)
-	waitTimer  *time.Timer
-	stopping   bool
+	store     *persistence.Store
+	openErr   error
+	openDelay time.Duration
+	openTimer *time.Timer
+	// applying is set while a group applies; applyDone is closed when it has.
+	applying  bool
+	applyDone chan struct{}
+	// unsynced are the applied groups waiting for a sync, in order; syncing is set while a
+	// sync runs, and syncDone is closed when it has.
+	unsynced  []*groupApplied
+	syncing   bool
+	syncDone  chan struct{}
+	pending   []*pending
+	waiters   []*pending
+	offered   int // parked receives offered to the group applying (see startCommit)
+	waitTimer *time.Timer
+	stopping  bool
 
 	// dueFloor is an instant no due-index entry is earlier than (0: unknown, scan from the
 	// start). Scans start there: the index behaves like a queue, and an LSM iterator starting
@@ -136,8 +148,10 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.open(ctx)
 	case *orreryv1.CommandRequest:
 		g.admit(ctx, msg)
-	case *commitDone:
-		g.finishCommit(ctx, msg)
+	case *groupApplied:
+		g.finishApply(ctx, msg)
+	case *groupsSynced:
+		g.finishSync(ctx, msg)
 	case *wakeWaiter:
 		g.wakeWaiters(ctx)
 	case *housekeepTick:
@@ -147,7 +161,7 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *orreryv1.InspectRequest:
 		ctx.Respond(g.inspect(msg))
 	case *actor.Stopping:
-		g.stop()
+		g.stop(ctx)
 	case *actor.Stopped:
 		g.cfg.Registry.remove(ctx.Self())
 	}
@@ -214,13 +228,11 @@ func (g *grain) admit(ctx actor.Context, req *orreryv1.CommandRequest) {
 		return
 	}
 	g.pending = append(g.pending, p)
-	if !g.inFlight {
-		g.startCommit(ctx)
-	}
+	g.startCommit(ctx)
 }
 
 // queued counts the commands waiting: pending, parked, and parked ones offered to the group
-// in flight.
+// applying.
 func (g *grain) queued() int { return len(g.pending) + len(g.waiters) + g.offered }
 
 // reply sends a reply to a pending command's sender.
@@ -237,8 +249,9 @@ func (g *grain) reply(ctx actor.Context, p *pending, r *orreryv1.CommandReply) {
 	}
 }
 
-// stop waits for an in-flight commit and closes the store.
-func (g *grain) stop() {
+// stop waits for the group applying and the sync running, makes the groups applied since
+// durable and answers them, and closes the store.
+func (g *grain) stop(ctx actor.Context) {
 	g.stopping = true
 	if g.openTimer != nil {
 		g.openTimer.Stop()
@@ -249,8 +262,19 @@ func (g *grain) stop() {
 	if g.housekeepTimer != nil {
 		g.housekeepTimer.Stop()
 	}
-	if g.commitDone != nil {
-		<-g.commitDone
+	if g.applyDone != nil {
+		<-g.applyDone // its groupApplied message is never handled: the group is not counted
+	}
+	if g.syncDone != nil {
+		<-g.syncDone
+	}
+	if g.store != nil && len(g.unsynced) > 0 {
+		if err := g.store.Sync(); err != nil {
+			g.failUnsynced(ctx, err)
+		} else {
+			g.replySynced(ctx, g.unsynced)
+			g.unsynced = nil
+		}
 	}
 	if g.store != nil {
 		if err := g.store.Close(); err != nil {
@@ -263,6 +287,7 @@ func (g *grain) stop() {
 // fail stops the activation after a failed commit: the next activation recovers from disk.
 func (g *grain) fail(ctx actor.Context, err error) {
 	g.log.Error("partition commit failed; stopping the activation", "err", err)
+	g.failUnsynced(ctx, err)
 	unavailable := orrery.Wrap(orrery.CodeUnavailable, err, "partition %d commit failed", g.partition).Proto()
 	for _, p := range append(g.pending, g.waiters...) {
 		g.reply(ctx, p, &orreryv1.CommandReply{Error: unavailable})
@@ -274,6 +299,23 @@ func (g *grain) fail(ctx actor.Context, err error) {
 	}
 	g.openErr = err
 	ctx.Stop(ctx.Self())
+}
+
+// failUnsynced answers the commands of every applied group that is not known to be durable
+// with Unavailable: their outcome is uncertain, and callers retry with the same command ids.
+func (g *grain) failUnsynced(ctx actor.Context, err error) {
+	unavailable := orrery.Wrap(orrery.CodeUnavailable, err, "partition %d could not make its commit durable", g.partition).Proto()
+	for _, done := range g.unsynced {
+		for _, p := range done.group {
+			g.reply(ctx, p, &orreryv1.CommandReply{Error: unavailable})
+		}
+		for i, p := range done.candidates {
+			if i < len(done.joined) && done.joined[i] != nil {
+				g.reply(ctx, p, &orreryv1.CommandReply{Error: unavailable})
+			}
+		}
+	}
+	g.unsynced = nil
 }
 
 func errorReply(err error) *orreryv1.CommandReply {

@@ -43,14 +43,14 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 	now := g.readTime()
 	budget := due.Budget{MaxRefs: maxRefs, After: req.GetAfter(), FromMicros: g.dueFloor}
 	if !g.head.Covers(now) {
-		if err := g.store.View(func(r kv.Reader) error { return g.head.Load(r, g.dueFloor, now+dueHeadAhead) }); err != nil {
+		if err := g.store.ViewApplied(func(r kv.Reader) error { return g.head.Load(r, g.dueFloor, now+dueHeadAhead) }); err != nil {
 			g.head.Reset()
 			g.log.Warn("partition could not load its due head", "err", err)
 		}
 	}
 	res, covered, err := g.head.Scan(now, budget)
 	if !covered { // a backlog beyond the head's bound: read the store
-		err = g.store.View(func(r kv.Reader) error {
+		err = g.store.ViewApplied(func(r kv.Reader) error {
 			var err error
 			res, err = due.ScanDue(r, now, budget)
 			return err
@@ -70,7 +70,7 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 // floor, and raises the floor to it.
 func (g *grain) nextDue() (int64, error) {
 	var next int64
-	err := g.store.View(func(r kv.Reader) error {
+	err := g.store.ViewApplied(func(r kv.Reader) error {
 		res, err := due.ScanDue(r, input.MaxInstantMicros, due.Budget{MaxRefs: 1, FromMicros: g.dueFloor})
 		if err == nil && len(res.Refs) == 1 {
 			next = res.Refs[0].GetDueAtUnixMicros()
@@ -204,10 +204,11 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 				return err
 			}
 			next, err := g.nextDue()
+			index, logged := g.store.Durable()
 			reply.Found = true
 			reply.Partition = &orreryv1.PartitionStatus{
-				Partition: int32(g.partition), ActivationEpoch: g.store.Epoch(), LoggedTimeUnixMicros: g.store.LoggedTime(),
-				AppliedIndex: g.store.AppliedIndex(), NextDueAtUnixMicros: next, PendingCommands: uint32(g.queued()),
+				Partition: int32(g.partition), ActivationEpoch: g.store.Epoch(), LoggedTimeUnixMicros: logged,
+				AppliedIndex: index, NextDueAtUnixMicros: next, PendingCommands: uint32(g.queued()),
 				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(), Silo: g.cfg.Silo,
 				Partitions: int32(g.cfg.Partitions), EnqueuedTotal: enqueued,
 			}

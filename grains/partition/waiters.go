@@ -44,7 +44,7 @@ func (g *grain) park(ctx actor.Context, p *pending) bool {
 func (g *grain) receivable(p *pending, recv *orreryv1.Receive) (bool, error) {
 	now := g.readTime()
 	ready := false
-	err := g.store.View(func(r kv.Reader) error {
+	err := g.store.ViewApplied(func(r kv.Reader) error {
 		if _, found, err := r.Get(keys.InboxKey(p.req.GetPrincipal(), p.req.GetBatch().GetCommandId())); err != nil || found {
 			ready = found
 			return err
@@ -93,7 +93,7 @@ func (g *grain) armWaitTimer(ctx actor.Context) {
 		return
 	}
 	earliest := g.waiters[0].deadline
-	_ = g.store.View(func(r kv.Reader) error {
+	_ = g.store.ViewApplied(func(r kv.Reader) error {
 		for _, p := range g.waiters {
 			if p.deadline.Before(earliest) {
 				earliest = p.deadline
