@@ -25,10 +25,11 @@ type Coordinator struct {
 	owned    map[int]*partition
 	ready    []*partition // round-robin queue of partitions waiting for a worker
 	busy     int          // rounds in progress
+	sending  int          // dispatches awaiting their receipts
 	started  bool
 	stopped  bool
 	cancel   context.CancelFunc
-	idleSubs []chan struct{} // closed when ready is empty and no round runs
+	idleSubs []chan struct{} // closed when ready is empty and no round or dispatch runs
 
 	workers sync.WaitGroup
 	nextID  atomic.Uint64
@@ -56,9 +57,22 @@ type partition struct {
 	stuckDue         []int64 // sorted due instants of the refs on backoff
 	failures         int
 	skippedRefs      int
+	// sending holds the refs of dispatches awaiting their receipts: rounds pass them by,
+	// since their commands are applied or about to be. slots bounds those dispatches.
+	sending map[refKey]bool
+	slots   chan struct{}
+	// rescanOnReply asks for a round once a dispatch returns: a round found nothing to send
+	// but refs in flight, and more may be due behind them.
+	rescanOnReply bool
+	// dispatchErr is the error of a dispatch that failed, for the next round to back off on.
+	dispatchErr error
 
 	round roundState
 }
+
+// maxSendingPerPartition bounds one partition's dispatches awaiting receipts; a round that
+// would exceed it waits for the oldest.
+const maxSendingPerPartition = 4
 
 // stopper is the part of clock.Timer the coordinator uses.
 type stopper interface{ Stop() bool }
@@ -87,8 +101,8 @@ func (c *Coordinator) Start(ctx context.Context) {
 	}
 }
 
-// Stop stops every timer and worker and waits for the workers to return; a round in progress
-// is cancelled through its context.
+// Stop stops every timer and worker and waits for the workers and dispatches to return; a
+// round or dispatch in progress is cancelled through its context.
 func (c *Coordinator) Stop() {
 	c.mu.Lock()
 	cancel := c.cancel
@@ -138,7 +152,7 @@ func (c *Coordinator) SetOwned(partitions []int) {
 		}
 	})
 	for _, id := range added {
-		p := &partition{id: id}
+		p := &partition{id: id, sending: map[refKey]bool{}, slots: make(chan struct{}, maxSendingPerPartition)}
 		c.owned[id] = p
 		c.enqueueLocked(p)
 	}
@@ -163,6 +177,13 @@ func (c *Coordinator) Notify(n *orreryv1.NextDueNotice) {
 	}
 	hint := time.UnixMicro(n.GetNextDueAtUnixMicros())
 	p.nextDueAt = hint
+	c.hintLocked(p, hint, true)
+}
+
+// hintLocked wants p served at hint: a queued partition is served anyway, one in a round
+// remembers the hint for the round's end, and otherwise an earlier hint moves the timer.
+// deferStuck defers hints naming refs on backoff (see deferStuckLocked).
+func (c *Coordinator) hintLocked(p *partition, hint time.Time, deferStuck bool) {
 	switch {
 	case p.queued:
 	case p.inFlight:
@@ -170,7 +191,9 @@ func (c *Coordinator) Notify(n *orreryv1.NextDueNotice) {
 			p.pendingHint = hint
 		}
 	default:
-		hint = c.deferStuckLocked(p, hint)
+		if deferStuck {
+			hint = c.deferStuckLocked(p, hint)
+		}
 		if p.timer == nil || hint.Before(p.timerAt) {
 			c.armLocked(p, hint)
 		}
@@ -324,8 +347,8 @@ func (c *Coordinator) stopTimerLocked(p *partition) {
 	p.timerGen++
 }
 
-// idle returns a channel that is closed once no partition is queued or being served (or the
-// coordinator has stopped). Tests use it to let the workers settle before moving a fake clock.
+// idle returns a channel that is closed once no partition is queued or being served and no
+// dispatch awaits its receipts (or the coordinator has stopped). Tests use it to let the workers settle before moving a fake clock.
 func (c *Coordinator) idle() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -337,7 +360,7 @@ func (c *Coordinator) idle() <-chan struct{} {
 
 // signalIdleLocked closes the idle channels when the coordinator is idle.
 func (c *Coordinator) signalIdleLocked() {
-	if len(c.idleSubs) == 0 || (!c.stopped && (len(c.ready) > 0 || c.busy > 0)) {
+	if len(c.idleSubs) == 0 || (!c.stopped && (len(c.ready) > 0 || c.busy > 0 || c.sending > 0)) {
 		return
 	}
 	for _, ch := range c.idleSubs {

@@ -49,10 +49,15 @@ type roundOutcome struct {
 // serve runs one round for p: ScanDue (paging past refs on backoff, at most maxPagesPerRound
 // pages), one batch for what is dispatchable, and the decision when to come back.
 func (c *Coordinator) serve(ctx context.Context, p *partition) roundOutcome {
-	c.counts.rounds.Add(1)
 	w := &p.round
 	w.skips.prune(c.cfg.Clock.Now())
-	out := c.round(ctx, p.id, w)
+	var out roundResult
+	if err := c.takeDispatchErr(p); err != nil {
+		out.failed = err // a dispatch of an earlier round failed: back off before the next
+	} else {
+		c.counts.rounds.Add(1)
+		out = c.round(ctx, p, w)
+	}
 	now := c.cfg.Clock.Now()
 	out.skippedRefs = w.skips.len()
 	out.stuckDue = w.skips.stuckDue(now)
@@ -79,13 +84,20 @@ type roundResult struct {
 	failed error
 }
 
-// round scans and dispatches; serve turns its result into scheduling.
-func (c *Coordinator) round(ctx context.Context, partitionID int, w *roundState) roundResult {
+// round scans and dispatches what is due; serve turns its result into scheduling. When the
+// scan found everything due, the round does not wait for the dispatch's receipts, which come
+// only once the partition has synced: the next round may run meanwhile, passing by the refs
+// still being sent, so a ref falling due while the partition syncs is sent without waiting for
+// that sync. A backlog (more due than one round takes) is dispatched and waited for, round
+// after round.
+func (c *Coordinator) round(ctx context.Context, p *partition, w *roundState) roundResult {
+	partitionID := p.id
 	var out roundResult
 	after := w.resumeAfter
 	var reply *orreryv1.ScanDueReply
 	var refs []*orreryv1.DueRef
 	var scannedAt time.Time
+	passedSending := false
 	for page := 0; page < maxPagesPerRound; page++ {
 		r, err := c.scan(ctx, partitionID, after)
 		if err != nil {
@@ -98,7 +110,9 @@ func (c *Coordinator) round(ctx context.Context, partitionID int, w *roundState)
 			return out
 		}
 		reply, scannedAt = r, c.cfg.Clock.Now()
-		refs = w.skips.filter(reply.GetRefs(), scannedAt)
+		var passed bool
+		refs, passed = c.notSending(p, w.skips.filter(reply.GetRefs(), scannedAt))
+		passedSending = passedSending || passed
 		if len(refs) > 0 || !reply.GetMore() {
 			break
 		}
@@ -117,6 +131,9 @@ func (c *Coordinator) round(ctx context.Context, partitionID int, w *roundState)
 	case len(refs) > 0:
 		w.resumeAfter = after // the page that held dispatchable refs is read again next round
 		out.again = true
+	case passedSending && c.rescanOnReply(p):
+		// Refs in flight filled the pages: their receipts bring the partition back.
+		w.resumeAfter = nil
 	default:
 		w.resumeAfter = reply.GetContinuation() // every page read was on backoff
 		out.again = true
@@ -124,18 +141,111 @@ func (c *Coordinator) round(ctx context.Context, partitionID int, w *roundState)
 	if len(refs) == 0 {
 		return out
 	}
-	d, err := c.dispatch(ctx, partitionID, refs, &w.skips)
-	if err != nil {
-		out.failed = err
+	if out.again {
+		// A backlog: it is served round after round at the pace of its receipts, so a
+		// failing partition stops being sent to at its first failure.
+		d, err := c.dispatch(ctx, partitionID, refs, &w.skips)
+		if err != nil {
+			out.failed = err
+			return out
+		}
+		if !d.wakeAt.IsZero() && (out.wakeAt.IsZero() || d.wakeAt.Before(out.wakeAt)) {
+			out.wakeAt = d.wakeAt
+		}
 		return out
 	}
-	if d.backlog {
-		out.again = true
-	}
-	if !d.wakeAt.IsZero() && (out.wakeAt.IsZero() || d.wakeAt.Before(out.wakeAt)) {
-		out.wakeAt = d.wakeAt
-	}
+	c.startDispatch(ctx, p, refs)
 	return out
+}
+
+// notSending returns the refs that no dispatch of p is sending, and whether it left any out.
+func (c *Coordinator) notSending(p *partition, refs []*orreryv1.DueRef) ([]*orreryv1.DueRef, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := refs[:0:0]
+	for _, ref := range refs {
+		if !p.sending[keyOf(ref)] {
+			out = append(out, ref)
+		}
+	}
+	return out, len(out) < len(refs)
+}
+
+// rescanOnReply asks for a round of p when its next dispatch returns, and reports whether one
+// is in flight to do so.
+func (c *Coordinator) rescanOnReply(p *partition) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(p.sending) == 0 {
+		return false
+	}
+	p.rescanOnReply = true
+	return true
+}
+
+// startDispatch sends refs on a goroutine once p has a free slot (waiting for one holds the
+// round back: at most maxSendingPerPartition dispatches are outstanding). Its refs count as
+// sending until the receipts are read; then dispatched schedules p again.
+func (c *Coordinator) startDispatch(ctx context.Context, p *partition, refs []*orreryv1.DueRef) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	c.mu.Lock()
+	for _, ref := range refs {
+		p.sending[keyOf(ref)] = true
+	}
+	c.sending++
+	c.workers.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.workers.Done()
+		d, err := c.dispatch(ctx, p.id, refs, &p.round.skips)
+		<-p.slots
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, ref := range refs {
+			delete(p.sending, keyOf(ref))
+		}
+		c.sending--
+		c.dispatchedLocked(p, d, err)
+		c.signalIdleLocked()
+	}()
+}
+
+// dispatchedLocked takes what a dispatch's receipts say: a failure makes p's next round back
+// off, a backlog (or a round waiting for this reply) brings p back now, and a schedule's next
+// due instant moves p's timer if it is earlier.
+func (c *Coordinator) dispatchedLocked(p *partition, d dispatchOutcome, err error) {
+	if c.stopped || c.owned[p.id] != p {
+		return
+	}
+	now := c.cfg.Clock.Now()
+	rescan := p.rescanOnReply
+	p.rescanOnReply = false
+	p.skippedRefs, p.stuckDue = p.round.skips.len(), p.round.skips.stuckDue(now)
+	if at := p.round.skips.nextRetry(now); !at.IsZero() {
+		c.hintLocked(p, at, false)
+	}
+	switch {
+	case err != nil:
+		p.dispatchErr = err
+		c.hintLocked(p, now, false)
+	case d.backlog || rescan:
+		c.hintLocked(p, now, false)
+	case !d.wakeAt.IsZero():
+		c.hintLocked(p, d.wakeAt, false)
+	}
+}
+
+// takeDispatchErr returns and clears the error of p's last failed dispatch.
+func (c *Coordinator) takeDispatchErr(p *partition) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := p.dispatchErr
+	p.dispatchErr = nil
+	return err
 }
 
 // scan sends one ScanDue.

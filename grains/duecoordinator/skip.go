@@ -2,6 +2,7 @@ package duecoordinator
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -44,13 +45,18 @@ type skipEntry struct {
 }
 
 // skipSet remembers refs whose last dispatch failed for a lasting reason, so rounds page past
-// them until their backoff ends instead of sending them again and again.
+// them until their backoff ends instead of sending them again and again. It is safe for
+// concurrent use: a partition's rounds read it while the replies of its earlier dispatches
+// update it.
 type skipSet struct {
+	mu      sync.Mutex
 	entries map[refKey]*skipEntry
 }
 
 // filter returns the refs not on backoff at now.
 func (s *skipSet) filter(refs []*orreryv1.DueRef, now time.Time) []*orreryv1.DueRef {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var out []*orreryv1.DueRef
 	for _, ref := range refs {
 		if e := s.entries[keyOf(ref)]; e != nil && e.retryAt.After(now) {
@@ -63,6 +69,8 @@ func (s *skipSet) filter(refs []*orreryv1.DueRef, now time.Time) []*orreryv1.Due
 
 // skip puts ref on backoff, doubling the wait each time it fails again.
 func (s *skipSet) skip(ref *orreryv1.DueRef, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	k := keyOf(ref)
 	e := s.entries[k]
 	if e == nil {
@@ -85,10 +93,16 @@ func (s *skipSet) skip(ref *orreryv1.DueRef, now time.Time) {
 }
 
 // clear forgets ref after a dispatch that succeeded.
-func (s *skipSet) clear(ref *orreryv1.DueRef) { delete(s.entries, keyOf(ref)) }
+func (s *skipSet) clear(ref *orreryv1.DueRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.entries, keyOf(ref))
+}
 
 // prune forgets entries skipForget past their retry instant.
 func (s *skipSet) prune(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for k, e := range s.entries {
 		if now.Sub(e.retryAt) > skipForget {
 			delete(s.entries, k)
@@ -98,6 +112,8 @@ func (s *skipSet) prune(now time.Time) {
 
 // nextRetry is the earliest retry instant after now (zero if none).
 func (s *skipSet) nextRetry(now time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var first time.Time
 	for _, e := range s.entries {
 		if e.retryAt.After(now) && (first.IsZero() || e.retryAt.Before(first)) {
@@ -110,6 +126,8 @@ func (s *skipSet) nextRetry(now time.Time) time.Time {
 // stuckDue returns the sorted, distinct due instants of the refs on backoff at now (at most
 // maxStuckDue, the earliest ones).
 func (s *skipSet) stuckDue(now time.Time) []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var out []int64
 	for _, e := range s.entries {
 		if e.retryAt.After(now) {
@@ -125,4 +143,8 @@ func (s *skipSet) stuckDue(now time.Time) []int64 {
 }
 
 // len reports how many refs are remembered.
-func (s *skipSet) len() int { return len(s.entries) }
+func (s *skipSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
