@@ -99,13 +99,59 @@ func (v *FloorView) Set(key, value []byte) error {
 }
 
 // Promote hands the floors this transaction learnt to its Floors; call it only once the
-// transaction has committed.
-func (v *FloorView) Promote() {
+// transaction has committed. It returns what changed, for Floors.Adopt of a replica.
+func (v *FloorView) Promote() Promoted {
 	f := v.floors
 	for p, floor := range v.staged {
 		f.floors[p] = floor
 	}
 	if len(f.floors) > f.maxIndexes {
 		clear(f.floors)
+		return Promoted{reset: true}
 	}
+	return Promoted{floors: v.staged}
+}
+
+// Promoted is what one Promote changed.
+type Promoted struct {
+	floors map[string][]byte
+	reset  bool
+}
+
+// Adopt applies what a Promote of another Floors changed, so that f is a replica of it: a
+// reader elsewhere (see Reader) then starts its scans where the writer's transactions do.
+func (f *Floors) Adopt(p Promoted) {
+	if p.reset {
+		clear(f.floors)
+	}
+	for prefix, floor := range p.floors {
+		f.floors[prefix] = floor
+	}
+	if len(f.floors) > f.maxIndexes {
+		clear(f.floors)
+	}
+}
+
+// Reader returns a reader over r that starts a scan of an index from its front at the
+// index's floor, and learns nothing. r must read a state at or after the one the floors
+// describe, without writes below a floor since: a key written below a floor after the floors
+// were adopted is not seen until the floors that account for it are.
+func (f *Floors) Reader(r Reader) Reader { return floorReader{Reader: r, floors: f} }
+
+type floorReader struct {
+	Reader
+	floors *Floors
+}
+
+// Scan implements Reader.
+func (r floorReader) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) error {
+	if prefix, ok := r.floors.prefixOf(end); ok && bytes.HasPrefix(start, prefix) {
+		if floor := r.floors.floors[string(prefix)]; floor != nil && bytes.Compare(start, floor) < 0 {
+			start = floor
+		}
+	}
+	if end != nil && bytes.Compare(start, end) >= 0 {
+		return nil
+	}
+	return r.Reader.Scan(start, end, fn)
 }

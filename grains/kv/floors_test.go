@@ -22,7 +22,9 @@ func testIndexPrefix(key []byte) ([]byte, bool) {
 func TestFloorViewScansMatchThePlainView(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		store := NewMemory()
-		floors := NewFloors(testIndexPrefix, rapid.IntRange(1, 3).Draw(t, "maxIndexes"))
+		maxIndexes := rapid.IntRange(1, 3).Draw(t, "maxIndexes")
+		floors := NewFloors(testIndexPrefix, maxIndexes)
+		replica := NewFloors(testIndexPrefix, maxIndexes) // adopts every promote (Reader)
 		index := rapid.SampledFrom([]string{"a", "b", "c"})
 		key := func(t *rapid.T, label string) []byte {
 			return fmt.Appendf(nil, "q/%s%c%c", index.Draw(t, label+" index"), 'a'+rapid.IntRange(0, 4).Draw(t, label+" hi"), 'a'+rapid.IntRange(0, 4).Draw(t, label+" lo"))
@@ -87,8 +89,33 @@ func TestFloorViewScansMatchThePlainView(t *testing.T) {
 				if err := buf.Commit(); err != nil {
 					t.Fatal(err)
 				}
-				view.Promote()
+				replica.Adopt(view.Promote())
 				begin()
+			},
+			"replica scan": func(t *rapid.T) {
+				// A reader through the replica reads the committed state the floors describe.
+				i := index.Draw(t, "replica scan index")
+				start := []byte("q/" + i)
+				if rapid.Bool().Draw(t, "replica from inside") {
+					start = key(t, "replica start")
+				}
+				end := key(t, "replica end")
+				var got, want []string
+				all := func(out *[]string) func(k, v []byte) (bool, error) {
+					return func(k, _ []byte) (bool, error) {
+						*out = append(*out, string(k))
+						return true, nil
+					}
+				}
+				if err := store.Scan(start, end, all(&want)); err != nil {
+					t.Fatal(err)
+				}
+				if err := replica.Reader(store).Scan(start, end, all(&got)); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("Scan(%q, %q) through the replica's reader = %v, the store = %v", start, end, got, want)
+				}
 			},
 			"abandon": func(t *rapid.T) {
 				begin()
@@ -137,5 +164,38 @@ func TestFloorViewStartsScansAtTheFloor(t *testing.T) {
 	}
 	if want := []string{"q/abb", "q/acc"}; !slices.Equal(got, want) {
 		t.Fatalf("scan from the front after the floor moved = %v, want %v", got, want)
+	}
+}
+
+// TestFloorsReaderStartsAtTheAdoptedFloor: a replica that adopted a promote starts a read
+// from an index's front at the floor, like the writer's own views.
+func TestFloorsReaderStartsAtTheAdoptedFloor(t *testing.T) {
+	store := NewMemory()
+	for _, k := range []string{"q/aab", "q/abb"} {
+		if err := store.Set([]byte(k), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	floors, replica := NewFloors(testIndexPrefix, 10), NewFloors(testIndexPrefix, 10)
+	view := floors.View(store)
+	if err := view.Delete([]byte("q/aab")); err != nil {
+		t.Fatal(err)
+	}
+	if err := view.Scan([]byte("q/a"), []byte("q/azz"), func(k, _ []byte) (bool, error) { return false, nil }); err != nil {
+		t.Fatal(err)
+	}
+	replica.Adopt(view.Promote())
+	if err := store.Set([]byte("q/aaa"), []byte("planted")); err != nil { // below the floor
+		t.Fatal(err)
+	}
+	var got []string
+	if err := replica.Reader(store).Scan([]byte("q/a"), []byte("q/azz"), func(k, _ []byte) (bool, error) {
+		got = append(got, string(k))
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"q/abb"}; !slices.Equal(got, want) {
+		t.Fatalf("replica scan from the front = %v, want %v (from the floor)", got, want)
 	}
 }

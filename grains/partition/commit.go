@@ -66,7 +66,7 @@ func (g *grain) startCommit(ctx actor.Context) {
 			}
 		}
 		root.Send(self, &groupApplied{group: group, replies: replies, candidates: candidates, joined: joined, err: err,
-			minDueWritten: recorder.minDue, dueWrites: recorder.writes})
+			minDueWritten: recorder.minDue, dueWrites: recorder.writes, floors: recorder.promoted})
 	}()
 }
 
@@ -193,7 +193,7 @@ func (g *grain) commitOnce(store *persistence.Store, group, candidates []*pendin
 	}
 	recorder.writes = append(recorder.writes, recorded.writes...)
 	cached.Promote() // applied: the next groups read what this one read and wrote
-	floored.Promote()
+	recorder.promoted = append(recorder.promoted, floored.Promote())
 	return replies, joined, nil
 }
 
@@ -242,6 +242,9 @@ func (g *grain) finishApply(ctx actor.Context, done *groupApplied) {
 		} else {
 			g.head.Set(w.key, w.value)
 		}
+	}
+	for _, p := range done.floors {
+		g.readFloors.Adopt(p)
 	}
 	g.unsynced = append(g.unsynced, done)
 	if g.stopping || g.store == nil {
@@ -298,6 +301,9 @@ type dueRecorder struct {
 	kv.View
 	minDue int64
 	writes []dueWrite
+	// promoted are the visibility floors each committed transaction promoted, for the
+	// actor's replica (see grain.readFloors).
+	promoted []kv.Promoted
 }
 
 // dueWrite is a due-index write: value nil for a delete.

@@ -50,6 +50,8 @@ type (
 		minDueWritten int64
 		// dueWrites are the due-index writes the commit made, in order.
 		dueWrites []dueWrite
+		// floors are the visibility floors the commit promoted, in order.
+		floors []kv.Promoted
 		// candidates are the parked receives offered to the group; joined holds the reply of
 		// each that was applied with it (nil: it waits on).
 		candidates []*pending
@@ -121,6 +123,12 @@ type grain struct {
 	// from there instead of stepping over every entry leased or acked since the last
 	// compaction. Only the commit goroutine touches them, like warm.
 	floors *kv.Floors
+	// readFloors replicates floors for the actor's own reads of the visibility indexes (a
+	// parked receive's check, its wake timer), which would otherwise step over every leased
+	// and acked entry since the last compaction. It is as of the last applied group the actor
+	// has handled; a read meanwhile may miss a message written below a floor by a later group,
+	// and that group's handling wakes the waiters again.
+	readFloors *kv.Floors
 
 	housekeepTimer *time.Timer
 	housekeeping   bool // a Housekeep command is pending or in flight
@@ -193,6 +201,7 @@ func (g *grain) open(ctx actor.Context) {
 	g.store, g.openErr, g.openDelay = store, nil, 0
 	g.warm = kv.NewWarm(g.cfg.WarmCacheBytes)
 	g.floors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
+	g.readFloors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
 	g.head = due.NewHead(dueHeadEntries)
 	g.lastGC = g.cfg.Now()
 	g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)

@@ -49,8 +49,8 @@ func (g *grain) receivable(p *pending, recv *orreryv1.Receive) (bool, error) {
 			ready = found
 			return err
 		}
-		at, found, err := queue.NextVisibleAt(r, recv.GetNamespace(), recv.GetQueue())
-		ready = found && at <= now
+		visible, err := queue.VisibleAt(g.readFloors.Reader(r), recv.GetNamespace(), recv.GetQueue(), now)
+		ready = visible
 		return err
 	})
 	return ready, err
@@ -93,13 +93,18 @@ func (g *grain) armWaitTimer(ctx actor.Context) {
 		return
 	}
 	earliest := g.waiters[0].deadline
+	for _, p := range g.waiters {
+		if p.deadline.Before(earliest) {
+			earliest = p.deadline
+		}
+	}
+	// Only a message visible before the earliest deadline moves the timer: the index is read
+	// up to there, not on to its first entry, past every entry deleted since its compaction.
 	_ = g.store.ViewApplied(func(r kv.Reader) error {
+		r = g.readFloors.Reader(r)
 		for _, p := range g.waiters {
-			if p.deadline.Before(earliest) {
-				earliest = p.deadline
-			}
 			recv := waitingReceive(p.req)
-			if at, found, err := queue.NextVisibleAt(r, recv.GetNamespace(), recv.GetQueue()); err == nil && found {
+			if at, found, err := queue.NextVisibleBefore(r, recv.GetNamespace(), recv.GetQueue(), earliest.UnixMicro()); err == nil && found {
 				if t := time.UnixMicro(at); t.Before(earliest) {
 					earliest = t
 				}

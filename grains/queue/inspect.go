@@ -30,6 +30,26 @@ func NextVisibleAt(v kv.Reader, namespace, queue string) (atMicros int64, found 
 	return atMicros, true, nil
 }
 
+// NextVisibleBefore is NextVisibleAt limited to instants before limitMicros: it reads the
+// visibility index only up to there, so a caller that only cares about the near future does
+// not step over the deleted entries beyond.
+func NextVisibleBefore(v kv.Reader, namespace, queue string, limitMicros int64) (atMicros int64, found bool, err error) {
+	prefix := keys.QueuePrefix(namespace, queue)
+	var first []byte
+	err = v.Scan(prefix, keys.VisibilityKey(namespace, queue, limitMicros, 0), func(key, _ []byte) (bool, error) {
+		first = append([]byte(nil), key...)
+		return false, nil
+	})
+	if err != nil || first == nil {
+		return 0, false, err
+	}
+	atMicros, err = keys.VisibilityInstant(prefix, first)
+	if err != nil {
+		return 0, false, orrery.Wrap(orrery.CodeInternal, err, "visibility index key %x", first)
+	}
+	return atMicros, true, nil
+}
+
 // VisibleAt reports whether queue (namespace, queue) in this partition has a message visible
 // at nowMicros. It reads the visibility index only up to nowMicros, the range a receive reads
 // (so a kv.FloorView starts it at the queue's floor).
