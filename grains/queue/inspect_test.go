@@ -39,6 +39,29 @@ func TestNextVisibleAt(t *testing.T) {
 	}
 }
 
+// TestNextVisibleBeforeReadsOnlyUpToItsLimit: the first entry before the limit, and nothing
+// when the first entry is at or after it.
+func TestNextVisibleBeforeReadsOnlyUpToItsLimit(t *testing.T) {
+	b := setup(t)
+	b.enqueue("late", delay(10*input.Second))
+	b.enqueue("soon", delay(3*input.Second))
+	for _, tc := range []struct {
+		limit int64
+		want  int64
+		found bool
+	}{
+		{startMicros + 3*input.Second, 0, false}, // the limit is exclusive
+		{startMicros + 3*input.Second + 1, startMicros + 3*input.Second, true},
+		{startMicros + 60*input.Second, startMicros + 3*input.Second, true},
+		{startMicros, 0, false},
+	} {
+		at, found, err := NextVisibleBefore(b.store, testNamespace, testQueue, tc.limit)
+		if err != nil || found != tc.found || at != tc.want {
+			t.Errorf("limit %d: got %d %v %v, want %d %v", tc.limit, at, found, err, tc.want, tc.found)
+		}
+	}
+}
+
 func TestListLane(t *testing.T) {
 	b := setup(t)
 	for i := range 5 {
