@@ -20,23 +20,26 @@
 //
 // # Durability
 //
-// Store.Update runs one batch in one Badger transaction and returns only when it is on disk.
-// Badger is opened with SyncWrites, so its commit msyncs the write-ahead log before it
-// returns. That was measured against SyncWrites off plus an explicit DB.Sync after each commit
-// (BenchmarkCommit256 and BenchmarkCommit256ExplicitSync, 256 records of 60 + 300 bytes per
-// commit, run in 10 interleaved pairs on a shared 2-core VM). The two could not be told apart:
-// both reached 80k–180k records/s (about 1.4–3 ms per commit, the cost of the sync), and
-// each won about half the pairs. So the choice rests on correctness, where SyncWrites is
-// ahead. The sync happens inside Badger's write path on the memtable the batch actually went
-// to, so a memtable rotation between commit and sync cannot leave the batch unsynced. Its
-// failure is the commit's own error. It needs no second fsync of the value log.
+// A batch is applied, then made durable. Store.Apply runs one batch in one Badger
+// transaction and returns once Badger has taken it into its memtable and write-ahead log
+// (SyncWrites is off): the store's writer (the next Apply, ViewApplied) reads it at once.
+// Store.Sync makes every batch applied before it began durable: DB.Sync msyncs the current
+// write-ahead log, and every older log still on disk is fsynced once, because Badger rotates
+// a full memtable into its flush queue without syncing its log, so the tail of the applied
+// batches may sit in a log that is no longer current. One Sync covers any number of batches,
+// so a writer that applies while the previous Sync runs groups its syncs. Store.Update is
+// Apply then Sync. Every reader other than the writer (View) reads the last durable version,
+// so nothing a crash could take back is shown; the writer must not let what it applied reach
+// anyone else (a receipt) before a Sync covers it. The write-ahead log is one sequence, so a
+// crash takes back a suffix of the applied batches, never one in the middle.
 //
 // # Versions
 //
 // The database is opened in Badger's managed mode: the store is its only writer, so it
 // numbers its own commits (continuing after the database's highest version on open), every
-// transaction reads at the last committed version without waiting, and the store tells
-// Badger's compaction which old versions no open read still needs (SetDiscardTs). In the
+// transaction reads without waiting (the writer at the last applied version, everyone else at
+// the last durable one), and the store tells Badger's compaction which old versions no open
+// read still needs, never past the last durable version (SetDiscardTs). In the
 // default mode each new transaction first waits for Badger's oracle goroutine to mark the
 // previous commit done; under load that goroutine ran late and each group commit waited
 // about 2 ms for it. A View reads one version: what had committed when it began.
@@ -49,11 +52,11 @@
 // errors.
 //
 // A commit error is fatal to the activation. The batch may or may not be on disk, and Badger
-// may already show it to readers. Update reports it with ErrCommitFailed in the chain (code
-// Unavailable), and the Store refuses every later call. The caller closes it and stops the
+// may already show it to the writer. Apply, Sync and Update report it with ErrCommitFailed in
+// the chain (code Unavailable), and the Store refuses every later call. The caller closes it and stops the
 // activation, and the next activation recovers from disk. Never continue after a failed sync.
 //
-// Below Options.MinFreeBytes of free disk, Open and Update refuse with Unavailable before
+// Below Options.MinFreeBytes of free disk, Open and Apply refuse with Unavailable before
 // writing. Otherwise a memtable flush on a full disk kills the whole process with SIGBUS.
 //
 // # Many databases per process
