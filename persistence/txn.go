@@ -66,10 +66,7 @@ func (s *Store) Apply(fn func(txn *Txn) error) error {
 	defer s.writeMu.Unlock()
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
-	if s.closed {
-		return s.errClosed()
-	}
-	if err := s.failure(); err != nil {
+	if err := s.usable(); err != nil {
 		return err
 	}
 	if err := checkFreeSpace(s.dir, s.opts); err != nil {
@@ -118,10 +115,7 @@ func (s *Store) Sync() error {
 	defer s.syncMu.Unlock()
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
-	if s.closed {
-		return s.errClosed()
-	}
-	if err := s.failure(); err != nil {
+	if err := s.usable(); err != nil {
 		return err
 	}
 	target := s.applied.Load()
@@ -254,10 +248,7 @@ func (s *Store) ViewApplied(fn func(r kv.Reader) error) error { return s.view(tr
 func (s *Store) view(applied bool, fn func(r kv.Reader) error) error {
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
-	if s.closed {
-		return s.errClosed()
-	}
-	if err := s.failure(); err != nil {
+	if err := s.usable(); err != nil {
 		return err
 	}
 	txn, done := s.newTxnAt(false, applied)
@@ -265,6 +256,14 @@ func (s *Store) view(applied bool, fn func(r kv.Reader) error) error {
 	r := &reader{txn: txn}
 	defer func() { r.finished = true }()
 	return fn(r)
+}
+
+// usable refuses calls on a closed or poisoned store; the caller holds lifeMu.
+func (s *Store) usable() error {
+	if s.closed {
+		return s.errClosed()
+	}
+	return s.failure()
 }
 
 // failure is the commit error that poisoned the store, if any.

@@ -15,28 +15,20 @@ import (
 // found is false when the queue holds no message here. A long-polling receive waits for it.
 func NextVisibleAt(v kv.Reader, namespace, queue string) (atMicros int64, found bool, err error) {
 	prefix := keys.QueuePrefix(namespace, queue)
-	var first []byte
-	err = kv.ScanPrefix(v, prefix, func(key, _ []byte) (bool, error) {
-		first = append([]byte(nil), key...)
-		return false, nil
-	})
-	if err != nil || first == nil {
-		return 0, false, err
-	}
-	atMicros, err = keys.VisibilityInstant(prefix, first)
-	if err != nil {
-		return 0, false, orrery.Wrap(orrery.CodeInternal, err, "visibility index key %x", first)
-	}
-	return atMicros, true, nil
+	return firstVisible(v, prefix, kv.PrefixEnd(prefix))
 }
 
 // NextVisibleBefore is NextVisibleAt limited to instants before limitMicros: it reads the
 // visibility index only up to there, so a caller that only cares about the near future does
 // not step over the deleted entries beyond.
 func NextVisibleBefore(v kv.Reader, namespace, queue string, limitMicros int64) (atMicros int64, found bool, err error) {
-	prefix := keys.QueuePrefix(namespace, queue)
+	return firstVisible(v, keys.QueuePrefix(namespace, queue), keys.VisibilityKey(namespace, queue, limitMicros, 0))
+}
+
+// firstVisible returns the instant of the first visibility index entry in [prefix, end).
+func firstVisible(v kv.Reader, prefix, end []byte) (atMicros int64, found bool, err error) {
 	var first []byte
-	err = v.Scan(prefix, keys.VisibilityKey(namespace, queue, limitMicros, 0), func(key, _ []byte) (bool, error) {
+	err = v.Scan(prefix, end, func(key, _ []byte) (bool, error) {
 		first = append([]byte(nil), key...)
 		return false, nil
 	})
