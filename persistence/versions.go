@@ -63,13 +63,6 @@ func (v *versions) applied(at uint64) {
 	v.last = max(v.last, at)
 }
 
-// lastApplied is the last applied version: what a sync begun now makes durable.
-func (v *versions) lastApplied() uint64 {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.last
-}
-
 // synced records that every version up to at is durable and returns the version at or below
 // which compaction may now drop overwritten and deleted entries.
 func (v *versions) synced(at uint64) (discard uint64) {
