@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -66,9 +68,11 @@ type Store struct {
 	// writeMu serializes Apply; failed poisons the store after a commit or sync error.
 	writeMu sync.Mutex
 	failed  atomic.Pointer[orrery.Error]
-	// syncMu serializes Sync; syncedWALs are the rotated write-ahead logs it has synced.
+	// syncMu serializes Sync; syncedWALs are the rotated write-ahead logs it has synced, and
+	// newestWAL the number of the newest log it has listed (0: none yet).
 	syncMu     sync.Mutex
 	syncedWALs map[string]bool
+	newestWAL  int
 	// syncFile makes one file durable (tests replace it to see which files a sync covers).
 	syncFile func(path string) error
 
@@ -193,9 +197,22 @@ func (s *Store) commit(txn *badger.Txn) (uint64, error) {
 // longer current; it stays on disk until the memtable is flushed to a synced table. The
 // newest log is the current one, and a log that is not the newest is never written again, so
 // syncing it once is enough.
+//
+// Listing the directory on every sync cost 3 % of CPU at 10,000 occurrences a second, so it is
+// listed only once a log after the newest one listed exists: Badger numbers its logs one after
+// another, and a rotation creates the next number.
 func (s *Store) syncFiles() error {
 	if err := s.db.Sync(); err != nil {
 		return err
+	}
+	if s.newestWAL > 0 {
+		_, err := os.Stat(walPath(s.dir, s.newestWAL+1))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // no rotation since the last listing: DB.Sync synced the current log
+		}
+		if err != nil {
+			return err
+		}
 	}
 	logs, err := filepath.Glob(filepath.Join(s.dir, "*.mem"))
 	if err != nil {
@@ -203,6 +220,13 @@ func (s *Store) syncFiles() error {
 	}
 	// Badger names them by an increasing number, zero-padded to five digits.
 	slices.SortFunc(logs, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b)) })
+	if len(logs) > 0 {
+		newest, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(logs[len(logs)-1]), ".mem"))
+		if err != nil {
+			return fmt.Errorf("write-ahead log %s: %w", logs[len(logs)-1], err)
+		}
+		s.newestWAL = newest
+	}
 	for _, path := range logs[:max(len(logs)-1, 0)] {
 		if s.syncedWALs[path] {
 			continue
@@ -219,6 +243,9 @@ func (s *Store) syncFiles() error {
 	}
 	return nil
 }
+
+// walPath is the path of Badger's write-ahead log number n (db.go mtFilePath).
+func walPath(dir string, n int) string { return filepath.Join(dir, fmt.Sprintf("%05d.mem", n)) }
 
 // syncFile fsyncs one file. Linux writes back the pages dirtied through Badger's mmap too.
 func syncFile(path string) error {

@@ -29,7 +29,7 @@ const maxJoiningWaiters = 8
 // group waits for the sync in flight.
 const maxUnsyncedGroups = 64
 
-// startCommit takes the next group off the pending queue and applies it on a goroutine; the
+// startCommit takes the next group off the pending queue and applies it on the apply runner; the
 // actor keeps admitting commands meanwhile, and they form the next group. A group does not
 // wait for the groups before it to be durable: it applies over them (the store's writer reads
 // what was applied), and one sync then makes every group applied before it durable (see
@@ -56,7 +56,7 @@ func (g *grain) startCommit(ctx actor.Context) {
 	done := make(chan struct{})
 	g.applyDone = done
 	self, root, store, gc := ctx.Self(), ctx.ActorSystem().Root, g.store, g.valueLogGCDue()
-	go func() {
+	g.applyRunner.run(func() {
 		defer close(done)
 		recorder := &dueRecorder{}
 		replies, joined, err := g.commitGroup(store, group, candidates, recorder)
@@ -67,10 +67,10 @@ func (g *grain) startCommit(ctx actor.Context) {
 		}
 		root.Send(self, &groupApplied{group: group, replies: replies, candidates: candidates, joined: joined, err: err,
 			minDueWritten: recorder.minDue, dueWrites: recorder.writes, floors: recorder.promoted})
-	}()
+	})
 }
 
-// startSync syncs the store on a goroutine, unless a sync is running: every group applied so
+// startSync syncs the store on the sync runner, unless a sync is running: every group applied so
 // far becomes durable at once, and groups applied meanwhile wait for the next sync.
 func (g *grain) startSync(ctx actor.Context) {
 	if g.syncing || g.store == nil || len(g.unsynced) == 0 {
@@ -80,10 +80,10 @@ func (g *grain) startSync(ctx actor.Context) {
 	done := make(chan struct{})
 	g.syncDone = done
 	self, root, store, covered := ctx.Self(), ctx.ActorSystem().Root, g.store, len(g.unsynced)
-	go func() {
+	g.syncRunner.run(func() {
 		defer close(done)
 		root.Send(self, &groupsSynced{covered: covered, err: g.cfg.syncStore(store)})
-	}()
+	})
 }
 
 // commitGroup applies a group with the parked receives that can join it,

@@ -86,6 +86,8 @@ type grain struct {
 	openErr   error
 	openDelay time.Duration
 	openTimer *time.Timer
+	// applyRunner and syncRunner run the activation's applies and syncs (see runner).
+	applyRunner, syncRunner runner
 	// applying is set while a group applies; applyDone is closed when it has.
 	applying  bool
 	applyDone chan struct{}
@@ -199,6 +201,7 @@ func (g *grain) open(ctx actor.Context) {
 		return
 	}
 	g.store, g.openErr, g.openDelay = store, nil, 0
+	g.applyRunner, g.syncRunner = startRunner(), startRunner()
 	g.warm = kv.NewWarm(g.cfg.WarmCacheBytes)
 	g.floors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
 	g.readFloors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
@@ -277,6 +280,9 @@ func (g *grain) stop(ctx actor.Context) {
 	if g.syncDone != nil {
 		<-g.syncDone
 	}
+	g.applyRunner.stop()
+	g.syncRunner.stop()
+	g.applyRunner, g.syncRunner = nil, nil
 	if g.store != nil && len(g.unsynced) > 0 {
 		if err := g.store.Sync(); err != nil {
 			g.failUnsynced(ctx, err)
