@@ -3,6 +3,8 @@ package silo
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime"
 	"time"
 
 	"github.com/orreryhq/orrery/grains/input"
@@ -58,12 +60,34 @@ type Config struct {
 	CoordinatorWorkers int
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
+	// MaxProcs is the GOMAXPROCS the silo sets for its process when it starts (default:
+	// DefaultProcsPerCPU times what Go chose for the process, unless the GOMAXPROCS
+	// environment variable is set; negative: leave it). Each partition blocks its thread in
+	// msync and fsync, and with one Go processor per core a blocked thread holds its processor
+	// until Go's monitor hands it on, while other goroutines wait: measured on a 2-core machine
+	// at 10,000 occurrences a second (BenchmarkDueLateness, run alternately), 8 processors
+	// against 2 halved the emit-only enqueue lateness at p50 (3.5 against 7.1 ms) and cut
+	// it at p99 (49 against 69 ms), and with a worker handled 57–60 % within the run against
+	// 43–44 %. Stopping the silo does not restore the previous value.
+	MaxProcs int
 	// Logger receives the silo's logs (default slog.Default()); protoactor and memberlist are
 	// kept at WARN.
 	Logger *slog.Logger
 }
 
+// DefaultProcsPerCPU is the default Config.MaxProcs per processor Go chose for the process.
+const DefaultProcsPerCPU = 4
+
+// processProcs is GOMAXPROCS as Go chose it, before any silo changed it.
+var processProcs = runtime.GOMAXPROCS(0)
+
 func (c Config) withDefaults() (Config, error) {
+	if c.MaxProcs == 0 {
+		c.MaxProcs = DefaultProcsPerCPU * processProcs
+		if os.Getenv("GOMAXPROCS") != "" {
+			c.MaxProcs = -1 // the operator chose
+		}
+	}
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
 	}

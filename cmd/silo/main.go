@@ -70,6 +70,7 @@ func parseConfig(args []string, getenv func(string) string) (silo.Config, slog.L
 	fs.StringVar(&cfg.Admin, "admin", silo.DefaultAdmin, `admin HTTP address ("off" disables it)`)
 	fs.StringVar(&cfg.ClusterName, "cluster", silo.DefaultClusterName, "cluster name")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.IntVar(&cfg.MaxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
 	// Environment first, so explicit flags override it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
