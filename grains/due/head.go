@@ -147,16 +147,23 @@ func (h *Head) firstAtOrAfter(entries []headEntry, at int64) int {
 	return i
 }
 
-// Scan answers ScanDue from the head, when it covers loggedNowMicros; ok is false when it does
-// not (Load it, or scan the store). When the head holds nothing after the returned refs, the
-// next due instant reported is the horizon: no entry is earlier, and one was there at Load.
+// Scan answers ScanDue from the head, when it covers loggedNowMicros or when the budget cuts
+// the scan inside the head (a backlog of more due entries than the head holds is then served
+// from the head until it drains); ok is false otherwise (Load it, or scan the store). When the
+// head holds nothing after the returned refs, the next due instant reported is the horizon: no
+// entry is earlier, and one was there at Load.
 func (h *Head) Scan(loggedNowMicros int64, budget Budget) (res *Result, ok bool, err error) {
-	if !h.Covers(loggedNowMicros) {
+	if !h.loaded {
 		return nil, false, nil
 	}
 	res, err = ScanDue(headReader{h}, loggedNowMicros, budget)
 	if err != nil {
 		return nil, true, err
+	}
+	if !h.Covers(loggedNowMicros) {
+		// Exact only if the budget stopped the scan at an entry the head holds: every entry
+		// before it is in the head, and the index has more due from there on.
+		return res, res.More, nil
 	}
 	if !res.More && res.NextDueAtMicros == 0 && h.horizon != math.MaxInt64 {
 		res.NextDueAtMicros = h.horizon

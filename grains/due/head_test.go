@@ -77,8 +77,10 @@ func TestHeadMirrorsTheIndexBeforeItsHorizon(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if ok != head.Covers(now) {
-					t.Fatalf("Scan ok=%v, Covers=%v", ok, head.Covers(now))
+				// It must answer whenever it covers now; it may answer beyond (a budget cut
+				// inside the head), and every answer must match the store's.
+				if head.Covers(now) && !ok {
+					t.Fatalf("Scan ok=false, Covers=true")
 				}
 				if !ok {
 					return

@@ -42,13 +42,14 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 	}
 	now := g.readTime()
 	budget := due.Budget{MaxRefs: maxRefs, After: req.GetAfter(), FromMicros: g.dueFloor}
-	if !g.head.Covers(now) {
+	res, covered, err := g.head.Scan(now, budget)
+	if !covered && !g.head.Covers(now) {
 		if err := g.store.ViewApplied(func(r kv.Reader) error { return g.head.Load(r, g.dueFloor, now+dueHeadAhead) }); err != nil {
 			g.head.Reset()
 			g.log.Warn("partition could not load its due head", "err", err)
 		}
+		res, covered, err = g.head.Scan(now, budget)
 	}
-	res, covered, err := g.head.Scan(now, budget)
 	if !covered { // a backlog beyond the head's bound: read the store
 		err = g.store.ViewApplied(func(r kv.Reader) error {
 			var err error
