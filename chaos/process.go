@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -57,15 +58,18 @@ func moduleRoot() (string, error) {
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago (and, for gossip, whose UDP
-// twin was free too).
+// twin was free too). It is chosen below the kernel's ephemeral range: a silo restarted on its
+// old ports (see SiloSpec) would otherwise find one taken meanwhile by an outgoing connection
+// or a port-0 listener of another test process, and fail with "address already in use".
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	low, high := portRange()
+	for range 200 {
+		port := low + rand.IntN(high-low)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
-		port := l.Addr().(*net.TCPAddr).Port
 		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		l.Close()
 		if err == nil {
@@ -75,6 +79,19 @@ func FreePort(t testing.TB) int {
 	}
 	t.Fatal("no free port")
 	return 0
+}
+
+// portRange is where FreePort looks: from 20000 up to the start of the ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range; 32768 where it cannot be read).
+func portRange() (low, high int) {
+	low, high = 20000, 32768
+	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var first, last int
+		if _, err := fmt.Sscan(string(data), &first, &last); err == nil && first > low+1000 {
+			high = first
+		}
+	}
+	return low, high
 }
 
 // SiloSpec is how to run one silo process. Zero ports are chosen at Start and then kept, so a
