@@ -172,7 +172,7 @@ type attemptResult struct {
 // a blocked goroutine.
 func requestOnce(ctx context.Context, c *protocluster.Cluster, identity, kind string, msg proto.Message, timeout time.Duration) (any, error) {
 	done := make(chan attemptResult, 1)
-	go func() {
+	Shared.Go(func() {
 		defer func() {
 			if r := recover(); r != nil {
 				done <- attemptResult{err: fmt.Errorf("cluster.Request panicked: %v", r)}
@@ -184,7 +184,7 @@ func requestOnce(ctx context.Context, c *protocluster.Cluster, identity, kind st
 			protocluster.WithRetryAction(func(i int) int { return i + 1 }),
 		)
 		done <- attemptResult{reply: reply, err: err}
-	}()
+	})
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {

@@ -24,7 +24,8 @@ import (
 // enqueue lateness, so periodic stalls show. ORRERY_BENCH_LATENESS_WORKER=off runs it without
 // the worker, which separates what emitting costs from what consuming adds;
 // ORRERY_BENCH_LATENESS_SCHEDULES=<n> runs it at another schedule count, to find the load a
-// machine keeps within a lateness bound.
+// machine keeps within a lateness bound. cpu-cores is the process's CPU time during the window
+// divided by its length: how close the load came to the machine's cores.
 func BenchmarkDueLateness(b *testing.B) {
 	schedules := scale(10_000, 1_000)
 	if n, err := strconv.Atoi(os.Getenv("ORRERY_BENCH_LATENESS_SCHEDULES")); err == nil && n > 0 {
@@ -64,7 +65,11 @@ func BenchmarkDueLateness(b *testing.B) {
 		} else {
 			go func() { done <- w.Run(ctx) }()
 		}
-		time.Sleep(time.Until(measureTo.Add(3 * time.Second)))
+		time.Sleep(time.Until(measureFrom))
+		cpuFrom := cpuSeconds()
+		time.Sleep(time.Until(measureTo))
+		cpuCores := (cpuSeconds() - cpuFrom) / measureTo.Sub(measureFrom).Seconds()
+		time.Sleep(3 * time.Second)
 		cancel()
 		if err := <-done; err != nil {
 			b.Fatalf("worker: %v", err)
@@ -104,6 +109,7 @@ func BenchmarkDueLateness(b *testing.B) {
 		b.ReportMetric(h50, "p50-handler-lateness-ms")
 		b.ReportMetric(h99, "p99-handler-lateness-ms")
 		b.ReportMetric(hmax, "max-handler-lateness-ms")
+		b.ReportMetric(cpuCores, "cpu-cores")
 		b.ReportMetric(float64(early), "early")
 		b.ReportMetric(float64(n), "enqueued")
 		b.ReportMetric(float64(handled)/float64(max(n, 1)), "handled-fraction")

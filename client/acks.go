@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
 
@@ -46,7 +47,8 @@ func (a *acker) ack(ctx context.Context, m *Message) error {
 	a.inFlight = true
 	a.mu.Unlock()
 	if start {
-		go a.flush(context.WithoutCancel(ctx))
+		flushCtx := context.WithoutCancel(ctx)
+		actors.Shared.Go(func() { a.flush(flushCtx) })
 	}
 	select {
 	case err := <-p.done:

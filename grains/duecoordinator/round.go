@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
 
@@ -199,7 +200,7 @@ func (c *Coordinator) startDispatch(ctx context.Context, p *partition, refs []*o
 	c.sending++
 	c.workers.Add(1)
 	c.mu.Unlock()
-	go func() {
+	actors.Shared.Go(func() {
 		defer c.workers.Done()
 		d, err := c.dispatch(ctx, p.id, refs, &p.round.skips)
 		<-p.slots
@@ -211,7 +212,7 @@ func (c *Coordinator) startDispatch(ctx context.Context, p *partition, refs []*o
 		c.sending--
 		c.dispatchedLocked(p, d, err)
 		c.signalIdleLocked()
-	}()
+	})
 }
 
 // dispatchedLocked takes what a dispatch's receipts say: a failure makes p's next round back

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/due"
@@ -30,8 +31,12 @@ func Props(cfg Config, partition int) *actor.Props {
 	cfg = cfg.withDefaults()
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &grain{cfg: cfg, partition: partition}
-	})
+	}, actor.WithDispatcher(actors.Shared.Dispatcher(mailboxThroughput)))
 }
+
+// mailboxThroughput is how many messages a partition's mailbox processes per turn on the
+// shared goroutine pool (protoactor's default).
+const mailboxThroughput = 300
 
 // maxVisibilityFloors bounds the queues whose visibility floors a partition remembers.
 const maxVisibilityFloors = 4096

@@ -1,0 +1,83 @@
+package actors
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// waitFor polls cond until it holds or a generous bound passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPoolKeepsAtMostMaxIdleGoroutines: goroutines that finished wait for more work, up to the
+// bound, and the next functions run on them instead of new goroutines.
+func TestPoolKeepsAtMostMaxIdleGoroutines(t *testing.T) {
+	p := NewPool(3)
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	for range 5 {
+		started.Add(1)
+		p.Go(func() { started.Done(); <-release })
+	}
+	started.Wait()
+	if n := p.Idle(); n != 0 {
+		t.Fatalf("%d idle goroutines while all five run", n)
+	}
+	close(release)
+	waitFor(t, "three idle goroutines", func() bool { return p.Idle() == 3 })
+	time.Sleep(20 * time.Millisecond)
+	if n := p.Idle(); n != 3 {
+		t.Fatalf("%d idle goroutines, want the bound of 3", n)
+	}
+	// Three functions at once take the three idle goroutines.
+	block := make(chan struct{})
+	var ran sync.WaitGroup
+	for range 3 {
+		ran.Add(1)
+		p.Go(func() { ran.Done(); <-block })
+	}
+	ran.Wait()
+	if n := p.Idle(); n != 0 {
+		t.Errorf("%d idle goroutines while three functions run on them", n)
+	}
+	close(block)
+	waitFor(t, "the goroutines back", func() bool { return p.Idle() == 3 })
+}
+
+// TestPoolDispatcherRunsAMailbox: an actor whose props use the pool's dispatcher gets its
+// messages in order.
+func TestPoolDispatcherRunsAMailbox(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	p := NewPool(2)
+	var mu sync.Mutex
+	var got []int
+	pid := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if n, ok := ctx.Message().(int); ok {
+			mu.Lock()
+			got = append(got, n)
+			mu.Unlock()
+		}
+	}, actor.WithDispatcher(p.Dispatcher(2))))
+	for i := range 100 {
+		system.Root.Send(pid, i)
+	}
+	waitFor(t, "100 messages", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 100 })
+	for i, n := range got {
+		if n != i {
+			t.Fatalf("message %d is %d: out of order", i, n)
+		}
+	}
+	waitFor(t, "an idle pool goroutine", func() bool { return p.Idle() > 0 })
+}
