@@ -38,7 +38,8 @@ func startSilo(b *testing.B, dir string) *silo.Silo {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	workers, _ := strconv.Atoi(os.Getenv("ORRERY_BENCH_COORDINATOR_WORKERS"))
-	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Logger: quiet, CoordinatorWorkers: workers})
+	gap, _ := time.ParseDuration(os.Getenv("ORRERY_BENCH_BUSY_SYNC_GAP"))
+	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Logger: quiet, CoordinatorWorkers: workers, BusySyncGap: gap})
 	if err != nil {
 		b.Fatal(err)
 	}

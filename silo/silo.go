@@ -64,9 +64,14 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 
 	// The coordinator needs the transport, the transport needs the cluster, and the cluster
 	// needs the partition kind, whose grains notify the coordinator: wire through the silo.
+	var pacer *partition.SyncPacer
+	if cfg.BusySyncGap >= 0 {
+		pacer = partition.NewSyncPacer(partition.SyncPacerConfig{BusyGap: cfg.BusySyncGap})
+		go pacer.Run(runCtx)
+	}
 	pcfg := partition.Config{
 		DataRoot: cfg.DataDir, Partitions: cfg.Partitions, Limits: cfg.Limits, Store: cfg.Store,
-		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger,
+		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger, SyncPacer: pacer,
 		OnNextDue: func(n *orreryv1.NextDueNotice) {
 			if s.coord != nil {
 				s.coord.Notify(n)

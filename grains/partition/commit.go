@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -71,11 +72,21 @@ func (g *grain) startCommit(ctx actor.Context) {
 }
 
 // startSync syncs the store on the sync runner, unless a sync is running: every group applied so
-// far becomes durable at once, and groups applied meanwhile wait for the next sync.
+// far becomes durable at once, and groups applied meanwhile wait for the next sync. While the
+// SyncPacer says the process is busy, a sync starts no sooner than its gap after the previous
+// one began (a timer sends syncDue then).
 func (g *grain) startSync(ctx actor.Context) {
-	if g.syncing || g.store == nil || len(g.unsynced) == 0 {
+	if g.syncing || g.syncTimer != nil || g.store == nil || len(g.unsynced) == 0 {
 		return
 	}
+	if gap := g.cfg.SyncPacer.Gap(); gap > 0 && !g.stopping {
+		if wait := time.Until(g.lastSyncStart.Add(gap)); wait > 0 {
+			self, root := ctx.Self(), ctx.ActorSystem().Root
+			g.syncTimer = time.AfterFunc(wait, func() { root.Send(self, &syncDue{}) })
+			return
+		}
+	}
+	g.lastSyncStart = time.Now()
 	g.syncing = true
 	done := make(chan struct{})
 	g.syncDone = done

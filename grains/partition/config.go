@@ -67,6 +67,9 @@ type Config struct {
 	OnNextDue func(*orreryv1.NextDueNotice)
 	// Failpoints arms crash boundaries (default: none).
 	Failpoints *Failpoints
+	// SyncPacer spaces the partition's syncs while the process is short of CPU (default: nil,
+	// syncs start as soon as a group has applied and the previous sync is done).
+	SyncPacer *SyncPacer
 	// Silo names this silo in status replies.
 	Silo string
 	// Registry, when set, tracks live activations for a graceful shutdown.

@@ -45,6 +45,7 @@ const maxVisibilityFloors = 4096
 type (
 	retryOpen     struct{}
 	wakeWaiter    struct{}
+	syncDue       struct{} // a paced sync may start
 	housekeepTick struct{}
 	// groupApplied reports an applied group (or its failure) from the apply goroutine.
 	groupApplied struct {
@@ -98,14 +99,18 @@ type grain struct {
 	applyDone chan struct{}
 	// unsynced are the applied groups waiting for a sync, in order; syncing is set while a
 	// sync runs, and syncDone is closed when it has.
-	unsynced  []*groupApplied
-	syncing   bool
-	syncDone  chan struct{}
-	pending   []*pending
-	waiters   []*pending
-	offered   int // parked receives offered to the group applying (see startCommit)
-	waitTimer *time.Timer
-	stopping  bool
+	unsynced []*groupApplied
+	syncing  bool
+	syncDone chan struct{}
+	// syncTimer is set while a paced sync waits (see SyncPacer); lastSyncStart is when the
+	// last sync began.
+	syncTimer     *time.Timer
+	lastSyncStart time.Time
+	pending       []*pending
+	waiters       []*pending
+	offered       int // parked receives offered to the group applying (see startCommit)
+	waitTimer     *time.Timer
+	stopping      bool
 
 	// dueFloor is an instant no due-index entry is earlier than (0: unknown, scan from the
 	// start). Scans start there: the index behaves like a queue, and an LSM iterator starting
@@ -169,6 +174,9 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.finishSync(ctx, msg)
 	case *wakeWaiter:
 		g.wakeWaiters(ctx)
+	case *syncDue:
+		g.syncTimer = nil
+		g.startSync(ctx)
 	case *housekeepTick:
 		g.housekeep(ctx)
 	case *orreryv1.ScanDueRequest:
@@ -275,6 +283,9 @@ func (g *grain) stop(ctx actor.Context) {
 	}
 	if g.waitTimer != nil {
 		g.waitTimer.Stop()
+	}
+	if g.syncTimer != nil {
+		g.syncTimer.Stop() // the groups it waited for are synced below
 	}
 	if g.housekeepTimer != nil {
 		g.housekeepTimer.Stop()
