@@ -23,8 +23,8 @@
 // A batch is applied, then made durable. Store.Apply runs one batch in one Badger
 // transaction and returns once Badger has taken it into its memtable and write-ahead log
 // (SyncWrites is off): the store's writer (the next Apply, ViewApplied) reads it at once.
-// Store.Sync makes every batch applied before it began durable: DB.Sync msyncs the current
-// write-ahead log, and every older log still on disk is fsynced once, because Badger rotates
+// Store.Sync makes every batch applied before it began durable: it fdatasyncs the current
+// write-ahead log, and every older log still on disk once, because Badger rotates
 // a full memtable into its flush queue without syncing its log, so the tail of the applied
 // batches may sit in a log that is no longer current. One Sync covers any number of batches,
 // so a writer that applies while the previous Sync runs groups its syncs. Store.Update is

@@ -63,7 +63,7 @@ type Config struct {
 	// MaxProcs is the GOMAXPROCS the silo sets for its process when it starts (default:
 	// DefaultProcsPerCPU times what Go chose for the process, unless the GOMAXPROCS
 	// environment variable is set; negative: leave it). Each partition blocks its thread in
-	// msync and fsync, and with one Go processor per core a blocked thread holds its processor
+	// fdatasync and fsync, and with one Go processor per core a blocked thread holds its processor
 	// until Go's monitor hands it on, while other goroutines wait: measured on a 2-core machine
 	// at 10,000 occurrences a second (BenchmarkDueLateness, run alternately), 8 processors
 	// against 2 halved the emit-only enqueue lateness at p50 (3.5 against 7.1 ms) and cut

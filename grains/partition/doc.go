@@ -2,7 +2,8 @@
 // partition n's Badger store on activation (the directory lock is the single-writer fence),
 // group-commits the commands that arrive while a group applies (one logged time and one
 // transaction per group; a group applies over the groups still syncing, one sync makes all
-// of them durable, and receipts go out only after it), parks long-poll receives until a
+// of them durable, and receipts go out only after it; a SyncPacer spaces one partition's syncs
+// while the process is short of CPU), parks long-poll receives until a
 // message is visible, answers due scans and inspection reads with budgets, tells the silo's due
 // coordinator when a commit writes a due entry earlier than it knows of, and stops the
 // activation after a failed commit so the next one recovers from disk.
