@@ -37,7 +37,7 @@ var forbiddenTimeCalls = map[string]bool{
 // infrastructure are the grains/ directories of DESIGN §2 layer 3 (the partition grain's
 // commit pipeline and the due coordinators): they run goroutines and do I/O by design, so the
 // purity rules do not apply to them. The pure core must not import them (checked below).
-var infrastructure = map[string]bool{"partition": true, "duecoordinator": true}
+var infrastructure = map[string]bool{"partition": true, "duecoordinator": true, "duebackoff": true}
 
 // corePackages lists the directories under grains/ that hold Go source (this test's own
 // directory and the infrastructure ones excluded).

@@ -78,6 +78,11 @@ type Config struct {
 	// the enqueue-lateness p99 from 1.2 s to 0.3–0.6 s, and at 2,000 a second the process's
 	// CPU from 1.76 to 1.41 cores; replies wait for the sync, so they take up to the gap longer.
 	BusySyncGap time.Duration
+	// CoordinatorEmits makes the due coordinator send every due command, as DESIGN §5 first
+	// had it. By default each partition emits its own due refs at its due head's instant
+	// (partition.Config.OwnEmission) and the coordinator is a backstop: it activates the
+	// partitions this silo owns and re-scans each every 30 s.
+	CoordinatorEmits bool
 	// Logger receives the silo's logs (default slog.Default()); protoactor and memberlist are
 	// kept at WARN.
 	Logger *slog.Logger

@@ -72,6 +72,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	pcfg := partition.Config{
 		DataRoot: cfg.DataDir, Partitions: cfg.Partitions, Limits: cfg.Limits, Store: cfg.Store,
 		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger, SyncPacer: pacer,
+		OwnEmission: !cfg.CoordinatorEmits,
 		OnNextDue: func(n *orreryv1.NextDueNotice) {
 			if s.coord != nil {
 				s.coord.Notify(n)
@@ -97,6 +98,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.coord = duecoordinator.New(duecoordinator.Config{
 		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
 		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers,
+		Backstop: !cfg.CoordinatorEmits,
 	})
 	s.coord.Start(runCtx)
 	s.client = client.New(s.transport, client.Options{Principal: "silo", Logger: s.log})

@@ -1081,9 +1081,14 @@ func (x *PartitionCounters) GetBytes() uint64 {
 
 // JournalEntry is one command of a journalled batch.
 type JournalEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
-	Batch         *Batch                 `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Principal string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Batch     *Batch                 `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
+	// own is set for a batch the partition made itself: the EmitOccurrences and ExpireSaga
+	// mutations of its due index at the group's logged time. An own batch stores no inbox entry
+	// or receipt (nobody replays it: the next one is made from the index again), and each of its
+	// mutations stands alone: a full lane fails that mutation, not the batch.
+	Own           bool `protobuf:"varint,3,opt,name=own,proto3" json:"own,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1130,6 +1135,13 @@ func (x *JournalEntry) GetBatch() *Batch {
 		return x.Batch
 	}
 	return nil
+}
+
+func (x *JournalEntry) GetOwn() bool {
+	if x != nil {
+		return x.Own
+	}
+	return false
 }
 
 // JournalRecord is what one group commit appends to a partition's journal, in the same
@@ -1293,10 +1305,11 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\aexpired\x18\x02 \x01(\bR\aexpired\"C\n" +
 	"\x11PartitionCounters\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x04R\arecords\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"T\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"f\n" +
 	"\fJournalEntry\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12&\n" +
-	"\x05batch\x18\x02 \x01(\v2\x10.orrery.v1.BatchR\x05batch\"\xc9\x01\n" +
+	"\x05batch\x18\x02 \x01(\v2\x10.orrery.v1.BatchR\x05batch\x12\x10\n" +
+	"\x03own\x18\x03 \x01(\bR\x03own\"\xc9\x01\n" +
 	"\rJournalRecord\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x125\n" +
 	"\x17logged_time_unix_micros\x18\x02 \x01(\x03R\x14loggedTimeUnixMicros\x12)\n" +

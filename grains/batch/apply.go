@@ -42,13 +42,7 @@ type Outcome struct {
 // reused with a different request (IdempotencyConflict), or a platform failure of the view,
 // after which the caller must discard everything written to v.
 func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64) (*Outcome, error) {
-	if err := input.Name("principal", principal, input.MaxIDBytes); err != nil {
-		return nil, err
-	}
-	if err := input.Name("command_id", b.GetCommandId(), input.MaxIDBytes); err != nil {
-		return nil, err
-	}
-	if err := input.Instant("logged_time", loggedNowMicros); err != nil {
+	if err := checkEnvelope(principal, b, loggedNowMicros); err != nil {
 		return nil, err
 	}
 	hash, err := RequestHash(b)
@@ -60,19 +54,9 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 		return replay, err
 	}
 
-	receipt := &orreryv1.Receipt{CommandId: b.GetCommandId(), LoggedTimeUnixMicros: loggedNowMicros}
-	batchWrites := kv.NewBuffer(v)
-	rollback, err := a.applyMutations(batchWrites, principal, b, loggedNowMicros, receipt)
+	receipt, err := a.apply(v, principal, b, loggedNowMicros, false)
 	if err != nil {
 		return nil, err
-	}
-	if rollback == nil {
-		if err := batchWrites.Commit(); err != nil {
-			return nil, err
-		}
-	} else {
-		receipt.Results = nil
-		receipt.Error = rollback.Proto()
 	}
 	encoded, err := record.Marshal(receipt)
 	if err != nil {
@@ -84,9 +68,60 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 	return &Outcome{Receipt: receipt, ReceiptBytes: encoded}, nil
 }
 
+// ApplyOwn applies a batch the partition made itself (a JournalEntry with own set): the
+// EmitOccurrences and ExpireSaga mutations of its due index. It stores no inbox entry or
+// receipt, and each mutation stands alone: one that fails, QuotaExceeded included, fails
+// alone and leaves the others applied. The receipt it returns is for the partition only.
+func (a Applier) ApplyOwn(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64) (*orreryv1.Receipt, error) {
+	if err := checkEnvelope(principal, b, loggedNowMicros); err != nil {
+		return nil, err
+	}
+	if b.GetAllOrNothing() {
+		return nil, orrery.Invalid("all_or_nothing", "must be false in a partition's own batch")
+	}
+	for i, m := range b.GetMutations() {
+		if m.GetEmitOccurrences() == nil && m.GetExpireSaga() == nil {
+			return nil, orrery.Invalid(fmt.Sprintf("mutations[%d]", i), "a partition's own batch holds only emit_occurrences and expire_saga")
+		}
+	}
+	return a.apply(v, principal, b, loggedNowMicros, true)
+}
+
+// checkEnvelope validates what every batch carries besides its mutations.
+func checkEnvelope(principal string, b *orreryv1.Batch, loggedNowMicros int64) error {
+	if err := input.Name("principal", principal, input.MaxIDBytes); err != nil {
+		return err
+	}
+	if err := input.Name("command_id", b.GetCommandId(), input.MaxIDBytes); err != nil {
+		return err
+	}
+	return input.Instant("logged_time", loggedNowMicros)
+}
+
+// apply applies the mutations of b over v and returns the receipt. Unless independent, a
+// rollback (QuotaExceeded, or any failure under all_or_nothing) leaves v untouched and the
+// receipt carries the batch's error.
+func (a Applier) apply(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64, independent bool) (*orreryv1.Receipt, error) {
+	receipt := &orreryv1.Receipt{CommandId: b.GetCommandId(), LoggedTimeUnixMicros: loggedNowMicros}
+	batchWrites := kv.NewBuffer(v)
+	rollback, err := a.applyMutations(batchWrites, principal, b, loggedNowMicros, receipt, independent)
+	if err != nil {
+		return nil, err
+	}
+	if rollback == nil {
+		if err := batchWrites.Commit(); err != nil {
+			return nil, err
+		}
+	} else {
+		receipt.Results = nil
+		receipt.Error = rollback.Proto()
+	}
+	return receipt, nil
+}
+
 // applyMutations runs each mutation on its own buffer over batchWrites. It returns the error
-// that rolls the whole batch back, if any.
-func (a Applier) applyMutations(batchWrites *kv.Buffer, principal string, b *orreryv1.Batch, loggedNowMicros int64, receipt *orreryv1.Receipt) (*orrery.Error, error) {
+// that rolls the whole batch back, if any (never when independent).
+func (a Applier) applyMutations(batchWrites *kv.Buffer, principal string, b *orreryv1.Batch, loggedNowMicros int64, receipt *orreryv1.Receipt, independent bool) (*orrery.Error, error) {
 	if len(b.GetMutations()) == 0 {
 		return orrery.Invalid("mutations", "must not be empty"), nil
 	}
@@ -110,7 +145,7 @@ func (a Applier) applyMutations(batchWrites *kv.Buffer, principal string, b *orr
 				return nil, err
 			}
 			e = e.InField(field)
-			if e.Code == orrery.CodeQuotaExceeded || b.GetAllOrNothing() {
+			if !independent && (e.Code == orrery.CodeQuotaExceeded || b.GetAllOrNothing()) {
 				return e, nil
 			}
 			receipt.Results = append(receipt.Results, &orreryv1.MutationResult{Error: e.Proto()})

@@ -121,3 +121,23 @@ func DueAtOfKey(key []byte) (int64, bool) {
 	}
 	return int64(binary.BigEndian.Uint64(key[len(keys.Due):])), true
 }
+
+// Mutations turns due refs into the mutations that act on them, with their CAS tokens:
+// EmitOccurrences (at most emitMax occurrences each) for schedules, ExpireSaga for sagas. Refs
+// of other kinds are left out.
+func Mutations(refs []*orreryv1.DueRef, emitMax uint32) []*orreryv1.Mutation {
+	out := make([]*orreryv1.Mutation, 0, len(refs))
+	for _, ref := range refs {
+		switch ref.GetKind() {
+		case orreryv1.DueKind_DUE_KIND_SAGA:
+			out = append(out, &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: &orreryv1.ExpireSaga{
+				Lane: ref.GetLane(), SagaId: ref.GetId(), ExpectedRevision: ref.GetToken(),
+			}}})
+		case orreryv1.DueKind_DUE_KIND_SCHEDULE:
+			out = append(out, &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{
+				Lane: ref.GetLane(), ScheduleId: ref.GetId(), ExpectedGeneration: ref.GetToken(), Max: emitMax,
+			}}})
+		}
+	}
+	return out
+}

@@ -65,6 +65,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Workers is how many partitions are served at once (default 2).
 	Workers int
+	// Backstop is for partitions that emit their own due refs (partition.Config.OwnEmission):
+	// the coordinator then ignores next-due hints and serves each owned partition once on
+	// ownership (which activates it) and every SafetyRescan after, dispatching whatever that
+	// scan finds due, so a partition whose own timer failed is still served.
+	Backstop bool
 }
 
 // withDefaults fills zero fields.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/duebackoff"
 )
 
 // stuckHintDelay is how long a hint naming the due instant of a ref on backoff is deferred: a
@@ -59,7 +60,7 @@ type partition struct {
 	skippedRefs      int
 	// sending holds the refs of dispatches awaiting their receipts: rounds pass them by,
 	// since their commands are applied or about to be. slots bounds those dispatches.
-	sending map[refKey]bool
+	sending map[duebackoff.RefKey]bool
 	slots   chan struct{}
 	// rescanOnReply asks for a round once a dispatch returns: a round found nothing to send
 	// but refs in flight, and more may be due behind them.
@@ -152,7 +153,7 @@ func (c *Coordinator) SetOwned(partitions []int) {
 		}
 	})
 	for _, id := range added {
-		p := &partition{id: id, sending: map[refKey]bool{}, slots: make(chan struct{}, maxSendingPerPartition)}
+		p := &partition{id: id, sending: map[duebackoff.RefKey]bool{}, slots: make(chan struct{}, maxSendingPerPartition)}
 		c.owned[id] = p
 		c.enqueueLocked(p)
 	}
@@ -172,7 +173,7 @@ func (c *Coordinator) Notify(n *orreryv1.NextDueNotice) {
 	if n.GetActivationEpoch() != 0 {
 		p.epoch = n.GetActivationEpoch()
 	}
-	if n.GetNextDueAtUnixMicros() == 0 {
+	if n.GetNextDueAtUnixMicros() == 0 || c.cfg.Backstop {
 		return
 	}
 	hint := time.UnixMicro(n.GetNextDueAtUnixMicros())
@@ -285,6 +286,11 @@ func (c *Coordinator) finishLocked(p *partition, out roundOutcome) {
 		p.nextDueAt = out.nextDueAt
 	}
 	wake := now.Add(c.cfg.SafetyRescan)
+	if c.cfg.Backstop { // the partition serves itself; this is the next safety re-scan
+		p.pendingHint = time.Time{}
+		c.armLocked(p, wake)
+		return
+	}
 	if !out.wakeAt.IsZero() && out.wakeAt.Before(wake) {
 		wake = out.wakeAt
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/duebackoff"
 )
 
 // dispatchOutcome is what the receipts of one round's commands say about the partition.
@@ -27,7 +29,7 @@ const MaxOccurrencesPerCommand = 512
 
 // dispatch sends a round's refs as commands of at most MaxOccurrencesPerCommand occurrences
 // each, in order, and merges what their receipts say.
-func (c *Coordinator) dispatch(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *skipSet) (dispatchOutcome, error) {
+func (c *Coordinator) dispatch(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *duebackoff.Backoff) (dispatchOutcome, error) {
 	per := max(1, MaxOccurrencesPerCommand/int(max(c.cfg.EmitMax, 1)))
 	var merged dispatchOutcome
 	for start := 0; start < len(refs); start += per {
@@ -46,7 +48,7 @@ func (c *Coordinator) dispatch(ctx context.Context, partitionID int, refs []*orr
 // dispatchChunk sends refs as one batch. A batch rolled back as a whole (QuotaExceeded: one full
 // lane; or any other batch-level error) is resent one ref per command, so one bad lane does
 // not block the others. An error return means a call failed; per-ref outcomes never do.
-func (c *Coordinator) dispatchChunk(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *skipSet) (dispatchOutcome, error) {
+func (c *Coordinator) dispatchChunk(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *duebackoff.Backoff) (dispatchOutcome, error) {
 	var out dispatchOutcome
 	refs = c.dropUnknownKinds(partitionID, refs, skips)
 	if len(refs) == 0 {
@@ -79,7 +81,7 @@ func (c *Coordinator) dispatchChunk(ctx context.Context, partitionID int, refs [
 }
 
 // oneByOne sends each ref as its own command, so one ref's failure touches no other.
-func (c *Coordinator) oneByOne(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *skipSet) (dispatchOutcome, error) {
+func (c *Coordinator) oneByOne(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *duebackoff.Backoff) (dispatchOutcome, error) {
 	var out dispatchOutcome
 	for _, ref := range refs {
 		one := []*orreryv1.DueRef{ref}
@@ -99,7 +101,7 @@ func (c *Coordinator) oneByOne(ctx context.Context, partitionID int, refs []*orr
 }
 
 // dropUnknownKinds puts refs of a kind this coordinator cannot dispatch on backoff.
-func (c *Coordinator) dropUnknownKinds(partitionID int, refs []*orreryv1.DueRef, skips *skipSet) []*orreryv1.DueRef {
+func (c *Coordinator) dropUnknownKinds(partitionID int, refs []*orreryv1.DueRef, skips *duebackoff.Backoff) []*orreryv1.DueRef {
 	known := refs[:0:0]
 	for _, ref := range refs {
 		switch ref.GetKind() {
@@ -113,7 +115,7 @@ func (c *Coordinator) dropUnknownKinds(partitionID int, refs []*orreryv1.DueRef,
 }
 
 // absorb reads the per-mutation results of a receipt that was not rolled back.
-func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orreryv1.DueRef, receipt *orreryv1.Receipt, receivedAt time.Time, skips *skipSet) error {
+func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orreryv1.DueRef, receipt *orreryv1.Receipt, receivedAt time.Time, skips *duebackoff.Backoff) error {
 	results := receipt.GetResults()
 	if len(results) != len(refs) {
 		return orrery.Errorf(orrery.CodeInternal, "receipt %s has %d results for %d mutations", receipt.GetCommandId(), len(results), len(refs))
@@ -125,7 +127,7 @@ func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orre
 			c.refFailed(partitionID, ref, err, receivedAt, skips)
 			continue
 		}
-		skips.clear(ref)
+		skips.Clear(ref)
 		next := res.GetSchedule().GetNextDueAtUnixMicros()
 		switch {
 		case next == 0:
@@ -144,7 +146,7 @@ func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orre
 // expected outcome of a race (the next scan sees the record's new token, a different ref);
 // Expired, Validation and QuotaExceeded are lasting business outcomes; anything else is
 // unexpected and logged.
-func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error, now time.Time, skips *skipSet) {
+func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error, now time.Time, skips *duebackoff.Backoff) {
 	switch orrery.CodeOf(err) {
 	case orrery.CodeTokenInvalidated, orrery.CodeRevisionConflict, orrery.CodeNotFound:
 		c.counts.stale.Add(1)
@@ -155,7 +157,7 @@ func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error
 		c.counts.errors.Add(1)
 		c.cfg.Logger.Warn("due coordinator: ref failed", "partition", partitionID, "kind", ref.GetKind(), "id", ref.GetId(), "token", ref.GetToken(), "error", err)
 	}
-	skips.skip(ref, now)
+	skips.Skip(ref, now)
 }
 
 // send submits refs as one command with a fresh command id. A retriable failure is retried
@@ -164,7 +166,7 @@ func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error
 func (c *Coordinator) send(ctx context.Context, partitionID int, refs []*orreryv1.DueRef) (*orreryv1.Receipt, time.Time, error) {
 	req := &orreryv1.CommandRequest{
 		Principal: c.cfg.Principal,
-		Batch:     &orreryv1.Batch{CommandId: c.cfg.CommandIDPrefix + "-" + strconv.FormatUint(c.nextID.Add(1), 10), Mutations: c.mutations(refs)},
+		Batch:     &orreryv1.Batch{CommandId: c.cfg.CommandIDPrefix + "-" + strconv.FormatUint(c.nextID.Add(1), 10), Mutations: due.Mutations(refs, c.cfg.EmitMax)},
 	}
 	c.counts.refs.Add(uint64(len(refs)))
 	for attempt := 1; ; attempt++ {
@@ -178,23 +180,6 @@ func (c *Coordinator) send(ctx context.Context, partitionID int, refs []*orreryv
 		}
 		c.counts.retries.Add(1)
 	}
-}
-
-// mutations turns refs into EmitOccurrences and ExpireSaga with their CAS tokens.
-func (c *Coordinator) mutations(refs []*orreryv1.DueRef) []*orreryv1.Mutation {
-	out := make([]*orreryv1.Mutation, 0, len(refs))
-	for _, ref := range refs {
-		if ref.GetKind() == orreryv1.DueKind_DUE_KIND_SAGA {
-			out = append(out, &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: &orreryv1.ExpireSaga{
-				Lane: ref.GetLane(), SagaId: ref.GetId(), ExpectedRevision: ref.GetToken(),
-			}}})
-			continue
-		}
-		out = append(out, &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{
-			Lane: ref.GetLane(), ScheduleId: ref.GetId(), ExpectedGeneration: ref.GetToken(), Max: c.cfg.EmitMax,
-		}}})
-	}
-	return out
 }
 
 // command makes one Command call and decodes its receipt.

@@ -12,6 +12,12 @@
 // design) are remembered with a backoff and paged past, so they neither hot-loop a partition
 // nor starve the refs behind them.
 //
+// With Config.Backstop (the silo's default, where partitions emit their own due refs) the
+// coordinator keeps only its activating and safety roles: it scans each partition when it
+// takes it and every SafetyRescan after, ignores next-due hints, and sends whatever such a scan
+// finds due (a race with the partition's own emit costs a stale or empty result, never a
+// second occurrence: the schedule's watermark and the saga's revision decide).
+//
 // Time comes only from an injected clock.Clock, so tests drive it with clock.Fake. The package
 // lives outside grains/ because it starts goroutines and takes locks, which the purity lint of
 // the deterministic core forbids there.

@@ -8,6 +8,7 @@ import (
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/duebackoff"
 )
 
 // Round limits.
@@ -28,7 +29,7 @@ type roundState struct {
 	// failures counts failed rounds since the last good one.
 	failures int
 	// skips are the refs on backoff.
-	skips skipSet
+	skips duebackoff.Backoff
 }
 
 // roundOutcome is what a round tells the scheduler.
@@ -51,7 +52,7 @@ type roundOutcome struct {
 // pages), one batch for what is dispatchable, and the decision when to come back.
 func (c *Coordinator) serve(ctx context.Context, p *partition) roundOutcome {
 	w := &p.round
-	w.skips.prune(c.cfg.Clock.Now())
+	w.skips.Prune(c.cfg.Clock.Now())
 	var out roundResult
 	if err := c.takeDispatchErr(p); err != nil {
 		out.failed = err // a dispatch of an earlier round failed: back off before the next
@@ -60,8 +61,8 @@ func (c *Coordinator) serve(ctx context.Context, p *partition) roundOutcome {
 		out = c.round(ctx, p, w)
 	}
 	now := c.cfg.Clock.Now()
-	out.skippedRefs = w.skips.len()
-	out.stuckDue = w.skips.stuckDue(now)
+	out.skippedRefs = w.skips.Len()
+	out.stuckDue = w.skips.StuckDue(now)
 	if out.failed != nil {
 		// Back off: neither a backlog nor a ref's retry brings a failing partition back sooner.
 		w.failures++
@@ -73,7 +74,7 @@ func (c *Coordinator) serve(ctx context.Context, p *partition) roundOutcome {
 		return out.roundOutcome
 	}
 	w.failures = 0
-	if at := w.skips.nextRetry(now); !at.IsZero() && (out.wakeAt.IsZero() || at.Before(out.wakeAt)) {
+	if at := w.skips.NextRetry(now); !at.IsZero() && (out.wakeAt.IsZero() || at.Before(out.wakeAt)) {
 		out.wakeAt = at
 	}
 	return out.roundOutcome
@@ -112,7 +113,7 @@ func (c *Coordinator) round(ctx context.Context, p *partition, w *roundState) ro
 		}
 		reply, scannedAt = r, c.cfg.Clock.Now()
 		var passed bool
-		refs, passed = c.notSending(p, w.skips.filter(reply.GetRefs(), scannedAt))
+		refs, passed = c.notSending(p, w.skips.Filter(reply.GetRefs(), scannedAt))
 		passedSending = passedSending || passed
 		if len(refs) > 0 || !reply.GetMore() {
 			break
@@ -165,7 +166,7 @@ func (c *Coordinator) notSending(p *partition, refs []*orreryv1.DueRef) ([]*orre
 	defer c.mu.Unlock()
 	out := refs[:0:0]
 	for _, ref := range refs {
-		if !p.sending[keyOf(ref)] {
+		if !p.sending[duebackoff.KeyOf(ref)] {
 			out = append(out, ref)
 		}
 	}
@@ -195,7 +196,7 @@ func (c *Coordinator) startDispatch(ctx context.Context, p *partition, refs []*o
 	}
 	c.mu.Lock()
 	for _, ref := range refs {
-		p.sending[keyOf(ref)] = true
+		p.sending[duebackoff.KeyOf(ref)] = true
 	}
 	c.sending++
 	c.workers.Add(1)
@@ -207,7 +208,7 @@ func (c *Coordinator) startDispatch(ctx context.Context, p *partition, refs []*o
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, ref := range refs {
-			delete(p.sending, keyOf(ref))
+			delete(p.sending, duebackoff.KeyOf(ref))
 		}
 		c.sending--
 		c.dispatchedLocked(p, d, err)
@@ -225,8 +226,14 @@ func (c *Coordinator) dispatchedLocked(p *partition, d dispatchOutcome, err erro
 	now := c.cfg.Clock.Now()
 	rescan := p.rescanOnReply
 	p.rescanOnReply = false
-	p.skippedRefs, p.stuckDue = p.round.skips.len(), p.round.skips.stuckDue(now)
-	if at := p.round.skips.nextRetry(now); !at.IsZero() {
+	p.skippedRefs, p.stuckDue = p.round.skips.Len(), p.round.skips.StuckDue(now)
+	if c.cfg.Backstop { // the next safety rescan serves p again; it backs off on err
+		if err != nil {
+			p.dispatchErr = err
+		}
+		return
+	}
+	if at := p.round.skips.NextRetry(now); !at.IsZero() {
 		c.hintLocked(p, at, false)
 	}
 	switch {

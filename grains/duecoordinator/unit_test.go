@@ -37,52 +37,6 @@ func TestFailureBackoff(t *testing.T) {
 	}
 }
 
-func TestSkipSet(t *testing.T) {
-	var s skipSet
-	l := lane("k")
-	ref := &orreryv1.DueRef{Kind: orreryv1.DueKind_DUE_KIND_SCHEDULE, Lane: l, Id: "x", Token: 1, DueAtUnixMicros: 42}
-	newer := &orreryv1.DueRef{Kind: orreryv1.DueKind_DUE_KIND_SCHEDULE, Lane: l, Id: "x", Token: 2, DueAtUnixMicros: 42}
-	now := t0
-	var waits []time.Duration
-	for range 11 {
-		s.skip(ref, now)
-		at := s.nextRetry(now)
-		waits = append(waits, at.Sub(now))
-		if got := s.filter([]*orreryv1.DueRef{ref, newer}, now); len(got) != 1 || got[0] != newer {
-			t.Fatalf("filter kept %v, want only the newer token", got)
-		}
-		if got := s.stuckDue(now); len(got) != 1 || got[0] != 42 {
-			t.Fatalf("stuckDue = %v", got)
-		}
-		now = at
-	}
-	want := []time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300}
-	for i, w := range want {
-		if waits[i] != w*time.Second {
-			t.Fatalf("waits %v, want %v seconds", waits, want)
-		}
-	}
-	if got := s.filter([]*orreryv1.DueRef{ref}, now); len(got) != 1 {
-		t.Fatal("ref still skipped at its retry instant")
-	}
-	if !s.nextRetry(now).IsZero() || len(s.stuckDue(now)) != 0 {
-		t.Fatal("an elapsed entry still counts")
-	}
-	s.prune(now.Add(skipForget))
-	if s.len() != 1 {
-		t.Fatal("pruned before skipForget")
-	}
-	s.prune(now.Add(skipForget + time.Microsecond))
-	if s.len() != 0 {
-		t.Fatal("not pruned after skipForget")
-	}
-	s.skip(ref, now)
-	s.clear(ref)
-	if s.len() != 0 {
-		t.Fatal("clear kept the entry")
-	}
-}
-
 func TestRelativeInstant(t *testing.T) {
 	observed := t0
 	// The partition's clock is 10 s behind: its instant t0+60s is 70 s after its logged t0-10s.

@@ -36,8 +36,20 @@ const maxUnsyncedGroups = 64
 // what was applied), and one sync then makes every group applied before it durable (see
 // startSync). Only replies wait for the sync.
 func (g *grain) startCommit(ctx actor.Context) {
-	if g.applying || g.store == nil || g.stopping || len(g.pending) == 0 || len(g.unsynced) >= maxUnsyncedGroups {
+	if g.applying || g.store == nil || g.stopping || len(g.unsynced) >= maxUnsyncedGroups {
 		return
+	}
+	var own *pending
+	if g.cfg.OwnEmission {
+		own = g.ownDue(g.readTime())
+	}
+	if len(g.pending) == 0 && own == nil {
+		g.armDueTimer(ctx)
+		return
+	}
+	if g.dueTimer != nil { // the group's end starts the next one, which takes what is due then
+		g.dueTimer.Stop()
+		g.dueTimer = nil
 	}
 	n, bytes := 0, 0
 	for n < len(g.pending) && n < g.cfg.MaxGroupCommands && (n == 0 || bytes+g.pending[n].bytes <= g.cfg.MaxGroupBytes) {
@@ -45,6 +57,9 @@ func (g *grain) startCommit(ctx actor.Context) {
 		n++
 	}
 	group := g.pending[:n:n]
+	if own != nil {
+		group = append([]*pending{own}, group...)
+	}
 	g.pending = append([]*pending(nil), g.pending[n:]...)
 	// The first parked receives ride along: one whose queue has a visible message once the
 	// group is applied (typically because the group enqueued it) is applied in the same
@@ -145,6 +160,18 @@ func (g *grain) commitOnce(store *persistence.Store, group, candidates []*pendin
 		// IdempotencyConflict), so commands apply straight onto the transaction; any other
 		// error fails the whole group.
 		apply := func(p *pending) (*orreryv1.CommandReply, error) {
+			if p.own != nil {
+				receipt, err := g.applier.ApplyOwn(cached, p.req.GetPrincipal(), p.req.GetBatch(), loggedNow)
+				if err != nil {
+					if platform(err) {
+						return nil, err
+					}
+					return errorReply(err), nil
+				}
+				p.ownReceipt = receipt
+				journal = append(journal, &orreryv1.JournalEntry{Principal: p.req.GetPrincipal(), Batch: p.req.GetBatch(), Own: true})
+				return &orreryv1.CommandReply{}, nil
+			}
 			out, err := g.applier.ApplyBatch(cached, p.req.GetPrincipal(), p.req.GetBatch(), loggedNow)
 			if err != nil {
 				if platform(err) {
@@ -256,6 +283,11 @@ func (g *grain) finishApply(ctx actor.Context, done *groupApplied) {
 	}
 	for _, p := range done.floors {
 		g.readFloors.Adopt(p)
+	}
+	for i, p := range done.group {
+		if p.own != nil && i < len(done.replies) {
+			g.ownApplied(p, done.replies[i])
+		}
 	}
 	g.unsynced = append(g.unsynced, done)
 	if g.stopping || g.store == nil {

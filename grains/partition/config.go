@@ -54,6 +54,12 @@ type Config struct {
 	// OpenRetryMax caps the backoff between attempts to open a store whose lock is held
 	// elsewhere (default DefaultOpenRetryMax).
 	OpenRetryMax time.Duration
+	// OwnEmission makes the grain emit its own due refs: each group it applies starts with a
+	// batch of the EmitOccurrences and ExpireSaga commands a due coordinator would send for
+	// the refs due at that moment, and a timer at its due head's next instant starts a group
+	// when none is applying (see ownDue). OnNextDue is then not called: the coordinator only
+	// backs it up (duecoordinator.Config.Backstop).
+	OwnEmission bool
 	// HousekeepEvery is how often the grain runs a Housekeep command (retention of receipts
 	// and message tombstones); it repeats at once while one reports more (default
 	// DefaultHousekeepEvery).

@@ -4,9 +4,21 @@
 // transaction per group; a group applies over the groups still syncing, one sync makes all
 // of them durable, and receipts go out only after it; a SyncPacer spaces one partition's syncs
 // while the process is short of CPU), parks long-poll receives until a
-// message is visible, answers due scans and inspection reads with budgets, tells the silo's due
-// coordinator when a commit writes a due entry earlier than it knows of, and stops the
-// activation after a failed commit so the next one recovers from disk.
+// message is visible, emits its own due refs (Config.OwnEmission) or tells the silo's due
+// coordinator when a commit writes a due entry earlier than it knows of, answers due scans and
+// inspection reads with budgets, and stops the activation after a failed commit so the next
+// one recovers from disk.
+//
+// With OwnEmission (the silo's default) the partition is its own due coordinator: every group
+// it applies starts with an own batch of the EmitOccurrences and ExpireSaga mutations, with
+// their CAS tokens, of the refs due at that moment (at most 256, and 512 occurrences), and a
+// timer at its due head's next instant starts a group when none is applying. The batch is
+// journalled with JournalEntry.own and applied by batch.Applier.ApplyOwn: no inbox entry or
+// receipt (nobody replays it; the next one is made from the index again) and each mutation
+// stands alone. Refs that fail for a lasting reason go on backoff (duebackoff). Against a
+// coordinator's round this saves the ScanDue and Command requests, a command inbox entry per
+// round, and the wait for the sync before the next round, and enqueues at the due instant
+// plus one group's apply.
 //
 // Due scans are answered from the partition's due head (due.Head): the front of its due index
 // in memory, loaded from the store when a scan reaches past it (about every 4 s under steady

@@ -15,6 +15,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/duebackoff"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/persistence"
@@ -79,6 +80,10 @@ type pending struct {
 	deadline time.Time // set for a parked long-poll receive
 	// onReply, set for the grain's own commands, receives the reply instead of a sender.
 	onReply func(*orreryv1.CommandReply)
+	// own, set for the grain's own due batch (see ownDue), holds the refs of its mutations in
+	// order; ownReceipt is its receipt once applied (not stored: nobody replays it).
+	own        []*orreryv1.DueRef
+	ownReceipt *orreryv1.Receipt
 }
 
 // grain is one activation of partition/<n>.
@@ -125,6 +130,12 @@ type grain struct {
 	// this actor finished: due scans it covers need no store transaction, which would first
 	// wait for the commit in flight.
 	head *due.Head
+	// dueTimer wakes the grain at its due head's next instant when it emits its own due refs
+	// (Config.OwnEmission) and no group is applying; ownSeq numbers its own due batches, and
+	// ownSkips holds refs on backoff after a lasting failure, until when.
+	dueTimer *time.Timer
+	ownSeq   uint64
+	ownSkips duebackoff.Backoff
 
 	// warm is what committed groups read and wrote, for the next groups' reads (see
 	// kv.Warm): Badger's Get looks through every level even for a key in its memtable, so
@@ -179,6 +190,9 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.startSync(ctx)
 	case *housekeepTick:
 		g.housekeep(ctx)
+	case *dueTick:
+		g.dueTimer = nil
+		g.startCommit(ctx)
 	case *orreryv1.ScanDueRequest:
 		ctx.Respond(g.scanDue(msg))
 	case *orreryv1.InspectRequest:
@@ -223,9 +237,7 @@ func (g *grain) open(ctx actor.Context) {
 	g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
 	g.log.Info("partition open", "epoch", store.Epoch(), "logged_time", store.LoggedTime(), "applied_index", store.AppliedIndex())
 	g.reportNextDue()
-	if len(g.pending) > 0 {
-		g.startCommit(ctx)
-	}
+	g.startCommit(ctx)
 }
 
 // unavailable is the error a request gets while the store is not open.
@@ -289,6 +301,9 @@ func (g *grain) stop(ctx actor.Context) {
 	}
 	if g.housekeepTimer != nil {
 		g.housekeepTimer.Stop()
+	}
+	if g.dueTimer != nil {
+		g.dueTimer.Stop()
 	}
 	if g.applyDone != nil {
 		<-g.applyDone // its groupApplied message is never handled: the group is not counted

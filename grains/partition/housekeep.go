@@ -30,6 +30,7 @@ func (g *grain) housekeep(ctx actor.Context) {
 	if g.store == nil || g.stopping {
 		return
 	}
+	g.ownSkips.Prune(g.cfg.Now())
 	if g.housekeeping {
 		g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
 		return

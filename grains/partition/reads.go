@@ -41,22 +41,7 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 		maxRefs = MaxScanRefs
 	}
 	now := g.readTime()
-	budget := due.Budget{MaxRefs: maxRefs, After: req.GetAfter(), FromMicros: g.dueFloor}
-	res, covered, err := g.head.Scan(now, budget)
-	if !covered && !g.head.Covers(now) {
-		if err := g.store.ViewApplied(func(r kv.Reader) error { return g.head.Load(r, g.dueFloor, now+dueHeadAhead) }); err != nil {
-			g.head.Reset()
-			g.log.Warn("partition could not load its due head", "err", err)
-		}
-		res, covered, err = g.head.Scan(now, budget)
-	}
-	if !covered { // a backlog beyond the head's bound: read the store
-		err = g.store.ViewApplied(func(r kv.Reader) error {
-			var err error
-			res, err = due.ScanDue(r, now, budget)
-			return err
-		})
-	}
+	res, err := g.scanHead(now, due.Budget{MaxRefs: maxRefs, After: req.GetAfter(), FromMicros: g.dueFloor})
 	if err != nil {
 		return &orreryv1.ScanDueReply{Error: orrery.AsError(err).Proto()}
 	}
@@ -131,6 +116,9 @@ func (g *grain) reportNextDue() {
 	if next == 0 {
 		g.dueTold = input.MaxInstantMicros
 	}
+	if g.cfg.OwnEmission {
+		return // the grain emits its own due refs (see ownDue)
+	}
 	g.cfg.OnNextDue(&orreryv1.NextDueNotice{Partition: int32(g.partition), NextDueAtUnixMicros: next, ActivationEpoch: g.store.Epoch()})
 }
 
@@ -139,6 +127,9 @@ func (g *grain) reportNextDue() {
 // entry itself is the news. Later entries are not reported (the coordinator's scans and emit
 // results carry them), which saves a due-index seek on every commit.
 func (g *grain) noticeDueWritten(minWritten int64) {
+	if g.cfg.OwnEmission {
+		return // the grain emits its own due refs (see ownDue)
+	}
 	if g.dueTold == 0 {
 		g.reportNextDue()
 		return

@@ -1,0 +1,168 @@
+package partition
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/persistence"
+)
+
+const sagaID = "5f0c2b1e-7d4a-4c3b-9a8e-1f2d3c4b5a69"
+
+func withOwnEmission(c *Config) { c.OwnEmission = true }
+
+// receiveAll long-polls the test queue until it has received want messages, failing after a
+// generous bound.
+func (h *harness) receiveAll(want int) []*orreryv1.QueueMessage {
+	h.t.Helper()
+	var got []*orreryv1.QueueMessage
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; len(got) < want; i++ {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("received %d messages, want %d", len(got), want)
+		}
+		rc := receipt(h.t, h.do(command(fmt.Sprint("recv-", i), 2*time.Second, receive(10))))
+		got = append(got, rc.GetResults()[0].GetReceive().GetMessages()...)
+	}
+	return got
+}
+
+// TestOwnEmissionEmitsAtTheDueInstant: with OwnEmission a partition emits a schedule's
+// occurrences and expires a saga at their due instants with nobody scanning it or sending it
+// commands: no next-due notice goes out, the journal holds its own batches, and they store
+// no inbox entry.
+func TestOwnEmissionEmitsAtTheDueInstant(t *testing.T) {
+	h := newHarness(t, withOwnEmission)
+	first := time.Now().Add(300 * time.Millisecond)
+	if r := receipt(t, h.do(command("configure", 0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+		Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: scheduleID, Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{
+			Every: &orreryv1.EverySpec{IntervalMicros: input.Second, FirstDueAtUnixMicros: first.UnixMicro()}}}}}}}))); r.GetResults()[0].GetError() != nil {
+		t.Fatalf("configure: %v", r)
+	}
+	deadline := time.Now().Add(500 * time.Millisecond)
+	if r := receipt(t, h.do(command("saga", 0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_CompareExchangeSaga{CompareExchangeSaga: &orreryv1.CompareExchangeSaga{
+		Lane: lane, SagaId: sagaID, Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{}`, DeadlineUnixMicros: deadline.UnixMicro(),
+		Timeout: &orreryv1.SagaTimeout{Queue: lane.GetQueue(), Template: &orreryv1.MessageTemplate{PayloadJson: `"late"`}},
+	}}}))); r.GetResults()[0].GetError() != nil {
+		t.Fatalf("saga: %v", r)
+	}
+
+	msgs := h.receiveAll(4)
+	occurrences, timeouts := 0, 0
+	for _, m := range msgs {
+		switch {
+		case m.GetOccurrence() != nil:
+			due := m.GetOccurrence().GetNominalDueAtUnixMicros()
+			if m.GetEnqueuedAtUnixMicros() < due {
+				t.Fatalf("occurrence %s enqueued at %d, before its due instant %d", m.GetId(), m.GetEnqueuedAtUnixMicros(), due)
+			}
+			occurrences++
+		case m.GetSagaTimeout() != nil:
+			if m.GetEnqueuedAtUnixMicros() < deadline.UnixMicro() {
+				t.Fatalf("timeout enqueued at %d, before the deadline %d", m.GetEnqueuedAtUnixMicros(), deadline.UnixMicro())
+			}
+			timeouts++
+		}
+	}
+	if timeouts != 1 || occurrences < 3 {
+		t.Fatalf("received %d occurrences and %d timeouts, want at least 3 and 1", occurrences, timeouts)
+	}
+	h.mu.Lock()
+	notices := len(h.due)
+	h.mu.Unlock()
+	if notices != 0 {
+		t.Fatalf("%d next-due notices with OwnEmission, want none", notices)
+	}
+
+	h.system.Root.StopFuture(h.pid).Wait()
+	store, err := persistence.Open(persistence.PartitionDir(h.cfg.DataRoot, 1), persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	own := 0
+	if err := store.ScanJournal(1, func(rec *orreryv1.JournalRecord) (bool, error) {
+		for _, e := range rec.GetEntries() {
+			if e.GetOwn() {
+				if e.GetPrincipal() != OwnDuePrincipal {
+					t.Errorf("own entry of principal %q", e.GetPrincipal())
+				}
+				own++
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if own < 2 {
+		t.Fatalf("%d own batches in the journal, want the emits and the expiry", own)
+	}
+	if err := store.View(func(r kv.Reader) error {
+		return kv.ScanPrefix(r, keys.InboxKey(OwnDuePrincipal, ""), func(key, _ []byte) (bool, error) {
+			t.Errorf("inbox entry %q for an own batch", key)
+			return true, nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOwnEmissionBacksOffARefThatFails: a schedule whose emit keeps failing (its first
+// occurrence expired before it could be emitted) fails alone, the other schedule's occurrences
+// keep coming, and it is tried again only after its backoff, not in every group the
+// partition applies.
+func TestOwnEmissionBacksOffARefThatFails(t *testing.T) {
+	h := newHarness(t, withOwnEmission)
+	other := &orreryv1.Lane{Namespace: lane.GetNamespace(), Queue: "other", Key: lane.GetKey()} // same partition
+	const stuck = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	every := func(l *orreryv1.Lane, id string, first time.Time, ttl int64) *orreryv1.Mutation {
+		return &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+			Definition: &orreryv1.ScheduleDefinition{Lane: l, ScheduleId: id, Template: &orreryv1.MessageTemplate{TimeToLiveMicros: ttl},
+				Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{
+					Every: &orreryv1.EverySpec{IntervalMicros: input.Second, FirstDueAtUnixMicros: first.UnixMicro()}}}}}}}
+	}
+	// The stuck schedule's first occurrence, due 10 s ago, lived 1 s: its emit fails Expired,
+	// every time (the misfire policy does not skip it).
+	r := receipt(t, h.do(command("configure", 0, every(other, stuck, time.Now().Add(-10*time.Second), input.Second),
+		every(lane, scheduleID, time.Now().Add(200*time.Millisecond), 0))))
+	for _, res := range r.GetResults() {
+		if res.GetError() != nil {
+			t.Fatalf("configure: %v", r)
+		}
+	}
+	started := time.Now()
+	if msgs := h.receiveAll(3); len(msgs) < 3 {
+		t.Fatalf("received %v", msgs)
+	}
+	elapsed := time.Since(started)
+
+	h.system.Root.StopFuture(h.pid).Wait()
+	store, err := persistence.Open(persistence.PartitionDir(h.cfg.DataRoot, 1), persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	attempts := 0
+	if err := store.ScanJournal(1, func(rec *orreryv1.JournalRecord) (bool, error) {
+		for _, e := range rec.GetEntries() {
+			for _, m := range e.GetBatch().GetMutations() {
+				if e.GetOwn() && m.GetEmitOccurrences().GetScheduleId() == stuck {
+					attempts++
+				}
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Backoff of 1 s, then 2 s, ...: tries at about 0, 1 and 3 s.
+	if attempts < 1 || attempts > 2+int(elapsed/time.Second) {
+		t.Fatalf("the stuck schedule was tried %d times in %v", attempts, elapsed.Round(time.Millisecond))
+	}
+	t.Logf("the stuck schedule was tried %d times in %v", attempts, elapsed.Round(time.Millisecond))
+}
