@@ -1086,8 +1086,9 @@ type JournalEntry struct {
 	Batch     *Batch                 `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
 	// own is set for a batch the partition made itself: the EmitOccurrences and ExpireSaga
 	// mutations of its due index at the group's logged time. An own batch stores no inbox entry
-	// or receipt (nobody replays it: the next one is made from the index again), and each of its
-	// mutations stands alone: a full lane fails that mutation, not the batch.
+	// or receipt (nobody replays it: the next one is made from the index again), each of its
+	// mutations stands alone (a full lane fails that mutation, not the batch), and its emits
+	// enqueue at most 512 occurrences in all (batch.OwnBatchOccurrences).
 	Own           bool `protobuf:"varint,3,opt,name=own,proto3" json:"own,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -68,10 +68,16 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 	return &Outcome{Receipt: receipt, ReceiptBytes: encoded}, nil
 }
 
+// OwnBatchOccurrences bounds the occurrences one own batch enqueues (its emits share it, oldest
+// due first), so that its writes stay well inside one transaction whatever its refs' backlogs;
+// what it leaves stays due for the next one.
+const OwnBatchOccurrences = 512
+
 // ApplyOwn applies a batch the partition made itself (a JournalEntry with own set): the
 // EmitOccurrences and ExpireSaga mutations of its due index. It stores no inbox entry or
-// receipt, and each mutation stands alone: one that fails, QuotaExceeded included, fails
-// alone and leaves the others applied. The receipt it returns is for the partition only.
+// receipt, each mutation stands alone (one that fails, QuotaExceeded included, fails alone
+// and leaves the others applied), and its emits enqueue at most OwnBatchOccurrences in all.
+// The receipt it returns is for the partition only.
 func (a Applier) ApplyOwn(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64) (*orreryv1.Receipt, error) {
 	if err := checkEnvelope(principal, b, loggedNowMicros); err != nil {
 		return nil, err
@@ -129,6 +135,9 @@ func (a Applier) applyMutations(batchWrites *kv.Buffer, principal string, b *orr
 		return orrery.Invalid("mutations", "has %d mutations, more than the limit of %d", n, a.Limits.MaxMutationsPerBatch), nil
 	}
 	budget := &schedule.EmitBudget{Limit: a.Limits.MaxEmitBytesPerBatch}
+	if independent {
+		budget.MaxOccurrences = OwnBatchOccurrences
+	}
 	for i, m := range b.GetMutations() {
 		writes := kv.NewBuffer(batchWrites)
 		res, err := a.routed(m)

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/orreryhq/orrery"
@@ -85,5 +86,48 @@ func TestOwnBatchHoldsOnlyDueMutations(t *testing.T) {
 	}
 	if v.Len() != 0 {
 		t.Fatalf("refused own batches wrote %d keys", v.Len())
+	}
+}
+
+// TestOwnBatchEnqueuesAtMostItsOccurrenceBudget: the emits of one own batch share
+// OwnBatchOccurrences, oldest mutation first, and leave the rest due; an ordinary batch of the
+// same emits enqueues every one's max.
+func TestOwnBatchEnqueuesAtMostItsOccurrenceBudget(t *testing.T) {
+	const schedules, backlog = 20, 40
+	ids := make([]string, schedules)
+	var configure, emits []*orreryv1.Mutation
+	for i := range ids {
+		ids[i] = fmt.Sprintf("00000000-0000-4000-8000-%012x", i)
+		m := configureMutation(everySpec(t0-backlog*sec, sec), 0)
+		m.GetConfigureSchedule().GetDefinition().ScheduleId = ids[i]
+		configure = append(configure, m)
+		e := emitMutation(1)
+		e.GetEmitOccurrences().ScheduleId = ids[i]
+		emits = append(emits, e)
+	}
+	enqueued := func(rc *orreryv1.Receipt) (total int, each []int) {
+		for _, r := range rc.GetResults() {
+			if err := resultErr(r); err != nil {
+				t.Fatal(err)
+			}
+			n := len(r.GetSchedule().GetEnqueuedIds())
+			total, each = total+n, append(each, n)
+		}
+		return total, each
+	}
+	own, ordinary := kv.NewMemory(), kv.NewMemory()
+	for _, v := range []kv.View{own, ordinary} {
+		mustApply(t, v, &orreryv1.Batch{CommandId: "setup", Mutations: configure}, t0-backlog*sec)
+	}
+	rc, err := applier().ApplyOwn(own, "system:partition-due", &orreryv1.Batch{CommandId: "due-1-1", Mutations: emits}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, each := enqueued(rc)
+	if total != OwnBatchOccurrences || each[0] != 32 || each[schedules-1] != 0 {
+		t.Fatalf("own batch enqueued %d (%v), want %d, the first schedules' max first", total, each, OwnBatchOccurrences)
+	}
+	if total, _ := enqueued(mustApply(t, ordinary, &orreryv1.Batch{CommandId: "c1", Mutations: emits}, t0).Receipt); total != schedules*32 {
+		t.Fatalf("ordinary batch enqueued %d, want %d", total, schedules*32)
 	}
 }

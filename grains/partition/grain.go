@@ -136,6 +136,7 @@ type grain struct {
 	dueTimer *time.Timer
 	ownSeq   uint64
 	ownSkips duebackoff.Backoff
+	ownRefs  int // bound of the next own due batch's refs (0: ownDueRefs)
 
 	// warm is what committed groups read and wrote, for the next groups' reads (see
 	// kv.Warm): Badger's Get looks through every level even for a key in its memtable, so

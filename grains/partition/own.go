@@ -18,14 +18,13 @@ import (
 // OwnDuePrincipal is the principal of the due batches a partition makes itself.
 const OwnDuePrincipal = input.SystemPrincipalPrefix + "partition-due"
 
-// Bounds of one own due batch.
+// Bounds of one own due batch; its emits also share batch.OwnBatchOccurrences.
 const (
-	// ownDueRefs is the most refs in one own due batch (the default MaxMutationsPerBatch).
+	// ownDueRefs is the most refs in one own due batch (the default MaxMutationsPerBatch). A
+	// batch the partition refuses as a whole (more than one transaction holds) halves the
+	// next ones' bound, and each applied one doubles it back.
 	ownDueRefs = 256
-	// ownDueOccurrences bounds refs × EmitOccurrences.max, so that one batch's writes stay well
-	// inside a transaction; a schedule with a longer backlog goes on in the next groups.
-	ownDueOccurrences = 512
-	// ownEmitMax is the largest EmitOccurrences.max (the state machine's cap).
+	// ownEmitMax is EmitOccurrences.max (the state machine's cap).
 	ownEmitMax = 32
 )
 
@@ -37,7 +36,10 @@ type dueTick struct{}
 // command (DESIGN §5) but applied in the group about to start, with no inbox entry. It returns
 // nil when nothing is due.
 func (g *grain) ownDue(now int64) *pending {
-	refs := slices.DeleteFunc(g.dueRefs(now, ownDueRefs), func(ref *orreryv1.DueRef) bool {
+	if g.ownRefs == 0 {
+		g.ownRefs = ownDueRefs
+	}
+	refs := slices.DeleteFunc(g.dueRefs(now, g.ownRefs), func(ref *orreryv1.DueRef) bool {
 		known := ref.GetKind() == orreryv1.DueKind_DUE_KIND_SCHEDULE || ref.GetKind() == orreryv1.DueKind_DUE_KIND_SAGA
 		if !known { // written by a newer version: leave it to one that knows it
 			g.ownSkips.Skip(ref, g.cfg.Now())
@@ -47,7 +49,7 @@ func (g *grain) ownDue(now int64) *pending {
 	if len(refs) == 0 {
 		return nil
 	}
-	muts := due.Mutations(refs, uint32(min(ownEmitMax, max(1, ownDueOccurrences/len(refs)))))
+	muts := due.Mutations(refs, ownEmitMax)
 	g.ownSeq++
 	req := &orreryv1.CommandRequest{Principal: OwnDuePrincipal, Batch: &orreryv1.Batch{
 		CommandId: "due-" + strconv.FormatUint(g.store.Epoch(), 10) + "-" + strconv.FormatUint(g.ownSeq, 10),
@@ -72,7 +74,8 @@ func (g *grain) dueRefs(now int64, maxRefs int) []*orreryv1.DueRef {
 }
 
 // scanHead scans the due head at now within budget, loading the head from the store when it
-// does not cover now, and reading the store past it for a backlog beyond its bound.
+// does not cover now, and reading the store past it for a backlog beyond its bound. A scan
+// from the due floor raises it.
 func (g *grain) scanHead(now int64, budget due.Budget) (*due.Result, error) {
 	res, covered, err := g.head.Scan(now, budget)
 	if !covered && !g.head.Covers(now) {
@@ -88,6 +91,9 @@ func (g *grain) scanHead(now int64, budget due.Budget) (*due.Result, error) {
 			res, err = due.ScanDue(r, now, budget)
 			return err
 		})
+	}
+	if err == nil && budget.After == nil {
+		g.raiseDueFloor(res)
 	}
 	return res, err
 }
@@ -109,11 +115,14 @@ func (g *grain) ownApplied(p *pending, reply *orreryv1.CommandReply) {
 	}
 	if err := orrery.FromProto(reply.GetError()); err != nil {
 		g.log.Warn("partition's own due batch was refused", "refs", len(p.own), "err", err)
-		for _, ref := range p.own {
-			fail(ref, err)
+		if len(p.own) > 1 { // most likely more than one transaction holds: fewer refs next time
+			g.ownRefs = max(1, len(p.own)/2)
+			return
 		}
+		fail(p.own[0], err)
 		return
 	}
+	g.ownRefs = min(ownDueRefs, 2*g.ownRefs)
 	for i, res := range p.ownReceipt.GetResults() {
 		if i >= len(p.own) {
 			break

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,4 +166,42 @@ func TestOwnEmissionBacksOffARefThatFails(t *testing.T) {
 		t.Fatalf("the stuck schedule was tried %d times in %v", attempts, elapsed.Round(time.Millisecond))
 	}
 	t.Logf("the stuck schedule was tried %d times in %v", attempts, elapsed.Round(time.Millisecond))
+}
+
+// TestOwnEmissionDrainsALargePayloadBacklogWithinTheTransactionLimit: four schedules with
+// 200 KiB templates and ten occurrences due each are emitted by the partition itself on the
+// smallest staggered memtable, every occurrence once, without a batch ever exceeding the
+// transaction limit (which would put the refs on backoff).
+func TestOwnEmissionDrainsALargePayloadBacklogWithinTheTransactionLimit(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.OwnEmission = true
+		c.Store.MemTableBytes = persistence.DefaultMemTableBytes * 25 / 32
+	})
+	payload := `"` + strings.Repeat("x", 200<<10) + `"`
+	first := time.Now().Add(-9500 * time.Millisecond) // ten due now, the next in 0.5 s
+	for i := range 4 {
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012x", i)
+		r := receipt(t, h.do(command(fmt.Sprint("configure-", i), 0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+			Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id, Template: &orreryv1.MessageTemplate{PayloadJson: payload},
+				Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: input.Second,
+					FirstDueAtUnixMicros: first.UnixMicro()}}}}}}})))
+		if r.GetResults()[0].GetError() != nil {
+			t.Fatalf("configure %d: %v", i, r)
+		}
+	}
+	seen := map[string]bool{}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; len(seen) < 4*10; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d distinct occurrences after 30 s, want at least 40", len(seen))
+		}
+		// Receive one at a time: a receive's reply carries its payloads.
+		rc := receipt(t, h.do(command(fmt.Sprint("recv-", i), 2*time.Second, receive(1))))
+		for _, m := range rc.GetResults()[0].GetReceive().GetMessages() {
+			if seen[m.GetId()] {
+				t.Fatalf("occurrence %s received twice", m.GetId())
+			}
+			seen[m.GetId()] = true
+		}
+	}
 }

@@ -45,7 +45,7 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 	if err != nil {
 		return &orreryv1.ScanDueReply{Error: orrery.AsError(err).Proto()}
 	}
-	g.learnFromScan(len(req.GetAfter()) == 0, res)
+	g.learnFromScan(res)
 	return &orreryv1.ScanDueReply{
 		Refs: res.Refs, More: res.More, Continuation: res.Continuation, NextDueAtUnixMicros: res.NextDueAtMicros,
 		LoggedTimeUnixMicros: now, ActivationEpoch: g.store.Epoch(),
@@ -80,23 +80,27 @@ func (g *grain) lowerDueFloor(minWritten int64) {
 	}
 }
 
-// learnFromScan takes what a due scan answered. A scan from the start (no continuation)
-// begins at the due floor, so its first entry is the partition's earliest and raises the
-// floor. The coordinator wakes at or before the scan's next-due instant, which bounds what a
-// later notice must undercut; a partial scan (more refs follow) tells nothing yet.
-func (g *grain) learnFromScan(fromStart bool, res *due.Result) {
+// raiseDueFloor takes a due scan that began at the due floor (no continuation): its first
+// entry is the partition's earliest and raises the floor, so the next scans and head loads do
+// not step over the entries emitted since. An entry a later group writes lowers it again
+// (lowerDueFloor).
+func (g *grain) raiseDueFloor(res *due.Result) {
 	first := res.NextDueAtMicros
 	if len(res.Refs) > 0 {
 		first = res.Refs[0].GetDueAtUnixMicros()
 	}
-	if fromStart {
-		switch {
-		case first > 0:
-			g.dueFloor = max(g.dueFloor, first)
-		case !res.More:
-			g.dueFloor = input.MaxInstantMicros // empty: the next entry written lowers it
-		}
+	switch {
+	case first > 0:
+		g.dueFloor = max(g.dueFloor, first)
+	case !res.More:
+		g.dueFloor = input.MaxInstantMicros // empty: the next entry written lowers it
 	}
+}
+
+// learnFromScan takes what a coordinator's due scan answered: the coordinator wakes at or
+// before the scan's next-due instant, which bounds what a later notice must undercut; a
+// partial scan (more refs follow) tells nothing yet.
+func (g *grain) learnFromScan(res *due.Result) {
 	g.dueTold = input.MaxInstantMicros
 	if !res.More && res.NextDueAtMicros > 0 {
 		g.dueTold = res.NextDueAtMicros

@@ -26,23 +26,29 @@ func ApplyEmit(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedN
 	return ApplyEmitWithin(v, lim, m, loggedNowMicros, nil)
 }
 
-// EmitBudget is the byte budget the EmitOccurrences of one batch share (see
-// Limits.MaxEmitBytesPerBatch). The zero value with a Limit is a fresh budget.
+// EmitBudget is the budget the EmitOccurrences of one batch share (see
+// Limits.MaxEmitBytesPerBatch). The zero value with its limits set is a fresh budget.
 type EmitBudget struct {
 	// Limit is the most payload and header bytes the batch's emits enqueue, once the first
-	// occurrence has gone.
+	// occurrence has gone (0: no byte bound).
 	Limit int
-	used  int
+	// MaxOccurrences is the most occurrences the batch's emits enqueue (0: no bound).
+	MaxOccurrences int
+	used, count    int
 }
 
 // allows reports whether another occurrence fits.
 func (b *EmitBudget) allows() bool {
-	return b == nil || b.Limit <= 0 || b.used == 0 || b.used < b.Limit
+	if b == nil {
+		return true
+	}
+	return (b.Limit <= 0 || b.used == 0 || b.used < b.Limit) && (b.MaxOccurrences <= 0 || b.count < b.MaxOccurrences)
 }
 
 func (b *EmitBudget) spend(n int) {
 	if b != nil {
 		b.used += n
+		b.count++
 	}
 }
 
