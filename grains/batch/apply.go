@@ -109,8 +109,12 @@ func checkEnvelope(principal string, b *orreryv1.Batch, loggedNowMicros int64) e
 // receipt carries the batch's error.
 func (a Applier) apply(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64, independent bool) (*orreryv1.Receipt, error) {
 	receipt := &orreryv1.Receipt{CommandId: b.GetCommandId(), LoggedTimeUnixMicros: loggedNowMicros}
+	if independent { // nothing rolls the whole batch back: mutations write straight to v
+		_, err := a.applyMutations(v, principal, b, loggedNowMicros, receipt, true)
+		return receipt, err
+	}
 	batchWrites := kv.NewBuffer(v)
-	rollback, err := a.applyMutations(batchWrites, principal, b, loggedNowMicros, receipt, independent)
+	rollback, err := a.applyMutations(batchWrites, principal, b, loggedNowMicros, receipt, false)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +131,7 @@ func (a Applier) apply(v kv.View, principal string, b *orreryv1.Batch, loggedNow
 
 // applyMutations runs each mutation on its own buffer over batchWrites. It returns the error
 // that rolls the whole batch back, if any (never when independent).
-func (a Applier) applyMutations(batchWrites *kv.Buffer, principal string, b *orreryv1.Batch, loggedNowMicros int64, receipt *orreryv1.Receipt, independent bool) (*orrery.Error, error) {
+func (a Applier) applyMutations(batchWrites kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64, receipt *orreryv1.Receipt, independent bool) (*orrery.Error, error) {
 	if len(b.GetMutations()) == 0 {
 		return orrery.Invalid("mutations", "must not be empty"), nil
 	}

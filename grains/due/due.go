@@ -83,6 +83,10 @@ func ScanDue(v kv.Reader, loggedNowMicros int64, budget Budget) (*Result, error)
 	bytes := 0
 	var decodeErr error
 	err := v.Scan(start, kv.PrefixEnd(keys.Due), func(key, value []byte) (bool, error) {
+		if at, ok := DueAtOfKey(key); ok && at > loggedNowMicros { // the key says: no decoding
+			res.NextDueAtMicros = at
+			return false, nil
+		}
 		ref := &orreryv1.DueRef{}
 		if err := proto.Unmarshal(value, ref); err != nil {
 			decodeErr = orrery.Wrap(orrery.CodeInternal, err, "decode due ref")

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -55,7 +54,7 @@ func (g *grain) ownDue(now int64) *pending {
 		CommandId: "due-" + strconv.FormatUint(g.store.Epoch(), 10) + "-" + strconv.FormatUint(g.ownSeq, 10),
 		Mutations: muts,
 	}}
-	return &pending{req: req, bytes: proto.Size(req), own: refs}
+	return &pending{req: req, own: refs} // bytes: the group takes it whatever its size
 }
 
 // dueRefs reads up to maxRefs refs due at now from the due head (loading it when it does not
