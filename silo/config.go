@@ -83,6 +83,11 @@ type Config struct {
 	// (partition.Config.OwnEmission) and the coordinator is a backstop: it activates the
 	// partitions this silo owns and re-scans each every 30 s.
 	CoordinatorEmits bool
+	// BusyApplyGap is the least time between the starts of one partition's groups while the
+	// process is busy as BusySyncGap judges it (default partition.DefaultBusyApplyGap, 6 ms;
+	// negative: never wait). Commands and due refs gather meanwhile into fewer, larger groups,
+	// each up to the gap later; see partition.Config.BusyApplyGap for what it measured.
+	BusyApplyGap time.Duration
 	// Logger receives the silo's logs (default slog.Default()); protoactor and memberlist are
 	// kept at WARN.
 	Logger *slog.Logger
@@ -133,6 +138,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 2 * time.Second
+	}
+	if c.BusyApplyGap == 0 {
+		c.BusyApplyGap = partition.DefaultBusyApplyGap
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -3,6 +3,9 @@ package silo
 import (
 	"runtime"
 	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery/grains/partition"
 )
 
 // TestMaxProcsDefaultsToSeveralPerCPUUnlessTheOperatorChose: the default raises GOMAXPROCS to
@@ -30,5 +33,15 @@ func TestStartSetsMaxProcs(t *testing.T) {
 	startSilo(t, t.TempDir(), func(c *Config) { c.MaxProcs = before + 3 })
 	if got := runtime.GOMAXPROCS(0); got != before+3 {
 		t.Fatalf("GOMAXPROCS %d after Start, want %d", got, before+3)
+	}
+}
+
+// TestBusyApplyGapDefaultsAndTurnsOff: zero takes partition.DefaultBusyApplyGap; a negative
+// gap stays negative (the silo passes none to its partitions); an explicit one is kept.
+func TestBusyApplyGapDefaultsAndTurnsOff(t *testing.T) {
+	for _, c := range []struct{ in, want time.Duration }{{0, partition.DefaultBusyApplyGap}, {-1, -1}, {2 * time.Millisecond, 2 * time.Millisecond}} {
+		if cfg, err := (Config{BusyApplyGap: c.in}).withDefaults(); err != nil || cfg.BusyApplyGap != c.want {
+			t.Errorf("BusyApplyGap %v became %v (err %v), want %v", c.in, cfg.BusyApplyGap, err, c.want)
+		}
 	}
 }

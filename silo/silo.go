@@ -72,7 +72,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	pcfg := partition.Config{
 		DataRoot: cfg.DataDir, Partitions: cfg.Partitions, Limits: cfg.Limits, Store: cfg.Store,
 		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger, SyncPacer: pacer,
-		OwnEmission: !cfg.CoordinatorEmits,
+		OwnEmission: !cfg.CoordinatorEmits, BusyApplyGap: max(cfg.BusyApplyGap, 0),
 		OnNextDue: func(n *orreryv1.NextDueNotice) {
 			if s.coord != nil {
 				s.coord.Notify(n)

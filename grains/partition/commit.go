@@ -51,6 +51,18 @@ func (g *grain) startCommit(ctx actor.Context) {
 		g.dueTimer.Stop()
 		g.dueTimer = nil
 	}
+	if g.applyTimer != nil {
+		return // a paced group start is waiting
+	}
+	if gap := g.cfg.BusyApplyGap; gap > 0 && g.cfg.SyncPacer.Busy() && !g.stopping {
+		if wait := time.Until(g.lastApplyStart.Add(gap)); wait > 0 {
+			g.ownSeq-- // own is made again when the timer fires
+			self, root := ctx.Self(), ctx.ActorSystem().Root
+			g.applyTimer = time.AfterFunc(wait, func() { root.Send(self, &applyDue{}) })
+			return
+		}
+	}
+	g.lastApplyStart = time.Now()
 	n, bytes := 0, 0
 	for n < len(g.pending) && n < g.cfg.MaxGroupCommands && (n == 0 || bytes+g.pending[n].bytes <= g.cfg.MaxGroupBytes) {
 		bytes += g.pending[n].bytes

@@ -47,6 +47,7 @@ type (
 	retryOpen     struct{}
 	wakeWaiter    struct{}
 	syncDue       struct{} // a paced sync may start
+	applyDue      struct{} // a paced group may start
 	housekeepTick struct{}
 	// groupApplied reports an applied group (or its failure) from the apply goroutine.
 	groupApplied struct {
@@ -111,11 +112,15 @@ type grain struct {
 	// last sync began.
 	syncTimer     *time.Timer
 	lastSyncStart time.Time
-	pending       []*pending
-	waiters       []*pending
-	offered       int // parked receives offered to the group applying (see startCommit)
-	waitTimer     *time.Timer
-	stopping      bool
+	// applyTimer is set while a paced group start waits (Config.BusyApplyGap);
+	// lastApplyStart is when the last group began.
+	applyTimer     *time.Timer
+	lastApplyStart time.Time
+	pending        []*pending
+	waiters        []*pending
+	offered        int // parked receives offered to the group applying (see startCommit)
+	waitTimer      *time.Timer
+	stopping       bool
 
 	// dueFloor is an instant no due-index entry is earlier than (0: unknown, scan from the
 	// start). Scans start there: the index behaves like a queue, and an LSM iterator starting
@@ -189,6 +194,9 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *syncDue:
 		g.syncTimer = nil
 		g.startSync(ctx)
+	case *applyDue:
+		g.applyTimer = nil
+		g.startCommit(ctx)
 	case *housekeepTick:
 		g.housekeep(ctx)
 	case *dueTick:
@@ -305,6 +313,9 @@ func (g *grain) stop(ctx actor.Context) {
 	}
 	if g.dueTimer != nil {
 		g.dueTimer.Stop()
+	}
+	if g.applyTimer != nil {
+		g.applyTimer.Stop()
 	}
 	if g.applyDone != nil {
 		<-g.applyDone // its groupApplied message is never handled: the group is not counted

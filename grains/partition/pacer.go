@@ -13,6 +13,9 @@ const (
 	// DefaultBusySyncGap is how long a partition's sync waits after its previous sync began
 	// while the process is busy.
 	DefaultBusySyncGap = 20 * time.Millisecond
+	// DefaultBusyApplyGap is how long a partition's group waits after its previous group began
+	// while the process is busy (Config.BusyApplyGap).
+	DefaultBusyApplyGap = 6 * time.Millisecond
 	// DefaultBusyAbove and DefaultIdleBelow are the fractions of the machine's cores the
 	// process must use for the pacer to turn busy, and then stay under to turn idle again.
 	DefaultBusyAbove = 0.8

@@ -80,3 +80,25 @@ func TestABusyPacerSpacesAPartitionsSyncs(t *testing.T) {
 		t.Errorf("the next sync began %v after the previous one, want at least the gap of %v", d, gap)
 	}
 }
+
+// TestABusyPacerSpacesAPartitionsGroups: while the pacer is busy, a partition's next group
+// starts no sooner than BusyApplyGap after the previous one began, and the commands that
+// arrive meanwhile gather into that one group (one logged time).
+func TestABusyPacerSpacesAPartitionsGroups(t *testing.T) {
+	const gap = 300 * time.Millisecond
+	pacer := NewSyncPacer(SyncPacerConfig{BusyGap: time.Millisecond}) // syncs all but unpaced
+	pacer.observe(1)
+	h := newHarness(t, func(cfg *Config) {
+		cfg.SyncPacer = pacer
+		cfg.BusyApplyGap = gap
+	})
+	first := receipt(t, h.do(command("c1", 0, enqueue("m1")))).GetLoggedTimeUnixMicros()
+	second, third := h.send(command("c2", 0, enqueue("m2"))), h.send(command("c3", 0, enqueue("m3")))
+	r2, r3 := receipt(t, replyOf(t, second)), receipt(t, replyOf(t, third))
+	if r2.GetLoggedTimeUnixMicros() != r3.GetLoggedTimeUnixMicros() {
+		t.Fatalf("c2 and c3 applied at %d and %d, want one group", r2.GetLoggedTimeUnixMicros(), r3.GetLoggedTimeUnixMicros())
+	}
+	if d := time.Duration(r2.GetLoggedTimeUnixMicros()-first) * time.Microsecond; d < gap-20*time.Millisecond {
+		t.Fatalf("the group after c1's began %v after it, want at least the gap of %v", d, gap)
+	}
+}
