@@ -40,7 +40,8 @@ func startSilo(b *testing.B, dir string) *silo.Silo {
 	workers, _ := strconv.Atoi(os.Getenv("ORRERY_BENCH_COORDINATOR_WORKERS"))
 	gap, _ := time.ParseDuration(os.Getenv("ORRERY_BENCH_BUSY_SYNC_GAP"))
 	applyGap, _ := time.ParseDuration(os.Getenv("ORRERY_BENCH_BUSY_APPLY_GAP"))
-	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Logger: quiet, CoordinatorWorkers: workers, BusySyncGap: gap, BusyApplyGap: applyGap,
+	partitions, _ := strconv.Atoi(os.Getenv("ORRERY_BENCH_PARTITIONS"))
+	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Partitions: partitions, Logger: quiet, CoordinatorWorkers: workers, BusySyncGap: gap, BusyApplyGap: applyGap,
 		CoordinatorEmits: os.Getenv("ORRERY_BENCH_COORDINATOR_EMITS") == "on"})
 	if err != nil {
 		b.Fatal(err)
