@@ -33,6 +33,10 @@ func scale(full, short int) int {
 	return full
 }
 
+// startSilo starts an embedded silo on dir with the silo's defaults, which these environment
+// variables override for experiments: ORRERY_BENCH_PARTITIONS (partition count),
+// ORRERY_BENCH_COORDINATOR_WORKERS, ORRERY_BENCH_BUSY_SYNC_GAP, ORRERY_BENCH_BUSY_APPLY_GAP
+// (durations) and ORRERY_BENCH_COORDINATOR_EMITS=on.
 func startSilo(b *testing.B, dir string) *silo.Silo {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
