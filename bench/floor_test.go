@@ -210,12 +210,12 @@ func (l *floorLife) drive(s *persistence.Store, start, stop time.Time, perSecond
 	loggedTime := int64(0)
 	err := func() error {
 		for now := time.Now(); now.Before(stop); now = time.Now() {
-			dueNow := uint64(now.Sub(start).Seconds() * float64(perSecond))
+			dueNow := uint64(now.Sub(start).Seconds() * float64(perSecond)) // monotonic: never below emitted
 			receiveTo, ackTo := emitted, received
 			if !consume {
 				receiveTo, ackTo = received, acked
 			}
-			if dueNow <= emitted && receiveTo == received && ackTo == acked { // nothing to write
+			if dueNow == emitted && receiveTo == received && ackTo == acked { // nothing to write
 				time.Sleep(time.Until(now.Add(partition.DefaultBusyApplyGap)))
 				continue
 			}
@@ -229,7 +229,7 @@ func (l *floorLife) drive(s *persistence.Store, start, stop time.Time, perSecond
 					var muts []*orreryv1.Mutation
 					for k := from; k < to; k++ {
 						for _, w := range p.perOccurrence {
-							if err := l.write(txn, w, values, k); err != nil {
+							if err := floorWriteAt(txn, w, values, k); err != nil {
 								return err
 							}
 						}
@@ -238,7 +238,7 @@ func (l *floorLife) drive(s *persistence.Store, start, stop time.Time, perSecond
 						}
 					}
 					for _, w := range p.perGroup {
-						if err := l.write(txn, w, values, group); err != nil {
+						if err := floorWriteAt(txn, w, values, group); err != nil {
 							return err
 						}
 					}
@@ -269,8 +269,8 @@ func (l *floorLife) drive(s *persistence.Store, start, stop time.Time, perSecond
 				return err
 			}
 			groups.Add(1)
-			written.Add(int64(max(dueNow, emitted) - emitted))
-			emitted, received, acked = max(dueNow, emitted), receiveTo, ackTo
+			written.Add(int64(dueNow - emitted))
+			emitted, received, acked = dueNow, receiveTo, ackTo
 			time.Sleep(time.Until(now.Add(partition.DefaultBusyApplyGap)))
 		}
 		return nil
@@ -282,9 +282,9 @@ func (l *floorLife) drive(s *persistence.Store, start, stop time.Time, perSecond
 	return err
 }
 
-// write applies w for occurrence (or group) k: the recorded key made unique to k, and a value
+// floorWriteAt applies w for occurrence (or group) k: the recorded key made unique to k, and a value
 // of the recorded length.
-func (l *floorLife) write(txn *persistence.Txn, w floorWrite, values []byte, k uint64) error {
+func floorWriteAt(txn *persistence.Txn, w floorWrite, values []byte, k uint64) error {
 	key := binary.BigEndian.AppendUint64(bytes.Clone(w.key), k)
 	if w.value < 0 {
 		return txn.Delete(key)
