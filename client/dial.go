@@ -26,9 +26,16 @@ type DialConfig struct {
 	Partitions int
 	// AttemptTimeout bounds one request attempt (default 2 s).
 	AttemptTimeout time.Duration
+	// JoinTimeout bounds joining the cluster through Seeds (default DefaultJoinTimeout). Dial
+	// fails once it passes (or ctx ends first) with an Unavailable error naming each seed and
+	// what it answered: nothing listening, not a gossip port, another cluster's name.
+	JoinTimeout time.Duration
 	// Options configure the client (principal, retries, logger).
 	Options Options
 }
+
+// DefaultJoinTimeout is DialConfig.JoinTimeout's default.
+const DefaultJoinTimeout = 5 * time.Second
 
 // Dial joins the cluster as a client (a member with no kinds, never in the topology) and
 // returns a Client whose calls reach the partition grains. Close leaves the cluster.
@@ -42,16 +49,19 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
 	}
+	if cfg.JoinTimeout <= 0 {
+		cfg.JoinTimeout = DefaultJoinTimeout
+	}
 	logger := cfg.Options.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
 	c, provider, err := cluster.NewClient(ctx, cluster.MemberConfig{
-		Name: cfg.ClusterName, Host: cfg.Host, Logger: logger,
+		Name: cfg.ClusterName, Host: cfg.Host, Logger: logger, JoinTimeout: cfg.JoinTimeout,
 		Gossip: cluster.ProviderConfig{BindHost: cfg.Host, Seeds: cfg.Seeds, Logger: logger},
 	})
 	if err != nil {
-		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "join cluster %q through %v", cfg.ClusterName, cfg.Seeds)
+		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "dial cluster %q", cfg.ClusterName)
 	}
 	closer := func() error { return cluster.Shutdown(c, provider, true) }
 	partitions := cfg.Partitions
@@ -68,8 +78,9 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 // discoverPartitions asks partition 0 for the cluster's partition count, retrying until ctx
 // ends (the silos may still be starting).
 func discoverPartitions(ctx context.Context, c *protocluster.Cluster, attempt time.Duration) (int, error) {
-	probe := New(cluster.NewPartitionTransport(c, 1, attempt), Options{})
-	status, err := probe.PartitionStatus(ctx, 0)
+	transport := cluster.NewPartitionTransport(c, 1, attempt)
+	defer transport.Close()
+	status, err := New(transport, Options{}).PartitionStatus(ctx, 0)
 	if err != nil {
 		return 0, fmt.Errorf("ask partition 0 for the partition count: %w", err)
 	}
@@ -90,6 +101,7 @@ func (t *dialedTransport) Close() error {
 	if t.close == nil {
 		return errors.New("already closed")
 	}
+	_ = t.PartitionTransport.Close()
 	err := t.close()
 	t.close = nil
 	return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,9 @@ const (
 	DefaultWorkerLeaseDuration = 30 * time.Second
 	DefaultWorkerWait          = 20 * time.Second
 	DefaultWorkerSettleTimeout = 10 * time.Second
+	// DefaultWorkerUnreachableTimeout is how long every receive of a partition may fail before
+	// Run gives up (WorkerConfig.UnreachableTimeout).
+	DefaultWorkerUnreachableTimeout = time.Minute
 	// DefaultWorkerMaxPerReceive caps the default MaxPerReceive at the partition's default
 	// Limits.MaxReceivePerCommand.
 	DefaultWorkerMaxPerReceive = 256
@@ -56,6 +60,11 @@ type WorkerConfig struct {
 	// SettleTimeout bounds each ack, release and lease extension, which outlive Run's context
 	// so that a stopping worker still settles what it finished (default 10 s).
 	SettleTimeout time.Duration
+	// UnreachableTimeout is how long a partition's receives may keep failing with retriable
+	// errors (the cluster unreachable, the partition's silo gone) before Run stops and returns
+	// an Unavailable error naming the partition (default DefaultWorkerUnreachableTimeout;
+	// negative: retry for as long as Run runs). Meanwhile Status reports the failing partitions.
+	UnreachableTimeout time.Duration
 }
 
 // Worker consumes one queue across all partitions of the cluster; see Run.
@@ -63,6 +72,46 @@ type Worker struct {
 	c       *Client
 	cfg     WorkerConfig
 	running atomic.Bool
+	current atomic.Pointer[run] // the run in progress, nil when none
+}
+
+// WorkerStatus is what Worker.Status reports.
+type WorkerStatus struct {
+	// Running is set while Run runs.
+	Running bool
+	// Failing lists the partitions whose receives have been failing, oldest failure first.
+	Failing []PartitionFailure
+}
+
+// PartitionFailure is a partition whose receives keep failing with retriable errors.
+type PartitionFailure struct {
+	Partition int
+	// Since is when the first receive of the current run of failures failed.
+	Since time.Time
+	// Err is the last receive's error.
+	Err error
+}
+
+// Status reports whether the worker runs and which partitions it cannot reach. A partition
+// leaves Failing at its next successful receive.
+func (w *Worker) Status() WorkerStatus {
+	r := w.current.Load()
+	if r == nil {
+		return WorkerStatus{}
+	}
+	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
+	status := WorkerStatus{Running: true}
+	for p, f := range r.failing {
+		status.Failing = append(status.Failing, PartitionFailure{Partition: p, Since: f.Since, Err: f.Err})
+	}
+	slices.SortFunc(status.Failing, func(a, b PartitionFailure) int {
+		if c := a.Since.Compare(b.Since); c != 0 {
+			return c
+		}
+		return a.Partition - b.Partition
+	})
+	return status
 }
 
 // NewWorker returns a worker for cfg; the configuration is checked when Run starts.
@@ -81,6 +130,9 @@ func (c *Client) NewWorker(cfg WorkerConfig) *Worker {
 	}
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = DefaultWorkerSettleTimeout
+	}
+	if cfg.UnreachableTimeout == 0 {
+		cfg.UnreachableTimeout = DefaultWorkerUnreachableTimeout
 	}
 	if cfg.Owner == "" {
 		host, err := os.Hostname()
@@ -121,8 +173,11 @@ func (cfg WorkerConfig) validate() error {
 
 // Run consumes the queue until ctx ends, then stops: no new receive is sent, the handlers'
 // contexts are cancelled, and Run returns once every handler has returned and its message is
-// settled. It returns nil after a stop by ctx, and an error when the configuration is invalid or
-// a receive fails for a reason retrying cannot cure (Validation, Unauthorized, ...).
+// settled. It returns nil after a stop by ctx, and an error when the configuration is invalid,
+// a receive fails for a reason retrying cannot cure (Validation, Unauthorized, ...), or a
+// partition's receives have kept failing for UnreachableTimeout (Unavailable). Retriable
+// failures are retried with the client's backoff: a client that rejoins a restarted cluster
+// resumes consuming by itself.
 //
 // Each partition has one poller with at most one outstanding receive. An idle partition's
 // poller sends a waiting (long-poll) receive for one message; once it gets one and the
@@ -148,7 +203,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &run{w: w, cfg: w.cfg, ctx: runCtx, slots: make(chan struct{}, w.cfg.Concurrency),
-		settling: make(chan struct{}, w.cfg.Concurrency), ackers: newAckers(w.c, w.cfg.SettleTimeout)}
+		settling: make(chan struct{}, w.cfg.Concurrency), ackers: newAckers(w.c, w.cfg.SettleTimeout),
+		failing: map[int]PartitionFailure{}}
+	w.current.Store(r)
+	defer w.current.Store(nil)
 	for range w.cfg.Concurrency {
 		r.slots <- struct{}{}
 	}
@@ -180,6 +238,9 @@ type run struct {
 	ackers     []*acker      // one per partition: batched acks
 	fetching   atomic.Int64  // partitions currently fetching
 	deliveries sync.WaitGroup
+
+	healthMu sync.Mutex
+	failing  map[int]PartitionFailure // partitions whose receives are failing, by partition
 }
 
 // poll is partition's poller: it returns nil when the run stops and an error when a receive
@@ -198,12 +259,12 @@ func (r *run) poll(partition int) error {
 			msgs, more, err := r.receive(partition, 1, r.cfg.Wait)
 			answered := time.Now()
 			if err != nil {
-				if err := r.receiveFailed(partition, err, &failures); err != nil {
+				if err := r.receiveFailed(partition, err, sent, &failures); err != nil {
 					return err
 				}
 				continue
 			}
-			failures = 0
+			r.received(partition, &failures)
 			for i, qm := range msgs {
 				d := r.newDelivery(partition, qm, sent, answered)
 				switch r.waitSlot(d) {
@@ -230,12 +291,12 @@ func (r *run) poll(partition int) error {
 		answered := time.Now()
 		if err != nil {
 			r.putSlots(n)
-			if err := r.receiveFailed(partition, err, &failures); err != nil {
+			if err := r.receiveFailed(partition, err, sent, &failures); err != nil {
 				return err
 			}
 			continue
 		}
-		failures = 0
+		r.received(partition, &failures)
 		r.putSlots(n - len(msgs))
 		for _, qm := range msgs {
 			r.start(r.newDelivery(partition, qm, sent, answered))
@@ -248,10 +309,16 @@ func (r *run) poll(partition int) error {
 	return nil
 }
 
+// receiveGrace is how long past its wait a receive may take, retries included, before it
+// counts as failed (DeadlineExceeded), so that a worker notices an unreachable partition.
+const receiveGrace = 5 * time.Second
+
 // receive asks partition for up to maxMessages, waiting up to wait for the first; more reports
 // that visible messages remained beyond those returned.
 func (r *run) receive(partition, maxMessages int, wait time.Duration) (msgs []*orreryv1.QueueMessage, more bool, err error) {
-	res, err := r.w.c.receive(r.ctx, partition, &orreryv1.Receive{
+	ctx, cancel := context.WithTimeout(r.ctx, wait+receiveGrace)
+	defer cancel()
+	res, err := r.w.c.receive(ctx, partition, &orreryv1.Receive{
 		Namespace:           r.cfg.Namespace,
 		Queue:               r.cfg.Queue,
 		Max:                 uint32(maxMessages),
@@ -262,14 +329,28 @@ func (r *run) receive(partition, maxMessages int, wait time.Duration) (msgs []*o
 }
 
 // receiveFailed decides what a failed receive means: nil to go on (the run is stopping, or the
-// failure is retriable: it backs off first), or the error that stops the run.
-func (r *run) receiveFailed(partition int, err error, failures *int) error {
+// failure is retriable: it backs off first), or the error that stops the run (not retriable,
+// or the partition's receives have failed for UnreachableTimeout).
+func (r *run) receiveFailed(partition int, err error, sent time.Time, failures *int) error {
 	if r.ctx.Err() != nil {
 		return nil
 	}
 	if !orrery.Retriable(orrery.CodeOf(err)) {
 		r.w.c.log.Error("orrery worker: receive failed, stopping", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue, "partition", partition, "err", err)
 		return err
+	}
+	r.healthMu.Lock()
+	since := sent
+	if f, ok := r.failing[partition]; ok {
+		since = f.Since
+	}
+	r.failing[partition] = PartitionFailure{Partition: partition, Since: since, Err: err}
+	r.healthMu.Unlock()
+	if bound := r.cfg.UnreachableTimeout; bound > 0 && time.Since(since) >= bound {
+		r.w.c.log.Error("orrery worker: partition unreachable, stopping", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue,
+			"partition", partition, "since", since, "err", err)
+		return orrery.Wrap(orrery.CodeUnavailable, err, "worker %s/%s: every receive of partition %d failed for %v",
+			r.cfg.Namespace, r.cfg.Queue, partition, time.Since(since).Round(time.Millisecond))
 	}
 	r.w.c.log.Warn("orrery worker: receive failed, backing off", "partition", partition, "err", err)
 	timer := time.NewTimer(r.w.c.retry.Delay(*failures, r.w.c.retry.Jitter()))
@@ -280,6 +361,17 @@ func (r *run) receiveFailed(partition int, err error, failures *int) error {
 	case <-timer.C:
 	}
 	return nil
+}
+
+// received records a successful receive of partition: it is no longer failing.
+func (r *run) received(partition int, failures *int) {
+	if *failures == 0 {
+		return
+	}
+	*failures = 0
+	r.healthMu.Lock()
+	delete(r.failing, partition)
+	r.healthMu.Unlock()
 }
 
 // acquire takes at least one free slot (waiting for it) and then, without waiting, up to

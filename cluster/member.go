@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/hashicorp/go-multierror"
 
 	"github.com/orreryhq/orrery/actors"
 )
@@ -39,6 +41,10 @@ type MemberConfig struct {
 	RequestTimeout time.Duration
 	// IdentityLookup places grains (nil: protoactor's disthash).
 	IdentityLookup protocluster.IdentityLookup
+	// JoinTimeout bounds the wait for the first topology, i.e. for a join of the seeds to
+	// succeed (0: until ctx ends). When it passes first, the error names each seed and what it
+	// answered.
+	JoinTimeout time.Duration
 	// Logger receives protoactor's logs (nil: slog.Default()).
 	Logger *slog.Logger
 	// LogLevel drops protoactor records below it (nil: actors.DefaultLogLevel, WARN).
@@ -139,13 +145,24 @@ func startCluster(ctx context.Context, cfg MemberConfig, client bool) (*protoclu
 		abandon(c, provider)
 		return nil, nil, fmt.Errorf("start cluster %s on %s:%d: %w", cfg.Name, cfg.Host, cfg.Port, err)
 	}
+	wait := ctx
+	if cfg.JoinTimeout > 0 {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, cfg.JoinTimeout)
+		defer cancel()
+	}
 	select {
 	case <-provider.Ready():
 		return c, provider, nil
-	case <-ctx.Done():
+	case <-wait.Done():
+		joinErr := provider.JoinError()
 		abandon(c, provider)
-		return nil, nil, fmt.Errorf("cluster %s: member %s did not join before the deadline (seeds %v): %w",
-			cfg.Name, c.ActorSystem.ID, cfg.Gossip.Seeds, ctx.Err())
+		if ctx.Err() == nil {
+			return nil, nil, fmt.Errorf("no seed let member %s join within %v: %w",
+				c.ActorSystem.ID, cfg.JoinTimeout, seedsError(cfg.Name, cfg.Gossip.Seeds, joinErr))
+		}
+		return nil, nil, fmt.Errorf("member %s did not join before the deadline: %w: %w",
+			c.ActorSystem.ID, ctx.Err(), seedsError(cfg.Name, cfg.Gossip.Seeds, joinErr))
 	}
 }
 
@@ -172,4 +189,23 @@ func abandon(c *protocluster.Cluster, p *Provider) {
 		return
 	}
 	_ = recovered(func() { _ = Shutdown(c, p, false) })
+}
+
+// seedsError describes a failed join: each seed memberlist tried and what it answered, and what
+// to check.
+func seedsError(clusterName string, seeds []string, joinErr error) error {
+	var answers []string
+	var multi *multierror.Error
+	switch {
+	case errors.As(joinErr, &multi):
+		for _, e := range multi.Errors {
+			answers = append(answers, e.Error())
+		}
+	case joinErr != nil:
+		answers = append(answers, joinErr.Error())
+	default:
+		answers = append(answers, "no join attempt has finished yet")
+	}
+	return fmt.Errorf("seeds %v answered: %s (a seed must be the gossip address of a silo, its --gossip-port and not its actor --port, "+
+		"in cluster %q: a seed of another cluster name closes the connection, EOF)", seeds, strings.Join(answers, "; "), clusterName)
 }

@@ -53,6 +53,9 @@ type Provider struct {
 	fenceOnce  sync.Once
 	fenceCause error
 
+	joinMu      sync.Mutex
+	lastJoinErr error // the last failed join's error, nil once a join succeeded
+
 	// Owned by the run goroutine.
 	inTopology bool
 	lastNotice map[string]time.Time
@@ -360,31 +363,70 @@ func (p *Provider) view() ([]*protocluster.Member, map[string]*memberlistNode) {
 	return members, peers
 }
 
-// joinLoop joins the seeds, retrying with a doubling wait, until one join succeeds or the
-// provider shuts down.
+// joinLoop keeps this node joined to its seeds until the provider shuts down. It joins them
+// at start, retrying with a doubling wait (JoinRetry up to DefaultJoinRetryMax) until one join
+// succeeds, and joins them again, with the same backoff, whenever this node has no live peer
+// of its cluster left: memberlist never contacts a node it declared dead again, so a client
+// whose only silo restarted (a new member id at the same address, which does not know the
+// client), or a silo whose peers all died and came back, would otherwise stay alone for good.
 func (p *Provider) joinLoop(seeds []string) {
 	defer p.loops.Done()
-	wait := p.cfg.JoinRetry
-	for attempt := 1; ; attempt++ {
-		n, err := p.ml.Join(seeds)
-		if n > 0 {
-			p.logger.Info("joined cluster", slog.String("member", p.env.selfID), slog.Int("contacted", n), slog.Int("attempts", attempt))
-			p.openGate("joined a seed")
-			return
+	joined := false
+	failures := 0
+	for {
+		delay := p.cfg.ResyncInterval
+		if !joined || p.alone() {
+			n, err := p.ml.Join(seeds)
+			if n > 0 {
+				reason := "joined a seed"
+				if joined {
+					reason = "rejoined a seed after losing every peer"
+				}
+				p.logger.Info(reason, slog.String("member", p.env.selfID), slog.Int("contacted", n), slog.Int("attempts", failures+1))
+				p.setJoinError(nil)
+				p.openGate(reason)
+				p.signal()
+				joined, failures = true, 0
+			} else {
+				p.setJoinError(err)
+				failures++
+				level := slog.LevelDebug
+				if failures%10 == 0 {
+					level = slog.LevelWarn
+				}
+				p.logger.Log(context.Background(), level, "join failed, retrying",
+					slog.String("member", p.env.selfID), slog.Int("attempt", failures), slog.Any("error", err))
+				delay = p.cfg.JoinRetry << min(failures-1, 16)
+				delay = min(delay, max(DefaultJoinRetryMax, p.cfg.JoinRetry))
+			}
 		}
-		level := slog.LevelDebug
-		if attempt%10 == 0 {
-			level = slog.LevelWarn
-		}
-		p.logger.Log(context.Background(), level, "join failed, retrying",
-			slog.String("member", p.env.selfID), slog.Int("attempt", attempt), slog.Any("error", err))
-		timer := time.NewTimer(wait)
+		timer := time.NewTimer(delay)
 		select {
 		case <-p.stop:
 			timer.Stop()
 			return
 		case <-timer.C:
 		}
-		wait = min(2*wait, DefaultJoinRetryMax)
 	}
+}
+
+// alone reports whether memberlist knows no live node of this cluster other than this one
+// (clients do not count).
+func (p *Provider) alone() bool {
+	_, peers := p.view()
+	return len(peers) == 0
+}
+
+// JoinError is the error of the last failed join of the seeds (memberlist's, naming each seed
+// and what it answered), or nil when the last join succeeded or none was tried yet.
+func (p *Provider) JoinError() error {
+	p.joinMu.Lock()
+	defer p.joinMu.Unlock()
+	return p.lastJoinErr
+}
+
+func (p *Provider) setJoinError(err error) {
+	p.joinMu.Lock()
+	defer p.joinMu.Unlock()
+	p.lastJoinErr = err
 }

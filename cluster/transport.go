@@ -2,11 +2,15 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/eventstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
@@ -21,16 +25,29 @@ const PartitionKind = "partition"
 // or a client's). Each call is one attempt: the caller owns retries (the client retries with
 // the same command id and backoff; the due coordinator retries once). An unreachable
 // partition, or a reply carrying an Unavailable error, comes back as an Unavailable error.
+//
+// A member leaving the topology ends every call in flight with Unavailable at once: a request
+// to a silo that is gone is never answered, and a long-poll receive would otherwise hold its
+// caller until its attempt timeout, long after the silo came back under a new member id.
 type PartitionTransport struct {
 	cluster    *protocluster.Cluster
 	partitions int
 	attempt    time.Duration
+	left       *leaveWatch
 }
 
 // NewPartitionTransport returns a transport over c for a cluster of the given partition count.
-// attemptTimeout bounds one attempt (0: actors.DefaultAttemptTimeout).
+// attemptTimeout bounds one attempt (0: actors.DefaultAttemptTimeout). Close releases its
+// subscription to c's topology events.
 func NewPartitionTransport(c *protocluster.Cluster, partitions int, attemptTimeout time.Duration) *PartitionTransport {
-	return &PartitionTransport{cluster: c, partitions: partitions, attempt: attemptTimeout}
+	return &PartitionTransport{cluster: c, partitions: partitions, attempt: attemptTimeout, left: watchLeaves(c)}
+}
+
+// Close stops watching the topology; calls after it still work but are no longer ended early
+// when a member leaves.
+func (t *PartitionTransport) Close() error {
+	t.left.stop()
+	return nil
 }
 
 // Partitions returns the cluster's partition count.
@@ -85,8 +102,15 @@ func call[T proto.Message](ctx context.Context, t *PartitionTransport, n int, re
 	if n < 0 || n >= t.partitions {
 		return zero, orrery.Invalid("partition", "must be in [0, %d), got %d", t.partitions, n)
 	}
-	reply, err := actors.Call(ctx, t.cluster, strconv.Itoa(n), PartitionKind, req, opts)
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(t.left.current(), func() { cancel(errMemberLeft) })
+	defer stop()
+	reply, err := actors.Call(callCtx, t.cluster, strconv.Itoa(n), PartitionKind, req, opts)
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(context.Cause(callCtx), errMemberLeft) {
+			return zero, orrery.Wrap(orrery.CodeUnavailable, errMemberLeft, "call partition/%d", n)
+		}
 		return zero, err
 	}
 	typed, ok := reply.(T)
@@ -113,4 +137,43 @@ func OwnedPartitions(members []*protocluster.Member, address string, partitions 
 // String describes the transport for logs.
 func (t *PartitionTransport) String() string {
 	return fmt.Sprintf("partition transport (%d partitions)", t.partitions)
+}
+
+// errMemberLeft ends the calls in flight when a member leaves the topology.
+var errMemberLeft = errors.New("a member left the cluster while the call was in flight")
+
+// leaveWatch hands out a context that is cancelled the next time a member leaves c's topology,
+// and a fresh one after that.
+type leaveWatch struct {
+	system *actor.ActorSystem
+	sub    *eventstream.Subscription
+
+	mu     sync.Mutex
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func watchLeaves(c *protocluster.Cluster) *leaveWatch {
+	w := &leaveWatch{system: c.ActorSystem}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.sub = c.ActorSystem.EventStream.Subscribe(func(evt any) {
+		if topology, ok := evt.(*protocluster.ClusterTopology); ok && len(topology.GetLeft()) > 0 {
+			w.mu.Lock()
+			w.cancel()
+			w.ctx, w.cancel = context.WithCancel(context.Background())
+			w.mu.Unlock()
+		}
+	})
+	return w
+}
+
+// current is cancelled when the next member leaves.
+func (w *leaveWatch) current() context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ctx
+}
+
+func (w *leaveWatch) stop() {
+	w.system.EventStream.Unsubscribe(w.sub)
 }

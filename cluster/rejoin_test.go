@@ -1,0 +1,108 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	protocluster "github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// TestClientRejoinsWhenItsOnlySiloComesBack: a client's only silo is killed, and a new silo
+// (a new member id) starts on the same gossip address without seeds, so it knows nothing of the
+// client. memberlist never contacts a node it declared dead again; the client must join its
+// seeds again by itself and see the new silo.
+func TestClientRejoinsWhenItsOnlySiloComesBack(t *testing.T) {
+	t.Parallel()
+	silo, _ := startFake(t, ProviderConfig{}, "rejoin", false)
+	seed := silo.GossipAddress()
+	_, portText, _ := net.SplitHostPort(seed)
+	port, _ := strconv.Atoi(portText)
+	client, clientTop := startFake(t, ProviderConfig{Seeds: []string{seed}}, "rejoin", true)
+	waitFor(t, 5*time.Second, "the client to see the silo", func() bool {
+		ids, _ := clientTop.snapshot()
+		return slices.Equal(ids, []string{silo.MemberID()})
+	})
+
+	if err := silo.Shutdown(false); err != nil { // as after SIGKILL: no leave
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the client to drop the killed silo", func() bool {
+		ids, _ := clientTop.snapshot()
+		return len(ids) == 0
+	})
+	restarted, _ := startFake(t, ProviderConfig{BindPort: port}, "rejoin", false)
+	waitFor(t, 15*time.Second, "the client to see the restarted silo", func() bool {
+		ids, _ := clientTop.snapshot()
+		return slices.Equal(ids, []string{restarted.MemberID()})
+	})
+	if client.JoinError() != nil {
+		t.Errorf("JoinError after a successful rejoin: %v", client.JoinError())
+	}
+}
+
+// silentPartitionKind is a partition kind whose grains never answer.
+func silentPartitionKind() *protocluster.Kind {
+	return protocluster.NewKind(PartitionKind, actor.PropsFromFunc(func(actor.Context) {}))
+}
+
+// TestCallsInFlightEndWhenAMemberLeaves: a call waiting on a member that dies is ended with
+// Unavailable as soon as the member leaves the topology, not at its attempt timeout, so a
+// long-poll receive to a crashed silo is retried (on its replacement) within seconds.
+func TestCallsInFlightEndWhenAMemberLeaves(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	member, provider, err := NewMember(ctx, MemberConfig{Name: "orrery-leave", Kinds: []*protocluster.Kind{silentPartitionKind()},
+		Gossip: ProviderConfig{}, Logger: testLogger(t), LogLevel: slog.LevelError})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := &node{c: member, p: provider}
+	t.Cleanup(victim.stop)
+	caller := startNodeIn(t, "orrery-leave", provider.GossipAddress())
+
+	transport := NewPartitionTransport(caller.c, 1, time.Minute)
+	defer transport.Close()
+	waitFor(t, 10*time.Second, "the caller to see the member", func() bool { return len(caller.topology()) == 1 })
+	done := make(chan error, 1)
+	go func() {
+		_, err := transport.Command(ctx, 0, &orreryv1.CommandRequest{Batch: &orreryv1.Batch{CommandId: "c"}})
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // let the request reach the silent grain
+	victim.kill()
+	killed := time.Now()
+	select {
+	case err := <-done:
+		t.Logf("call ended %v after the kill: %v", time.Since(killed).Round(time.Millisecond), err)
+		if !errors.Is(err, orrery.ErrUnavailable) || !errors.Is(err, errMemberLeft) {
+			t.Fatalf("call ended with %v, want Unavailable because the member left", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the call to the dead member was still waiting 15 s after the kill (attempt timeout 1 min)")
+	}
+}
+
+// startNodeIn starts a client node of clusterName joined through seed, stopped at cleanup.
+func startNodeIn(t *testing.T, clusterName, seed string) *node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, p, err := NewClient(ctx, MemberConfig{Name: clusterName, Gossip: ProviderConfig{Seeds: []string{seed}},
+		Logger: testLogger(t), LogLevel: slog.LevelError})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{c: c, p: p}
+	t.Cleanup(n.stop)
+	return n
+}

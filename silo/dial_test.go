@@ -1,0 +1,59 @@
+package silo
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/client"
+)
+
+// TestDialFailsFastNamingEachSeed dials seeds that cannot let a client join: nothing listening,
+// a silo's actor port instead of its gossip port, and a silo of another cluster name. Each Dial
+// fails within its join timeout, long before the caller's deadline, with Unavailable and the
+// seed named in the error.
+func TestDialFailsFastNamingEachSeed(t *testing.T) {
+	s := startSilo(t, t.TempDir(), nil)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+
+	cases := []struct {
+		name, seed, cluster string
+	}{
+		{"dead seed", deadAddr, ""},
+		{"actor port", s.ActorAddress(), ""},
+		{"other cluster", s.GossipAddress(), "another-cluster"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{tc.seed}, ClusterName: tc.cluster,
+				JoinTimeout: 2 * time.Second, Options: client.Options{Logger: quiet}})
+			took := time.Since(start)
+			if err == nil {
+				c.Close()
+				t.Fatal("dial succeeded")
+			}
+			t.Logf("after %v: %v", took.Round(time.Millisecond), err)
+			if !errors.Is(err, orrery.ErrUnavailable) {
+				t.Errorf("error is not Unavailable: %v", err)
+			}
+			if !strings.Contains(err.Error(), "seeds ["+tc.seed+"] answered: failed to join "+tc.seed) {
+				t.Errorf("error does not name the seed %s: %v", tc.seed, err)
+			}
+			if took > 10*time.Second {
+				t.Errorf("dial took %v with a 2 s join timeout and a 30 s deadline", took)
+			}
+		})
+	}
+}
