@@ -23,24 +23,42 @@ func (c *Client) EmitOccurrences(ctx context.Context, m *orreryv1.EmitOccurrence
 	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: m}}, opts)
 }
 
-// CancelSchedule stops a schedule at the expected revision; only a new ConfigureSchedule
-// revives its id.
+// CancelSchedule stops a schedule at the expected revision, or at whatever revision it is
+// with m.AnyRevision (m.ExpectedRevision must then be 0); only a new ConfigureSchedule
+// revives its id:
+//
+//	c.CancelSchedule(ctx, &orreryv1.CancelSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
 func (c *Client) CancelSchedule(ctx context.Context, m *orreryv1.CancelSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
 	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_CancelSchedule{CancelSchedule: m}}, opts)
 }
 
-// DeleteSchedule removes a schedule at the expected revision and tombstones its id for good.
+// DeleteSchedule removes a schedule at the expected revision, or at whatever revision it is
+// with m.AnyRevision (m.ExpectedRevision must then be 0), and tombstones its id for good:
+//
+//	c.DeleteSchedule(ctx, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
 func (c *Client) DeleteSchedule(ctx context.Context, m *orreryv1.DeleteSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
 	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_DeleteSchedule{DeleteSchedule: m}}, opts)
 }
 
-// PauseSchedule stops a schedule's emission durably at the expected revision.
+// PauseSchedule stops a schedule's emission durably at the expected revision. Every emitted
+// occurrence bumps the revision, so an operator who does not hold the current one sets
+// m.AnyRevision instead (m.ExpectedRevision must then be 0):
+//
+//	c.PauseSchedule(ctx, &orreryv1.PauseSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
+//
+// A schedule that is already paused, or cancelled, cannot be paused (Suspended).
 func (c *Client) PauseSchedule(ctx context.Context, m *orreryv1.PauseSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
 	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_PauseSchedule{PauseSchedule: m}}, opts)
 }
 
 // ResumeSchedule restarts a paused schedule's emission from the first occurrence after the
-// resume's logged time.
+// resume's logged time (minus the definition's catch-up window); the instants passed while
+// paused are recorded PAUSED in the ledger. m.AnyRevision resumes whatever the revision is
+// (m.ExpectedRevision must then be 0):
+//
+//	c.ResumeSchedule(ctx, &orreryv1.ResumeSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
+//
+// A schedule that is not paused, or is cancelled, cannot be resumed (Suspended).
 func (c *Client) ResumeSchedule(ctx context.Context, m *orreryv1.ResumeSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
 	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_ResumeSchedule{ResumeSchedule: m}}, opts)
 }

@@ -839,10 +839,13 @@ func (*ScheduleSpec_Cron) isScheduleSpec_Kind() {}
 
 // MessageTemplate is what each occurrence or timeout message carries.
 type MessageTemplate struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	PayloadJson string                 `protobuf:"bytes,1,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
-	HeadersJson string                 `protobuf:"bytes,2,opt,name=headers_json,json=headersJson,proto3" json:"headers_json,omitempty"`
-	OrderingKey string                 `protobuf:"bytes,3,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty means none (the message carries an empty payload); otherwise a JSON value of at
+	// most Limits.MaxPayloadBytes.
+	PayloadJson string `protobuf:"bytes,1,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	// Empty means none; otherwise a JSON object of at most Limits.MaxHeadersBytes.
+	HeadersJson string `protobuf:"bytes,2,opt,name=headers_json,json=headersJson,proto3" json:"headers_json,omitempty"`
+	OrderingKey string `protobuf:"bytes,3,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
 	// Zero means no expiry; otherwise positive, at most 365 days, relative to the due time.
 	TimeToLiveMicros int64 `protobuf:"varint,4,opt,name=time_to_live_micros,json=timeToLiveMicros,proto3" json:"time_to_live_micros,omitempty"`
 	// Zero means the default (Limits.DefaultMaxDeliveries).
@@ -935,8 +938,13 @@ type ScheduleDefinition struct {
 	// time is further than this past the schedule's next nominal instant (or its generation
 	// start or last resume, if later) suspends the schedule instead of emitting.
 	AnomalyWindowMicros int64 `protobuf:"varint,8,opt,name=anomaly_window_micros,json=anomalyWindowMicros,proto3" json:"anomaly_window_micros,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Optional: a user's name for the schedule, a label kept on the record and shown by
+	// inspection. Empty means none; otherwise 1..200 bytes of valid UTF-8 without control
+	// characters (checked like lane names). The schedule id need not be derived from it (see
+	// input.ScheduleIDFromName for the derivation a client may offer).
+	Name          string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleDefinition) Reset() {
@@ -1023,6 +1031,13 @@ func (x *ScheduleDefinition) GetAnomalyWindowMicros() int64 {
 		return x.AnomalyWindowMicros
 	}
 	return 0
+}
+
+func (x *ScheduleDefinition) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
 }
 
 // SagaTimeout is the message enqueued when a Waiting saga's deadline passes. It lands in lane
@@ -1307,14 +1322,15 @@ func (x *Lease) GetUntilUnixMicros() int64 {
 
 // QueueMessage is one message in a lane.
 type QueueMessage struct {
-	state                protoimpl.MessageState `protogen:"open.v1"`
-	Id                   string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Lane                 *Lane                  `protobuf:"bytes,2,opt,name=lane,proto3" json:"lane,omitempty"`
-	PayloadJson          string                 `protobuf:"bytes,3,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
-	HeadersJson          string                 `protobuf:"bytes,4,opt,name=headers_json,json=headersJson,proto3" json:"headers_json,omitempty"`
-	OrderingKey          string                 `protobuf:"bytes,5,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
-	EnqueuedAtUnixMicros int64                  `protobuf:"varint,6,opt,name=enqueued_at_unix_micros,json=enqueuedAtUnixMicros,proto3" json:"enqueued_at_unix_micros,omitempty"`
-	VisibleAtUnixMicros  int64                  `protobuf:"varint,7,opt,name=visible_at_unix_micros,json=visibleAtUnixMicros,proto3" json:"visible_at_unix_micros,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Lane  *Lane                  `protobuf:"bytes,2,opt,name=lane,proto3" json:"lane,omitempty"`
+	// Empty when the message has no payload (or headers): as enqueued or templated.
+	PayloadJson          string `protobuf:"bytes,3,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	HeadersJson          string `protobuf:"bytes,4,opt,name=headers_json,json=headersJson,proto3" json:"headers_json,omitempty"`
+	OrderingKey          string `protobuf:"bytes,5,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	EnqueuedAtUnixMicros int64  `protobuf:"varint,6,opt,name=enqueued_at_unix_micros,json=enqueuedAtUnixMicros,proto3" json:"enqueued_at_unix_micros,omitempty"`
+	VisibleAtUnixMicros  int64  `protobuf:"varint,7,opt,name=visible_at_unix_micros,json=visibleAtUnixMicros,proto3" json:"visible_at_unix_micros,omitempty"`
 	// Zero means the message never expires.
 	ExpiresAtUnixMicros int64  `protobuf:"varint,8,opt,name=expires_at_unix_micros,json=expiresAtUnixMicros,proto3" json:"expires_at_unix_micros,omitempty"`
 	DeliveryCount       uint32 `protobuf:"varint,9,opt,name=delivery_count,json=deliveryCount,proto3" json:"delivery_count,omitempty"`
@@ -1623,12 +1639,17 @@ func (x *EmitOccurrences) GetMax() uint32 {
 
 // CancelSchedule stops a schedule for good (until a new ConfigureSchedule).
 type CancelSchedule struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Lane             *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
-	ScheduleId       string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
-	ExpectedRevision uint64                 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Lane       *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	ScheduleId string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	// The exact current revision (RevisionConflict otherwise), unless any_revision is set.
+	ExpectedRevision uint64 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
+	// When set, expected_revision must be 0 and the action applies to whatever the current
+	// revision is (every emitted occurrence bumps the revision, so an operator acting on a
+	// running schedule may not know it). Both set is a Validation error on expected_revision.
+	AnyRevision   bool `protobuf:"varint,4,opt,name=any_revision,json=anyRevision,proto3" json:"any_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CancelSchedule) Reset() {
@@ -1682,14 +1703,26 @@ func (x *CancelSchedule) GetExpectedRevision() uint64 {
 	return 0
 }
 
+func (x *CancelSchedule) GetAnyRevision() bool {
+	if x != nil {
+		return x.AnyRevision
+	}
+	return false
+}
+
 // DeleteSchedule removes a schedule and tombstones its id.
 type DeleteSchedule struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Lane             *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
-	ScheduleId       string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
-	ExpectedRevision uint64                 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Lane       *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	ScheduleId string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	// The exact current revision (RevisionConflict otherwise), unless any_revision is set.
+	ExpectedRevision uint64 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
+	// When set, expected_revision must be 0 and the action applies to whatever the current
+	// revision is (every emitted occurrence bumps the revision, so an operator acting on a
+	// running schedule may not know it). Both set is a Validation error on expected_revision.
+	AnyRevision   bool `protobuf:"varint,4,opt,name=any_revision,json=anyRevision,proto3" json:"any_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteSchedule) Reset() {
@@ -1743,14 +1776,27 @@ func (x *DeleteSchedule) GetExpectedRevision() uint64 {
 	return 0
 }
 
-// PauseSchedule stops emission durably.
+func (x *DeleteSchedule) GetAnyRevision() bool {
+	if x != nil {
+		return x.AnyRevision
+	}
+	return false
+}
+
+// PauseSchedule stops emission durably. A paused or cancelled schedule cannot be paused
+// (Suspended).
 type PauseSchedule struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Lane             *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
-	ScheduleId       string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
-	ExpectedRevision uint64                 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Lane       *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	ScheduleId string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	// The exact current revision (RevisionConflict otherwise), unless any_revision is set.
+	ExpectedRevision uint64 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
+	// When set, expected_revision must be 0 and the action applies to whatever the current
+	// revision is (every emitted occurrence bumps the revision, so an operator acting on a
+	// running schedule may not know it). Both set is a Validation error on expected_revision.
+	AnyRevision   bool `protobuf:"varint,4,opt,name=any_revision,json=anyRevision,proto3" json:"any_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PauseSchedule) Reset() {
@@ -1804,14 +1850,28 @@ func (x *PauseSchedule) GetExpectedRevision() uint64 {
 	return 0
 }
 
-// ResumeSchedule restarts emission from the first occurrence after the resume's logged time.
+func (x *PauseSchedule) GetAnyRevision() bool {
+	if x != nil {
+		return x.AnyRevision
+	}
+	return false
+}
+
+// ResumeSchedule restarts emission from the first occurrence after the resume's logged time
+// (minus the definition's catch-up window); the instants before that are recorded PAUSED in
+// the ledger. A schedule that is not paused, or is cancelled, cannot be resumed (Suspended).
 type ResumeSchedule struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Lane             *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
-	ScheduleId       string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
-	ExpectedRevision uint64                 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Lane       *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	ScheduleId string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	// The exact current revision (RevisionConflict otherwise), unless any_revision is set.
+	ExpectedRevision uint64 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
+	// When set, expected_revision must be 0 and the action applies to whatever the current
+	// revision is (every emitted occurrence bumps the revision, so an operator acting on a
+	// running schedule may not know it). Both set is a Validation error on expected_revision.
+	AnyRevision   bool `protobuf:"varint,4,opt,name=any_revision,json=anyRevision,proto3" json:"any_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResumeSchedule) Reset() {
@@ -1863,6 +1923,13 @@ func (x *ResumeSchedule) GetExpectedRevision() uint64 {
 		return x.ExpectedRevision
 	}
 	return 0
+}
+
+func (x *ResumeSchedule) GetAnyRevision() bool {
+	if x != nil {
+		return x.AnyRevision
+	}
+	return false
 }
 
 // TriggerSchedule enqueues one manual occurrence now.
@@ -1925,7 +1992,8 @@ type CompareExchangeSaga struct {
 	SagaId           string                 `protobuf:"bytes,2,opt,name=saga_id,json=sagaId,proto3" json:"saga_id,omitempty"`
 	ExpectedRevision uint64                 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
 	Phase            SagaPhase              `protobuf:"varint,4,opt,name=phase,proto3,enum=orrery.v1.SagaPhase" json:"phase,omitempty"`
-	StateJson        string                 `protobuf:"bytes,5,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
+	// Empty means none; otherwise a JSON value of at most Limits.MaxStateBytes.
+	StateJson string `protobuf:"bytes,5,opt,name=state_json,json=stateJson,proto3" json:"state_json,omitempty"`
 	// Zero means no deadline. A deadline and a timeout come together, only in Waiting.
 	DeadlineUnixMicros int64        `protobuf:"varint,6,opt,name=deadline_unix_micros,json=deadlineUnixMicros,proto3" json:"deadline_unix_micros,omitempty"`
 	Timeout            *SagaTimeout `protobuf:"bytes,7,opt,name=timeout,proto3" json:"timeout,omitempty"`
@@ -2075,12 +2143,15 @@ func (x *ExpireSaga) GetExpectedRevision() uint64 {
 
 // Enqueue adds a message to a lane; idempotent by id within the lane.
 type Enqueue struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Lane        *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
-	Id          string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	PayloadJson string                 `protobuf:"bytes,3,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
-	HeadersJson string                 `protobuf:"bytes,4,opt,name=headers_json,json=headersJson,proto3" json:"headers_json,omitempty"`
-	OrderingKey string                 `protobuf:"bytes,5,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Id    string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// Empty means none (the message carries an empty payload); otherwise a JSON value of at
+	// most Limits.MaxPayloadBytes.
+	PayloadJson string `protobuf:"bytes,3,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	// Empty means none; otherwise a JSON object of at most Limits.MaxHeadersBytes.
+	HeadersJson string `protobuf:"bytes,4,opt,name=headers_json,json=headersJson,proto3" json:"headers_json,omitempty"`
+	OrderingKey string `protobuf:"bytes,5,opt,name=ordering_key,json=orderingKey,proto3" json:"ordering_key,omitempty"`
 	// Zero means visible at once.
 	DelayMicros int64 `protobuf:"varint,6,opt,name=delay_micros,json=delayMicros,proto3" json:"delay_micros,omitempty"`
 	// Zero means no expiry; otherwise relative to the visible time.
@@ -3510,7 +3581,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\x90\x03\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xa4\x03\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -3520,7 +3591,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\aoverlap\x18\x05 \x01(\x0e2\x18.orrery.v1.OverlapPolicyR\aoverlap\x126\n" +
 	"\btemplate\x18\x06 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\x123\n" +
 	"\x16catch_up_window_micros\x18\a \x01(\x03R\x13catchUpWindowMicros\x122\n" +
-	"\x15anomaly_window_micros\x18\b \x01(\x03R\x13anomalyWindowMicros\"[\n" +
+	"\x15anomaly_window_micros\x18\b \x01(\x03R\x13anomalyWindowMicros\x12\x12\n" +
+	"\x04name\x18\t \x01(\tR\x04name\"[\n" +
 	"\vSagaTimeout\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x126\n" +
 	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\xf6\x02\n" +
@@ -3574,27 +3646,31 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
 	"scheduleId\x12/\n" +
 	"\x13expected_generation\x18\x03 \x01(\x04R\x12expectedGeneration\x12\x10\n" +
-	"\x03max\x18\x04 \x01(\rR\x03max\"\x83\x01\n" +
+	"\x03max\x18\x04 \x01(\rR\x03max\"\xa6\x01\n" +
 	"\x0eCancelSchedule\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
 	"scheduleId\x12+\n" +
-	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\x83\x01\n" +
+	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\x12!\n" +
+	"\fany_revision\x18\x04 \x01(\bR\vanyRevision\"\xa6\x01\n" +
 	"\x0eDeleteSchedule\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
 	"scheduleId\x12+\n" +
-	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\x82\x01\n" +
+	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\x12!\n" +
+	"\fany_revision\x18\x04 \x01(\bR\vanyRevision\"\xa5\x01\n" +
 	"\rPauseSchedule\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
 	"scheduleId\x12+\n" +
-	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\x83\x01\n" +
+	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\x12!\n" +
+	"\fany_revision\x18\x04 \x01(\bR\vanyRevision\"\xa6\x01\n" +
 	"\x0eResumeSchedule\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
 	"scheduleId\x12+\n" +
-	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"W\n" +
+	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\x12!\n" +
+	"\fany_revision\x18\x04 \x01(\bR\vanyRevision\"W\n" +
 	"\x0fTriggerSchedule\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +

@@ -50,6 +50,9 @@ const (
 	LedgerOutcome_LEDGER_OUTCOME_DROPPED LedgerOutcome = 9
 	// It was buffered until its time to live had passed.
 	LedgerOutcome_LEDGER_OUTCOME_EXPIRED LedgerOutcome = 10
+	// The schedule was paused when it fell due: the resume moved the series past it (it was
+	// older than the resume's logged time minus the catch-up window). Never enqueued.
+	LedgerOutcome_LEDGER_OUTCOME_PAUSED LedgerOutcome = 11
 )
 
 // Enum value maps for LedgerOutcome.
@@ -66,6 +69,7 @@ var (
 		8:  "LEDGER_OUTCOME_BUFFERED",
 		9:  "LEDGER_OUTCOME_DROPPED",
 		10: "LEDGER_OUTCOME_EXPIRED",
+		11: "LEDGER_OUTCOME_PAUSED",
 	}
 	LedgerOutcome_value = map[string]int32{
 		"LEDGER_OUTCOME_UNSPECIFIED":           0,
@@ -79,6 +83,7 @@ var (
 		"LEDGER_OUTCOME_BUFFERED":              8,
 		"LEDGER_OUTCOME_DROPPED":               9,
 		"LEDGER_OUTCOME_EXPIRED":               10,
+		"LEDGER_OUTCOME_PAUSED":                11,
 	}
 )
 
@@ -175,7 +180,7 @@ type ScheduleRecord struct {
 	GenerationStartedAtUnixMicros int64 `protobuf:"varint,9,opt,name=generation_started_at_unix_micros,json=generationStartedAtUnixMicros,proto3" json:"generation_started_at_unix_micros,omitempty"`
 	// Set while paused: the logged time of the pause.
 	PausedAtUnixMicros int64 `protobuf:"varint,10,opt,name=paused_at_unix_micros,json=pausedAtUnixMicros,proto3" json:"paused_at_unix_micros,omitempty"`
-	// Occurrences are due from this instant on (set by Resume; zero means no lower bound).
+	// The logged time of the last Resume (zero if none): a reference of the clock anomaly guard.
 	ResumeFloorUnixMicros int64 `protobuf:"varint,11,opt,name=resume_floor_unix_micros,json=resumeFloorUnixMicros,proto3" json:"resume_floor_unix_micros,omitempty"`
 	// Cron only: the next occurrence is the first strictly after this instant — the last
 	// nominal instant passed, or one microsecond before the generation start (or before the
@@ -203,9 +208,14 @@ type ScheduleRecord struct {
 	InFlightMessageId           string `protobuf:"bytes,20,opt,name=in_flight_message_id,json=inFlightMessageId,proto3" json:"in_flight_message_id,omitempty"`
 	InFlightExpiresAtUnixMicros int64  `protobuf:"varint,21,opt,name=in_flight_expires_at_unix_micros,json=inFlightExpiresAtUnixMicros,proto3" json:"in_flight_expires_at_unix_micros,omitempty"`
 	// Overlap BUFFER_ONE: the one occurrence waiting for the slot (its ordinal is passed).
-	Buffered      *OccurrenceOrigin `protobuf:"bytes,22,opt,name=buffered,proto3" json:"buffered,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Buffered *OccurrenceOrigin `protobuf:"bytes,22,opt,name=buffered,proto3" json:"buffered,omitempty"`
+	// Set by Resume: the resume's logged time minus the catch-up window. Ordinals whose
+	// nominal instants lie before it and that the watermark has not passed yet fell due while
+	// the schedule was paused; they are passed PAUSED, at most Limits.MaxPassedPerEmit per
+	// command (the resume, then emits that pass nothing else), before anything else is due.
+	PausedFloorUnixMicros int64 `protobuf:"varint,23,opt,name=paused_floor_unix_micros,json=pausedFloorUnixMicros,proto3" json:"paused_floor_unix_micros,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ScheduleRecord) Reset() {
@@ -390,6 +400,13 @@ func (x *ScheduleRecord) GetBuffered() *OccurrenceOrigin {
 		return x.Buffered
 	}
 	return nil
+}
+
+func (x *ScheduleRecord) GetPausedFloorUnixMicros() int64 {
+	if x != nil {
+		return x.PausedFloorUnixMicros
+	}
+	return 0
 }
 
 // LedgerRecord is the durable outcome of one nominal instant a schedule passed (one per
@@ -1219,7 +1236,7 @@ var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\x88\b\n" +
+	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xc1\b\n" +
 	"\x0eScheduleRecord\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.orrery.v1.ScheduleDefinitionR\n" +
@@ -1247,7 +1264,8 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x18suspended_at_unix_micros\x18\x13 \x01(\x03R\x15suspendedAtUnixMicros\x12/\n" +
 	"\x14in_flight_message_id\x18\x14 \x01(\tR\x11inFlightMessageId\x12E\n" +
 	" in_flight_expires_at_unix_micros\x18\x15 \x01(\x03R\x1binFlightExpiresAtUnixMicros\x127\n" +
-	"\bbuffered\x18\x16 \x01(\v2\x1b.orrery.v1.OccurrenceOriginR\bbuffered\"\x95\x03\n" +
+	"\bbuffered\x18\x16 \x01(\v2\x1b.orrery.v1.OccurrenceOriginR\bbuffered\x127\n" +
+	"\x18paused_floor_unix_micros\x18\x17 \x01(\x03R\x15pausedFloorUnixMicros\"\x95\x03\n" +
 	"\fLedgerRecord\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x1e\n" +
@@ -1315,7 +1333,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x125\n" +
 	"\x17logged_time_unix_micros\x18\x02 \x01(\x03R\x14loggedTimeUnixMicros\x12)\n" +
 	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\x121\n" +
-	"\aentries\x18\x04 \x03(\v2\x17.orrery.v1.JournalEntryR\aentries*\xef\x02\n" +
+	"\aentries\x18\x04 \x03(\v2\x17.orrery.v1.JournalEntryR\aentries*\x8a\x03\n" +
 	"\rLedgerOutcome\x12\x1e\n" +
 	"\x1aLEDGER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17LEDGER_OUTCOME_ENQUEUED\x10\x01\x12\"\n" +
@@ -1328,7 +1346,8 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x17LEDGER_OUTCOME_BUFFERED\x10\b\x12\x1a\n" +
 	"\x16LEDGER_OUTCOME_DROPPED\x10\t\x12\x1a\n" +
 	"\x16LEDGER_OUTCOME_EXPIRED\x10\n" +
-	"*M\n" +
+	"\x12\x19\n" +
+	"\x15LEDGER_OUTCOME_PAUSED\x10\v*M\n" +
 	"\aDueKind\x12\x18\n" +
 	"\x14DUE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DUE_KIND_SCHEDULE\x10\x01\x12\x11\n" +

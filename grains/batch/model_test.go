@@ -149,23 +149,22 @@ func genStep(t *rapid.T, m *model) step {
 					s.revision++
 				}
 			case 1:
-				if s.cancelled {
+				if s.cancelled || s.paused {
 					return orrery.CodeSuspended, nil
 				}
-				if !s.paused {
-					s.paused = true
-					s.revision++
-				}
+				s.paused = true
+				s.revision++
 			default:
-				if s.paused {
-					// Skip to the first ordinal due at or after now.
-					for at := s.first + int64(s.nextOrdinal)*s.interval; at < m.now; at += s.interval {
-						s.skipped[s.nextOrdinal] = true
-						s.nextOrdinal++
-					}
-					s.paused = false
-					s.revision++
+				if s.cancelled || !s.paused {
+					return orrery.CodeSuspended, nil
 				}
+				// Pass (PAUSED) every ordinal due before now.
+				for at := s.first + int64(s.nextOrdinal)*s.interval; at < m.now; at += s.interval {
+					s.skipped[s.nextOrdinal] = true
+					s.nextOrdinal++
+				}
+				s.paused = false
+				s.revision++
 			}
 			return 0, nil
 		}}

@@ -4,6 +4,8 @@
 package input
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
@@ -31,6 +33,8 @@ const (
 	MaxQueueBytes     = 128
 	MaxKeyBytes       = 256
 	MaxIDBytes        = 256
+	// MaxScheduleNameBytes bounds ScheduleDefinition.name.
+	MaxScheduleNameBytes = 200
 	// DeadLetterSuffix turns a queue name into its dead-letter queue's name. User queue names
 	// cannot contain '$', so the two never collide.
 	DeadLetterSuffix = "$dlq"
@@ -234,7 +238,43 @@ func UUID(field, id string) error {
 // UUIDHex returns a canonical UUID's 32 hex digits (the "N" format) without hyphens.
 func UUIDHex(id string) string { return strings.ReplaceAll(id, "-", "") }
 
-// JSONObject checks an optional JSON document: empty, or a JSON object of at most maxBytes.
+// ScheduleIDNamespace is the fixed UUID of Orrery's name space for UUIDv5 schedule ids
+// (ScheduleIDFromName). It never changes: every id derived from a name depends on it.
+const ScheduleIDNamespace = "cd679389-9d51-4c81-9430-cceb92e6449a"
+
+// ScheduleIDFromName derives a schedule id from a name, so users can address a schedule by
+// name: the lower-case canonical UUIDv5 (RFC 9562 §5.5, SHA-1) of namespace + "\x00" + name in
+// ScheduleIDNamespace. namespace is the lane namespace the name belongs to, so equal names in
+// two namespaces give two ids. The partition does not require a schedule's id to be derived
+// from its name.
+func ScheduleIDFromName(namespace, name string) string {
+	return uuidV5(ScheduleIDNamespace, namespace+"\x00"+name)
+}
+
+// uuidV5 is the lower-case canonical UUIDv5 of name in the name space space (a canonical
+// UUID): SHA-1 over the name space's 16 bytes and the name, version and variant bits set.
+func uuidV5(space, name string) string {
+	spaceBytes, _ := hex.DecodeString(UUIDHex(space)) // callers pass constants
+	h := sha1.New()
+	h.Write(spaceBytes)
+	h.Write([]byte(name))
+	var b [16]byte
+	copy(b[:], h.Sum(nil))
+	b[6] = b[6]&0x0f | 0x50 // version 5
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	var id [36]byte
+	hex.Encode(id[0:8], b[0:4])
+	hex.Encode(id[9:13], b[4:6])
+	hex.Encode(id[14:18], b[6:8])
+	hex.Encode(id[19:23], b[8:10])
+	hex.Encode(id[24:36], b[10:16])
+	id[8], id[13], id[18], id[23] = '-', '-', '-', '-'
+	return string(id[:])
+}
+
+// JSONObject checks an optional JSON document: empty (none: proto3 cannot tell an empty
+// string from an absent one), or a JSON object of at most maxBytes. Headers, and every other
+// object-valued document, follow this one rule.
 func JSONObject(field, doc string, maxBytes int) error {
 	if doc == "" {
 		return nil
@@ -242,16 +282,15 @@ func JSONObject(field, doc string, maxBytes int) error {
 	if len(doc) > maxBytes {
 		return orrery.Invalid(field, "is %d bytes, more than the limit of %d", len(doc), maxBytes)
 	}
-	if !json.Valid([]byte(doc)) {
-		return orrery.Invalid(field, "is not valid JSON")
-	}
-	if strings.TrimLeft(doc, " \t\r\n")[0] != '{' {
-		return orrery.Invalid(field, "must be a JSON object")
+	if !json.Valid([]byte(doc)) || strings.TrimLeft(doc, " \t\r\n")[0] != '{' {
+		return orrery.Invalid(field, "must be empty or a valid JSON object")
 	}
 	return nil
 }
 
-// JSONValue checks an optional JSON document of any type, at most maxBytes.
+// JSONValue checks an optional JSON document of any type: empty (none: proto3 cannot tell an
+// empty string from an absent one; the message or record then carries the empty string), or
+// valid JSON of at most maxBytes. Payloads and saga state follow this one rule.
 func JSONValue(field, doc string, maxBytes int) error {
 	if doc == "" {
 		return nil
@@ -260,7 +299,7 @@ func JSONValue(field, doc string, maxBytes int) error {
 		return orrery.Invalid(field, "is %d bytes, more than the limit of %d", len(doc), maxBytes)
 	}
 	if !json.Valid([]byte(doc)) {
-		return orrery.Invalid(field, "is not valid JSON")
+		return orrery.Invalid(field, "must be empty or valid JSON")
 	}
 	return nil
 }

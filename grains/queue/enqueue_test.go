@@ -220,3 +220,14 @@ func TestValidationLeavesStoreUnchanged(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyPayloadIsNone: an Enqueue with empty payload and headers is accepted (none) and
+// the worker receives empty strings.
+func TestEmptyPayloadIsNone(t *testing.T) {
+	b := setup(t)
+	b.enqueue("empty", func(m *orreryv1.Enqueue) { m.PayloadJson, m.HeadersJson = "", "" })
+	msgs := b.receive(testQueue, 1)
+	if len(msgs) != 1 || msgs[0].GetId() != "empty" || msgs[0].GetPayloadJson() != "" || msgs[0].GetHeadersJson() != "" {
+		t.Fatalf("received %v", msgs)
+	}
+}

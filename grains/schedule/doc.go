@@ -34,6 +34,16 @@
 // dead-lettered frees it too, noticed at the next emit (due at the holder's expiry while an
 // occurrence is buffered). Manual triggers neither wait for nor take the slot.
 //
+// # Pause
+//
+// Pause and resume, like cancel and delete, take the exact revision or any_revision. Emission
+// stops while paused (no due entry). Resume sets the paused floor (its logged time minus the
+// catch-up window) and passes the ordinals before it PAUSED, one ledger record each and no
+// message, at most Limits.MaxPassedPerEmit per command: the resume first, then emits that
+// pass only those (without the clock anomaly guard: they enqueue nothing). The series goes on
+// from the first ordinal at or after the floor. Pausing a paused schedule, resuming one that
+// is not paused, and either on a cancelled one are refused (Suspended, schedule_id).
+//
 // # Suspension
 //
 // A cron generation pins cron.EvaluatorVersion and the fingerprint of its zone's rules over
@@ -44,7 +54,7 @@
 //
 // # Ledger
 //
-// Every ordinal passed, and every manual trigger, leaves one LedgerRecord (keys.Ledger),
-// read newest first by ReadLedger with a bound and a continuation, and pruned by
-// PruneLedger once older than Limits.LedgerRetentionMicros.
+// Every ordinal passed (PAUSED ones included), and every manual trigger, leaves one
+// LedgerRecord (keys.Ledger), read newest first by ReadLedger with a bound and a
+// continuation, and pruned by PruneLedger once older than Limits.LedgerRetentionMicros.
 package schedule

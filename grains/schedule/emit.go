@@ -10,6 +10,14 @@ import (
 // defaultMaxPassedPerEmit applies when Limits.MaxPassedPerEmit is zero.
 const defaultMaxPassedPerEmit = 1024
 
+// maxPassedPerEmit is the most ordinals one command passes without a message.
+func maxPassedPerEmit(lim input.Limits) uint32 {
+	if lim.MaxPassedPerEmit == 0 {
+		return defaultMaxPassedPerEmit
+	}
+	return lim.MaxPassedPerEmit
+}
+
 // ApplyEmit passes the ordinals of the expected generation that are due at logged time,
 // applying the misfire and overlap policies, and advances the watermark in the same view as
 // the messages and ledger records it writes. It enqueues at most m.Max messages (zero means
@@ -22,6 +30,10 @@ const defaultMaxPassedPerEmit = 1024
 // the reason in the record and the result, no due entry) and the emit succeeds with nothing
 // enqueued. An occurrence whose TTL has already passed stops the emit there: if it is the
 // first thing the emit would do, the emit fails Expired without advancing.
+//
+// While ordinals a resume left to be passed PAUSED remain (see passPaused), an emit passes
+// only those, at most Limits.MaxPassedPerEmit, and skips the clock anomaly guard: it
+// enqueues nothing, so a jump of the clock cannot make it flood.
 func ApplyEmit(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
 	return ApplyEmitWithin(v, lim, m, loggedNowMicros, nil)
 }
@@ -72,11 +84,7 @@ func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, l
 	if !canEmit(rec) {
 		return result(rec, nil), nil
 	}
-	maxPassed := lim.MaxPassedPerEmit
-	if maxPassed == 0 {
-		maxPassed = defaultMaxPassedPerEmit
-	}
-	e := &emitter{v: v, lim: lim, rec: rec, now: loggedNowMicros, maxEmit: maxEmit, maxPassed: maxPassed, budget: budget}
+	e := &emitter{v: v, lim: lim, rec: rec, now: loggedNowMicros, maxEmit: maxEmit, maxPassed: maxPassedPerEmit(lim), budget: budget}
 	seriesDue := !rec.GetSeriesEnded() && rec.GetNextNominalUnixMicros() <= loggedNowMicros
 	bufferedDue := false
 	if rec.GetBuffered() != nil {
@@ -89,7 +97,7 @@ func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, l
 	}
 	oldDueAt := rec.GetNextDueAtUnixMicros()
 	reason := evaluatorMismatch(rec)
-	if reason == "" {
+	if reason == "" && !pausedBacklog(rec) {
 		reason = clockAnomaly(rec, loggedNowMicros)
 	}
 	if reason != "" {
@@ -145,13 +153,21 @@ func (e *emitter) room() bool {
 	return uint32(len(e.enqueued)) < e.maxEmit && e.passed < e.maxPassed && e.budget.allows()
 }
 
-// run flushes a buffered occurrence whose slot is free, then passes due ordinals.
+// run passes the ordinals a resume left to be passed PAUSED, and nothing else while any
+// remain; otherwise it flushes a buffered occurrence whose slot is free, then passes due
+// ordinals.
 func (e *emitter) run() error {
 	s, err := newSeries(e.rec)
 	if err != nil {
 		return err
 	}
 	e.series = s
+	if pausedBacklog(e.rec) {
+		passed, err := passPaused(e.v, e.rec, s, e.maxPassed, e.now)
+		e.passed += passed
+		e.changed = e.changed || passed > 0
+		return err
+	}
 	if err := e.flushBuffered(); err != nil {
 		return err
 	}

@@ -16,7 +16,8 @@ const (
 
 // Inspect reads what an operator sees of one schedule: its record, its next (at most 10)
 // fire times, its last (at most 10) ledger outcomes, newest first, and why it is suspended.
-// The fire times are the nominal instants ahead of the watermark (the first may be overdue);
+// The fire times are the nominal instants ahead of the watermark that will fire, or be
+// back-filled (the first may be overdue), so not those a resume left to be passed PAUSED;
 // for a paused schedule, those a resume at loggedNow would start from; none while it is
 // cancelled or suspended, or when this silo's evaluator or zone rules differ from the
 // generation's (EvaluatorMismatch says so: the next emit will suspend it). It returns nil
@@ -48,18 +49,23 @@ func Inspect(r kv.Reader, lane *orreryv1.Lane, scheduleID string, loggedNowMicro
 	return insp, err
 }
 
-// nextFireTimes walks the series from the watermark (from where a resume at loggedNow would
-// start, when paused) on a copy of the record.
+// nextFireTimes walks the series from the watermark on a copy of the record: from where a
+// resume at loggedNow would start when paused, and past the instants a resume left to be
+// passed PAUSED.
 func nextFireTimes(rec *orreryv1.ScheduleRecord, loggedNowMicros int64) ([]int64, error) {
 	preview := proto.Clone(rec).(*orreryv1.ScheduleRecord)
 	s, err := newSeries(preview)
 	if err != nil {
 		return nil, err
 	}
-	if preview.GetPaused() {
-		if err := s.startAt(max(0, loggedNowMicros-preview.GetDefinition().GetCatchUpWindowMicros())); err != nil {
-			return nil, err
-		}
+	switch {
+	case preview.GetPaused():
+		err = s.startAt(max(0, loggedNowMicros-preview.GetDefinition().GetCatchUpWindowMicros()))
+	case pausedBacklog(preview):
+		err = s.startAt(preview.GetPausedFloorUnixMicros())
+	}
+	if err != nil {
+		return nil, err
 	}
 	var times []int64
 	ordinal, at := preview.GetNextOrdinal(), preview.GetNextNominalUnixMicros()

@@ -12,15 +12,12 @@ import (
 	"github.com/orreryhq/orrery/grains/retained"
 )
 
-// ApplyCancel cancels the expected revision: the schedule never emits again until a new
-// ConfigureSchedule starts a new generation. State and watermark are retained. Cancelling a
-// cancelled schedule changes nothing.
+// ApplyCancel cancels the expected revision (or any, with any_revision): the schedule never
+// emits again until a new ConfigureSchedule starts a new generation. State and watermark are
+// retained. Cancelling a cancelled schedule changes nothing.
 func ApplyCancel(v kv.View, lim input.Limits, m *orreryv1.CancelSchedule) (*orreryv1.ScheduleResult, error) {
-	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
+	rec, err := loadForAction(v, m.GetLane(), m.GetScheduleId(), m.GetExpectedRevision(), m.GetAnyRevision())
 	if err != nil {
-		return nil, err
-	}
-	if err := checkRevision(rec, m.GetExpectedRevision()); err != nil {
 		return nil, err
 	}
 	if rec.GetCancelled() {
@@ -36,15 +33,12 @@ func ApplyCancel(v kv.View, lim input.Limits, m *orreryv1.CancelSchedule) (*orre
 	return result(rec, nil), nil
 }
 
-// ApplyDelete removes the expected revision for good: a tombstone keeps the id from ever being
-// configured again. Occurrences already enqueued stay in their queue; a buffered one is
-// recorded DROPPED; the ledger stays until its retention passes.
+// ApplyDelete removes the expected revision (or any, with any_revision) for good: a tombstone
+// keeps the id from ever being configured again. Occurrences already enqueued stay in their
+// queue; a buffered one is recorded DROPPED; the ledger stays until its retention passes.
 func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
-	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
+	rec, err := loadForAction(v, m.GetLane(), m.GetScheduleId(), m.GetExpectedRevision(), m.GetAnyRevision())
 	if err != nil {
-		return nil, err
-	}
-	if err := checkRevision(rec, m.GetExpectedRevision()); err != nil {
 		return nil, err
 	}
 	lane, id := m.GetLane(), m.GetScheduleId()
@@ -66,22 +60,26 @@ func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64) (
 	return result(rec, nil), nil
 }
 
+// refused is the one error for a lifecycle action the schedule's state does not allow
+// (pause or resume a cancelled schedule, pause a paused one, resume one that is not paused,
+// trigger one that is paused, cancelled or suspended): Suspended, naming schedule_id.
+func refused(action, state string) error {
+	return orrery.FieldErrorf(orrery.CodeSuspended, "schedule_id", "cannot %s the schedule: it is %s", action, state)
+}
+
 // ApplyPause stops emission durably; the watermark, the overlap slot and a buffered
-// occurrence are kept. Pausing a paused schedule changes nothing; a cancelled schedule
-// cannot be paused (Suspended).
+// occurrence are kept. A schedule that is already paused, or cancelled, cannot be paused
+// (Suspended).
 func ApplyPause(v kv.View, lim input.Limits, m *orreryv1.PauseSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
-	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
+	rec, err := loadForAction(v, m.GetLane(), m.GetScheduleId(), m.GetExpectedRevision(), m.GetAnyRevision())
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRevision(rec, m.GetExpectedRevision()); err != nil {
-		return nil, err
-	}
-	if rec.GetCancelled() {
-		return nil, orrery.FieldErrorf(orrery.CodeSuspended, "schedule_id", "schedule is cancelled")
-	}
-	if rec.GetPaused() {
-		return result(rec, nil), nil
+	switch {
+	case rec.GetCancelled():
+		return nil, refused("pause", "cancelled")
+	case rec.GetPaused():
+		return nil, refused("pause", "already paused")
 	}
 	oldDueAt := rec.GetNextDueAtUnixMicros()
 	rec.Paused = true
@@ -97,20 +95,21 @@ func ApplyPause(v kv.View, lim input.Limits, m *orreryv1.PauseSchedule, loggedNo
 // ApplyResume restarts emission with the first occurrence due at or after the resume's
 // logged time minus the definition's catch-up window (zero without one): the paused window
 // is back-filled only as far as that window reaches, and what is back-filled follows the
-// misfire policy at the next emit. Instants the resume jumps over are not passed (no ledger
-// record; for cron the ordinal does not move, for the other kinds it jumps with them).
-// Resuming a schedule that is not paused changes nothing. If this silo's cron evaluator or
-// zone rules differ from the generation's, the schedule resumes suspended.
+// misfire policy at the next emit. The ordinals before that floor are passed PAUSED (one
+// ledger record each, never enqueued; see passPaused): at most Limits.MaxPassedPerEmit by the
+// resume, the rest by the emits that follow. A schedule that is not paused, or cancelled,
+// cannot be resumed (Suspended). If this silo's cron evaluator or zone rules differ from the
+// generation's, the schedule resumes suspended.
 func ApplyResume(v kv.View, lim input.Limits, m *orreryv1.ResumeSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
-	rec, err := loadExisting(v, m.GetLane(), m.GetScheduleId())
+	rec, err := loadForAction(v, m.GetLane(), m.GetScheduleId(), m.GetExpectedRevision(), m.GetAnyRevision())
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRevision(rec, m.GetExpectedRevision()); err != nil {
-		return nil, err
-	}
-	if !rec.GetPaused() {
-		return result(rec, nil), nil
+	switch {
+	case rec.GetCancelled():
+		return nil, refused("resume", "cancelled")
+	case !rec.GetPaused():
+		return nil, refused("resume", "not paused")
 	}
 	oldDueAt := rec.GetNextDueAtUnixMicros()
 	rec.Paused = false
@@ -129,7 +128,8 @@ func ApplyResume(v kv.View, lim input.Limits, m *orreryv1.ResumeSchedule, logged
 		if err != nil {
 			return nil, err
 		}
-		if err := s.startAt(max(0, loggedNowMicros-rec.GetDefinition().GetCatchUpWindowMicros())); err != nil {
+		rec.PausedFloorUnixMicros = max(0, loggedNowMicros-rec.GetDefinition().GetCatchUpWindowMicros())
+		if passed, err = passPaused(v, rec, s, maxPassedPerEmit(lim), loggedNowMicros); err != nil {
 			return nil, err
 		}
 	}
@@ -153,11 +153,11 @@ func ApplyTrigger(v kv.View, lim input.Limits, m *orreryv1.TriggerSchedule, logg
 	}
 	switch {
 	case rec.GetPaused():
-		return nil, orrery.FieldErrorf(orrery.CodeSuspended, "schedule_id", "schedule is paused")
+		return nil, refused("trigger", "paused")
 	case rec.GetCancelled():
-		return nil, orrery.FieldErrorf(orrery.CodeSuspended, "schedule_id", "schedule is cancelled")
+		return nil, refused("trigger", "cancelled")
 	case rec.GetSuspended():
-		return nil, orrery.FieldErrorf(orrery.CodeSuspended, "schedule_id", "schedule is suspended: %s", rec.GetSuspendedReason())
+		return nil, refused("trigger", "suspended: "+rec.GetSuspendedReason())
 	}
 	def := rec.GetDefinition()
 	id := ManualID(def.GetScheduleId(), rec.GetGeneration(), loggedNowMicros)

@@ -50,9 +50,9 @@ func TestPauseResumeByMisfirePolicy(t *testing.T) {
 		{"catch-up window back-fills its span", every(t0, minute), catchUp, 3 * minute, t0 + 8*minute, 8, 4, 0, 8},
 		{"skip window: only the most recent", every(t0, minute), skipMis, 3 * minute, t0 + 8*minute, 8, 2, 0, 10},
 		{"coalesce window: one for the span", every(t0, minute), coalesce, 3 * minute, t0 + 8*minute, 8, 2, 3, 10},
-		// Cron jumps its cursor; its ordinal does not count the instants jumped over.
-		{"cron, no window", cronSpec("* * * * *", ""), catchUp, 0, t0 + 11*minute, 1, 1, 0, 1},
-		{"cron, catch-up window", cronSpec("* * * * *", ""), catchUp, 3 * minute, t0 + 8*minute, 1, 4, 0, 1},
+		// Cron ordinals count the paused instants too: each is passed PAUSED.
+		{"cron, no window", cronSpec("* * * * *", ""), catchUp, 0, t0 + 11*minute, 11, 1, 0, 11},
+		{"cron, catch-up window", cronSpec("* * * * *", ""), catchUp, 3 * minute, t0 + 8*minute, 8, 4, 0, 8},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -93,10 +93,25 @@ func TestPauseResumeByMisfirePolicy(t *testing.T) {
 			if len(ids) == 0 || messages(t, v)[ids[0]].GetOccurrence().GetOrdinal() != c.firstAfter {
 				t.Fatalf("first occurrence after the resume %v, want ordinal %d", ids, c.firstAfter)
 			}
-			// The ledger has no record for instants a resume jumped over.
+			// Each instant the resume passed over (after ordinal 0, before the resume's logged
+			// time minus the window) has one PAUSED record, and none of them was enqueued.
+			floor := t0 + 10*minute + 30*sec - c.window
+			paused := 0
 			for _, e := range ledgerOf(t, v) {
-				if e.GetNominalDueAtUnixMicros() > t0 && e.GetNominalDueAtUnixMicros() < t0+10*minute+30*sec-c.window {
-					t.Fatalf("ledger record inside the paused window: %v", e)
+				inWindow := e.GetNominalDueAtUnixMicros() > t0 && e.GetNominalDueAtUnixMicros() < floor
+				if inWindow != (e.GetOutcome() == outPaused) {
+					t.Fatalf("ledger record %v (paused window before %d)", e, floor)
+				}
+				if inWindow {
+					paused++
+				}
+			}
+			if want := int((floor - t0) / minute); paused != want {
+				t.Fatalf("%d PAUSED records, want %d", paused, want)
+			}
+			for _, m := range messages(t, v) {
+				if n := m.GetOccurrence().GetNominalDueAtUnixMicros(); n > t0 && n < floor {
+					t.Fatalf("paused instant enqueued: %v", m)
 				}
 			}
 		})

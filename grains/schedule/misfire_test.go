@@ -26,6 +26,7 @@ const (
 	outSkipped   = orreryv1.LedgerOutcome_LEDGER_OUTCOME_SKIPPED_MISFIRE
 	outBuffered  = orreryv1.LedgerOutcome_LEDGER_OUTCOME_BUFFERED
 	outDropped   = orreryv1.LedgerOutcome_LEDGER_OUTCOME_DROPPED
+	outPaused    = orreryv1.LedgerOutcome_LEDGER_OUTCOME_PAUSED
 	outExpired   = orreryv1.LedgerOutcome_LEDGER_OUTCOME_EXPIRED
 )
 

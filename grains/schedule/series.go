@@ -119,8 +119,9 @@ func (s series) pass(ordinal uint64, nominalMicros int64) error {
 }
 
 // startAt moves the watermark to the first instant at or after floorMicros, never back: for
-// cron by moving the cursor, for the other kinds by jumping the ordinal (ordinals jumped
-// over are not passed and have no ledger record).
+// cron by moving the cursor, for the other kinds by jumping the ordinal. It passes nothing
+// and writes no ledger record, so it is only for previews (Inspect) on a copy of the record;
+// a resume passes the instants before its floor one by one (passPaused).
 func (s series) startAt(floorMicros int64) error {
 	rec := s.rec
 	if !rec.GetSeriesEnded() && rec.GetNextNominalUnixMicros() >= floorMicros {

@@ -67,6 +67,27 @@ func loadExisting(v kv.Reader, lane *orreryv1.Lane, scheduleID string) (*orreryv
 	return rec, nil
 }
 
+// loadForAction is loadExisting for an operator action (cancel, delete, pause, resume): it
+// also checks the revision form — the exact expected revision (RevisionConflict otherwise),
+// or, with anyRevision, whatever the current revision is (expected must then be 0: both set
+// is a Validation error on expected_revision, reported before the record is read).
+func loadForAction(v kv.Reader, lane *orreryv1.Lane, scheduleID string, expected uint64, anyRevision bool) (*orreryv1.ScheduleRecord, error) {
+	if anyRevision && expected != 0 {
+		return nil, orrery.Invalid("expected_revision", "must be 0 when any_revision is set, got %d", expected)
+	}
+	rec, err := loadExisting(v, lane, scheduleID)
+	if err != nil {
+		return nil, err
+	}
+	if anyRevision {
+		return rec, nil
+	}
+	if err := checkRevision(rec, expected); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
 // checkRevision fails RevisionConflict unless rec is at the expected revision.
 func checkRevision(rec *orreryv1.ScheduleRecord, expected uint64) error {
 	if rec.GetRevision() != expected {

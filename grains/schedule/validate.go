@@ -25,6 +25,11 @@ func ValidateDefinition(def *orreryv1.ScheduleDefinition, lim input.Limits) *orr
 	if err := input.UUID("schedule_id", def.GetScheduleId()); err != nil {
 		return orrery.AsError(err)
 	}
+	if name := def.GetName(); name != "" {
+		if err := input.Name("name", name, input.MaxScheduleNameBytes); err != nil {
+			return orrery.AsError(err)
+		}
+	}
 	if err := validateSpec(def.GetSpec(), def.GetScheduleId(), lim); err != nil {
 		return err.InField("spec")
 	}

@@ -1,0 +1,66 @@
+package input
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/orreryhq/orrery"
+)
+
+// TestUUIDv5KnownVector: the RFC 9562 Appendix A.4 example, UUIDv5 of "www.example.com" in the
+// DNS name space (python3: uuid.uuid5(uuid.NAMESPACE_DNS, "www.example.com")).
+func TestUUIDv5KnownVector(t *testing.T) {
+	if got := uuidV5("6ba7b810-9dad-11d1-80b4-00c04fd430c8", "www.example.com"); got != "2ed6657d-e927-568b-95e1-2665a8aea6a2" {
+		t.Fatalf("uuidV5 = %s", got)
+	}
+}
+
+// TestScheduleIDFromName: the expected ids were computed independently with python3:
+// uuid.uuid5(uuid.UUID("cd679389-9d51-4c81-9430-cceb92e6449a"), "acme\x00nightly-report") and
+// the same with "globex\x00nightly-report". The id is canonical, stable, and differs between
+// namespaces for one name.
+func TestScheduleIDFromName(t *testing.T) {
+	acme := ScheduleIDFromName("acme", "nightly-report")
+	if acme != "97c60732-8f36-5fa6-b36e-e22fe44d24f5" {
+		t.Fatalf("acme id %s", acme)
+	}
+	globex := ScheduleIDFromName("globex", "nightly-report")
+	if globex != "e3be8472-d53c-515c-a4df-9c35c3180edc" {
+		t.Fatalf("globex id %s", globex)
+	}
+	if err := UUID("schedule_id", acme); err != nil {
+		t.Fatalf("derived id is not a canonical UUID: %v", err)
+	}
+	// The separator keeps ("ab", "c") and ("a", "bc") apart.
+	if ScheduleIDFromName("ab", "c") == ScheduleIDFromName("a", "bc") {
+		t.Fatal("namespace and name run together")
+	}
+}
+
+// TestEmptyJSONMeansNone: an empty payload or headers document is accepted (none); a
+// non-empty one that is not valid JSON (or, for headers, not an object) is a Validation error
+// naming the field and saying what is accepted.
+func TestEmptyJSONMeansNone(t *testing.T) {
+	if err := JSONValue("payload_json", "", 10); err != nil {
+		t.Fatalf("empty payload: %v", err)
+	}
+	if err := JSONObject("headers_json", "", 10); err != nil {
+		t.Fatalf("empty headers: %v", err)
+	}
+	cases := []struct {
+		check func() error
+		field string
+		want  string
+	}{
+		{func() error { return JSONValue("payload_json", "hello", 100) }, "payload_json", "must be empty or valid JSON"},
+		{func() error { return JSONObject("headers_json", "hello", 100) }, "headers_json", "must be empty or a valid JSON object"},
+		{func() error { return JSONObject("headers_json", "[1]", 100) }, "headers_json", "must be empty or a valid JSON object"},
+	}
+	for _, c := range cases {
+		err := c.check()
+		if !errors.Is(err, orrery.ErrValidation) || orrery.AsError(err).Field != c.field || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("error %v, want Validation on %s saying %q", err, c.field, c.want)
+		}
+	}
+}
