@@ -249,7 +249,9 @@ func (r *run) poll(partition int) error {
 }
 
 // receive asks partition for up to maxMessages, waiting up to wait for the first; more reports
-// that visible messages remained beyond those returned.
+// that visible messages remained beyond those returned. A receive that leases is not cut short
+// when the run stops: it gets up to SettleTimeout more, and what it leased is released (see
+// Client.Receive).
 func (r *run) receive(partition, maxMessages int, wait time.Duration) (msgs []*orreryv1.QueueMessage, more bool, err error) {
 	res, err := r.w.c.receive(r.ctx, partition, &orreryv1.Receive{
 		Namespace:           r.cfg.Namespace,
@@ -257,7 +259,7 @@ func (r *run) receive(partition, maxMessages int, wait time.Duration) (msgs []*o
 		Max:                 uint32(maxMessages),
 		LeaseDurationMicros: r.cfg.LeaseDuration.Microseconds(),
 		Owner:               r.cfg.Owner,
-	}, wait)
+	}, wait, r.cfg.SettleTimeout)
 	return res.GetMessages(), res.GetMore(), err
 }
 

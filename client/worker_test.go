@@ -446,8 +446,9 @@ func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 }
 
 // TestWorkerFetchesOnlyWhenMoreAreVisible: a partition whose messages arrive one at a time
-// costs one (waiting) receive per message; the worker fetches without waiting only when the
-// partition reported more visible messages.
+// costs one long poll (a waiting request, then the same command leasing) per message; the
+// worker fetches (a receive of its own without waiting) only when the partition reported more
+// visible messages.
 func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
@@ -464,8 +465,13 @@ func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {
 	}
 	fetches := func() int {
 		n := 0
+		polled := map[string]bool{} // command ids sent waiting: their leasing requests are no fetches
 		for _, c := range b.tr.Calls() {
-			if c.IsReceive() && c.Request.GetWaitMicros() == 0 {
+			switch id := c.Request.GetBatch().GetCommandId(); {
+			case !c.IsReceive():
+			case c.Request.GetWaitMicros() > 0:
+				polled[id] = true
+			case !polled[id]:
 				n++
 			}
 		}
