@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -36,7 +35,7 @@ func (c *Client) Batch(ctx context.Context, partition int, mutations []*orreryv1
 			}
 		}
 	}
-	receipt, raw, err := c.command(ctx, partition, mutations, c.callOptions(opts), 0)
+	receipt, raw, _, err := c.command(ctx, partition, mutations, c.callOptions(opts), 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -54,15 +53,21 @@ func (c *Client) mutate(ctx context.Context, lane *orreryv1.Lane, m *orreryv1.Mu
 	if err != nil {
 		return nil, err
 	}
-	return c.mutateOn(ctx, partition, m, opts, 0)
+	return c.mutateOn(ctx, partition, m, c.callOptions(opts))
 }
 
-// mutateOn is mutate on an explicit partition, with an optional long-poll wait.
-func (c *Client) mutateOn(ctx context.Context, partition int, m *orreryv1.Mutation, opts []CallOption, wait time.Duration) (*orreryv1.MutationResult, error) {
-	receipt, _, err := c.command(ctx, partition, []*orreryv1.Mutation{m}, c.callOptions(opts), wait)
+// mutateOn is mutate on an explicit partition.
+func (c *Client) mutateOn(ctx context.Context, partition int, m *orreryv1.Mutation, o callOptions) (*orreryv1.MutationResult, error) {
+	receipt, _, _, err := c.command(ctx, partition, []*orreryv1.Mutation{m}, o, 0)
 	if err != nil {
 		return nil, err
 	}
+	return onlyResult(receipt)
+}
+
+// onlyResult is the result of a one-mutation command's receipt; a batch-level error or the
+// mutation's own error is the error.
+func onlyResult(receipt *orreryv1.Receipt) (*orreryv1.MutationResult, error) {
 	if err := orrery.FromProto(receipt.GetError()); err != nil {
 		return nil, err
 	}

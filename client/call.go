@@ -14,21 +14,20 @@ import (
 )
 
 // command sends one batch to partition with the retry policy and decodes its receipt. Every
-// attempt sends the same request, so every retry carries the same command id.
-func (c *Client) command(ctx context.Context, partition int, mutations []*orreryv1.Mutation, o callOptions, wait time.Duration) (*orreryv1.Receipt, []byte, error) {
+// attempt sends the same request, so every retry carries the same command id. A waiting
+// request (wait > 0, a batch of one Receive) applies nothing and is answered without a
+// receipt, unless its command id already has one: receipt is nil then, and visible says
+// whether a message of its queue is visible.
+func (c *Client) command(ctx context.Context, partition int, mutations []*orreryv1.Mutation, o callOptions, wait time.Duration) (receipt *orreryv1.Receipt, raw []byte, visible bool, err error) {
 	if err := c.checkPartition(partition); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	req := &orreryv1.CommandRequest{
 		Principal:  c.principal,
 		Batch:      &orreryv1.Batch{CommandId: o.commandID, Mutations: mutations, AllOrNothing: o.allOrNothing},
 		WaitMicros: wait.Microseconds(),
 	}
-	var (
-		receipt *orreryv1.Receipt
-		raw     []byte
-	)
-	err := c.retrying(ctx, "command", partition, func() error {
+	err = c.retrying(ctx, "command", partition, func() error {
 		reply, err := c.transport.Command(ctx, partition, req)
 		if err != nil {
 			return transportError(err)
@@ -39,13 +38,17 @@ func (c *Client) command(ctx context.Context, partition int, mutations []*orrery
 		if reply.GetError() != nil {
 			return orrery.FromProto(reply.GetError())
 		}
+		if wait > 0 && len(reply.GetReceipt()) == 0 {
+			receipt, raw, visible = nil, nil, reply.GetVisible()
+			return nil
+		}
 		receipt, raw, err = decodeReceipt(reply.GetReceipt(), o.commandID)
 		return err
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return receipt, raw, nil
+	return receipt, raw, visible, nil
 }
 
 // inspect sends one read to partition with the retry policy.

@@ -36,5 +36,12 @@
 // ack on success, release on error, lease extension at half the lease duration while a handler
 // runs, and a clean stop when Run's context ends.
 //
+// # Long polls
+//
+// A receive with a wait is two requests with one command id: the first waits on the
+// partition and leases nothing, the second, sent only if the caller is still there once a
+// message is visible, leases. A receive whose caller goes away while it waits leases nothing;
+// one whose caller goes away while it leases is waited for and its messages released.
+//
 // The package clienttest holds the in-memory twin of Transport for tests.
 package client

@@ -32,20 +32,59 @@ func (c *Client) Enqueue(ctx context.Context, m *orreryv1.Enqueue, opts ...CallO
 }
 
 // Receive leases up to m.Max visible messages of queue (m.Namespace, m.Queue) held by one
-// partition. With wait > 0 it is a long poll: the partition answers as soon as a message is
-// visible, or with no messages when wait (bounded by the partition) has passed. A queue spans
-// every partition; Worker keeps one such receive per partition.
+// partition. A queue spans every partition; Worker keeps one such receive per partition.
+//
+// With wait > 0 it is a long poll in two requests. The first waits on the partition (at most
+// wait, bounded by the partition) until a message of the queue is visible, and leases
+// nothing; when its wait ends first, Receive returns no messages. The second, sent only while
+// ctx is alive, sends the same command (same command id) without waiting, and leases. So a
+// caller whose ctx ended while it waited leases nothing. If ctx ends while a leasing request
+// is in flight (the second, or the only one when wait is 0), Receive still waits for it, at
+// most ReceiveSettleTimeout longer, releases every message it leased, and returns the ctx
+// error. What remains: a process that dies, or a leasing request still unanswered after
+// ReceiveSettleTimeout, leaves its leases to expire (m.LeaseDurationMicros) before the
+// messages are visible again.
 func (c *Client) Receive(ctx context.Context, partition int, m *orreryv1.Receive, wait time.Duration, opts ...CallOption) ([]*orreryv1.QueueMessage, error) {
-	res, err := c.receive(ctx, partition, m, wait, opts...)
+	res, err := c.receive(ctx, partition, m, wait, ReceiveSettleTimeout, opts...)
 	return res.GetMessages(), err
 }
 
-// receive is Receive returning the whole result (with its more flag).
-func (c *Client) receive(ctx context.Context, partition int, m *orreryv1.Receive, wait time.Duration, opts ...CallOption) (*orreryv1.ReceiveResult, error) {
+// ReceiveSettleTimeout bounds how long Receive waits, after its context ends, for a leasing
+// request already sent, and then for the releases of what it leased.
+const ReceiveSettleTimeout = 5 * time.Second
+
+// receive is Receive returning the whole result (with its more flag), waiting at most settle
+// for a leasing request and its releases after ctx ends.
+func (c *Client) receive(ctx context.Context, partition int, m *orreryv1.Receive, wait, settle time.Duration, opts ...CallOption) (*orreryv1.ReceiveResult, error) {
 	if wait < 0 {
 		return nil, orrery.Invalid("wait", "must not be negative, got %s", wait)
 	}
-	r, err := c.mutateOn(ctx, partition, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: m}}, opts, wait)
+	mutation := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: m}}
+	o := c.callOptions(opts)
+	if wait > 0 {
+		receipt, _, visible, err := c.command(ctx, partition, []*orreryv1.Mutation{mutation}, o, wait)
+		switch {
+		case err != nil:
+			return nil, err
+		case receipt != nil: // the command id was answered before: its receipt is replayed
+			return receiveResult(onlyResult(receipt))
+		case !visible:
+			return &orreryv1.ReceiveResult{}, nil
+		case ctx.Err() != nil:
+			return nil, stopped(ctx, "receive", partition, 1, nil)
+		}
+	}
+	leaseCtx, cancel := outliving(ctx, settle)
+	defer cancel()
+	res, err := receiveResult(c.mutateOn(leaseCtx, partition, mutation, o))
+	if ctx.Err() != nil {
+		c.releaseAll(ctx, res.GetMessages(), settle)
+		return nil, stopped(ctx, "receive", partition, 1, err)
+	}
+	return res, err
+}
+
+func receiveResult(r *orreryv1.MutationResult, err error) (*orreryv1.ReceiveResult, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +92,39 @@ func (c *Client) receive(ctx context.Context, partition int, m *orreryv1.Receive
 		return nil, unexpected("receive", r)
 	}
 	return r.GetReceive(), nil
+}
+
+// releaseAll releases leased messages whose receiver has gone, visible again at once, under a
+// context that outlives ctx by at most settle.
+func (c *Client) releaseAll(ctx context.Context, msgs []*orreryv1.QueueMessage, settle time.Duration) {
+	if len(msgs) == 0 {
+		return
+	}
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settle)
+	defer cancel()
+	for _, qm := range msgs {
+		if _, err := c.Release(releaseCtx, qm.GetLane(), qm.GetId(), qm.GetLease().GetToken(), 0); err != nil {
+			c.log.Warn("orrery client: could not release a message received after the caller went away; its lease will expire",
+				"id", qm.GetId(), "err", err)
+		}
+	}
+}
+
+// outliving returns a context with ctx's values that is not cancelled with ctx but at most
+// grace after ctx ends (or by the returned cancel): a request that may lease runs on, so that
+// what it leases can be released.
+func outliving(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			cancel()
+		case <-out.Done():
+		}
+	})
+	return out, func() { stop(); cancel() }
 }
 
 // Ack removes a received message; leaseToken must be its current lease's.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -279,5 +281,68 @@ func TestLongPollReceive(t *testing.T) {
 	}
 	if _, err := b.c.Receive(ctx, p, receive, -time.Second); !errors.Is(err, orrery.ErrValidation) {
 		t.Fatalf("negative wait: %v, want Validation", err)
+	}
+}
+
+// TestLongPollLeasesWithItsOwnCommandOnceVisible: a long poll that finds nothing sends one
+// waiting request and leases nothing; one that finds a message sends the waiting request and
+// then the same command (same command id) without waiting, which leases.
+func TestLongPollLeasesWithItsOwnCommandOnceVisible(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	ctx := ctxFor(t)
+	receive := &orreryv1.Receive{Namespace: testNamespace, Queue: testQueue, Max: 4}
+	if msgs, err := b.c.Receive(ctx, 0, receive, 50*time.Millisecond); err != nil || len(msgs) != 0 {
+		t.Fatalf("idle receive: %v %v", msgs, err)
+	}
+	if calls := b.commandCalls(); len(calls) != 1 || calls[0].Request.GetWaitMicros() == 0 || len(calls[0].Receipt) != 0 {
+		t.Fatalf("idle long poll made calls %+v, want one waiting request without a receipt", calls)
+	}
+	b.enqueue(lane(testQueue, "k"), "m")
+	b.tr.ResetCalls()
+	msgs, err := b.c.Receive(ctx, 0, receive, 5*time.Second)
+	if err != nil || len(msgs) != 1 || msgs[0].GetDeliveryCount() != 1 {
+		t.Fatalf("receive: %v %v", msgs, err)
+	}
+	calls := b.commandCalls()
+	if len(calls) != 2 || calls[0].Request.GetWaitMicros() == 0 || len(calls[0].Receipt) != 0 ||
+		calls[1].Request.GetWaitMicros() != 0 || calls[1].CommandID() != calls[0].CommandID() {
+		t.Fatalf("calls %+v, want a waiting request, then the same command id without waiting", calls)
+	}
+}
+
+// TestReceiveWhoseContextEndsWhileItLeasesReleases: when the caller's ctx ends while a request
+// that leases is in flight — the only one of an immediate receive, the second of a long poll —
+// and its reply is lost with it, Receive does not abandon the request: it sends it again
+// (same command id: the receipt is replayed), releases what it leased, and returns the ctx
+// error. No message stays leased.
+func TestReceiveWhoseContextEndsWhileItLeasesReleases(t *testing.T) {
+	t.Parallel()
+	for _, wait := range []time.Duration{0, 5 * time.Second} {
+		t.Run(fmt.Sprint("wait ", wait), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, 1)
+			l := lane(testQueue, "k")
+			b.enqueue(l, "m")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var lost atomic.Bool
+			b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+				ms := req.GetBatch().GetMutations()
+				if len(ms) == 1 && ms[0].GetReceive() != nil && req.GetWaitMicros() == 0 && lost.CompareAndSwap(false, true) {
+					cancel() // the caller goes away while the partition leases
+					return clienttest.FaultLoseReply, nil
+				}
+				return clienttest.FaultNone, nil
+			})
+			msgs, err := b.c.Receive(ctx, 0, &orreryv1.Receive{Namespace: testNamespace, Queue: testQueue, Max: 1}, wait)
+			if !errors.Is(err, context.Canceled) || len(msgs) != 0 {
+				t.Fatalf("receive: %v %v, want the cancellation", msgs, err)
+			}
+			left := b.laneMessages(l)
+			if len(left) != 1 || left[0].GetLease() != nil || left[0].GetDeliveryCount() != 1 {
+				t.Fatalf("lane after the cancelled receive: %v, want m released (visible, delivered once)", left)
+			}
+		})
 	}
 }

@@ -58,7 +58,9 @@ type WorkerConfig struct {
 	// ReleaseDelay is how long a message whose handler failed stays invisible (default 0).
 	ReleaseDelay time.Duration
 	// SettleTimeout bounds each ack, release and lease extension, which outlive Run's context
-	// so that a stopping worker still settles what it finished (default 10 s).
+	// so that a stopping worker still settles what it finished, and how much longer a receive
+	// that leases may take once Run's context has ended (what it leases is then released;
+	// default 10 s).
 	SettleTimeout time.Duration
 	// UnreachableTimeout is how long a partition's receives may keep failing with retriable
 	// errors (the cluster unreachable, the partition's silo gone) before Run stops and returns
@@ -173,14 +175,20 @@ func (cfg WorkerConfig) validate() error {
 
 // Run consumes the queue until ctx ends, then stops: no new receive is sent, the handlers'
 // contexts are cancelled, and Run returns once every handler has returned and its message is
-// settled. It returns nil after a stop by ctx, and an error when the configuration is invalid,
-// a receive fails for a reason retrying cannot cure (Validation, Unauthorized, ...), or a
-// partition's receives have kept failing for UnreachableTimeout (Unavailable). Retriable
-// failures are retried with the client's backoff: a client that rejoins a restarted cluster
-// resumes consuming by itself.
+// settled. A stopping worker leases nothing it does not release: a waiting receive it leaves
+// parked on a partition leases nothing (see Client.Receive), and a receive that leases, in
+// flight as it stops, is waited for (at most SettleTimeout) and what it leased is released. A
+// process that dies leaves the leases of its messages to expire (LeaseDuration).
+//
+// It returns nil after a stop by ctx, and an error when the configuration is invalid, a receive
+// fails for a reason retrying cannot cure (Validation, Unauthorized, ...), or a partition's
+// receives have kept failing for UnreachableTimeout (Unavailable). Retriable failures are
+// retried with the client's backoff: a client that rejoins a restarted cluster resumes
+// consuming by itself.
 //
 // Each partition has one poller with at most one outstanding receive. An idle partition's
-// poller sends a waiting (long-poll) receive for one message; once it gets one and the
+// poller sends a waiting (long-poll) receive for one message (a waiting request that leases
+// nothing, then, once a message is visible, the same command without waiting); once it gets one and the
 // partition reports more visible, it switches to fetching: it takes free handler slots — at
 // least one, waiting for it if need be, at most MaxPerReceive and a fair share of Concurrency
 // among the fetching partitions — and asks for exactly that many messages without waiting.
@@ -314,7 +322,9 @@ func (r *run) poll(partition int) error {
 const receiveGrace = 5 * time.Second
 
 // receive asks partition for up to maxMessages, waiting up to wait for the first; more reports
-// that visible messages remained beyond those returned.
+// that visible messages remained beyond those returned. A receive that leases is not cut short
+// when the run stops: it gets up to SettleTimeout more, and what it leased is released (see
+// Client.Receive).
 func (r *run) receive(partition, maxMessages int, wait time.Duration) (msgs []*orreryv1.QueueMessage, more bool, err error) {
 	ctx, cancel := context.WithTimeout(r.ctx, wait+receiveGrace)
 	defer cancel()
@@ -324,7 +334,7 @@ func (r *run) receive(partition, maxMessages int, wait time.Duration) (msgs []*o
 		Max:                 uint32(maxMessages),
 		LeaseDurationMicros: r.cfg.LeaseDuration.Microseconds(),
 		Owner:               r.cfg.Owner,
-	}, wait)
+	}, wait, r.cfg.SettleTimeout)
 	return res.GetMessages(), res.GetMore(), err
 }
 

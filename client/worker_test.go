@@ -446,8 +446,9 @@ func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 }
 
 // TestWorkerFetchesOnlyWhenMoreAreVisible: a partition whose messages arrive one at a time
-// costs one (waiting) receive per message; the worker fetches without waiting only when the
-// partition reported more visible messages.
+// costs one long poll (a waiting request, then the same command leasing) per message; the
+// worker fetches (a receive of its own without waiting) only when the partition reported more
+// visible messages.
 func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
@@ -464,8 +465,13 @@ func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {
 	}
 	fetches := func() int {
 		n := 0
+		polled := map[string]bool{} // command ids sent waiting: their leasing requests are no fetches
 		for _, c := range b.tr.Calls() {
-			if c.IsReceive() && c.Request.GetWaitMicros() == 0 {
+			switch id := c.Request.GetBatch().GetCommandId(); {
+			case !c.IsReceive():
+			case c.Request.GetWaitMicros() > 0:
+				polled[id] = true
+			case !polled[id]:
 				n++
 			}
 		}
@@ -489,5 +495,79 @@ func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
+	}
+}
+
+// TestAStoppingWorkerReleasesWhatAnInFlightFetchLeased: a fetch (a receive without waiting)
+// in flight when Run stops is not abandoned. Here the partition leases its messages and the
+// reply is lost as the run stops; the worker sends the fetch again (its receipt is replayed)
+// and releases every message it got, so none stays leased.
+func TestAStoppingWorkerReleasesWhatAnInFlightFetchLeased(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	l := lane(testQueue, "k")
+	var burst []*orreryv1.Mutation
+	for i := range 3 {
+		burst = append(burst, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: l, Id: fmt.Sprintf("m-%d", i), PayloadJson: `{}`}}})
+	}
+	if _, _, err := b.c.Batch(context.Background(), 0, burst); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		polled   = map[string]bool{} // command ids sent waiting: their leasing requests are no fetches
+		fetching = make(chan struct{})
+		fetches  atomic.Int64
+	)
+	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		ms := req.GetBatch().GetMutations()
+		if len(ms) != 1 || ms[0].GetReceive() == nil {
+			return clienttest.FaultNone, nil
+		}
+		mu.Lock()
+		id := req.GetBatch().GetCommandId()
+		if req.GetWaitMicros() > 0 {
+			polled[id] = true
+		}
+		fetch := !polled[id]
+		mu.Unlock()
+		if !fetch || fetches.Add(1) > 1 {
+			return clienttest.FaultNone, nil
+		}
+		close(fetching)
+		<-ctx.Done() // the run stops while the first fetch is in flight, and its reply is lost
+		return clienttest.FaultLoseReply, nil
+	})
+	var handled atomic.Int64
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Concurrency: 4, Wait: 5 * time.Second,
+		Handler: func(context.Context, *client.Message) error { handled.Add(1); return nil },
+	})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case <-fetching:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker sent no fetch")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	left := b.laneMessages(l)
+	if int64(len(left)) != 3-handled.Load() || len(left) == 0 {
+		t.Fatalf("%d messages left after %d handled, want the fetched ones", len(left), handled.Load())
+	}
+	for _, m := range left {
+		if m.GetLease() != nil || m.GetDeliveryCount() != 1 {
+			t.Fatalf("message %s after the stop: delivery %d, lease %v; want released", m.GetId(), m.GetDeliveryCount(), m.GetLease())
+		}
 	}
 }

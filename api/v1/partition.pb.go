@@ -25,8 +25,14 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// CommandRequest submits one batch. A batch whose only mutation is a Receive may wait up to
-// wait_micros (bounded by the partition) for a message to become visible before it applies.
+// CommandRequest submits one batch. A batch whose only mutation is a Receive may set
+// wait_micros > 0 (bounded by the partition) to wait for a message of its queue to become
+// visible. Such a waiting request never applies: it leases nothing and writes nothing, and is
+// answered, without a receipt, with visible set as soon as a message is visible, or visible
+// unset when its wait ends first. The caller then sends the same batch (same command id) with
+// wait_micros 0, which leases; a caller that has gone away never sends it. A waiting request
+// whose command id already has a receipt is answered with that receipt; one whose envelope or
+// Receive is invalid is answered with the error at once.
 type CommandRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
@@ -89,14 +95,18 @@ func (x *CommandRequest) GetWaitMicros() int64 {
 
 // CommandReply carries the receipt's deterministic encoding (byte-identical on replay), or an
 // error when no receipt was produced (Validation of the envelope, IdempotencyConflict,
-// Unavailable).
+// Unavailable), or, for a waiting request (CommandRequest.wait_micros > 0), neither.
 type CommandReply struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Receipt         []byte                 `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	Error           *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	ActivationEpoch uint64                 `protobuf:"varint,3,opt,name=activation_epoch,json=activationEpoch,proto3" json:"activation_epoch,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// visible answers a waiting request that got no receipt: true when a message of its queue
+	// is visible now (send the batch again without waiting to lease it), false when its wait
+	// ended with none visible.
+	Visible       bool `protobuf:"varint,4,opt,name=visible,proto3" json:"visible,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandReply) Reset() {
@@ -148,6 +158,13 @@ func (x *CommandReply) GetActivationEpoch() uint64 {
 		return x.ActivationEpoch
 	}
 	return 0
+}
+
+func (x *CommandReply) GetVisible() bool {
+	if x != nil {
+		return x.Visible
+	}
+	return false
 }
 
 // ScanDueRequest asks for a bounded oldest-first scan of the due index at the partition's
@@ -1039,11 +1056,12 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12&\n" +
 	"\x05batch\x18\x02 \x01(\v2\x10.orrery.v1.BatchR\x05batch\x12\x1f\n" +
 	"\vwait_micros\x18\x03 \x01(\x03R\n" +
-	"waitMicros\"{\n" +
+	"waitMicros\"\x95\x01\n" +
 	"\fCommandReply\x12\x18\n" +
 	"\areceipt\x18\x01 \x01(\fR\areceipt\x12&\n" +
 	"\x05error\x18\x02 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"A\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\x12\x18\n" +
+	"\avisible\x18\x04 \x01(\bR\avisible\"A\n" +
 	"\x0eScanDueRequest\x12\x19\n" +
 	"\bmax_refs\x18\x01 \x01(\rR\amaxRefs\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\fR\x05after\"\xad\x02\n" +

@@ -78,7 +78,16 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		}
 	})
 
-	t.Run("long poll answers on enqueue", func(t *testing.T) {
+	appliedIndex := func() uint64 {
+		t.Helper()
+		reply, err := tr.Inspect(ctx, p, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})
+		if err != nil || reply.GetError() != nil {
+			t.Fatalf("partition status: %v %v", reply, err)
+		}
+		return reply.GetPartition().GetAppliedIndex()
+	}
+
+	t.Run("long poll answers visible on enqueue, without leasing", func(t *testing.T) {
 		if _, _, err := command(receive(0)); err != nil { // lease what the replay test left
 			t.Fatalf("receive: %v", err)
 		}
@@ -89,22 +98,46 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		})
 		defer timer.Stop()
 		start := time.Now()
-		receipt, _, err := command(receive(10 * time.Second))
+		waiting := receive(10 * time.Second)
+		reply, err := tr.Command(ctx, p, waiting)
 		elapsed := time.Since(start)
+		if err != nil || reply.GetError() != nil {
+			t.Fatalf("waiting receive: %v %v", reply, err)
+		}
+		if !reply.GetVisible() || len(reply.GetReceipt()) != 0 || elapsed < 50*time.Millisecond || elapsed > 5*time.Second {
+			t.Fatalf("waiting receive answered %v after %s, want visible without a receipt just after 100ms", reply, elapsed)
+		}
+		applied := appliedIndex()
+		again, err := tr.Command(ctx, p, waiting) // a message is visible: answered at once
+		if err != nil || !again.GetVisible() || len(again.GetReceipt()) != 0 || appliedIndex() != applied {
+			t.Fatalf("waiting receive with a message visible: %v %v, applied index %d → %d; want visible, nothing written", again, err, applied, appliedIndex())
+		}
+		waiting.WaitMicros = 0 // the same command without waiting leases
+		receipt, _, err := command(waiting)
 		if err != nil {
-			t.Fatalf("waiting receive: %v", err)
+			t.Fatalf("leasing receive: %v", err)
 		}
 		msgs := receipt.GetResults()[0].GetReceive().GetMessages()
-		if len(msgs) != 1 || msgs[0].GetId() != "woken" || elapsed < 50*time.Millisecond || elapsed > 5*time.Second {
-			t.Fatalf("waiting receive got %v after %s, want the enqueued message just after 100ms", msgs, elapsed)
+		if len(msgs) != 1 || msgs[0].GetId() != "woken" || msgs[0].GetDeliveryCount() != 1 {
+			t.Fatalf("leasing receive got %v, want the enqueued message", msgs)
+		}
+		waiting.WaitMicros = (10 * time.Second).Microseconds()
+		start = time.Now()
+		replayed, _, err := command(waiting) // its command id has a receipt: replayed at once
+		if err != nil || !proto.Equal(replayed, receipt) || time.Since(start) > 5*time.Second {
+			t.Fatalf("waiting receive of an answered command: %v %v after %s, want its receipt", replayed, err, time.Since(start))
 		}
 	})
 
-	t.Run("long poll times out empty", func(t *testing.T) {
+	t.Run("long poll times out without writing", func(t *testing.T) {
+		applied := appliedIndex()
 		start := time.Now()
-		receipt, _, err := command(receive(200 * time.Millisecond))
-		if err != nil || len(receipt.GetResults()[0].GetReceive().GetMessages()) != 0 || time.Since(start) < 150*time.Millisecond {
-			t.Fatalf("idle receive: %v %v after %s, want nothing after the wait", receipt, err, time.Since(start))
+		reply, err := tr.Command(ctx, p, receive(200*time.Millisecond))
+		if err != nil || reply.GetError() != nil || reply.GetVisible() || len(reply.GetReceipt()) != 0 || time.Since(start) < 150*time.Millisecond {
+			t.Fatalf("idle receive: %v %v after %s, want not visible after the wait", reply, err, time.Since(start))
+		}
+		if got := appliedIndex(); got != applied {
+			t.Fatalf("an idle receive moved the applied index from %d to %d", applied, got)
 		}
 	})
 

@@ -8,6 +8,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/grains/route"
@@ -26,7 +27,9 @@ type partition struct {
 	changed    chan struct{} // closed and replaced after every applied batch
 }
 
-// command applies req, first waiting as a long poll when req is a waiting receive.
+// command applies req, unless req is a waiting receive: that is answered as a partition
+// answers it, without applying (see waitAnswer), once a message of its queue is visible or its
+// wait has ended.
 func (t *Transport) command(ctx context.Context, p *partition, req *orreryv1.CommandRequest) (*orreryv1.CommandReply, error) {
 	receive := waitingReceive(req)
 	if receive == nil {
@@ -38,10 +41,10 @@ func (t *Transport) command(ctx context.Context, p *partition, req *orreryv1.Com
 	deadline := time.Now().Add(wait)
 	for {
 		p.mu.Lock()
-		ready, nextVisibleMicros := t.receiveReady(p, req, receive)
-		if ready || !time.Now().Before(deadline) {
-			defer p.mu.Unlock()
-			return t.apply(p, req), nil
+		reply, nextVisibleMicros := t.waitAnswer(p, req, receive, !time.Now().Before(deadline))
+		if reply != nil {
+			p.mu.Unlock()
+			return reply, nil
 		}
 		changed := p.changed
 		p.mu.Unlock()
@@ -75,30 +78,33 @@ func waitingReceive(req *orreryv1.CommandRequest) *orreryv1.Receive {
 	return req.GetBatch().GetMutations()[0].GetReceive()
 }
 
-// receiveReady reports whether a waiting receive should apply now: it would return messages,
-// or fail, or it is a replay of an answered command — what a trial application on a discarded
-// buffer shows — or the queue has due entries that the receive would only sweep. Otherwise it
-// also returns when the queue's next message becomes visible or lease ends (0 when none is
-// known). The caller holds p.mu.
-func (t *Transport) receiveReady(p *partition, req *orreryv1.CommandRequest, m *orreryv1.Receive) (bool, int64) {
-	trial, err := t.applier.ApplyBatch(kv.NewBuffer(p.store), req.GetPrincipal(), req.GetBatch(), t.nextLogged(p))
-	if err != nil || trial.Replayed || trial.Receipt.GetError() != nil {
-		return true, 0
+// waitAnswer is the answer to a waiting receive now, as the partition grain gives it, writing
+// nothing: the replayed receipt of a command id already answered, the error of an invalid
+// request, visible when a message of the queue is visible at the next logged time, or not
+// visible when ended. Otherwise it returns nil and when the queue's next message becomes
+// visible or lease ends (0 when none is known). The caller holds p.mu.
+func (t *Transport) waitAnswer(p *partition, req *orreryv1.CommandRequest, m *orreryv1.Receive, ended bool) (*orreryv1.CommandReply, int64) {
+	now := t.nextLogged(p)
+	if _, found, err := p.store.Get(keys.InboxKey(req.GetPrincipal(), req.GetBatch().GetCommandId())); err != nil || found {
+		return t.apply(p, req), 0 // replays the receipt (or reports the conflict or the error)
 	}
-	if r := trial.Receipt.GetResults()[0]; r.GetError() != nil || len(r.GetReceive().GetMessages()) > 0 {
-		return true, 0
+	if err := t.applier.CheckWaiting(req.GetPrincipal(), req.GetBatch(), now); err != nil {
+		return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto(), ActivationEpoch: 1}, 0
+	}
+	visible, err := queue.VisibleAt(p.store, m.GetNamespace(), m.GetQueue(), now)
+	switch {
+	case err != nil:
+		return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto(), ActivationEpoch: 1}, 0
+	case visible:
+		return &orreryv1.CommandReply{Visible: true, ActivationEpoch: 1}, 0
+	case ended:
+		return &orreryv1.CommandReply{ActivationEpoch: 1}, 0
 	}
 	at, found, err := queue.NextVisibleAt(p.store, m.GetNamespace(), m.GetQueue())
-	switch {
-	case err != nil || !found:
-		return false, 0
-	case at <= t.nextLogged(p):
-		// Due index entries the receive would only sweep (expired or dead-lettered messages):
-		// apply, so the sweep commits, rather than spin on them.
-		return true, 0
-	default:
-		return false, at
+	if err != nil || !found {
+		return nil, 0
 	}
+	return nil, at
 }
 
 // nextLogged is the logged time the next batch of p would get. The caller holds p.mu.

@@ -94,8 +94,9 @@ func (t *Transport) Closed() bool {
 	}
 }
 
-// Command implements client.Transport: it applies the batch on the partition, after waiting
-// for a visible message when the batch is a single Receive with wait_micros > 0.
+// Command implements client.Transport: it applies the batch on the partition, or, for a single
+// Receive with wait_micros > 0, answers as a partition does without applying: visible once a
+// message of the queue is visible, not visible when the wait ends.
 func (t *Transport) Command(ctx context.Context, p int, req *orreryv1.CommandRequest) (*orreryv1.CommandReply, error) {
 	call := t.begin(CallCommand, p, req)
 	if err := t.usable(ctx, p); err != nil {

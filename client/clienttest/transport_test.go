@@ -89,25 +89,28 @@ func TestWaitingReceiveWakesWhenALeaseEnds(t *testing.T) {
 		t.Fatalf("first receive got %d messages", n)
 	}
 	start := time.Now()
-	second := do(t, tr, 0, receiveRequest("r2", 5*time.Second, 0))
-	msgs := second.GetResults()[0].GetReceive().GetMessages()
-	if elapsed := time.Since(start); len(msgs) != 1 || msgs[0].GetDeliveryCount() != 2 || elapsed < 800*time.Millisecond || elapsed > 3*time.Second {
-		t.Fatalf("waiting receive got %v after %s, want the redelivery when the 1s lease ends", msgs, elapsed)
+	reply, err := tr.Command(context.Background(), 0, receiveRequest("r2", 5*time.Second, 0))
+	if elapsed := time.Since(start); err != nil || !reply.GetVisible() || elapsed < 800*time.Millisecond || elapsed > 3*time.Second {
+		t.Fatalf("waiting receive answered %v %v after %s, want visible when the 1s lease ends", reply, err, elapsed)
+	}
+	msgs := do(t, tr, 0, receiveRequest("r2", 0, 0)).GetResults()[0].GetReceive().GetMessages()
+	if len(msgs) != 1 || msgs[0].GetDeliveryCount() != 2 {
+		t.Fatalf("receive after the wait got %v, want the redelivery", msgs)
 	}
 }
 
 func TestWaitingReceiveAnswersReplaysAndValidationAtOnce(t *testing.T) {
 	t.Parallel()
 	tr := clienttest.New(1)
-	do(t, tr, 0, receiveRequest("idle", 50*time.Millisecond, 0))
+	do(t, tr, 0, receiveRequest("idle", 0, 0))
 	start := time.Now()
 	do(t, tr, 0, receiveRequest("idle", 5*time.Second, 0))
-	bad := do(t, tr, 0, receiveRequest("bad", 5*time.Second, 1)) // lease below 1 s
+	bad, err := tr.Command(context.Background(), 0, receiveRequest("bad", 5*time.Second, 1)) // lease below 1 s
 	if time.Since(start) > time.Second {
 		t.Fatalf("replay and invalid receive waited %s", time.Since(start))
 	}
-	if !errors.Is(orrery.FromProto(bad.GetResults()[0].GetError()), orrery.ErrValidation) {
-		t.Fatalf("invalid receive: %v, want Validation", bad)
+	if e := orrery.AsError(orrery.FromProto(bad.GetError())); err != nil || !errors.Is(e, orrery.ErrValidation) || e.Field != "mutations[0].receive.lease_duration_micros" {
+		t.Fatalf("invalid receive: %v %v, want Validation of mutations[0].receive.lease_duration_micros", bad, err)
 	}
 }
 

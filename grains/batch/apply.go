@@ -93,6 +93,23 @@ func (a Applier) ApplyOwn(v kv.View, principal string, b *orreryv1.Batch, logged
 	return a.apply(v, principal, b, loggedNowMicros, true)
 }
 
+// CheckWaiting returns the error a batch whose only mutation is a Receive would get from
+// ApplyBatch at loggedNow for a bad envelope or an invalid receive (the receive's error named
+// by its field in the batch, as in a receipt), or nil. It reads and writes nothing: a
+// long-poll receive is checked before it waits, since waiting never applies it.
+func (a Applier) CheckWaiting(principal string, b *orreryv1.Batch, loggedNowMicros int64) error {
+	if err := checkEnvelope(principal, b, loggedNowMicros); err != nil {
+		return err
+	}
+	if len(b.GetMutations()) != 1 || b.GetMutations()[0].GetReceive() == nil {
+		return orrery.Invalid("mutations", "a waiting command holds exactly one receive")
+	}
+	if err := queue.CheckReceive(a.Limits, b.GetMutations()[0].GetReceive(), loggedNowMicros); err != nil {
+		return orrery.AsError(err).InField("mutations[0].receive")
+	}
+	return nil
+}
+
 // checkEnvelope validates what every batch carries besides its mutations.
 func checkEnvelope(principal string, b *orreryv1.Batch, loggedNowMicros int64) error {
 	if err := input.Name("principal", principal, input.MaxIDBytes); err != nil {

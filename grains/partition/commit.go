@@ -10,7 +10,6 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/due"
 	"github.com/orreryhq/orrery/grains/kv"
-	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/persistence"
 )
 
@@ -20,11 +19,6 @@ const (
 	JournalRetention     = 10_000
 	journalTrimPerCommit = 64
 )
-
-// maxJoiningWaiters bounds the parked receives a group checks for joining it (each joining
-// receive writes up to Limits.MaxReceiveBytesPerCommand; a group that then exceeds the
-// transaction limit is committed again without them).
-const maxJoiningWaiters = 8
 
 // maxUnsyncedGroups bounds the groups applied and waiting for a sync: beyond it, the next
 // group waits for the sync in flight.
@@ -73,13 +67,6 @@ func (g *grain) startCommit(ctx actor.Context) {
 		group = append([]*pending{own}, group...)
 	}
 	g.pending = append([]*pending(nil), g.pending[n:]...)
-	// The first parked receives ride along: one whose queue has a visible message once the
-	// group is applied (typically because the group enqueued it) is applied in the same
-	// transaction, instead of being woken after this commit for a commit of its own.
-	k := min(len(g.waiters), maxJoiningWaiters)
-	candidates := g.waiters[:k:k]
-	g.waiters = append([]*pending(nil), g.waiters[k:]...)
-	g.offered = len(candidates)
 	g.applying = true
 	done := make(chan struct{})
 	g.applyDone = done
@@ -87,13 +74,13 @@ func (g *grain) startCommit(ctx actor.Context) {
 	g.applyRunner.run(func() {
 		defer close(done)
 		recorder := &dueRecorder{}
-		replies, joined, err := g.commitGroup(store, group, candidates, recorder)
+		replies, err := g.commitGroup(store, group, recorder)
 		if gc && err == nil {
 			if gcErr := store.RunValueLogGC(0.5); gcErr != nil {
 				g.log.Warn("value-log GC failed", "err", gcErr)
 			}
 		}
-		root.Send(self, &groupApplied{group: group, replies: replies, candidates: candidates, joined: joined, err: err,
+		root.Send(self, &groupApplied{group: group, replies: replies, err: err,
 			minDueWritten: recorder.minDue, dueWrites: recorder.writes, floors: recorder.promoted})
 	})
 }
@@ -124,46 +111,38 @@ func (g *grain) startSync(ctx actor.Context) {
 	})
 }
 
-// commitGroup applies a group with the parked receives that can join it,
-// splitting it when it exceeds the store's transaction limit (candidates then stay parked). It
-// returns one reply per command, one per candidate (nil: not applied, still waiting), or the
-// error that ends the activation.
-func (g *grain) commitGroup(store *persistence.Store, group, candidates []*pending, recorder *dueRecorder) (replies, joined []*orreryv1.CommandReply, err error) {
-	replies, joined, err = g.commitOnce(store, group, candidates, recorder)
-	if errors.Is(err, persistence.ErrBatchTooBig) && len(candidates) > 0 {
-		replies, _, err = g.commitGroup(store, group, nil, recorder)
-		return replies, make([]*orreryv1.CommandReply, len(candidates)), err
-	}
+// commitGroup applies a group, splitting it when it exceeds the store's transaction limit. It
+// returns one reply per command, or the error that ends the activation.
+func (g *grain) commitGroup(store *persistence.Store, group []*pending, recorder *dueRecorder) ([]*orreryv1.CommandReply, error) {
+	replies, err := g.commitOnce(store, group, recorder)
 	if !errors.Is(err, persistence.ErrBatchTooBig) {
-		return replies, joined, err
+		return replies, err
 	}
 	if len(group) == 1 {
 		return []*orreryv1.CommandReply{errorReply(orrery.FieldErrorf(orrery.CodeValidation, "batch",
-			"command %s writes more than the partition's transaction limit of %d bytes; split it", describe(group[0]), store.MaxBatchBytes()))}, nil, nil
+			"command %s writes more than the partition's transaction limit of %d bytes; split it", describe(group[0]), store.MaxBatchBytes()))}, nil
 	}
 	half := len(group) / 2
-	first, _, err := g.commitGroup(store, group[:half], nil, recorder)
+	first, err := g.commitGroup(store, group[:half], recorder)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	second, _, err := g.commitGroup(store, group[half:], nil, recorder)
+	second, err := g.commitGroup(store, group[half:], recorder)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return append(first, second...), nil, nil
+	return append(first, second...), nil
 }
 
-// commitOnce applies every command of the group in one transaction at one logged time, then
-// each candidate (a parked receive) whose queue has a visible message at that logged time,
+// commitOnce applies every command of the group in one transaction at one logged time,
 // journals the applied ones, and hands the transaction to the store (not yet durable).
-func (g *grain) commitOnce(store *persistence.Store, group, candidates []*pending, recorder *dueRecorder) (replies, joined []*orreryv1.CommandReply, err error) {
+func (g *grain) commitOnce(store *persistence.Store, group []*pending, recorder *dueRecorder) ([]*orreryv1.CommandReply, error) {
 	loggedNow := persistence.NextLoggedTime(store.LoggedTime(), g.cfg.Now().UTC().UnixMicro())
-	replies = make([]*orreryv1.CommandReply, len(group))
-	joined = make([]*orreryv1.CommandReply, len(candidates))
+	replies := make([]*orreryv1.CommandReply, len(group))
 	var cached *kv.ReadCache
 	var recorded *dueRecorder
 	var floored *kv.FloorView
-	err = store.Apply(func(txn *persistence.Txn) error {
+	err := store.Apply(func(txn *persistence.Txn) error {
 		var journal []*orreryv1.JournalEntry
 		floored = g.floors.View(txn)
 		recorded = &dueRecorder{View: floored}
@@ -203,19 +182,6 @@ func (g *grain) commitOnce(store *persistence.Store, group, candidates []*pendin
 			}
 			replies[i] = reply
 		}
-		for i, p := range candidates {
-			recv := waitingReceive(p.req)
-			visible, err := queue.VisibleAt(cached, recv.GetNamespace(), recv.GetQueue(), loggedNow)
-			if err != nil {
-				return err
-			}
-			if !visible {
-				continue // stays parked
-			}
-			if joined[i], err = apply(p); err != nil {
-				return err
-			}
-		}
 		if len(journal) == 0 {
 			return nil // replays and refused envelopes only: nothing to write
 		}
@@ -239,12 +205,12 @@ func (g *grain) commitOnce(store *persistence.Store, group, candidates []*pendin
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	recorder.writes = append(recorder.writes, recorded.writes...)
 	cached.Promote() // applied: the next groups read what this one read and wrote
 	recorder.promoted = append(recorder.promoted, floored.Promote())
-	return replies, joined, nil
+	return replies, nil
 }
 
 // platform reports whether an apply error is a platform failure (it ends the group) rather
@@ -258,20 +224,11 @@ func platform(err error) bool {
 }
 
 // finishApply takes an applied group: the due head, floor and coordinator learn its due-index
-// writes, parked receives its queue made visible wake, it waits for a sync (its replies go out
-// only then), and the next group starts.
+// writes, parked receives whose queue it made visible are answered visible at once, it waits
+// for a sync (its replies go out only then), and the next group starts.
 func (g *grain) finishApply(ctx actor.Context, done *groupApplied) {
 	g.applying = false
 	g.applyDone = nil
-	// Candidates that did not join the group wait on, ahead of those parked since.
-	var still []*pending
-	for i, p := range done.candidates {
-		if done.err != nil || i >= len(done.joined) || done.joined[i] == nil {
-			still = append(still, p)
-		}
-	}
-	g.waiters = append(still, g.waiters...)
-	g.offered = 0
 	if done.err != nil {
 		for _, p := range done.group {
 			g.reply(ctx, p, &orreryv1.CommandReply{Error: orrery.Wrap(orrery.CodeUnavailable, done.err, "partition %d could not commit", g.partition).Proto()})
@@ -340,11 +297,6 @@ func (g *grain) replySynced(ctx actor.Context, groups []*groupApplied) {
 	for _, done := range groups {
 		for i, p := range done.group {
 			g.reply(ctx, p, done.replies[i])
-		}
-		for i, p := range done.candidates {
-			if i < len(done.joined) && done.joined[i] != nil {
-				g.reply(ctx, p, done.joined[i])
-			}
 		}
 	}
 }

@@ -48,7 +48,8 @@ type Config struct {
 	// next ones' reads (default DefaultWarmCacheBytes; see kv.Warm).
 	WarmCacheBytes int
 	// MaxWait bounds a long-poll receive (default DefaultMaxWait); MaxWaiters bounds how many
-	// may wait at once (default DefaultMaxWaiters).
+	// may wait at once (default DefaultMaxWaiters): one beyond it is answered Unavailable, and
+	// its caller retries after a backoff.
 	MaxWait    time.Duration
 	MaxWaiters int
 	// OpenRetryMax caps the backoff between attempts to open a store whose lock is held

@@ -4,7 +4,7 @@
 // transaction per group; a group applies over the groups still syncing, one sync makes all
 // of them durable, and receipts go out only after it; a SyncPacer spaces one partition's syncs
 // while the process is short of CPU), parks long-poll receives until a
-// message is visible, emits its own due refs (Config.OwnEmission) or tells the silo's due
+// message is visible (see below), emits its own due refs (Config.OwnEmission) or tells the silo's due
 // coordinator when a commit writes a due entry earlier than it knows of, answers due scans and
 // inspection reads with budgets, and stops the activation after a failed commit so the next
 // one recovers from disk.
@@ -24,8 +24,19 @@
 // in memory, loaded from the store when a scan reaches past it (about every 4 s under steady
 // load) and kept exact by applying each applied group's due-index writes. A scan it answers
 // needs no store transaction and sees the state as of the last applied group; one that
-// reaches past its bound (a backlog of more than 4,096 entries due) reads the store. A parked
-// long-poll receive whose queue gets a visible message from a group is applied in that group.
+// reaches past its bound (a backlog of more than 4,096 entries due) reads the store.
+//
+// # Long polls
+//
+// A long-poll receive (a CommandRequest with wait_micros > 0 whose batch is one Receive) never
+// applies, so it never leases a message its caller is no longer there to take: the partition
+// cannot tell that a caller went away. It is checked (envelope and receive, as an apply would)
+// and then answered without a receipt: visible at once when a message of its queue is
+// visible, otherwise parked (at most Config.MaxWaiters, for at most Config.MaxWait) and
+// answered visible after the first applied group that makes one visible, or when its queue's
+// next message becomes visible, or not visible when its wait ends. None of this writes. The
+// caller then sends the same batch without waiting, which applies and leases like any
+// command. A long-poll receive whose command id already has a receipt is replayed at once.
 //
 // It is DESIGN §2 layer 3: it runs goroutines and does I/O, unlike the pure state machines it
 // applies (grains/batch).

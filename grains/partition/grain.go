@@ -60,10 +60,6 @@ type (
 		dueWrites []dueWrite
 		// floors are the visibility floors the commit promoted, in order.
 		floors []kv.Promoted
-		// candidates are the parked receives offered to the group; joined holds the reply of
-		// each that was applied with it (nil: it waits on).
-		candidates []*pending
-		joined     []*orreryv1.CommandReply
 	}
 	// groupsSynced reports a finished sync from the sync goroutine: the first covered
 	// unsynced groups are durable, unless err.
@@ -118,7 +114,6 @@ type grain struct {
 	lastApplyStart time.Time
 	pending        []*pending
 	waiters        []*pending
-	offered        int // parked receives offered to the group applying (see startCommit)
 	waitTimer      *time.Timer
 	stopping       bool
 
@@ -277,9 +272,8 @@ func (g *grain) admit(ctx actor.Context, req *orreryv1.CommandRequest) {
 	g.startCommit(ctx)
 }
 
-// queued counts the commands waiting: pending, parked, and parked ones offered to the group
-// applying.
-func (g *grain) queued() int { return len(g.pending) + len(g.waiters) + g.offered }
+// queued counts the commands waiting: pending and parked.
+func (g *grain) queued() int { return len(g.pending) + len(g.waiters) }
 
 // reply sends a reply to a pending command's sender.
 func (g *grain) reply(ctx actor.Context, p *pending, r *orreryv1.CommandReply) {
@@ -366,11 +360,6 @@ func (g *grain) failUnsynced(ctx actor.Context, err error) {
 	for _, done := range g.unsynced {
 		for _, p := range done.group {
 			g.reply(ctx, p, &orreryv1.CommandReply{Error: unavailable})
-		}
-		for i, p := range done.candidates {
-			if i < len(done.joined) && done.joined[i] != nil {
-				g.reply(ctx, p, &orreryv1.CommandReply{Error: unavailable})
-			}
 		}
 	}
 	g.unsynced = nil

@@ -217,24 +217,94 @@ func TestSecondActivationWaitsForTheFence(t *testing.T) {
 	}
 }
 
-func TestLongPollReceiveWakesOnEnqueueAndTimesOut(t *testing.T) {
+// TestLongPollIsAnsweredVisibleAndWritesNothing: a waiting receive parked on an empty queue is
+// answered visible, without a receipt, as soon as an enqueue makes a message visible; it
+// writes nothing (the applied index moves for the enqueue only) and leases nothing (the
+// message stays visible, never delivered); the same command without waiting then leases it.
+func TestLongPollIsAnsweredVisibleAndWritesNothing(t *testing.T) {
 	h := newHarness(t, nil)
-	start := time.Now()
-	waiting := h.system.Root.RequestFuture(h.pid, command("r1", 20*time.Second, receive(5)), 30*time.Second)
-	time.Sleep(50 * time.Millisecond) // let it park
+	waiting := command("r1", 20*time.Second, receive(5))
+	answer := h.send(waiting)
+	h.waitParked(1)
 	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
-	res, err := waiting.Result()
-	if err != nil {
-		t.Fatal(err)
+	woke := replyOf(t, answer)
+	if woke.GetError() != nil || !woke.GetVisible() || len(woke.GetReceipt()) != 0 {
+		t.Fatalf("woken receive answered %v, want visible without a receipt", woke)
 	}
-	msgs := receipt(t, res.(*orreryv1.CommandReply)).GetResults()[0].GetReceive().GetMessages()
-	if len(msgs) != 1 || msgs[0].GetId() != "m1" || time.Since(start) > 10*time.Second {
-		t.Fatalf("woke with %v after %v", msgs, time.Since(start))
+	if got := h.appliedIndex(); got != 1 {
+		t.Fatalf("applied index %d after one enqueue and a woken receive, want 1", got)
 	}
-	start = time.Now()
-	empty := h.do(command("r2", 300*time.Millisecond, receive(5)))
-	if n := len(receipt(t, empty).GetResults()[0].GetReceive().GetMessages()); n != 0 || time.Since(start) < 250*time.Millisecond {
-		t.Fatalf("timed-out receive: %d messages after %v", n, time.Since(start))
+	if m := h.message("m1"); m.GetDeliveryCount() != 0 || m.GetLease() != nil {
+		t.Fatalf("message after the woken receive: %v, want never delivered", m)
+	}
+	again := h.do(waiting) // a message is visible: answered at once, still without leasing
+	if !again.GetVisible() || len(again.GetReceipt()) != 0 || h.appliedIndex() != 1 {
+		t.Fatalf("waiting receive with a message visible: %v, applied index %d", again, h.appliedIndex())
+	}
+	waiting.WaitMicros = 0
+	msgs := receipt(t, h.do(waiting)).GetResults()[0].GetReceive().GetMessages()
+	if len(msgs) != 1 || msgs[0].GetId() != "m1" || msgs[0].GetDeliveryCount() != 1 {
+		t.Fatalf("leasing receive got %v, want m1 delivered once", msgs)
+	}
+}
+
+// TestLongPollTimesOutWithoutWriting: a waiting receive whose wait ends with nothing visible
+// is answered not visible, without a receipt, and writes nothing.
+func TestLongPollTimesOutWithoutWriting(t *testing.T) {
+	h := newHarness(t, nil)
+	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
+	receipt(t, h.do(command("r0", 0, receive(5)))) // leases m1: nothing visible remains
+	start := time.Now()
+	empty := h.do(command("r1", 300*time.Millisecond, receive(5)))
+	if empty.GetError() != nil || empty.GetVisible() || len(empty.GetReceipt()) != 0 || time.Since(start) < 250*time.Millisecond {
+		t.Fatalf("timed-out receive answered %v after %v, want not visible after the wait", empty, time.Since(start))
+	}
+	if got := h.appliedIndex(); got != 2 {
+		t.Fatalf("applied index %d after an enqueue, a receive and a timed-out long poll, want 2", got)
+	}
+}
+
+// TestLongPollOfAnAnsweredCommandIsReplayed: a waiting receive whose command id already has a
+// receipt (a retry) gets that receipt at once, byte for byte, and writes nothing.
+func TestLongPollOfAnAnsweredCommandIsReplayed(t *testing.T) {
+	h := newHarness(t, nil)
+	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
+	first := h.do(command("r1", 0, receive(5)))
+	if n := len(receipt(t, first).GetResults()[0].GetReceive().GetMessages()); n != 1 {
+		t.Fatalf("receive got %d messages, want 1", n)
+	}
+	start := time.Now()
+	replayed := h.do(command("r1", 20*time.Second, receive(5)))
+	if !bytes.Equal(replayed.GetReceipt(), first.GetReceipt()) || time.Since(start) > 10*time.Second {
+		t.Fatalf("waiting retry answered %v after %v, want the receipt at once", replayed, time.Since(start))
+	}
+	if got := h.appliedIndex(); got != 2 {
+		t.Fatalf("applied index %d after a replay, want 2", got)
+	}
+}
+
+// TestLongPollRefusalsAreAnsweredAtOnce: an invalid waiting receive gets its Validation error
+// at once (naming the field in the batch), and one beyond MaxWaiters gets Unavailable; neither
+// writes.
+func TestLongPollRefusalsAreAnsweredAtOnce(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxWaiters = 1 })
+	bad := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme", Queue: "jobs", LeaseDurationMicros: 1}}}
+	reply := h.do(command("bad", 20*time.Second, bad))
+	if e := orrery.AsError(orrery.FromProto(reply.GetError())); !errors.Is(e, orrery.ErrValidation) || e.Field != "mutations[0].receive.lease_duration_micros" {
+		t.Fatalf("invalid waiting receive answered %v, want Validation of mutations[0].receive.lease_duration_micros", reply)
+	}
+	parked := h.send(command("r1", 20*time.Second, receive(1)))
+	h.waitParked(1)
+	over := h.do(command("r2", 20*time.Second, receive(1)))
+	if !errors.Is(orrery.FromProto(over.GetError()), orrery.ErrUnavailable) {
+		t.Fatalf("waiting receive beyond MaxWaiters answered %v, want Unavailable", over)
+	}
+	if got := h.appliedIndex(); got != 0 {
+		t.Fatalf("applied index %d, want 0", got)
+	}
+	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
+	if !replyOf(t, parked).GetVisible() {
+		t.Fatal("the parked receive was not answered visible")
 	}
 }
 
@@ -244,10 +314,55 @@ func TestLongPollWakesWhenADelayedMessageBecomesVisible(t *testing.T) {
 	receipt(t, h.do(command("c1", 0, delayed)))
 	start := time.Now()
 	got := h.do(command("r1", 20*time.Second, receive(1)))
-	msgs := receipt(t, got).GetResults()[0].GetReceive().GetMessages()
-	if len(msgs) != 1 || time.Since(start) > 10*time.Second {
-		t.Fatalf("got %v after %v", msgs, time.Since(start))
+	if !got.GetVisible() || time.Since(start) < 200*time.Millisecond || time.Since(start) > 10*time.Second {
+		t.Fatalf("answered %v after %v, want visible once the delay passed", got, time.Since(start))
 	}
+}
+
+// longPoll receives as a client does: a waiting request, then, once it is answered visible,
+// the same command without waiting, which leases.
+func (h *harness) longPoll(id string, wait time.Duration, m *orreryv1.Mutation) []*orreryv1.QueueMessage {
+	h.t.Helper()
+	waiting := command(id, wait, m)
+	if reply := h.do(waiting); !reply.GetVisible() {
+		if reply.GetError() != nil || len(reply.GetReceipt()) != 0 {
+			h.t.Fatalf("waiting receive answered %v", reply)
+		}
+		return nil
+	}
+	waiting.WaitMicros = 0
+	return receipt(h.t, h.do(waiting)).GetResults()[0].GetReceive().GetMessages()
+}
+
+// waitParked polls until n commands are pending or parked.
+func (h *harness) waitParked(n uint32) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.status().GetPendingCommands() != n {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("pending commands %d, want %d", h.status().GetPendingCommands(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) status() *orreryv1.PartitionStatus {
+	return request[*orreryv1.InspectReply](h.t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}}).GetPartition()
+}
+
+func (h *harness) appliedIndex() uint64 { return h.status().GetAppliedIndex() }
+
+// message reads a message of lane by id through the lane page.
+func (h *harness) message(id string) *orreryv1.QueueMessage {
+	h.t.Helper()
+	page := request[*orreryv1.InspectReply](h.t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 100}}})
+	for _, m := range page.GetMessages() {
+		if m.GetId() == id {
+			return m
+		}
+	}
+	h.t.Fatalf("message %s not in the lane page %v", id, page)
+	return nil
 }
 
 func TestScanDueAndNextDueNotice(t *testing.T) {
@@ -487,88 +602,5 @@ func TestDueScansFollowEveryCommit(t *testing.T) {
 	}
 	if s := scan(); len(s.GetRefs()) != 0 {
 		t.Fatalf("scan after the delete %v", s)
-	}
-}
-
-// TestParkedReceiveJoinsTheCommitThatMakesItReceivable: a long-poll receive parked on a queue
-// is applied in the same group commit as the enqueue that gives it a message (one logged
-// time, one sync), and a receive parked on another queue waits on and times out empty.
-func TestParkedReceiveJoinsTheCommitThatMakesItReceivable(t *testing.T) {
-	h := newHarness(t, nil)
-	waiting := h.system.Root.RequestFuture(h.pid, command("r1", 20*time.Second, receive(5)), 30*time.Second)
-	other := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme", Queue: "other", Max: 1}}}
-	idle := h.system.Root.RequestFuture(h.pid, command("r2", 2*time.Second, other), 30*time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		status := request[*orreryv1.InspectReply](t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})
-		if status.GetPartition().GetPendingCommands() == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the receives did not park: %v", status)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	enqueued := receipt(t, h.do(command("c1", 0, enqueue("m1"))))
-	res, err := waiting.Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	woke := receipt(t, res.(*orreryv1.CommandReply))
-	if msgs := woke.GetResults()[0].GetReceive().GetMessages(); len(msgs) != 1 || msgs[0].GetId() != "m1" {
-		t.Fatalf("woken receive got %v", msgs)
-	}
-	if woke.GetLoggedTimeUnixMicros() != enqueued.GetLoggedTimeUnixMicros() {
-		t.Errorf("receive logged at %d, the enqueue at %d: not one group commit", woke.GetLoggedTimeUnixMicros(), enqueued.GetLoggedTimeUnixMicros())
-	}
-	res, err = idle.Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msgs := receipt(t, res.(*orreryv1.CommandReply)).GetResults()[0].GetReceive().GetMessages(); len(msgs) != 0 {
-		t.Fatalf("receive on the other queue got %v", msgs)
-	}
-}
-
-// TestParkedReceivesThatOverflowTheGroupWaitForTheirOwn: parked receives whose joining would
-// take the group past the transaction limit stay out of it; the group commits without them
-// and they are applied after, each getting its message.
-func TestParkedReceivesThatOverflowTheGroupWaitForTheirOwn(t *testing.T) {
-	h := newHarness(t, nil)
-	payload := `"` + strings.Repeat("x", 150<<10) + `"`
-	var waiting []*actor.Future
-	var enqueues []*orreryv1.Mutation
-	for i := range 3 {
-		queue := fmt.Sprint("q", i)
-		l := &orreryv1.Lane{Namespace: "acme", Queue: queue}
-		for k := 0; ; k++ {
-			if l.Key = fmt.Sprint("k", k); route.Partition(l, h.cfg.Partitions) == 1 {
-				break
-			}
-		}
-		recv := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme", Queue: queue, Max: 1}}}
-		waiting = append(waiting, h.system.Root.RequestFuture(h.pid, command(fmt.Sprint("r", i), 20*time.Second, recv), 30*time.Second))
-		enqueues = append(enqueues, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: l, Id: fmt.Sprint("big-", i), PayloadJson: payload}}})
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for request[*orreryv1.InspectReply](t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}}).GetPartition().GetPendingCommands() != 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the receives did not park")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	enqueued := receipt(t, h.do(command("c1", 0, enqueues...)))
-	for i, f := range waiting {
-		res, err := f.Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := receipt(t, res.(*orreryv1.CommandReply))
-		if msgs := r.GetResults()[0].GetReceive().GetMessages(); len(msgs) != 1 || msgs[0].GetId() != fmt.Sprint("big-", i) {
-			t.Fatalf("receive %d got %v", i, msgs)
-		}
-		if r.GetLoggedTimeUnixMicros() <= enqueued.GetLoggedTimeUnixMicros() {
-			t.Errorf("receive %d logged at %d, not after the enqueue at %d: it joined a group over the limit", i, r.GetLoggedTimeUnixMicros(), enqueued.GetLoggedTimeUnixMicros())
-		}
 	}
 }

@@ -27,8 +27,7 @@ func (h *harness) receiveAll(want int) []*orreryv1.QueueMessage {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("received %d messages, want %d", len(got), want)
 		}
-		rc := receipt(h.t, h.do(command(fmt.Sprint("recv-", i), 2*time.Second, receive(10))))
-		got = append(got, rc.GetResults()[0].GetReceive().GetMessages()...)
+		got = append(got, h.longPoll(fmt.Sprint("recv-", i), 2*time.Second, receive(10))...)
 	}
 	return got
 }
@@ -196,8 +195,7 @@ func TestOwnEmissionDrainsALargePayloadBacklogWithinTheTransactionLimit(t *testi
 			t.Fatalf("%d distinct occurrences after 30 s, want at least 40", len(seen))
 		}
 		// Receive one at a time: a receive's reply carries its payloads.
-		rc := receipt(t, h.do(command(fmt.Sprint("recv-", i), 2*time.Second, receive(1))))
-		for _, m := range rc.GetResults()[0].GetReceive().GetMessages() {
+		for _, m := range h.longPoll(fmt.Sprint("recv-", i), 2*time.Second, receive(1)) {
 			if seen[m.GetId()] {
 				t.Fatalf("occurrence %s received twice", m.GetId())
 			}

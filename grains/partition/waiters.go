@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
@@ -20,66 +21,101 @@ func waitingReceive(req *orreryv1.CommandRequest) *orreryv1.Receive {
 	return req.GetBatch().GetMutations()[0].GetReceive()
 }
 
-// park holds a long-poll receive until a message of its queue is visible or its wait ends,
-// instead of applying it now. It reports whether the command was parked. A command whose id
-// is already in the inbox (a retry) is never parked: its receipt is replayed at once.
+// park answers a long-poll receive, or holds it until a message of its queue is visible or its
+// wait ends. A waiting receive never applies (it leases nothing and writes nothing): it is
+// answered without a receipt, CommandReply.visible saying whether a message is visible, and a
+// caller that is still there sends the same batch again without waiting, which leases. park
+// reports whether it took the command. A command whose id already has a receipt (a retry) is
+// not taken: the apply path replays the receipt at once.
 func (g *grain) park(ctx actor.Context, p *pending) bool {
 	recv := waitingReceive(p.req)
-	if recv == nil || len(g.waiters)+g.offered >= g.cfg.MaxWaiters {
+	if recv == nil {
 		return false
 	}
-	ready, err := g.receivable(p, recv)
-	if err != nil || ready {
-		return false // let the apply path report errors and deliver what is visible
+	replayed, err := g.replayed(p)
+	if err == nil && replayed {
+		return false
 	}
-	wait := min(time.Duration(p.req.GetWaitMicros())*time.Microsecond, g.cfg.MaxWait)
-	p.deadline = g.cfg.Now().Add(wait)
-	g.waiters = append(g.waiters, p)
-	g.armWaitTimer(ctx)
+	if err == nil {
+		if err := g.applier.CheckWaiting(p.req.GetPrincipal(), p.req.GetBatch(), g.readTime()); err != nil {
+			g.reply(ctx, p, errorReply(err))
+			return true
+		}
+	}
+	visible := false
+	if err == nil {
+		visible, err = g.visible(recv)
+	}
+	switch {
+	case err != nil:
+		g.reply(ctx, p, g.waitFailed(err))
+	case visible:
+		g.reply(ctx, p, &orreryv1.CommandReply{Visible: true})
+	case len(g.waiters) >= g.cfg.MaxWaiters:
+		g.reply(ctx, p, &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
+			"partition %d has %d long-poll receives waiting, the limit is %d", g.partition, len(g.waiters), g.cfg.MaxWaiters).Proto()})
+	default:
+		wait := min(time.Duration(p.req.GetWaitMicros())*time.Microsecond, g.cfg.MaxWait)
+		p.deadline = g.cfg.Now().Add(wait)
+		g.waiters = append(g.waiters, p)
+		g.armWaitTimer(ctx)
+	}
 	return true
 }
 
-// receivable reports whether a waiting receive should apply now: a message of its queue is
-// visible at the read time, or its command id already has a receipt.
-func (g *grain) receivable(p *pending, recv *orreryv1.Receive) (bool, error) {
-	now := g.readTime()
-	ready := false
+// replayed reports whether a command id already has a receipt.
+func (g *grain) replayed(p *pending) (bool, error) {
+	found := false
 	err := g.store.ViewApplied(func(r kv.Reader) error {
-		if _, found, err := r.Get(keys.InboxKey(p.req.GetPrincipal(), p.req.GetBatch().GetCommandId())); err != nil || found {
-			ready = found
-			return err
-		}
-		visible, err := queue.VisibleAt(g.readFloors.Reader(r), recv.GetNamespace(), recv.GetQueue(), now)
-		ready = visible
+		var err error
+		_, found, err = r.Get(keys.InboxKey(p.req.GetPrincipal(), p.req.GetBatch().GetCommandId()))
 		return err
 	})
-	return ready, err
+	return found, err
 }
 
-// wakeWaiters moves every waiter whose queue has a visible message, or whose wait ended, to
-// the pending queue, and re-arms the timer for the rest.
+// visible reports whether a message of a waiting receive's queue is visible at the read time,
+// in what the groups applied so far wrote.
+func (g *grain) visible(recv *orreryv1.Receive) (bool, error) {
+	visible := false
+	err := g.store.ViewApplied(func(r kv.Reader) error {
+		var err error
+		visible, err = queue.VisibleAt(g.readFloors.Reader(r), recv.GetNamespace(), recv.GetQueue(), g.readTime())
+		return err
+	})
+	return visible, err
+}
+
+// waitFailed is the reply of a waiting receive whose check could not read the store.
+func (g *grain) waitFailed(err error) *orreryv1.CommandReply {
+	return &orreryv1.CommandReply{Error: orrery.Wrap(orrery.CodeUnavailable, err, "partition %d could not check a waiting receive", g.partition).Proto()}
+}
+
+// wakeWaiters answers every waiter whose queue has a visible message (visible) or whose wait
+// ended (not visible), and re-arms the timer for the rest. It runs after every applied group
+// and when the timer fires; answering writes nothing.
 func (g *grain) wakeWaiters(ctx actor.Context) {
 	if g.store == nil || len(g.waiters) == 0 {
 		return
 	}
 	now := g.cfg.Now()
 	kept := g.waiters[:0]
-	woke := false
 	for _, p := range g.waiters {
-		ready, err := g.receivable(p, waitingReceive(p.req))
-		if err != nil || ready || !now.Before(p.deadline) {
-			g.pending = append(g.pending, p)
-			woke = true
-			continue
+		visible, err := g.visible(waitingReceive(p.req))
+		switch {
+		case err != nil:
+			g.reply(ctx, p, g.waitFailed(err))
+		case visible:
+			g.reply(ctx, p, &orreryv1.CommandReply{Visible: true})
+		case !now.Before(p.deadline):
+			g.reply(ctx, p, &orreryv1.CommandReply{})
+		default:
+			kept = append(kept, p)
 		}
-		kept = append(kept, p)
 	}
 	clear(g.waiters[len(kept):])
 	g.waiters = kept
 	g.armWaitTimer(ctx)
-	if woke {
-		g.startCommit(ctx)
-	}
 }
 
 // armWaitTimer sets one timer at the earliest of the waiters' deadlines and their queues' next

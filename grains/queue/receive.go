@@ -81,6 +81,13 @@ func ApplyReceive(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMic
 	return res, nil
 }
 
+// CheckReceive returns the Validation error ApplyReceive would return for m at loggedNow, or
+// nil, reading nothing: a long-poll receive is checked before it waits.
+func CheckReceive(lim input.Limits, m *orreryv1.Receive, loggedNowMicros int64) error {
+	_, _, err := validateReceive(lim, m, loggedNowMicros)
+	return err
+}
+
 // validateReceive checks m and returns the resolved message count and lease end.
 func validateReceive(lim input.Limits, m *orreryv1.Receive, loggedNowMicros int64) (maxMessages int, leaseUntilMicros int64, err error) {
 	if m == nil {
