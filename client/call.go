@@ -48,6 +48,9 @@ func (c *Client) command(ctx context.Context, partition int, mutations []*orrery
 	if err != nil {
 		return nil, nil, false, err
 	}
+	if o.receipt != nil && receipt != nil {
+		*o.receipt = Receipt{Receipt: receipt, Bytes: raw}
+	}
 	return receipt, raw, visible, nil
 }
 

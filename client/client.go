@@ -151,6 +151,7 @@ type CallOption func(*callOptions)
 type callOptions struct {
 	commandID    string
 	allOrNothing bool
+	receipt      *Receipt
 }
 
 // WithCommandID sends the call under the caller's command id instead of a fresh one. Sending
@@ -163,6 +164,21 @@ func WithCommandID(id string) CallOption {
 // WithAllOrNothing makes any failing mutation roll the whole batch back (Batch.all_or_nothing).
 func WithAllOrNothing() CallOption {
 	return func(o *callOptions) { o.allOrNothing = true }
+}
+
+// Receipt is a command's complete receipt and its exact bytes, byte-identical when the command
+// id is replayed.
+type Receipt struct {
+	*orreryv1.Receipt
+	Bytes []byte
+}
+
+// WithReceipt stores the complete receipt of the call in *receipt once the partition has
+// answered with one, whether the call then succeeds or fails on a mutation's error: the typed
+// calls return only their mutation's result, and the receipt adds the command id, the logged
+// time and every result.
+func WithReceipt(receipt *Receipt) CallOption {
+	return func(o *callOptions) { o.receipt = receipt }
 }
 
 func (c *Client) callOptions(opts []CallOption) callOptions {

@@ -1,0 +1,62 @@
+package client
+
+import (
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/route"
+)
+
+// The wire keeps instants and durations as microsecond integers; these helpers take Go types,
+// so a schedule is one readable line:
+//
+//	def := client.NamedSchedule(lane, "daily-report", client.Cron("0 9 * * *", "Europe/Paris"), `{"report":"daily"}`)
+//	res, err := c.ConfigureSchedule(ctx, def, 0)
+
+// Every is a spec due every interval (1 s..365 days, whole microseconds), first at first.
+func Every(interval time.Duration, first time.Time) *orreryv1.ScheduleSpec {
+	return &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{
+		IntervalMicros: interval.Microseconds(), FirstDueAtUnixMicros: first.UnixMicro()}}}
+}
+
+// Cron is a spec due at the instants a 5- or 6-field cron expression names in an IANA time zone
+// ("" is UTC), with the default DST policies.
+func Cron(expression, timeZone string) *orreryv1.ScheduleSpec {
+	return &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Cron{Cron: &orreryv1.CronSpec{
+		Expression: expression, TimeZone: timeZone}}}
+}
+
+// At is a one-shot spec due at t.
+func At(t time.Time) *orreryv1.ScheduleSpec {
+	return &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_At{At: &orreryv1.AtSpec{DueAtUnixMicros: t.UnixMicro()}}}
+}
+
+// After is a one-shot spec due delay after the partition's logged time of the schedule's
+// creation.
+func After(delay time.Duration) *orreryv1.ScheduleSpec {
+	return &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_After{After: &orreryv1.AfterSpec{DelayMicros: delay.Microseconds()}}}
+}
+
+// ScheduleID is the id of the schedule named name in namespace: a UUIDv5 derived from both
+// (input.ScheduleIDFromName), the same in every process, so a schedule can be addressed by its
+// name alone.
+func ScheduleID(namespace, name string) string { return input.ScheduleIDFromName(namespace, name) }
+
+// NamedSchedule is a definition of the schedule named name in lane, its id derived from the
+// lane's namespace and the name (ScheduleID), whose occurrences carry payloadJSON ("" for
+// none). Set the remaining fields (misfire, overlap, headers, ...) on the result as needed.
+func NamedSchedule(lane *orreryv1.Lane, name string, spec *orreryv1.ScheduleSpec, payloadJSON string) *orreryv1.ScheduleDefinition {
+	return &orreryv1.ScheduleDefinition{
+		Lane: lane, ScheduleId: ScheduleID(lane.GetNamespace(), name), Name: name, Spec: spec,
+		Template: &orreryv1.MessageTemplate{PayloadJson: payloadJSON},
+	}
+}
+
+// PartitionOf is the partition holding lane in a cluster of the given partition count: every
+// record of the lane and every message of its queues. Lanes of one namespace with the same key
+// share a partition whatever their queue, so a Batch may write them together.
+func PartitionOf(lane *orreryv1.Lane, partitions int) int { return route.Partition(lane, partitions) }
+
+// PartitionOf is the partition holding lane in this client's cluster.
+func (c *Client) PartitionOf(lane *orreryv1.Lane) int { return PartitionOf(lane, c.Partitions()) }
