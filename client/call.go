@@ -14,7 +14,8 @@ import (
 )
 
 // command sends one batch to partition with the retry policy and decodes its receipt. Every
-// attempt sends the same request, so every retry carries the same command id.
+// attempt sends the same request, so every retry carries the same command id. A batch beyond
+// the client's Limits fails with Validation before the first attempt.
 func (c *Client) command(ctx context.Context, partition int, mutations []*orreryv1.Mutation, o callOptions, wait time.Duration) (*orreryv1.Receipt, []byte, error) {
 	if err := c.checkPartition(partition); err != nil {
 		return nil, nil, err
@@ -23,6 +24,9 @@ func (c *Client) command(ctx context.Context, partition int, mutations []*orrery
 		Principal:  c.principal,
 		Batch:      &orreryv1.Batch{CommandId: o.commandID, Mutations: mutations, AllOrNothing: o.allOrNothing},
 		WaitMicros: wait.Microseconds(),
+	}
+	if err := c.checkSizes(req); err != nil {
+		return nil, nil, err
 	}
 	var (
 		receipt *orreryv1.Receipt

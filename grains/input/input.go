@@ -239,8 +239,8 @@ func JSONObject(field, doc string, maxBytes int) error {
 	if doc == "" {
 		return nil
 	}
-	if len(doc) > maxBytes {
-		return orrery.Invalid(field, "is %d bytes, more than the limit of %d", len(doc), maxBytes)
+	if err := MaxBytes(field, doc, maxBytes); err != nil {
+		return err
 	}
 	if !json.Valid([]byte(doc)) {
 		return orrery.Invalid(field, "is not valid JSON")
@@ -256,8 +256,8 @@ func JSONValue(field, doc string, maxBytes int) error {
 	if doc == "" {
 		return nil
 	}
-	if len(doc) > maxBytes {
-		return orrery.Invalid(field, "is %d bytes, more than the limit of %d", len(doc), maxBytes)
+	if err := MaxBytes(field, doc, maxBytes); err != nil {
+		return err
 	}
 	if !json.Valid([]byte(doc)) {
 		return orrery.Invalid(field, "is not valid JSON")
