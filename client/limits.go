@@ -72,3 +72,6 @@ func (c *Client) checkSizes(req *orreryv1.CommandRequest) error {
 	}
 	return nil
 }
+
+// Limits reports the command limits the client checks before sending.
+func (c *Client) Limits() Limits { return c.limits }
