@@ -14,10 +14,11 @@ import (
 )
 
 // command sends one batch to partition with the retry policy and decodes its receipt. Every
-// attempt sends the same request, so every retry carries the same command id. A waiting
-// request (wait > 0, a batch of one Receive) applies nothing and is answered without a
-// receipt, unless its command id already has one: receipt is nil then, and visible says
-// whether a message of its queue is visible.
+// attempt sends the same request, so every retry carries the same command id. A batch beyond
+// the client's Limits fails with Validation before the first attempt. A waiting request
+// (wait > 0, a batch of one Receive) applies nothing and is answered without a receipt, unless
+// its command id already has one: receipt is nil then, and visible says whether a message of
+// its queue is visible.
 func (c *Client) command(ctx context.Context, partition int, mutations []*orreryv1.Mutation, o callOptions, wait time.Duration) (receipt *orreryv1.Receipt, raw []byte, visible bool, err error) {
 	if err := c.checkPartition(partition); err != nil {
 		return nil, nil, false, err
@@ -26,6 +27,9 @@ func (c *Client) command(ctx context.Context, partition int, mutations []*orrery
 		Principal:  c.principal,
 		Batch:      &orreryv1.Batch{CommandId: o.commandID, Mutations: mutations, AllOrNothing: o.allOrNothing},
 		WaitMicros: wait.Microseconds(),
+	}
+	if err := c.checkSizes(req); err != nil {
+		return nil, nil, false, err
 	}
 	err = c.retrying(ctx, "command", partition, func() error {
 		reply, err := c.transport.Command(ctx, partition, req)

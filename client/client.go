@@ -41,6 +41,9 @@ type Options struct {
 	Logger *slog.Logger
 	// CommandIDs generates a command id per call (default NewID: random UUIDv4 strings).
 	CommandIDs func() string
+	// Limits are the cluster's command limits, checked before every send (default: Dial
+	// learns them from the cluster; otherwise DefaultLimits()).
+	Limits *Limits
 }
 
 // RetryPolicy is an exponential backoff with jitter: the wait before retry n (n = 0 after the
@@ -108,6 +111,7 @@ type Client struct {
 	retry      RetryPolicy
 	log        *slog.Logger
 	commandIDs func() string
+	limits     Limits
 }
 
 // New returns a client over t.
@@ -127,6 +131,10 @@ func New(t Transport, opts Options) *Client {
 	}
 	if c.commandIDs == nil {
 		c.commandIDs = NewID
+	}
+	c.limits = DefaultLimits()
+	if opts.Limits != nil {
+		c.limits = *opts.Limits
 	}
 	return c
 }

@@ -30,7 +30,8 @@ type DialConfig struct {
 	// fails once it passes (or ctx ends first) with an Unavailable error naming each seed and
 	// what it answered: nothing listening, not a gossip port, another cluster's name.
 	JoinTimeout time.Duration
-	// Options configure the client (principal, retries, logger).
+	// Options configure the client (principal, retries, logger). When Options.Limits is nil,
+	// Dial asks partition 0 for the cluster's limits (DefaultLimits when it reports none).
 	Options Options
 }
 
@@ -65,29 +66,40 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 	}
 	closer := func() error { return cluster.Shutdown(c, provider, true) }
 	partitions := cfg.Partitions
-	if partitions == 0 {
-		if partitions, err = discoverPartitions(ctx, c, cfg.AttemptTimeout); err != nil {
+	if partitions == 0 || cfg.Options.Limits == nil {
+		discovered, limits, err := discover(ctx, c, cfg.AttemptTimeout)
+		if err != nil {
 			_ = closer()
 			return nil, err
+		}
+		if partitions == 0 {
+			partitions = discovered
+		}
+		if cfg.Options.Limits == nil {
+			cfg.Options.Limits = &limits
 		}
 	}
 	t := &dialedTransport{PartitionTransport: cluster.NewPartitionTransport(c, partitions, cfg.AttemptTimeout), close: closer}
 	return New(t, cfg.Options), nil
 }
 
-// discoverPartitions asks partition 0 for the cluster's partition count, retrying until ctx
-// ends (the silos may still be starting).
-func discoverPartitions(ctx context.Context, c *protocluster.Cluster, attempt time.Duration) (int, error) {
+// discover asks partition 0 for the cluster's partition count and command limits (DefaultLimits
+// when it reports none), retrying until ctx ends (the silos may still be starting).
+func discover(ctx context.Context, c *protocluster.Cluster, attempt time.Duration) (int, Limits, error) {
 	transport := cluster.NewPartitionTransport(c, 1, attempt)
 	defer transport.Close()
 	status, err := New(transport, Options{}).PartitionStatus(ctx, 0)
 	if err != nil {
-		return 0, fmt.Errorf("ask partition 0 for the partition count: %w", err)
+		return 0, Limits{}, fmt.Errorf("ask partition 0 for the partition count and limits: %w", err)
 	}
 	if status.GetPartitions() < 1 {
-		return 0, orrery.Errorf(orrery.CodeInternal, "partition 0 reported %d partitions", status.GetPartitions())
+		return 0, Limits{}, orrery.Errorf(orrery.CodeInternal, "partition 0 reported %d partitions", status.GetPartitions())
 	}
-	return int(status.GetPartitions()), nil
+	limits, ok := limitsOf(status.GetCommandLimits())
+	if !ok {
+		limits = DefaultLimits()
+	}
+	return int(status.GetPartitions()), limits, nil
 }
 
 // dialedTransport is a cluster transport that leaves the cluster on Close.

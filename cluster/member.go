@@ -133,7 +133,7 @@ func startCluster(ctx context.Context, cfg MemberConfig, client bool) (*protoclu
 	var c *protocluster.Cluster
 	err = recovered(func() {
 		system := actor.NewActorSystem(actors.LoggerOption(cfg.Logger.Handler(), cfg.LogLevel))
-		config := protocluster.Configure(cfg.Name, provider, lookup, remote.Configure(cfg.Host, cfg.Port), options...)
+		config := protocluster.Configure(cfg.Name, provider, lookup, remote.Configure(cfg.Host, cfg.Port, remoteOptions()...), options...)
 		c = protocluster.New(system, config)
 		if client {
 			c.StartClient()

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/persistence"
@@ -45,7 +46,9 @@ type Config struct {
 	// Admin is the admin HTTP address (default 127.0.0.1:7380; "off" disables it; port 0 picks a
 	// free one).
 	Admin string
-	// Limits are the state machines' limits (default input.DefaultLimits()).
+	// Limits are the state machines' limits (default input.DefaultLimits()). Start refuses
+	// limits whose largest command or reply does not fit the actor transport
+	// (cluster.CheckLimits).
 	Limits input.Limits
 	// Store configures the partitions' Badger databases. A zero MinFreeBytes gets a floor of
 	// two memtables per partition plus 64 MiB (a full disk would otherwise crash the silo).
@@ -129,6 +132,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Limits.MaxMutationsPerBatch == 0 {
 		c.Limits = input.DefaultLimits()
+	}
+	if err := cluster.CheckLimits(c.Limits); err != nil {
+		return c, err
 	}
 	if c.Store.MinFreeBytes == 0 {
 		c.Store.MinFreeBytes = uint64(2*persistence.DefaultMemTableBytes*c.Partitions) + 64<<20

@@ -101,7 +101,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		Backstop: !cfg.CoordinatorEmits,
 	})
 	s.coord.Start(runCtx)
-	s.client = client.New(s.transport, client.Options{Principal: "silo", Logger: s.log})
+	s.client = client.New(s.transport, client.Options{Principal: "silo", Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits))})
 	if err := s.startAdmin(); err != nil {
 		s.shutdown(false)
 		return nil, err

@@ -815,6 +815,8 @@ type PartitionStatus struct {
 	Partitions int32 `protobuf:"varint,10,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	// How many messages were ever enqueued in the partition (its enqueue sequence).
 	EnqueuedTotal uint64 `protobuf:"varint,11,opt,name=enqueued_total,json=enqueuedTotal,proto3" json:"enqueued_total,omitempty"`
+	// The limits a client checks every command against before sending it.
+	CommandLimits *CommandLimits `protobuf:"bytes,12,opt,name=command_limits,json=commandLimits,proto3" json:"command_limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -926,6 +928,92 @@ func (x *PartitionStatus) GetEnqueuedTotal() uint64 {
 	return 0
 }
 
+func (x *PartitionStatus) GetCommandLimits() *CommandLimits {
+	if x != nil {
+		return x.CommandLimits
+	}
+	return nil
+}
+
+// CommandLimits are the cluster's size limits on a command, which a client checks before it
+// sends (a command beyond them is a Validation error at once, never a retry loop).
+type CommandLimits struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	MaxPayloadBytes      uint32                 `protobuf:"varint,1,opt,name=max_payload_bytes,json=maxPayloadBytes,proto3" json:"max_payload_bytes,omitempty"`
+	MaxHeadersBytes      uint32                 `protobuf:"varint,2,opt,name=max_headers_bytes,json=maxHeadersBytes,proto3" json:"max_headers_bytes,omitempty"`
+	MaxStateBytes        uint32                 `protobuf:"varint,3,opt,name=max_state_bytes,json=maxStateBytes,proto3" json:"max_state_bytes,omitempty"`
+	MaxMutationsPerBatch uint32                 `protobuf:"varint,4,opt,name=max_mutations_per_batch,json=maxMutationsPerBatch,proto3" json:"max_mutations_per_batch,omitempty"`
+	// The actor transport's largest message (gRPC send and receive, both ends).
+	MaxMessageBytes uint32 `protobuf:"varint,5,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CommandLimits) Reset() {
+	*x = CommandLimits{}
+	mi := &file_api_v1_partition_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandLimits) ProtoMessage() {}
+
+func (x *CommandLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandLimits.ProtoReflect.Descriptor instead.
+func (*CommandLimits) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CommandLimits) GetMaxPayloadBytes() uint32 {
+	if x != nil {
+		return x.MaxPayloadBytes
+	}
+	return 0
+}
+
+func (x *CommandLimits) GetMaxHeadersBytes() uint32 {
+	if x != nil {
+		return x.MaxHeadersBytes
+	}
+	return 0
+}
+
+func (x *CommandLimits) GetMaxStateBytes() uint32 {
+	if x != nil {
+		return x.MaxStateBytes
+	}
+	return 0
+}
+
+func (x *CommandLimits) GetMaxMutationsPerBatch() uint32 {
+	if x != nil {
+		return x.MaxMutationsPerBatch
+	}
+	return 0
+}
+
+func (x *CommandLimits) GetMaxMessageBytes() uint32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
 // InspectReply answers an InspectRequest; found is false when the record does not exist.
 type InspectReply struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -949,7 +1037,7 @@ type InspectReply struct {
 
 func (x *InspectReply) Reset() {
 	*x = InspectReply{}
-	mi := &file_api_v1_partition_proto_msgTypes[12]
+	mi := &file_api_v1_partition_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1049,7 @@ func (x *InspectReply) String() string {
 func (*InspectReply) ProtoMessage() {}
 
 func (x *InspectReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[12]
+	mi := &file_api_v1_partition_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1062,7 @@ func (x *InspectReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectReply.ProtoReflect.Descriptor instead.
 func (*InspectReply) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InspectReply) GetFound() bool {
@@ -1104,7 +1192,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x19\n" +
 	"\bafter_id\x18\x02 \x01(\tR\aafterId\x12!\n" +
 	"\fmax_messages\x18\x03 \x01(\rR\vmaxMessages\"\x12\n" +
-	"\x10InspectPartition\"\xc4\x03\n" +
+	"\x10InspectPartition\"\x85\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12)\n" +
 	"\x10activation_epoch\x18\x02 \x01(\x04R\x0factivationEpoch\x125\n" +
@@ -1119,7 +1207,14 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"partitions\x18\n" +
 	" \x01(\x05R\n" +
 	"partitions\x12%\n" +
-	"\x0eenqueued_total\x18\v \x01(\x04R\renqueuedTotal\"\xe2\x03\n" +
+	"\x0eenqueued_total\x18\v \x01(\x04R\renqueuedTotal\x12?\n" +
+	"\x0ecommand_limits\x18\f \x01(\v2\x18.orrery.v1.CommandLimitsR\rcommandLimits\"\xf2\x01\n" +
+	"\rCommandLimits\x12*\n" +
+	"\x11max_payload_bytes\x18\x01 \x01(\rR\x0fmaxPayloadBytes\x12*\n" +
+	"\x11max_headers_bytes\x18\x02 \x01(\rR\x0fmaxHeadersBytes\x12&\n" +
+	"\x0fmax_state_bytes\x18\x03 \x01(\rR\rmaxStateBytes\x125\n" +
+	"\x17max_mutations_per_batch\x18\x04 \x01(\rR\x14maxMutationsPerBatch\x12*\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\xe2\x03\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +
@@ -1147,7 +1242,7 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
 	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
@@ -1161,43 +1256,45 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*InspectLane)(nil),        // 9: orrery.v1.InspectLane
 	(*InspectPartition)(nil),   // 10: orrery.v1.InspectPartition
 	(*PartitionStatus)(nil),    // 11: orrery.v1.PartitionStatus
-	(*InspectReply)(nil),       // 12: orrery.v1.InspectReply
-	(*Batch)(nil),              // 13: orrery.v1.Batch
-	(*Error)(nil),              // 14: orrery.v1.Error
-	(*DueRef)(nil),             // 15: orrery.v1.DueRef
-	(*Lane)(nil),               // 16: orrery.v1.Lane
-	(*ScheduleRecord)(nil),     // 17: orrery.v1.ScheduleRecord
-	(*SagaRecord)(nil),         // 18: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 19: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 20: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 21: orrery.v1.LedgerRecord
+	(*CommandLimits)(nil),      // 12: orrery.v1.CommandLimits
+	(*InspectReply)(nil),       // 13: orrery.v1.InspectReply
+	(*Batch)(nil),              // 14: orrery.v1.Batch
+	(*Error)(nil),              // 15: orrery.v1.Error
+	(*DueRef)(nil),             // 16: orrery.v1.DueRef
+	(*Lane)(nil),               // 17: orrery.v1.Lane
+	(*ScheduleRecord)(nil),     // 18: orrery.v1.ScheduleRecord
+	(*SagaRecord)(nil),         // 19: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 20: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 21: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 22: orrery.v1.LedgerRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	13, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	14, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	15, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	14, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	14, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	15, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	16, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	15, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
 	7,  // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
 	8,  // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
 	9,  // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
 	10, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
 	6,  // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
-	16, // 9: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
-	16, // 10: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	16, // 11: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	16, // 12: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	17, // 13: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	18, // 14: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	19, // 15: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	11, // 16: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	14, // 17: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	20, // 18: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	21, // 19: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	17, // 9: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	17, // 10: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	17, // 11: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	17, // 12: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	12, // 13: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	18, // 14: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	19, // 15: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	20, // 16: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	11, // 17: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	15, // 18: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	21, // 19: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	22, // 20: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -1220,7 +1317,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

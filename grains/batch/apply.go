@@ -152,8 +152,8 @@ func (a Applier) applyMutations(batchWrites kv.View, principal string, b *orrery
 	if len(b.GetMutations()) == 0 {
 		return orrery.Invalid("mutations", "must not be empty"), nil
 	}
-	if n := len(b.GetMutations()); n > a.Limits.MaxMutationsPerBatch {
-		return orrery.Invalid("mutations", "has %d mutations, more than the limit of %d", n, a.Limits.MaxMutationsPerBatch), nil
+	if err := checkCount(a.Limits, len(b.GetMutations())); err != nil {
+		return err, nil
 	}
 	budget := &schedule.EmitBudget{Limit: a.Limits.MaxEmitBytesPerBatch}
 	if independent {
@@ -163,12 +163,12 @@ func (a Applier) applyMutations(batchWrites kv.View, principal string, b *orrery
 		writes := kv.NewBuffer(batchWrites)
 		res, err := a.routed(m)
 		if err == nil {
+			err = MutationSizes(a.Limits, m)
+		}
+		if err == nil {
 			res, err = a.dispatch(writes, principal, m, loggedNowMicros, budget)
 		}
-		field := fmt.Sprintf("mutations[%d]", i)
-		if name := kindName(m); name != "" {
-			field += "." + name
-		}
+		field := mutationField(i, m)
 		if err != nil {
 			e := orrery.AsError(err)
 			if platform(e) {

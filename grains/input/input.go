@@ -159,12 +159,13 @@ func EnqueueID(field, value string) error {
 // Name checks a namespace, queue, key or id: non-empty, valid UTF-8, at most maxBytes, no
 // control characters.
 func Name(field, value string, maxBytes int) error {
-	switch {
-	case value == "":
+	if value == "" {
 		return orrery.Invalid(field, "must not be empty")
-	case len(value) > maxBytes:
-		return orrery.Invalid(field, "is %d bytes, more than the limit of %d", len(value), maxBytes)
-	case !utf8.ValidString(value):
+	}
+	if err := MaxBytes(field, value, maxBytes); err != nil {
+		return err
+	}
+	if !utf8.ValidString(value) {
 		return orrery.Invalid(field, "is not valid UTF-8")
 	}
 	for i, r := range value {
@@ -279,8 +280,8 @@ func JSONObject(field, doc string, maxBytes int) error {
 	if doc == "" {
 		return nil
 	}
-	if len(doc) > maxBytes {
-		return orrery.Invalid(field, "is %d bytes, more than the limit of %d", len(doc), maxBytes)
+	if err := MaxBytes(field, doc, maxBytes); err != nil {
+		return err
 	}
 	if !json.Valid([]byte(doc)) || strings.TrimLeft(doc, " \t\r\n")[0] != '{' {
 		return orrery.Invalid(field, "must be empty or a valid JSON object")
@@ -295,8 +296,8 @@ func JSONValue(field, doc string, maxBytes int) error {
 	if doc == "" {
 		return nil
 	}
-	if len(doc) > maxBytes {
-		return orrery.Invalid(field, "is %d bytes, more than the limit of %d", len(doc), maxBytes)
+	if err := MaxBytes(field, doc, maxBytes); err != nil {
+		return err
 	}
 	if !json.Valid([]byte(doc)) {
 		return orrery.Invalid(field, "must be empty or valid JSON")

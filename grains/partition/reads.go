@@ -3,6 +3,7 @@ package partition
 import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/due"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
@@ -207,6 +208,7 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 				AppliedIndex: index, NextDueAtUnixMicros: next, PendingCommands: uint32(g.queued()),
 				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(), Silo: g.cfg.Silo,
 				Partitions: int32(g.cfg.Partitions), EnqueuedTotal: enqueued,
+				CommandLimits: cluster.CommandLimits(g.cfg.Limits),
 			}
 			return err
 		default:

@@ -1,0 +1,31 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/grains/input"
+)
+
+func TestCheckLimits(t *testing.T) {
+	if err := CheckLimits(input.DefaultLimits()); err != nil {
+		t.Fatalf("the default limits do not fit the transport: %v", err)
+	}
+	bigState := input.DefaultLimits()
+	bigState.MaxStateBytes = 1 << 20
+	bigReceive := input.DefaultLimits()
+	bigReceive.MaxReceiveBytesPerCommand = 1 << 20
+	for name, c := range map[string]struct {
+		lim  input.Limits
+		name string
+	}{
+		"command": {bigState, "max_state_bytes 1048576"},
+		"reply":   {bigReceive, "max_receive_bytes_per_command 1048576"},
+	} {
+		err := CheckLimits(c.lim)
+		if e := orrery.AsError(err); err == nil || e.Code != orrery.CodeValidation || e.Field != "limits" || !strings.Contains(e.Message, c.name) {
+			t.Fatalf("%s: CheckLimits = %v, want Validation on limits naming %s", name, err, c.name)
+		}
+	}
+}
