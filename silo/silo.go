@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
@@ -30,7 +31,11 @@ type Silo struct {
 	cluster   *protocluster.Cluster
 	provider  *cluster.Provider
 	transport *cluster.PartitionTransport
-	coord     *duecoordinator.Coordinator
+	// coord is set once, after the cluster has started; partition grains may activate and
+	// call OnNextDue before that (the cluster is what builds the transport the coordinator
+	// needs), so it is read atomically and a notice before it exists is dropped (the
+	// coordinator scans each partition it comes to own anyway).
+	coord     atomic.Pointer[duecoordinator.Coordinator]
 	client    *client.Client
 	registry  *partition.Registry
 	admin     *http.Server
@@ -74,8 +79,8 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger, SyncPacer: pacer,
 		OwnEmission: !cfg.CoordinatorEmits, BusyApplyGap: max(cfg.BusyApplyGap, 0),
 		OnNextDue: func(n *orreryv1.NextDueNotice) {
-			if s.coord != nil {
-				s.coord.Notify(n)
+			if coord := s.coord.Load(); coord != nil {
+				coord.Notify(n)
 			}
 		},
 	}
@@ -93,14 +98,14 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	s.cluster, s.provider = c, provider
 	s.log = cfg.Logger.With("silo", c.ActorSystem.ID)
-	pcfg.Silo = c.ActorSystem.ID
 	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
-	s.coord = duecoordinator.New(duecoordinator.Config{
+	coord := duecoordinator.New(duecoordinator.Config{
 		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
 		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers,
 		Backstop: !cfg.CoordinatorEmits,
 	})
-	s.coord.Start(runCtx)
+	coord.Start(runCtx)
+	s.coord.Store(coord)
 	s.client = client.New(s.transport, client.Options{Principal: "silo", Logger: s.log})
 	if err := s.startAdmin(); err != nil {
 		s.shutdown(false)
@@ -131,7 +136,7 @@ func (s *Silo) ID() string { return s.cluster.ActorSystem.ID }
 func (s *Silo) Done() <-chan struct{} { return s.stopped }
 
 // CoordinatorStats returns the due coordinator's counters and per-partition view.
-func (s *Silo) CoordinatorStats() duecoordinator.Stats { return s.coord.Stats() }
+func (s *Silo) CoordinatorStats() duecoordinator.Stats { return s.coord.Load().Stats() }
 
 // Owned returns the partitions the topology currently places on this silo.
 func (s *Silo) Owned() []int {
@@ -153,8 +158,8 @@ func (s *Silo) fenced(cause error) {
 func (s *Silo) shutdown(graceful bool) {
 	s.stopOnce.Do(func() {
 		s.cancel()
-		if s.coord != nil {
-			s.coord.Stop()
+		if coord := s.coord.Load(); coord != nil {
+			coord.Stop()
 		}
 		if s.admin != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -193,7 +198,7 @@ func (s *Silo) trackOwnership(ctx context.Context) {
 			s.owned = owned
 			s.ownedMu.Unlock()
 			s.log.Info("silo owns partitions", "count", len(owned), "partitions", owned)
-			s.coord.SetOwned(owned)
+			s.coord.Load().SetOwned(owned)
 		} else {
 			s.ownedMu.Unlock()
 		}

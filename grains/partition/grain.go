@@ -91,8 +91,11 @@ type pending struct {
 type grain struct {
 	cfg       Config
 	partition int
-	applier   batch.Applier
-	log       *slog.Logger
+	// silo is the id of the actor system hosting the activation (the silo's member id), which
+	// status replies name.
+	silo    string
+	applier batch.Applier
+	log     *slog.Logger
 
 	store     *persistence.Store
 	openErr   error
@@ -169,6 +172,7 @@ type grain struct {
 func (g *grain) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		g.silo = ctx.ActorSystem().ID
 		g.cfg.Registry.add(ctx.Self())
 		if g.partition >= 0 {
 			g.open(ctx)

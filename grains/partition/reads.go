@@ -205,7 +205,7 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 			reply.Partition = &orreryv1.PartitionStatus{
 				Partition: int32(g.partition), ActivationEpoch: g.store.Epoch(), LoggedTimeUnixMicros: logged,
 				AppliedIndex: index, NextDueAtUnixMicros: next, PendingCommands: uint32(g.queued()),
-				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(), Silo: g.cfg.Silo,
+				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(), Silo: g.silo,
 				Partitions: int32(g.cfg.Partitions), EnqueuedTotal: enqueued,
 			}
 			return err
