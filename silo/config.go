@@ -3,8 +3,6 @@ package silo
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"runtime"
 	"time"
 
 	"github.com/orreryhq/orrery/grains/input"
@@ -60,16 +58,6 @@ type Config struct {
 	CoordinatorWorkers int
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
-	// MaxProcs is the GOMAXPROCS the silo sets for its process when it starts (default:
-	// DefaultProcsPerCPU times what Go chose for the process, unless the GOMAXPROCS
-	// environment variable is set; negative: leave it). Each partition blocks its thread in
-	// fdatasync and fsync, and with one Go processor per core a blocked thread holds its processor
-	// until Go's monitor hands it on, while other goroutines wait: measured on a 2-core machine
-	// at 10,000 occurrences a second (BenchmarkDueLateness, run alternately), 8 processors
-	// against 2 halved the emit-only enqueue lateness at p50 (3.5 against 7.1 ms) and cut
-	// it at p99 (49 against 69 ms), and with a worker handled 57–60 % within the run against
-	// 43–44 %. Stopping the silo does not restore the previous value.
-	MaxProcs int
 	// BusySyncGap is the least time between the starts of one partition's syncs while the
 	// process uses more than 80 % of the machine's cores, until it uses less than 60 % (default
 	// partition.DefaultBusySyncGap, 20 ms; negative: never wait). See partition.SyncPacer:
@@ -93,19 +81,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultProcsPerCPU is the default Config.MaxProcs per processor Go chose for the process.
-const DefaultProcsPerCPU = 4
-
-// processProcs is GOMAXPROCS as Go chose it, before any silo changed it.
-var processProcs = runtime.GOMAXPROCS(0)
-
 func (c Config) withDefaults() (Config, error) {
-	if c.MaxProcs == 0 {
-		c.MaxProcs = DefaultProcsPerCPU * processProcs
-		if os.Getenv("GOMAXPROCS") != "" {
-			c.MaxProcs = -1 // the operator chose
-		}
-	}
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -59,9 +58,6 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	if err := persistence.EnsureClusterMeta(cfg.DataDir, cfg.Partitions); err != nil {
 		return nil, err
-	}
-	if cfg.MaxProcs > 0 {
-		runtime.GOMAXPROCS(cfg.MaxProcs)
 	}
 	s := &Silo{cfg: cfg, registry: partition.NewRegistry(), stopped: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -7,6 +7,11 @@
 // It prints one line "silo ready ..." with its addresses once it serves, shuts down gracefully
 // on SIGTERM or SIGINT (stop coordinating, close partitions, leave the cluster), and exits with
 // status 1 if the cluster fences it.
+//
+// Unless --max-procs or the GOMAXPROCS environment variable says otherwise, it runs with
+// GOMAXPROCS at defaultProcsPerCPU times what Go chose: each partition blocks its thread in
+// fdatasync and fsync, and with one Go processor per core a blocked thread holds its processor
+// until Go's monitor hands it on while other goroutines wait.
 package main
 
 import (
@@ -16,11 +21,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
 	"github.com/orreryhq/orrery/silo"
 )
+
+// defaultProcsPerCPU is the default GOMAXPROCS per processor Go chose for the process.
+const defaultProcsPerCPU = 4
 
 func main() {
 	if err := run(os.Args[1:], os.Getenv); err != nil {
@@ -30,11 +39,15 @@ func main() {
 }
 
 func run(args []string, getenv func(string) string) error {
-	cfg, logLevel, err := parseConfig(args, getenv)
+	opts, err := parseConfig(args, getenv)
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
+	cfg := opts.silo
+	if procs := maxProcs(opts.maxProcs, getenv, runtime.GOMAXPROCS(0)); procs > 0 {
+		runtime.GOMAXPROCS(procs)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.logLevel}))
 	cfg.Logger = logger
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -56,10 +69,32 @@ func run(args []string, getenv func(string) string) error {
 	return nil
 }
 
+// maxProcs is the GOMAXPROCS to set (0: leave it) for the --max-procs value: a positive
+// value is taken; 0 is defaultProcsPerCPU times goChose unless the GOMAXPROCS environment
+// variable is set (the operator chose); a negative value leaves it.
+func maxProcs(flagValue int, getenv func(string) string, goChose int) int {
+	switch {
+	case flagValue > 0:
+		return flagValue
+	case flagValue == 0 && getenv("GOMAXPROCS") == "":
+		return defaultProcsPerCPU * goChose
+	}
+	return 0
+}
+
+// options are what the command line and environment configure.
+type options struct {
+	silo     silo.Config
+	logLevel slog.Level
+	// maxProcs is the --max-procs value (see maxProcs).
+	maxProcs int
+}
+
 // parseConfig reads flags, falling back to ORRERY_<FLAG> environment variables.
-func parseConfig(args []string, getenv func(string) string) (silo.Config, slog.Level, error) {
+func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs := flag.NewFlagSet("silo", flag.ContinueOnError)
-	var cfg silo.Config
+	var opts options
+	cfg := &opts.silo
 	var seeds, level string
 	fs.StringVar(&cfg.DataDir, "data", silo.DefaultDataDir, "data root (Badger partitions and cluster.json)")
 	fs.StringVar(&cfg.Host, "host", silo.DefaultHost, "address to bind and advertise (actor transport and gossip)")
@@ -73,7 +108,7 @@ func parseConfig(args []string, getenv func(string) string) (silo.Config, slog.L
 	fs.DurationVar(&cfg.BusySyncGap, "busy-sync-gap", 0, "least time between one partition's syncs while the process uses over 80% of the CPUs (0: 20ms; negative: never wait)")
 	fs.DurationVar(&cfg.BusyApplyGap, "busy-apply-gap", 0, "least time between one partition's groups while the process uses over 80% of the CPUs (0: 6ms; negative: never wait)")
 	fs.BoolVar(&cfg.CoordinatorEmits, "coordinator-emits", false, "the due coordinator sends every due command instead of each partition emitting its own due refs")
-	fs.IntVar(&cfg.MaxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
+	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
 	// Environment first, so explicit flags override it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -85,22 +120,21 @@ func parseConfig(args []string, getenv func(string) string) (silo.Config, slog.L
 		}
 	})
 	if envErr != nil {
-		return cfg, 0, envErr
+		return opts, envErr
 	}
 	if err := fs.Parse(args); err != nil {
-		return cfg, 0, err
+		return opts, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return opts, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	for _, s := range strings.Split(seeds, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			cfg.Seeds = append(cfg.Seeds, s)
 		}
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return cfg, 0, fmt.Errorf("log-level: %w", err)
+	if err := opts.logLevel.UnmarshalText([]byte(level)); err != nil {
+		return opts, fmt.Errorf("log-level: %w", err)
 	}
-	return cfg, lvl, nil
+	return opts, nil
 }

@@ -7,17 +7,18 @@ import (
 
 func TestFlagsOverrideEnvironment(t *testing.T) {
 	env := map[string]string{"ORRERY_DATA": "/env/data", "ORRERY_PORT": "9000", "ORRERY_SEEDS": "a:1, b:2", "ORRERY_GOSSIP_PORT": "9001", "ORRERY_COORDINATOR_EMITS": "true"}
-	cfg, _, err := parseConfig([]string{"--port", "9100"}, func(k string) string { return env[k] })
+	opts, err := parseConfig([]string{"--port", "9100"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := opts.silo
 	if cfg.DataDir != "/env/data" || cfg.Port != 9100 || cfg.GossipPort != 9001 || strings.Join(cfg.Seeds, ",") != "a:1,b:2" || !cfg.CoordinatorEmits {
 		t.Fatalf("config %+v", cfg)
 	}
 }
 
 func TestBadInputNamesTheSetting(t *testing.T) {
-	_, _, err := parseConfig(nil, func(k string) string {
+	_, err := parseConfig(nil, func(k string) string {
 		if k == "ORRERY_PARTITIONS" {
 			return "many"
 		}
@@ -26,7 +27,36 @@ func TestBadInputNamesTheSetting(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ORRERY_PARTITIONS") {
 		t.Fatalf("error %v should name ORRERY_PARTITIONS", err)
 	}
-	if _, _, err := parseConfig([]string{"--log-level", "loud"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "log-level") {
+	if _, err := parseConfig([]string{"--log-level", "loud"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "log-level") {
 		t.Fatalf("error %v should name log-level", err)
+	}
+}
+
+// TestMaxProcsDefaultsToSeveralPerCPUUnlessTheOperatorChose: by default the binary runs with
+// defaultProcsPerCPU per processor Go chose; the GOMAXPROCS environment variable or a
+// negative --max-procs leaves it alone; an explicit value is taken.
+func TestMaxProcsDefaultsToSeveralPerCPUUnlessTheOperatorChose(t *testing.T) {
+	none := func(string) string { return "" }
+	operator := func(k string) string {
+		if k == "GOMAXPROCS" {
+			return "3"
+		}
+		return ""
+	}
+	opts, err := parseConfig(nil, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flag   int
+		getenv func(string) string
+		want   int
+	}{{opts.maxProcs, none, defaultProcsPerCPU * 2}, {5, none, 5}, {0, operator, 0}, {5, operator, 5}, {-1, none, 0}} {
+		if got := maxProcs(c.flag, c.getenv, 2); got != c.want {
+			t.Errorf("maxProcs(%d, GOMAXPROCS=%q, 2) = %d, want %d", c.flag, c.getenv("GOMAXPROCS"), got, c.want)
+		}
+	}
+	if opts, err := parseConfig([]string{"--max-procs", "7"}, none); err != nil || opts.maxProcs != 7 {
+		t.Errorf("--max-procs 7: %d (%v)", opts.maxProcs, err)
 	}
 }
