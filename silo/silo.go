@@ -14,6 +14,7 @@ import (
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/clock"
@@ -40,8 +41,11 @@ type Silo struct {
 	admin     *http.Server
 	adminAddr string
 
+	// ownedMu guards owned and members, the partitions the topology places here and the
+	// actor addresses of the topology's members, as of trackOwnership's last look.
 	ownedMu sync.Mutex
 	owned   []int
+	members map[string]bool
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -81,7 +85,8 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		},
 	}
 	c, provider, err := cluster.NewMember(ctx, cluster.MemberConfig{
-		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, Logger: cfg.Logger,
+		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port,
+		Logger: slog.New(actors.NewPeerLossHandler(cfg.Logger.Handler(), s.isMember)),
 		Gossip: cluster.ProviderConfig{
 			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger,
 			OnFenced: func(cause error) { s.fenced(cause) },
@@ -172,6 +177,14 @@ func (s *Silo) shutdown(graceful bool) {
 	})
 }
 
+// isMember reports whether an actor address is a member's in the topology trackOwnership last
+// saw (a client is never one).
+func (s *Silo) isMember(address string) bool {
+	s.ownedMu.Lock()
+	defer s.ownedMu.Unlock()
+	return s.members[address]
+}
+
 // trackOwnership recomputes the partitions placed on this silo on every topology change and
 // every second, and hands them to the coordinator.
 func (s *Silo) trackOwnership(ctx context.Context) {
@@ -188,8 +201,14 @@ func (s *Silo) trackOwnership(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		owned := cluster.OwnedPartitions(s.provider.Topology(), s.ActorAddress(), s.cfg.Partitions)
+		topology := s.provider.Topology()
+		members := make(map[string]bool, len(topology))
+		for _, m := range topology {
+			members[m.Address()] = true
+		}
+		owned := cluster.OwnedPartitions(topology, s.ActorAddress(), s.cfg.Partitions)
 		s.ownedMu.Lock()
+		s.members = members
 		if !slices.Equal(owned, s.owned) {
 			s.owned = owned
 			s.ownedMu.Unlock()

@@ -157,6 +157,9 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 			if err := input.Lane("lane", t.Schedule.GetLane(), false); err != nil {
 				return err
 			}
+			if err := input.UUID("schedule_id", t.Schedule.GetScheduleId()); err != nil {
+				return err
+			}
 			rec, found, err := schedule.Load(r, t.Schedule.GetLane(), t.Schedule.GetScheduleId())
 			reply.Found, reply.Schedule = found, rec
 			if err != nil || !found {
