@@ -145,21 +145,33 @@ func (s *Silo) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 	}
-	owned := s.Owned()
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-	defer cancel()
-	statuses := s.statuses(ctx, owned)
-	var notReady []int
-	for i, st := range statuses {
-		if st.err != nil {
-			notReady = append(notReady, owned[i])
-		}
-	}
+	owned, notReady, err := s.readiness(r.Context())
 	if len(notReady) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "owned": owned, "not_ready": notReady})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "owned": owned, "not_ready": notReady, "reason": err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "owned": owned})
+}
+
+// readinessCheckTimeout bounds one readiness check of the owned partitions.
+const readinessCheckTimeout = 3 * time.Second
+
+// readiness asks each partition the topology places on this silo for its status, within
+// readinessCheckTimeout: notReady lists those that did not answer, and err is the first one's
+// error.
+func (s *Silo) readiness(ctx context.Context) (owned, notReady []int, err error) {
+	owned = s.Owned()
+	ctx, cancel := context.WithTimeout(ctx, readinessCheckTimeout)
+	defer cancel()
+	for i, st := range s.statuses(ctx, owned) {
+		if st.err != nil {
+			if err == nil {
+				err = fmt.Errorf("partition %d: %w", owned[i], st.err)
+			}
+			notReady = append(notReady, owned[i])
+		}
+	}
+	return owned, notReady, err
 }
 
 type partitionStatus struct {

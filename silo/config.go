@@ -19,6 +19,7 @@ const (
 	DefaultGossipPort  = 7382
 	DefaultAdmin       = "127.0.0.1:7380"
 	DefaultDataDir     = "./data"
+	DefaultOpenTimeout = 30 * time.Second
 )
 
 // Config configures a silo. Start fills zero fields with the defaults; a zero port means a
@@ -56,6 +57,10 @@ type Config struct {
 	// a 2-core machine (BenchmarkDueLateness, -short): enqueue-lateness p99 52 ms with 2
 	// workers, 29 ms with 8, 4 ms with 32, for up to a fifth less peak catch-up throughput.
 	CoordinatorWorkers int
+	// OpenTimeout bounds how long Start waits for the partitions the topology places on this
+	// silo to open and answer (default DefaultOpenTimeout); past it the silo stops and Start
+	// fails with the first failing partition's reason.
+	OpenTimeout time.Duration
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
 	// BusySyncGap is the least time between the starts of one partition's syncs while the
@@ -111,6 +116,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CoordinatorWorkers <= 0 {
 		c.CoordinatorWorkers = c.Partitions
+	}
+	if c.OpenTimeout <= 0 {
+		c.OpenTimeout = DefaultOpenTimeout
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 2 * time.Second

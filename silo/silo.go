@@ -52,9 +52,12 @@ type Silo struct {
 	cancel   context.CancelFunc
 }
 
-// Start starts a silo and returns once it serves: it has joined (or founded) the cluster and
-// its admin endpoint listens. Partitions open lazily on first use; the coordinator scans the
-// ones the topology places here right away, which opens them.
+// Start starts a silo and returns once it serves: it has joined (or founded) the cluster, its
+// admin endpoint listens, and every partition the topology places on it has opened and
+// answers (as /readyz judges). When those partitions do not all open within
+// Config.OpenTimeout (e.g. another process holds a store's lock, or a partition directory is
+// not writable), the silo stops and Start returns an error naming them and the first one's
+// reason.
 func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -112,7 +115,12 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		s.shutdown(false)
 		return nil, err
 	}
+	s.refreshOwned()
 	go s.trackOwnership(runCtx)
+	if err := s.awaitPartitions(ctx); err != nil {
+		s.shutdown(true)
+		return nil, err
+	}
 	s.log.Info("silo ready", "actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr,
 		"data", cfg.DataDir, "partitions", cfg.Partitions)
 	return s, nil
@@ -185,6 +193,54 @@ func (s *Silo) isMember(address string) bool {
 	return s.members[address]
 }
 
+// refreshOwned recomputes the partitions placed on this silo and the members' addresses from
+// the topology, and hands a changed set of partitions to the coordinator.
+func (s *Silo) refreshOwned() {
+	topology := s.provider.Topology()
+	members := make(map[string]bool, len(topology))
+	for _, m := range topology {
+		members[m.Address()] = true
+	}
+	owned := cluster.OwnedPartitions(topology, s.ActorAddress(), s.cfg.Partitions)
+	s.ownedMu.Lock()
+	s.members = members
+	if slices.Equal(owned, s.owned) {
+		s.ownedMu.Unlock()
+		return
+	}
+	s.owned = owned
+	s.ownedMu.Unlock()
+	s.log.Info("silo owns partitions", "count", len(owned), "partitions", owned)
+	s.coord.Load().SetOwned(owned)
+}
+
+// awaitPartitionsEvery is how often Start checks whether its partitions have opened.
+const awaitPartitionsEvery = 100 * time.Millisecond
+
+// awaitPartitions waits until every partition the topology places on this silo answers, for
+// at most Config.OpenTimeout or until ctx ends.
+func (s *Silo) awaitPartitions(ctx context.Context) error {
+	deadline := time.Now().Add(s.cfg.OpenTimeout)
+	for {
+		// Each check has its own bound, so the last one's reasons are the partitions' own
+		// errors rather than the deadline's.
+		_, notReady, err := s.readiness(context.Background())
+		if len(notReady) == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("silo %s: partitions %v not open: %w (%v)", s.ID(), notReady, ctx.Err(), err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("silo %s: partitions %v did not open within %v: %w", s.ID(), notReady, s.cfg.OpenTimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(awaitPartitionsEvery):
+		}
+	}
+}
+
 // trackOwnership recomputes the partitions placed on this silo on every topology change and
 // every second, and hands them to the coordinator.
 func (s *Silo) trackOwnership(ctx context.Context) {
@@ -201,22 +257,7 @@ func (s *Silo) trackOwnership(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		topology := s.provider.Topology()
-		members := make(map[string]bool, len(topology))
-		for _, m := range topology {
-			members[m.Address()] = true
-		}
-		owned := cluster.OwnedPartitions(topology, s.ActorAddress(), s.cfg.Partitions)
-		s.ownedMu.Lock()
-		s.members = members
-		if !slices.Equal(owned, s.owned) {
-			s.owned = owned
-			s.ownedMu.Unlock()
-			s.log.Info("silo owns partitions", "count", len(owned), "partitions", owned)
-			s.coord.Load().SetOwned(owned)
-		} else {
-			s.ownedMu.Unlock()
-		}
+		s.refreshOwned()
 		select {
 		case <-ctx.Done():
 			return

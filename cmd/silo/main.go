@@ -4,7 +4,9 @@
 //	silo --data ./data --host 127.0.0.1 --port 7381 --gossip-port 7382 --admin 127.0.0.1:7380
 //	silo --data ./data2 --port 7391 --gossip-port 7392 --admin 127.0.0.1:7390 --seeds 127.0.0.1:7382
 //
-// It prints one line "silo ready ..." with its addresses once it serves, shuts down gracefully
+// It prints one line "silo ready ..." with its addresses once it serves and every partition the
+// topology places on it has opened (when they do not within --open-timeout, it exits with
+// status 2 and their error), shuts down gracefully
 // on SIGTERM or SIGINT (stop coordinating, close partitions, leave the cluster), and exits with
 // status 1 if the cluster fences it.
 //
@@ -104,6 +106,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.IntVar(&cfg.Partitions, "partitions", silo.DefaultPartitions, "partition count, fixed when the data root is created")
 	fs.StringVar(&cfg.Admin, "admin", silo.DefaultAdmin, `admin HTTP address ("off" disables it)`)
 	fs.StringVar(&cfg.ClusterName, "cluster", silo.DefaultClusterName, "cluster name")
+	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.DurationVar(&cfg.BusySyncGap, "busy-sync-gap", 0, "least time between one partition's syncs while the process uses over 80% of the CPUs (0: 20ms; negative: never wait)")
 	fs.DurationVar(&cfg.BusyApplyGap, "busy-apply-gap", 0, "least time between one partition's groups while the process uses over 80% of the CPUs (0: 6ms; negative: never wait)")

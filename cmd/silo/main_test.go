@@ -1,8 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery/chaos"
 )
 
 func TestFlagsOverrideEnvironment(t *testing.T) {
@@ -58,5 +65,47 @@ func TestMaxProcsDefaultsToSeveralPerCPUUnlessTheOperatorChose(t *testing.T) {
 	}
 	if opts, err := parseConfig([]string{"--max-procs", "7"}, none); err != nil || opts.maxProcs != 7 {
 		t.Errorf("--max-procs 7: %d (%v)", opts.maxProcs, err)
+	}
+}
+
+// TestASecondSiloOnTheSameDataRootExits: a silo started on a data root another silo process
+// holds (other ports, its own cluster) exits non-zero within --open-timeout with the lock
+// error, and never says it is ready.
+func TestASecondSiloOnTheSameDataRootExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real silo processes")
+	}
+	first := chaos.StartSilo(t, &chaos.SiloSpec{DataDir: t.TempDir(), Partitions: 4})
+	const bound = 3 * time.Second
+	cmd := exec.Command(chaos.BuildSilo(t), "--data", first.Spec.DataDir, "--partitions", "4",
+		"--port", fmt.Sprint(chaos.FreePort(t)), "--gossip-port", fmt.Sprint(chaos.FreePort(t)),
+		"--admin", "127.0.0.1:0", "--open-timeout", bound.String())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+			t.Fatalf("second silo: %v, want a non-zero exit\n%s", err, out.String())
+		}
+	case <-time.After(bound + 30*time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("second silo still running %v after its open timeout\n%s", bound+30*time.Second, out.String())
+	}
+	log := out.String()
+	if strings.Contains(log, "silo ready") {
+		t.Errorf("second silo said it was ready:\n%s", log)
+	}
+	if !strings.Contains(log, "did not open within") || !strings.Contains(log, "directory lock") {
+		t.Errorf("second silo's output lacks the partitions and the lock error:\n%s", log)
+	}
+	if warns := strings.Count(log, "partition store not available"); warns > 2*4 {
+		t.Errorf("%d open-failure lines for 4 partitions in %v:\n%s", warns, bound, log)
 	}
 }
