@@ -26,7 +26,9 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/silo"
 )
 
@@ -112,6 +114,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.DurationVar(&cfg.BusyApplyGap, "busy-apply-gap", 0, "least time between one partition's groups while the process uses over 80% of the CPUs (0: 6ms; negative: never wait)")
 	fs.BoolVar(&cfg.CoordinatorEmits, "coordinator-emits", false, "the due coordinator sends every due command instead of each partition emitting its own due refs")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
+	limits := limitFlags(fs, &cfg.Limits)
 	// Environment first, so explicit flags override it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -131,6 +134,9 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	if fs.NArg() > 0 {
 		return opts, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if err := limits.validate(); err != nil {
+		return opts, err
+	}
 	for _, s := range strings.Split(seeds, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			cfg.Seeds = append(cfg.Seeds, s)
@@ -140,4 +146,83 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 		return opts, fmt.Errorf("log-level: %w", err)
 	}
 	return opts, nil
+}
+
+// limitChecks validates the limit flags after parsing: each names its flag.
+type limitChecks []func() error
+
+func (c limitChecks) validate() error {
+	for _, check := range c {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// limitFlags defines the flags of the limits an operator has a reason to change, defaulting
+// to input.DefaultLimits(), and returns their checks. Every silo of a cluster must run with
+// the same limits.
+func limitFlags(fs *flag.FlagSet, lim *input.Limits) limitChecks {
+	*lim = input.DefaultLimits()
+	var checks limitChecks
+	positive := func(name string, value func() int64) {
+		checks = append(checks, func() error {
+			if v := value(); v <= 0 {
+				return fmt.Errorf("%s: must be positive, got %d", name, v)
+			}
+			return nil
+		})
+	}
+	intFlag := func(name string, v *int, usage string) {
+		fs.IntVar(v, name, *v, usage)
+		positive(name, func() int64 { return int64(*v) })
+	}
+	uintFlag := func(name string, v *uint64, usage string) {
+		fs.Uint64Var(v, name, *v, usage)
+		positive(name, func() int64 { return int64(min(*v, 1<<62)) })
+	}
+	durationFlag := func(name string, v *int64, usage string) {
+		fs.Var((*microsFlag)(v), name, usage)
+		checks = append(checks, func() error {
+			if *v < input.Second {
+				return fmt.Errorf("%s: must be at least 1s, got %v", name, time.Duration(*v)*time.Microsecond)
+			}
+			return nil
+		})
+	}
+	intFlag("max-payload-bytes", &lim.MaxPayloadBytes, "largest message payload (JSON bytes)")
+	intFlag("max-headers-bytes", &lim.MaxHeadersBytes, "largest message headers (JSON bytes)")
+	intFlag("max-state-bytes", &lim.MaxStateBytes, "largest saga state (JSON bytes)")
+	uintFlag("max-lane-messages", &lim.MaxLaneMessages, "most live messages in one lane (quota)")
+	uintFlag("max-lane-bytes", &lim.MaxLaneBytes, "most payload and header bytes in one lane (quota)")
+	intFlag("max-mutations-per-batch", &lim.MaxMutationsPerBatch, "most mutations in one command")
+	durationFlag("receipt-retention", &lim.ReceiptRetentionMicros, "how long a command's receipt is kept for replay")
+	durationFlag("ledger-retention", &lim.LedgerRetentionMicros, "how long an occurrence ledger record is kept after its last write")
+	durationFlag("tombstone-retention", &lim.TombstoneRetentionMicros, "how long an acked or expired message id stays taken")
+	durationFlag("max-lease", &lim.MaxLeaseMicros, "longest lease a receive may ask for")
+	checks = append(checks, func() error {
+		if lim.MaxLeaseMicros < lim.DefaultLeaseMicros {
+			return fmt.Errorf("max-lease: must be at least the default lease %v, got %v",
+				time.Duration(lim.DefaultLeaseMicros)*time.Microsecond, time.Duration(lim.MaxLeaseMicros)*time.Microsecond)
+		}
+		return nil
+	})
+	return checks
+}
+
+// microsFlag is a duration flag stored in microseconds.
+type microsFlag int64
+
+// String renders the duration.
+func (m *microsFlag) String() string { return (time.Duration(*m) * time.Microsecond).String() }
+
+// Set parses a Go duration ("24h", "90s").
+func (m *microsFlag) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	*m = microsFlag(d.Microseconds())
+	return nil
 }

@@ -2,14 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/chaos"
+	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/grains/input"
 )
 
 func TestFlagsOverrideEnvironment(t *testing.T) {
@@ -107,5 +113,61 @@ func TestASecondSiloOnTheSameDataRootExits(t *testing.T) {
 	}
 	if warns := strings.Count(log, "partition store not available"); warns > 2*4 {
 		t.Errorf("%d open-failure lines for 4 partitions in %v:\n%s", warns, bound, log)
+	}
+}
+
+// TestLimitFlags: the limit flags default to input.DefaultLimits(), take values from the
+// command line or the environment, and a bad value names its flag.
+func TestLimitFlags(t *testing.T) {
+	none := func(string) string { return "" }
+	opts, err := parseConfig(nil, none)
+	if err != nil || opts.silo.Limits != input.DefaultLimits() {
+		t.Fatalf("default limits %+v (%v)", opts.silo.Limits, err)
+	}
+	env := map[string]string{"ORRERY_MAX_PAYLOAD_BYTES": "1024", "ORRERY_LEDGER_RETENTION": "48h"}
+	opts, err = parseConfig([]string{"--max-lane-messages", "7", "--max-lease", "1m", "--max-mutations-per-batch", "9",
+		"--max-headers-bytes", "100", "--max-state-bytes", "200", "--max-lane-bytes", "300", "--receipt-retention", "2h",
+		"--tombstone-retention", "3h"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := input.DefaultLimits()
+	want.MaxPayloadBytes, want.LedgerRetentionMicros, want.MaxLaneMessages, want.MaxLeaseMicros = 1024, 48*3600*input.Second, 7, 60*input.Second
+	want.MaxMutationsPerBatch, want.MaxHeadersBytes, want.MaxStateBytes, want.MaxLaneBytes = 9, 100, 200, 300
+	want.ReceiptRetentionMicros, want.TombstoneRetentionMicros = 2*3600*input.Second, 3*3600*input.Second
+	if opts.silo.Limits != want {
+		t.Fatalf("limits %+v, want %+v", opts.silo.Limits, want)
+	}
+	for _, bad := range [][]string{{"--max-payload-bytes", "0"}, {"--max-lane-messages", "0"}, {"--max-lease", "1s"},
+		{"--ledger-retention", "10ms"}, {"--max-state-bytes", "-5"}, {"--receipt-retention", "soon"}} {
+		if _, err := parseConfig(bad, none); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(bad[0], "--")) {
+			t.Errorf("%v: error %v should name the flag", bad, err)
+		}
+	}
+}
+
+// TestASmallerMaxPayloadIsEnforced: a silo started with ORRERY_MAX_PAYLOAD_BYTES refuses a
+// larger enqueue with a Validation error naming the payload.
+func TestASmallerMaxPayloadIsEnforced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real silo processes")
+	}
+	p := chaos.StartSilo(t, &chaos.SiloSpec{DataDir: t.TempDir(), Partitions: 4, Env: []string{"ORRERY_MAX_PAYLOAD_BYTES=1024"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{p.GossipAddress()}, Options: client.Options{Logger: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	lane := &orreryv1.Lane{Namespace: "limits", Queue: "q", Key: "k"}
+	small := `{"x":"` + strings.Repeat("a", 900) + `"}`
+	if _, err := c.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "small", PayloadJson: small}); err != nil {
+		t.Fatalf("a payload under the limit: %v", err)
+	}
+	large := `{"x":"` + strings.Repeat("a", 1100) + `"}`
+	_, err = c.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "large", PayloadJson: large})
+	if e := orrery.AsError(err); e.Code != orrery.CodeValidation || !strings.HasSuffix(e.Field, "payload_json") {
+		t.Fatalf("a payload over the limit: %v (field %q)", err, e.Field)
 	}
 }
