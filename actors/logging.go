@@ -63,3 +63,59 @@ func LoggerOption(handler slog.Handler, minLevel slog.Leveler) actor.ConfigOptio
 		)
 	})
 }
+
+// EndpointLostMessage is the message of protoactor's record for a remote connection that ended
+// with an error; its "address" attribute is the peer's actor address (host:port).
+const EndpointLostMessage = "EndpointWriter lost connection"
+
+// PeerLossHandler is a slog.Handler that demotes protoactor's EndpointLostMessage record from
+// ERROR to INFO when the peer is not a cluster member: a client that closed, or a member that
+// left, ends its connection normally. A lost connection to a member still in the topology is a
+// failure and stays at ERROR. Every other record passes unchanged.
+type PeerLossHandler struct {
+	isMember func(address string) bool
+	next     slog.Handler
+}
+
+// NewPeerLossHandler wraps next; isMember reports whether an actor address belongs to a current
+// cluster member.
+func NewPeerLossHandler(next slog.Handler, isMember func(address string) bool) *PeerLossHandler {
+	return &PeerLossHandler{isMember: isMember, next: next}
+}
+
+// Enabled reports whether the wrapped handler handles level.
+func (h *PeerLossHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.next.Enabled(ctx, level)
+}
+
+// Handle demotes a lost connection to a peer that is not a member, and passes the record on if
+// the wrapped handler still handles its level.
+func (h *PeerLossHandler) Handle(ctx context.Context, record slog.Record) error {
+	if record.Level == slog.LevelError && record.Message == EndpointLostMessage {
+		var address string
+		record.Attrs(func(a slog.Attr) bool {
+			if a.Key == "address" {
+				address = a.Value.String()
+				return false
+			}
+			return true
+		})
+		if !h.isMember(address) {
+			record.Level = slog.LevelInfo
+			if !h.next.Enabled(ctx, record.Level) {
+				return nil
+			}
+		}
+	}
+	return h.next.Handle(ctx, record)
+}
+
+// WithAttrs returns a PeerLossHandler whose wrapped handler carries attrs.
+func (h *PeerLossHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &PeerLossHandler{isMember: h.isMember, next: h.next.WithAttrs(attrs)}
+}
+
+// WithGroup returns a PeerLossHandler whose wrapped handler opens the group.
+func (h *PeerLossHandler) WithGroup(name string) slog.Handler {
+	return &PeerLossHandler{isMember: h.isMember, next: h.next.WithGroup(name)}
+}

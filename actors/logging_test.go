@@ -40,3 +40,32 @@ func TestLevelHandlerGroups(t *testing.T) {
 		t.Fatalf("log %q", out)
 	}
 }
+
+// TestPeerLossHandlerDemotesALostNonMember: protoactor's lost-connection record is INFO for a
+// peer that is not a member (a client that closed) and stays ERROR for a member; other records
+// pass unchanged.
+func TestPeerLossHandlerDemotesALostNonMember(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	members := map[string]bool{"10.0.0.1:7381": true}
+	handler := NewPeerLossHandler(slog.NewTextHandler(&buf, nil), func(a string) bool { return members[a] })
+	system := actor.NewActorSystem(LoggerOption(handler, slog.LevelWarn))
+	system.Logger().Error(EndpointLostMessage, slog.String("address", "10.0.0.9:40000"), slog.Any("error", "EOF"))
+	system.Logger().Error(EndpointLostMessage, slog.String("address", "10.0.0.1:7381"), slog.Any("error", "EOF"))
+	system.Logger().Error("other failure", slog.String("address", "10.0.0.9:40000"))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want 3 lines, got %q", buf.String())
+	}
+	for i, want := range []string{"level=INFO msg=\"" + EndpointLostMessage + "\"", "level=ERROR msg=\"" + EndpointLostMessage + "\"", "level=ERROR msg=\"other failure\""} {
+		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "lib=protoactor") {
+			t.Errorf("line %d %q lacks %q", i, lines[i], want)
+		}
+	}
+	buf.Reset()
+	quiet := NewPeerLossHandler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}), func(string) bool { return false })
+	slog.New(quiet).Error(EndpointLostMessage, "address", "10.0.0.9:40000")
+	if buf.Len() != 0 {
+		t.Fatalf("a demoted record passed a WARN handler: %q", buf.String())
+	}
+}

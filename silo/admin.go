@@ -1,12 +1,14 @@
 package silo
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/grains/duecoordinator"
 )
 
 // adminHandler serves, on loopback by default:
@@ -29,6 +32,10 @@ import (
 //	                                                    a schedule's occurrence ledger (RFC 3339 bounds)
 //	GET /v1/sagas/{namespace}/{queue}/{key}/{id}        a saga record
 //	GET /v1/lanes/{namespace}/{queue}/{key}?after=&max= a page of a lane's messages
+//
+// Every key is snake_case and every field is present, zero or not; "none" is null. Beside each
+// instant x_unix_micros is x, the same instant in RFC 3339 UTC. A malformed id is 400 naming
+// the field; a well-formed one that does not exist is 404.
 func (s *Silo) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -37,7 +44,7 @@ func (s *Silo) adminHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /v1/partitions", s.partitionTable)
 	mux.HandleFunc("GET /v1/coordinator", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.CoordinatorStats())
+		writeJSON(w, http.StatusOK, coordinatorJSON(s.CoordinatorStats()))
 	})
 	mux.HandleFunc("GET /v1/schedules/{namespace}/{queue}/{key}/{id}", func(w http.ResponseWriter, r *http.Request) {
 		inspection, err := s.client.ScheduleInspection(r.Context(), lanePath(r), r.PathValue("id"))
@@ -67,7 +74,11 @@ func (s *Silo) adminHandler() http.Handler {
 		for i, m := range msgs {
 			page[i] = protoJSON(m)
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"messages": page, "next_after": next})
+		body := map[string]any{"messages": page, "next_after": nil}
+		if next != "" {
+			body["next_after"] = next
+		}
+		writeJSON(w, http.StatusOK, body)
 	})
 	return mux
 }
@@ -114,7 +125,7 @@ func (s *Silo) ledger(w http.ResponseWriter, r *http.Request) {
 	for i, rec := range records {
 		page[i] = protoJSON(rec)
 	}
-	body := map[string]any{"records": page}
+	body := map[string]any{"records": page, "next_after": nil}
 	if next != nil {
 		body["next_after"] = base64.RawURLEncoding.EncodeToString(next)
 	}
@@ -134,21 +145,33 @@ func (s *Silo) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 	}
-	owned := s.Owned()
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-	defer cancel()
-	statuses := s.statuses(ctx, owned)
-	var notReady []int
-	for i, st := range statuses {
-		if st.err != nil {
-			notReady = append(notReady, owned[i])
-		}
-	}
+	owned, notReady, err := s.readiness(r.Context())
 	if len(notReady) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "owned": owned, "not_ready": notReady})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "owned": owned, "not_ready": notReady, "reason": err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "owned": owned})
+}
+
+// readinessCheckTimeout bounds one readiness check of the owned partitions.
+const readinessCheckTimeout = 3 * time.Second
+
+// readiness asks each partition the topology places on this silo for its status, within
+// readinessCheckTimeout: notReady lists those that did not answer, and err is the first one's
+// error.
+func (s *Silo) readiness(ctx context.Context) (owned, notReady []int, err error) {
+	owned = s.Owned()
+	ctx, cancel := context.WithTimeout(ctx, readinessCheckTimeout)
+	defer cancel()
+	for i, st := range s.statuses(ctx, owned) {
+		if st.err != nil {
+			if err == nil {
+				err = fmt.Errorf("partition %d: %w", owned[i], st.err)
+			}
+			notReady = append(notReady, owned[i])
+		}
+	}
+	return owned, notReady, err
 }
 
 type partitionStatus struct {
@@ -201,14 +224,120 @@ func (s *Silo) writeRecord(w http.ResponseWriter, rec proto.Message, err error) 
 	_, _ = w.Write(protoJSON(rec))
 }
 
-var jsonOptions = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
+// jsonOptions render protobuf messages with their snake_case field names and every field,
+// zero or not (a partition 0, an ordinal 0); an unset message field is null.
+var jsonOptions = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 
+// instantSuffix ends the names of fields holding an instant in unix microseconds (0: none).
+const instantSuffix = "_unix_micros"
+
+// protoJSON renders m for the admin endpoint: beside each instant field x_unix_micros it adds x,
+// the instant in RFC 3339 UTC (null when 0, none).
 func protoJSON(m proto.Message) json.RawMessage {
 	b, err := jsonOptions.Marshal(m)
 	if err != nil {
 		return json.RawMessage(fmt.Sprintf("%q", err.Error()))
 	}
-	return b
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return json.RawMessage(fmt.Sprintf("%q", err.Error()))
+	}
+	addInstants(doc)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return json.RawMessage(fmt.Sprintf("%q", err.Error()))
+	}
+	return out
+}
+
+// addInstants walks a decoded JSON document and adds the RFC 3339 twin of every instant field.
+func addInstants(doc any) {
+	switch v := doc.(type) {
+	case map[string]any:
+		for k, field := range v {
+			if name, ok := strings.CutSuffix(k, instantSuffix); ok {
+				if list, isList := field.([]any); isList {
+					twins := make([]any, len(list))
+					for i, item := range list {
+						twins[i] = rfc3339(item)
+					}
+					v[name] = twins
+				} else {
+					v[name] = rfc3339(field)
+				}
+				continue
+			}
+			addInstants(field)
+		}
+	case []any:
+		for _, item := range v {
+			addInstants(item)
+		}
+	}
+}
+
+// rfc3339 renders an instant in unix microseconds, as protojson writes it (a string, or a
+// number for 32-bit fields), in RFC 3339 UTC; 0 (none) and anything else is null.
+func rfc3339(v any) any {
+	var s string
+	switch n := v.(type) {
+	case string:
+		s = n
+	case json.Number:
+		s = n.String()
+	default:
+		return nil
+	}
+	micros, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || micros == 0 {
+		return nil
+	}
+	return instant(time.UnixMicro(micros))
+}
+
+// instant renders t in RFC 3339 UTC with microseconds; the zero time (none) is null.
+func instant(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// unixMicros renders t in unix microseconds as protojson renders int64 fields (a string); the
+// zero time (none) is null.
+func unixMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return strconv.FormatInt(t.UnixMicro(), 10)
+}
+
+// coordinatorJSON renders the due coordinator's stats for /v1/coordinator. next_due_at is the
+// coordinator's view as of its last scan of the partition (or hint), and timer_at when it
+// serves the partition next; each is null when none is known.
+func coordinatorJSON(st duecoordinator.Stats) map[string]any {
+	partitions := make([]map[string]any, len(st.Partitions))
+	for i, p := range st.Partitions {
+		partitions[i] = map[string]any{
+			"partition":               p.Partition,
+			"next_due_at_unix_micros": unixMicros(p.NextDueAt),
+			"next_due_at":             instant(p.NextDueAt),
+			"timer_at_unix_micros":    unixMicros(p.TimerAt),
+			"timer_at":                instant(p.TimerAt),
+			"queued":                  p.Queued,
+			"in_flight":               p.InFlight,
+			"consecutive_failures":    p.ConsecutiveFailures,
+			"skipped_refs":            p.SkippedRefs,
+			"activation_epoch":        strconv.FormatUint(p.ActivationEpoch, 10),
+		}
+	}
+	return map[string]any{
+		"rounds": st.Rounds, "scans": st.Scans, "commands_sent": st.CommandsSent,
+		"refs_dispatched": st.RefsDispatched, "stale_ignored": st.StaleIgnored, "refs_skipped": st.RefsSkipped,
+		"retries": st.Retries, "quota_splits": st.QuotaSplits, "errors": st.Errors, "partitions": partitions,
+	}
 }
 
 func writeError(w http.ResponseWriter, err error) {

@@ -3,8 +3,6 @@ package silo
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"runtime"
 	"time"
 
 	"github.com/orreryhq/orrery/cluster"
@@ -22,6 +20,7 @@ const (
 	DefaultGossipPort  = 7382
 	DefaultAdmin       = "127.0.0.1:7380"
 	DefaultDataDir     = "./data"
+	DefaultOpenTimeout = 30 * time.Second
 )
 
 // Config configures a silo. Start fills zero fields with the defaults; a zero port means a
@@ -61,18 +60,12 @@ type Config struct {
 	// a 2-core machine (BenchmarkDueLateness, -short): enqueue-lateness p99 52 ms with 2
 	// workers, 29 ms with 8, 4 ms with 32, for up to a fifth less peak catch-up throughput.
 	CoordinatorWorkers int
+	// OpenTimeout bounds how long Start waits for the partitions the topology places on this
+	// silo to open and answer (default DefaultOpenTimeout); past it the silo stops and Start
+	// fails with the first failing partition's reason.
+	OpenTimeout time.Duration
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
-	// MaxProcs is the GOMAXPROCS the silo sets for its process when it starts (default:
-	// DefaultProcsPerCPU times what Go chose for the process, unless the GOMAXPROCS
-	// environment variable is set; negative: leave it). Each partition blocks its thread in
-	// fdatasync and fsync, and with one Go processor per core a blocked thread holds its processor
-	// until Go's monitor hands it on, while other goroutines wait: measured on a 2-core machine
-	// at 10,000 occurrences a second (BenchmarkDueLateness, run alternately), 8 processors
-	// against 2 halved the emit-only enqueue lateness at p50 (3.5 against 7.1 ms) and cut
-	// it at p99 (49 against 69 ms), and with a worker handled 57–60 % within the run against
-	// 43–44 %. Stopping the silo does not restore the previous value.
-	MaxProcs int
 	// BusySyncGap is the least time between the starts of one partition's syncs while the
 	// process uses more than 80 % of the machine's cores, until it uses less than 60 % (default
 	// partition.DefaultBusySyncGap, 20 ms; negative: never wait). See partition.SyncPacer:
@@ -96,19 +89,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultProcsPerCPU is the default Config.MaxProcs per processor Go chose for the process.
-const DefaultProcsPerCPU = 4
-
-// processProcs is GOMAXPROCS as Go chose it, before any silo changed it.
-var processProcs = runtime.GOMAXPROCS(0)
-
 func (c Config) withDefaults() (Config, error) {
-	if c.MaxProcs == 0 {
-		c.MaxProcs = DefaultProcsPerCPU * processProcs
-		if os.Getenv("GOMAXPROCS") != "" {
-			c.MaxProcs = -1 // the operator chose
-		}
-	}
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
 	}
@@ -141,6 +122,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CoordinatorWorkers <= 0 {
 		c.CoordinatorWorkers = c.Partitions
+	}
+	if c.OpenTimeout <= 0 {
+		c.OpenTimeout = DefaultOpenTimeout
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 2 * time.Second

@@ -7,13 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/clock"
@@ -30,23 +31,33 @@ type Silo struct {
 	cluster   *protocluster.Cluster
 	provider  *cluster.Provider
 	transport *cluster.PartitionTransport
-	coord     *duecoordinator.Coordinator
+	// coord is set once, after the cluster has started; partition grains may activate and
+	// call OnNextDue before that (the cluster is what builds the transport the coordinator
+	// needs), so it is read atomically and a notice before it exists is dropped (the
+	// coordinator scans each partition it comes to own anyway).
+	coord     atomic.Pointer[duecoordinator.Coordinator]
 	client    *client.Client
 	registry  *partition.Registry
 	admin     *http.Server
 	adminAddr string
 
+	// ownedMu guards owned and members, the partitions the topology places here and the
+	// actor addresses of the topology's members, as of trackOwnership's last look.
 	ownedMu sync.Mutex
 	owned   []int
+	members map[string]bool
 
 	stopOnce sync.Once
 	stopped  chan struct{}
 	cancel   context.CancelFunc
 }
 
-// Start starts a silo and returns once it serves: it has joined (or founded) the cluster and
-// its admin endpoint listens. Partitions open lazily on first use; the coordinator scans the
-// ones the topology places here right away, which opens them.
+// Start starts a silo and returns once it serves: it has joined (or founded) the cluster, its
+// admin endpoint listens, and every partition the topology places on it has opened and
+// answers (as /readyz judges). When those partitions do not all open within
+// Config.OpenTimeout (e.g. another process holds a store's lock, or a partition directory is
+// not writable), the silo stops and Start returns an error naming them and the first one's
+// reason.
 func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -54,9 +65,6 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	if err := persistence.EnsureClusterMeta(cfg.DataDir, cfg.Partitions); err != nil {
 		return nil, err
-	}
-	if cfg.MaxProcs > 0 {
-		runtime.GOMAXPROCS(cfg.MaxProcs)
 	}
 	s := &Silo{cfg: cfg, registry: partition.NewRegistry(), stopped: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -74,13 +82,14 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger, SyncPacer: pacer,
 		OwnEmission: !cfg.CoordinatorEmits, BusyApplyGap: max(cfg.BusyApplyGap, 0),
 		OnNextDue: func(n *orreryv1.NextDueNotice) {
-			if s.coord != nil {
-				s.coord.Notify(n)
+			if coord := s.coord.Load(); coord != nil {
+				coord.Notify(n)
 			}
 		},
 	}
 	c, provider, err := cluster.NewMember(ctx, cluster.MemberConfig{
-		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, Logger: cfg.Logger,
+		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port,
+		Logger: slog.New(actors.NewPeerLossHandler(cfg.Logger.Handler(), s.isMember)),
 		Gossip: cluster.ProviderConfig{
 			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger,
 			OnFenced: func(cause error) { s.fenced(cause) },
@@ -93,20 +102,25 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	s.cluster, s.provider = c, provider
 	s.log = cfg.Logger.With("silo", c.ActorSystem.ID)
-	pcfg.Silo = c.ActorSystem.ID
 	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
-	s.coord = duecoordinator.New(duecoordinator.Config{
+	coord := duecoordinator.New(duecoordinator.Config{
 		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
 		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers,
 		Backstop: !cfg.CoordinatorEmits,
 	})
-	s.coord.Start(runCtx)
+	coord.Start(runCtx)
+	s.coord.Store(coord)
 	s.client = client.New(s.transport, client.Options{Principal: "silo", Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits))})
 	if err := s.startAdmin(); err != nil {
 		s.shutdown(false)
 		return nil, err
 	}
+	s.refreshOwned()
 	go s.trackOwnership(runCtx)
+	if err := s.awaitPartitions(ctx); err != nil {
+		s.shutdown(true)
+		return nil, err
+	}
 	s.log.Info("silo ready", "actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr,
 		"data", cfg.DataDir, "partitions", cfg.Partitions)
 	return s, nil
@@ -131,7 +145,7 @@ func (s *Silo) ID() string { return s.cluster.ActorSystem.ID }
 func (s *Silo) Done() <-chan struct{} { return s.stopped }
 
 // CoordinatorStats returns the due coordinator's counters and per-partition view.
-func (s *Silo) CoordinatorStats() duecoordinator.Stats { return s.coord.Stats() }
+func (s *Silo) CoordinatorStats() duecoordinator.Stats { return s.coord.Load().Stats() }
 
 // Owned returns the partitions the topology currently places on this silo.
 func (s *Silo) Owned() []int {
@@ -153,8 +167,8 @@ func (s *Silo) fenced(cause error) {
 func (s *Silo) shutdown(graceful bool) {
 	s.stopOnce.Do(func() {
 		s.cancel()
-		if s.coord != nil {
-			s.coord.Stop()
+		if coord := s.coord.Load(); coord != nil {
+			coord.Stop()
 		}
 		if s.admin != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -169,6 +183,62 @@ func (s *Silo) shutdown(graceful bool) {
 		}
 		close(s.stopped)
 	})
+}
+
+// isMember reports whether an actor address is a member's in the topology trackOwnership last
+// saw (a client is never one).
+func (s *Silo) isMember(address string) bool {
+	s.ownedMu.Lock()
+	defer s.ownedMu.Unlock()
+	return s.members[address]
+}
+
+// refreshOwned recomputes the partitions placed on this silo and the members' addresses from
+// the topology, and hands a changed set of partitions to the coordinator.
+func (s *Silo) refreshOwned() {
+	topology := s.provider.Topology()
+	members := make(map[string]bool, len(topology))
+	for _, m := range topology {
+		members[m.Address()] = true
+	}
+	owned := cluster.OwnedPartitions(topology, s.ActorAddress(), s.cfg.Partitions)
+	s.ownedMu.Lock()
+	s.members = members
+	if slices.Equal(owned, s.owned) {
+		s.ownedMu.Unlock()
+		return
+	}
+	s.owned = owned
+	s.ownedMu.Unlock()
+	s.log.Info("silo owns partitions", "count", len(owned), "partitions", owned)
+	s.coord.Load().SetOwned(owned)
+}
+
+// awaitPartitionsEvery is how often Start checks whether its partitions have opened.
+const awaitPartitionsEvery = 100 * time.Millisecond
+
+// awaitPartitions waits until every partition the topology places on this silo answers, for
+// at most Config.OpenTimeout or until ctx ends.
+func (s *Silo) awaitPartitions(ctx context.Context) error {
+	deadline := time.Now().Add(s.cfg.OpenTimeout)
+	for {
+		// Each check has its own bound, so the last one's reasons are the partitions' own
+		// errors rather than the deadline's.
+		_, notReady, err := s.readiness(context.Background())
+		if len(notReady) == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("silo %s: partitions %v not open: %w (%v)", s.ID(), notReady, ctx.Err(), err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("silo %s: partitions %v did not open within %v: %w", s.ID(), notReady, s.cfg.OpenTimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(awaitPartitionsEvery):
+		}
+	}
 }
 
 // trackOwnership recomputes the partitions placed on this silo on every topology change and
@@ -187,16 +257,7 @@ func (s *Silo) trackOwnership(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		owned := cluster.OwnedPartitions(s.provider.Topology(), s.ActorAddress(), s.cfg.Partitions)
-		s.ownedMu.Lock()
-		if !slices.Equal(owned, s.owned) {
-			s.owned = owned
-			s.ownedMu.Unlock()
-			s.log.Info("silo owns partitions", "count", len(owned), "partitions", owned)
-			s.coord.SetOwned(owned)
-		} else {
-			s.ownedMu.Unlock()
-		}
+		s.refreshOwned()
 		select {
 		case <-ctx.Done():
 			return

@@ -4,9 +4,16 @@
 //	silo --data ./data --host 127.0.0.1 --port 7381 --gossip-port 7382 --admin 127.0.0.1:7380
 //	silo --data ./data2 --port 7391 --gossip-port 7392 --admin 127.0.0.1:7390 --seeds 127.0.0.1:7382
 //
-// It prints one line "silo ready ..." with its addresses once it serves, shuts down gracefully
+// It prints one line "silo ready ..." with its addresses once it serves and every partition the
+// topology places on it has opened (when they do not within --open-timeout, it exits with
+// status 2 and their error), shuts down gracefully
 // on SIGTERM or SIGINT (stop coordinating, close partitions, leave the cluster), and exits with
 // status 1 if the cluster fences it.
+//
+// Unless --max-procs or the GOMAXPROCS environment variable says otherwise, it runs with
+// GOMAXPROCS at defaultProcsPerCPU times what Go chose: each partition blocks its thread in
+// fdatasync and fsync, and with one Go processor per core a blocked thread holds its processor
+// until Go's monitor hands it on while other goroutines wait.
 package main
 
 import (
@@ -16,11 +23,17 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/silo"
 )
+
+// defaultProcsPerCPU is the default GOMAXPROCS per processor Go chose for the process.
+const defaultProcsPerCPU = 4
 
 func main() {
 	if err := run(os.Args[1:], os.Getenv); err != nil {
@@ -30,11 +43,15 @@ func main() {
 }
 
 func run(args []string, getenv func(string) string) error {
-	cfg, logLevel, err := parseConfig(args, getenv)
+	opts, err := parseConfig(args, getenv)
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel}))
+	cfg := opts.silo
+	if procs := maxProcs(opts.maxProcs, getenv, runtime.GOMAXPROCS(0)); procs > 0 {
+		runtime.GOMAXPROCS(procs)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.logLevel}))
 	cfg.Logger = logger
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -56,10 +73,32 @@ func run(args []string, getenv func(string) string) error {
 	return nil
 }
 
+// maxProcs is the GOMAXPROCS to set (0: leave it) for the --max-procs value: a positive
+// value is taken; 0 is defaultProcsPerCPU times goChose unless the GOMAXPROCS environment
+// variable is set (the operator chose); a negative value leaves it.
+func maxProcs(flagValue int, getenv func(string) string, goChose int) int {
+	switch {
+	case flagValue > 0:
+		return flagValue
+	case flagValue == 0 && getenv("GOMAXPROCS") == "":
+		return defaultProcsPerCPU * goChose
+	}
+	return 0
+}
+
+// options are what the command line and environment configure.
+type options struct {
+	silo     silo.Config
+	logLevel slog.Level
+	// maxProcs is the --max-procs value (see maxProcs).
+	maxProcs int
+}
+
 // parseConfig reads flags, falling back to ORRERY_<FLAG> environment variables.
-func parseConfig(args []string, getenv func(string) string) (silo.Config, slog.Level, error) {
+func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs := flag.NewFlagSet("silo", flag.ContinueOnError)
-	var cfg silo.Config
+	var opts options
+	cfg := &opts.silo
 	var seeds, level string
 	fs.StringVar(&cfg.DataDir, "data", silo.DefaultDataDir, "data root (Badger partitions and cluster.json)")
 	fs.StringVar(&cfg.Host, "host", silo.DefaultHost, "address to bind and advertise (actor transport and gossip)")
@@ -69,11 +108,13 @@ func parseConfig(args []string, getenv func(string) string) (silo.Config, slog.L
 	fs.IntVar(&cfg.Partitions, "partitions", silo.DefaultPartitions, "partition count, fixed when the data root is created")
 	fs.StringVar(&cfg.Admin, "admin", silo.DefaultAdmin, `admin HTTP address ("off" disables it)`)
 	fs.StringVar(&cfg.ClusterName, "cluster", silo.DefaultClusterName, "cluster name")
+	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.DurationVar(&cfg.BusySyncGap, "busy-sync-gap", 0, "least time between one partition's syncs while the process uses over 80% of the CPUs (0: 20ms; negative: never wait)")
 	fs.DurationVar(&cfg.BusyApplyGap, "busy-apply-gap", 0, "least time between one partition's groups while the process uses over 80% of the CPUs (0: 6ms; negative: never wait)")
 	fs.BoolVar(&cfg.CoordinatorEmits, "coordinator-emits", false, "the due coordinator sends every due command instead of each partition emitting its own due refs")
-	fs.IntVar(&cfg.MaxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
+	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
+	limits := limitFlags(fs, &cfg.Limits)
 	// Environment first, so explicit flags override it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -85,22 +126,103 @@ func parseConfig(args []string, getenv func(string) string) (silo.Config, slog.L
 		}
 	})
 	if envErr != nil {
-		return cfg, 0, envErr
+		return opts, envErr
 	}
 	if err := fs.Parse(args); err != nil {
-		return cfg, 0, err
+		return opts, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return opts, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := limits.validate(); err != nil {
+		return opts, err
 	}
 	for _, s := range strings.Split(seeds, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			cfg.Seeds = append(cfg.Seeds, s)
 		}
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return cfg, 0, fmt.Errorf("log-level: %w", err)
+	if err := opts.logLevel.UnmarshalText([]byte(level)); err != nil {
+		return opts, fmt.Errorf("log-level: %w", err)
 	}
-	return cfg, lvl, nil
+	return opts, nil
+}
+
+// limitChecks validates the limit flags after parsing: each names its flag.
+type limitChecks []func() error
+
+func (c limitChecks) validate() error {
+	for _, check := range c {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// limitFlags defines the flags of the limits an operator has a reason to change, defaulting
+// to input.DefaultLimits(), and returns their checks. Every silo of a cluster must run with
+// the same limits.
+func limitFlags(fs *flag.FlagSet, lim *input.Limits) limitChecks {
+	*lim = input.DefaultLimits()
+	var checks limitChecks
+	positive := func(name string, value func() int64) {
+		checks = append(checks, func() error {
+			if v := value(); v <= 0 {
+				return fmt.Errorf("%s: must be positive, got %d", name, v)
+			}
+			return nil
+		})
+	}
+	intFlag := func(name string, v *int, usage string) {
+		fs.IntVar(v, name, *v, usage)
+		positive(name, func() int64 { return int64(*v) })
+	}
+	uintFlag := func(name string, v *uint64, usage string) {
+		fs.Uint64Var(v, name, *v, usage)
+		positive(name, func() int64 { return int64(min(*v, 1<<62)) })
+	}
+	durationFlag := func(name string, v *int64, usage string) {
+		fs.Var((*microsFlag)(v), name, usage)
+		checks = append(checks, func() error {
+			if *v < input.Second {
+				return fmt.Errorf("%s: must be at least 1s, got %v", name, time.Duration(*v)*time.Microsecond)
+			}
+			return nil
+		})
+	}
+	intFlag("max-payload-bytes", &lim.MaxPayloadBytes, "largest message payload (JSON bytes)")
+	intFlag("max-headers-bytes", &lim.MaxHeadersBytes, "largest message headers (JSON bytes)")
+	intFlag("max-state-bytes", &lim.MaxStateBytes, "largest saga state (JSON bytes)")
+	uintFlag("max-lane-messages", &lim.MaxLaneMessages, "most live messages in one lane (quota)")
+	uintFlag("max-lane-bytes", &lim.MaxLaneBytes, "most payload and header bytes in one lane (quota)")
+	intFlag("max-mutations-per-batch", &lim.MaxMutationsPerBatch, "most mutations in one command")
+	durationFlag("receipt-retention", &lim.ReceiptRetentionMicros, "how long a command's receipt is kept for replay")
+	durationFlag("ledger-retention", &lim.LedgerRetentionMicros, "how long an occurrence ledger record is kept after its last write")
+	durationFlag("tombstone-retention", &lim.TombstoneRetentionMicros, "how long an acked or expired message id stays taken")
+	durationFlag("max-lease", &lim.MaxLeaseMicros, "longest lease a receive may ask for")
+	checks = append(checks, func() error {
+		if lim.MaxLeaseMicros < lim.DefaultLeaseMicros {
+			return fmt.Errorf("max-lease: must be at least the default lease %v, got %v",
+				time.Duration(lim.DefaultLeaseMicros)*time.Microsecond, time.Duration(lim.MaxLeaseMicros)*time.Microsecond)
+		}
+		return nil
+	})
+	return checks
+}
+
+// microsFlag is a duration flag stored in microseconds.
+type microsFlag int64
+
+// String renders the duration.
+func (m *microsFlag) String() string { return (time.Duration(*m) * time.Microsecond).String() }
+
+// Set parses a Go duration ("24h", "90s").
+func (m *microsFlag) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	*m = microsFlag(d.Microseconds())
+	return nil
 }

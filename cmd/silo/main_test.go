@@ -1,23 +1,37 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/chaos"
+	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/grains/input"
 )
 
 func TestFlagsOverrideEnvironment(t *testing.T) {
 	env := map[string]string{"ORRERY_DATA": "/env/data", "ORRERY_PORT": "9000", "ORRERY_SEEDS": "a:1, b:2", "ORRERY_GOSSIP_PORT": "9001", "ORRERY_COORDINATOR_EMITS": "true"}
-	cfg, _, err := parseConfig([]string{"--port", "9100"}, func(k string) string { return env[k] })
+	opts, err := parseConfig([]string{"--port", "9100"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := opts.silo
 	if cfg.DataDir != "/env/data" || cfg.Port != 9100 || cfg.GossipPort != 9001 || strings.Join(cfg.Seeds, ",") != "a:1,b:2" || !cfg.CoordinatorEmits {
 		t.Fatalf("config %+v", cfg)
 	}
 }
 
 func TestBadInputNamesTheSetting(t *testing.T) {
-	_, _, err := parseConfig(nil, func(k string) string {
+	_, err := parseConfig(nil, func(k string) string {
 		if k == "ORRERY_PARTITIONS" {
 			return "many"
 		}
@@ -26,7 +40,134 @@ func TestBadInputNamesTheSetting(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ORRERY_PARTITIONS") {
 		t.Fatalf("error %v should name ORRERY_PARTITIONS", err)
 	}
-	if _, _, err := parseConfig([]string{"--log-level", "loud"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "log-level") {
+	if _, err := parseConfig([]string{"--log-level", "loud"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "log-level") {
 		t.Fatalf("error %v should name log-level", err)
+	}
+}
+
+// TestMaxProcsDefaultsToSeveralPerCPUUnlessTheOperatorChose: by default the binary runs with
+// defaultProcsPerCPU per processor Go chose; the GOMAXPROCS environment variable or a
+// negative --max-procs leaves it alone; an explicit value is taken.
+func TestMaxProcsDefaultsToSeveralPerCPUUnlessTheOperatorChose(t *testing.T) {
+	none := func(string) string { return "" }
+	operator := func(k string) string {
+		if k == "GOMAXPROCS" {
+			return "3"
+		}
+		return ""
+	}
+	opts, err := parseConfig(nil, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flag   int
+		getenv func(string) string
+		want   int
+	}{{opts.maxProcs, none, defaultProcsPerCPU * 2}, {5, none, 5}, {0, operator, 0}, {5, operator, 5}, {-1, none, 0}} {
+		if got := maxProcs(c.flag, c.getenv, 2); got != c.want {
+			t.Errorf("maxProcs(%d, GOMAXPROCS=%q, 2) = %d, want %d", c.flag, c.getenv("GOMAXPROCS"), got, c.want)
+		}
+	}
+	if opts, err := parseConfig([]string{"--max-procs", "7"}, none); err != nil || opts.maxProcs != 7 {
+		t.Errorf("--max-procs 7: %d (%v)", opts.maxProcs, err)
+	}
+}
+
+// TestASecondSiloOnTheSameDataRootExits: a silo started on a data root another silo process
+// holds (other ports, its own cluster) exits non-zero within --open-timeout with the lock
+// error, and never says it is ready.
+func TestASecondSiloOnTheSameDataRootExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real silo processes")
+	}
+	first := chaos.StartSilo(t, &chaos.SiloSpec{DataDir: t.TempDir(), Partitions: 4})
+	const bound = 3 * time.Second
+	cmd := exec.Command(chaos.BuildSilo(t), "--data", first.Spec.DataDir, "--partitions", "4",
+		"--port", fmt.Sprint(chaos.FreePort(t)), "--gossip-port", fmt.Sprint(chaos.FreePort(t)),
+		"--admin", "127.0.0.1:0", "--open-timeout", bound.String())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+			t.Fatalf("second silo: %v, want a non-zero exit\n%s", err, out.String())
+		}
+	case <-time.After(bound + 30*time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("second silo still running %v after its open timeout\n%s", bound+30*time.Second, out.String())
+	}
+	log := out.String()
+	if strings.Contains(log, "silo ready") {
+		t.Errorf("second silo said it was ready:\n%s", log)
+	}
+	if !strings.Contains(log, "did not open within") || !strings.Contains(log, "directory lock") {
+		t.Errorf("second silo's output lacks the partitions and the lock error:\n%s", log)
+	}
+	if warns := strings.Count(log, "partition store not available"); warns > 2*4 {
+		t.Errorf("%d open-failure lines for 4 partitions in %v:\n%s", warns, bound, log)
+	}
+}
+
+// TestLimitFlags: the limit flags default to input.DefaultLimits(), take values from the
+// command line or the environment, and a bad value names its flag.
+func TestLimitFlags(t *testing.T) {
+	none := func(string) string { return "" }
+	opts, err := parseConfig(nil, none)
+	if err != nil || opts.silo.Limits != input.DefaultLimits() {
+		t.Fatalf("default limits %+v (%v)", opts.silo.Limits, err)
+	}
+	env := map[string]string{"ORRERY_MAX_PAYLOAD_BYTES": "1024", "ORRERY_LEDGER_RETENTION": "48h"}
+	opts, err = parseConfig([]string{"--max-lane-messages", "7", "--max-lease", "1m", "--max-mutations-per-batch", "9",
+		"--max-headers-bytes", "100", "--max-state-bytes", "200", "--max-lane-bytes", "300", "--receipt-retention", "2h",
+		"--tombstone-retention", "3h"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := input.DefaultLimits()
+	want.MaxPayloadBytes, want.LedgerRetentionMicros, want.MaxLaneMessages, want.MaxLeaseMicros = 1024, 48*3600*input.Second, 7, 60*input.Second
+	want.MaxMutationsPerBatch, want.MaxHeadersBytes, want.MaxStateBytes, want.MaxLaneBytes = 9, 100, 200, 300
+	want.ReceiptRetentionMicros, want.TombstoneRetentionMicros = 2*3600*input.Second, 3*3600*input.Second
+	if opts.silo.Limits != want {
+		t.Fatalf("limits %+v, want %+v", opts.silo.Limits, want)
+	}
+	for _, bad := range [][]string{{"--max-payload-bytes", "0"}, {"--max-lane-messages", "0"}, {"--max-lease", "1s"},
+		{"--ledger-retention", "10ms"}, {"--max-state-bytes", "-5"}, {"--receipt-retention", "soon"}} {
+		if _, err := parseConfig(bad, none); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(bad[0], "--")) {
+			t.Errorf("%v: error %v should name the flag", bad, err)
+		}
+	}
+}
+
+// TestASmallerMaxPayloadIsEnforced: a silo started with ORRERY_MAX_PAYLOAD_BYTES refuses a
+// larger enqueue with a Validation error naming the payload.
+func TestASmallerMaxPayloadIsEnforced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real silo processes")
+	}
+	p := chaos.StartSilo(t, &chaos.SiloSpec{DataDir: t.TempDir(), Partitions: 4, Env: []string{"ORRERY_MAX_PAYLOAD_BYTES=1024"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{p.GossipAddress()}, Options: client.Options{Logger: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	lane := &orreryv1.Lane{Namespace: "limits", Queue: "q", Key: "k"}
+	small := `{"x":"` + strings.Repeat("a", 900) + `"}`
+	if _, err := c.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "small", PayloadJson: small}); err != nil {
+		t.Fatalf("a payload under the limit: %v", err)
+	}
+	large := `{"x":"` + strings.Repeat("a", 1100) + `"}`
+	_, err = c.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "large", PayloadJson: large})
+	if e := orrery.AsError(err); e.Code != orrery.CodeValidation || !strings.HasSuffix(e.Field, "payload_json") {
+		t.Fatalf("a payload over the limit: %v (field %q)", err, e.Field)
 	}
 }

@@ -2,7 +2,7 @@
 // and prints what happens: a schedule every 2 s, a saga with a 5 s deadline, the due scan a
 // coordinator runs, the commands it sends back, and a worker receiving and acking. Logged time
 // is simulated (it advances in steps, no waiting), so the run is instant and reproducible.
-// It is what `make run` starts until the silo binary exists.
+// `make walkthrough` runs it; `make run` starts a real silo.
 package main
 
 import (
@@ -98,5 +98,5 @@ func main() {
 			}
 		}
 	}
-	fmt.Println("Done. The silo (make run once it exists) does the same with Badger, timers and a cluster.")
+	fmt.Println("Done. A silo (make run) does the same on Badger, with real time and a cluster; make quickstart shows it.")
 }

@@ -1,13 +1,16 @@
 // Command quickstart shows Orrery from a Go program: it starts an embedded silo (or, with
 // --seeds, dials a running cluster), configures a schedule every 2 s and a saga with a 5 s
-// deadline, and prints the occurrences and the saga's timeout as a worker receives them.
+// deadline, and prints the occurrences and the saga's timeout as a worker receives them. Each
+// run uses a namespace of its own (quickstart-<random>), prints its ids and the admin URLs to
+// look at them, and cancels its schedule on exit, so no run receives another's messages.
 //
 //	go run ./examples/quickstart                      # embedded silo, data in a temp dir
-//	go run ./examples/quickstart --seeds 127.0.0.1:7382   # against `make run`
+//	go run ./examples/quickstart --seeds 127.0.0.1:7382   # against `make run` (admin 127.0.0.1:7380)
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/silo"
@@ -24,15 +28,18 @@ import (
 
 func main() {
 	seeds := flag.String("seeds", "", "gossip address of a running silo (empty: start an embedded one)")
+	admin := flag.String("admin", silo.DefaultAdmin, "admin address of the silo --seeds names, for the URLs printed")
 	runFor := flag.Duration("for", 12*time.Second, "how long to run")
 	flag.Parse()
-	if err := run(os.Stdout, *seeds, *runFor); err != nil {
+	if err := run(os.Stdout, *seeds, *admin, *runFor); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out io.Writer, seeds string, runFor time.Duration) error {
+// run runs the example against seeds (empty: an embedded silo, whose admin address replaces
+// admin) for runFor.
+func run(out io.Writer, seeds, admin string, runFor time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), runFor+30*time.Second)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -44,13 +51,13 @@ func run(out io.Writer, seeds string, runFor time.Duration) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Logger: quiet})
+		s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "127.0.0.1:0", Logger: quiet})
 		if err != nil {
 			return err
 		}
 		defer s.Stop()
 		fmt.Fprintln(out, "started an embedded silo; data in", dir)
-		c = s.Client()
+		c, admin = s.Client(), s.AdminAddress()
 	} else {
 		var err error
 		c, err = client.Dial(ctx, client.DialConfig{Seeds: []string{seeds}, Options: client.Options{Logger: quiet}})
@@ -61,26 +68,44 @@ func run(out io.Writer, seeds string, runFor time.Duration) error {
 		fmt.Fprintln(out, "joined the cluster through", seeds)
 	}
 
-	key := uuid.NewString() // a lane key of its own: the schedule, the saga and their queues share a partition
-	jobs := &orreryv1.Lane{Namespace: "quickstart", Queue: "jobs", Key: key}
+	namespace := "quickstart-" + uuid.NewString()[:8] // its own: no other run's messages
+	key := uuid.NewString()                           // the schedule, the saga and their queues share a partition
+	jobs := &orreryv1.Lane{Namespace: namespace, Queue: "jobs", Key: key}
+	scheduleID, sagaID := uuid.NewString(), uuid.NewString()
 	start := time.Now()
 	if _, err := c.ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{
-		Lane: jobs, ScheduleId: uuid.NewString(),
+		Lane: jobs, ScheduleId: scheduleID,
 		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{
 			IntervalMicros: (2 * time.Second).Microseconds(), FirstDueAtUnixMicros: start.Add(2 * time.Second).UnixMicro()}}},
 		Template: &orreryv1.MessageTemplate{PayloadJson: `{"report":"every 2 s"}`},
 	}, 0); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "configured a schedule every 2 s")
+	defer func() {
+		// Stop the schedule, or it would fire into the namespace forever; the record stays
+		// for inspection.
+		if err := cancelSchedule(c, jobs, scheduleID); err != nil {
+			fmt.Fprintln(out, "cancel the schedule:", err)
+			return
+		}
+		fmt.Fprintln(out, "cancelled schedule", scheduleID)
+	}()
+	fmt.Fprintf(out, "namespace %s, lane key %s\n", namespace, key)
+	fmt.Fprintln(out, "configured schedule", scheduleID, "every 2 s")
 	if _, err := c.CompareExchangeSaga(ctx, &orreryv1.CompareExchangeSaga{
-		Lane: jobs, SagaId: uuid.NewString(), Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{"awaiting":"payment"}`,
+		Lane: jobs, SagaId: sagaID, Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{"awaiting":"payment"}`,
 		DeadlineUnixMicros: start.Add(5 * time.Second).UnixMicro(),
 		Timeout:            &orreryv1.SagaTimeout{Queue: "timeouts", Template: &orreryv1.MessageTemplate{PayloadJson: `{"payment":"timed out"}`}},
 	}); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "created a saga waiting for payment, deadline in 5 s")
+	fmt.Fprintln(out, "created saga", sagaID, "waiting for payment, deadline in 5 s")
+	lanePath := namespace + "/jobs/" + key
+	fmt.Fprintln(out, "look at them on the admin endpoint:")
+	for _, path := range []string{"/v1/schedules/" + lanePath + "/" + scheduleID, "/v1/ledger/" + lanePath + "/" + scheduleID,
+		"/v1/sagas/" + lanePath + "/" + sagaID, "/v1/lanes/" + lanePath} {
+		fmt.Fprintf(out, "  http://%s%s\n", admin, path)
+	}
 
 	workCtx, stop := context.WithTimeout(ctx, runFor)
 	defer stop()
@@ -88,16 +113,16 @@ func run(out io.Writer, seeds string, runFor time.Duration) error {
 		at := time.Since(start).Round(time.Millisecond)
 		switch {
 		case m.Occurrence() != nil:
-			fmt.Fprintf(out, "%8v  occurrence #%d (due %v) %s\n", at, m.Occurrence().GetOrdinal(),
+			fmt.Fprintf(out, "%8v  occurrence #%d of schedule %s (due %v) %s\n", at, m.Occurrence().GetOrdinal(), m.Occurrence().GetScheduleId(),
 				time.UnixMicro(m.Occurrence().GetNominalDueAtUnixMicros()).Sub(start).Round(time.Millisecond), m.Payload())
 		case m.SagaTimeout() != nil:
-			fmt.Fprintf(out, "%8v  saga timeout %s\n", at, m.Payload())
+			fmt.Fprintf(out, "%8v  saga timeout of saga %s %s\n", at, m.SagaTimeout().GetSagaId(), m.Payload())
 		}
 		return nil
 	}
 	done := make(chan error, 2)
 	for _, queue := range []string{"jobs", "timeouts"} {
-		w := c.NewWorker(client.WorkerConfig{Namespace: "quickstart", Queue: queue, Handler: handler, Wait: 5 * time.Second})
+		w := c.NewWorker(client.WorkerConfig{Namespace: namespace, Queue: queue, Handler: handler, Wait: 5 * time.Second})
 		go func() { done <- w.Run(workCtx) }()
 	}
 	for range 2 {
@@ -107,4 +132,21 @@ func run(out io.Writer, seeds string, runFor time.Duration) error {
 	}
 	fmt.Fprintln(out, "done")
 	return nil
+}
+
+// cancelSchedule cancels a schedule at its current revision, which each occurrence it emits
+// advances: a conflict with one emitted meanwhile is retried.
+func cancelSchedule(c *client.Client, lane *orreryv1.Lane, scheduleID string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		inspection, err := c.ScheduleInspection(ctx, lane, scheduleID)
+		if err != nil {
+			return err
+		}
+		_, err = c.CancelSchedule(ctx, &orreryv1.CancelSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: inspection.GetRecord().GetRevision()})
+		if !errors.Is(err, orrery.ErrRevisionConflict) {
+			return err
+		}
+	}
 }

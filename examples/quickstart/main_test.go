@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/orreryhq/orrery/silo"
 )
 
 // syncBuffer lets the workers' handlers write concurrently.
@@ -24,7 +30,7 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 // silo (a protoactor cluster: no -race, see the Makefile).
 func TestQuickstartPrintsOccurrencesAndTheTimeout(t *testing.T) {
 	var out syncBuffer
-	if err := run(&out, "", 8*time.Second); err != nil {
+	if err := run(&out, "", "", 8*time.Second); err != nil {
 		t.Fatalf("quickstart: %v\n%s", err, out.buf.String())
 	}
 	text := out.buf.String()
@@ -33,5 +39,45 @@ func TestQuickstartPrintsOccurrencesAndTheTimeout(t *testing.T) {
 	}
 	if !strings.Contains(text, "saga timeout") {
 		t.Fatalf("no saga timeout printed:\n%s", text)
+	}
+}
+
+var scheduleLine = regexp.MustCompile(`configured schedule (\S+)`)
+
+// TestASecondRunReceivesOnlyItsOwnMessages runs the example twice against one silo: the
+// second run uses another namespace and receives occurrences of its own schedule only, and the
+// first run's schedule was cancelled when it ended.
+func TestASecondRunReceivesOnlyItsOwnMessages(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Admin: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	var outputs [2]string
+	var schedules [2]string
+	for i := range outputs {
+		var out syncBuffer
+		if err := run(&out, s.GossipAddress(), s.AdminAddress(), 6*time.Second); err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, out.buf.String())
+		}
+		outputs[i] = out.buf.String()
+		m := scheduleLine.FindStringSubmatch(outputs[i])
+		if m == nil || !strings.Contains(outputs[i], "cancelled schedule "+m[1]) || !strings.Contains(outputs[i], "http://"+s.AdminAddress()+"/v1/schedules/") {
+			t.Fatalf("run %d printed no schedule id, admin URL or cancellation:\n%s", i, outputs[i])
+		}
+		schedules[i] = m[1]
+	}
+	if strings.Count(outputs[1], "occurrence #") < 1 {
+		t.Fatalf("the second run received no occurrence:\n%s", outputs[1])
+	}
+	for _, line := range strings.Split(outputs[1], "\n") {
+		if strings.Contains(line, "occurrence #") && !strings.Contains(line, "of schedule "+schedules[1]) {
+			t.Errorf("the second run received another run's occurrence: %s", line)
+		}
+	}
+	if strings.Count(outputs[1], "saga timeout") != 1 {
+		t.Errorf("the second run received %d saga timeouts, want its own one:\n%s", strings.Count(outputs[1], "saga timeout"), outputs[1])
 	}
 }

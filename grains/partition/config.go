@@ -85,8 +85,6 @@ type Config struct {
 	// 138 against 402 and 509 ms, p50 4.6 and 4.3 against 2.7 and 3.0 ms, and the worker
 	// handled 62 and 67 % within the run against 46 and 44 %.
 	BusyApplyGap time.Duration
-	// Silo names this silo in status replies.
-	Silo string
 	// Registry, when set, tracks live activations for a graceful shutdown.
 	Registry *Registry
 	// Logger receives the grain's logs (default slog.Default()).

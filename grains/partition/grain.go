@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -38,6 +39,10 @@ func Props(cfg Config, partition int) *actor.Props {
 // mailboxThroughput is how many messages a partition's mailbox processes per turn on the
 // shared goroutine pool (protoactor's default).
 const mailboxThroughput = 300
+
+// openWarnEvery is the least time between two WARN records of one activation's failed opens;
+// the attempts between log at DEBUG.
+const openWarnEvery = 10 * time.Second
 
 // maxVisibilityFloors bounds the queues whose visibility floors a partition remembers.
 const maxVisibilityFloors = 4096
@@ -87,13 +92,18 @@ type pending struct {
 type grain struct {
 	cfg       Config
 	partition int
-	applier   batch.Applier
-	log       *slog.Logger
+	// silo is the id of the actor system hosting the activation (the silo's member id), which
+	// status replies name.
+	silo    string
+	applier batch.Applier
+	log     *slog.Logger
 
 	store     *persistence.Store
 	openErr   error
 	openDelay time.Duration
 	openTimer *time.Timer
+	// openWarned is when a failed open last logged at WARN (see openWarnEvery).
+	openWarned time.Time
 	// applyRunner and syncRunner run the activation's applies and syncs (see runner).
 	applyRunner, syncRunner runner
 	// applying is set while a group applies; applyDone is closed when it has.
@@ -164,6 +174,7 @@ type grain struct {
 func (g *grain) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		g.silo = ctx.ActorSystem().ID
 		g.cfg.Registry.add(ctx.Self())
 		if g.partition >= 0 {
 			g.open(ctx)
@@ -226,7 +237,11 @@ func (g *grain) open(ctx actor.Context) {
 	if err != nil {
 		g.openErr = err
 		g.openDelay = min(max(2*g.openDelay, 50*time.Millisecond), g.cfg.OpenRetryMax)
-		g.log.Warn("partition store not available; retrying", "err", err, "retry_in", g.openDelay)
+		level := slog.LevelDebug
+		if now := time.Now(); now.Sub(g.openWarned) >= openWarnEvery {
+			level, g.openWarned = slog.LevelWarn, now
+		}
+		g.log.Log(context.Background(), level, "partition store not available; retrying", "err", err, "retry_in", g.openDelay)
 		self, root := ctx.Self(), ctx.ActorSystem().Root
 		g.openTimer = time.AfterFunc(g.openDelay, func() { root.Send(self, &retryOpen{}) })
 		return

@@ -158,6 +158,9 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 			if err := input.Lane("lane", t.Schedule.GetLane(), false); err != nil {
 				return err
 			}
+			if err := input.UUID("schedule_id", t.Schedule.GetScheduleId()); err != nil {
+				return err
+			}
 			rec, found, err := schedule.Load(r, t.Schedule.GetLane(), t.Schedule.GetScheduleId())
 			reply.Found, reply.Schedule = found, rec
 			if err != nil || !found {
@@ -206,7 +209,7 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 			reply.Partition = &orreryv1.PartitionStatus{
 				Partition: int32(g.partition), ActivationEpoch: g.store.Epoch(), LoggedTimeUnixMicros: logged,
 				AppliedIndex: index, NextDueAtUnixMicros: next, PendingCommands: uint32(g.queued()),
-				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(), Silo: g.cfg.Silo,
+				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(), Silo: g.silo,
 				Partitions: int32(g.cfg.Partitions), EnqueuedTotal: enqueued,
 				CommandLimits: cluster.CommandLimits(g.cfg.Limits),
 			}
