@@ -31,7 +31,7 @@ func (c *Client) command(ctx context.Context, partition int, mutations []*orrery
 	if err := c.checkSizes(req); err != nil {
 		return nil, nil, false, err
 	}
-	err = c.retrying(ctx, "command", partition, func() error {
+	err = c.retrying(ctx, "command", partition, o.onRetry, func() error {
 		reply, err := c.transport.Command(ctx, partition, req)
 		if err != nil {
 			return transportError(err)
@@ -64,7 +64,7 @@ func (c *Client) inspect(ctx context.Context, partition int, req *orreryv1.Inspe
 		return nil, err
 	}
 	var reply *orreryv1.InspectReply
-	err := c.retrying(ctx, "inspect", partition, func() error {
+	err := c.retrying(ctx, "inspect", partition, nil, func() error {
 		r, err := c.transport.Inspect(ctx, partition, req)
 		if err != nil {
 			return transportError(err)
@@ -82,8 +82,9 @@ func (c *Client) inspect(ctx context.Context, partition int, req *orreryv1.Inspe
 }
 
 // retrying runs attempt until it succeeds, fails with a code that is not retriable, the
-// policy's attempts are spent, or ctx ends. attempt returns *orrery.Error values.
-func (c *Client) retrying(ctx context.Context, op string, partition int, attempt func() error) error {
+// policy's attempts are spent, or ctx ends. attempt returns *orrery.Error values. onRetry, when
+// set, hears of every retriable failure before its backoff.
+func (c *Client) retrying(ctx context.Context, op string, partition int, onRetry func(error), attempt func() error) error {
 	var lastErr error
 	for n := 0; ; n++ {
 		if ctx.Err() != nil {
@@ -100,6 +101,9 @@ func (c *Client) retrying(ctx context.Context, op string, partition int, attempt
 			return stopped(ctx, op, partition, n+1, err)
 		}
 		lastErr = err
+		if onRetry != nil {
+			onRetry(err)
+		}
 		if c.retry.MaxAttempts > 0 && n+1 >= c.retry.MaxAttempts {
 			return orrery.Wrap(orrery.CodeUnavailable, err, "%s on partition %d: gave up after %d attempts", op, partition, n+1)
 		}

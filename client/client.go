@@ -160,6 +160,7 @@ type callOptions struct {
 	commandID    string
 	allOrNothing bool
 	receipt      *Receipt
+	onRetry      func(error) // hears of each retriable failed attempt (see retrying)
 }
 
 // WithCommandID sends the call under the caller's command id instead of a fresh one. Sending
@@ -187,6 +188,12 @@ type Receipt struct {
 // time and every result.
 func WithReceipt(receipt *Receipt) CallOption {
 	return func(o *callOptions) { o.receipt = receipt }
+}
+
+// withRetryObserver has onRetry hear of every retriable failed attempt of the call, before its
+// backoff (the worker tracks unreachable partitions with it).
+func withRetryObserver(onRetry func(error)) CallOption {
+	return func(o *callOptions) { o.onRetry = onRetry }
 }
 
 func (c *Client) callOptions(opts []CallOption) callOptions {

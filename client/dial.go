@@ -30,7 +30,9 @@ type DialConfig struct {
 	// fails once it passes (or ctx ends first) with an Unavailable error naming each seed and
 	// what it answered: nothing listening, not a gossip port, another cluster's name.
 	JoinTimeout time.Duration
-	// Options configure the client (principal, retries, logger). When Options.Limits is nil,
+	// Options configure the client (principal, retries, logger). Options.Logger also receives
+	// the cluster layer's warnings (protoactor, memberlist); when it is nil those go to
+	// slog.Default() while the client's own diagnostics are discarded. When Options.Limits is nil,
 	// Dial asks partition 0 for the cluster's limits (DefaultLimits when it reports none).
 	Options Options
 }

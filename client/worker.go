@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -260,19 +261,19 @@ func (r *run) poll(partition int) error {
 			r.fetching.Add(-1)
 		}
 	}()
-	failures := 0
+	var health partitionHealth
 	for r.ctx.Err() == nil {
 		if !fetching {
 			sent := time.Now()
-			msgs, more, err := r.receive(partition, 1, r.cfg.Wait)
+			msgs, more, err := r.receive(partition, 1, r.cfg.Wait, &health)
 			answered := time.Now()
 			if err != nil {
-				if err := r.receiveFailed(partition, err, sent, &failures); err != nil {
+				if err := r.receiveFailed(partition, err, &health); err != nil {
 					return err
 				}
 				continue
 			}
-			r.received(partition, &failures)
+			r.received(partition, &health)
 			for i, qm := range msgs {
 				d := r.newDelivery(partition, qm, sent, answered)
 				switch r.waitSlot(d) {
@@ -295,16 +296,16 @@ func (r *run) poll(partition int) error {
 			return nil
 		}
 		sent := time.Now()
-		msgs, more, err := r.receive(partition, n, 0)
+		msgs, more, err := r.receive(partition, n, 0, &health)
 		answered := time.Now()
 		if err != nil {
 			r.putSlots(n)
-			if err := r.receiveFailed(partition, err, sent, &failures); err != nil {
+			if err := r.receiveFailed(partition, err, &health); err != nil {
 				return err
 			}
 			continue
 		}
-		r.received(partition, &failures)
+		r.received(partition, &health)
 		r.putSlots(n - len(msgs))
 		for _, qm := range msgs {
 			r.start(r.newDelivery(partition, qm, sent, answered))
@@ -317,55 +318,88 @@ func (r *run) poll(partition int) error {
 	return nil
 }
 
-// receiveGrace is how long past its wait a receive may take, retries included, before it
-// counts as failed (DeadlineExceeded), so that a worker notices an unreachable partition.
-const receiveGrace = 5 * time.Second
-
 // receive asks partition for up to maxMessages, waiting up to wait for the first; more reports
 // that visible messages remained beyond those returned. A receive that leases is not cut short
 // when the run stops: it gets up to SettleTimeout more, and what it leased is released (see
-// Client.Receive).
-func (r *run) receive(partition, maxMessages int, wait time.Duration) (msgs []*orreryv1.QueueMessage, more bool, err error) {
-	ctx, cancel := context.WithTimeout(r.ctx, wait+receiveGrace)
-	defer cancel()
+// Client.Receive). The client retries failed attempts for as long as the run lasts; once they
+// have failed for UnreachableTimeout the receive gives up with an unreachableError.
+func (r *run) receive(partition, maxMessages int, wait time.Duration, health *partitionHealth) (msgs []*orreryv1.QueueMessage, more bool, err error) {
+	ctx, giveUp := context.WithCancelCause(r.ctx)
+	defer giveUp(nil)
+	observe := withRetryObserver(func(err error) {
+		if unreachable := r.attemptFailed(partition, err, health); unreachable != nil {
+			giveUp(unreachable)
+		}
+	})
 	res, err := r.w.c.receive(ctx, partition, &orreryv1.Receive{
 		Namespace:           r.cfg.Namespace,
 		Queue:               r.cfg.Queue,
 		Max:                 uint32(maxMessages),
 		LeaseDurationMicros: r.cfg.LeaseDuration.Microseconds(),
 		Owner:               r.cfg.Owner,
-	}, wait, r.cfg.SettleTimeout)
+	}, wait, r.cfg.SettleTimeout, observe)
+	var unreachable *unreachableError
+	if err != nil && r.ctx.Err() == nil && errors.As(context.Cause(ctx), &unreachable) {
+		return nil, false, unreachable
+	}
 	return res.GetMessages(), res.GetMore(), err
+}
+
+// partitionHealth is a poller's view of its partition's reachability.
+type partitionHealth struct {
+	failures int       // failed receives in a row (the backoff of receiveFailed)
+	since    time.Time // the first failed attempt of the current run of failures; zero: healthy
+}
+
+// unreachableError is how a receive gives up once its attempts have failed for
+// UnreachableTimeout; it stops the run.
+type unreachableError struct{ err error }
+
+func (e *unreachableError) Error() string { return e.err.Error() }
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// attemptFailed records a failed receive attempt of partition and returns an unreachableError
+// once its attempts have failed for UnreachableTimeout.
+func (r *run) attemptFailed(partition int, err error, health *partitionHealth) *unreachableError {
+	now := time.Now()
+	if health.since.IsZero() {
+		health.since = now
+	}
+	r.healthMu.Lock()
+	r.failing[partition] = PartitionFailure{Partition: partition, Since: health.since, Err: err}
+	r.healthMu.Unlock()
+	bound := r.cfg.UnreachableTimeout
+	if bound <= 0 || now.Sub(health.since) < bound {
+		return nil
+	}
+	r.w.c.log.Error("orrery worker: partition unreachable, stopping", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue,
+		"partition", partition, "since", health.since, "err", err)
+	return &unreachableError{orrery.Wrap(orrery.CodeUnavailable, err, "worker %s/%s: every receive attempt on partition %d failed for %v",
+		r.cfg.Namespace, r.cfg.Queue, partition, now.Sub(health.since).Round(time.Millisecond))}
 }
 
 // receiveFailed decides what a failed receive means: nil to go on (the run is stopping, or the
 // failure is retriable: it backs off first), or the error that stops the run (not retriable,
-// or the partition's receives have failed for UnreachableTimeout).
-func (r *run) receiveFailed(partition int, err error, sent time.Time, failures *int) error {
+// or the partition unreachable for UnreachableTimeout).
+func (r *run) receiveFailed(partition int, err error, health *partitionHealth) error {
 	if r.ctx.Err() != nil {
 		return nil
+	}
+	var unreachable *unreachableError
+	if errors.As(err, &unreachable) {
+		return unreachable.err
 	}
 	if !orrery.Retriable(orrery.CodeOf(err)) {
 		r.w.c.log.Error("orrery worker: receive failed, stopping", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue, "partition", partition, "err", err)
 		return err
 	}
-	r.healthMu.Lock()
-	since := sent
-	if f, ok := r.failing[partition]; ok {
-		since = f.Since
-	}
-	r.failing[partition] = PartitionFailure{Partition: partition, Since: since, Err: err}
-	r.healthMu.Unlock()
-	if bound := r.cfg.UnreachableTimeout; bound > 0 && time.Since(since) >= bound {
-		r.w.c.log.Error("orrery worker: partition unreachable, stopping", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue,
-			"partition", partition, "since", since, "err", err)
-		return orrery.Wrap(orrery.CodeUnavailable, err, "worker %s/%s: every receive of partition %d failed for %v",
-			r.cfg.Namespace, r.cfg.Queue, partition, time.Since(since).Round(time.Millisecond))
+	if unreachable := r.attemptFailed(partition, err, health); unreachable != nil {
+		return unreachable.err
 	}
 	r.w.c.log.Warn("orrery worker: receive failed, backing off", "partition", partition, "err", err)
-	timer := time.NewTimer(r.w.c.retry.Delay(*failures, r.w.c.retry.Jitter()))
+	timer := time.NewTimer(r.w.c.retry.Delay(health.failures, r.w.c.retry.Jitter()))
 	defer timer.Stop()
-	*failures++
+	health.failures++
 	select {
 	case <-r.ctx.Done():
 	case <-timer.C:
@@ -373,12 +407,12 @@ func (r *run) receiveFailed(partition int, err error, sent time.Time, failures *
 	return nil
 }
 
-// received records a successful receive of partition: it is no longer failing.
-func (r *run) received(partition int, failures *int) {
-	if *failures == 0 {
+// received records a successful receive of partition: it is reachable.
+func (r *run) received(partition int, health *partitionHealth) {
+	if health.since.IsZero() && health.failures == 0 {
 		return
 	}
-	*failures = 0
+	*health = partitionHealth{}
 	r.healthMu.Lock()
 	delete(r.failing, partition)
 	r.healthMu.Unlock()

@@ -175,7 +175,7 @@ func (p *partition) inspect(req *orreryv1.InspectRequest, partitions int, nowMic
 	case *orreryv1.InspectRequest_Lane:
 		reply.Error = checkLane(target.Lane.GetLane(), p.index, partitions)
 		if reply.Error == nil {
-			reply.Messages, reply.NextAfterId, err = queue.ListLane(p.store, target.Lane.GetLane(), target.Lane.GetAfterId(), int(target.Lane.GetMaxMessages()))
+			reply.Messages, reply.NextAfterId, err = queue.ListLane(p.store, target.Lane.GetLane(), target.Lane.GetAfterId(), int(target.Lane.GetMaxMessages()), queue.MaxLanePageBytes)
 			reply.Found = err == nil
 		}
 	case *orreryv1.InspectRequest_Partition:

@@ -2,13 +2,14 @@
 // ORRERY_<FLAG> (upper case, '-' as '_'); a flag on the command line wins.
 //
 //	silo --data ./data --host 127.0.0.1 --port 7381 --gossip-port 7382 --admin 127.0.0.1:7380
-//	silo --data ./data2 --port 7391 --gossip-port 7392 --admin 127.0.0.1:7390 --seeds 127.0.0.1:7382
+//	silo --data ./data --port 7391 --gossip-port 7392 --admin 127.0.0.1:7390 --seeds 127.0.0.1:7382
 //
-// It prints one line "silo ready ..." with its addresses once it serves and every partition the
-// topology places on it has opened (when they do not within --open-timeout, it exits with
-// status 2 and their error), shuts down gracefully
-// on SIGTERM or SIGINT (stop coordinating, close partitions, leave the cluster), and exits with
-// status 1 if the cluster fences it.
+// (Several silos of one host share one data root, whose directory locks fence each partition
+// to one silo at a time.) It prints one line "silo ready ..." with its addresses once it serves
+// and every partition the topology places on it has opened (when they do not within
+// --open-timeout, it exits with status 2 and their error), shuts down gracefully on SIGTERM or
+// SIGINT (stop coordinating, close partitions, leave the cluster), and exits with status 1 if
+// the cluster fences it.
 //
 // Unless --max-procs or the GOMAXPROCS environment variable says otherwise, it runs with
 // GOMAXPROCS at defaultProcsPerCPU times what Go chose: each partition blocks its thread in

@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/silo"
@@ -71,27 +69,26 @@ func run(out io.Writer, seeds, admin string, runFor time.Duration) error {
 	namespace := "quickstart-" + uuid.NewString()[:8] // its own: no other run's messages
 	key := uuid.NewString()                           // the schedule, the saga and their queues share a partition
 	jobs := &orreryv1.Lane{Namespace: namespace, Queue: "jobs", Key: key}
-	scheduleID, sagaID := uuid.NewString(), uuid.NewString()
 	start := time.Now()
-	if _, err := c.ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{
-		Lane: jobs, ScheduleId: scheduleID,
-		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{
-			IntervalMicros: (2 * time.Second).Microseconds(), FirstDueAtUnixMicros: start.Add(2 * time.Second).UnixMicro()}}},
-		Template: &orreryv1.MessageTemplate{PayloadJson: `{"report":"every 2 s"}`},
-	}, 0); err != nil {
+	def := client.NamedSchedule(jobs, "report", client.Every(2*time.Second, start.Add(2*time.Second)), `{"report":"every 2 s"}`)
+	scheduleID, sagaID := def.GetScheduleId(), uuid.NewString()
+	if _, err := c.ConfigureSchedule(ctx, def, 0); err != nil {
 		return err
 	}
 	defer func() {
 		// Stop the schedule, or it would fire into the namespace forever; the record stays
 		// for inspection.
-		if err := cancelSchedule(c, jobs, scheduleID); err != nil {
+		cancelCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := c.CancelSchedule(cancelCtx, &orreryv1.CancelSchedule{Lane: jobs, ScheduleId: scheduleID, AnyRevision: true})
+		if err != nil {
 			fmt.Fprintln(out, "cancel the schedule:", err)
 			return
 		}
 		fmt.Fprintln(out, "cancelled schedule", scheduleID)
 	}()
 	fmt.Fprintf(out, "namespace %s, lane key %s\n", namespace, key)
-	fmt.Fprintln(out, "configured schedule", scheduleID, "every 2 s")
+	fmt.Fprintln(out, "configured schedule", scheduleID, "named \"report\", every 2 s")
 	if _, err := c.CompareExchangeSaga(ctx, &orreryv1.CompareExchangeSaga{
 		Lane: jobs, SagaId: sagaID, Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{"awaiting":"payment"}`,
 		DeadlineUnixMicros: start.Add(5 * time.Second).UnixMicro(),
@@ -132,21 +129,4 @@ func run(out io.Writer, seeds, admin string, runFor time.Duration) error {
 	}
 	fmt.Fprintln(out, "done")
 	return nil
-}
-
-// cancelSchedule cancels a schedule at its current revision, which each occurrence it emits
-// advances: a conflict with one emitted meanwhile is retried.
-func cancelSchedule(c *client.Client, lane *orreryv1.Lane, scheduleID string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		inspection, err := c.ScheduleInspection(ctx, lane, scheduleID)
-		if err != nil {
-			return err
-		}
-		_, err = c.CancelSchedule(ctx, &orreryv1.CancelSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: inspection.GetRecord().GetRevision()})
-		if !errors.Is(err, orrery.ErrRevisionConflict) {
-			return err
-		}
-	}
 }

@@ -89,7 +89,7 @@ func TestScheduleReplacementFixture(t *testing.T) {
 	if rec.GetNextOrdinal() != 2 {
 		t.Fatalf("generation 2 watermark %d, want exactly 2", rec.GetNextOrdinal())
 	}
-	msgs, _, err := queue.ListLane(v, lane, "", 100)
+	msgs, _, err := queue.ListLane(v, lane, "", 100, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestFailingMutationLeavesNoWritesOthersApply(t *testing.T) {
 	if !errors.Is(resultErr(rs[2]), orrery.ErrValidation) || rs[2].GetError().GetField() != "mutations[2].enqueue.payload_json" {
 		t.Fatalf("result 2: %v", rs[2])
 	}
-	msgs, _, _ := queue.ListLane(v, lane, "", 10)
+	msgs, _, _ := queue.ListLane(v, lane, "", 10, 0)
 	if len(msgs) != 2 || msgs[0].GetId() != "m1" || msgs[1].GetId() != "m3" {
 		t.Fatalf("messages %v", msgs)
 	}
@@ -183,7 +183,7 @@ func TestQuotaFailureRollsBackWholeBatch(t *testing.T) {
 		t.Fatalf("receipt %v", out.Receipt)
 	}
 	// Only the inbox entry was written: replay returns the same failure.
-	if msgs, _, _ := queue.ListLane(v, lane, "", 10); len(msgs) != 0 {
+	if msgs, _, _ := queue.ListLane(v, lane, "", 10, 0); len(msgs) != 0 {
 		t.Fatalf("rolled-back batch left messages %v", msgs)
 	}
 	if _, found, _ := schedule.Load(v, lane, scheduleID); found {
@@ -207,7 +207,7 @@ func TestAllOrNothingRollsBackOnAnyFailure(t *testing.T) {
 	if !errors.Is(orrery.FromProto(out.Receipt.GetError()), orrery.ErrNotFound) || out.Receipt.GetError().GetField() != "mutations[1].configure_schedule.definition.schedule_id" {
 		t.Fatalf("receipt %v", out.Receipt)
 	}
-	if msgs, _, _ := queue.ListLane(v, lane, "", 10); len(msgs) != 0 {
+	if msgs, _, _ := queue.ListLane(v, lane, "", 10, 0); len(msgs) != 0 {
 		t.Fatalf("all-or-nothing left messages %v", msgs)
 	}
 }
@@ -294,7 +294,7 @@ func TestPartitionRecordLimitRollsBackBatch(t *testing.T) {
 	if !errors.Is(orrery.FromProto(r.GetError()), orrery.ErrQuotaExceeded) || r.GetError().GetField() != "mutations[1].compare_exchange_saga.partition" {
 		t.Fatalf("second record: %v", r)
 	}
-	if msgs, _, _ := queue.ListLane(v, lane, "", 10); len(msgs) != 1 {
+	if msgs, _, _ := queue.ListLane(v, lane, "", 10, 0); len(msgs) != 1 {
 		t.Fatalf("the rolled-back batch's enqueue stayed: %v", msgs)
 	}
 }
@@ -313,7 +313,7 @@ func TestMisroutedLaneIsRefused(t *testing.T) {
 			t.Fatalf("result %d: %v, want Validation on %s", i, r, field)
 		}
 	}
-	if msgs, _, _ := queue.ListLane(v, lane, "", 10); len(msgs) != 0 {
+	if msgs, _, _ := queue.ListLane(v, lane, "", 10, 0); len(msgs) != 0 {
 		t.Fatal("a misrouted enqueue was written")
 	}
 	a.Partition = home

@@ -51,10 +51,10 @@ func TestOwnBatchStoresNoReceiptAndFailsMutationsAlone(t *testing.T) {
 	if err := resultErr(rc.GetResults()[1]); err != nil || len(rc.GetResults()[1].GetSchedule().GetEnqueuedIds()) != 1 {
 		t.Fatalf("emit into the other lane: %v", rc.GetResults()[1])
 	}
-	if msgs, _, _ := queue.ListLane(v, lane, "", 10); len(msgs) != 1 {
+	if msgs, _, _ := queue.ListLane(v, lane, "", 10, 0); len(msgs) != 1 {
 		t.Fatalf("%d messages in the lane with room, want 1", len(msgs))
 	}
-	if msgs, _, _ := queue.ListLane(v, full, "", 10); len(msgs) != 1 {
+	if msgs, _, _ := queue.ListLane(v, full, "", 10, 0); len(msgs) != 1 {
 		t.Fatalf("%d messages in the full lane, want the filler only", len(msgs))
 	}
 	countAfter, _, _ := v.Get(keys.ReceiptCount)

@@ -139,7 +139,7 @@ func (b *bench) messages(partition int, lane *orreryv1.Lane) []*orreryv1.QueueMe
 	err := b.twin.View(partition, func(v kv.View) error {
 		after := ""
 		for {
-			page, next, err := queue.ListLane(v, lane, after, 1000)
+			page, next, err := queue.ListLane(v, lane, after, 1000, 0)
 			if err != nil {
 				return err
 			}

@@ -191,7 +191,7 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 			if limit <= 0 || limit > MaxInspectMessages {
 				limit = MaxInspectMessages
 			}
-			msgs, next, err := queue.ListLane(r, t.Lane.GetLane(), t.Lane.GetAfterId(), limit)
+			msgs, next, err := queue.ListLane(r, t.Lane.GetLane(), t.Lane.GetAfterId(), limit, queue.MaxLanePageBytes)
 			reply.Found, reply.Messages, reply.NextAfterId = len(msgs) > 0, msgs, next
 			return err
 		case *orreryv1.InspectRequest_Partition:

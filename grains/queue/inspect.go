@@ -54,11 +54,17 @@ func VisibleAt(v kv.Reader, namespace, queue string, nowMicros int64) (bool, err
 	return found, err
 }
 
+// MaxLanePageBytes bounds the encoded messages of one lane page a partition answers with, so
+// that a page of the largest messages still fits the actor transport's largest message.
+const MaxLanePageBytes = 4 << 20
+
 // ListLane reads up to maxMessages live messages of lane in key order (ids are
 // length-prefixed: shorter ids first, then byte order), starting after the message afterID
-// ("" starts at the beginning). It is never silently partial: nextAfterID is the afterID of
-// the next page when more messages remain, and empty otherwise.
-func ListLane(v kv.Reader, lane *orreryv1.Lane, afterID string, maxMessages int) (msgs []*orreryv1.QueueMessage, nextAfterID string, err error) {
+// ("" starts at the beginning), and stops early once the page's encoded messages pass maxBytes
+// (0: no byte bound; the first message always goes), so a page of large messages fits a reply.
+// It is never silently partial: nextAfterID is the afterID of the next page when more messages
+// remain, and empty otherwise.
+func ListLane(v kv.Reader, lane *orreryv1.Lane, afterID string, maxMessages, maxBytes int) (msgs []*orreryv1.QueueMessage, nextAfterID string, err error) {
 	if err := input.Lane("lane", lane, true); err != nil {
 		return nil, "", err
 	}
@@ -72,11 +78,13 @@ func ListLane(v kv.Reader, lane *orreryv1.Lane, afterID string, maxMessages int)
 	}
 	more := false
 	var decodeErr error
+	pageBytes := 0
 	err = v.Scan(start, kv.PrefixEnd(prefix), func(_, value []byte) (bool, error) {
-		if len(msgs) == maxMessages {
+		if len(msgs) == maxMessages || (maxBytes > 0 && len(msgs) > 0 && pageBytes+len(value) > maxBytes) {
 			more = true
 			return false, nil
 		}
+		pageBytes += len(value)
 		msg := &orreryv1.QueueMessage{}
 		if err := proto.Unmarshal(value, msg); err != nil {
 			decodeErr = orrery.Wrap(orrery.CodeInternal, err, "decode queue message")

@@ -2,7 +2,10 @@ package queue
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -84,7 +87,7 @@ func TestListLane(t *testing.T) {
 		var pages [][]string
 		after := ""
 		for {
-			msgs, next, err := ListLane(b.store, lane, after, tc.pageSize)
+			msgs, next, err := ListLane(b.store, lane, after, tc.pageSize, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,16 +101,16 @@ func TestListLane(t *testing.T) {
 			t.Fatalf("page size %d: pages %v, want %v", tc.pageSize, pages, tc.want)
 		}
 	}
-	msgs, _, _ := ListLane(b.store, lane, "", 1)
+	msgs, _, _ := ListLane(b.store, lane, "", 1, 0)
 	if msgs[0].GetLease() == nil {
 		t.Fatal("listing dropped the lease")
 	}
-	if msgs, next, err := ListLane(b.store, laneOf(testQueue, "empty"), "", 3); err != nil || len(msgs) != 0 || next != "" {
+	if msgs, next, err := ListLane(b.store, laneOf(testQueue, "empty"), "", 3, 0); err != nil || len(msgs) != 0 || next != "" {
 		t.Fatalf("empty lane: %v %q %v", msgs, next, err)
 	}
-	_, _, err := ListLane(b.store, lane, "", 0)
+	_, _, err := ListLane(b.store, lane, "", 0, 0)
 	wantCode(t, err, orrery.CodeValidation, "max_messages")
-	_, _, err = ListLane(b.store, nil, "", 1)
+	_, _, err = ListLane(b.store, nil, "", 1, 0)
 	wantCode(t, err, orrery.CodeValidation, "lane")
 }
 
@@ -128,5 +131,44 @@ func TestRemove(t *testing.T) {
 	wantCode(t, Remove(b.store, msg, b.now, true), orrery.CodeNotFound, "id")
 	if !b.store.Equal(before) {
 		t.Fatal("removing an absent message wrote")
+	}
+}
+
+// TestListLaneStopsAtItsByteBudget: a page of large messages ends before the byte budget is
+// passed (the first message always goes, however large), with a continuation, and the pages
+// together list every message once.
+func TestListLaneStopsAtItsByteBudget(t *testing.T) {
+	b := setup(t)
+	big := `"` + strings.Repeat("x", 10_000) + `"`
+	for i := range 7 {
+		b.enqueue(idOf(i), func(m *orreryv1.Enqueue) { m.PayloadJson = big })
+	}
+	lane := laneOf(testQueue, "k")
+	var pages [][]string
+	after := ""
+	for {
+		msgs, next, err := ListLane(b.store, lane, after, 1000, 25_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, m := range msgs {
+			size += proto.Size(m)
+		}
+		if len(msgs) > 1 && size > 25_000 {
+			t.Fatalf("a page of %d messages holds %d bytes, over its 25,000-byte budget", len(msgs), size)
+		}
+		pages = append(pages, ids(msgs))
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	want := [][]string{{"m0000", "m0001"}, {"m0002", "m0003"}, {"m0004", "m0005"}, {"m0006"}}
+	if !slices.EqualFunc(pages, want, slices.Equal) {
+		t.Fatalf("pages %v, want %v", pages, want)
+	}
+	if msgs, _, _ := ListLane(b.store, lane, "", 1000, 100); len(msgs) != 1 {
+		t.Fatalf("a budget below one message gives %d messages, want the first alone", len(msgs))
 	}
 }

@@ -1,0 +1,105 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/client/clienttest"
+)
+
+// isReceive reports whether req is a receive command.
+func isReceive(req *orreryv1.CommandRequest) bool {
+	ms := req.GetBatch().GetMutations()
+	return len(ms) == 1 && ms[0].GetReceive() != nil
+}
+
+// TestWorkerReportsAPartitionWhoseReceivesKeepFailing: while a partition's receive attempts
+// fail, Status names it; once they have failed for UnreachableTimeout, Run returns an
+// Unavailable error naming the partition instead of retrying forever or returning nil.
+func TestWorkerReportsAPartitionWhoseReceivesKeepFailing(t *testing.T) {
+	b := setup(t, 2)
+	b.tr.SetFaultHook(func(p int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if p == 1 && isReceive(req) {
+			return clienttest.FaultFailBeforeApply, nil
+		}
+		return clienttest.FaultNone, nil
+	})
+	w := b.c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Wait: 50 * time.Millisecond,
+		UnreachableTimeout: time.Second, Handler: func(context.Context, *client.Message) error { return nil }})
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.Run(ctxFor(t)) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status := w.Status()
+		if len(status.Failing) > 0 {
+			if f := status.Failing[0]; f.Partition != 1 || !errors.Is(f.Err, orrery.ErrUnavailable) || f.Since.IsZero() {
+				t.Fatalf("Status reports %+v, want partition 1 failing with Unavailable", status.Failing)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Status never reported the failing partition")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-runErr:
+		if !errors.Is(err, orrery.ErrUnavailable) || !strings.Contains(err.Error(), "partition 1") {
+			t.Fatalf("Run returned %v, want Unavailable naming partition 1", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not give up on the unreachable partition")
+	}
+}
+
+// TestASlowReceiveIsNotUnreachable: UnreachableTimeout counts failed attempts, not slow ones: a
+// partition whose receives answer slowly, each slower than the bound, keeps being consumed.
+func TestASlowReceiveIsNotUnreachable(t *testing.T) {
+	b := setup(t, 1)
+	var slow atomic.Bool
+	slow.Store(true)
+	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if slow.Load() && isReceive(req) {
+			time.Sleep(300 * time.Millisecond)
+		}
+		return clienttest.FaultNone, nil
+	})
+	handled := make(chan string, 1)
+	w := b.c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Wait: 50 * time.Millisecond,
+		UnreachableTimeout: 100 * time.Millisecond, Handler: func(_ context.Context, m *client.Message) error {
+			handled <- m.ID()
+			return nil
+		}})
+	ctx, stop := context.WithCancel(ctxFor(t))
+	defer stop()
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.Run(ctx) }()
+	if _, err := b.c.Enqueue(ctxFor(t), &orreryv1.Enqueue{Lane: lane(testQueue, "k"), Id: "slow-1", PayloadJson: `{}`}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-handled:
+		if id != "slow-1" {
+			t.Fatalf("handled %s", id)
+		}
+	case err := <-runErr:
+		t.Fatalf("Run returned %v while the partition answered slowly", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message was not handled")
+	}
+	if failing := w.Status().Failing; len(failing) != 0 {
+		t.Fatalf("Status reports %+v for a slow partition", failing)
+	}
+	slow.Store(false)
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
