@@ -7,6 +7,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -27,6 +28,7 @@ type partition struct {
 	applier batch.Applier
 	now     int64
 	seq     int
+	out     io.Writer
 }
 
 func (p *partition) apply(what string, mutations ...*orreryv1.Mutation) *orreryv1.Receipt {
@@ -36,35 +38,38 @@ func (p *partition) apply(what string, mutations ...*orreryv1.Mutation) *orreryv
 		fmt.Fprintln(os.Stderr, "apply:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("%s  %-34s", stamp(p.now), what)
+	fmt.Fprintf(p.out, "%s  %-34s", stamp(p.now), what)
 	for _, r := range out.Receipt.GetResults() {
 		switch {
 		case r.GetError() != nil:
-			fmt.Printf(" error=%s", r.GetError().GetCode())
+			fmt.Fprintf(p.out, " error=%s", r.GetError().GetCode())
 		case r.GetSchedule() != nil:
 			s := r.GetSchedule()
-			fmt.Printf(" revision=%d generation=%d watermark=%d enqueued=%v", s.GetRevision(), s.GetGeneration(), s.GetNextOrdinal(), s.GetEnqueuedIds())
+			fmt.Fprintf(p.out, " revision=%d generation=%d watermark=%d enqueued=%v", s.GetRevision(), s.GetGeneration(), s.GetNextOrdinal(), s.GetEnqueuedIds())
 		case r.GetSaga() != nil:
-			fmt.Printf(" revision=%d phase=%s %s", r.GetSaga().GetRevision(), r.GetSaga().GetPhase(), r.GetSaga().GetTimeoutMessageId())
+			fmt.Fprintf(p.out, " revision=%d phase=%s %s", r.GetSaga().GetRevision(), r.GetSaga().GetPhase(), r.GetSaga().GetTimeoutMessageId())
 		case r.GetReceive() != nil:
-			fmt.Printf(" received=%d", len(r.GetReceive().GetMessages()))
+			fmt.Fprintf(p.out, " received=%d", len(r.GetReceive().GetMessages()))
 		case r.GetLease() != nil:
-			fmt.Printf(" acked=%s", r.GetLease().GetId())
+			fmt.Fprintf(p.out, " acked=%s", r.GetLease().GetId())
 		}
 	}
-	fmt.Println()
+	fmt.Fprintln(p.out)
 	p.now++ // logged time strictly increases from batch to batch, as in a partition
 	return out.Receipt
 }
 
 func stamp(micros int64) string { return time.UnixMicro(micros).UTC().Format("15:04:05.000") }
 
-func main() {
-	p := &partition{view: kv.NewMemory(), applier: batch.Applier{Limits: input.DefaultLimits()}, now: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC).UnixMicro()}
+func main() { walkthrough(os.Stdout) }
+
+// walkthrough runs the walkthrough, printing to out.
+func walkthrough(out io.Writer) {
+	p := &partition{out: out, view: kv.NewMemory(), applier: batch.Applier{Limits: input.DefaultLimits()}, now: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC).UnixMicro()}
 	jobs := &orreryv1.Lane{Namespace: "demo", Queue: "jobs", Key: "reports"}
-	fmt.Println("Orrery walkthrough: the deterministic core on an in-memory partition, simulated logged time.")
+	fmt.Fprintln(p.out, "Orrery walkthrough: the deterministic core on an in-memory partition, simulated logged time.")
 	p.apply("configure schedule every 2s", &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
-		Definition: &orreryv1.ScheduleDefinition{Lane: jobs, ScheduleId: scheduleID, Template: &orreryv1.MessageTemplate{PayloadJson: `{"report":"hourly"}`},
+		Definition: &orreryv1.ScheduleDefinition{Lane: jobs, ScheduleId: scheduleID, Template: &orreryv1.MessageTemplate{PayloadJson: `{"report":"every 2 s"}`},
 			Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: 2 * input.Second, FirstDueAtUnixMicros: p.now + 2*input.Second}}}},
 	}}})
 	p.apply("create saga, deadline in 5s", &orreryv1.Mutation{Kind: &orreryv1.Mutation_CompareExchangeSaga{CompareExchangeSaga: &orreryv1.CompareExchangeSaga{
@@ -93,10 +98,10 @@ func main() {
 		for _, queue := range []string{"jobs", "timeouts"} {
 			r := p.apply("worker: receive "+queue, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "demo", Queue: queue, Max: 10, Owner: "worker-1"}}})
 			for _, m := range r.GetResults()[0].GetReceive().GetMessages() {
-				fmt.Printf("%s    handle %s payload=%s\n", stamp(p.now), m.GetId(), m.GetPayloadJson())
+				fmt.Fprintf(p.out, "%s    handle %s payload=%s\n", stamp(p.now), m.GetId(), m.GetPayloadJson())
 				p.apply("worker: ack", &orreryv1.Mutation{Kind: &orreryv1.Mutation_Ack{Ack: &orreryv1.Ack{Lane: m.GetLane(), Id: m.GetId(), LeaseToken: m.GetLease().GetToken()}}})
 			}
 		}
 	}
-	fmt.Println("Done. A silo (make run) does the same on Badger, with real time and a cluster; make quickstart shows it.")
+	fmt.Fprintln(p.out, "Done. A silo (make run) does the same on Badger, with real time and a cluster; make quickstart shows it.")
 }
