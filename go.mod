@@ -8,6 +8,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-multierror v1.1.1
 	github.com/hashicorp/memberlist v0.7.0
+	go.etcd.io/raft/v3 v3.7.0
 	google.golang.org/grpc v1.60.1
 	google.golang.org/protobuf v1.36.12
 	pgregory.net/rapid v1.3.0
