@@ -60,3 +60,21 @@ func PartitionOf(lane *orreryv1.Lane, partitions int) int { return route.Partiti
 
 // PartitionOf is the partition holding lane in this client's cluster.
 func (c *Client) PartitionOf(lane *orreryv1.Lane) int { return PartitionOf(lane, c.Partitions()) }
+
+// WaitingSaga creates (expectedRevision 0) or updates, by CAS on its revision, the saga sagaID
+// of lane in phase Waiting with stateJSON, due to time out at deadline: the partition then
+// enqueues timeout's message and writes TimedOut in one transaction. A zero deadline means
+// none (and timeout must then be nil).
+func WaitingSaga(lane *orreryv1.Lane, sagaID string, expectedRevision uint64, stateJSON string, deadline time.Time, timeout *orreryv1.SagaTimeout) *orreryv1.CompareExchangeSaga {
+	m := &orreryv1.CompareExchangeSaga{Lane: lane, SagaId: sagaID, ExpectedRevision: expectedRevision,
+		Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: stateJSON, Timeout: timeout}
+	if !deadline.IsZero() {
+		m.DeadlineUnixMicros = deadline.UnixMicro()
+	}
+	return m
+}
+
+// Timeout is a saga timeout enqueued into queue (of the saga's lane) with payloadJSON.
+func Timeout(queue, payloadJSON string) *orreryv1.SagaTimeout {
+	return &orreryv1.SagaTimeout{Queue: queue, Template: &orreryv1.MessageTemplate{PayloadJson: payloadJSON}}
+}

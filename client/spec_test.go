@@ -112,3 +112,30 @@ func TestWithReceiptGivesTheCompleteReceipt(t *testing.T) {
 		t.Fatalf("the failed call's receipt does not carry its error: %v", conflict.Receipt)
 	}
 }
+
+// TestWaitingSagaCarriesItsGoDeadline: a saga built with WaitingSaga is stored with its Go
+// deadline in microseconds and the timeout Timeout describes.
+func TestWaitingSagaCarriesItsGoDeadline(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	l := lane(testQueue, "orders")
+	deadline := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	m := client.WaitingSaga(l, client.NewID(), 0, `{"step":"pay"}`, deadline, client.Timeout("timeouts", `{"timed_out":true}`))
+	if m.GetDeadlineUnixMicros() != deadline.UnixMicro() || m.GetPhase() != orreryv1.SagaPhase_SAGA_PHASE_WAITING {
+		t.Fatalf("WaitingSaga built %v", m)
+	}
+	if _, err := b.c.CompareExchangeSaga(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := b.c.InspectSaga(ctx, l, m.GetSagaId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.GetDeadlineUnixMicros() != deadline.UnixMicro() || rec.GetTimeout().GetQueue() != "timeouts" ||
+		rec.GetTimeout().GetTemplate().GetPayloadJson() != `{"timed_out":true}` {
+		t.Fatalf("saga record %v", rec)
+	}
+	if none := client.WaitingSaga(l, "x", 0, "", time.Time{}, nil); none.GetDeadlineUnixMicros() != 0 {
+		t.Fatalf("a zero deadline became %d", none.GetDeadlineUnixMicros())
+	}
+}

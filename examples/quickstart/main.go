@@ -89,11 +89,8 @@ func run(out io.Writer, seeds, admin string, runFor time.Duration) error {
 	}()
 	fmt.Fprintf(out, "namespace %s, lane key %s\n", namespace, key)
 	fmt.Fprintln(out, "configured schedule", scheduleID, "named \"report\", every 2 s")
-	if _, err := c.CompareExchangeSaga(ctx, &orreryv1.CompareExchangeSaga{
-		Lane: jobs, SagaId: sagaID, Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{"awaiting":"payment"}`,
-		DeadlineUnixMicros: start.Add(5 * time.Second).UnixMicro(),
-		Timeout:            &orreryv1.SagaTimeout{Queue: "timeouts", Template: &orreryv1.MessageTemplate{PayloadJson: `{"payment":"timed out"}`}},
-	}); err != nil {
+	saga := client.WaitingSaga(jobs, sagaID, 0, `{"awaiting":"payment"}`, start.Add(5*time.Second), client.Timeout("timeouts", `{"payment":"timed out"}`))
+	if _, err := c.CompareExchangeSaga(ctx, saga); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "created saga", sagaID, "waiting for payment, deadline in 5 s")
