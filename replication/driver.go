@@ -39,12 +39,12 @@ type DriverConfig struct {
 // Propose and Status may be called from any goroutine. Tick and RunRound are what its
 // goroutine does; tests that step replicas themselves call them instead of Start.
 type Driver struct {
-	cfg  DriverConfig
-	mu   sync.Mutex // guards the engine
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	err  error // the fatal error that stopped the loop; read after done is closed
+	cfg     DriverConfig
+	mu      sync.Mutex // guards the engine
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	err     error // the fatal error that stopped the loop; read after done is closed
 	tick    clock.Timer
 	started bool
 }
