@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/orreryhq/orrery/clock"
@@ -103,17 +102,24 @@ func (r *replica) outcomeOf(p Proposal) (Outcome, bool) {
 	return Outcome{}, false
 }
 
+// failer is what the harness needs of a *testing.T or a *rapid.T.
+type failer interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // cluster is several replicas hosting the same groups, connected by a Network, stepped by the
 // test: no goroutine of its own, no real time.
 type cluster struct {
-	t        testing.TB
+	t        failer
 	net      *Network
 	replicas []*replica
 	groups   []int
 }
 
 // newCluster starts n replicas (ids 1..n) hosting groups 0..groups-1, each bootstrapped.
-func newCluster(t testing.TB, n, groups int, seed uint64) *cluster {
+func newCluster(t failer, n, groups int, seed uint64) *cluster {
 	c := &cluster{t: t, net: NewNetwork(seed)}
 	var peers []uint64
 	for i := range n {
