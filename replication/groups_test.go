@@ -3,6 +3,7 @@ package replication
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -308,6 +309,46 @@ func TestOneRoundPersistsEveryGroupOnceBeforeSending(t *testing.T) {
 					t.Fatalf("%s: replica %d: round events %+v, want one Persist then sends", phase, r.id, events)
 				}
 			}
+		}
+	}
+}
+
+// A replica restarted from its persisted log and its applied state rejoins without applying
+// anything twice, and applies what committed while it was down.
+func TestRestartedReplicaResumesFromItsAppliedIndex(t *testing.T) {
+	c := newCluster(t, 3, 2, 7)
+	c.awaitLeaders(electionBound)
+	for _, g := range c.groups {
+		c.propose(g, fmt.Sprintf("g%d-before", g))
+	}
+	c.settle()
+	victim := c.replica(3)
+	if l := c.leader(0); l == victim {
+		victim = c.replica(2)
+	}
+	victim.down = true
+	c.net.Isolate(victim.id)
+	c.awaitLeaders(electionBound)
+	for _, g := range c.groups {
+		c.propose(g, fmt.Sprintf("g%d-while-down", g))
+	}
+	c.settle()
+	victim.mu.Lock()
+	applied := maps.Clone(victim.index)
+	victim.mu.Unlock()
+	c.open(victim, applied)
+	victim.down = false
+	c.net.Rejoin(victim.id)
+	c.ticks(electionBound)
+	for _, g := range c.groups {
+		want := []string{fmt.Sprintf("g%d-before", g), fmt.Sprintf("g%d-while-down", g)}
+		for _, r := range c.replicas {
+			if got := commands(r.appliedOf(g)); !slices.Equal(got, want) {
+				t.Fatalf("group %d replica %d applied %q, want %q", g, r.id, got, want)
+			}
+		}
+		if st, _ := victim.driver.Status(g); st.AppliedLoggedTimeMicros != victim.appliedOf(g)[1].GetLoggedTimeUnixMicros() {
+			t.Fatalf("group %d: restarted status logged time %d", g, st.AppliedLoggedTimeMicros)
 		}
 	}
 }

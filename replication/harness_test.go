@@ -67,6 +67,7 @@ type replica struct {
 	mu       sync.Mutex
 	events   []event
 	applied  map[int][]Entry
+	index    map[int]Applied // what a restart hands Open
 	outcomes []Outcome
 }
 
@@ -75,6 +76,12 @@ func (r *replica) Apply(c Committed) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.applied[c.Group] = append(r.applied[c.Group], c.Entries...)
+	a := r.index[c.Group]
+	a.Index = c.AppliedIndex
+	if n := len(c.Entries); n > 0 {
+		a.LoggedTimeMicros = c.Entries[n-1].GetLoggedTimeUnixMicros()
+	}
+	r.index[c.Group] = a
 	return nil
 }
 
@@ -130,7 +137,7 @@ func newCluster(t failer, n, groups int, seed uint64) *cluster {
 	}
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, id := range peers {
-		r := &replica{id: id, clock: clock.NewFake(start), log: persistence.NewMemoryRaftLog(), applied: map[int][]Entry{}}
+		r := &replica{id: id, clock: clock.NewFake(start), log: persistence.NewMemoryRaftLog(), applied: map[int][]Entry{}, index: map[int]Applied{}}
 		if err := Bootstrap(r.log, peers, c.groups); err != nil {
 			t.Fatal(err)
 		}
