@@ -1,0 +1,277 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/persistence"
+)
+
+// Errors Propose wraps in an *orrery.Error of code Unavailable; match them with errors.Is.
+var (
+	// ErrNotLeader: this replica does not lead the group.
+	ErrNotLeader = errors.New("not the group's leader")
+	// ErrNotCaughtUp: this replica leads the group but has not yet applied an entry of its
+	// own term, so entries of earlier terms may still be unapplied and their logged times
+	// unknown.
+	ErrNotCaughtUp = errors.New("leader has not applied its own term's first entry")
+	// ErrUnknownGroup: this replica does not host the group.
+	ErrUnknownGroup = errors.New("group not hosted here")
+)
+
+// Config configures Groups. Zero fields take their defaults.
+type Config struct {
+	// ReplicaID is this silo's replica id in every group it hosts; not zero.
+	ReplicaID uint64
+	// ElectionTicks is the number of ticks a follower waits without hearing from a leader
+	// before it campaigns (randomized by Raft in [ElectionTicks, 2×ElectionTicks)), and after
+	// which a leader that heard from no quorum steps down (CheckQuorum). Default 10.
+	ElectionTicks int
+	// HeartbeatTicks is the number of ticks between a leader's heartbeats. Default 1.
+	HeartbeatTicks int
+	// MaxSizePerMsg bounds the bytes of entries in one append message. Default 1 MiB.
+	MaxSizePerMsg uint64
+	// MaxInflightMsgs bounds the append messages in flight to one follower. Default 256.
+	MaxInflightMsgs int
+	// MaxUncommittedBytes bounds the bytes of a leader's uncommitted entries; beyond it
+	// Propose fails with Unavailable. Default 64 MiB.
+	MaxUncommittedBytes uint64
+	// Logger receives Raft's own logs. Default: discarded.
+	Logger raft.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.MaxSizePerMsg == 0 {
+		c.MaxSizePerMsg = 1 << 20
+	}
+	if c.MaxInflightMsgs == 0 {
+		c.MaxInflightMsgs = 256
+	}
+	if c.MaxUncommittedBytes == 0 {
+		c.MaxUncommittedBytes = 64 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)}
+	}
+	return c
+}
+
+// Groups is the pure multi-group engine: one raft.RawNode per group this replica hosts, all
+// driven by one round loop (see the package doc for the contract). It is not safe for
+// concurrent use; its driver serializes calls.
+type Groups struct {
+	cfg    Config
+	log    persistence.RaftLog
+	groups map[int]*group
+	order  []int  // hosted groups, ascending: rounds visit them in this order
+	round  *Round // the round Ready returned and Advance has not yet taken back
+}
+
+// group is one hosted group's RawNode and what the engine tracks beside it.
+type group struct {
+	id   int
+	node *raft.RawNode
+	// lastIndex is the index of the last entry in the log, counting proposals appended since
+	// the last Ready.
+	lastIndex     uint64
+	appliedIndex  uint64
+	appliedTerm   uint64
+	appliedMicros int64 // logged time of the last applied PartitionEntry
+	stampedMicros int64 // logged time of the last entry this replica stamped
+	pending       []Proposal
+}
+
+// Applied is what a group's state machine has applied, handed to Open on a restart: the last
+// applied index and the logged time of the last applied entry. The zero value opens a group
+// that has applied nothing.
+type Applied struct {
+	Index            uint64
+	LoggedTimeMicros int64
+}
+
+// New returns an engine hosting no group yet; Open adds groups.
+func New(cfg Config, raftLog persistence.RaftLog) (*Groups, error) {
+	if cfg.ReplicaID == 0 {
+		return nil, orrery.Invalid("ReplicaID", "must not be zero")
+	}
+	return &Groups{cfg: cfg.withDefaults(), log: raftLog, groups: map[int]*group{}}, nil
+}
+
+// Open starts hosting group from its persisted Raft state, which Bootstrap (or an earlier
+// life of this replica) wrote. applied is what the group's state machine has already applied:
+// committed entries after applied.Index are handed out again by the coming rounds.
+func (g *Groups) Open(id int, applied Applied) error {
+	if _, ok := g.groups[id]; ok {
+		return fmt.Errorf("raft group %d: already open", id)
+	}
+	storage, err := g.log.Storage(id)
+	if err != nil {
+		return fmt.Errorf("raft group %d: %w", id, err)
+	}
+	first, err := storage.FirstIndex()
+	if err != nil {
+		return fmt.Errorf("raft group %d: first index: %w", id, err)
+	}
+	last, err := storage.LastIndex()
+	if err != nil {
+		return fmt.Errorf("raft group %d: last index: %w", id, err)
+	}
+	_, confState, err := storage.InitialState()
+	if err != nil {
+		return fmt.Errorf("raft group %d: initial state: %w", id, err)
+	}
+	if len(confState.GetVoters()) == 0 {
+		return fmt.Errorf("raft group %d: no voters persisted: Bootstrap it first", id)
+	}
+	appliedIndex := max(applied.Index, first-1)
+	appliedTerm, err := storage.Term(appliedIndex)
+	if err != nil {
+		return fmt.Errorf("raft group %d: term at applied index %d: %w", id, appliedIndex, err)
+	}
+	node, err := raft.NewRawNode(&raft.Config{
+		ID:                        g.cfg.ReplicaID,
+		ElectionTick:              g.cfg.ElectionTicks,
+		HeartbeatTick:             g.cfg.HeartbeatTicks,
+		Storage:                   storage,
+		Applied:                   appliedIndex,
+		MaxSizePerMsg:             g.cfg.MaxSizePerMsg,
+		MaxInflightMsgs:           g.cfg.MaxInflightMsgs,
+		MaxUncommittedEntriesSize: g.cfg.MaxUncommittedBytes,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		DisableProposalForwarding: true,
+		StepDownOnRemoval:         true,
+		Logger:                    g.cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("raft group %d: %w", id, err)
+	}
+	g.groups[id] = &group{
+		id:            id,
+		node:          node,
+		lastIndex:     last,
+		appliedIndex:  appliedIndex,
+		appliedTerm:   appliedTerm,
+		appliedMicros: applied.LoggedTimeMicros,
+	}
+	i, _ := slices.BinarySearch(g.order, id)
+	g.order = slices.Insert(g.order, i, id)
+	return nil
+}
+
+// Tick advances every group's logical clock by one tick: heartbeats, elections, quorum checks.
+func (g *Groups) Tick() {
+	for _, id := range g.order {
+		g.groups[id].node.Tick()
+	}
+}
+
+// Step hands group a message another replica sent. Messages for a group not hosted here, or
+// from a replica outside the group, are refused with an error the caller may ignore (Raft
+// re-sends what matters).
+func (g *Groups) Step(id int, m *raftpb.Message) error {
+	gr, ok := g.groups[id]
+	if !ok {
+		return fmt.Errorf("raft group %d: %w", id, ErrUnknownGroup)
+	}
+	return gr.node.Step(m)
+}
+
+// Proposal identifies an accepted proposal: the log position its entry was appended at and
+// the logged time stamped on it. One Outcome of a later round settles it.
+type Proposal struct {
+	Group            int
+	Index            uint64
+	Term             uint64
+	LoggedTimeMicros int64
+}
+
+// Propose appends a PartitionEntry carrying principal and command to group's log, stamped with
+// the logged time max(now in µs, last stamped + 1, last applied + 1). It fails with code
+// Unavailable when this replica does not lead the group (ErrNotLeader), leads it but has not
+// applied an entry of its own term (ErrNotCaughtUp), or Raft drops the proposal (too many
+// uncommitted bytes, a leadership transfer under way).
+func (g *Groups) Propose(id int, principal string, command []byte, now time.Time) (Proposal, error) {
+	gr, ok := g.groups[id]
+	if !ok {
+		return Proposal{}, orrery.Wrap(orrery.CodeUnavailable, ErrUnknownGroup, "partition %d", id)
+	}
+	st := gr.node.BasicStatus()
+	if st.RaftState != raft.StateLeader {
+		return Proposal{}, orrery.Wrap(orrery.CodeUnavailable, ErrNotLeader, "partition %d: leader is replica %d", id, st.Lead)
+	}
+	term := st.HardState.GetTerm()
+	if gr.appliedTerm != term {
+		return Proposal{}, orrery.Wrap(orrery.CodeUnavailable, ErrNotCaughtUp, "partition %d: term %d, applied through term %d", id, term, gr.appliedTerm)
+	}
+	stamp := persistence.NextLoggedTime(max(gr.stampedMicros, gr.appliedMicros), now.UnixMicro())
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(&orreryv1.PartitionEntry{
+		LoggedTimeUnixMicros: stamp,
+		Principal:            principal,
+		Command:              command,
+	})
+	if err != nil {
+		return Proposal{}, orrery.Wrap(orrery.CodeInternal, err, "partition %d: encode entry", id)
+	}
+	if err := gr.node.Propose(data); err != nil {
+		return Proposal{}, orrery.Wrap(orrery.CodeUnavailable, err, "partition %d", id)
+	}
+	gr.lastIndex++
+	gr.stampedMicros = stamp
+	p := Proposal{Group: id, Index: gr.lastIndex, Term: term, LoggedTimeMicros: stamp}
+	gr.pending = append(gr.pending, p)
+	return p, nil
+}
+
+// Status is one group's state as this replica sees it.
+type Status struct {
+	Group int
+	// Leader is the replica this one believes leads the group, 0 when it knows none.
+	Leader uint64
+	// Term is this replica's current term.
+	Term uint64
+	// AppliedIndex is the index of the last entry Advance recorded as applied.
+	AppliedIndex uint64
+	// AppliedLoggedTimeMicros is the logged time of the last PartitionEntry applied.
+	AppliedLoggedTimeMicros int64
+	// CanPropose reports whether Propose would stamp: this replica leads and has applied an
+	// entry of its own term.
+	CanPropose bool
+}
+
+// Status returns group's status; ok is false when the group is not hosted here.
+func (g *Groups) Status(id int) (st Status, ok bool) {
+	gr, ok := g.groups[id]
+	if !ok {
+		return Status{}, false
+	}
+	bs := gr.node.BasicStatus()
+	return Status{
+		Group:                   id,
+		Leader:                  bs.Lead,
+		Term:                    bs.HardState.GetTerm(),
+		AppliedIndex:            gr.appliedIndex,
+		AppliedLoggedTimeMicros: gr.appliedMicros,
+		CanPropose:              bs.RaftState == raft.StateLeader && gr.appliedTerm == bs.HardState.GetTerm(),
+	}, true
+}
+
+// Hosted returns the ids of the groups hosted here, ascending.
+func (g *Groups) Hosted() []int { return slices.Clone(g.order) }

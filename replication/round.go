@@ -1,0 +1,231 @@
+package replication
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/persistence"
+)
+
+// Round is the work of every group that had some, in the order the caller must do it: persist
+// Writes with one RaftLog.Persist call; once it returned, send Messages; apply Committed and
+// settle Outcomes; then hand the round back to Advance. Nothing in it may be kept after
+// Advance except the entries' payloads.
+type Round struct {
+	// Writes holds, per group with something to persist, its new entries and hard state.
+	Writes []persistence.RaftWrite
+	// Messages are the messages to send, one batch per destination replica, by ascending id.
+	Messages []Outbound
+	// Committed holds, per group with newly committed entries, the PartitionEntries to apply,
+	// in log order, by ascending group.
+	Committed []Committed
+	// Outcomes settle the proposals whose fate this round decided.
+	Outcomes []Outcome
+
+	readies []groupReady
+}
+
+// Outbound is a batch of messages for one replica.
+type Outbound struct {
+	To       uint64
+	Messages []Message
+}
+
+// Message is a Raft message of one group: what the transport carries between replicas.
+type Message struct {
+	Group int
+	Raft  *raftpb.Message
+}
+
+// Committed is one group's newly committed entries of a round.
+type Committed struct {
+	Group int
+	// Entries are the PartitionEntries to apply, in log order. Raft's own entries (a new
+	// leader's empty entry, conf changes) are not among them.
+	Entries []Entry
+	// AppliedIndex is the group's applied index once the round's entries are applied,
+	// Raft's own entries included: what the state machine records with its writes.
+	AppliedIndex uint64
+}
+
+// Entry is one committed PartitionEntry and its log position.
+type Entry struct {
+	Index uint64
+	Term  uint64
+	*orreryv1.PartitionEntry
+}
+
+// Outcome settles one Proposal. Committed: its entry is among this round's committed entries,
+// to be answered once applied. Not committed (lost): another entry took its index, or this
+// replica stopped leading the proposal's term; the entry may still commit under a later
+// leader, so the caller answers Unavailable and the client retries with the same command id.
+type Outcome struct {
+	Proposal
+	Committed bool
+}
+
+// groupReady is one group's raft.Ready inside a round.
+type groupReady struct {
+	group     *group
+	ready     raft.Ready
+	committed Committed
+}
+
+// ErrRoundOutstanding is returned by Ready while the previous round has not been advanced.
+var ErrRoundOutstanding = errors.New("the previous round has not been advanced")
+
+// HasReady reports whether some group has work for a round.
+func (g *Groups) HasReady() bool {
+	if g.round != nil {
+		return false
+	}
+	for _, id := range g.order {
+		if g.groups[id].node.HasReady() {
+			return true
+		}
+	}
+	return false
+}
+
+// Ready collects the work of every group that has some into one Round. It fails with
+// ErrRoundOutstanding before the previous round was advanced, and when a committed entry does
+// not decode (a corrupt log: fatal to the replica). An empty round (no group had work) needs no
+// Advance and is returned as nil.
+func (g *Groups) Ready() (*Round, error) {
+	if g.round != nil {
+		return nil, ErrRoundOutstanding
+	}
+	r := &Round{}
+	byDest := map[uint64][]Message{}
+	for _, id := range g.order {
+		gr := g.groups[id]
+		if !gr.node.HasReady() {
+			continue
+		}
+		rd := gr.node.Ready()
+		w := persistence.RaftWrite{Group: id, Entries: rd.Entries}
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			w.Snapshot = rd.Snapshot
+		}
+		if !raft.IsEmptyHardState(rd.HardState) {
+			w.HardState = rd.HardState
+		}
+		if w.Snapshot != nil || w.HardState != nil || len(w.Entries) > 0 {
+			r.Writes = append(r.Writes, w)
+		}
+		if n := len(rd.Entries); n > 0 {
+			gr.lastIndex = rd.Entries[n-1].GetIndex()
+		}
+		for _, m := range rd.Messages {
+			byDest[m.GetTo()] = append(byDest[m.GetTo()], Message{Group: id, Raft: m})
+		}
+		c, err := gr.committed(rd.CommittedEntries, &r.Outcomes)
+		if err != nil {
+			return nil, err
+		}
+		if len(rd.CommittedEntries) > 0 {
+			r.Committed = append(r.Committed, c)
+		}
+		gr.settleLost(&r.Outcomes)
+		r.readies = append(r.readies, groupReady{group: gr, ready: rd, committed: c})
+	}
+	if len(r.readies) == 0 {
+		return nil, nil
+	}
+	for to, msgs := range byDest {
+		r.Messages = append(r.Messages, Outbound{To: to, Messages: msgs})
+	}
+	slices.SortFunc(r.Messages, func(a, b Outbound) int { return cmp.Compare(a.To, b.To) })
+	g.round = r
+	return r, nil
+}
+
+// committed decodes a group's committed entries and settles the pending proposals they reach.
+func (gr *group) committed(ents []*raftpb.Entry, outcomes *[]Outcome) (Committed, error) {
+	c := Committed{Group: gr.id, AppliedIndex: gr.appliedIndex}
+	for _, e := range ents {
+		c.AppliedIndex = e.GetIndex()
+		for len(gr.pending) > 0 && gr.pending[0].Index <= e.GetIndex() {
+			p := gr.pending[0]
+			gr.pending = gr.pending[1:]
+			*outcomes = append(*outcomes, Outcome{Proposal: p, Committed: p.Index == e.GetIndex() && p.Term == e.GetTerm()})
+		}
+		if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
+			continue
+		}
+		pe := &orreryv1.PartitionEntry{}
+		if err := proto.Unmarshal(e.GetData(), pe); err != nil {
+			return Committed{}, fmt.Errorf("raft group %d: entry %d: decode: %w", gr.id, e.GetIndex(), err)
+		}
+		c.Entries = append(c.Entries, Entry{Index: e.GetIndex(), Term: e.GetTerm(), PartitionEntry: pe})
+	}
+	return c, nil
+}
+
+// settleLost settles as lost every pending proposal of a term this replica no longer leads.
+func (gr *group) settleLost(outcomes *[]Outcome) {
+	st := gr.node.BasicStatus()
+	leading := st.RaftState == raft.StateLeader
+	kept := gr.pending[:0]
+	for _, p := range gr.pending {
+		if leading && p.Term == st.HardState.GetTerm() {
+			kept = append(kept, p)
+			continue
+		}
+		*outcomes = append(*outcomes, Outcome{Proposal: p})
+	}
+	clear(gr.pending[len(kept):])
+	gr.pending = kept
+}
+
+// Advance tells the engine that round was persisted, sent and applied: it applies the round's
+// conf-change entries to Raft, records each group's applied index, term and logged time, and
+// lets every group go on. round must be the one Ready returned last.
+func (g *Groups) Advance(round *Round) error {
+	if round == nil {
+		return nil
+	}
+	if round != g.round {
+		return errors.New("advance: not the outstanding round")
+	}
+	g.round = nil
+	for _, gr := range round.readies {
+		for _, e := range gr.ready.CommittedEntries {
+			if err := gr.group.applyConfChange(e); err != nil {
+				return err
+			}
+			gr.group.appliedIndex = e.GetIndex()
+			gr.group.appliedTerm = e.GetTerm()
+		}
+		if n := len(gr.committed.Entries); n > 0 {
+			gr.group.appliedMicros = gr.committed.Entries[n-1].GetLoggedTimeUnixMicros()
+		}
+		gr.group.node.Advance(gr.ready)
+	}
+	return nil
+}
+
+// applyConfChange applies e to Raft when it is a conf change.
+func (gr *group) applyConfChange(e *raftpb.Entry) error {
+	var cc raftpb.ConfChangeI
+	switch e.GetType() {
+	case raftpb.EntryConfChange:
+		cc = &raftpb.ConfChange{}
+	case raftpb.EntryConfChangeV2:
+		cc = &raftpb.ConfChangeV2{}
+	default:
+		return nil
+	}
+	if err := proto.Unmarshal(e.GetData(), cc.(proto.Message)); err != nil {
+		return fmt.Errorf("raft group %d: conf change %d: decode: %w", gr.id, e.GetIndex(), err)
+	}
+	gr.node.ApplyConfChange(cc)
+	return nil
+}
