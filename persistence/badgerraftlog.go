@@ -542,7 +542,9 @@ func (st *badgerRaftStorage) Term(i uint64) (uint64, error) {
 }
 
 // LastIndex implements raft.Storage.
-func (st *badgerRaftStorage) LastIndex() (uint64, error) { return st.log.bounds(st.group).lastIndex, nil }
+func (st *badgerRaftStorage) LastIndex() (uint64, error) {
+	return st.log.bounds(st.group).lastIndex, nil
+}
 
 // FirstIndex implements raft.Storage.
 func (st *badgerRaftStorage) FirstIndex() (uint64, error) {

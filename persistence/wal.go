@@ -121,4 +121,3 @@ func (w *walSyncer) close() {
 
 // walPath is the path of Badger's write-ahead log number n (db.go mtFilePath).
 func walPath(dir string, n int) string { return filepath.Join(dir, fmt.Sprintf("%05d.mem", n)) }
-
