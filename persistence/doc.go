@@ -1,13 +1,48 @@
-// Package persistence owns a partition's storage: one Badger database per partition
-// directory, opened under Badger's directory lock (the single-writer fence), the activation
-// epoch, the durable group-commit transaction the state machines apply through (a kv.View),
-// the journal, the persisted logged time and applied index, read views with budgets, the
-// free-disk floor, value-log GC, and the data root's cluster metadata (cluster.json).
+// Package persistence owns a silo's storage: the silo store (one Badger database holding the
+// silo metadata and every partition's Raft log, BadgerRaftLog) and, for now, one Badger
+// database per partition directory, opened under Badger's directory lock (the single-writer
+// fence), with the activation epoch, the durable group-commit transaction the state machines
+// apply through (a kv.View), the journal, the persisted logged time and applied index, read
+// views with budgets, the free-disk floor, value-log GC, and the data root's cluster metadata
+// (cluster.json). The per-partition databases coexist with the silo store until partitions
+// move onto it (their state under d/<n>/), which removes them.
 //
 // # Layout
 //
 //	<data root>/cluster.json          {"partitions": N, "created": ...}, written once (EnsureClusterMeta)
+//	<data root>/store/                the silo store's Badger database (SiloStoreDir)
 //	<data root>/partitions/<n>/       partition n's Badger database (PartitionDir)
+//
+// # The silo store
+//
+// OpenSiloStore opens one Badger database with the same options and the same write-ahead-log
+// sync as a partition store (below). Its keys (silokeys.go) write a partition number n as 4
+// bytes big-endian and a log index as 8 bytes big-endian, so one partition's keys are
+// contiguous, partitions sort by number and entries by index:
+//
+//	s/silo-id                 8-byte big-endian random non-zero id, created by the first open (SiloID)
+//	s/partitions              8-byte big-endian partition count given at creation; another count fails the open
+//	r/<n>/e/<index>           partition n's Raft log entry (raftpb.Entry)
+//	r/<n>/hard-state          its Raft hard state (raftpb.HardState)
+//	r/<n>/snapshot            its last snapshot (raftpb.Snapshot: metadata with the conf state; data)
+//	r/<n>/truncated           index and term (8 bytes big-endian each) of the entry just before its first entry
+//	d/<n>/...                 partition n's state (not yet written)
+//
+// # The Raft log
+//
+// BadgerRaftLog implements RaftLog on the silo store. Persist writes every group's snapshot,
+// entries (deleting the persisted entries from the first new index on) and hard state in one
+// Badger transaction, syncs the write-ahead logs once, and only then shows the result to
+// readers and returns. Writes are serialized; a commit or sync error poisons the store, like a
+// partition store's. A snapshot makes the group's log start after its index; the entries at or
+// before it, and those a Compact discards, are deleted after the write that moved the first
+// index, in synced transactions of bounded size, and the next open deletes any a crash left.
+//
+// For each group it keeps in memory the index and term just before the first entry, the last
+// index and term, and the snapshot's index: loaded at open, replaced by each write once it is
+// durable. FirstIndex, LastIndex and the terms at those bounds read no disk; entries, other
+// terms, the hard state and the snapshot are read from Badger at the version of the last
+// durable write, so a reader sees every Persist that returned and nothing of one running.
 //
 // Inside a database the state machines own every key except the "p/" prefix (keys.Persistence),
 // which this package keeps for itself and hides from them (Txn and View neither show nor accept
@@ -18,7 +53,7 @@
 //	p/applied-index      8-byte big-endian index of the last batch
 //	p/journal/<index>    JournalRecord of the batch with that applied index (8-byte big-endian)
 //
-// # Durability
+// # Durability of a partition store
 //
 // A batch is applied, then made durable. Store.Apply runs one batch in one Badger
 // transaction and returns once Badger has taken it into its memtable and write-ahead log

@@ -1,15 +1,10 @@
 package persistence
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -68,16 +63,9 @@ type Store struct {
 	// writeMu serializes Apply; failed poisons the store after a commit or sync error.
 	writeMu sync.Mutex
 	failed  atomic.Pointer[orrery.Error]
-	// syncMu serializes Sync; syncedWALs are the rotated write-ahead logs it has synced, wal
-	// the newest log it has listed (the current memtable's, nil until the first sync) and
-	// newestWAL its number.
-	syncMu     sync.Mutex
-	syncedWALs map[string]bool
-	wal        *os.File
-	newestWAL  int
-	// syncLog makes one write-ahead log durable (tests replace it to see which logs a sync
-	// covers).
-	syncLog func(f *os.File) error
+	// syncMu serializes Sync, which syncs the write-ahead logs through wals.
+	syncMu sync.Mutex
+	wals   walSyncer
 
 	// lifeMu guards closed: calls that use db hold it shared, Close holds it exclusively.
 	lifeMu sync.RWMutex
@@ -101,16 +89,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := checkFreeSpace(dir, opts); err != nil {
 		return nil, err
 	}
-	db, err := badger.OpenManaged(badgerOptions(dir, opts))
+	db, err := openBadger(dir, opts, "partition")
 	if err != nil {
-		// Badger flattens the flock error into a string, so ask the lock itself.
-		if directoryLockHeld(dir) {
-			return nil, orrery.Wrap(orrery.CodeUnavailable, err,
-				"partition %s is held elsewhere: another store has its directory lock", dir)
-		}
-		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "open partition store %s", dir)
+		return nil, err
 	}
-	s := &Store{dir: dir, opts: opts, db: db, syncedWALs: map[string]bool{}, syncLog: datasync}
+	s := &Store{dir: dir, opts: opts, db: db, wals: newWALSyncer(dir)}
 	s.versions.last = db.MaxVersion()
 	s.versions.durable = s.versions.last
 	if err := s.activate(); err != nil {
@@ -118,6 +101,22 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// openBadger opens the Badger database in dir in managed mode with the project's options
+// (badgerOptions). Every failure is Unavailable; what names the store in the message
+// ("partition", "silo"), and a held directory lock says the store is held elsewhere.
+func openBadger(dir string, opts Options, what string) (*badger.DB, error) {
+	db, err := badger.OpenManaged(badgerOptions(dir, opts))
+	if err != nil {
+		// Badger flattens the flock error into a string, so ask the lock itself.
+		if directoryLockHeld(dir) {
+			return nil, orrery.Wrap(orrery.CodeUnavailable, err,
+				"%s store %s is held elsewhere: another store has its directory lock", what, dir)
+		}
+		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "open %s store %s", what, dir)
+	}
+	return db, nil
 }
 
 // activate loads the persisted counters and durably writes the next activation epoch.
@@ -142,7 +141,7 @@ func (s *Store) activate() error {
 	}
 	at, err := s.commit(txn)
 	if err == nil {
-		err = s.syncFiles()
+		err = s.wals.sync()
 	}
 	if err != nil {
 		return orrery.Wrap(orrery.CodeUnavailable, fmt.Errorf("%w: %w", ErrCommitFailed, err),
@@ -193,97 +192,6 @@ func (s *Store) commit(txn *badger.Txn) (uint64, error) {
 	return at, nil
 }
 
-// syncFiles makes everything Badger has applied so far durable: the current memtable's
-// write-ahead log (the newest) and every older log still on disk, each older one once. Badger
-// rotates a full memtable into its flush queue without syncing its log (it does not expect
-// SyncWrites off), so the tail of the applied batches may sit in a log that is no longer
-// current; it stays on disk until the memtable is flushed to a synced table. A log that is not
-// the newest is never written again, so syncing it once is enough.
-//
-// Badger's DB.Sync is not used. It msyncs the current log and also the current value-log file,
-// and nothing reaches the value log here (values stay inline: Options.ValueThresholdBytes, and
-// Txn refuses longer ones), so that second msync was about a tenth of every sync's CPU for no
-// data. The current log is instead fdatasynced through a descriptor kept open: in Linux,
-// msync(MS_SYNC) of a shared mapping and fdatasync of the file are the same operation
-// (vfs_fsync_range with datasync), and both write back the pages Badger wrote through its mmap.
-//
-// Listing the directory on every sync cost 3 % of CPU at 10,000 occurrences a second, so it is
-// listed only once a log after the newest one listed exists: Badger numbers its logs one after
-// another, and a rotation creates the next number. Everything applied before this sync began
-// is in the logs that exist when it looks, so a rotation after that holds only later batches.
-func (s *Store) syncFiles() error {
-	if s.wal != nil {
-		_, err := os.Stat(walPath(s.dir, s.newestWAL+1))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		if err != nil {
-			return s.syncLog(s.wal) // no rotation since the last listing
-		}
-	}
-	logs, err := filepath.Glob(filepath.Join(s.dir, "*.mem"))
-	if err != nil {
-		return err
-	}
-	if len(logs) == 0 {
-		return fmt.Errorf("no write-ahead log in %s", s.dir)
-	}
-	// Badger names them by an increasing number, zero-padded to five digits.
-	slices.SortFunc(logs, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b)) })
-	newestPath := logs[len(logs)-1]
-	newest, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(newestPath), ".mem"))
-	if err != nil {
-		return fmt.Errorf("write-ahead log %s: %w", newestPath, err)
-	}
-	for _, path := range logs[:len(logs)-1] {
-		if s.syncedWALs[path] {
-			continue
-		}
-		if err := s.syncPath(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err // a log flushed and deleted meanwhile is in a synced table
-		}
-		s.syncedWALs[path] = true
-	}
-	for path := range s.syncedWALs {
-		if !slices.Contains(logs, path) {
-			delete(s.syncedWALs, path)
-		}
-	}
-	if s.wal == nil || s.wal.Name() != newestPath {
-		wal, err := os.OpenFile(newestPath, os.O_RDWR, 0)
-		if err != nil {
-			return err
-		}
-		s.closeWAL()
-		s.wal, s.newestWAL = wal, newest
-	}
-	return s.syncLog(s.wal)
-}
-
-// syncPath makes one rotated write-ahead log durable.
-func (s *Store) syncPath(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	err = s.syncLog(f)
-	if closeErr := f.Close(); err == nil {
-		err = closeErr
-	}
-	return err
-}
-
-// closeWAL closes the descriptor of the current write-ahead log, if open.
-func (s *Store) closeWAL() {
-	if s.wal != nil {
-		_ = s.wal.Close()
-		s.wal = nil
-	}
-}
-
-// walPath is the path of Badger's write-ahead log number n (db.go mtFilePath).
-func walPath(dir string, n int) string { return filepath.Join(dir, fmt.Sprintf("%05d.mem", n)) }
-
 // Dir is the partition directory.
 func (s *Store) Dir() string { return s.dir }
 
@@ -326,7 +234,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.syncMu.Lock()
-	s.closeWAL()
+	s.wals.close()
 	s.syncMu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return orrery.Wrap(orrery.CodeInternal, err, "close partition store %s", s.dir)

@@ -77,7 +77,7 @@ func TestSyncCoversWriteAheadLogsRotatedSinceTheLastSync(t *testing.T) {
 	s := openStore(t, dir, quietOptions())
 	var mu sync.Mutex
 	var synced []string
-	s.syncLog = func(f *os.File) error {
+	s.wals.syncLog = func(f *os.File) error {
 		mu.Lock()
 		synced = append(synced, filepath.Base(f.Name()))
 		mu.Unlock()

@@ -122,7 +122,7 @@ func (s *Store) Sync() error {
 	if target.version <= s.durable.Load().version {
 		return nil
 	}
-	if err := s.syncFiles(); err != nil {
+	if err := s.wals.sync(); err != nil {
 		return s.poison(err, "sync failed")
 	}
 	s.durable.Store(target)

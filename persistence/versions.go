@@ -40,6 +40,16 @@ func (v *versions) beginRead(applied bool) uint64 {
 	return at
 }
 
+// hold holds version at, which a new transaction reads at, until endRead.
+func (v *versions) hold(at uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.active == nil {
+		v.active = map[uint64]int{}
+	}
+	v.active[at]++
+}
+
 // endRead releases a version beginRead returned.
 func (v *versions) endRead(at uint64) {
 	v.mu.Lock()

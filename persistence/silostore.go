@@ -1,0 +1,234 @@
+package persistence
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/orreryhq/orrery"
+)
+
+// SiloStoreDir is the directory of a silo's store: <dataRoot>/store.
+func SiloStoreDir(dataRoot string) string { return filepath.Join(dataRoot, "store") }
+
+// SiloStore is a silo's one Badger database, holding every partition replica the silo hosts:
+// the silo metadata, each partition's Raft log (RaftLog) and, later, each partition's state
+// (doc.go, "The silo store"). It is opened under Badger's directory lock. Its writes are
+// serialized, and each is synced before it is shown to readers. It is safe for concurrent use.
+type SiloStore struct {
+	dir        string
+	opts       Options
+	db         *badger.DB
+	siloID     uint64
+	partitions int
+	raftLog    *BadgerRaftLog
+
+	// versions numbers commits and reads (the database is opened in managed mode).
+	versions versions
+	// writeMu serializes writes; wals syncs them (used under writeMu).
+	writeMu sync.Mutex
+	wals    walSyncer
+	// failed poisons the store after a commit or sync error.
+	failed atomic.Pointer[orrery.Error]
+
+	// lifeMu guards closed: calls that use db hold it shared, Close holds it exclusively.
+	lifeMu sync.RWMutex
+	closed bool
+}
+
+// OpenSiloStore opens the silo store in dir (SiloStoreDir), creating it if needed. The first
+// open creates the silo id and records partitions; a later open with another partition count
+// is a Validation error naming both counts. Failures to open are Unavailable, and a store held
+// by another process (its directory lock) says so.
+func OpenSiloStore(dir string, partitions int, opts Options) (*SiloStore, error) {
+	if partitions < 1 {
+		return nil, orrery.Invalid("partitions", "must be at least 1, got %d", partitions)
+	}
+	opts = opts.withDefaults()
+	opts.Logger = opts.Logger.With("silo_store", dir)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "create silo store directory %s", dir)
+	}
+	if err := checkFreeSpace(dir, opts); err != nil {
+		return nil, err
+	}
+	db, err := openBadger(dir, opts, "silo")
+	if err != nil {
+		return nil, err
+	}
+	s := &SiloStore{dir: dir, opts: opts, db: db, partitions: partitions, wals: newWALSyncer(dir)}
+	s.versions.last = db.MaxVersion()
+	s.versions.durable = s.versions.last
+	if err := s.loadMeta(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if s.raftLog, err = openBadgerRaftLog(s); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// loadMeta reads the silo metadata, or creates it on the first open.
+func (s *SiloStore) loadMeta() error {
+	txn, done := s.read(s.versions.durable)
+	defer done()
+	id, idFound, err := getRaw(txn, siloIDKey)
+	if err != nil {
+		return orrery.Wrap(orrery.CodeUnavailable, err, "silo store %s: read the silo id", s.dir)
+	}
+	count, countFound, err := getRaw(txn, siloPartitionsKey)
+	if err != nil {
+		return orrery.Wrap(orrery.CodeUnavailable, err, "silo store %s: read the partition count", s.dir)
+	}
+	switch {
+	case idFound && countFound:
+		if len(id) != 8 || len(count) != 8 || binary.BigEndian.Uint64(id) == 0 {
+			return orrery.Errorf(orrery.CodeInternal, "silo store %s: damaged silo metadata", s.dir)
+		}
+		if stored := binary.BigEndian.Uint64(count); stored != uint64(s.partitions) {
+			return orrery.Invalid("partitions",
+				"the silo store %s was created with %d partitions and the silo is configured with %d; "+
+					"the count cannot change for an existing store", s.dir, stored, s.partitions)
+		}
+		s.siloID = binary.BigEndian.Uint64(id)
+		return nil
+	case idFound || countFound:
+		return orrery.Errorf(orrery.CodeInternal, "silo store %s: damaged silo metadata (silo id or partition count missing)", s.dir)
+	}
+	newID, err := randomSiloID()
+	if err != nil {
+		return orrery.Wrap(orrery.CodeInternal, err, "silo store %s: create a silo id", s.dir)
+	}
+	_, err = s.write(func(txn *badger.Txn) error {
+		if err := txn.Set(siloIDKey, binary.BigEndian.AppendUint64(nil, newID)); err != nil {
+			return err
+		}
+		return txn.Set(siloPartitionsKey, binary.BigEndian.AppendUint64(nil, uint64(s.partitions)))
+	})
+	if err != nil {
+		return err
+	}
+	s.siloID = newID
+	return nil
+}
+
+// randomSiloID is a random non-zero 64-bit id.
+func randomSiloID() (uint64, error) {
+	for {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, err
+		}
+		if id := binary.BigEndian.Uint64(b[:]); id != 0 {
+			return id, nil
+		}
+	}
+}
+
+// Dir is the store's directory.
+func (s *SiloStore) Dir() string { return s.dir }
+
+// SiloID is the silo's id: random, non-zero, created by the first open of the store and never
+// changed. A silo's Raft replica ids are its silo id.
+func (s *SiloStore) SiloID() uint64 { return s.siloID }
+
+// Partitions is the partition count the store was created with.
+func (s *SiloStore) Partitions() int { return s.partitions }
+
+// RaftLog is the Raft log of every partition, kept in this store.
+func (s *SiloStore) RaftLog() *BadgerRaftLog { return s.raftLog }
+
+// Close closes the database and releases the directory lock. It waits for running calls.
+// Closing twice is not an error.
+func (s *SiloStore) Close() error {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.writeMu.Lock()
+	s.wals.close()
+	s.writeMu.Unlock()
+	if err := s.db.Close(); err != nil {
+		return orrery.Wrap(orrery.CodeInternal, err, "close silo store %s", s.dir)
+	}
+	return nil
+}
+
+// read starts a read-only transaction at version at; done discards it and releases at.
+func (s *SiloStore) read(at uint64) (txn *badger.Txn, done func()) {
+	s.versions.hold(at)
+	txn = s.db.NewTransactionAt(at, false)
+	return txn, func() {
+		txn.Discard()
+		s.versions.endRead(at)
+	}
+}
+
+// write runs fn in one Badger transaction, commits it and syncs the write-ahead logs: when it
+// returns nil the transaction is durable, at the returned version. The caller holds writeMu
+// (or is OpenSiloStore, before the store is shared) and lifeMu, and publishes the version to
+// its readers. A write fn refuses because the transaction grew too big is ErrBatchTooBig and
+// writes nothing; a failed commit or sync poisons the store (ErrCommitFailed).
+func (s *SiloStore) write(fn func(txn *badger.Txn) error) (uint64, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	if err := checkFreeSpace(s.dir, s.opts); err != nil {
+		return 0, err
+	}
+	readAt := s.versions.beginRead(true)
+	defer s.versions.endRead(readAt)
+	txn := s.db.NewTransactionAt(readAt, true)
+	defer txn.Discard()
+	if err := fn(txn); err != nil {
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			return 0, orrery.Wrap(orrery.CodeInternal, fmt.Errorf("%w: %w", ErrBatchTooBig, err),
+				"silo store %s: the write exceeds %d bytes or %d writes", s.dir, s.db.MaxBatchSize(), s.db.MaxBatchCount())
+		}
+		return 0, err
+	}
+	at := s.versions.next()
+	if err := txn.CommitAt(at, nil); err != nil {
+		return 0, s.poison(err, "commit failed")
+	}
+	s.versions.applied(at)
+	if err := s.wals.sync(); err != nil {
+		return 0, s.poison(err, "sync failed")
+	}
+	return at, nil
+}
+
+// published records that the readers now read at version at (durable: write returned it).
+func (s *SiloStore) published(at uint64) {
+	s.db.SetDiscardTs(s.versions.synced(at))
+}
+
+// poison records a commit or sync error: the store refuses every later call with it.
+func (s *SiloStore) poison(err error, what string) error {
+	failed := orrery.Wrap(orrery.CodeUnavailable, fmt.Errorf("%w: %w", ErrCommitFailed, err),
+		"silo store %s: %s; the silo must stop and recover from disk", s.dir, what)
+	s.failed.Store(failed)
+	return failed
+}
+
+// usable is nil unless the store is closed or poisoned. The caller holds lifeMu.
+func (s *SiloStore) usable() error {
+	if s.closed {
+		return orrery.Errorf(orrery.CodeUnavailable, "silo store %s is closed", s.dir)
+	}
+	if failed := s.failed.Load(); failed != nil {
+		return failed
+	}
+	return nil
+}

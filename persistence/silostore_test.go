@@ -1,0 +1,67 @@
+package persistence
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/orreryhq/orrery"
+)
+
+// TestSiloStoreMetadata: the first open creates a non-zero silo id that later opens keep, and
+// records the partition count; another count is a Validation error naming both.
+func TestSiloStoreMetadata(t *testing.T) {
+	t.Parallel()
+	dir := SiloStoreDir(t.TempDir())
+	s := openSiloStore(t, dir, 8)
+	id := s.SiloID()
+	if id == 0 || s.Partitions() != 8 {
+		t.Fatalf("silo id %d, partitions %d; want non-zero and 8", id, s.Partitions())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openSiloStore(t, dir, 8)
+	if s.SiloID() != id {
+		t.Errorf("silo id after reopening %d, want %d", s.SiloID(), id)
+	}
+	if _, err := OpenSiloStore(dir, 8, quietOptions()); !errors.Is(err, orrery.ErrUnavailable) || !strings.Contains(err.Error(), "held elsewhere") {
+		t.Errorf("second open while held: %v, want Unavailable saying it is held elsewhere", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenSiloStore(dir, 16, quietOptions())
+	var oerr *orrery.Error
+	if !errors.As(err, &oerr) || oerr.Code != orrery.CodeValidation || oerr.Field != "partitions" ||
+		!strings.Contains(err.Error(), "created with 8 partitions") || !strings.Contains(err.Error(), "configured with 16") {
+		t.Errorf("open with 16 partitions: %v, want a Validation error on partitions naming 8 and 16", err)
+	}
+	if other := openSiloStore(t, SiloStoreDir(t.TempDir()), 8); other.SiloID() == id {
+		t.Errorf("two stores have the same silo id %d", id)
+	}
+}
+
+// TestSiloStoreKeys: a group's keys are contiguous under its prefix, groups sort by number,
+// and entries by index.
+func TestSiloStoreKeys(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 255, 256, 70000} {
+		prefix := raftPrefix(n)
+		for _, key := range [][]byte{raftEntryKey(n, 0), raftEntryKey(n, 1<<40), raftHardStateKey(n), raftSnapshotKey(n), raftTruncatedKey(n)} {
+			if !bytes.HasPrefix(key, prefix) {
+				t.Errorf("group %d: key %q is not under %q", n, key, prefix)
+			}
+		}
+		if bytes.Compare(raftPrefix(n+1), raftTruncatedKey(n)) <= 0 || bytes.Compare(statePrefix(n+1), statePrefix(n)) <= 0 {
+			t.Errorf("group %d+1's prefix does not sort after group %d's keys", n, n)
+		}
+		if bytes.Compare(raftEntryKey(n, 255), raftEntryKey(n, 256)) >= 0 || raftEntryIndex(raftEntryKey(n, 1<<40)) != 1<<40 {
+			t.Errorf("group %d: entry keys do not sort and decode by index", n)
+		}
+		if bytes.HasPrefix(statePrefix(n), []byte("r/")) || bytes.HasPrefix(raftPrefix(n), []byte("d/")) {
+			t.Errorf("group %d: state and raft prefixes overlap", n)
+		}
+	}
+}
