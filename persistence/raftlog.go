@@ -19,7 +19,7 @@ type RaftLog interface {
 	// Persist that returned.
 	Storage(group int) (raft.Storage, error)
 	// Persist makes every write durable at once (one synced write), or none of them: for each
-	// group, in order, its snapshot (which replaces the log before and at its index), its
+	// group, in order, its snapshot (which replaces the whole log, as raft.MemoryStorage does), its
 	// entries (each entry at index i discards every persisted entry at i or after) and its hard
 	// state. Empty parts (raft.IsEmptySnap, raft.IsEmptyHardState, no entries) are skipped.
 	Persist(writes []RaftWrite) error
