@@ -50,9 +50,17 @@ func TestClientRejoinsWhenItsOnlySiloComesBack(t *testing.T) {
 	}
 }
 
-// silentPartitionKind is a partition kind whose grains never answer.
-func silentPartitionKind() *protocluster.Kind {
-	return protocluster.NewKind(PartitionKind, actor.PropsFromFunc(func(actor.Context) {}))
+// silentPartitionKind is a partition kind whose grains never answer; each command request they
+// get is announced on arrived.
+func silentPartitionKind(arrived chan<- struct{}) *protocluster.Kind {
+	return protocluster.NewKind(PartitionKind, actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*orreryv1.CommandRequest); ok {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+		}
+	}))
 }
 
 // TestCallsInFlightEndWhenAMemberLeaves: a call waiting on a member that dies is ended with
@@ -61,7 +69,8 @@ func silentPartitionKind() *protocluster.Kind {
 func TestCallsInFlightEndWhenAMemberLeaves(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	member, provider, err := NewMember(ctx, MemberConfig{Name: "orrery-leave", Kinds: []*protocluster.Kind{silentPartitionKind()},
+	arrived := make(chan struct{}, 1)
+	member, provider, err := NewMember(ctx, MemberConfig{Name: "orrery-leave", Kinds: []*protocluster.Kind{silentPartitionKind(arrived)},
 		Gossip: ProviderConfig{}, Logger: testLogger(t), LogLevel: slog.LevelError})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +87,11 @@ func TestCallsInFlightEndWhenAMemberLeaves(t *testing.T) {
 		_, err := transport.Command(ctx, 0, &orreryv1.CommandRequest{Batch: &orreryv1.Batch{CommandId: "c"}})
 		done <- err
 	}()
-	time.Sleep(500 * time.Millisecond) // let the request reach the silent grain
+	select {
+	case <-arrived: // the request waits on the silent grain
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the grain")
+	}
 	victim.kill()
 	killed := time.Now()
 	select {
