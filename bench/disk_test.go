@@ -33,19 +33,22 @@ func BenchmarkSteadyDisk(b *testing.B) {
 		s.Stop()
 		disk, apparent := diskBytes(dir)
 		var live int64
-		for n := range 32 {
-			store, err := persistence.Open(persistence.PartitionDir(dir, n), persistence.Options{Logger: quiet})
-			if err != nil {
-				b.Fatal(err)
+		store, err := persistence.OpenSiloStore(persistence.SiloStoreDir(dir), c.Partitions(), persistence.Options{Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := range c.Partitions() {
+			state, err := store.Partition(n)
+			if err == nil {
+				err = state.View(func(r kv.Reader) error {
+					return r.Scan(nil, nil, func(k, v []byte) (bool, error) { live += int64(len(k) + len(v)); return true, nil })
+				})
 			}
-			err = store.View(func(r kv.Reader) error {
-				return r.Scan(nil, nil, func(k, v []byte) (bool, error) { live += int64(len(k) + len(v)); return true, nil })
-			})
-			store.Close()
 			if err != nil {
 				b.Fatal(err)
 			}
 		}
+		store.Close()
 		b.ReportMetric(float64(disk)/(1<<20), "disk-MiB")
 		b.ReportMetric(float64(apparent)/(1<<20), "apparent-MiB")
 		b.ReportMetric(float64(live)/(1<<20), "live-MiB")

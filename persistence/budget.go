@@ -98,6 +98,6 @@ func (b *BudgetReader) admit(size int) error {
 }
 
 // ViewBudget is View with its reader wrapped by NewBudgetReader(ctx, r, budget).
-func (s *Store) ViewBudget(ctx context.Context, budget ReadBudget, fn func(r *BudgetReader) error) error {
-	return s.View(func(r kv.Reader) error { return fn(NewBudgetReader(ctx, r, budget)) })
+func (p *PartitionState) ViewBudget(ctx context.Context, budget ReadBudget, fn func(r *BudgetReader) error) error {
+	return p.View(func(r kv.Reader) error { return fn(NewBudgetReader(ctx, r, budget)) })
 }

@@ -68,7 +68,7 @@ func TestBudgetReaderHonoursTheContext(t *testing.T) {
 
 func TestViewBudgetOverBadger(t *testing.T) {
 	t.Parallel()
-	s := openStore(t, t.TempDir(), quietOptions())
+	s := openState(t, t.TempDir(), quietOptions())
 	update(t, s, func(txn *Txn) error {
 		for i := range 10 {
 			if err := txn.Set(fmt.Appendf(nil, "k%d", i), []byte("v")); err != nil {

@@ -132,7 +132,7 @@ func TestConformanceScenario(t *testing.T) {
 	memory := kv.NewMemory()
 	want := conformanceScenario(memory)
 
-	s := openStore(t, t.TempDir(), quietOptions())
+	s := openState(t, t.TempDir(), quietOptions())
 	var got []string
 	update(t, s, func(txn *Txn) error {
 		got = conformanceScenario(txn)
@@ -145,10 +145,7 @@ func TestConformanceScenario(t *testing.T) {
 	if state := viewAll(t, s); !slices.Equal(state, wantState) {
 		t.Fatalf("committed state:\n got %q\nwant %q", state, wantState)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openStore(t, s.Dir(), quietOptions())
+	s = reopen(t, s)
 	if state := viewAll(t, s); !slices.Equal(state, wantState) {
 		t.Fatalf("state after reopen:\n got %q\nwant %q", state, wantState)
 	}
@@ -175,7 +172,7 @@ func compareTranscripts(t testing.TB, got, want []string) {
 // every sequence starts from the same committed state.
 func TestConformanceRandom(t *testing.T) {
 	t.Parallel()
-	s := openStore(t, t.TempDir(), quietOptions())
+	s := openState(t, t.TempDir(), quietOptions())
 	update(t, s, func(txn *Txn) error { // a committed base state under the transaction
 		for _, k := range []string{"a", "ab", "b", "p", "p0", "\xff"} {
 			if err := txn.Set([]byte(k), []byte("base-"+k)); err != nil {
@@ -193,7 +190,7 @@ func TestConformanceRandom(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ops := rapid.SliceOfN(rapid.IntRange(0, 6), 1, 40).Draw(rt, "ops")
 		memory := []kv.View{base.Clone()}
-		err := s.Update(func(txn *Txn) error {
+		err := s.Apply(nextMark(s), func(txn *Txn) error {
 			badger := []kv.View{txn}
 			for i, op := range ops {
 				want := &transcript{}

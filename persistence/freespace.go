@@ -11,11 +11,11 @@ func checkFreeSpace(dir string, opts Options) error {
 	}
 	free, err := opts.FreeBytesFunc(dir)
 	if err != nil {
-		return orrery.Wrap(orrery.CodeUnavailable, err, "partition %s: cannot read free disk space", dir)
+		return orrery.Wrap(orrery.CodeUnavailable, err, "store %s: cannot read free disk space", dir)
 	}
 	if free < opts.MinFreeBytes {
 		return orrery.Errorf(orrery.CodeUnavailable,
-			"partition %s refuses writes: %d bytes free on its disk, below the floor of %d bytes",
+			"store %s refuses writes: %d bytes free on its disk, below the floor of %d bytes",
 			dir, free, opts.MinFreeBytes)
 	}
 	return nil

@@ -14,22 +14,42 @@ func quietOptions() Options {
 	return Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
-// openStore opens a store in dir and closes it when the test ends.
-func openStore(t testing.TB, dir string, opts Options) *Store {
+// openState opens a silo store of two partitions in dir and returns partition 0's state; the
+// store closes when the test ends.
+func openState(t testing.TB, dir string, opts Options) *PartitionState {
 	t.Helper()
-	s, err := Open(dir, opts)
+	s, err := OpenSiloStore(dir, 2, opts)
 	if err != nil {
-		t.Fatalf("Open(%s): %v", dir, err)
+		t.Fatalf("OpenSiloStore(%s): %v", dir, err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return s
+	p, err := s.Partition(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
-// update runs Update and fails the test on error.
-func update(t testing.TB, s *Store, fn func(txn *Txn) error) {
+// reopen closes p's store and opens it again.
+func reopen(t testing.TB, p *PartitionState) *PartitionState {
 	t.Helper()
-	if err := s.Update(fn); err != nil {
-		t.Fatalf("Update: %v", err)
+	if err := p.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return openState(t, p.store.Dir(), p.store.opts)
+}
+
+// nextMark is the mark after p's: the next index, one microsecond later.
+func nextMark(p *PartitionState) AppliedMark {
+	m := p.Applied()
+	return AppliedMark{Index: m.Index + 1, LoggedTimeMicros: m.LoggedTimeMicros + 1}
+}
+
+// update applies fn at the next mark and fails the test on error.
+func update(t testing.TB, p *PartitionState, fn func(txn *Txn) error) {
+	t.Helper()
+	if err := p.Apply(nextMark(p), fn); err != nil {
+		t.Fatalf("Apply: %v", err)
 	}
 }
 
@@ -50,11 +70,11 @@ func collect(t testing.TB, r kv.Reader, start, end []byte) []pair {
 	return got
 }
 
-// viewAll returns every state key of s.
-func viewAll(t testing.TB, s *Store) []pair {
+// viewAll returns every state key of p.
+func viewAll(t testing.TB, p *PartitionState) []pair {
 	t.Helper()
 	var got []pair
-	if err := s.View(func(r kv.Reader) error {
+	if err := p.View(func(r kv.Reader) error {
 		got = collect(t, r, nil, nil)
 		return nil
 	}); err != nil {

@@ -10,15 +10,14 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 )
 
-// Defaults of Options, sized for a silo that may hold every partition (32 or more open
-// databases in one process).
+// Defaults of Options, sized for a silo's one store, which holds every partition it hosts.
 const (
 	// DefaultMemTableBytes is the size of one Badger memtable. Badger caps one transaction at
-	// 15 % of it, so this also sets MaxBatchBytes (about 1.2 MiB).
-	DefaultMemTableBytes = 8 << 20
-	// DefaultBlockCacheBytes is the block cache of one partition. Blocks are small and
-	// uncompressed, so reads mostly come from the page cache through the tables' mmaps.
-	DefaultBlockCacheBytes = 1 << 20
+	// 15 % of it, so this also sets PartitionState.MaxBatchBytes (about 9.6 MB).
+	DefaultMemTableBytes = 64 << 20
+	// DefaultBlockCacheBytes is the block cache. Blocks are uncompressed, so reads mostly come
+	// from the page cache through the tables' mmaps.
+	DefaultBlockCacheBytes = 16 << 20
 	// DefaultValueLogFileBytes is the size of one value-log file. Values stay in the LSM tree
 	// (see Options.ValueThresholdBytes), so the value log holds almost nothing.
 	DefaultValueLogFileBytes = 16 << 20
@@ -28,29 +27,22 @@ const (
 	DefaultValueThresholdBytes = 1 << 20
 )
 
-// Options configure one partition store. The zero value is usable: every zero field takes its
+// Options configure the silo store. The zero value is usable: every zero field takes its
 // default.
 type Options struct {
 	// MemTableBytes is the Badger memtable size (default DefaultMemTableBytes). It bounds the
-	// largest batch: see Store.MaxBatchBytes.
+	// largest apply: see PartitionState.MaxBatchBytes.
 	MemTableBytes int64
 	// BlockCacheBytes is the Badger block cache (default DefaultBlockCacheBytes).
 	BlockCacheBytes int64
 	// ValueThresholdBytes is the largest value kept inline in the LSM tree (default and
 	// maximum DefaultValueThresholdBytes; it is lowered to MaxBatchBytes when that is smaller).
 	ValueThresholdBytes int64
-	// MinFreeBytes is the free-disk floor: Open and Update refuse with Unavailable when the
-	// file system holding the partition has less free space than this. Zero disables the check.
-	// Badger dies with SIGBUS, taking every partition of the silo with it, when a memtable
-	// flush finds the disk full; a floor of a few memtables per open partition avoids that.
+	// MinFreeBytes is the free-disk floor: opening the store and its writes refuse with
+	// Unavailable (and the partitions refuse new commands) when the file system holding it has
+	// less free space than this. Zero disables the check. Badger dies with SIGBUS when a
+	// memtable flush finds the disk full; a floor of a few memtables avoids that.
 	MinFreeBytes uint64
-	// FlushStagger staggers memtable flushes between stores filled at the same rate (the
-	// partitions of one silo under a uniform load): the store's memtable is smaller than
-	// MemTableBytes by (FlushStagger mod 8)/32 of it. Without it every partition fills its
-	// memtable at the same moment and all flush together; measured with 32 partitions at
-	// 10,000 occurrences/s, that burst held enqueues back for up to 0.7 s. Partitions pass
-	// their number.
-	FlushStagger int
 	// Logger receives Badger's warnings and errors (default slog.Default()). Badger's info and
 	// debug messages are dropped.
 	Logger *slog.Logger
@@ -62,9 +54,6 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.MemTableBytes <= 0 {
 		o.MemTableBytes = DefaultMemTableBytes
-	}
-	if step := o.FlushStagger % flushStaggerSteps; step > 0 {
-		o.MemTableBytes -= int64(step) * o.MemTableBytes / 32
 	}
 	if o.BlockCacheBytes <= 0 {
 		o.BlockCacheBytes = DefaultBlockCacheBytes
@@ -85,44 +74,33 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// flushStaggerSteps is how many memtable sizes Options.FlushStagger spreads stores over.
-const flushStaggerSteps = 8
-
-// MinMaxBatchBytes is the smallest transaction limit a store opened with opts may have,
-// whatever its FlushStagger: what a bound that must hold on every partition is checked
-// against.
-func MinMaxBatchBytes(opts Options) int64 {
-	opts.FlushStagger = flushStaggerSteps - 1
-	return maxBatchBytes(opts.withDefaults().MemTableBytes)
-}
-
 // maxBatchBytes mirrors Badger's transaction cap (db.go checkAndSetOptions: 15 % of the
-// memtable). Store.MaxBatchBytes reports the figure of the open database.
+// memtable). PartitionState.MaxBatchBytes reports the figure of the open database.
 func maxBatchBytes(memTableBytes int64) int64 { return 15 * memTableBytes / 100 }
 
-// badgerOptions are the Badger options of one partition. Every choice keeps an idle open
-// partition small, because a silo may hold all of them:
+// badgerOptions are the Badger options of the silo store:
 //   - two memtables of MemTableBytes (Badger's default is five of 64 MiB);
-//   - a small block cache and no separate index cache (indexes of small tables stay in memory);
+//   - a block cache and no separate index cache (indexes stay in memory);
 //   - no compression, so blocks need no cache to be read;
 //   - four level-0 tables before compaction (with two, compaction rewrote level 1 so often
 //     that EmitThroughput ran at 33k occurrences/s against 52–55k with four, back to back),
 //     and two compactors (the minimum that compacts);
 //   - small value-log files, since values stay in the LSM tree;
-//   - conflict detection off: one writer per partition, serialized by the Store;
-//   - no sync inside Badger's commit: Store.Sync makes applied batches durable, many at once;
+//   - conflict detection off: the store numbers its own versions and serializes its commits;
+//   - no sync inside Badger's commit: each Raft round's write syncs the write-ahead logs
+//     (walSyncer), which makes every apply committed before it durable too;
 //   - metrics off (they are process-global expvars), logging routed to slog at WARN.
 func badgerOptions(dir string, o Options) badger.Options {
 	return badger.DefaultOptions(dir).
-		WithSyncWrites(false). // the store syncs: see Store.Sync
+		WithSyncWrites(false). // the store syncs: see walSyncer
 		WithLogger(slogLogger{logger: o.Logger}).
 		WithMetricsEnabled(false).
 		WithDetectConflicts(false).
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(o.MemTableBytes).
 		WithNumMemtables(2).
-		WithBaseTableSize(2 << 20).
-		WithBaseLevelSize(8 << 20).
+		WithBaseTableSize(8 << 20).
+		WithBaseLevelSize(64 << 20).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(8).
 		WithNumCompactors(2).
@@ -150,8 +128,8 @@ func (l slogLogger) Warningf(format string, args ...any) {
 }
 
 // cacheReport recognizes the block-cache statistics Badger logs at WARN when a database
-// closes. The cache is small on purpose (Options.BlockCacheBytes), so the report is not
-// actionable, and with one database per partition it would flood a silo's log on shutdown.
+// closes. The cache is small on purpose (Options.BlockCacheBytes): the report is not
+// actionable.
 func cacheReport(msg string) bool {
 	return strings.HasPrefix(msg, "Block cache might be too small") || strings.HasPrefix(msg, "Cache life expectancy")
 }

@@ -43,3 +43,7 @@ func raftSnapshotKey(n int) []byte { return append(raftPrefix(n), "snapshot"...)
 // partition n's first log entry, the last one compacted away or covered by the snapshot:
 // "r/" n "/truncated".
 func raftTruncatedKey(n int) []byte { return append(raftPrefix(n), "truncated"...) }
+
+// raftAppliedKey holds partition n's applied mark (AppliedMark: index and logged time, 8 bytes
+// big-endian each), written with each apply of its state: "r/" n "/applied".
+func raftAppliedKey(n int) []byte { return append(raftPrefix(n), "applied"...) }

@@ -32,9 +32,14 @@ type SiloStore struct {
 
 	// versions numbers commits and reads (the database is opened in managed mode).
 	versions versions
-	// writeMu serializes writes; wals syncs them (used under writeMu).
-	writeMu sync.Mutex
-	wals    walSyncer
+	// writeMu serializes the synced writes (write); wals syncs them (used under writeMu).
+	// commitMu serializes every commit, synced or not (PartitionState.Apply), so versions
+	// reach Badger in order.
+	writeMu  sync.Mutex
+	commitMu sync.Mutex
+	wals     walSyncer
+	// states are the partitions' states, by partition.
+	states []*PartitionState
 	// failed poisons the store after a commit or sync error.
 	failed atomic.Pointer[orrery.Error]
 
@@ -71,6 +76,10 @@ func OpenSiloStore(dir string, partitions int, opts Options) (*SiloStore, error)
 		return nil, err
 	}
 	if s.raftLog, err = openBadgerRaftLog(s); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if s.states, err = openPartitionStates(s); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -144,6 +153,15 @@ func (s *SiloStore) SiloID() uint64 { return s.siloID }
 // Partitions is the partition count the store was created with.
 func (s *SiloStore) Partitions() int { return s.partitions }
 
+// CheckFreeSpace is nil unless the store's disk has less free space than
+// Options.MinFreeBytes, when it is the Unavailable error writes below that floor get: callers
+// refuse new work with it before the store's own writes would fail.
+func (s *SiloStore) CheckFreeSpace() error { return checkFreeSpace(s.dir, s.opts) }
+
+// MaxValueBytes is the longest value the store keeps: every value stays inline in the LSM
+// tree, below Options.ValueThresholdBytes. A Raft log entry, encoded, must fit in it.
+func (s *SiloStore) MaxValueBytes() int64 { return s.opts.ValueThresholdBytes - 1 }
+
 // RaftLog is the Raft log of every partition, kept in this store.
 func (s *SiloStore) RaftLog() *BadgerRaftLog { return s.raftLog }
 
@@ -193,20 +211,41 @@ func (s *SiloStore) write(fn func(txn *badger.Txn) error) (uint64, error) {
 	defer txn.Discard()
 	if err := fn(txn); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
-			return 0, orrery.Wrap(orrery.CodeInternal, fmt.Errorf("%w: %w", ErrBatchTooBig, err),
-				"silo store %s: the write exceeds %d bytes or %d writes", s.dir, s.db.MaxBatchSize(), s.db.MaxBatchCount())
+			return 0, s.errBatchTooBig(err)
 		}
 		return 0, err
 	}
-	at := s.versions.next()
-	if err := txn.CommitAt(at, nil); err != nil {
-		return 0, s.poison(err, "commit failed")
+	at, err := s.commit(txn)
+	if err != nil {
+		return 0, err
 	}
-	s.versions.applied(at)
 	if err := s.wals.sync(); err != nil {
 		return 0, s.poison(err, "sync failed")
 	}
 	return at, nil
+}
+
+// commit hands txn to Badger at the next version and returns once Badger has applied it
+// (readable at that version, in the write-ahead log but not synced). A failed commit poisons
+// the store.
+func (s *SiloStore) commit(txn *badger.Txn) (uint64, error) {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	at := s.versions.next()
+	if err := txn.CommitAt(at, nil); err != nil {
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			return 0, s.errBatchTooBig(err)
+		}
+		return 0, s.poison(err, "commit failed")
+	}
+	s.versions.applied(at)
+	return at, nil
+}
+
+// errBatchTooBig is the error of a write beyond Badger's transaction limit; nothing is written.
+func (s *SiloStore) errBatchTooBig(err error) error {
+	return orrery.Wrap(orrery.CodeInternal, fmt.Errorf("%w: %w", ErrBatchTooBig, err),
+		"silo store %s: the write exceeds %d bytes or %d writes", s.dir, s.db.MaxBatchSize(), s.db.MaxBatchCount())
 }
 
 // published records that the readers now read at version at (durable: write returned it).

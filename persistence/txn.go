@@ -3,143 +3,50 @@ package persistence
 import (
 	"bytes"
 	"errors"
-	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/orreryhq/orrery"
-	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 )
 
-// Txn is one batch: a kv.View over a Badger read-write transaction, plus the persistence
-// layer's own writes (journal, logged time, applied index). It sees the state machines' key
-// space only: keys under "p/" read as absent, are skipped by Scan and cannot be written through
-// the View methods. A Txn is valid only inside the function given to Update.
+// ErrCommitFailed is in the chain of the error a write returns when Badger failed to commit or
+// sync it. The write may or may not be on disk, and Badger may already show it to readers, so
+// the store refuses every later call with it: the silo must stop and recover from disk.
+var ErrCommitFailed = errors.New("commit not durable")
+
+// ErrBatchTooBig is in the chain of the error a Txn write (or PartitionState.Apply) returns
+// when the transaction exceeds Badger's limit (PartitionState.MaxBatchBytes). Nothing is
+// written; callers split the batch.
+var ErrBatchTooBig = errors.New("batch exceeds the store's transaction limit")
+
+// ErrValueTooBig is in the chain of the error a Txn write returns for a value longer than
+// PartitionState.MaxValueBytes. Nothing is written; callers bound payloads well below it.
+var ErrValueTooBig = errors.New("value exceeds the store's largest value")
+
+// Txn is one apply of a partition's state: a kv.View over a Badger read-write transaction,
+// scoped to the partition's keys (d/<n>/, which it neither shows nor accepts in keys: the
+// state machines' key "x" is stored as d/<n>/x). A Txn is valid only inside the function
+// given to PartitionState.Apply.
 type Txn struct {
-	store *Store
+	state *PartitionState
 	txn   *badger.Txn
-	// finished is set when Update's fn returns; the Txn must not be used after that.
+	// finished is set when Apply's fn returns; the Txn must not be used after that.
 	finished bool
-	// writes counts Set and Delete calls; an Update without writes commits nothing.
-	writes int
 	// writeErr is the first refused write: a batch that lost a write never commits, even if
 	// fn ignored the error.
 	writeErr error
-
-	// Values set in this batch, published to the Store only after a durable commit.
-	loggedTime      int64
-	appliedIndex    uint64
-	setLoggedTime   bool
-	setAppliedIndex bool
-	// journalFloor, when set, is the Store's journal floor once this batch commits.
-	journalFloor uint64
 }
 
 var _ kv.View = (*Txn)(nil)
 
-// Update runs fn in one read-write transaction and commits it durably: Apply, then Sync. When
-// Update returns nil the batch is on disk. If fn returns an error, nothing is written and
-// Update returns that error unchanged. Refusals and commit errors are Apply's and Sync's.
-func (s *Store) Update(fn func(txn *Txn) error) error {
-	if err := s.Apply(fn); err != nil {
-		return err
-	}
-	return s.Sync()
-}
-
-// Apply runs fn in one read-write transaction, reading at the last applied version, and hands
-// the batch to Badger: when Apply returns nil the batch is applied (the next Apply and
-// ViewApplied read it) but not yet durable; Sync makes it so. A crash before that Sync may lose
-// it, and the batches applied after it with it (never it alone: the write-ahead log is one
-// sequence). Nothing a batch caused may be shown outside the store's writer before a Sync
-// returns. If fn returns an error, nothing is written and Apply returns that error unchanged.
-//
-// Apply refuses with Unavailable, before writing, when the store is closed or its disk has less
-// free space than Options.MinFreeBytes.
-//
-// A commit error is different: its chain holds ErrCommitFailed, the batch may or may not be on
-// disk, and the Store refuses every later call with the same error. The caller must stop the
-// activation (close the Store); the next activation recovers from disk.
-func (s *Store) Apply(fn func(txn *Txn) error) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	s.lifeMu.RLock()
-	defer s.lifeMu.RUnlock()
-	if err := s.usable(); err != nil {
-		return err
-	}
-	if err := checkFreeSpace(s.dir, s.opts); err != nil {
-		return err
-	}
-	btxn, done := s.newTxn(true)
-	defer done()
-	t := &Txn{store: s, txn: btxn}
-	err := fn(t)
-	t.finished = true
-	if err != nil {
-		return err
-	}
-	if t.writeErr != nil {
-		return t.writeErr
-	}
-	if t.writes == 0 {
-		return nil
-	}
-	at, err := s.commit(btxn)
-	if err != nil {
-		if errors.Is(err, badger.ErrTxnTooBig) { // checked before anything is written
-			return s.errBatchTooBig(err)
-		}
-		return s.poison(err, "commit failed")
-	}
-	if t.setLoggedTime {
-		s.loggedTime.Store(t.loggedTime)
-	}
-	if t.setAppliedIndex {
-		s.appliedIndex.Store(t.appliedIndex)
-	}
-	s.applied.Store(&mark{version: at, appliedIndex: s.appliedIndex.Load(), loggedTime: s.loggedTime.Load()})
-	if t.journalFloor > s.journalFloor.Load() {
-		s.journalFloor.Store(t.journalFloor)
-	}
-	return nil
-}
-
-// Sync makes every batch applied before it began durable; batches applied meanwhile may be
-// made durable too, and the next Sync covers them. One Sync makes any number of batches
-// durable, which is what lets a writer group its syncs while it goes on applying. A sync
-// error poisons the store like a commit error (ErrCommitFailed in its chain).
-func (s *Store) Sync() error {
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
-	s.lifeMu.RLock()
-	defer s.lifeMu.RUnlock()
-	if err := s.usable(); err != nil {
-		return err
-	}
-	target := s.applied.Load()
-	if target.version <= s.durable.Load().version {
-		return nil
-	}
-	if err := s.wals.sync(); err != nil {
-		return s.poison(err, "sync failed")
-	}
-	s.durable.Store(target)
-	s.db.SetDiscardTs(s.versions.synced(target.version))
-	return nil
-}
-
-// poison records a commit or sync error: the store refuses every later call with it.
-func (s *Store) poison(err error, what string) error {
-	failed := orrery.Wrap(orrery.CodeUnavailable, fmt.Errorf("%w: %w", ErrCommitFailed, err),
-		"partition %s: %s; the activation must stop and recover from disk", s.dir, what)
-	s.failed.Store(failed)
-	return failed
-}
-
 // Get implements kv.Reader. The returned value is a copy.
-func (t *Txn) Get(key []byte) ([]byte, bool, error) { return get(t.txn, key) }
+func (t *Txn) Get(key []byte) ([]byte, bool, error) {
+	if t.finished {
+		return nil, false, errFinished
+	}
+	return scopedGet(t.txn, t.state.prefix, key)
+}
 
 // Scan implements kv.Reader: keys in [start, end) in ascending order, including this batch's
 // own writes made before the call (writes made during the scan are not seen by it).
@@ -147,49 +54,42 @@ func (t *Txn) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) 
 	if t.finished {
 		return errFinished
 	}
-	return scan(t.txn, start, end, fn)
+	return scopedScan(t.txn, t.state.prefix, start, end, fn)
 }
 
-// Set implements kv.View. Keys under "p/" are refused.
+// Set implements kv.View. Values must stay inline in the LSM tree: a larger one would go to
+// the value log, whose sync errors Badger only logs.
 func (t *Txn) Set(key, value []byte) error {
-	if err := checkStateKey(key); err != nil {
-		return err
+	if len(key) == 0 {
+		return t.refuse(orrery.Errorf(orrery.CodeInternal, "empty key"))
 	}
-	return t.set(key, value)
-}
-
-// Delete implements kv.View. Keys under "p/" are refused.
-func (t *Txn) Delete(key []byte) error {
-	if err := checkStateKey(key); err != nil {
-		return err
+	if int64(len(value)) > t.state.MaxValueBytes() {
+		return t.refuse(orrery.Wrap(orrery.CodeInternal, ErrValueTooBig,
+			"partition %d: value of %d bytes under key %q; the largest is %d bytes",
+			t.state.n, len(value), key, t.state.MaxValueBytes()))
 	}
-	if err := t.txn.Delete(key); err != nil {
+	if err := t.txn.Set(t.state.key(key), value); err != nil {
 		return t.writeError(err, key)
 	}
-	t.writes++
 	return nil
 }
 
-// set writes any key, including the persistence layer's own. Values must stay inline in the
-// LSM tree: a larger one would go to the value log, whose sync errors Badger only logs.
-func (t *Txn) set(key, value []byte) error {
-	if int64(len(value)) > t.store.MaxValueBytes() {
-		return t.refuse(orrery.Wrap(orrery.CodeInternal, ErrValueTooBig,
-			"partition %s: value of %d bytes under key %q; the largest is %d bytes",
-			t.store.dir, len(value), key, t.store.MaxValueBytes()))
+// Delete implements kv.View.
+func (t *Txn) Delete(key []byte) error {
+	if len(key) == 0 {
+		return t.refuse(orrery.Errorf(orrery.CodeInternal, "empty key"))
 	}
-	if err := t.txn.Set(key, value); err != nil {
+	if err := t.txn.Delete(t.state.key(key)); err != nil {
 		return t.writeError(err, key)
 	}
-	t.writes++
 	return nil
 }
 
 func (t *Txn) writeError(err error, key []byte) error {
 	if errors.Is(err, badger.ErrTxnTooBig) {
-		return t.refuse(t.store.errBatchTooBig(err))
+		return t.refuse(t.state.store.errBatchTooBig(err))
 	}
-	return t.refuse(orrery.Wrap(orrery.CodeInternal, err, "partition %s: write key %q", t.store.dir, key))
+	return t.refuse(orrery.Wrap(orrery.CodeInternal, err, "partition %d: write key %q", t.state.n, key))
 }
 
 // refuse records the first refused write, which keeps the batch from committing.
@@ -200,86 +100,49 @@ func (t *Txn) refuse(err error) error {
 	return err
 }
 
-func (s *Store) errBatchTooBig(err error) error {
-	return orrery.Wrap(orrery.CodeInternal, fmt.Errorf("%w: %w", ErrBatchTooBig, err),
-		"partition %s: batch exceeds %d bytes or %d writes; bound batches by MaxBatchBytes",
-		s.dir, s.MaxBatchBytes(), s.MaxBatchWrites())
-}
-
-// checkStateKey refuses keys the state machines may not write.
-func checkStateKey(key []byte) error {
-	switch {
-	case len(key) == 0:
-		return orrery.Errorf(orrery.CodeInternal, "empty key")
-	case bytes.HasPrefix(key, keys.Persistence):
-		return orrery.Errorf(orrery.CodeInternal, "key %q is in the persistence layer's prefix %q", key, keys.Persistence)
-	}
-	return nil
-}
-
 // errFinished is returned by a Txn or View reader used after its function returned.
 var errFinished = orrery.Errorf(orrery.CodeInternal, "transaction used after its function returned")
 
-// reader is a kv.Reader over a read-only Badger transaction.
+// reader is a kv.Reader over a read-only Badger transaction, scoped to one partition.
 type reader struct {
 	txn      *badger.Txn
+	prefix   []byte
 	finished bool
 }
 
-func (r *reader) Get(key []byte) ([]byte, bool, error) { return get(r.txn, key) }
+func (r *reader) Get(key []byte) ([]byte, bool, error) {
+	if r.finished {
+		return nil, false, errFinished
+	}
+	return scopedGet(r.txn, r.prefix, key)
+}
 
 func (r *reader) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) error {
 	if r.finished {
 		return errFinished
 	}
-	return scan(r.txn, start, end, fn)
+	return scopedScan(r.txn, r.prefix, start, end, fn)
 }
 
-// View runs fn over a read-only snapshot of the state machines' key space (keys under "p/" are
-// hidden) as of the last durable batch. Reads that must stay bounded wrap the reader with
-// NewBudgetReader.
-func (s *Store) View(fn func(r kv.Reader) error) error { return s.view(false, fn) }
-
-// ViewApplied is View as of the last applied batch, durable or not: for the store's writer,
-// whose decisions about the next batches must follow the batches it applied. What it reads must
-// not reach anyone else before a Sync covers it.
-func (s *Store) ViewApplied(fn func(r kv.Reader) error) error { return s.view(true, fn) }
-
-func (s *Store) view(applied bool, fn func(r kv.Reader) error) error {
-	s.lifeMu.RLock()
-	defer s.lifeMu.RUnlock()
-	if err := s.usable(); err != nil {
-		return err
-	}
-	txn, done := s.newTxnAt(false, applied)
-	defer done()
-	r := &reader{txn: txn}
-	defer func() { r.finished = true }()
-	return fn(r)
-}
-
-// usable refuses calls on a closed or poisoned store; the caller holds lifeMu.
-func (s *Store) usable() error {
-	if s.closed {
-		return s.errClosed()
-	}
-	return s.failure()
-}
-
-// failure is the commit error that poisoned the store, if any.
-func (s *Store) failure() error {
-	if failed := s.failed.Load(); failed != nil {
-		return failed
-	}
-	return nil
-}
-
-// get reads a state key; keys under "p/" read as absent.
-func get(txn *badger.Txn, key []byte) ([]byte, bool, error) {
-	if len(key) == 0 || bytes.HasPrefix(key, keys.Persistence) {
+// scopedGet reads the state key key of the partition whose keys start with prefix.
+func scopedGet(txn *badger.Txn, prefix, key []byte) ([]byte, bool, error) {
+	if len(key) == 0 {
 		return nil, false, nil
 	}
-	return getRaw(txn, key)
+	return getRaw(txn, append(bytes.Clone(prefix), key...))
+}
+
+// scopedScan iterates the state keys in [start, end) of the partition whose keys start with
+// prefix, handing fn the keys without it; a nil end is the end of the partition's keys.
+func scopedScan(txn *badger.Txn, prefix, start, end []byte, fn func(key, value []byte) (bool, error)) error {
+	from := append(bytes.Clone(prefix), start...)
+	to := kv.PrefixEnd(prefix)
+	if end != nil {
+		to = append(bytes.Clone(prefix), end...)
+	}
+	return iterate(txn, from, to, func(key, value []byte) (bool, error) {
+		return fn(key[len(prefix):], value)
+	})
 }
 
 func getRaw(txn *badger.Txn, key []byte) ([]byte, bool, error) {
@@ -297,16 +160,9 @@ func getRaw(txn *badger.Txn, key []byte) ([]byte, bool, error) {
 	return value, true, nil
 }
 
-// scan iterates the state keys in [start, end), skipping the "p/" range.
-func scan(txn *badger.Txn, start, end []byte, fn func(key, value []byte) (bool, error)) error {
-	return iterate(txn, start, end, true, fn)
-}
-
-// iterate calls fn for every key in [start, end) ascending; a nil end means no bound. With
-// hideReserved, keys under "p/" are skipped by seeking past them. Errors from fn are returned
-// unchanged; Badger's are wrapped.
-func iterate(txn *badger.Txn, start, end []byte, hideReserved bool,
-	fn func(key, value []byte) (bool, error)) error {
+// iterate calls fn for every key in [start, end) ascending; a nil end means no bound. Errors
+// from fn are returned unchanged; Badger's are wrapped.
+func iterate(txn *badger.Txn, start, end []byte, fn func(key, value []byte) (bool, error)) error {
 	if end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
@@ -315,15 +171,11 @@ func iterate(txn *badger.Txn, start, end []byte, hideReserved bool,
 	// the tables that hold no such key instead of opening and seeking one iterator per table.
 	it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: commonPrefix(start, end)})
 	defer it.Close()
-	for it.Seek(start); it.Valid(); {
+	for it.Seek(start); it.Valid(); it.Next() {
 		item := it.Item()
 		key := item.Key()
 		if end != nil && bytes.Compare(key, end) >= 0 {
 			return nil
-		}
-		if hideReserved && bytes.HasPrefix(key, keys.Persistence) {
-			it.Seek(reservedEnd)
-			continue
 		}
 		var more bool
 		var fnErr error
@@ -340,7 +192,6 @@ func iterate(txn *badger.Txn, start, end []byte, hideReserved bool,
 		if !more {
 			return nil
 		}
-		it.Next()
 	}
 	return nil
 }
@@ -357,4 +208,20 @@ func commonPrefix(start, end []byte) []byte {
 		n++
 	}
 	return start[:n:n]
+}
+
+// openBadger opens the Badger database in dir in managed mode with the project's options
+// (badgerOptions). Every failure is Unavailable; what names the store in the message, and a
+// held directory lock says the store is held elsewhere.
+func openBadger(dir string, opts Options, what string) (*badger.DB, error) {
+	db, err := badger.OpenManaged(badgerOptions(dir, opts))
+	if err != nil {
+		// Badger flattens the flock error into a string, so ask the lock itself.
+		if directoryLockHeld(dir) {
+			return nil, orrery.Wrap(orrery.CodeUnavailable, err,
+				"%s store %s is held elsewhere: another process has its directory lock", what, dir)
+		}
+		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "open %s store %s", what, dir)
+	}
+	return db, nil
 }

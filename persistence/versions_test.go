@@ -65,23 +65,16 @@ func TestVersionsReadersBeginAtTheLastDurableVersion(t *testing.T) {
 // writes would sort as older than the ones they replace.
 func TestReopenedStoreWritesAfterItsVersions(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	s := openStore(t, dir, quietOptions())
+	s := openState(t, t.TempDir(), quietOptions())
 	for i := range 10 {
 		update(t, s, func(txn *Txn) error { return txn.Set([]byte("k"), fmt.Appendf(nil, "v%d", i)) })
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openStore(t, dir, quietOptions())
+	s = reopen(t, s)
 	update(t, s, func(txn *Txn) error { return txn.Set([]byte("k"), []byte("after reopen")) })
 	if got := viewAll(t, s); !slices.Equal(got, []pair{{"k", "after reopen"}}) {
 		t.Fatalf("after reopening and writing: %v", got)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openStore(t, dir, quietOptions())
+	s = reopen(t, s)
 	if got := viewAll(t, s); !slices.Equal(got, []pair{{"k", "after reopen"}}) {
 		t.Fatalf("after a second reopen: %v", got)
 	}
@@ -91,7 +84,7 @@ func TestReopenedStoreWritesAfterItsVersions(t *testing.T) {
 // when it began, whatever commits meanwhile.
 func TestViewReadsOneVersionWhileUpdatesCommit(t *testing.T) {
 	t.Parallel()
-	s := openStore(t, t.TempDir(), quietOptions())
+	s := openState(t, t.TempDir(), quietOptions())
 	update(t, s, func(txn *Txn) error { return txn.Set([]byte("k"), []byte("1")) })
 	err := s.View(func(r kv.Reader) error {
 		update(t, s, func(txn *Txn) error { return txn.Set([]byte("k"), []byte("2")) })

@@ -211,3 +211,12 @@ func (d *Driver) RunRound() (bool, error) {
 	d.mu.Unlock()
 	return true, err
 }
+
+// Campaign makes group campaign at once (Groups.Campaign).
+func (d *Driver) Campaign(group int) error {
+	d.mu.Lock()
+	err := d.cfg.Groups.Campaign(group)
+	d.mu.Unlock()
+	d.signal()
+	return err
+}

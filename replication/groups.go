@@ -275,3 +275,14 @@ func (g *Groups) Status(id int) (st Status, ok bool) {
 
 // Hosted returns the ids of the groups hosted here, ascending.
 func (g *Groups) Hosted() []int { return slices.Clone(g.order) }
+
+// Campaign makes this replica campaign for group's leadership at once instead of waiting for
+// its election timeout: for a replica that is its group's only voter, which then leads as soon
+// as the campaign's round is persisted.
+func (g *Groups) Campaign(id int) error {
+	gr, ok := g.groups[id]
+	if !ok {
+		return fmt.Errorf("raft group %d: %w", id, ErrUnknownGroup)
+	}
+	return gr.node.Campaign()
+}

@@ -26,7 +26,8 @@ const (
 // Config configures a silo. Start fills zero fields with the defaults; a zero port means a
 // free port chosen at start (tests); the cmd/silo flags default to the fixed ports above.
 type Config struct {
-	// DataDir is the data root: <DataDir>/cluster.json and <DataDir>/partitions/<n>.
+	// DataDir is the data root: the silo store is <DataDir>/store. One silo uses a data root
+	// at a time (the store's directory lock).
 	DataDir string
 	// ClusterName separates clusters that share a network (default "orrery").
 	ClusterName string
@@ -49,8 +50,9 @@ type Config struct {
 	// limits whose largest command or reply does not fit the actor transport
 	// (cluster.CheckLimits).
 	Limits input.Limits
-	// Store configures the partitions' Badger databases. A zero MinFreeBytes gets a floor of
-	// two memtables per partition plus 64 MiB (a full disk would otherwise crash the silo).
+	// Store configures the silo store's Badger database. A zero MinFreeBytes gets a floor of
+	// four memtables plus 64 MiB (a full disk would otherwise crash the silo): below it the
+	// partitions refuse new commands with Unavailable.
 	Store persistence.Options
 	// Failpoints arms crash boundaries (default: from ORRERY_FAILPOINT).
 	Failpoints *partition.Failpoints
@@ -66,24 +68,11 @@ type Config struct {
 	OpenTimeout time.Duration
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
-	// BusySyncGap is the least time between the starts of one partition's syncs while the
-	// process uses more than 80 % of the machine's cores, until it uses less than 60 % (default
-	// partition.DefaultBusySyncGap, 20 ms; negative: never wait). See partition.SyncPacer:
-	// measured on a 2-core machine at 10,000 occurrences a second with a worker
-	// (BenchmarkDueLateness), spacing syncs by 20 ms cut the groups committed by a fifth and
-	// the enqueue-lateness p99 from 1.2 s to 0.3–0.6 s, and at 2,000 a second the process's
-	// CPU from 1.76 to 1.41 cores; replies wait for the sync, so they take up to the gap longer.
-	BusySyncGap time.Duration
 	// CoordinatorEmits makes the due coordinator send every due command, as DESIGN §5 first
 	// had it. By default each partition emits its own due refs at its due head's instant
 	// (partition.Config.OwnEmission) and the coordinator is a backstop: it activates the
 	// partitions this silo owns and re-scans each every 30 s.
 	CoordinatorEmits bool
-	// BusyApplyGap is the least time between the starts of one partition's groups while the
-	// process is busy as BusySyncGap judges it (default partition.DefaultBusyApplyGap, 6 ms;
-	// negative: never wait). Commands and due refs gather meanwhile into fewer, larger groups,
-	// each up to the gap later; see partition.Config.BusyApplyGap for what it measured.
-	BusyApplyGap time.Duration
 	// Logger receives the silo's logs (default slog.Default()); protoactor and memberlist are
 	// kept at WARN.
 	Logger *slog.Logger
@@ -118,7 +107,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.Store.MinFreeBytes == 0 {
-		c.Store.MinFreeBytes = uint64(2*persistence.DefaultMemTableBytes*c.Partitions) + 64<<20
+		c.Store.MinFreeBytes = uint64(4*persistence.DefaultMemTableBytes) + 64<<20
 	}
 	if c.CoordinatorWorkers <= 0 {
 		c.CoordinatorWorkers = c.Partitions
@@ -128,9 +117,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 2 * time.Second
-	}
-	if c.BusyApplyGap == 0 {
-		c.BusyApplyGap = partition.DefaultBusyApplyGap
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

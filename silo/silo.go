@@ -21,13 +21,13 @@ import (
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/partition"
-	"github.com/orreryhq/orrery/persistence"
 )
 
 // Silo is a running silo.
 type Silo struct {
 	cfg       Config
 	log       *slog.Logger
+	host      *partition.Host
 	cluster   *protocluster.Cluster
 	provider  *cluster.Provider
 	transport *cluster.PartitionTransport
@@ -63,24 +63,23 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := persistence.EnsureClusterMeta(cfg.DataDir, cfg.Partitions); err != nil {
-		return nil, err
+	host, err := partition.OpenHost(partition.HostConfig{
+		DataRoot: cfg.DataDir, Partitions: cfg.Partitions, Store: cfg.Store, Limits: cfg.Limits,
+		LeadTimeout: cfg.OpenTimeout, Failpoints: cfg.Failpoints, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open the partitions in %s: %w", cfg.DataDir, err)
 	}
-	s := &Silo{cfg: cfg, registry: partition.NewRegistry(), stopped: make(chan struct{})}
+	s := &Silo{cfg: cfg, host: host, registry: partition.NewRegistry(), stopped: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 
 	// The coordinator needs the transport, the transport needs the cluster, and the cluster
 	// needs the partition kind, whose grains notify the coordinator: wire through the silo.
-	var pacer *partition.SyncPacer
-	if cfg.BusySyncGap >= 0 {
-		pacer = partition.NewSyncPacer(partition.SyncPacerConfig{BusyGap: cfg.BusySyncGap})
-		go pacer.Run(runCtx)
-	}
 	pcfg := partition.Config{
-		DataRoot: cfg.DataDir, Partitions: cfg.Partitions, Limits: cfg.Limits, Store: cfg.Store,
-		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger, SyncPacer: pacer,
-		OwnEmission: !cfg.CoordinatorEmits, BusyApplyGap: max(cfg.BusyApplyGap, 0),
+		Host:       host,
+		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger,
+		OwnEmission: !cfg.CoordinatorEmits,
 		OnNextDue: func(n *orreryv1.NextDueNotice) {
 			if coord := s.coord.Load(); coord != nil {
 				coord.Notify(n)
@@ -98,6 +97,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	})
 	if err != nil {
 		cancel()
+		_ = host.Close()
 		return nil, fmt.Errorf("join cluster %q: %w", cfg.ClusterName, err)
 	}
 	s.cluster, s.provider = c, provider
@@ -117,6 +117,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	s.refreshOwned()
 	go s.trackOwnership(runCtx)
+	go s.watchHost(runCtx)
 	if err := s.awaitPartitions(ctx); err != nil {
 		s.shutdown(true)
 		return nil, err
@@ -158,6 +159,17 @@ func (s *Silo) Owned() []int {
 // the silo leaves the cluster and its admin endpoint closes.
 func (s *Silo) Stop() { s.shutdown(true) }
 
+// watchHost stops the silo when its partition replicas fail (a failed write or apply): the
+// next start recovers from the store.
+func (s *Silo) watchHost(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-s.host.Failed():
+		s.log.Error("silo stopping: its partitions failed", "err", s.host.Err())
+		go s.shutdown(false)
+	}
+}
+
 // fenced is called when the cluster dropped this member: it must stop serving at once.
 func (s *Silo) fenced(cause error) {
 	s.cfg.Logger.Error("silo fenced by the cluster; stopping", "cause", cause)
@@ -180,6 +192,9 @@ func (s *Silo) shutdown(graceful bool) {
 			if err := cluster.Shutdown(s.cluster, s.provider, graceful); err != nil {
 				s.cfg.Logger.Warn("cluster shutdown", "err", err)
 			}
+		}
+		if err := s.host.Close(); err != nil {
+			s.cfg.Logger.Error("closing the silo store", "err", err)
 		}
 		close(s.stopped)
 	})

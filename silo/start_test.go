@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/orreryhq/orrery/persistence"
 )
@@ -24,18 +23,12 @@ func TestStartReturnsOnceThePartitionsAnswer(t *testing.T) {
 	}
 }
 
-// TestStartFailsWhenAPartitionCannotOpen: a partition whose directory cannot be written (or,
-// as root, a regular file where its directory should be) makes Start fail within OpenTimeout,
-// naming the partition and the reason.
-func TestStartFailsWhenAPartitionCannotOpen(t *testing.T) {
+// TestStartFailsWhenTheStoreCannotOpen: a silo store directory that cannot be written (or,
+// as root, a regular file where it should be) makes Start fail, naming the store and the
+// reason.
+func TestStartFailsWhenTheStoreCannotOpen(t *testing.T) {
 	dataDir := t.TempDir()
-	if err := persistence.EnsureClusterMeta(dataDir, 8); err != nil {
-		t.Fatal(err)
-	}
-	dir := persistence.PartitionDir(dataDir, 3)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
-		t.Fatal(err)
-	}
+	dir := persistence.SiloStoreDir(dataDir)
 	reason := "permission denied"
 	if os.Geteuid() == 0 { // chmod does not stop root
 		reason = "not a directory"
@@ -48,22 +41,53 @@ func TestStartFailsWhenAPartitionCannotOpen(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = os.Chmod(dir, 0o750) })
 	}
-	const bound = 3 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	began := time.Now()
-	s, err := Start(ctx, Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet, OpenTimeout: bound})
+	s, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet})
 	if err == nil {
 		s.Stop()
-		t.Fatal("Start succeeded with partition 3 unopenable")
-	}
-	if took := time.Since(began); took > bound+15*time.Second {
-		t.Errorf("Start failed after %v, the bound is %v", took, bound)
+		t.Fatal("Start succeeded with an unopenable store")
 	}
 	t.Logf("Start: %v", err)
-	for _, want := range []string{"partitions [3]", "partition 3:", reason} {
+	for _, want := range []string{dir, reason} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+// TestASecondSiloOnTheSameDataRootIsRefused: one silo uses a data root at a time; a second one
+// started on it fails at once, saying the store is held elsewhere, and the first keeps serving.
+func TestASecondSiloOnTheSameDataRootIsRefused(t *testing.T) {
+	dataDir := t.TempDir()
+	first := startSilo(t, dataDir, nil)
+	second, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet})
+	if err == nil {
+		second.Stop()
+		t.Fatal("a second silo started on a data root in use")
+	}
+	if !strings.Contains(err.Error(), "held elsewhere") {
+		t.Errorf("error %q does not say the store is held elsewhere", err)
+	}
+	if code, body := getJSON(t, "http://"+first.AdminAddress()+"/readyz"); code != http.StatusOK {
+		t.Fatalf("the first silo's readyz after the refusal: %d %v", code, body)
+	}
+}
+
+// TestStartRefusesTheOldLayout: a data root holding one store per partition
+// (<data>/partitions/<n>) is refused with a message naming it, and nothing is created.
+func TestStartRefusesTheOldLayout(t *testing.T) {
+	dataDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dataDir, "partitions", "0"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet})
+	if err == nil {
+		s.Stop()
+		t.Fatal("Start accepted the old layout")
+	}
+	if !strings.Contains(err.Error(), filepath.Join(dataDir, "partitions")) || !strings.Contains(err.Error(), "old layout") {
+		t.Errorf("error %q does not name the old layout", err)
+	}
+	if _, statErr := os.Stat(persistence.SiloStoreDir(dataDir)); !os.IsNotExist(statErr) {
+		t.Errorf("the refused start created the silo store: %v", statErr)
 	}
 }

@@ -97,10 +97,12 @@ func (x *CommandRequest) GetWaitMicros() int64 {
 // error when no receipt was produced (Validation of the envelope, IdempotencyConflict,
 // Unavailable), or, for a waiting request (CommandRequest.wait_micros > 0), neither.
 type CommandReply struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Receipt         []byte                 `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
-	Error           *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	ActivationEpoch uint64                 `protobuf:"varint,3,opt,name=activation_epoch,json=activationEpoch,proto3" json:"activation_epoch,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Receipt []byte                 `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	Error   *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// activation_epoch is the Raft term of the partition's leader that answered: it grows with
+	// every new leadership, a silo restart included.
+	ActivationEpoch uint64 `protobuf:"varint,3,opt,name=activation_epoch,json=activationEpoch,proto3" json:"activation_epoch,omitempty"`
 	// visible answers a waiting request that got no receipt: true when a message of its queue
 	// is visible now (send the batch again without waiting to lease it), false when its wait
 	// ended with none visible.

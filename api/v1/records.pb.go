@@ -1096,142 +1096,6 @@ func (x *PartitionCounters) GetBytes() uint64 {
 	return 0
 }
 
-// JournalEntry is one command of a journalled batch.
-type JournalEntry struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Principal string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
-	Batch     *Batch                 `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
-	// own is set for a batch the partition made itself: the EmitOccurrences and ExpireSaga
-	// mutations of its due index at the group's logged time. An own batch stores no inbox entry
-	// or receipt (nobody replays it: the next one is made from the index again), each of its
-	// mutations stands alone (a full lane fails that mutation, not the batch), and its emits
-	// enqueue at most 512 occurrences in all (batch.OwnBatchOccurrences).
-	Own           bool `protobuf:"varint,3,opt,name=own,proto3" json:"own,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *JournalEntry) Reset() {
-	*x = JournalEntry{}
-	mi := &file_api_v1_records_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *JournalEntry) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*JournalEntry) ProtoMessage() {}
-
-func (x *JournalEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use JournalEntry.ProtoReflect.Descriptor instead.
-func (*JournalEntry) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *JournalEntry) GetPrincipal() string {
-	if x != nil {
-		return x.Principal
-	}
-	return ""
-}
-
-func (x *JournalEntry) GetBatch() *Batch {
-	if x != nil {
-		return x.Batch
-	}
-	return nil
-}
-
-func (x *JournalEntry) GetOwn() bool {
-	if x != nil {
-		return x.Own
-	}
-	return false
-}
-
-// JournalRecord is what one group commit appends to a partition's journal, in the same
-// transaction as its effects: what a replicated log would ship.
-type JournalRecord struct {
-	state                protoimpl.MessageState `protogen:"open.v1"`
-	AppliedIndex         uint64                 `protobuf:"varint,1,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	LoggedTimeUnixMicros int64                  `protobuf:"varint,2,opt,name=logged_time_unix_micros,json=loggedTimeUnixMicros,proto3" json:"logged_time_unix_micros,omitempty"`
-	ActivationEpoch      uint64                 `protobuf:"varint,3,opt,name=activation_epoch,json=activationEpoch,proto3" json:"activation_epoch,omitempty"`
-	Entries              []*JournalEntry        `protobuf:"bytes,4,rep,name=entries,proto3" json:"entries,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
-}
-
-func (x *JournalRecord) Reset() {
-	*x = JournalRecord{}
-	mi := &file_api_v1_records_proto_msgTypes[11]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *JournalRecord) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*JournalRecord) ProtoMessage() {}
-
-func (x *JournalRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[11]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use JournalRecord.ProtoReflect.Descriptor instead.
-func (*JournalRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{11}
-}
-
-func (x *JournalRecord) GetAppliedIndex() uint64 {
-	if x != nil {
-		return x.AppliedIndex
-	}
-	return 0
-}
-
-func (x *JournalRecord) GetLoggedTimeUnixMicros() int64 {
-	if x != nil {
-		return x.LoggedTimeUnixMicros
-	}
-	return 0
-}
-
-func (x *JournalRecord) GetActivationEpoch() uint64 {
-	if x != nil {
-		return x.ActivationEpoch
-	}
-	return 0
-}
-
-func (x *JournalRecord) GetEntries() []*JournalEntry {
-	if x != nil {
-		return x.Entries
-	}
-	return nil
-}
-
 var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
@@ -1324,16 +1188,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\aexpired\x18\x02 \x01(\bR\aexpired\"C\n" +
 	"\x11PartitionCounters\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x04R\arecords\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"f\n" +
-	"\fJournalEntry\x12\x1c\n" +
-	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12&\n" +
-	"\x05batch\x18\x02 \x01(\v2\x10.orrery.v1.BatchR\x05batch\x12\x10\n" +
-	"\x03own\x18\x03 \x01(\bR\x03own\"\xc9\x01\n" +
-	"\rJournalRecord\x12#\n" +
-	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x125\n" +
-	"\x17logged_time_unix_micros\x18\x02 \x01(\x03R\x14loggedTimeUnixMicros\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\x121\n" +
-	"\aentries\x18\x04 \x03(\v2\x17.orrery.v1.JournalEntryR\aentries*\x8a\x03\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes*\x8a\x03\n" +
 	"\rLedgerOutcome\x12\x1e\n" +
 	"\x1aLEDGER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17LEDGER_OUTCOME_ENQUEUED\x10\x01\x12\"\n" +
@@ -1366,7 +1221,7 @@ func file_api_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_api_v1_records_proto_goTypes = []any{
 	(LedgerOutcome)(0),         // 0: orrery.v1.LedgerOutcome
 	(DueKind)(0),               // 1: orrery.v1.DueKind
@@ -1380,33 +1235,28 @@ var file_api_v1_records_proto_goTypes = []any{
 	(*LaneCounters)(nil),       // 9: orrery.v1.LaneCounters
 	(*MessageTombstone)(nil),   // 10: orrery.v1.MessageTombstone
 	(*PartitionCounters)(nil),  // 11: orrery.v1.PartitionCounters
-	(*JournalEntry)(nil),       // 12: orrery.v1.JournalEntry
-	(*JournalRecord)(nil),      // 13: orrery.v1.JournalRecord
-	(*ScheduleDefinition)(nil), // 14: orrery.v1.ScheduleDefinition
-	(*OccurrenceOrigin)(nil),   // 15: orrery.v1.OccurrenceOrigin
-	(*Lane)(nil),               // 16: orrery.v1.Lane
-	(SagaPhase)(0),             // 17: orrery.v1.SagaPhase
-	(*SagaTimeout)(nil),        // 18: orrery.v1.SagaTimeout
-	(*Batch)(nil),              // 19: orrery.v1.Batch
+	(*ScheduleDefinition)(nil), // 12: orrery.v1.ScheduleDefinition
+	(*OccurrenceOrigin)(nil),   // 13: orrery.v1.OccurrenceOrigin
+	(*Lane)(nil),               // 14: orrery.v1.Lane
+	(SagaPhase)(0),             // 15: orrery.v1.SagaPhase
+	(*SagaTimeout)(nil),        // 16: orrery.v1.SagaTimeout
 }
 var file_api_v1_records_proto_depIdxs = []int32{
-	14, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
-	15, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
+	12, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
+	13, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
 	0,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
 	2,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
 	3,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
-	16, // 5: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
-	17, // 6: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
-	18, // 7: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
+	14, // 5: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
+	15, // 6: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
+	16, // 7: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
 	1,  // 8: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
-	16, // 9: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
-	19, // 10: orrery.v1.JournalEntry.batch:type_name -> orrery.v1.Batch
-	12, // 11: orrery.v1.JournalRecord.entries:type_name -> orrery.v1.JournalEntry
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	14, // 9: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_records_proto_init() }
@@ -1421,7 +1271,7 @@ func file_api_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_records_proto_rawDesc), len(file_api_v1_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

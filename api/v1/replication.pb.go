@@ -92,15 +92,76 @@ func (x *PartitionEntry) GetCommand() []byte {
 	return nil
 }
 
+// PartitionCommand is the command of a PartitionEntry: the batch the partition applies.
+type PartitionCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Batch *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	// own is set for a due batch the partition's leader made itself: the EmitOccurrences and
+	// ExpireSaga mutations of its due index at the entry's logged time. An own batch stores no
+	// inbox entry or receipt (nobody replays it: the next one is made from the index again), each
+	// of its mutations stands alone (a full lane fails that mutation, not the batch), and its
+	// emits enqueue at most 512 occurrences in all (batch.OwnBatchOccurrences).
+	Own           bool `protobuf:"varint,2,opt,name=own,proto3" json:"own,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionCommand) Reset() {
+	*x = PartitionCommand{}
+	mi := &file_api_v1_replication_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionCommand) ProtoMessage() {}
+
+func (x *PartitionCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_replication_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionCommand.ProtoReflect.Descriptor instead.
+func (*PartitionCommand) Descriptor() ([]byte, []int) {
+	return file_api_v1_replication_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PartitionCommand) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+func (x *PartitionCommand) GetOwn() bool {
+	if x != nil {
+		return x.Own
+	}
+	return false
+}
+
 var File_api_v1_replication_proto protoreflect.FileDescriptor
 
 const file_api_v1_replication_proto_rawDesc = "" +
 	"\n" +
-	"\x18api/v1/replication.proto\x12\torrery.v1\"\x7f\n" +
+	"\x18api/v1/replication.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\x7f\n" +
 	"\x0ePartitionEntry\x125\n" +
 	"\x17logged_time_unix_micros\x18\x01 \x01(\x03R\x14loggedTimeUnixMicros\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x18\n" +
-	"\acommand\x18\x03 \x01(\fR\acommandB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\acommand\x18\x03 \x01(\fR\acommand\"L\n" +
+	"\x10PartitionCommand\x12&\n" +
+	"\x05batch\x18\x01 \x01(\v2\x10.orrery.v1.BatchR\x05batch\x12\x10\n" +
+	"\x03own\x18\x02 \x01(\bR\x03ownB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_replication_proto_rawDescOnce sync.Once
@@ -114,16 +175,19 @@ func file_api_v1_replication_proto_rawDescGZIP() []byte {
 	return file_api_v1_replication_proto_rawDescData
 }
 
-var file_api_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_api_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_api_v1_replication_proto_goTypes = []any{
-	(*PartitionEntry)(nil), // 0: orrery.v1.PartitionEntry
+	(*PartitionEntry)(nil),   // 0: orrery.v1.PartitionEntry
+	(*PartitionCommand)(nil), // 1: orrery.v1.PartitionCommand
+	(*Batch)(nil),            // 2: orrery.v1.Batch
 }
 var file_api_v1_replication_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2, // 0: orrery.v1.PartitionCommand.batch:type_name -> orrery.v1.Batch
+	1, // [1:1] is the sub-list for method output_type
+	1, // [1:1] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_replication_proto_init() }
@@ -131,13 +195,14 @@ func file_api_v1_replication_proto_init() {
 	if File_api_v1_replication_proto != nil {
 		return
 	}
+	file_api_v1_orrery_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_replication_proto_rawDesc), len(file_api_v1_replication_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

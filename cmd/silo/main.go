@@ -111,8 +111,6 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&cfg.ClusterName, "cluster", silo.DefaultClusterName, "cluster name")
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	fs.DurationVar(&cfg.BusySyncGap, "busy-sync-gap", 0, "least time between one partition's syncs while the process uses over 80% of the CPUs (0: 20ms; negative: never wait)")
-	fs.DurationVar(&cfg.BusyApplyGap, "busy-apply-gap", 0, "least time between one partition's groups while the process uses over 80% of the CPUs (0: 6ms; negative: never wait)")
 	fs.BoolVar(&cfg.CoordinatorEmits, "coordinator-emits", false, "the due coordinator sends every due command instead of each partition emitting its own due refs")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
 	limits := limitFlags(fs, &cfg.Limits)

@@ -11,9 +11,10 @@ import (
 
 // Failpoint names (see the package doc).
 const (
-	FailpointBatchApplied   = "batch-applied"
-	FailpointBatchCommitted = "batch-committed"
-	FailpointReceiptSent    = "receipt-sent"
+	FailpointEntryAppended  = "entry-appended"
+	FailpointEntryCommitted = "entry-committed"
+	FailpointEntryApplied   = "entry-applied"
+	FailpointReplySent      = "reply-sent"
 )
 
 // FailpointEnv is the environment variable that arms a failpoint in a silo process.
@@ -50,10 +51,10 @@ func NewFailpoints(spec string, fire func(name string)) (*Failpoints, error) {
 		at = n
 	}
 	switch name {
-	case FailpointBatchApplied, FailpointBatchCommitted, FailpointReceiptSent:
+	case FailpointEntryAppended, FailpointEntryCommitted, FailpointEntryApplied, FailpointReplySent:
 	default:
-		return nil, fmt.Errorf("%s=%q: unknown failpoint %q (want %s, %s or %s)", FailpointEnv, spec, name,
-			FailpointBatchApplied, FailpointBatchCommitted, FailpointReceiptSent)
+		return nil, fmt.Errorf("%s=%q: unknown failpoint %q (want %s, %s, %s or %s)", FailpointEnv, spec, name,
+			FailpointEntryAppended, FailpointEntryCommitted, FailpointEntryApplied, FailpointReplySent)
 	}
 	return &Failpoints{name: name, at: at, fire: fire, armed: true}, nil
 }

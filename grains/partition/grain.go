@@ -1,15 +1,12 @@
 package partition
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/actors"
@@ -20,6 +17,7 @@ import (
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/persistence"
+	"github.com/orreryhq/orrery/replication"
 )
 
 // NewKind returns the cluster kind whose activations are partition grains.
@@ -40,45 +38,20 @@ func Props(cfg Config, partition int) *actor.Props {
 // shared goroutine pool (protoactor's default).
 const mailboxThroughput = 300
 
-// openWarnEvery is the least time between two WARN records of one activation's failed opens;
-// the attempts between log at DEBUG.
-const openWarnEvery = 10 * time.Second
-
 // maxVisibilityFloors bounds the queues whose visibility floors a partition remembers.
 const maxVisibilityFloors = 4096
 
 // Internal messages, sent by the grain to itself.
 type (
-	retryOpen     struct{}
 	wakeWaiter    struct{}
-	syncDue       struct{} // a paced sync may start
-	applyDue      struct{} // a paced group may start
 	housekeepTick struct{}
-	// groupApplied reports an applied group (or its failure) from the apply goroutine.
-	groupApplied struct {
-		group   []*pending
-		replies []*orreryv1.CommandReply
-		err     error
-		// minDueWritten is the earliest due-index entry the commit wrote (0: none).
-		minDueWritten int64
-		// dueWrites are the due-index writes the commit made, in order.
-		dueWrites []dueWrite
-		// floors are the visibility floors the commit promoted, in order.
-		floors []kv.Promoted
-	}
-	// groupsSynced reports a finished sync from the sync goroutine: the first covered
-	// unsynced groups are durable, unless err.
-	groupsSynced struct {
-		covered int
-		err     error
-	}
 )
 
-// pending is a command waiting for a commit (or, with a deadline, for a visible message).
+// pending is a command proposed and waiting for its entry to apply (or, with a deadline, a
+// parked long-poll receive).
 type pending struct {
 	req      *orreryv1.CommandRequest
 	sender   *actor.PID
-	bytes    int
 	deadline time.Time // set for a parked long-poll receive
 	// onReply, set for the grain's own commands, receives the reply instead of a sender.
 	onReply func(*orreryv1.CommandReply)
@@ -86,6 +59,8 @@ type pending struct {
 	// order; ownReceipt is its receipt once applied (not stored: nobody replays it).
 	own        []*orreryv1.DueRef
 	ownReceipt *orreryv1.Receipt
+	// proposal is where its entry went in the partition's log.
+	proposal replication.Proposal
 }
 
 // grain is one activation of partition/<n>.
@@ -98,34 +73,14 @@ type grain struct {
 	applier batch.Applier
 	log     *slog.Logger
 
-	store     *persistence.Store
-	openErr   error
-	openDelay time.Duration
-	openTimer *time.Timer
-	// openWarned is when a failed open last logged at WARN (see openWarnEvery).
-	openWarned time.Time
-	// applyRunner and syncRunner run the activation's applies and syncs (see runner).
-	applyRunner, syncRunner runner
-	// applying is set while a group applies; applyDone is closed when it has.
-	applying  bool
-	applyDone chan struct{}
-	// unsynced are the applied groups waiting for a sync, in order; syncing is set while a
-	// sync runs, and syncDone is closed when it has.
-	unsynced []*groupApplied
-	syncing  bool
-	syncDone chan struct{}
-	// syncTimer is set while a paced sync waits (see SyncPacer); lastSyncStart is when the
-	// last sync began.
-	syncTimer     *time.Timer
-	lastSyncStart time.Time
-	// applyTimer is set while a paced group start waits (Config.BusyApplyGap);
-	// lastApplyStart is when the last group began.
-	applyTimer     *time.Timer
-	lastApplyStart time.Time
-	pending        []*pending
-	waiters        []*pending
-	waitTimer      *time.Timer
-	stopping       bool
+	// state is the partition's state on this silo's replica, set while attached to it.
+	state   *persistence.PartitionState
+	openErr error
+	// inflight are the proposed commands by their entries' indexes.
+	inflight  map[uint64]*pending
+	waiters   []*pending
+	waitTimer *time.Timer
+	stopping  bool
 
 	// dueFloor is an instant no due-index entry is earlier than (0: unknown, scan from the
 	// start). Scans start there: the index behaves like a queue, and an LSM iterator starting
@@ -133,41 +88,31 @@ type grain struct {
 	dueFloor int64
 	// dueTold is the latest instant the due coordinator is known to wake at or before, from
 	// the last next-due notice or due scan (input.MaxInstantMicros: nothing it knows of; 0:
-	// unknown). A commit that writes an earlier due entry sends a notice; later entries need
+	// unknown). An apply that writes an earlier due entry sends a notice; later entries need
 	// none, because the coordinator wakes by then, scans, and learns them.
 	dueTold int64
-	// head is the front of the due index in memory (see due.Head), as of the last commit
-	// this actor finished: due scans it covers need no store transaction, which would first
-	// wait for the commit in flight.
+	// head is the front of the due index in memory (see due.Head), as of the last applied
+	// entries the actor has handled: due scans it covers need no store transaction.
 	head *due.Head
 	// dueTimer wakes the grain at its due head's next instant when it emits its own due refs
-	// (Config.OwnEmission) and no group is applying; ownSeq numbers its own due batches, and
-	// ownSkips holds refs on backoff after a lasting failure, until when.
-	dueTimer *time.Timer
-	ownSeq   uint64
-	ownSkips duebackoff.Backoff
-	ownRefs  int // bound of the next own due batch's refs (0: ownDueRefs)
+	// (Config.OwnEmission) and no own batch is in flight; ownSeq numbers its own due batches,
+	// ownInflight is set while one is proposed and not applied, and ownSkips holds refs on
+	// backoff after a lasting failure, until when.
+	dueTimer    *time.Timer
+	ownSeq      uint64
+	ownInflight bool
+	ownSkips    duebackoff.Backoff
+	ownRefs     int // bound of the next own due batch's refs (0: ownDueRefs)
 
-	// warm is what committed groups read and wrote, for the next groups' reads (see
-	// kv.Warm): Badger's Get looks through every level even for a key in its memtable, so
-	// the schedule and lane-counter reads every occurrence makes are served from here. Only
-	// the commit goroutine touches it, one commit at a time; it lives as long as the store.
-	warm *kv.Warm
-	// floors are where the queues' visibility indexes begin (see kv.Floors): a receive scans
-	// from there instead of stepping over every entry leased or acked since the last
-	// compaction. Only the commit goroutine touches them, like warm.
-	floors *kv.Floors
-	// readFloors replicates floors for the actor's own reads of the visibility indexes (a
-	// parked receive's check, its wake timer), which would otherwise step over every leased
-	// and acked entry since the last compaction. It is as of the last applied group the actor
-	// has handled; a read meanwhile may miss a message written below a floor by a later group,
-	// and that group's handling wakes the waiters again.
+	// readFloors replicates the state machine's visibility floors for the actor's own reads
+	// of the visibility indexes (a parked receive's check, its wake timer), which would
+	// otherwise step over every leased and acked entry since the last compaction. It is as of
+	// the last applied entries the actor has handled; a read meanwhile may miss a message
+	// written below a floor by a later entry, and that entry's handling wakes the waiters again.
 	readFloors *kv.Floors
 
 	housekeepTimer *time.Timer
-	housekeeping   bool // a Housekeep command is pending or in flight
-	housekeepSeq   uint64
-	lastGC         time.Time
+	housekeeping   bool // a Housekeep command is in flight
 }
 
 // Receive implements actor.Actor.
@@ -181,33 +126,27 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	case *cluster.ClusterInit:
 		n, err := strconv.Atoi(msg.Identity.GetIdentity())
-		if err != nil || n < 0 || n >= g.cfg.Partitions {
-			g.openErr = orrery.Errorf(orrery.CodeInternal, "partition identity %q is not in [0, %d)", msg.Identity.GetIdentity(), g.cfg.Partitions)
+		if partitions := g.partitions(); err != nil || n < 0 || n >= partitions {
+			g.openErr = orrery.Errorf(orrery.CodeInternal, "partition identity %q is not in [0, %d)", msg.Identity.GetIdentity(), partitions)
 			return
 		}
 		g.partition = n
 		g.open(ctx)
-	case *retryOpen:
-		g.open(ctx)
 	case *orreryv1.CommandRequest:
 		g.admit(ctx, msg)
-	case *groupApplied:
-		g.finishApply(ctx, msg)
-	case *groupsSynced:
-		g.finishSync(ctx, msg)
+	case *entriesApplied:
+		g.applied(ctx, msg)
+	case *proposalsLost:
+		g.lost(ctx, msg)
+	case *hostFailed:
+		g.hostFailed(ctx, msg.err)
 	case *wakeWaiter:
 		g.wakeWaiters(ctx)
-	case *syncDue:
-		g.syncTimer = nil
-		g.startSync(ctx)
-	case *applyDue:
-		g.applyTimer = nil
-		g.startCommit(ctx)
 	case *housekeepTick:
 		g.housekeep(ctx)
 	case *dueTick:
 		g.dueTimer = nil
-		g.startCommit(ctx)
+		g.emitDue(ctx)
 	case *orreryv1.ScanDueRequest:
 		ctx.Respond(g.scanDue(msg))
 	case *orreryv1.InspectRequest:
@@ -219,47 +158,47 @@ func (g *grain) Receive(ctx actor.Context) {
 	}
 }
 
-// open opens the store, or schedules a retry with backoff when another activation holds it.
+// open attaches the activation to the partition's state machine on this silo.
 func (g *grain) open(ctx actor.Context) {
-	if g.store != nil || g.stopping {
+	if g.state != nil || g.stopping {
 		return
 	}
 	g.log = g.cfg.Logger.With("partition", g.partition)
-	g.applier = batch.Applier{Limits: g.cfg.Limits, Partitions: g.cfg.Partitions, Partition: g.partition}
-	if err := persistence.EnsureClusterMeta(g.cfg.DataRoot, g.cfg.Partitions); err != nil {
-		g.openErr = err
-		g.log.Error("partition cannot open: cluster metadata", "err", err)
+	if g.cfg.Host == nil {
+		g.openErr = orrery.Errorf(orrery.CodeUnavailable, "partition %d: no replicas on this silo", g.partition)
 		return
 	}
-	storeOpts := g.cfg.Store
-	storeOpts.FlushStagger = g.partition
-	store, err := persistence.Open(persistence.PartitionDir(g.cfg.DataRoot, g.partition), storeOpts)
+	g.applier = g.cfg.Host.machines[g.partition].applier
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	state, err := g.cfg.Host.attach(g.partition, g, func(msg any) { root.Send(self, msg) })
 	if err != nil {
 		g.openErr = err
-		g.openDelay = min(max(2*g.openDelay, 50*time.Millisecond), g.cfg.OpenRetryMax)
-		level := slog.LevelDebug
-		if now := time.Now(); now.Sub(g.openWarned) >= openWarnEvery {
-			level, g.openWarned = slog.LevelWarn, now
-		}
-		g.log.Log(context.Background(), level, "partition store not available; retrying", "err", err, "retry_in", g.openDelay)
-		self, root := ctx.Self(), ctx.ActorSystem().Root
-		g.openTimer = time.AfterFunc(g.openDelay, func() { root.Send(self, &retryOpen{}) })
+		g.log.Error("partition cannot open", "err", err)
 		return
 	}
-	g.store, g.openErr, g.openDelay = store, nil, 0
-	g.applyRunner, g.syncRunner = startRunner(), startRunner()
-	g.warm = kv.NewWarm(g.cfg.WarmCacheBytes)
-	g.floors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
+	g.state, g.openErr = state, nil
+	g.inflight = map[uint64]*pending{}
 	g.readFloors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
 	g.head = due.NewHead(dueHeadEntries)
-	g.lastGC = g.cfg.Now()
 	g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
-	g.log.Info("partition open", "epoch", store.Epoch(), "logged_time", store.LoggedTime(), "applied_index", store.AppliedIndex())
+	mark := state.Applied()
+	g.log.Info("partition open", "term", g.term(), "logged_time", mark.LoggedTimeMicros, "applied_index", mark.Index)
 	g.reportNextDue()
-	g.startCommit(ctx)
+	g.emitDue(ctx)
 }
 
-// unavailable is the error a request gets while the store is not open.
+// partitions is the cluster's partition count (0 without a host).
+func (g *grain) partitions() int {
+	if g.cfg.Host == nil {
+		return 0
+	}
+	return g.cfg.Host.cfg.Partitions
+}
+
+// term is the partition's Raft term as this silo's replica knows it.
+func (g *grain) term() uint64 { return g.cfg.Host.term(g.partition) }
+
+// unavailable is the error a request gets while the grain is not attached.
 func (g *grain) unavailable() *orrery.Error {
 	if g.openErr != nil {
 		return orrery.Wrap(orrery.CodeUnavailable, g.openErr, "partition %d is not open", g.partition)
@@ -267,10 +206,10 @@ func (g *grain) unavailable() *orrery.Error {
 	return orrery.Errorf(orrery.CodeUnavailable, "partition %d is not open", g.partition)
 }
 
-// admit queues a command (or parks a long-poll receive), answering Unavailable at once when
-// the store is not open or the pending bound is reached.
+// admit proposes a command (or parks a long-poll receive), answering Unavailable at once when
+// the grain is not attached or the pending bound is reached.
 func (g *grain) admit(ctx actor.Context, req *orreryv1.CommandRequest) {
-	if g.store == nil {
+	if g.state == nil {
 		ctx.Respond(&orreryv1.CommandReply{Error: g.unavailable().Proto()})
 		return
 	}
@@ -279,21 +218,20 @@ func (g *grain) admit(ctx actor.Context, req *orreryv1.CommandRequest) {
 			"partition %d has %d commands pending, the limit is %d", g.partition, g.queued(), g.cfg.MaxPending).Proto()})
 		return
 	}
-	p := &pending{req: req, sender: ctx.Sender(), bytes: proto.Size(req)}
+	p := &pending{req: req, sender: ctx.Sender()}
 	if g.park(ctx, p) {
 		return
 	}
-	g.pending = append(g.pending, p)
-	g.startCommit(ctx)
+	g.propose(ctx, p)
 }
 
-// queued counts the commands waiting: pending and parked.
-func (g *grain) queued() int { return len(g.pending) + len(g.waiters) }
+// queued counts the commands waiting: in flight and parked.
+func (g *grain) queued() int { return len(g.inflight) + len(g.waiters) }
 
 // reply sends a reply to a pending command's sender.
 func (g *grain) reply(ctx actor.Context, p *pending, r *orreryv1.CommandReply) {
-	if g.store != nil {
-		r.ActivationEpoch = g.store.Epoch()
+	if g.state != nil {
+		r.ActivationEpoch = g.term()
 	}
 	if p.onReply != nil {
 		p.onReply(r)
@@ -304,86 +242,31 @@ func (g *grain) reply(ctx actor.Context, p *pending, r *orreryv1.CommandReply) {
 	}
 }
 
-// stop waits for the group applying and the sync running, makes the groups applied since
-// durable and answers them, and closes the store.
+// stop detaches from the state machine and answers what is in flight and parked: commands in
+// flight Unavailable (their entries may still apply; callers retry with the same command
+// ids and get the receipt), parked receives not visible.
 func (g *grain) stop(ctx actor.Context) {
 	g.stopping = true
-	if g.openTimer != nil {
-		g.openTimer.Stop()
-	}
-	if g.waitTimer != nil {
-		g.waitTimer.Stop()
-	}
-	if g.syncTimer != nil {
-		g.syncTimer.Stop() // the groups it waited for are synced below
-	}
-	if g.housekeepTimer != nil {
-		g.housekeepTimer.Stop()
-	}
-	if g.dueTimer != nil {
-		g.dueTimer.Stop()
-	}
-	if g.applyTimer != nil {
-		g.applyTimer.Stop()
-	}
-	if g.applyDone != nil {
-		<-g.applyDone // its groupApplied message is never handled: the group is not counted
-	}
-	if g.syncDone != nil {
-		<-g.syncDone
-	}
-	g.applyRunner.stop()
-	g.syncRunner.stop()
-	g.applyRunner, g.syncRunner = nil, nil
-	if g.store != nil && len(g.unsynced) > 0 {
-		if err := g.store.Sync(); err != nil {
-			g.failUnsynced(ctx, err)
-		} else {
-			g.replySynced(ctx, g.unsynced)
-			g.unsynced = nil
+	for _, t := range []*time.Timer{g.waitTimer, g.housekeepTimer, g.dueTimer} {
+		if t != nil {
+			t.Stop()
 		}
 	}
-	if g.store != nil {
-		if err := g.store.Close(); err != nil {
-			g.log.Error("partition close failed", "err", err)
-		}
-		g.store = nil
+	if g.state == nil {
+		return
 	}
-}
-
-// fail stops the activation after a failed commit: the next activation recovers from disk.
-func (g *grain) fail(ctx actor.Context, err error) {
-	g.log.Error("partition commit failed; stopping the activation", "err", err)
-	g.failUnsynced(ctx, err)
-	unavailable := orrery.Wrap(orrery.CodeUnavailable, err, "partition %d commit failed", g.partition).Proto()
-	for _, p := range append(g.pending, g.waiters...) {
+	g.cfg.Host.detach(g.partition, g)
+	unavailable := orrery.Errorf(orrery.CodeUnavailable, "partition %d stopped before its command applied; retry it with the same command id", g.partition).Proto()
+	for _, p := range g.inflight {
 		g.reply(ctx, p, &orreryv1.CommandReply{Error: unavailable})
 	}
-	g.pending, g.waiters = nil, nil
-	if g.store != nil {
-		_ = g.store.Close()
-		g.store = nil
+	for _, p := range g.waiters {
+		g.reply(ctx, p, &orreryv1.CommandReply{})
 	}
-	g.openErr = err
-	ctx.Stop(ctx.Self())
-}
-
-// failUnsynced answers the commands of every applied group that is not known to be durable
-// with Unavailable: their outcome is uncertain, and callers retry with the same command ids.
-func (g *grain) failUnsynced(ctx actor.Context, err error) {
-	unavailable := orrery.Wrap(orrery.CodeUnavailable, err, "partition %d could not make its commit durable", g.partition).Proto()
-	for _, done := range g.unsynced {
-		for _, p := range done.group {
-			g.reply(ctx, p, &orreryv1.CommandReply{Error: unavailable})
-		}
-	}
-	g.unsynced = nil
+	g.inflight, g.waiters = nil, nil
+	g.state = nil
 }
 
 func errorReply(err error) *orreryv1.CommandReply {
 	return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto()}
-}
-
-func describe(p *pending) string {
-	return fmt.Sprintf("%s/%s", p.req.GetPrincipal(), p.req.GetBatch().GetCommandId())
 }

@@ -18,7 +18,6 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/route"
-	"github.com/orreryhq/orrery/persistence"
 )
 
 const scheduleID = "0f8fad5b-d9cb-469f-a165-70867728950e"
@@ -37,19 +36,33 @@ func laneOf(partition, partitions int) *orreryv1.Lane {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// harness is an actor system with one partition grain on a temp data root.
+// harness is an actor system with one partition grain on a host of four partitions on a temp
+// data root.
 type harness struct {
-	t      testing.TB
-	system *actor.ActorSystem
-	cfg    Config
-	pid    *actor.PID
-	mu     sync.Mutex
-	due    []*orreryv1.NextDueNotice
+	t       testing.TB
+	system  *actor.ActorSystem
+	hostCfg HostConfig
+	cfg     Config
+	pid     *actor.PID
+	// base is the partition's applied index when the harness started (the entries Raft
+	// wrote for itself), which appliedIndex counts from.
+	base uint64
+	mu   sync.Mutex
+	due  []*orreryv1.NextDueNotice
 }
 
 func newHarness(t testing.TB, mutate func(*Config)) *harness {
+	return newHostHarness(t, nil, mutate)
+}
+
+// newHostHarness is newHarness with the host's configuration changed by mutateHost.
+func newHostHarness(t testing.TB, mutateHost func(*HostConfig), mutate func(*Config)) *harness {
 	h := &harness{t: t, system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))}
-	h.cfg = Config{DataRoot: t.TempDir(), Partitions: 4, Logger: quiet, OnNextDue: func(n *orreryv1.NextDueNotice) {
+	h.hostCfg = HostConfig{DataRoot: t.TempDir(), Partitions: 4, Logger: quiet}
+	if mutateHost != nil {
+		mutateHost(&h.hostCfg)
+	}
+	h.cfg = Config{Logger: quiet, OnNextDue: func(n *orreryv1.NextDueNotice) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.due = append(h.due, n)
@@ -57,9 +70,37 @@ func newHarness(t testing.TB, mutate func(*Config)) *harness {
 	if mutate != nil {
 		mutate(&h.cfg)
 	}
+	h.openHost()
 	h.pid = h.spawn()
-	t.Cleanup(func() { h.system.Root.StopFuture(h.pid).Wait(); h.system.Shutdown() })
+	h.base = h.status().GetAppliedIndex()
+	t.Cleanup(func() {
+		h.system.Root.StopFuture(h.pid).Wait()
+		h.system.Shutdown()
+		_ = h.cfg.Host.Close()
+	})
 	return h
+}
+
+// openHost opens the host on the harness's data root.
+func (h *harness) openHost() {
+	h.t.Helper()
+	host, err := OpenHost(h.hostCfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.cfg.Host = host
+}
+
+// restartHost stops the grain and the host and starts both again on the same data root, as
+// a silo restart does.
+func (h *harness) restartHost() {
+	h.t.Helper()
+	h.system.Root.StopFuture(h.pid).Wait()
+	if err := h.cfg.Host.Close(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.openHost()
+	h.pid = h.spawn()
 }
 
 func (h *harness) spawn() *actor.PID {
@@ -137,8 +178,8 @@ func TestCommandCommitsAndReplaysByteIdentical(t *testing.T) {
 	h := newHarness(t, nil)
 	first := h.do(command("c1", 0, enqueue("m1")))
 	rc := receipt(t, first)
-	if !rc.GetResults()[0].GetEnqueue().GetCreated() || first.GetActivationEpoch() != 1 {
-		t.Fatalf("receipt %v epoch %d", rc, first.GetActivationEpoch())
+	if !rc.GetResults()[0].GetEnqueue().GetCreated() || first.GetActivationEpoch() == 0 {
+		t.Fatalf("receipt %v term %d", rc, first.GetActivationEpoch())
 	}
 	again := h.do(command("c1", 0, enqueue("m1")))
 	if !bytes.Equal(again.GetReceipt(), first.GetReceipt()) {
@@ -148,13 +189,22 @@ func TestCommandCommitsAndReplaysByteIdentical(t *testing.T) {
 	if !errors.Is(orrery.FromProto(conflict.GetError()), orrery.ErrIdempotencyConflict) {
 		t.Fatalf("conflict: %v", conflict)
 	}
-	status := request[*orreryv1.InspectReply](t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})
-	if status.GetPartition().GetAppliedIndex() != 1 {
-		t.Fatalf("applied index %d after one applied command and a replay", status.GetPartition().GetAppliedIndex())
+	if got := h.appliedIndex(); got != 3 { // the replay and the refused conflict are entries too
+		t.Fatalf("%d entries applied for a command, its replay and a conflicting reuse", got)
+	}
+	if lanePage := h.lane(); len(lanePage) != 1 {
+		t.Fatalf("%d messages after a command and its replay, want 1", len(lanePage))
 	}
 }
 
-func TestConcurrentCommandsShareGroupCommits(t *testing.T) {
+// lane returns the harness lane's messages.
+func (h *harness) lane() []*orreryv1.QueueMessage {
+	reply := request[*orreryv1.InspectReply](h.t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 1000}}})
+	return reply.GetMessages()
+}
+
+// TestConcurrentCommandsAllApply: commands sent at once are each applied and answered.
+func TestConcurrentCommandsAllApply(t *testing.T) {
 	h := newHarness(t, nil)
 	const n = 300
 	futures := make([]*actor.Future, n)
@@ -168,52 +218,47 @@ func TestConcurrentCommandsShareGroupCommits(t *testing.T) {
 		}
 		receipt(t, res.(*orreryv1.CommandReply))
 	}
-	status := request[*orreryv1.InspectReply](t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})
-	idx := status.GetPartition().GetAppliedIndex()
-	if idx == 0 || idx >= n {
-		t.Fatalf("%d commands took %d commits; group commit should share them", n, idx)
+	if got := h.appliedIndex(); got != n {
+		t.Fatalf("%d entries applied for %d commands", got, n)
 	}
-	t.Logf("%d commands in %d group commits", n, idx)
-	lanePage := request[*orreryv1.InspectReply](t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 1000}}})
-	if len(lanePage.GetMessages()) != n {
-		t.Fatalf("%d messages, want %d", len(lanePage.GetMessages()), n)
+	if msgs := h.lane(); len(msgs) != n {
+		t.Fatalf("%d messages, want %d", len(msgs), n)
 	}
 }
 
-func TestReopenIncrementsEpochAndKeepsState(t *testing.T) {
+// TestReactivationKeepsTheTermAndReplays: a grain stopped and activated again on the same
+// host keeps the partition's term and state; a retried command gets its receipt.
+func TestReactivationKeepsTheTermAndReplays(t *testing.T) {
 	h := newHarness(t, nil)
 	first := h.do(command("c1", 0, enqueue("m1")))
 	h.system.Root.StopFuture(h.pid).Wait()
 	h.pid = h.spawn()
 	again := h.do(command("c1", 0, enqueue("m1")))
-	if again.GetActivationEpoch() != 2 || !bytes.Equal(again.GetReceipt(), first.GetReceipt()) {
-		t.Fatalf("after reopen: epoch %d, identical receipt %v", again.GetActivationEpoch(), bytes.Equal(again.GetReceipt(), first.GetReceipt()))
+	if again.GetActivationEpoch() != first.GetActivationEpoch() || !bytes.Equal(again.GetReceipt(), first.GetReceipt()) {
+		t.Fatalf("after reactivation: term %d then %d, identical receipt %v", first.GetActivationEpoch(), again.GetActivationEpoch(), bytes.Equal(again.GetReceipt(), first.GetReceipt()))
 	}
 }
 
-func TestSecondActivationWaitsForTheFence(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.OpenRetryMax = 50 * time.Millisecond })
-	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
-	second := h.spawn() // same data root and partition: the lock is held
-	reply := request[*orreryv1.CommandReply](t, h.system, second, command("c2", 0, enqueue("m2")))
-	if !errors.Is(orrery.FromProto(reply.GetError()), orrery.ErrUnavailable) {
-		t.Fatalf("second activation answered %v, want Unavailable", reply)
+// TestHostRestartStartsANewTermAndKeepsState: a host closed and opened again on its data root
+// leads a new term, keeps every applied command (the message, the receipt) and the applied
+// index, and goes on after it.
+func TestHostRestartStartsANewTermAndKeepsState(t *testing.T) {
+	h := newHarness(t, nil)
+	first := h.do(command("c1", 0, enqueue("m1")))
+	before := h.status()
+	h.restartHost()
+	again := h.do(command("c1", 0, enqueue("m1")))
+	if again.GetActivationEpoch() <= first.GetActivationEpoch() || !bytes.Equal(again.GetReceipt(), first.GetReceipt()) {
+		t.Fatalf("after a restart: term %d then %d, identical receipt %v", first.GetActivationEpoch(), again.GetActivationEpoch(), bytes.Equal(again.GetReceipt(), first.GetReceipt()))
 	}
-	h.system.Root.StopFuture(h.pid).Wait()
-	h.pid = second
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		reply = h.do(command("c2", 0, enqueue("m2")))
-		if reply.GetError() == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("second activation never opened: %v", reply)
-		}
-		time.Sleep(20 * time.Millisecond)
+	after := h.status()
+	if after.GetAppliedIndex() <= before.GetAppliedIndex() || after.GetLoggedTimeUnixMicros() <= before.GetLoggedTimeUnixMicros() {
+		t.Fatalf("applied index %d → %d, logged time %d → %d across a restart", before.GetAppliedIndex(), after.GetAppliedIndex(),
+			before.GetLoggedTimeUnixMicros(), after.GetLoggedTimeUnixMicros())
 	}
-	if reply.GetActivationEpoch() != 2 {
-		t.Fatalf("epoch %d, want 2", reply.GetActivationEpoch())
+	receipt(t, h.do(command("c2", 0, enqueue("m2"))))
+	if msgs := h.lane(); len(msgs) != 2 {
+		t.Fatalf("%d messages after the restart, want 2", len(msgs))
 	}
 }
 
@@ -278,8 +323,11 @@ func TestLongPollOfAnAnsweredCommandIsReplayed(t *testing.T) {
 	if !bytes.Equal(replayed.GetReceipt(), first.GetReceipt()) || time.Since(start) > 10*time.Second {
 		t.Fatalf("waiting retry answered %v after %v, want the receipt at once", replayed, time.Since(start))
 	}
-	if got := h.appliedIndex(); got != 2 {
-		t.Fatalf("applied index %d after a replay, want 2", got)
+	if got := h.appliedIndex(); got != 3 { // the replay is an entry, which writes only its mark
+		t.Fatalf("%d entries applied for a command, a receive and its replay", got)
+	}
+	if m := h.message("m1"); m.GetDeliveryCount() != 1 {
+		t.Fatalf("after the replay the message was delivered %d times, want 1", m.GetDeliveryCount())
 	}
 }
 
@@ -350,7 +398,8 @@ func (h *harness) status() *orreryv1.PartitionStatus {
 	return request[*orreryv1.InspectReply](h.t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}}).GetPartition()
 }
 
-func (h *harness) appliedIndex() uint64 { return h.status().GetAppliedIndex() }
+// appliedIndex is how many log entries the partition applied since the harness started.
+func (h *harness) appliedIndex() uint64 { return h.status().GetAppliedIndex() - h.base }
 
 // message reads a message of lane by id through the lane page.
 func (h *harness) message(id string) *orreryv1.QueueMessage {
@@ -407,19 +456,20 @@ func TestFailpointsFireInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var hits []string
 	record := func(name string) { mu.Lock(); hits = append(hits, name); mu.Unlock() }
-	for _, name := range []string{FailpointBatchApplied, FailpointBatchCommitted, FailpointReceiptSent} {
+	names := []string{FailpointEntryAppended, FailpointEntryCommitted, FailpointEntryApplied, FailpointReplySent}
+	for _, name := range names {
 		fp, err := NewFailpoints(name+":2", record)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := newHarness(t, func(c *Config) { c.Failpoints = fp })
+		h := newHostHarness(t, func(c *HostConfig) { c.Failpoints = fp }, func(c *Config) { c.Failpoints = fp })
 		receipt(t, h.do(command("c1", 0, enqueue("m1"))))
 		receipt(t, h.do(command("c2", 0, enqueue("m2"))))
 		receipt(t, h.do(command("c3", 0, enqueue("m3"))))
 	}
-	want := fmt.Sprint([]string{FailpointBatchApplied, FailpointBatchCommitted, FailpointReceiptSent})
+	want := fmt.Sprint(names)
 	if fmt.Sprint(hits) != want {
-		t.Fatalf("hits %v, want each once (at the second batch): %s", hits, want)
+		t.Fatalf("hits %v, want each once (at the second command): %s", hits, want)
 	}
 	if _, err := NewFailpoints("nope", record); err == nil {
 		t.Fatal("an unknown failpoint was accepted")
@@ -436,11 +486,10 @@ func TestMisroutedLaneIsRefused(t *testing.T) {
 }
 
 func TestHousekeepingRemovesExpiredReceipts(t *testing.T) {
-	h := newHarness(t, func(c *Config) {
+	h := newHostHarness(t, func(c *HostConfig) {
 		c.Limits = input.DefaultLimits()
 		c.Limits.ReceiptRetentionMicros = (200 * time.Millisecond).Microseconds()
-		c.HousekeepEvery = 50 * time.Millisecond
-	})
+	}, func(c *Config) { c.HousekeepEvery = 50 * time.Millisecond })
 	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
 	// While the receipt is kept, reusing the id for another request is a conflict; once
 	// housekeeping removed it, the id is new again.
@@ -486,8 +535,7 @@ func TestDueFloorNeverHidesAnEarlierEntry(t *testing.T) {
 // without ever exceeding the partition's transaction limit: each command emits what fits and
 // leaves the rest due, instead of failing for good.
 func TestLargePayloadBacklogEmitsWithinTheTransactionLimit(t *testing.T) {
-	// The smallest memtable a staggered partition has (persistence.Options.FlushStagger).
-	h := newHarness(t, func(c *Config) { c.Store.MemTableBytes = persistence.DefaultMemTableBytes * 25 / 32 })
+	h := newHarness(t, nil)
 	payload := `"` + strings.Repeat("x", 200<<10) + `"`
 	var emits []*orreryv1.Mutation
 	for i := range 4 {
@@ -519,10 +567,10 @@ func TestLargePayloadBacklogEmitsWithinTheTransactionLimit(t *testing.T) {
 }
 
 // TestReceiveOfLargeMessagesStaysWithinTheTransactionLimit: a worker-shaped receive (many
-// messages at once) of a lane of near-maximal messages succeeds on the smallest staggered
-// memtable, leasing what fits, instead of failing for good as one transaction too large.
+// messages at once) of a lane of near-maximal messages succeeds, leasing what fits, instead of
+// failing for good as one transaction too large.
 func TestReceiveOfLargeMessagesStaysWithinTheTransactionLimit(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Store.MemTableBytes = persistence.DefaultMemTableBytes * 25 / 32 })
+	h := newHarness(t, nil)
 	payload := `"` + strings.Repeat("x", 250<<10) + `"`
 	const count = 8
 	for i := range count {

@@ -23,11 +23,11 @@ func (g *grain) scheduleHousekeeping(ctx actor.Context, after time.Duration) {
 	g.housekeepTimer = time.AfterFunc(after, func() { root.Send(self, &housekeepTick{}) })
 }
 
-// housekeep queues one Housekeep command through the ordinary batch path, so retention is
-// journalled and deterministic like every other change. When it reports more, the next one
+// housekeep proposes one Housekeep command like any other, so retention is replicated and
+// deterministic like every other change. When it reports more, the next one
 // runs right after it; otherwise after HousekeepEvery.
 func (g *grain) housekeep(ctx actor.Context) {
-	if g.store == nil || g.stopping {
+	if g.state == nil || g.stopping {
 		return
 	}
 	g.ownSkips.Prune(g.cfg.Now())
@@ -37,7 +37,7 @@ func (g *grain) housekeep(ctx actor.Context) {
 	}
 	// An idle partition writes nothing: run only when something has expired.
 	due := false
-	if err := g.store.View(func(r kv.Reader) error {
+	if err := g.state.View(func(r kv.Reader) error {
 		var err error
 		due, err = g.applier.HousekeepingDue(r, g.readTime())
 		return err
@@ -46,12 +46,13 @@ func (g *grain) housekeep(ctx actor.Context) {
 		return
 	}
 	g.housekeeping = true
-	g.housekeepSeq++
+	// Each housekeeping command applies before the next is made, so the applied index names
+	// it uniquely.
 	req := &orreryv1.CommandRequest{Principal: HousekeepingPrincipal, Batch: &orreryv1.Batch{
-		CommandId: fmt.Sprintf("housekeep-%d-%d", g.store.Epoch(), g.housekeepSeq),
+		CommandId: fmt.Sprintf("housekeep-%d", g.state.Applied().Index),
 		Mutations: []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_Housekeep{Housekeep: &orreryv1.Housekeep{MaxRecords: HousekeepRecords}}}},
 	}}
-	p := &pending{req: req, bytes: proto.Size(req), onReply: func(r *orreryv1.CommandReply) {
+	p := &pending{req: req, onReply: func(r *orreryv1.CommandReply) {
 		g.housekeeping = false
 		next := g.cfg.HousekeepEvery
 		rc := &orreryv1.Receipt{}
@@ -64,16 +65,5 @@ func (g *grain) housekeep(ctx actor.Context) {
 			g.scheduleHousekeeping(ctx, next)
 		}
 	}}
-	g.pending = append(g.pending, p)
-	g.startCommit(ctx)
-}
-
-// valueLogGCDue reports whether the group about to commit should also run value-log GC
-// (in the committer goroutine, so it never overlaps a close).
-func (g *grain) valueLogGCDue() bool {
-	if now := g.cfg.Now(); now.Sub(g.lastGC) >= g.cfg.ValueLogGCEvery {
-		g.lastGC = now
-		return true
-	}
-	return false
+	g.propose(ctx, p)
 }

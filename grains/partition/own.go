@@ -32,7 +32,7 @@ type dueTick struct{}
 
 // ownDue builds the partition's own due batch: the refs of its due index due at now and not on
 // backoff, as EmitOccurrences and ExpireSaga with their CAS tokens, like a due coordinator's
-// command (DESIGN §5) but applied in the group about to start, with no inbox entry. It returns
+// command (DESIGN §5) but proposed by the partition itself, with no inbox entry. It returns
 // nil when nothing is due.
 func (g *grain) ownDue(now int64) *pending {
 	if g.ownRefs == 0 {
@@ -51,10 +51,10 @@ func (g *grain) ownDue(now int64) *pending {
 	muts := due.Mutations(refs, ownEmitMax)
 	g.ownSeq++
 	req := &orreryv1.CommandRequest{Principal: OwnDuePrincipal, Batch: &orreryv1.Batch{
-		CommandId: "due-" + strconv.FormatUint(g.store.Epoch(), 10) + "-" + strconv.FormatUint(g.ownSeq, 10),
+		CommandId: "due-" + strconv.FormatUint(g.term(), 10) + "-" + strconv.FormatUint(g.ownSeq, 10),
 		Mutations: muts,
 	}}
-	return &pending{req: req, own: refs} // bytes: the group takes it whatever its size
+	return &pending{req: req, own: refs}
 }
 
 // dueRefs reads up to maxRefs refs due at now from the due head (loading it when it does not
@@ -78,14 +78,14 @@ func (g *grain) dueRefs(now int64, maxRefs int) []*orreryv1.DueRef {
 func (g *grain) scanHead(now int64, budget due.Budget) (*due.Result, error) {
 	res, covered, err := g.head.Scan(now, budget)
 	if !covered && !g.head.Covers(now) {
-		if err := g.store.ViewApplied(func(r kv.Reader) error { return g.head.Load(r, g.dueFloor, now+dueHeadAhead) }); err != nil {
+		if err := g.state.View(func(r kv.Reader) error { return g.head.Load(r, g.dueFloor, now+dueHeadAhead) }); err != nil {
 			g.head.Reset()
 			g.log.Warn("partition could not load its due head", "err", err)
 		}
 		res, covered, err = g.head.Scan(now, budget)
 	}
 	if !covered { // a backlog beyond the head's bound: read the store
-		err = g.store.ViewApplied(func(r kv.Reader) error {
+		err = g.state.View(func(r kv.Reader) error {
 			var err error
 			res, err = due.ScanDue(r, now, budget)
 			return err
@@ -135,13 +135,13 @@ func (g *grain) ownApplied(p *pending, reply *orreryv1.CommandReply) {
 }
 
 // armDueTimer sets the due timer at the due head's next instant, with own emission on and no
-// group applying (a finished group starts the next one, which takes what is due then).
+// own batch in flight (its apply proposes the next one, which takes what is due then).
 func (g *grain) armDueTimer(ctx actor.Context) {
 	if g.dueTimer != nil {
 		g.dueTimer.Stop()
 		g.dueTimer = nil
 	}
-	if !g.cfg.OwnEmission || g.store == nil || g.stopping || g.applying {
+	if !g.cfg.OwnEmission || g.state == nil || g.stopping || g.ownInflight {
 		return
 	}
 	now := g.readTime()
@@ -154,7 +154,7 @@ func (g *grain) armDueTimer(ctx actor.Context) {
 	if res.More {
 		next = max(next, now+1000) // due refs beyond the scan, all on backoff: look again soon
 	}
-	for _, ref := range res.Refs { // due now, so on backoff (startCommit took the others)
+	for _, ref := range res.Refs { // due now, so on backoff (emitDue took the others)
 		at := now
 		if retry, ok := g.ownSkips.RetryAt(ref); ok {
 			at = max(at, retry.UnixMicro())

@@ -2,20 +2,59 @@ package partition
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
-	"github.com/orreryhq/orrery/persistence"
 )
 
 const sagaID = "5f0c2b1e-7d4a-4c3b-9a8e-1f2d3c4b5a69"
 
 func withOwnEmission(c *Config) { c.OwnEmission = true }
+
+// loggedCommand is one command entry of the partition's Raft log.
+type loggedCommand struct {
+	principal string
+	cmd       *orreryv1.PartitionCommand
+}
+
+// logged reads every command entry of the harness partition's Raft log.
+func (h *harness) logged() []loggedCommand {
+	h.t.Helper()
+	storage, err := h.cfg.Host.store.RaftLog().Storage(1)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	first, _ := storage.FirstIndex()
+	last, _ := storage.LastIndex()
+	ents, err := storage.Entries(first, last+1, math.MaxUint64)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []loggedCommand
+	for _, e := range ents {
+		if len(e.GetData()) == 0 {
+			continue
+		}
+		pe := &orreryv1.PartitionEntry{}
+		cmd := &orreryv1.PartitionCommand{}
+		if err := proto.Unmarshal(e.GetData(), pe); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := proto.Unmarshal(pe.GetCommand(), cmd); err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, loggedCommand{principal: pe.GetPrincipal(), cmd: cmd})
+	}
+	return out
+}
 
 // receiveAll long-polls the test queue until it has received want messages, failing after a
 // generous bound.
@@ -34,8 +73,8 @@ func (h *harness) receiveAll(want int) []*orreryv1.QueueMessage {
 
 // TestOwnEmissionEmitsAtTheDueInstant: with OwnEmission a partition emits a schedule's
 // occurrences and expires a saga at their due instants with nobody scanning it or sending it
-// commands: no next-due notice goes out, the journal holds its own batches, and they store
-// no inbox entry.
+// commands: no next-due notice goes out, the log holds its own batches, and they store no
+// inbox entry.
 func TestOwnEmissionEmitsAtTheDueInstant(t *testing.T) {
 	h := newHarness(t, withOwnEmission)
 	first := time.Now().Add(300 * time.Millisecond)
@@ -80,29 +119,19 @@ func TestOwnEmissionEmitsAtTheDueInstant(t *testing.T) {
 	}
 
 	h.system.Root.StopFuture(h.pid).Wait()
-	store, err := persistence.Open(persistence.PartitionDir(h.cfg.DataRoot, 1), persistence.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	own := 0
-	if err := store.ScanJournal(1, func(rec *orreryv1.JournalRecord) (bool, error) {
-		for _, e := range rec.GetEntries() {
-			if e.GetOwn() {
-				if e.GetPrincipal() != OwnDuePrincipal {
-					t.Errorf("own entry of principal %q", e.GetPrincipal())
-				}
-				own++
+	for _, e := range h.logged() {
+		if e.cmd.GetOwn() {
+			if e.principal != OwnDuePrincipal {
+				t.Errorf("own entry of principal %q", e.principal)
 			}
+			own++
 		}
-		return true, nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 	if own < 2 {
-		t.Fatalf("%d own batches in the journal, want the emits and the expiry", own)
+		t.Fatalf("%d own batches in the log, want the emits and the expiry", own)
 	}
-	if err := store.View(func(r kv.Reader) error {
+	if err := h.cfg.Host.machines[1].state.View(func(r kv.Reader) error {
 		return kv.ScanPrefix(r, keys.InboxKey(OwnDuePrincipal, ""), func(key, _ []byte) (bool, error) {
 			t.Errorf("inbox entry %q for an own batch", key)
 			return true, nil
@@ -114,8 +143,8 @@ func TestOwnEmissionEmitsAtTheDueInstant(t *testing.T) {
 
 // TestOwnEmissionBacksOffARefThatFails: a schedule whose emit keeps failing (its first
 // occurrence expired before it could be emitted) fails alone, the other schedule's occurrences
-// keep coming, and it is tried again only after its backoff, not in every group the
-// partition applies.
+// keep coming, and it is tried again only after its backoff, not in every own batch the
+// partition proposes.
 func TestOwnEmissionBacksOffARefThatFails(t *testing.T) {
 	h := newHarness(t, withOwnEmission)
 	other := &orreryv1.Lane{Namespace: lane.GetNamespace(), Queue: "other", Key: lane.GetKey()} // same partition
@@ -142,23 +171,13 @@ func TestOwnEmissionBacksOffARefThatFails(t *testing.T) {
 	elapsed := time.Since(started)
 
 	h.system.Root.StopFuture(h.pid).Wait()
-	store, err := persistence.Open(persistence.PartitionDir(h.cfg.DataRoot, 1), persistence.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	attempts := 0
-	if err := store.ScanJournal(1, func(rec *orreryv1.JournalRecord) (bool, error) {
-		for _, e := range rec.GetEntries() {
-			for _, m := range e.GetBatch().GetMutations() {
-				if e.GetOwn() && m.GetEmitOccurrences().GetScheduleId() == stuck {
-					attempts++
-				}
+	for _, e := range h.logged() {
+		for _, m := range e.cmd.GetBatch().GetMutations() {
+			if e.cmd.GetOwn() && m.GetEmitOccurrences().GetScheduleId() == stuck {
+				attempts++
 			}
 		}
-		return true, nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 	// Backoff of 1 s, then 2 s, ...: tries at about 0, 1 and 3 s.
 	if attempts < 1 || attempts > 2+int(elapsed/time.Second) {
@@ -168,14 +187,11 @@ func TestOwnEmissionBacksOffARefThatFails(t *testing.T) {
 }
 
 // TestOwnEmissionDrainsALargePayloadBacklogWithinTheTransactionLimit: four schedules with
-// 200 KiB templates and ten occurrences due each are emitted by the partition itself on the
-// smallest staggered memtable, every occurrence once, without a batch ever exceeding the
-// transaction limit (which would put the refs on backoff).
+// 200 KiB templates and ten occurrences due each are emitted by the partition itself, every
+// occurrence once, without a batch ever exceeding the transaction limit (which would put the
+// refs on backoff).
 func TestOwnEmissionDrainsALargePayloadBacklogWithinTheTransactionLimit(t *testing.T) {
-	h := newHarness(t, func(c *Config) {
-		c.OwnEmission = true
-		c.Store.MemTableBytes = persistence.DefaultMemTableBytes * 25 / 32
-	})
+	h := newHarness(t, withOwnEmission)
 	payload := `"` + strings.Repeat("x", 200<<10) + `"`
 	first := time.Now().Add(-9500 * time.Millisecond) // ten due now, the next in 0.5 s
 	for i := range 4 {

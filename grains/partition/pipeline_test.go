@@ -10,44 +10,61 @@ import (
 	"github.com/orreryhq/orrery/persistence"
 )
 
-// heldSync replaces the partition's sync: each call reports its store and waits for a result
-// (nil: sync for real).
-type heldSync struct {
-	entered chan *persistence.Store
+// heldLog wraps the host's Raft log: each Persist that writes command entries reports how many
+// it writes and waits for a result (nil: persist for real).
+type heldLog struct {
+	persistence.RaftLog
+	entered chan int
 	release chan error
 	freed   chan struct{}
 }
 
-func newHeldSync(cfg *Config) *heldSync {
-	s := &heldSync{entered: make(chan *persistence.Store, 16), release: make(chan error, 16), freed: make(chan struct{})}
-	cfg.syncStore = func(store *persistence.Store) error {
+func holdLog(cfg *HostConfig) *heldLog {
+	l := &heldLog{entered: make(chan int, 16), release: make(chan error, 16), freed: make(chan struct{})}
+	cfg.wrapLog = func(inner persistence.RaftLog) persistence.RaftLog {
+		l.RaftLog = inner
+		return l
+	}
+	return l
+}
+
+func (l *heldLog) Persist(writes []persistence.RaftWrite) error {
+	commands := 0
+	for _, w := range writes {
+		for _, e := range w.Entries {
+			if len(e.GetData()) > 0 {
+				commands++
+			}
+		}
+	}
+	if commands > 0 {
 		select {
-		case s.entered <- store:
-		case <-s.freed:
+		case l.entered <- commands:
+		case <-l.freed:
 		}
 		select {
-		case err := <-s.release:
+		case err := <-l.release:
 			if err != nil {
 				return err
 			}
-		case <-s.freed:
+		case <-l.freed:
 		}
-		return store.Sync()
 	}
-	return s
+	return l.RaftLog.Persist(writes)
 }
 
-// free lets every sync through from now on (so the activation can stop).
-func (s *heldSync) free() { close(s.freed) }
+// free lets every Persist through from now on (so the host can close).
+func (l *heldLog) free() { close(l.freed) }
 
-func (s *heldSync) waitEntered(t *testing.T) *persistence.Store {
+// waitEntered returns how many command entries the next held Persist writes.
+func (l *heldLog) waitEntered(t *testing.T) int {
 	t.Helper()
 	select {
-	case store := <-s.entered:
-		return store
+	case n := <-l.entered:
+		return n
 	case <-time.After(10 * time.Second):
-		t.Fatal("no sync began")
-		return nil
+		t.Fatal("no round persisted a command")
+		return 0
 	}
 }
 
@@ -79,79 +96,64 @@ func replyOf(t *testing.T, f <-chan outcome) *orreryv1.CommandReply {
 	return o.reply
 }
 
-// waitApplied polls until the store has applied index want (durable or not).
-func waitApplied(t *testing.T, store *persistence.Store, want uint64) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for store.AppliedIndex() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("applied index %d, want %d", store.AppliedIndex(), want)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // noReplyYet fails if the command is answered within a short while.
 func noReplyYet(t *testing.T, f <-chan outcome, what string) {
 	t.Helper()
 	select {
 	case <-f:
-		t.Fatalf("%s was answered before its group was durable", what)
+		t.Fatalf("%s was answered before its entry was durable", what)
 	case <-time.After(50 * time.Millisecond):
 	}
 }
 
-// TestGroupsApplyWhileAnEarlierGroupSyncs: a command arriving while the group before it syncs
-// is applied (gets its logged time) at once, over the unsynced group, instead of waiting for
-// that sync; no reply leaves before the sync that makes its group durable, and one sync can
-// cover several groups.
-func TestGroupsApplyWhileAnEarlierGroupSyncs(t *testing.T) {
-	var held *heldSync
-	h := newHarness(t, func(cfg *Config) { held = newHeldSync(cfg) })
+// TestCommandsShareTheRoundAfterAHeldOne: commands that arrive while a round persists all go
+// into the next round, one synced write for all of them; a command is answered only once the
+// round that commits it (the one after the round that appended it: a sole voter acknowledges
+// its own append when the append's round is done) is durable; commands apply in the order
+// they came.
+func TestCommandsShareTheRoundAfterAHeldOne(t *testing.T) {
+	var held *heldLog
+	h := newHostHarness(t, func(cfg *HostConfig) { held = holdLog(cfg) }, nil)
 	t.Cleanup(held.free)
 	first := h.send(command("c1", 0, enqueue("m1")))
-	store := held.waitEntered(t) // c1 applied; its sync is held
-	base := store.AppliedIndex()
-	second := h.send(command("c2", 0, enqueue("m2")))
-	waitApplied(t, store, base+1) // c2 applied while c1's sync is held
-	noReplyYet(t, first, "c1")
-	noReplyYet(t, second, "c2")
-	held.release <- nil
-	rc1 := receipt(t, replyOf(t, first))
-	// c2 was applied after c1's sync began, so it is answered only after a sync of its own
-	// (the store's sync may have covered it already; the partition does not count on that).
-	held.waitEntered(t)
-	noReplyYet(t, second, "c2")
-	held.release <- nil
-	rc2 := receipt(t, replyOf(t, second))
-	if !(rc1.GetLoggedTimeUnixMicros() < rc2.GetLoggedTimeUnixMicros()) {
-		t.Errorf("logged times c1 %d, c2 %d: want c1 first", rc1.GetLoggedTimeUnixMicros(), rc2.GetLoggedTimeUnixMicros())
+	if n := held.waitEntered(t); n != 1 {
+		t.Fatalf("the first round writes %d commands, want 1", n)
 	}
-	if index, _ := store.Durable(); index != base+1 {
-		t.Errorf("durable index %d after the second sync, want %d", index, base+1)
+	second := h.send(command("c2", 0, enqueue("m2")))
+	third := h.send(command("c3", 0, enqueue("m3")))
+	noReplyYet(t, first, "c1")
+	held.release <- nil // c1 appended
+	if n := held.waitEntered(t); n != 2 {
+		t.Fatalf("the round after the held one writes %d commands, want c2 and c3", n)
+	}
+	noReplyYet(t, first, "c1") // its commit is in the held round
+	noReplyYet(t, second, "c2")
+	held.release <- nil
+	rc1, rc2, rc3 := receipt(t, replyOf(t, first)), receipt(t, replyOf(t, second)), receipt(t, replyOf(t, third))
+	if !(rc1.GetLoggedTimeUnixMicros() < rc2.GetLoggedTimeUnixMicros() && rc2.GetLoggedTimeUnixMicros() < rc3.GetLoggedTimeUnixMicros()) {
+		t.Errorf("logged times c1 %d, c2 %d, c3 %d: want increasing", rc1.GetLoggedTimeUnixMicros(), rc2.GetLoggedTimeUnixMicros(), rc3.GetLoggedTimeUnixMicros())
 	}
 }
 
-// TestAFailedSyncAnswersEveryUnsyncedGroupUnavailable: when a sync fails, no group applied
-// since the last good sync is known to be durable: each of their commands is answered
-// Unavailable (the caller retries with the same id) and the activation stops.
-func TestAFailedSyncAnswersEveryUnsyncedGroupUnavailable(t *testing.T) {
-	var held *heldSync
-	h := newHarness(t, func(cfg *Config) { held = newHeldSync(cfg) })
+// TestAFailedPersistAnswersUnavailableAndFailsTheHost: when a round's write fails, nothing in it
+// is known to be durable: its command is answered Unavailable (the caller retries with the same
+// id), the host reports its failure, and later commands are refused.
+func TestAFailedPersistAnswersUnavailableAndFailsTheHost(t *testing.T) {
+	var held *heldLog
+	h := newHostHarness(t, func(cfg *HostConfig) { held = holdLog(cfg) }, nil)
 	t.Cleanup(held.free)
 	first := h.send(command("c1", 0, enqueue("m1")))
-	store := held.waitEntered(t)
-	base := store.AppliedIndex()
-	second := h.send(command("c2", 0, enqueue("m2")))
-	waitApplied(t, store, base+1)
+	held.waitEntered(t)
 	held.release <- errors.New("disk gone")
-	for name, f := range map[string]<-chan outcome{"c1": first, "c2": second} {
-		if err := orrery.FromProto(replyOf(t, f).GetError()); !errors.Is(err, orrery.ErrUnavailable) {
-			t.Errorf("%s answered %v after the failed sync, want Unavailable", name, err)
-		}
+	if err := orrery.FromProto(replyOf(t, first).GetError()); !errors.Is(err, orrery.ErrUnavailable) {
+		t.Errorf("c1 answered %v after the failed write, want Unavailable", err)
 	}
-	res, err := h.system.Root.RequestFuture(h.pid, command("c3", 0, enqueue("m3")), time.Second).Result()
-	if reply, ok := res.(*orreryv1.CommandReply); err == nil && ok && reply.GetError() == nil {
-		t.Errorf("a command after the failed sync succeeded: the activation should have stopped")
+	select {
+	case <-h.cfg.Host.Failed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host did not report its failure")
+	}
+	if err := orrery.FromProto(h.do(command("c2", 0, enqueue("m2"))).GetError()); !errors.Is(err, orrery.ErrUnavailable) {
+		t.Errorf("a command after the failed write answered %v, want Unavailable", err)
 	}
 }

@@ -27,14 +27,14 @@ const (
 	MaxInspectMessages = 1000
 )
 
-// readTime is the logged time a read judges dueness by: what the next batch would get.
+// readTime is the logged time a read judges dueness by: what the next entry would get.
 func (g *grain) readTime() int64 {
-	return persistence.NextLoggedTime(g.store.LoggedTime(), g.cfg.Now().UTC().UnixMicro())
+	return persistence.NextLoggedTime(g.state.Applied().LoggedTimeMicros, g.cfg.Now().UTC().UnixMicro())
 }
 
 // scanDue answers a coordinator's bounded due scan.
 func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
-	if g.store == nil {
+	if g.state == nil {
 		return &orreryv1.ScanDueReply{Error: g.unavailable().Proto()}
 	}
 	maxRefs := int(req.GetMaxRefs())
@@ -49,7 +49,7 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 	g.learnFromScan(res)
 	return &orreryv1.ScanDueReply{
 		Refs: res.Refs, More: res.More, Continuation: res.Continuation, NextDueAtUnixMicros: res.NextDueAtMicros,
-		LoggedTimeUnixMicros: now, ActivationEpoch: g.store.Epoch(),
+		LoggedTimeUnixMicros: now, ActivationEpoch: g.term(),
 	}
 }
 
@@ -57,7 +57,7 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 // floor, and raises the floor to it.
 func (g *grain) nextDue() (int64, error) {
 	var next int64
-	err := g.store.ViewApplied(func(r kv.Reader) error {
+	err := g.state.View(func(r kv.Reader) error {
 		res, err := due.ScanDue(r, input.MaxInstantMicros, due.Budget{MaxRefs: 1, FromMicros: g.dueFloor})
 		if err == nil && len(res.Refs) == 1 {
 			next = res.Refs[0].GetDueAtUnixMicros()
@@ -74,7 +74,7 @@ func (g *grain) nextDue() (int64, error) {
 	return next, err
 }
 
-// lowerDueFloor accounts for due-index entries a commit wrote.
+// lowerDueFloor accounts for due-index entries an apply wrote.
 func (g *grain) lowerDueFloor(minWritten int64) {
 	if minWritten > 0 && g.dueFloor > 0 && minWritten < g.dueFloor {
 		g.dueFloor = minWritten
@@ -124,7 +124,7 @@ func (g *grain) reportNextDue() {
 	if g.cfg.OwnEmission {
 		return // the grain emits its own due refs (see ownDue)
 	}
-	g.cfg.OnNextDue(&orreryv1.NextDueNotice{Partition: int32(g.partition), NextDueAtUnixMicros: next, ActivationEpoch: g.store.Epoch()})
+	g.cfg.OnNextDue(&orreryv1.NextDueNotice{Partition: int32(g.partition), NextDueAtUnixMicros: next, ActivationEpoch: g.term()})
 }
 
 // noticeDueWritten tells the due coordinator of a commit's earliest written due entry when it
@@ -143,16 +143,16 @@ func (g *grain) noticeDueWritten(minWritten int64) {
 		return
 	}
 	g.dueTold = minWritten
-	g.cfg.OnNextDue(&orreryv1.NextDueNotice{Partition: int32(g.partition), NextDueAtUnixMicros: minWritten, ActivationEpoch: g.store.Epoch()})
+	g.cfg.OnNextDue(&orreryv1.NextDueNotice{Partition: int32(g.partition), NextDueAtUnixMicros: minWritten, ActivationEpoch: g.term()})
 }
 
 // inspect answers one bounded inspection read.
 func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
-	if g.store == nil {
+	if g.state == nil {
 		return &orreryv1.InspectReply{Error: g.unavailable().Proto()}
 	}
 	reply := &orreryv1.InspectReply{}
-	err := g.store.View(func(r kv.Reader) error {
+	err := g.state.View(func(r kv.Reader) error {
 		switch t := req.GetTarget().(type) {
 		case *orreryv1.InspectRequest_Schedule:
 			if err := input.Lane("lane", t.Schedule.GetLane(), false); err != nil {
@@ -204,14 +204,14 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 				return err
 			}
 			next, err := g.nextDue()
-			index, logged := g.store.Durable()
+			mark := g.state.Applied()
 			reply.Found = true
 			reply.Partition = &orreryv1.PartitionStatus{
-				Partition: int32(g.partition), ActivationEpoch: g.store.Epoch(), LoggedTimeUnixMicros: logged,
-				AppliedIndex: index, NextDueAtUnixMicros: next, PendingCommands: uint32(g.queued()),
+				Partition: int32(g.partition), ActivationEpoch: g.term(), LoggedTimeUnixMicros: mark.LoggedTimeMicros,
+				AppliedIndex: mark.Index, NextDueAtUnixMicros: next, PendingCommands: uint32(g.queued()),
 				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(), Silo: g.silo,
-				Partitions: int32(g.cfg.Partitions), EnqueuedTotal: enqueued,
-				CommandLimits: cluster.CommandLimits(g.cfg.Limits),
+				Partitions: int32(g.partitions()), EnqueuedTotal: enqueued,
+				CommandLimits: cluster.CommandLimits(g.applier.Limits),
 			}
 			return err
 		default:

@@ -66,7 +66,7 @@ func (g *grain) park(ctx actor.Context, p *pending) bool {
 // replayed reports whether a command id already has a receipt.
 func (g *grain) replayed(p *pending) (bool, error) {
 	found := false
-	err := g.store.ViewApplied(func(r kv.Reader) error {
+	err := g.state.View(func(r kv.Reader) error {
 		var err error
 		_, found, err = r.Get(keys.InboxKey(p.req.GetPrincipal(), p.req.GetBatch().GetCommandId()))
 		return err
@@ -78,7 +78,7 @@ func (g *grain) replayed(p *pending) (bool, error) {
 // in what the groups applied so far wrote.
 func (g *grain) visible(recv *orreryv1.Receive) (bool, error) {
 	visible := false
-	err := g.store.ViewApplied(func(r kv.Reader) error {
+	err := g.state.View(func(r kv.Reader) error {
 		var err error
 		visible, err = queue.VisibleAt(g.readFloors.Reader(r), recv.GetNamespace(), recv.GetQueue(), g.readTime())
 		return err
@@ -95,7 +95,7 @@ func (g *grain) waitFailed(err error) *orreryv1.CommandReply {
 // ended (not visible), and re-arms the timer for the rest. It runs after every applied group
 // and when the timer fires; answering writes nothing.
 func (g *grain) wakeWaiters(ctx actor.Context) {
-	if g.store == nil || len(g.waiters) == 0 {
+	if g.state == nil || len(g.waiters) == 0 {
 		return
 	}
 	now := g.cfg.Now()
@@ -136,7 +136,7 @@ func (g *grain) armWaitTimer(ctx actor.Context) {
 	}
 	// Only a message visible before the earliest deadline moves the timer: the index is read
 	// up to there, not on to its first entry, past every entry deleted since its compaction.
-	_ = g.store.ViewApplied(func(r kv.Reader) error {
+	_ = g.state.View(func(r kv.Reader) error {
 		r = g.readFloors.Reader(r)
 		for _, p := range g.waiters {
 			recv := waitingReceive(p.req)

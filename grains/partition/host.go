@@ -1,0 +1,347 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/clock"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/persistence"
+	"github.com/orreryhq/orrery/replication"
+)
+
+// HostConfig configures a silo's partition replicas.
+type HostConfig struct {
+	// DataRoot holds the silo store, <DataRoot>/store.
+	DataRoot string
+	// Partitions is the cluster's partition count.
+	Partitions int
+	// Store configures the silo store's Badger database.
+	Store persistence.Options
+	// Limits are the state machines' limits; every silo of a cluster must use the same.
+	Limits input.Limits
+	// WarmCacheBytes bounds the keys and values a partition keeps from its applies for the
+	// next ones' reads (default DefaultWarmCacheBytes; see kv.Warm).
+	WarmCacheBytes int
+	// LeadTimeout bounds how long OpenHost waits for every group to elect this replica and
+	// apply its first entry (default DefaultLeadTimeout).
+	LeadTimeout time.Duration
+	// Failpoints arms crash boundaries (default: none).
+	Failpoints *Failpoints
+	// Logger receives the replicas' logs (default slog.Default()).
+	Logger *slog.Logger
+
+	// wrapLog, when set, wraps the Raft log the driver persists to (tests hold or fail it).
+	wrapLog func(persistence.RaftLog) persistence.RaftLog
+}
+
+// Defaults of HostConfig.
+const (
+	DefaultWarmCacheBytes = 1 << 20
+	DefaultLeadTimeout    = 30 * time.Second
+)
+
+// Host is a silo's partition replicas: the silo store, one Raft group per partition driven by
+// one replication.Driver, and each partition's state machine, which applies the group's
+// committed entries on a goroutine of its own and hands the results to the partition grain
+// attached to it. This silo is every group's only voter (one replica per partition).
+type Host struct {
+	cfg      HostConfig
+	log      *slog.Logger
+	store    *persistence.SiloStore
+	driver   *replication.Driver
+	machines []*machine
+
+	failOnce sync.Once
+	failed   chan struct{}
+	failErr  error
+	closed   sync.Once
+}
+
+// OpenHost opens the silo store under cfg.DataRoot, creates every partition's Raft group on
+// the first open (this silo its only voter), replays the committed entries each partition's
+// state has not applied, and returns once this replica leads every group and can propose.
+func OpenHost(cfg HostConfig) (*Host, error) {
+	if cfg.Limits.MaxMutationsPerBatch == 0 {
+		cfg.Limits = input.DefaultLimits()
+	}
+	if cfg.WarmCacheBytes <= 0 {
+		cfg.WarmCacheBytes = DefaultWarmCacheBytes
+	}
+	if cfg.LeadTimeout <= 0 {
+		cfg.LeadTimeout = DefaultLeadTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := refuseOldLayout(cfg.DataRoot); err != nil {
+		return nil, err
+	}
+	store, err := persistence.OpenSiloStore(persistence.SiloStoreDir(cfg.DataRoot), cfg.Partitions, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{cfg: cfg, log: cfg.Logger.With("silo_store", store.Dir()), store: store, failed: make(chan struct{})}
+	if err := h.open(); err != nil {
+		h.driverStop()
+		_ = store.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *Host) open() error {
+	groups := make([]int, h.cfg.Partitions)
+	for n := range groups {
+		groups[n] = n
+	}
+	var raftLog persistence.RaftLog = h.store.RaftLog()
+	if err := replication.Bootstrap(raftLog, []uint64{h.store.SiloID()}, groups); err != nil {
+		return orrery.Wrap(orrery.CodeUnavailable, err, "silo store %s: create the partitions' raft groups", h.store.Dir())
+	}
+	engine, err := replication.New(replication.Config{ReplicaID: h.store.SiloID()}, raftLog)
+	if err != nil {
+		return err
+	}
+	h.machines = make([]*machine, h.cfg.Partitions)
+	for _, n := range groups {
+		state, err := h.store.Partition(n)
+		if err != nil {
+			return err
+		}
+		mark := state.Applied()
+		if err := engine.Open(n, replication.Applied{Index: mark.Index, LoggedTimeMicros: mark.LoggedTimeMicros}); err != nil {
+			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d", n)
+		}
+		h.machines[n] = newMachine(h, n, state)
+	}
+	if h.cfg.wrapLog != nil {
+		raftLog = h.cfg.wrapLog(raftLog)
+	}
+	h.driver = replication.NewDriver(replication.DriverConfig{
+		Groups: engine, Log: failpointLog{RaftLog: raftLog, failpoints: h.cfg.Failpoints},
+		Transport: noPeers{}, Applier: h, Clock: clock.Real(),
+	})
+	h.driver.Start()
+	go h.watchDriver()
+	for _, n := range groups {
+		if err := h.driver.Campaign(n); err != nil {
+			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d: campaign", n)
+		}
+	}
+	return h.awaitLeadership(groups)
+}
+
+// awaitLeadership waits until every group can propose and its state machine has applied
+// every entry committed before.
+func (h *Host) awaitLeadership(groups []int) error {
+	deadline := time.Now().Add(h.cfg.LeadTimeout)
+	for _, n := range groups {
+		for {
+			st, _ := h.driver.Status(n)
+			if st.CanPropose && h.machines[n].state.Applied().Index >= st.AppliedIndex {
+				break
+			}
+			select {
+			case <-h.failed:
+				return h.failErr
+			case <-time.After(5 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return orrery.Errorf(orrery.CodeUnavailable, "partition %d: not leading its raft group after %v (term %d, leader %d)",
+					n, h.cfg.LeadTimeout, st.Term, st.Leader)
+			}
+		}
+	}
+	return nil
+}
+
+// watchDriver fails the host when the driver's loop ends on a fatal error.
+func (h *Host) watchDriver() {
+	<-h.driver.Done()
+	if err := h.driver.Stop(); err != nil {
+		h.fail(fmt.Errorf("raft loop: %w", err))
+	}
+}
+
+// fail records the host's first fatal error and closes Failed: the silo must stop, and its
+// next start recovers from the store.
+func (h *Host) fail(err error) {
+	h.failOnce.Do(func() {
+		h.failErr = err
+		h.log.Error("partition replicas failed; the silo must stop", "err", err)
+		close(h.failed)
+		for _, m := range h.machines {
+			if m != nil {
+				m.deliver(&hostFailed{err: err})
+			}
+		}
+	})
+}
+
+// Failed is closed after a fatal error (a failed write or apply); Err then says what it was.
+func (h *Host) Failed() <-chan struct{} { return h.failed }
+
+// Err is the fatal error that closed Failed, nil before.
+func (h *Host) Err() error {
+	select {
+	case <-h.failed:
+		return h.failErr
+	default:
+		return nil
+	}
+}
+
+// SiloID is the stable id of this silo's store (replication.Config.ReplicaID).
+func (h *Host) SiloID() uint64 { return h.store.SiloID() }
+
+// Close stops the Raft loop and every state machine (each finishes the entries handed to it),
+// then closes the store. Closing twice is not an error.
+func (h *Host) Close() error {
+	var err error
+	h.closed.Do(func() {
+		h.driverStop()
+		for _, m := range h.machines {
+			if m != nil {
+				m.stop()
+			}
+		}
+		err = h.store.Close()
+	})
+	return err
+}
+
+func (h *Host) driverStop() {
+	if h.driver != nil {
+		if err := h.driver.Stop(); err != nil {
+			h.fail(err)
+		}
+	}
+}
+
+// propose proposes cmd, encoded, to partition n's group on behalf of principal. It refuses
+// with Unavailable when the host has failed, the disk is below its free-space floor, or this
+// replica cannot propose (replication.Groups.Propose).
+func (h *Host) propose(n int, principal string, cmd []byte) (replication.Proposal, error) {
+	if err := h.Err(); err != nil {
+		return replication.Proposal{}, orrery.Wrap(orrery.CodeUnavailable, err, "partition %d: the silo's replicas failed", n)
+	}
+	if err := h.store.CheckFreeSpace(); err != nil {
+		return replication.Proposal{}, err
+	}
+	if size := int64(len(cmd) + len(principal) + entryOverhead); size > h.store.MaxValueBytes() {
+		return replication.Proposal{}, orrery.FieldErrorf(orrery.CodeValidation, "batch",
+			"the command encodes to %d bytes, more than the largest log entry of %d bytes; split it", size, h.store.MaxValueBytes())
+	}
+	return h.driver.Propose(n, principal, cmd)
+}
+
+// term is the term of partition n's group as this replica knows it.
+func (h *Host) term(n int) uint64 {
+	st, _ := h.driver.Status(n)
+	return st.Term
+}
+
+// Apply implements replication.Applier: it hands each group's committed entries to its state
+// machine, which applies them in order on its own goroutine.
+func (h *Host) Apply(c replication.Committed) error {
+	if len(c.Entries) > 0 {
+		h.cfg.Failpoints.Hit(FailpointEntryCommitted)
+	}
+	return h.machines[c.Group].enqueue(c)
+}
+
+// Settle implements replication.Applier: lost proposals go to their partitions' grains.
+// Committed ones are answered once applied (see machine).
+func (h *Host) Settle(outcomes []replication.Outcome) {
+	lost := map[int][]replication.Proposal{}
+	for _, o := range outcomes {
+		if !o.Committed {
+			lost[o.Group] = append(lost[o.Group], o.Proposal)
+		}
+	}
+	for n, ps := range lost {
+		h.machines[n].deliver(&proposalsLost{proposals: ps})
+	}
+}
+
+// entryOverhead bounds what a log entry adds to its command and principal: the entry's index,
+// term and type, and the PartitionEntry's logged time and field tags.
+const entryOverhead = 64
+
+// noPeers is the Transport of a host that is every group's only voter: there is nobody to
+// send to, and Raft sends nothing.
+type noPeers struct{}
+
+func (noPeers) Send(uint64, []replication.Message) {}
+
+// failpointLog hits FailpointEntryAppended after each Persist that wrote entries.
+type failpointLog struct {
+	persistence.RaftLog
+	failpoints *Failpoints
+}
+
+func (l failpointLog) Persist(writes []persistence.RaftWrite) error {
+	if err := l.RaftLog.Persist(writes); err != nil {
+		return err
+	}
+	for _, w := range writes {
+		for _, e := range w.Entries {
+			if len(e.GetData()) > 0 {
+				l.failpoints.Hit(FailpointEntryAppended)
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// refuseOldLayout refuses a data root that holds partitions in the layout of one Badger store
+// per partition (<data>/partitions/<n>), which the silo store replaced.
+func refuseOldLayout(dataRoot string) error {
+	old := filepath.Join(dataRoot, "partitions")
+	if exists, err := dirExists(old); err != nil || !exists {
+		return err
+	}
+	return orrery.Errorf(orrery.CodeValidation,
+		"data root %s holds partitions in the old layout (%s, one store per partition); this silo keeps them in one store, %s: "+
+			"move the old data away or start the silo with another data root", dataRoot, old, persistence.SiloStoreDir(dataRoot))
+}
+
+// dirExists reports whether path is a directory.
+func dirExists(path string) (bool, error) {
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, orrery.Wrap(orrery.CodeUnavailable, err, "read %s", path)
+	}
+	return info.IsDir(), nil
+}
+
+// attach attaches a grain to partition n's state machine: sink receives its results from now
+// on. It returns the partition's state, which the grain reads.
+func (h *Host) attach(n int, owner any, sink func(any)) (*persistence.PartitionState, error) {
+	if n < 0 || n >= len(h.machines) {
+		return nil, orrery.Errorf(orrery.CodeInternal, "partition %d: not hosted here (0 to %d)", n, len(h.machines)-1)
+	}
+	if err := h.Err(); err != nil {
+		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "partition %d: the silo's replicas failed", n)
+	}
+	h.machines[n].attach(owner, sink)
+	return h.machines[n].state, nil
+}
+
+// detach detaches owner from partition n's state machine.
+func (h *Host) detach(n int, owner any) {
+	if n >= 0 && n < len(h.machines) {
+		h.machines[n].detach(owner)
+	}
+}

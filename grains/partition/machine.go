@@ -1,0 +1,300 @@
+package partition
+
+import (
+	"errors"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/persistence"
+	"github.com/orreryhq/orrery/replication"
+)
+
+// machineQueue bounds the rounds of committed entries waiting for a machine to apply them;
+// beyond it the Raft loop waits.
+const machineQueue = 256
+
+// machine is one partition's state machine on this replica: it applies the group's committed
+// entries, in log order, onto the partition's state, each round's entries in one transaction
+// (split when it would exceed the store's limit) at each entry's logged time, and hands the
+// results to the grain attached to it. A platform failure of an apply is fatal to the host: a
+// committed entry cannot be skipped, and the next start applies it again from the log.
+type machine struct {
+	host    *Host
+	n       int
+	state   *persistence.PartitionState
+	applier batch.Applier
+	// warm and floors are what applied entries read and wrote, for the next ones' reads
+	// (kv.Warm, kv.Floors); only the apply goroutine touches them.
+	warm   *kv.Warm
+	floors *kv.Floors
+
+	queue chan replication.Committed
+	done  chan struct{}
+
+	mu    sync.Mutex
+	owner any       // the attached grain, nil when none is
+	sink  func(any) // its mailbox
+}
+
+func newMachine(h *Host, n int, state *persistence.PartitionState) *machine {
+	m := &machine{
+		host: h, n: n, state: state,
+		applier: batch.Applier{Limits: h.cfg.Limits, Partitions: h.cfg.Partitions, Partition: n},
+		warm:    kv.NewWarm(h.cfg.WarmCacheBytes),
+		floors:  kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors),
+		queue:   make(chan replication.Committed, machineQueue),
+		done:    make(chan struct{}),
+	}
+	go m.run()
+	return m
+}
+
+// entriesApplied reports a round's applied entries to the attached grain.
+type entriesApplied struct {
+	results []appliedResult
+	// minDueWritten is the earliest due-index entry the applies wrote (0: none).
+	minDueWritten int64
+	// dueWrites are the due-index writes the applies made, in order.
+	dueWrites []dueWrite
+	// floors are the visibility floors the applies promoted, in order.
+	floors []kv.Promoted
+}
+
+// appliedResult is the outcome of one applied entry.
+type appliedResult struct {
+	index, term uint64
+	reply       *orreryv1.CommandReply
+	// ownReceipt is an own due batch's receipt (not stored: nobody replays it).
+	ownReceipt *orreryv1.Receipt
+}
+
+// proposalsLost reports proposals whose entries will not apply in their term.
+type proposalsLost struct{ proposals []replication.Proposal }
+
+// hostFailed reports that the host failed: nothing proposed will be answered.
+type hostFailed struct{ err error }
+
+// attach makes sink receive the partition's results from now on, on behalf of owner,
+// replacing any earlier one.
+func (m *machine) attach(owner any, sink func(any)) {
+	m.mu.Lock()
+	m.owner, m.sink = owner, sink
+	m.mu.Unlock()
+}
+
+// detach stops results going to owner, if it is still the one attached.
+func (m *machine) detach(owner any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owner == owner {
+		m.owner, m.sink = nil, nil
+	}
+}
+
+func (m *machine) deliver(msg any) {
+	m.mu.Lock()
+	sink := m.sink
+	m.mu.Unlock()
+	if sink != nil {
+		sink(msg)
+	}
+}
+
+// enqueue hands a round's committed entries to the apply goroutine; it fails once the
+// machine has stopped.
+func (m *machine) enqueue(c replication.Committed) error {
+	select {
+	case <-m.done:
+		return orrery.Errorf(orrery.CodeUnavailable, "partition %d: its state machine has stopped", m.n)
+	default:
+	}
+	m.queue <- c
+	return nil
+}
+
+// stop ends the apply goroutine once the entries handed to it are applied.
+func (m *machine) stop() {
+	close(m.queue)
+	<-m.done
+}
+
+func (m *machine) run() {
+	defer close(m.done)
+	failed := false
+	for c := range m.queue {
+		if failed {
+			continue
+		}
+		if err := m.apply(c); err != nil {
+			failed = true
+			m.host.fail(orrery.Wrap(orrery.CodeInternal, err, "partition %d: apply entries up to %d", m.n, c.AppliedIndex))
+		}
+	}
+}
+
+// apply applies one round's committed entries and delivers their results.
+func (m *machine) apply(c replication.Committed) error {
+	if len(c.Entries) == 0 { // Raft's own entries only (a new term's empty entry, conf changes)
+		mark := m.state.Applied()
+		if c.AppliedIndex <= mark.Index {
+			return nil
+		}
+		mark.Index = c.AppliedIndex
+		return m.state.Apply(mark, func(*persistence.Txn) error { return nil })
+	}
+	out := &entriesApplied{results: make([]appliedResult, 0, len(c.Entries))}
+	if err := m.applySplit(c.Entries, c.AppliedIndex, out); err != nil {
+		return err
+	}
+	m.host.cfg.Failpoints.Hit(FailpointEntryApplied)
+	m.deliver(out)
+	return nil
+}
+
+// applySplit applies entries in one transaction whose mark is index, halving them while the
+// transaction exceeds the store's limit. One entry that alone exceeds it fails Validation, and
+// its mark is applied with nothing else.
+func (m *machine) applySplit(entries []replication.Entry, index uint64, out *entriesApplied) error {
+	err := m.applyOnce(entries, index, out)
+	if !errors.Is(err, persistence.ErrBatchTooBig) {
+		return err
+	}
+	if len(entries) == 1 {
+		e := entries[0]
+		mark := persistence.AppliedMark{Index: index, LoggedTimeMicros: e.GetLoggedTimeUnixMicros()}
+		if err := m.state.Apply(mark, func(*persistence.Txn) error { return nil }); err != nil {
+			return err
+		}
+		out.results = append(out.results, appliedResult{index: e.Index, term: e.Term, reply: errorReply(orrery.FieldErrorf(orrery.CodeValidation, "batch",
+			"command %s/%s writes more than the partition's transaction limit of %d bytes; split it",
+			e.GetPrincipal(), commandID(e), m.state.MaxBatchBytes()))})
+		return nil
+	}
+	half := len(entries) / 2
+	if err := m.applySplit(entries[:half], entries[half-1].Index, out); err != nil {
+		return err
+	}
+	return m.applySplit(entries[half:], index, out)
+}
+
+// commandID is the command id of an entry's batch, for messages ("" when it does not decode).
+func commandID(e replication.Entry) string {
+	cmd := &orreryv1.PartitionCommand{}
+	_ = proto.Unmarshal(e.GetCommand(), cmd)
+	return cmd.GetBatch().GetCommandId()
+}
+
+// applyOnce applies entries in one transaction at mark index and the last entry's logged time.
+func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *entriesApplied) error {
+	results := make([]appliedResult, 0, len(entries))
+	var cached *kv.ReadCache
+	var recorded *dueRecorder
+	var floored *kv.FloorView
+	mark := persistence.AppliedMark{Index: index, LoggedTimeMicros: entries[len(entries)-1].GetLoggedTimeUnixMicros()}
+	err := m.state.Apply(mark, func(txn *persistence.Txn) error {
+		floored = m.floors.View(txn)
+		recorded = &dueRecorder{View: floored}
+		cached = kv.NewReadCache(recorded, m.warm) // every write goes through it
+		for _, e := range entries {
+			r, err := m.applyEntry(cached, e)
+			if err != nil {
+				return err
+			}
+			results = append(results, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	cached.Promote() // applied: the next applies read what this one read and wrote
+	out.results = append(out.results, results...)
+	out.dueWrites = append(out.dueWrites, recorded.writes...)
+	out.floors = append(out.floors, floored.Promote())
+	if recorded.minDue > 0 && (out.minDueWritten == 0 || recorded.minDue < out.minDueWritten) {
+		out.minDueWritten = recorded.minDue
+	}
+	return nil
+}
+
+// applyEntry applies one entry's command. ApplyBatch writes nothing before it refuses an
+// envelope (Validation, IdempotencyConflict), which is answered; any other error is a platform
+// failure that ends the transaction.
+func (m *machine) applyEntry(v kv.View, e replication.Entry) (appliedResult, error) {
+	r := appliedResult{index: e.Index, term: e.Term}
+	cmd := &orreryv1.PartitionCommand{}
+	if err := proto.Unmarshal(e.GetCommand(), cmd); err != nil {
+		return r, orrery.Wrap(orrery.CodeInternal, err, "partition %d: entry %d: decode its command", m.n, e.Index)
+	}
+	logged := e.GetLoggedTimeUnixMicros()
+	if cmd.GetOwn() {
+		receipt, err := m.applier.ApplyOwn(v, e.GetPrincipal(), cmd.GetBatch(), logged)
+		if err != nil {
+			if platform(err) {
+				return r, err
+			}
+			r.reply = errorReply(err)
+			return r, nil
+		}
+		r.reply, r.ownReceipt = &orreryv1.CommandReply{}, receipt
+		return r, nil
+	}
+	outcome, err := m.applier.ApplyBatch(v, e.GetPrincipal(), cmd.GetBatch(), logged)
+	if err != nil {
+		if platform(err) {
+			return r, err
+		}
+		r.reply = errorReply(err)
+		return r, nil
+	}
+	r.reply = &orreryv1.CommandReply{Receipt: outcome.ReceiptBytes}
+	return r, nil
+}
+
+// platform reports whether an apply error is a platform failure (it ends the transaction)
+// rather than a refused command envelope (it gets an error reply).
+func platform(err error) bool {
+	switch orrery.CodeOf(err) {
+	case orrery.CodeValidation, orrery.CodeIdempotencyConflict:
+		return false
+	}
+	return true
+}
+
+// dueRecorder passes writes through to the transaction and remembers the earliest due-index
+// entry written, so the grain's due floor stays exact (see grain.dueFloor), and every
+// due-index write, for the grain's due head.
+type dueRecorder struct {
+	kv.View
+	minDue int64
+	writes []dueWrite
+}
+
+// dueWrite is a due-index write: value nil for a delete.
+type dueWrite struct{ key, value []byte }
+
+// Set implements kv.View.
+func (d *dueRecorder) Set(key, value []byte) error {
+	if at, ok := due.DueAtOfKey(key); ok {
+		if at > 0 && (d.minDue == 0 || at < d.minDue) {
+			d.minDue = at
+		}
+		d.writes = append(d.writes, dueWrite{key: key, value: value})
+	}
+	return d.View.Set(key, value)
+}
+
+// Delete implements kv.View.
+func (d *dueRecorder) Delete(key []byte) error {
+	if _, ok := due.DueAtOfKey(key); ok {
+		d.writes = append(d.writes, dueWrite{key: key})
+	}
+	return d.View.Delete(key)
+}
