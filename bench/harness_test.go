@@ -200,3 +200,47 @@ func percentiles(samples []time.Duration) (p50, p99, maxMS float64) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return ms(samples[len(samples)/2]), ms(samples[min(len(samples)-1, len(samples)*99/100)]), ms(samples[len(samples)-1])
 }
+
+// handlerTimes records, from a worker's handler, when each occurrence's handler started
+// against the occurrence's nominal due time.
+type handlerTimes struct {
+	from, to time.Time // the due times whose lateness is kept: [from, to)
+
+	mu    sync.Mutex
+	late  []time.Duration // handler start − nominal due, for occurrences due in [from, to)
+	early int             // occurrences handled or enqueued before their due time
+	// handled counts the deliveries of each occurrence, when not nil.
+	handled map[occurrenceKey]handledOccurrence
+}
+
+// occurrenceKey names one occurrence: its schedule and ordinal.
+type occurrenceKey struct {
+	scheduleID string
+	ordinal    uint64
+}
+
+// handledOccurrence is how often an occurrence was handled, and its nominal due time.
+type handledOccurrence struct {
+	deliveries   int
+	dueUnixMicro int64
+}
+
+// record is called first thing in the handler with the message it was given.
+func (h *handlerTimes) record(m *client.Message) {
+	started := time.Now()
+	occurrence := m.Occurrence()
+	due := time.UnixMicro(occurrence.GetNominalDueAtUnixMicros())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if started.Before(due) || m.EnqueuedAt().Before(due) {
+		h.early++
+	}
+	if !due.Before(h.from) && due.Before(h.to) {
+		h.late = append(h.late, started.Sub(due))
+	}
+	if h.handled != nil {
+		key := occurrenceKey{scheduleID: occurrence.GetScheduleId(), ordinal: occurrence.GetOrdinal()}
+		seen := h.handled[key]
+		h.handled[key] = handledOccurrence{deliveries: seen.deliveries + 1, dueUnixMicro: occurrence.GetNominalDueAtUnixMicros()}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,23 +39,12 @@ func BenchmarkDueLateness(b *testing.B) {
 		lanes, _ := createSchedules(b, c, "lateness", schedules, time.Second, func(i int) time.Time {
 			return base.Add(time.Duration(i) * time.Second / time.Duration(schedules))
 		})
-		var mu sync.Mutex
-		var handlerLate []time.Duration
-		early := 0
 		measureFrom, measureTo := base.Add(time.Second), base.Add(time.Second+window)
+		times := &handlerTimes{from: measureFrom, to: measureTo}
 		ctx, cancel := context.WithTimeout(context.Background(), window+15*time.Second)
 		w := c.NewWorker(client.WorkerConfig{Namespace: "bench", Queue: "lateness", Concurrency: 256, Wait: 5 * time.Second,
 			Handler: func(_ context.Context, m *client.Message) error {
-				started := time.Now()
-				due := time.UnixMicro(m.Occurrence().GetNominalDueAtUnixMicros())
-				mu.Lock()
-				defer mu.Unlock()
-				if started.Before(due) || m.EnqueuedAt().Before(due) {
-					early++
-				}
-				if !due.Before(measureFrom) && due.Before(measureTo) {
-					handlerLate = append(handlerLate, started.Sub(due))
-				}
+				times.record(m)
 				return nil
 			}})
 		done := make(chan error, 1)
@@ -74,6 +62,10 @@ func BenchmarkDueLateness(b *testing.B) {
 		if err := <-done; err != nil {
 			b.Fatalf("worker: %v", err)
 		}
+		times.mu.Lock()
+		early := times.early
+		handlerLate := times.late
+		times.mu.Unlock()
 		// Enqueue lateness of every occurrence due in the window, from the ledger.
 		var enqueueLate []time.Duration
 		worstByWindow := map[int64]time.Duration{}
@@ -97,11 +89,9 @@ func BenchmarkDueLateness(b *testing.B) {
 			}
 		}
 		readCancel()
-		mu.Lock()
 		e50, e99, emax := percentiles(enqueueLate)
 		h50, h99, hmax := percentiles(handlerLate)
 		n, handled := len(enqueueLate), len(handlerLate)
-		mu.Unlock()
 		want := int(window/time.Second) * schedules
 		b.ReportMetric(e50, "p50-enqueue-lateness-ms")
 		b.ReportMetric(e99, "p99-enqueue-lateness-ms")
