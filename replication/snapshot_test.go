@@ -226,3 +226,43 @@ func TestLostChunksFailTheSnapshotUntilARetrySucceeds(t *testing.T) {
 	want = append(want, c.proposeMany(0, "after", 3)...)
 	c.awaitApplied(t, 0, want, 3*electionBound)
 }
+
+// With every replica keeping up, each log is compacted to stay near the bound and no follower
+// needs a snapshot, not even one cut off for fewer entries than the bound; a single replica
+// compacts up to its applied index.
+func TestLogsStayNearTheBoundWithoutSnapshots(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d replicas", n), func(t *testing.T) {
+			c := newClusterCompacting(t, n, 1, 16, snapshotBound)
+			c.awaitLeader(0, electionBound)
+			want := c.proposeMany(0, "cmd", 5*snapshotBound)
+			if n > 1 {
+				victim := c.follower(0)
+				c.net.Isolate(victim.id)
+				want = append(want, c.proposeMany(0, "while-cut", snapshotBound-2)...)
+				c.net.Rejoin(victim.id)
+			}
+			c.awaitApplied(t, 0, want, electionBound)
+			for _, r := range c.replicas {
+				st, err := r.log.Storage(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first, last := r.firstIndex(t, 0), uint64(0)
+				if last, err = st.LastIndex(); err != nil {
+					t.Fatal(err)
+				}
+				if held := last - first + 1; first <= 2 || held > 2*snapshotBound {
+					t.Fatalf("replica %d holds entries %d to %d: not compacted to the bound of %d", r.id, first, last, snapshotBound)
+				}
+				snap, err := st.Snapshot()
+				if err != nil || snap.GetMetadata().GetIndex() != first-1 {
+					t.Fatalf("replica %d: snapshot record %v %v, want it at %d", r.id, snap.GetMetadata(), err, first-1)
+				}
+				if r.installsOf(0) != 0 {
+					t.Fatalf("replica %d installed %d snapshots while keeping up", r.id, r.installsOf(0))
+				}
+			}
+		})
+	}
+}
