@@ -329,11 +329,11 @@ func (l *BadgerRaftLog) publish(at uint64, bounds map[int]raftBounds) {
 	l.store.published(at)
 }
 
-// Compact implements RaftLog. It moves the group's first index to index in one synced write,
-// with the first of the deletions; the rest follow in transactions of their own (a crash
-// between them leaves entries below the first index, which the next open deletes). Compacting
-// past the last index + 1 is an error.
-func (l *BadgerRaftLog) Compact(group int, index uint64) error {
+// Compact implements RaftLog. It moves the group's first index to index and records the
+// snapshot at index-1 in one synced write, with the first of the deletions; the rest follow in
+// transactions of their own (a crash between them leaves entries below the first index, which
+// the next open deletes).
+func (l *BadgerRaftLog) Compact(group int, index uint64, conf *raftpb.ConfState) error {
 	if err := l.checkGroup(group); err != nil {
 		return err
 	}
@@ -368,11 +368,19 @@ func (l *BadgerRaftLog) Compact(group int, index uint64) error {
 			}
 			term = e.GetTerm()
 		}
-		at, err := s.write(func(txn *badger.Txn) error { return setTruncated(txn, group, index-1, term) })
+		snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+			Index: new(index - 1), Term: new(term), ConfState: raftpb.EnsureConfState(conf),
+		}}
+		at, err := s.write(func(txn *badger.Txn) error {
+			if err := l.set(txn, raftSnapshotKey(group), snap); err != nil {
+				return fmt.Errorf("raft group %d: snapshot record at %d: %w", group, index-1, err)
+			}
+			return setTruncated(txn, group, index-1, term)
+		})
 		if err != nil {
 			return err
 		}
-		b.truncatedIndex, b.truncatedTerm = index-1, term
+		b.truncatedIndex, b.truncatedTerm, b.snapshotIndex = index-1, term, index-1
 		l.publish(at, map[int]raftBounds{group: b})
 		return nil
 	}()

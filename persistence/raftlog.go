@@ -23,9 +23,14 @@ type RaftLog interface {
 	// entries (each entry at index i discards every persisted entry at i or after) and its hard
 	// state. Empty parts (raft.IsEmptySnap, raft.IsEmptyHardState, no entries) are skipped.
 	Persist(writes []RaftWrite) error
-	// Compact discards group's log entries before index (they are covered by a snapshot or
-	// applied by every replica); compacting at or below the first index is a no-op.
-	Compact(group int, index uint64) error
+	// Compact discards group's log entries before index (they are applied, and covered by the
+	// replicas' states or by a state snapshot) and records, in the same write, the snapshot
+	// that stands for them: metadata only, at index-1 with that entry's term and conf, the
+	// group's conf state as of an applied index at or after index-1. Storage's Snapshot
+	// therefore is never empty once entries were compacted, as Raft requires when it must
+	// catch a follower up past the log's start. Compacting at or below the first index is a
+	// no-op; compacting past the last index + 1 is an error.
+	Compact(group int, index uint64, conf *raftpb.ConfState) error
 }
 
 // RaftWrite is what one group's Ready asks to persist.
@@ -98,7 +103,7 @@ func (m *MemoryRaftLog) Persist(writes []RaftWrite) error {
 }
 
 // Compact implements RaftLog.
-func (m *MemoryRaftLog) Compact(group int, index uint64) error {
+func (m *MemoryRaftLog) Compact(group int, index uint64, conf *raftpb.ConfState) error {
 	s := m.group(group)
 	first, err := s.FirstIndex()
 	if err != nil {
@@ -106,6 +111,16 @@ func (m *MemoryRaftLog) Compact(group int, index uint64) error {
 	}
 	if index <= first {
 		return nil
+	}
+	last, err := s.LastIndex()
+	if err != nil {
+		return err
+	}
+	if index > last+1 {
+		return fmt.Errorf("raft group %d: compact before %d: the log ends at %d", group, index, last)
+	}
+	if _, err := s.CreateSnapshot(index-1, raftpb.EnsureConfState(conf), nil); err != nil {
+		return fmt.Errorf("raft group %d: snapshot record at %d: %w", group, index-1, err)
 	}
 	if err := s.Compact(index - 1); err != nil && err != raft.ErrCompacted {
 		return fmt.Errorf("raft group %d: compact before %d: %w", group, index, err)

@@ -275,7 +275,8 @@ var raftLogCases = []struct {
 	}},
 	{"compact then ErrCompacted", func(t *testing.T, log RaftLog, _ func() RaftLog) {
 		persist(t, log, RaftWrite{Group: 3, Entries: append(entries(1, 5, 1), entries(6, 10, 2)...)})
-		if err := log.Compact(3, 6); err != nil {
+		conf := &raftpb.ConfState{Voters: []uint64{1, 2, 3}}
+		if err := log.Compact(3, 6, conf); err != nil {
 			t.Fatal(err)
 		}
 		g := group(t, log, 3)
@@ -285,21 +286,51 @@ var raftLogCases = []struct {
 		g.entriesErr(5, 11, raft.ErrCompacted)
 		g.entriesErr(1, 3, raft.ErrCompacted)
 		g.entries(6, 11, math.MaxUint64, entries(6, 10, 2))
-		if err := log.Compact(3, 3); err != nil { // below the first index: a no-op
+		g.snapshot(snapshot(5, 1, 1, 2, 3))
+		if err := log.Compact(3, 3, conf); err != nil { // below the first index: a no-op
 			t.Fatal(err)
 		}
 		g.bounds(6, 10)
-		if err := log.Compact(3, 11); err != nil { // everything
+		g.snapshot(snapshot(5, 1, 1, 2, 3))
+		if err := log.Compact(3, 12, conf); err == nil {
+			t.Error("Compact past the last index + 1 succeeded")
+		}
+		g.bounds(6, 10)
+		if err := log.Compact(3, 11, &raftpb.ConfState{Voters: []uint64{1, 2}}); err != nil { // everything
 			t.Fatal(err)
 		}
 		g.bounds(11, 10)
 		g.term(10, 2, nil)
 		g.entriesErr(11, 11, raft.ErrUnavailable)
+		g.snapshot(snapshot(10, 2, 1, 2))
+		g.initialState(nil, &raftpb.ConfState{Voters: []uint64{1, 2}})
 		// Entries before the first index are skipped.
 		persist(t, log, RaftWrite{Group: 3, Entries: entries(8, 12, 2)})
 		g.bounds(11, 12)
 		g.entries(11, 13, math.MaxUint64, entries(11, 12, 2))
-		g.snapshot(nil)
+	}},
+	{"a snapshot after a compaction replaces the record", func(t *testing.T, log RaftLog, _ func() RaftLog) {
+		persist(t, log, RaftWrite{Group: 1, Snapshot: snapshot(1, 1, 1, 2, 3), Entries: entries(2, 9, 1)})
+		if err := log.Compact(1, 5, &raftpb.ConfState{Voters: []uint64{1, 2, 3}}); err != nil {
+			t.Fatal(err)
+		}
+		g := group(t, log, 1)
+		g.snapshot(snapshot(4, 1, 1, 2, 3))
+		// A snapshot at or below the record is out of date; one past the log replaces it all.
+		if err := log.Persist([]RaftWrite{{Group: 1, Snapshot: snapshot(4, 1, 1, 2, 3)}}); !errors.Is(err, raft.ErrSnapOutOfDate) {
+			t.Errorf("Persist of a snapshot at the compaction record: %v, want ErrSnapOutOfDate", err)
+		}
+		snap := snapshot(20, 3, 1, 2, 3)
+		persist(t, log, RaftWrite{Group: 1, Snapshot: snap, HardState: hardState(3, 0, 20)})
+		g.snapshot(snap)
+		g.bounds(21, 20)
+		g.term(20, 3, nil)
+		persist(t, log, RaftWrite{Group: 1, Entries: entries(21, 30, 3)})
+		if err := log.Compact(1, 26, &raftpb.ConfState{Voters: []uint64{1, 2, 3}}); err != nil {
+			t.Fatal(err)
+		}
+		g.snapshot(snapshot(25, 3, 1, 2, 3))
+		g.bounds(26, 30)
 	}},
 	{"groups do not see each other's entries", func(t *testing.T, log RaftLog, _ func() RaftLog) {
 		persist(t, log,
@@ -318,7 +349,7 @@ var raftLogCases = []struct {
 		g3.initialState(hardState(4, 0, 0), nil)
 		// A conflicting append and a compaction in one group leave the others alone.
 		persist(t, log, RaftWrite{Group: 1, Entries: entries(2, 2, 3)})
-		if err := log.Compact(1, 2); err != nil {
+		if err := log.Compact(1, 2, &raftpb.ConfState{Voters: []uint64{1}}); err != nil {
 			t.Fatal(err)
 		}
 		g1.bounds(2, 2)
@@ -334,7 +365,7 @@ var raftLogCases = []struct {
 			RaftWrite{Group: 1, Entries: entries(1, 3, 1)},
 			RaftWrite{Group: 2, Snapshot: snapshot(20, 4, 7, 8), Entries: entries(21, 25, 4), HardState: hardState(4, 8, 22)})
 		persist(t, log, RaftWrite{Group: 0, Entries: entries(6, 6, 2)}, RaftWrite{Group: 1, HardState: hardState(2, 1, 1)})
-		if err := log.Compact(0, 3); err != nil {
+		if err := log.Compact(0, 3, &raftpb.ConfState{Voters: []uint64{7}}); err != nil {
 			t.Fatal(err)
 		}
 		before := make([]string, 4)

@@ -1,7 +1,8 @@
 // Package replication owns a silo's Raft groups, one per partition it hosts (DESIGN §3): the
 // pure multi-group engine (Groups) over go.etcd.io/raft/v3 RawNodes, the logged time its
-// leaders stamp on PartitionEntry, the driver loop that performs an engine's rounds (Driver),
-// and Network, an in-memory transport that connects several engines in one test process.
+// leaders stamp on PartitionEntry, log compaction and state snapshots, the driver loop that
+// performs an engine's rounds (Driver) against a StateMachine, and Network, an in-memory
+// transport that connects several engines in one test process.
 //
 // # The engine
 //
@@ -10,6 +11,7 @@
 // to Propose. A round is
 //
 //	round, err := groups.Ready()             // every group with work
+//	install(round.Restores)                  // 0. accepted snapshots' states (below)
 //	log.Persist(round.Writes)                // 1. ONE synced write for all of them
 //	for _, out := range round.Messages {     // 2. only after Persist returned
 //		transport.Send(out.To, out.Messages)
@@ -19,6 +21,8 @@
 //	}
 //	resolve(round.Outcomes)                  //    answer or fail the proposals they settle
 //	groups.Advance(round)                    // 4.
+//	sendSnapshots(round.Snapshots)           // 5. state snapshots Raft asked for (below)
+//	log.Compact(round.Compactions...)        // 6.
 //
 // which is the order of the etcd raft README. Advance applies conf-change entries
 // (ApplyConfChange is always called) and records the applied index, term and logged time.
@@ -35,9 +39,54 @@
 // proposed in. A lost proposal may still have been committed by a later leader; the client
 // retries with the same command id and the command inbox answers the original receipt.
 //
+// # Log compaction
+//
+// Once a group's log holds more than Config.MaxLogEntries entries, a round compacts it up to
+// the applied index: on a follower (and a single replica) all of it, on a leader no further
+// than the lowest Match of the followers within MaxLogEntries of the log's end. So a follower
+// that keeps up is served from the log, while one far behind (cut off, down for long, new)
+// does not keep the log growing: it is caught up by a snapshot. RaftLog.Compact records the
+// snapshot at the truncation point (metadata and conf state, no state), so Raft's
+// Storage.Snapshot is never empty once entries were compacted, as Raft requires.
+//
+// # Snapshots
+//
+// Raft's snapshot carries no state here: its Data is the logged time, and the state travels
+// beside it as chunks of at most MaxSnapshotChunkBytes, as CockroachDB does.
+//
+// Sending. When Raft, leading a group, finds a follower's next entry compacted, it puts the
+// follower's progress in StateSnapshot (pending at the log's truncation point T) and emits a
+// MsgSnap whose snapshot is the compaction record. The engine takes that message out of the
+// round (Round.Snapshots). After Advance, when the state machine has applied exactly the
+// engine's applied index A, the driver takes a consistent state read (StateMachine.Snapshot)
+// and replaces the message's snapshot with A, the term of A, the conf state and logged time
+// as of A (Groups.SnapshotMessage); the transport streams the chunks and the message, and
+// reports back once (Driver.ReportSnapshot → RawNode.ReportSnapshot): installed, or failed —
+// a lost chunk, a broken stream, a refusal — after which Raft probes the follower again and
+// sends a new snapshot if it still needs one. A ≥ T always, as logs are compacted only
+// behind the applied index, and A is committed, so the snapshot is one Raft could have sent.
+//
+// Installing. The receiving driver steps the MsgSnap into Raft (Groups.StepSnapshot) at the
+// start of its next round. If Raft takes it (its index is past this replica's commit and not
+// already in its log), that round's Restores name it, and before anything of the round is
+// persisted the driver installs the state (StateMachine.Install), then persists the round —
+// the snapshot record makes the log start after A — and only then sends Raft's answer
+// (MsgAppResp at A), which moves the leader's progress past the snapshot. If Raft does not
+// take it, the snapshot is refused and its state never touched. If the chunks fail, the
+// state machine keeps its old state, the engine drops the group from the round and reopens
+// it from its persisted log (Groups.Discard: nothing it held only in memory was sent), and the
+// sender is told the snapshot failed.
+//
+// Crashes. Install is atomic across crashes (see StateMachine): a crash during it leaves the
+// old state and the old log, so the replica reopens where it was and the leader, still unable
+// to reach it from its log, sends a snapshot again. A crash after Install returned and before
+// the round was persisted leaves the new state at A ahead of the log's commit: Open starts
+// Raft at that commit and hands out none of the committed entries up to A again (Raft's
+// leader completeness keeps this replica from leading before its log reaches A). A crash
+// after the persist leaves both at A.
+//
 // # Not yet
 //
-// Snapshots (sending, installing, catching a follower up by snapshot) and log compaction are a
-// later step, and so are membership changes beyond applying conf-change entries as they
-// commit: a group starts from the peers Bootstrap writes and keeps them.
+// Membership changes beyond applying conf-change entries as they commit: a group starts from
+// the peers Bootstrap writes and keeps them, and a new replica can only join as one of them.
 package replication

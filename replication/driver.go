@@ -1,7 +1,10 @@
 package replication
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,22 +14,12 @@ import (
 	"github.com/orreryhq/orrery/persistence"
 )
 
-// Applier is the state machine side of a Driver. Apply runs each group's committed entries of
-// a round, in log order, after they were persisted and the round's messages sent; an error is
-// fatal to the driver. Settle then receives the round's Outcomes (answer the committed
-// proposals once applied, fail the lost ones with Unavailable). Both run on the driver's
-// goroutine and must not call back into the Driver.
-type Applier interface {
-	Apply(c Committed) error
-	Settle(outcomes []Outcome)
-}
-
 // DriverConfig configures a Driver.
 type DriverConfig struct {
-	Groups    *Groups
-	Log       persistence.RaftLog
-	Transport Transport
-	Applier   Applier
+	Groups       *Groups
+	Log          persistence.RaftLog
+	Transport    Transport
+	StateMachine StateMachine
 	// Clock ticks the engine and reads the now Propose stamps with. Default clock.Real().
 	Clock clock.Clock
 	// TickInterval is the time one Raft tick stands for. Default 100 ms.
@@ -34,13 +27,16 @@ type DriverConfig struct {
 }
 
 // Driver performs an engine's rounds: it ticks the engine every TickInterval of its clock,
-// and whenever the engine has work it persists the round (one RaftLog.Persist), sends its
-// messages, applies its committed entries, settles its outcomes and advances. Step, Receive,
-// Propose and Status may be called from any goroutine. Tick and RunRound are what its
-// goroutine does; tests that step replicas themselves call them instead of Start.
+// and whenever the engine has work it installs the snapshots Raft accepted, persists the round
+// (one RaftLog.Persist), sends its messages, applies its committed entries, settles its
+// outcomes, advances, sends the snapshots Raft asked for and compacts the logs. Step, Receive,
+// ReceiveSnapshot, ReportSnapshot, Propose and Status may be called from any goroutine. Tick
+// and RunRound are what its goroutine does; tests that step replicas themselves call them
+// instead of Start.
 type Driver struct {
 	cfg     DriverConfig
-	mu      sync.Mutex // guards the engine
+	mu      sync.Mutex // guards the engine and inbound
+	inbound []InboundSnapshot
 	wake    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -163,6 +159,24 @@ func (d *Driver) Receive(msgs []Message) {
 	d.signal()
 }
 
+// ReceiveSnapshot queues a snapshot a Transport delivered; the next round steps it and, if
+// Raft accepts it, installs its state. in.Done is called once that is settled.
+func (d *Driver) ReceiveSnapshot(in InboundSnapshot) {
+	d.mu.Lock()
+	d.inbound = append(d.inbound, in)
+	d.mu.Unlock()
+	d.signal()
+}
+
+// ReportSnapshot tells the engine how a snapshot this replica sent to replica to for group
+// ended: err nil once the follower installed it.
+func (d *Driver) ReportSnapshot(group int, to uint64, err error) {
+	d.mu.Lock()
+	d.cfg.Groups.ReportSnapshot(group, to, err == nil)
+	d.mu.Unlock()
+	d.signal()
+}
+
 // Propose proposes a command to group, stamped from the driver's clock (Groups.Propose).
 func (d *Driver) Propose(group int, principal string, command []byte) (Proposal, error) {
 	now := d.cfg.Clock.Now()
@@ -180,14 +194,43 @@ func (d *Driver) Status(group int) (Status, bool) {
 	return d.cfg.Groups.Status(group)
 }
 
-// RunRound performs one round if some group has work, in the etcd raft order: persist, send,
-// apply and settle, advance. It reports whether there was a round; an error is fatal (never
-// continue after a failed Persist: what reached the disk is unknown).
+// ErrSnapshotRefused settles an inbound snapshot Raft did not take (it is not newer than what
+// this replica has committed, or this replica does not follow the sender's term).
+var ErrSnapshotRefused = errors.New("snapshot refused by raft")
+
+// RunRound performs one round if some group has work, in the etcd raft order: install the
+// states of the snapshots Raft accepted, persist, send, apply and settle, advance; then send
+// the snapshots Raft asked for and compact the logs. It reports whether there was a round; an
+// error is fatal (never continue after a failed Persist: what reached the disk is unknown).
 func (d *Driver) RunRound() (bool, error) {
 	d.mu.Lock()
+	inbound := d.inbound
+	d.inbound = nil
+	var stepped []InboundSnapshot
+	var refused []refusal
+	for _, in := range inbound {
+		if err := d.cfg.Groups.StepSnapshot(in.Group, in.Raft); err != nil {
+			refused = append(refused, refusal{in, err})
+			continue
+		}
+		stepped = append(stepped, in)
+	}
 	round, err := d.cfg.Groups.Ready()
 	d.mu.Unlock()
-	if err != nil || round == nil {
+	for _, r := range refused {
+		r.in.Done(r.err)
+	}
+	if err != nil {
+		return false, err
+	}
+	if round == nil {
+		for _, in := range stepped {
+			in.Done(ErrSnapshotRefused)
+		}
+		return false, nil
+	}
+	installed, err := d.install(round, stepped)
+	if err != nil {
 		return false, err
 	}
 	if len(round.Writes) > 0 {
@@ -195,21 +238,141 @@ func (d *Driver) RunRound() (bool, error) {
 			return false, fmt.Errorf("persist raft round: %w", err)
 		}
 	}
+	for _, in := range installed {
+		in.Done(nil)
+	}
 	for _, out := range round.Messages {
 		d.cfg.Transport.Send(out.To, out.Messages)
 	}
 	for _, c := range round.Committed {
-		if err := d.cfg.Applier.Apply(c); err != nil {
+		if err := d.cfg.StateMachine.Apply(c); err != nil {
 			return false, fmt.Errorf("apply raft group %d: %w", c.Group, err)
 		}
 	}
+	if len(round.Committed) > 0 {
+		if err := d.cfg.StateMachine.AwaitApplied(); err != nil {
+			return false, fmt.Errorf("apply raft round: %w", err)
+		}
+	}
 	if len(round.Outcomes) > 0 {
-		d.cfg.Applier.Settle(round.Outcomes)
+		d.cfg.StateMachine.Settle(round.Outcomes)
 	}
 	d.mu.Lock()
 	err = d.cfg.Groups.Advance(round)
 	d.mu.Unlock()
-	return true, err
+	if err != nil {
+		return true, err
+	}
+	for _, s := range round.Snapshots {
+		d.sendSnapshot(s)
+	}
+	for _, c := range round.Compactions {
+		if err := d.cfg.Log.Compact(c.Group, c.Index, c.ConfState); err != nil {
+			return true, fmt.Errorf("compact raft group %d before %d: %w", c.Group, c.Index, err)
+		}
+	}
+	return true, nil
+}
+
+// refusal is an inbound snapshot the engine refused to step, and why.
+type refusal struct {
+	in  InboundSnapshot
+	err error
+}
+
+// install installs the state of each snapshot Raft accepted in round, from the inbound
+// snapshot it came with, and settles the inbound snapshots Raft did not take. A snapshot whose
+// chunks fail is reported failed and its group discarded from the round; it returns the
+// installed ones, to be settled once the round is persisted.
+func (d *Driver) install(round *Round, stepped []InboundSnapshot) (installed []InboundSnapshot, err error) {
+	taken := make([]bool, len(stepped))
+	for _, r := range slices.Clone(round.Restores) {
+		found := -1
+		for i, in := range stepped {
+			md := in.Raft.GetSnapshot().GetMetadata()
+			if in.Group == r.Group && md.GetIndex() == r.Meta.Index && md.GetTerm() == r.Meta.Term {
+				found = i
+			}
+		}
+		if found < 0 {
+			return nil, fmt.Errorf("raft group %d: raft restored a snapshot at %d that came without its state", r.Group, r.Meta.Index)
+		}
+		taken[found] = true
+		in := stepped[found]
+		chunks := &watchedChunks{Chunks: in.Chunks}
+		if err := d.cfg.StateMachine.Install(r.Group, r.Meta, chunks); err != nil {
+			if chunks.err == nil || !errors.Is(err, chunks.err) {
+				return nil, fmt.Errorf("install a snapshot of raft group %d at %d: %w", r.Group, r.Meta.Index, err)
+			}
+			d.mu.Lock()
+			err := d.cfg.Groups.Discard(round, r.Group)
+			d.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			in.Done(chunks.err)
+			continue
+		}
+		installed = append(installed, in)
+	}
+	for i, in := range stepped {
+		if !taken[i] {
+			in.Done(ErrSnapshotRefused)
+		}
+	}
+	return installed, nil
+}
+
+// watchedChunks records the error that broke an inbound stream.
+type watchedChunks struct {
+	Chunks
+	err error
+}
+
+func (c *watchedChunks) Next() ([]byte, error) {
+	chunk, err := c.Chunks.Next()
+	if err != nil && err != io.EOF {
+		c.err = err
+	}
+	return chunk, err
+}
+
+// sendSnapshot takes a state snapshot of s.Group and hands it to the transport, or reports the
+// send failed when it cannot.
+func (d *Driver) sendSnapshot(s SnapshotSend) {
+	reader, err := d.cfg.StateMachine.Snapshot(s.Group)
+	if err != nil {
+		d.ReportSnapshot(s.Group, s.To, err)
+		return
+	}
+	d.mu.Lock()
+	m, err := d.cfg.Groups.SnapshotMessage(s, reader.AppliedIndex())
+	d.mu.Unlock()
+	if err != nil {
+		_ = reader.Close()
+		d.ReportSnapshot(s.Group, s.To, err)
+		return
+	}
+	d.cfg.Transport.SendSnapshot(s.To, OutboundSnapshot{
+		Group:  s.Group,
+		Raft:   m,
+		Chunks: boundedReader{reader},
+		Done:   func(err error) { d.ReportSnapshot(s.Group, s.To, err) },
+	})
+}
+
+// ErrChunkTooBig fails a snapshot whose reader returned a chunk over MaxSnapshotChunkBytes.
+var ErrChunkTooBig = errors.New("snapshot chunk over MaxSnapshotChunkBytes")
+
+// boundedReader fails the stream at a chunk over MaxSnapshotChunkBytes.
+type boundedReader struct{ SnapshotReader }
+
+func (r boundedReader) Next() ([]byte, error) {
+	chunk, err := r.SnapshotReader.Next()
+	if err == nil && len(chunk) > MaxSnapshotChunkBytes {
+		return nil, fmt.Errorf("%w: %d bytes", ErrChunkTooBig, len(chunk))
+	}
+	return chunk, err
 }
 
 // Campaign makes group campaign at once (Groups.Campaign).

@@ -49,7 +49,7 @@ func TestStartedDriversElectAndApply(t *testing.T) {
 	// step moves the network until it is quiet, then every clock by one tick.
 	step := func() {
 		awaitIdle()
-		for c.net.Deliver(func(to uint64, msgs []Message) { c.replica(to).driver.Receive(msgs) }) > 0 {
+		for c.net.Deliver(c.receiver) > 0 {
 			awaitIdle()
 		}
 		for _, r := range c.replicas {

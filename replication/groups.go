@@ -46,6 +46,9 @@ type Config struct {
 	// MaxUncommittedBytes bounds the bytes of a leader's uncommitted entries; beyond it
 	// Propose fails with Unavailable. Default 64 MiB.
 	MaxUncommittedBytes uint64
+	// MaxLogEntries is the number of entries a group's log holds before it is compacted
+	// (see the package doc, "Log compaction"). Default 10,000.
+	MaxLogEntries int
 	// Logger receives Raft's own logs. Default: discarded.
 	Logger raft.Logger
 }
@@ -65,6 +68,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxUncommittedBytes == 0 {
 		c.MaxUncommittedBytes = 64 << 20
+	}
+	if c.MaxLogEntries <= 0 {
+		c.MaxLogEntries = 10_000
 	}
 	if c.Logger == nil {
 		c.Logger = &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)}
@@ -88,12 +94,19 @@ type group struct {
 	id   int
 	node *raft.RawNode
 	// lastIndex is the index of the last entry in the log, counting proposals appended since
-	// the last Ready.
-	lastIndex     uint64
+	// the last Ready; firstIndex is the first one the log holds (or will, once a round's
+	// compaction is done).
+	lastIndex, firstIndex uint64
+	// appliedIndex and appliedTerm are Raft's applied position. skipThrough, when above it,
+	// is the state machine's own applied index: a snapshot installed there before a crash
+	// kept the log from recording it, and committed entries up to it are not handed out
+	// again.
 	appliedIndex  uint64
 	appliedTerm   uint64
+	skipThrough   uint64
 	appliedMicros int64 // logged time of the last applied PartitionEntry
 	stampedMicros int64 // logged time of the last entry this replica stamped
+	confState     *raftpb.ConfState
 	pending       []Proposal
 }
 
@@ -114,35 +127,51 @@ func New(cfg Config, raftLog persistence.RaftLog) (*Groups, error) {
 }
 
 // Open starts hosting group from its persisted Raft state, which Bootstrap (or an earlier
-// life of this replica) wrote. applied is what the group's state machine has already applied:
-// committed entries after applied.Index are handed out again by the coming rounds.
+// life of this replica) wrote. applied is what the group's state machine has already applied
+// (or installed): committed entries after applied.Index are handed out again by the coming
+// rounds.
 func (g *Groups) Open(id int, applied Applied) error {
 	if _, ok := g.groups[id]; ok {
 		return fmt.Errorf("raft group %d: already open", id)
 	}
+	gr, err := g.open(id, applied)
+	if err != nil {
+		return err
+	}
+	g.groups[id] = gr
+	i, _ := slices.BinarySearch(g.order, id)
+	g.order = slices.Insert(g.order, i, id)
+	return nil
+}
+
+// open builds group id's RawNode on its persisted Raft state.
+func (g *Groups) open(id int, applied Applied) (*group, error) {
 	storage, err := g.log.Storage(id)
 	if err != nil {
-		return fmt.Errorf("raft group %d: %w", id, err)
+		return nil, fmt.Errorf("raft group %d: %w", id, err)
 	}
 	first, err := storage.FirstIndex()
 	if err != nil {
-		return fmt.Errorf("raft group %d: first index: %w", id, err)
+		return nil, fmt.Errorf("raft group %d: first index: %w", id, err)
 	}
 	last, err := storage.LastIndex()
 	if err != nil {
-		return fmt.Errorf("raft group %d: last index: %w", id, err)
+		return nil, fmt.Errorf("raft group %d: last index: %w", id, err)
 	}
-	_, confState, err := storage.InitialState()
+	hard, confState, err := storage.InitialState()
 	if err != nil {
-		return fmt.Errorf("raft group %d: initial state: %w", id, err)
+		return nil, fmt.Errorf("raft group %d: initial state: %w", id, err)
 	}
 	if len(confState.GetVoters()) == 0 {
-		return fmt.Errorf("raft group %d: no voters persisted: Bootstrap it first", id)
+		return nil, fmt.Errorf("raft group %d: no voters persisted: Bootstrap it first", id)
 	}
-	appliedIndex := max(applied.Index, first-1)
+	// A state installed from a snapshot whose round then never reached the log is ahead of
+	// the log's commit: Raft starts from its commit, and the entries up to the state's index
+	// are not applied again.
+	appliedIndex := min(max(applied.Index, first-1), max(hard.GetCommit(), first-1))
 	appliedTerm, err := storage.Term(appliedIndex)
 	if err != nil {
-		return fmt.Errorf("raft group %d: term at applied index %d: %w", id, appliedIndex, err)
+		return nil, fmt.Errorf("raft group %d: term at applied index %d: %w", id, appliedIndex, err)
 	}
 	node, err := raft.NewRawNode(&raft.Config{
 		ID:                        g.cfg.ReplicaID,
@@ -161,19 +190,22 @@ func (g *Groups) Open(id int, applied Applied) error {
 		Logger:                    g.cfg.Logger,
 	})
 	if err != nil {
-		return fmt.Errorf("raft group %d: %w", id, err)
+		return nil, fmt.Errorf("raft group %d: %w", id, err)
 	}
-	g.groups[id] = &group{
+	gr := &group{
 		id:            id,
 		node:          node,
 		lastIndex:     last,
+		firstIndex:    first,
 		appliedIndex:  appliedIndex,
 		appliedTerm:   appliedTerm,
 		appliedMicros: applied.LoggedTimeMicros,
+		confState:     confState,
 	}
-	i, _ := slices.BinarySearch(g.order, id)
-	g.order = slices.Insert(g.order, i, id)
-	return nil
+	if applied.Index > appliedIndex {
+		gr.skipThrough = applied.Index
+	}
+	return gr, nil
 }
 
 // Tick advances every group's logical clock by one tick: heartbeats, elections, quorum checks.
@@ -185,11 +217,15 @@ func (g *Groups) Tick() {
 
 // Step hands group a message another replica sent. Messages for a group not hosted here, or
 // from a replica outside the group, are refused with an error the caller may ignore (Raft
-// re-sends what matters).
+// re-sends what matters); so is a snapshot message, which comes with its state through
+// StepSnapshot.
 func (g *Groups) Step(id int, m *raftpb.Message) error {
 	gr, ok := g.groups[id]
 	if !ok {
 		return fmt.Errorf("raft group %d: %w", id, ErrUnknownGroup)
+	}
+	if m.GetType() == raftpb.MsgSnap {
+		return fmt.Errorf("raft group %d: %w", id, ErrSnapshotWithoutState)
 	}
 	return gr.node.Step(m)
 }
@@ -267,7 +303,7 @@ func (g *Groups) Status(id int) (st Status, ok bool) {
 		Group:                   id,
 		Leader:                  bs.Lead,
 		Term:                    bs.HardState.GetTerm(),
-		AppliedIndex:            gr.appliedIndex,
+		AppliedIndex:            max(gr.appliedIndex, gr.skipThrough),
 		AppliedLoggedTimeMicros: gr.appliedMicros,
 		CanPropose:              bs.RaftState == raft.StateLeader && gr.appliedTerm == bs.HardState.GetTerm(),
 	}, true

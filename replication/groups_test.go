@@ -231,11 +231,7 @@ func TestLoggedTimeNeverDecreasesAcrossLeaderChange(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			c.net.Deliver(func(to uint64, msgs []Message) {
-				if r := c.replica(to); !r.down {
-					r.driver.Receive(msgs)
-				}
-			})
+			c.net.Deliver(c.receiver)
 		}
 		if newLeader != nil {
 			break
@@ -279,7 +275,7 @@ func TestOneRoundPersistsEveryGroupOnceBeforeSending(t *testing.T) {
 	// every follower's next round persists the appends of all the groups it follows at once.
 	for _, phase := range []string{"leaders", "followers"} {
 		if phase == "followers" {
-			c.net.Deliver(func(to uint64, msgs []Message) { c.replica(to).driver.Receive(msgs) })
+			c.net.Deliver(c.receiver)
 		}
 		for _, r := range c.replicas {
 			wantGroups := 0

@@ -3,6 +3,7 @@ package replication
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -25,13 +26,18 @@ type event struct {
 }
 
 // recordingLog is a RaftLog that counts Persist calls and records when they begin and end.
+// crash, when set and true for a Persist's writes, makes it fail as a crash before writing.
 type recordingLog struct {
 	*persistence.MemoryRaftLog
 	events *[]event
 	mu     *sync.Mutex
+	crash  func(writes []persistence.RaftWrite) bool
 }
 
 func (l recordingLog) Persist(writes []persistence.RaftWrite) error {
+	if l.crash != nil && l.crash(writes) {
+		return errCrashed
+	}
 	l.record(event{kind: "persist-begin", writes: len(writes)})
 	err := l.MemoryRaftLog.Persist(writes)
 	l.record(event{kind: "persist-end", writes: len(writes)})
@@ -55,7 +61,8 @@ func (t recordingTransport) Send(to uint64, msgs []Message) {
 	t.Transport.Send(to, msgs)
 }
 
-// replica is one silo of a test cluster: its engine, driver, log and what it applied.
+// replica is one silo of a test cluster: its engine, driver, log and state machine (its
+// StateMachine methods are in statemachine_test.go).
 type replica struct {
 	id     uint64
 	clock  *clock.Fake
@@ -63,39 +70,22 @@ type replica struct {
 	groups *Groups
 	driver *Driver
 	down   bool // paused: neither ticked, stepped nor run
+	// chunkBytes bounds the chunks of its state snapshots.
+	chunkBytes int
 
 	mu       sync.Mutex
 	events   []event
-	applied  map[int][]Entry
+	applied  map[int][]Entry // each group's state: its applied entries, by index
 	index    map[int]Applied // what a restart hands Open
 	outcomes []Outcome
-}
-
-// Apply implements Applier: it records the entries.
-func (r *replica) Apply(c Committed) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.applied[c.Group] = append(r.applied[c.Group], c.Entries...)
-	a := r.index[c.Group]
-	a.Index = c.AppliedIndex
-	if n := len(c.Entries); n > 0 {
-		a.LoggedTimeMicros = c.Entries[n-1].GetLoggedTimeUnixMicros()
-	}
-	r.index[c.Group] = a
-	return nil
-}
-
-// Settle implements Applier: it records the outcomes.
-func (r *replica) Settle(outcomes []Outcome) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.outcomes = append(r.outcomes, outcomes...)
-}
-
-func (r *replica) appliedOf(group int) []Entry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Entry(nil), r.applied[group]...)
+	installs map[int]int // snapshots installed, per group
+	// Crash points a test arms: Install crashes after reading crashInstallAfter chunks (when
+	// not negative); the Persist of a round that restores a snapshot crashes when
+	// crashBeforeRestorePersist. crashed is set once one fired: the harness then stops running
+	// the replica until restart.
+	crashInstallAfter         int
+	crashBeforeRestorePersist bool
+	crashed                   bool
 }
 
 func (r *replica) outcomeOf(p Proposal) (Outcome, bool) {
@@ -121,13 +111,26 @@ type failer interface {
 type cluster struct {
 	t        failer
 	net      *Network
+	size     int
 	replicas []*replica
 	groups   []int
+	// maxLogEntries is the engines' MaxLogEntries (0: the default); chunkBytes bounds the
+	// chunks of the replicas' state snapshots.
+	maxLogEntries int
+	chunkBytes    int
+
+	mu                                  sync.Mutex
+	snapshotsFailed, snapshotsInstalled int // outcomes reported to senders
 }
 
 // newCluster starts n replicas (ids 1..n) hosting groups 0..groups-1, each bootstrapped.
 func newCluster(t failer, n, groups int, seed uint64) *cluster {
-	c := &cluster{t: t, net: NewNetwork(seed)}
+	return newClusterCompacting(t, n, groups, seed, 0)
+}
+
+// newClusterCompacting is newCluster with the engines' MaxLogEntries set to maxLogEntries.
+func newClusterCompacting(t failer, n, groups int, seed uint64, maxLogEntries int) *cluster {
+	c := &cluster{t: t, net: NewNetwork(seed), size: n, maxLogEntries: maxLogEntries, chunkBytes: 200}
 	var peers []uint64
 	for i := range n {
 		peers = append(peers, uint64(i+1))
@@ -137,19 +140,66 @@ func newCluster(t failer, n, groups int, seed uint64) *cluster {
 	}
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, id := range peers {
-		r := &replica{id: id, clock: clock.NewFake(start), log: persistence.NewMemoryRaftLog(), applied: map[int][]Entry{}, index: map[int]Applied{}}
-		if err := Bootstrap(r.log, peers, c.groups); err != nil {
-			t.Fatal(err)
-		}
-		c.open(r, map[int]Applied{})
+		r := &replica{id: id, clock: clock.NewFake(start), chunkBytes: c.chunkBytes}
+		c.wipe(r, peers)
 		c.replicas = append(c.replicas, r)
 	}
 	return c
 }
 
+// wipe gives r an empty disk (a log bootstrapped with peers, an empty state) and opens it.
+func (c *cluster) wipe(r *replica, peers []uint64) {
+	r.mu.Lock()
+	r.log = persistence.NewMemoryRaftLog()
+	r.applied, r.index, r.installs = map[int][]Entry{}, map[int]Applied{}, map[int]int{}
+	r.crashInstallAfter = -1
+	r.mu.Unlock()
+	if err := Bootstrap(r.log, peers, c.groups); err != nil {
+		c.t.Fatal(err)
+	}
+	c.open(r, map[int]Applied{})
+}
+
+// restart reopens r from what survives a crash: its log and its state machine's state.
+func (c *cluster) restart(r *replica) {
+	r.mu.Lock()
+	applied := maps.Clone(r.index)
+	r.crashed = false
+	r.mu.Unlock()
+	c.net.Restarted(r.id)
+	c.open(r, applied)
+	r.down = false
+}
+
+// receiver is what the network delivers to: a live replica's driver, counting the snapshot
+// outcomes it is told.
+func (c *cluster) receiver(to uint64) Receiver {
+	if r := c.replica(to); !r.down {
+		return countingReceiver{r.driver, c}
+	}
+	return nil
+}
+
+// countingReceiver counts the snapshot outcomes reported to a driver.
+type countingReceiver struct {
+	*Driver
+	c *cluster
+}
+
+func (r countingReceiver) ReportSnapshot(group int, to uint64, err error) {
+	r.c.mu.Lock()
+	if err != nil {
+		r.c.snapshotsFailed++
+	} else {
+		r.c.snapshotsInstalled++
+	}
+	r.c.mu.Unlock()
+	r.Driver.ReportSnapshot(group, to, err)
+}
+
 // open gives r a fresh engine and driver on its log, as a restart would.
 func (c *cluster) open(r *replica, applied map[int]Applied) {
-	groups, err := New(Config{ReplicaID: r.id}, r.log)
+	groups, err := New(Config{ReplicaID: r.id, MaxLogEntries: c.maxLogEntries}, r.log)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -158,13 +208,13 @@ func (c *cluster) open(r *replica, applied map[int]Applied) {
 			c.t.Fatal(err)
 		}
 	}
-	rl := recordingLog{MemoryRaftLog: r.log, events: &r.events, mu: &r.mu}
+	rl := recordingLog{MemoryRaftLog: r.log, events: &r.events, mu: &r.mu, crash: r.crashPersist}
 	r.groups = groups
 	r.driver = NewDriver(DriverConfig{
 		Groups:       groups,
 		Log:          rl,
 		Transport:    recordingTransport{Transport: c.net.Transport(r.id), log: rl},
-		Applier:      r,
+		StateMachine: r,
 		Clock:        r.clock,
 		TickInterval: tickInterval,
 	})
@@ -201,6 +251,10 @@ func (c *cluster) settle() {
 			}
 			for {
 				did, err := r.driver.RunRound()
+				if err != nil && r.isCrashed() {
+					r.down = true
+					break
+				}
 				if err != nil {
 					c.t.Fatalf("replica %d: %v", r.id, err)
 				}
@@ -210,11 +264,7 @@ func (c *cluster) settle() {
 				moved = true
 			}
 		}
-		delivered := c.net.Deliver(func(to uint64, msgs []Message) {
-			if r := c.replica(to); !r.down {
-				r.driver.Receive(msgs)
-			}
-		})
+		delivered := c.net.Deliver(c.receiver)
 		if !moved && delivered == 0 && c.net.InFlight() == 0 {
 			return
 		}

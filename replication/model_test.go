@@ -13,11 +13,21 @@ import (
 // sequence of entries each group commits: at every step every replica's applied entries are a
 // prefix of the longest, no command appears twice, logged time increases along it, every
 // proposal settled as committed is in it at its index, and after healing every replica has
-// applied all of it. Raft's own election jitter is not seeded, so a failing case reproduces
-// by its rapid seed up to that jitter.
+// applied all of it. Logs are compacted past a few entries, so a replica paused or cut off
+// for a while is caught up by a snapshot, its chunks under the same faults; the test fails
+// if no case installed one. Raft's own election jitter is not seeded, so a failing case
+// reproduces by its rapid seed up to that jitter.
 func TestRandomFaultsAgainstSingleCopyModel(t *testing.T) {
+	installs := 0
 	rapid.Check(t, func(rt *rapid.T) {
-		c := newCluster(rt, 3, 2, rapid.Uint64().Draw(rt, "network-seed"))
+		c := newClusterCompacting(rt, 3, 2, rapid.Uint64().Draw(rt, "network-seed"), 8)
+		defer func() {
+			for _, r := range c.replicas {
+				for _, g := range c.groups {
+					installs += r.installsOf(g)
+				}
+			}
+		}()
 		type proposed struct {
 			by *replica
 			p  Proposal
@@ -88,6 +98,10 @@ func TestRandomFaultsAgainstSingleCopyModel(t *testing.T) {
 			}
 		}
 	})
+	t.Logf("snapshots installed: %d", installs)
+	if installs == 0 {
+		t.Fatal("no case installed a snapshot")
+	}
 }
 
 // checkPrefixes checks that, per group, every replica's applied entries are a prefix of the

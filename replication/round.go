@@ -14,11 +14,15 @@ import (
 	"github.com/orreryhq/orrery/persistence"
 )
 
-// Round is the work of every group that had some, in the order the caller must do it: persist
-// Writes with one RaftLog.Persist call; once it returned, send Messages; apply Committed and
-// settle Outcomes; then hand the round back to Advance. Nothing in it may be kept after
-// Advance except the entries' payloads.
+// Round is the work of every group that had some, in the order the caller must do it: install
+// the states of Restores (or Discard the groups whose install failed); persist Writes with one
+// RaftLog.Persist call; once it returned, send Messages; apply Committed and settle Outcomes;
+// hand the round back to Advance; then send Snapshots and do Compactions. Nothing in it may be
+// kept after Advance except the entries' payloads.
 type Round struct {
+	// Restores are the snapshots Raft accepted this round, one per group at most: each
+	// group's state must be installed before Writes are persisted.
+	Restores []Restore
 	// Writes holds, per group with something to persist, its new entries and hard state.
 	Writes []persistence.RaftWrite
 	// Messages are the messages to send, one batch per destination replica, by ascending id.
@@ -28,6 +32,10 @@ type Round struct {
 	Committed []Committed
 	// Outcomes settle the proposals whose fate this round decided.
 	Outcomes []Outcome
+	// Snapshots are the followers this replica, as leader, must catch up by snapshot.
+	Snapshots []SnapshotSend
+	// Compactions are the log compactions the groups' applied indexes now allow.
+	Compactions []Compaction
 
 	readies []groupReady
 }
@@ -120,17 +128,31 @@ func (g *Groups) Ready() (*Round, error) {
 		if w.Snapshot != nil || w.HardState != nil || len(w.Entries) > 0 {
 			r.Writes = append(r.Writes, w)
 		}
+		if w.Snapshot != nil {
+			meta, err := snapshotMeta(w.Snapshot)
+			if err != nil {
+				return nil, fmt.Errorf("raft group %d: %w", id, err)
+			}
+			r.Restores = append(r.Restores, Restore{Group: id, Meta: meta})
+			gr.lastIndex = meta.Index
+		} else if c, ok := g.compaction(gr); ok {
+			r.Compactions = append(r.Compactions, c)
+		}
 		if n := len(rd.Entries); n > 0 {
 			gr.lastIndex = rd.Entries[n-1].GetIndex()
 		}
 		for _, m := range rd.Messages {
+			if m.GetType() == raftpb.MsgSnap {
+				r.Snapshots = append(r.Snapshots, SnapshotSend{Group: id, To: m.GetTo(), raft: m})
+				continue
+			}
 			byDest[m.GetTo()] = append(byDest[m.GetTo()], Message{Group: id, Raft: m})
 		}
 		c, err := gr.committed(rd.CommittedEntries, &r.Outcomes)
 		if err != nil {
 			return nil, err
 		}
-		if len(rd.CommittedEntries) > 0 {
+		if c.AppliedIndex > max(gr.appliedIndex, gr.skipThrough) {
 			r.Committed = append(r.Committed, c)
 		}
 		gr.settleLost(&r.Outcomes)
@@ -148,15 +170,19 @@ func (g *Groups) Ready() (*Round, error) {
 }
 
 // committed decodes a group's committed entries and settles the pending proposals they reach.
+// Entries the state machine already holds (up to skipThrough) are not handed out.
 func (gr *group) committed(ents []*raftpb.Entry, outcomes *[]Outcome) (Committed, error) {
-	c := Committed{Group: gr.id, AppliedIndex: gr.appliedIndex}
+	c := Committed{Group: gr.id, AppliedIndex: max(gr.appliedIndex, gr.skipThrough)}
 	for _, e := range ents {
-		c.AppliedIndex = e.GetIndex()
 		for len(gr.pending) > 0 && gr.pending[0].Index <= e.GetIndex() {
 			p := gr.pending[0]
 			gr.pending = gr.pending[1:]
 			*outcomes = append(*outcomes, Outcome{Proposal: p, Committed: p.Index == e.GetIndex() && p.Term == e.GetTerm()})
 		}
+		if e.GetIndex() <= gr.skipThrough {
+			continue
+		}
+		c.AppliedIndex = e.GetIndex()
 		if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
 			continue
 		}
@@ -197,12 +223,22 @@ func (g *Groups) Advance(round *Round) error {
 	}
 	g.round = nil
 	for _, gr := range round.readies {
+		if snap := gr.ready.Snapshot; !raft.IsEmptySnap(snap) {
+			meta, err := snapshotMeta(snap)
+			if err != nil {
+				return fmt.Errorf("raft group %d: %w", gr.group.id, err)
+			}
+			gr.group.restored(meta)
+		}
 		for _, e := range gr.ready.CommittedEntries {
 			if err := gr.group.applyConfChange(e); err != nil {
 				return err
 			}
 			gr.group.appliedIndex = e.GetIndex()
 			gr.group.appliedTerm = e.GetTerm()
+		}
+		if gr.group.appliedIndex >= gr.group.skipThrough {
+			gr.group.skipThrough = 0
 		}
 		if n := len(gr.committed.Entries); n > 0 {
 			gr.group.appliedMicros = gr.committed.Entries[n-1].GetLoggedTimeUnixMicros()
@@ -226,6 +262,6 @@ func (gr *group) applyConfChange(e *raftpb.Entry) error {
 	if err := proto.Unmarshal(e.GetData(), cc.(proto.Message)); err != nil {
 		return fmt.Errorf("raft group %d: conf change %d: decode: %w", gr.id, e.GetIndex(), err)
 	}
-	gr.node.ApplyConfChange(cc)
+	gr.confState = gr.node.ApplyConfChange(cc)
 	return nil
 }

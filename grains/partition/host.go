@@ -58,6 +58,12 @@ type Host struct {
 	driver   *replication.Driver
 	machines []*machine
 
+	// applying counts the Apply calls of the round whose entries are not applied yet, and
+	// applyErr is the first of them to fail (see AwaitApplied).
+	applying sync.WaitGroup
+	applyMu  sync.Mutex
+	applyErr error
+
 	failOnce sync.Once
 	failed   chan struct{}
 	failErr  error
@@ -126,7 +132,7 @@ func (h *Host) open() error {
 	}
 	h.driver = replication.NewDriver(replication.DriverConfig{
 		Groups: engine, Log: failpointLog{RaftLog: raftLog, failpoints: h.cfg.Failpoints},
-		Transport: noPeers{}, Applier: h, Clock: clock.Real(),
+		Transport: noPeers{}, StateMachine: h, Clock: clock.Real(),
 	})
 	h.driver.Start()
 	go h.watchDriver()
@@ -248,16 +254,51 @@ func (h *Host) term(n int) uint64 {
 	return st.Term
 }
 
-// Apply implements replication.Applier: it hands each group's committed entries to its state
-// machine, which applies them in order on its own goroutine.
+// Apply implements replication.StateMachine: it hands each group's committed entries to its
+// state machine, which applies them in order on its own goroutine, so the groups of a round
+// apply at the same time.
 func (h *Host) Apply(c replication.Committed) error {
 	if len(c.Entries) > 0 {
 		h.cfg.Failpoints.Hit(FailpointEntryCommitted)
 	}
-	return h.machines[c.Group].enqueue(c)
+	h.applying.Add(1)
+	err := h.machines[c.Group].enqueue(applyJob{c: c, done: func(err error) {
+		if err != nil {
+			h.applyMu.Lock()
+			if h.applyErr == nil {
+				h.applyErr = err
+			}
+			h.applyMu.Unlock()
+		}
+		h.applying.Done()
+	}})
+	if err != nil {
+		h.applying.Done()
+	}
+	return err
 }
 
-// Settle implements replication.Applier: lost proposals go to their partitions' grains.
+// AwaitApplied implements replication.StateMachine: it waits for the round's applies.
+func (h *Host) AwaitApplied() error {
+	h.applying.Wait()
+	h.applyMu.Lock()
+	defer h.applyMu.Unlock()
+	return h.applyErr
+}
+
+// Snapshot implements replication.StateMachine. This silo is every group's only voter, so
+// Raft never asks it for a snapshot to send.
+func (h *Host) Snapshot(group int) (replication.SnapshotReader, error) {
+	return nil, orrery.Errorf(orrery.CodeUnavailable, "partition %d: this silo is its only replica and sends no snapshots", group)
+}
+
+// Install implements replication.StateMachine. This silo is every group's only voter, so no
+// leader sends it a snapshot; one that arrives is refused, and the state stays as it is.
+func (h *Host) Install(group int, meta replication.SnapshotMeta, _ replication.Chunks) error {
+	return orrery.Errorf(orrery.CodeUnavailable, "partition %d: this silo is its only replica and installs no snapshot (at %d)", group, meta.Index)
+}
+
+// Settle implements replication.StateMachine: lost proposals go to their partitions' grains.
 // Committed ones are answered once applied (see machine).
 func (h *Host) Settle(outcomes []replication.Outcome) {
 	lost := map[int][]replication.Proposal{}
@@ -280,6 +321,11 @@ const entryOverhead = 64
 type noPeers struct{}
 
 func (noPeers) Send(uint64, []replication.Message) {}
+
+func (noPeers) SendSnapshot(to uint64, snap replication.OutboundSnapshot) {
+	_ = snap.Chunks.Close()
+	snap.Done(fmt.Errorf("replica %d: no peers to send to", to))
+}
 
 // failpointLog hits FailpointEntryAppended after each Persist that wrote entries.
 type failpointLog struct {

@@ -35,7 +35,7 @@ type machine struct {
 	warm   *kv.Warm
 	floors *kv.Floors
 
-	queue chan replication.Committed
+	queue chan applyJob
 	done  chan struct{}
 
 	mu    sync.Mutex
@@ -49,7 +49,7 @@ func newMachine(h *Host, n int, state *persistence.PartitionState) *machine {
 		applier: batch.Applier{Limits: h.cfg.Limits, Partitions: h.cfg.Partitions, Partition: n},
 		warm:    kv.NewWarm(h.cfg.WarmCacheBytes),
 		floors:  kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors),
-		queue:   make(chan replication.Committed, machineQueue),
+		queue:   make(chan applyJob, machineQueue),
 		done:    make(chan struct{}),
 	}
 	go m.run()
@@ -107,15 +107,22 @@ func (m *machine) deliver(msg any) {
 	}
 }
 
+// applyJob is a round's committed entries for the apply goroutine, and what to call once
+// they are applied (or failed).
+type applyJob struct {
+	c    replication.Committed
+	done func(error)
+}
+
 // enqueue hands a round's committed entries to the apply goroutine; it fails once the
 // machine has stopped.
-func (m *machine) enqueue(c replication.Committed) error {
+func (m *machine) enqueue(job applyJob) error {
 	select {
 	case <-m.done:
 		return orrery.Errorf(orrery.CodeUnavailable, "partition %d: its state machine has stopped", m.n)
 	default:
 	}
-	m.queue <- c
+	m.queue <- job
 	return nil
 }
 
@@ -127,15 +134,17 @@ func (m *machine) stop() {
 
 func (m *machine) run() {
 	defer close(m.done)
-	failed := false
-	for c := range m.queue {
-		if failed {
+	var failed error
+	for job := range m.queue {
+		if failed != nil {
+			job.done(failed)
 			continue
 		}
-		if err := m.apply(c); err != nil {
-			failed = true
-			m.host.fail(orrery.Wrap(orrery.CodeInternal, err, "partition %d: apply entries up to %d", m.n, c.AppliedIndex))
+		if err := m.apply(job.c); err != nil {
+			failed = orrery.Wrap(orrery.CodeInternal, err, "partition %d: apply entries up to %d", m.n, job.c.AppliedIndex)
+			m.host.fail(failed)
 		}
+		job.done(failed)
 	}
 }
 
