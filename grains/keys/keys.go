@@ -54,8 +54,6 @@ var (
 	Sequence = []byte("meta/sequence")
 	// PartitionCounters holds the retained record count and bytes.
 	PartitionCounters = []byte("meta/counters")
-	// Persistence is the prefix reserved for the persistence layer.
-	Persistence = []byte("p/")
 )
 
 // ErrMalformed is returned when a key cannot be decoded.

@@ -1,52 +1,69 @@
-// Package partition owns the partition grain: the virtual actor partition/<n> that opens
-// partition n's Badger store on activation (the directory lock is the single-writer fence),
-// group-commits the commands that arrive while a group applies (one logged time and one
-// transaction per group; a group applies over the groups still syncing, one sync makes all
-// of them durable, and receipts go out only after it; a SyncPacer spaces one partition's syncs
-// while the process is short of CPU), parks long-poll receives until a
-// message is visible (see below), emits its own due refs (Config.OwnEmission) or tells the silo's due
-// coordinator when a commit writes a due entry earlier than it knows of, answers due scans and
-// inspection reads with budgets, and stops the activation after a failed commit so the next
-// one recovers from disk.
+// Package partition owns a silo's partitions: the Host (the silo store, one Raft group per
+// partition driven by one replication.Driver, and each partition's state machine, which
+// applies the group's committed entries) and the partition grain, the virtual actor
+// partition/<n> that attaches to its partition's state machine on the silo it activates on,
+// proposes each command as a log entry and replies once it has applied, parks long-poll
+// receives until a message is visible (see below), emits its own due refs (Config.OwnEmission)
+// or tells the silo's due coordinator when an apply writes a due entry earlier than it knows
+// of, and answers due scans and inspection reads with budgets.
 //
-// With OwnEmission (the silo's default) the partition is its own due coordinator: every group
-// it applies starts with an own batch of the EmitOccurrences and ExpireSaga mutations, with
-// their CAS tokens, of the refs due at that moment (at most 256, and 512 occurrences), and a
-// timer at its due head's next instant starts a group when none is applying. The batch is
-// journalled with JournalEntry.own and applied by batch.Applier.ApplyOwn: no inbox entry or
-// receipt (nobody replays it; the next one is made from the index again) and each mutation
-// stands alone. Refs that fail for a lasting reason go on backoff (duebackoff). Against a
-// coordinator's round this saves the ScanDue and Command requests, a command inbox entry per
-// round, and the wait for the sync before the next round, and enqueues at the due instant
-// plus one group's apply.
+// # Replicas
+//
+// For now a silo is every group's only voter (one replica per partition): OpenHost creates the
+// groups on the store's first open, campaigns, and returns once it leads every group and each
+// state machine has applied what the log holds. A command's entry is stamped by the leader
+// with its logged time and principal (replication.Groups.Propose), persisted with every other
+// entry of its round in one synced write, committed in the next round (a sole voter counts its
+// own append once the round that wrote it is done) and applied by the partition's state
+// machine: each round's entries of one partition in one transaction (split when it would
+// exceed the store's limit), each at its own logged time, with the partition's applied mark.
+// The groups of a round apply at the same time, each on its state machine's goroutine, and the
+// round ends when all have (replication.StateMachine.AwaitApplied). The grain answers a
+// command from its entry's apply result; a proposal that loses its term is answered
+// Unavailable, and so is everything in flight when the host fails (a failed write or apply:
+// the silo stops and the next start applies again from the log). A retry with the same
+// command id is an entry too, and the command inbox answers it with the original receipt.
+//
+// # Own emission
+//
+// With OwnEmission (the silo's default) the partition is its own due coordinator: whenever
+// refs of its due head are due and no own batch is in flight, it proposes one own batch of the
+// EmitOccurrences and ExpireSaga mutations, with their CAS tokens, of the refs due at that
+// moment (at most 256, and 512 occurrences), and a timer at its due head's next instant wakes
+// it. The batch is an entry like any other (PartitionCommand.own) applied by
+// batch.Applier.ApplyOwn: no inbox entry or receipt (nobody replays it; the next one is made
+// from the index again) and each mutation stands alone. Refs that fail for a lasting reason
+// go on backoff (duebackoff).
 //
 // Due scans are answered from the partition's due head (due.Head): the front of its due index
 // in memory, loaded from the store when a scan reaches past it (about every 4 s under steady
-// load) and kept exact by applying each applied group's due-index writes. A scan it answers
-// needs no store transaction and sees the state as of the last applied group; one that
-// reaches past its bound (a backlog of more than 4,096 entries due) reads the store.
+// load) and kept exact by applying each apply's due-index writes. A scan it answers needs no
+// store transaction and sees the state as of the last applied entries the grain has handled;
+// one that reaches past its bound (a backlog of more than 4,096 entries due) reads the store.
 //
 // # Long polls
 //
-// A long-poll receive (a CommandRequest with wait_micros > 0 whose batch is one Receive) never
-// applies, so it never leases a message its caller is no longer there to take: the partition
-// cannot tell that a caller went away. It is checked (envelope and receive, as an apply would)
-// and then answered without a receipt: visible at once when a message of its queue is
-// visible, otherwise parked (at most Config.MaxWaiters, for at most Config.MaxWait) and
-// answered visible after the first applied group that makes one visible, or when its queue's
-// next message becomes visible, or not visible when its wait ends. None of this writes. The
-// caller then sends the same batch without waiting, which applies and leases like any
-// command. A long-poll receive whose command id already has a receipt is replayed at once.
+// A long-poll receive (a CommandRequest with wait_micros > 0 whose batch is one Receive) is
+// never proposed, so it never leases a message its caller is no longer there to take: the
+// partition cannot tell that a caller went away. It is checked (envelope and receive, as an
+// apply would) and then answered without a receipt: visible at once when a message of its
+// queue is visible, otherwise parked (at most Config.MaxWaiters, for at most Config.MaxWait)
+// and answered visible after the first applied entries that make one visible, or when its
+// queue's next message becomes visible, or not visible when its wait ends. None of this
+// writes. The caller then sends the same batch without waiting, which is proposed and leases
+// like any command. A long-poll receive whose command id already has a receipt is proposed at
+// once, and the inbox replays it.
 //
-// It is DESIGN §2 layer 3: it runs goroutines and does I/O, unlike the pure state machines it
-// applies (grains/batch).
+// The Host and its state machines run goroutines and do I/O, unlike the pure state machines
+// they apply (grains/batch): DESIGN §2 layer 3.
 //
 // # Failpoints
 //
 // ORRERY_FAILPOINT=<name>[:<n>] arms a crash boundary in a real silo process: at the n-th hit
-// (default 1) of the named point the process kills itself with SIGKILL. Names:
+// (default 1) of the named point the process kills itself with SIGKILL. Names (DESIGN §3):
 //
-//	batch-applied    the group is applied in the transaction, not committed
-//	batch-committed  a sync made the groups before it durable, no receipt has been sent
-//	receipt-sent     the receipts of those groups have been sent
+//	entry-appended   a round that wrote command entries was persisted (synced), not yet known committed
+//	entry-committed  committed command entries were handed to their state machines, not yet applied
+//	entry-applied    a state machine applied command entries, their replies not yet sent
+//	reply-sent       the grain sent the replies of applied entries
 package partition
