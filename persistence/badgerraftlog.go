@@ -41,6 +41,9 @@ type raftBounds struct {
 	truncatedIndex, truncatedTerm uint64
 	lastIndex, lastTerm           uint64
 	snapshotIndex                 uint64 // 0: no snapshot
+	// hardTerm and hardVote are the persisted hard state's term and vote: a hard state that
+	// changes neither needs no sync of its own (raft.MustSync).
+	hardTerm, hardVote uint64
 }
 
 func (b raftBounds) firstIndex() uint64 { return b.truncatedIndex + 1 }
@@ -100,6 +103,15 @@ func loadRaftBounds(txn *badger.Txn, n int) (b raftBounds, lowest uint64, err er
 		return b, 0, err
 	}
 	b.snapshotIndex = snap.GetMetadata().GetIndex()
+	if value, found, err := getRaw(txn, raftHardStateKey(n)); err != nil {
+		return b, 0, err
+	} else if found {
+		hs := &raftpb.HardState{}
+		if err := proto.Unmarshal(value, hs); err != nil {
+			return b, 0, fmt.Errorf("decode the hard state of raft group %d: %w", n, err)
+		}
+		b.hardTerm, b.hardVote = hs.GetTerm(), hs.GetVote()
+	}
 	b.lastIndex, b.lastTerm = b.truncatedIndex, b.truncatedTerm
 
 	prefix := raftEntryPrefix(n)
@@ -164,7 +176,10 @@ func (l *BadgerRaftLog) Storage(group int) (raft.Storage, error) {
 }
 
 // Persist implements RaftLog: one Badger transaction for every write, then one sync, and only
-// then the writes are visible to Storage. A write that cannot apply (an entry that leaves a
+// then the writes are visible to Storage. A Persist whose only changes are hard states' commit
+// indexes is not synced (raft.MustSync): it is durable with the next synced write (the
+// write-ahead log is one sequence), and a crash that takes it back leaves commit indexes Raft
+// learns again, while every write after it, an apply included, is taken back with it. A write that cannot apply (an entry that leaves a
 // gap, entries out of order, a snapshot not newer than the stored one, a transaction too big)
 // fails the whole Persist before anything is written. Entries below a new snapshot's index are
 // deleted after the synced write, in transactions of their own: they are below the group's
@@ -209,7 +224,16 @@ func (l *BadgerRaftLog) persist(writes []RaftWrite) (stale []entryRange, err err
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
 	next := map[int]raftBounds{}
-	at, err := s.write(func(txn *badger.Txn) error {
+	sync := false
+	for _, w := range writes {
+		b := l.groups[w.Group]
+		hs := w.HardState
+		if !raft.IsEmptySnap(w.Snapshot) || len(w.Entries) > 0 ||
+			(!raft.IsEmptyHardState(hs) && (hs.GetTerm() != b.hardTerm || hs.GetVote() != b.hardVote)) {
+			sync = true
+		}
+	}
+	at, err := s.writeSynced(sync, func(txn *badger.Txn) error {
 		for _, w := range writes {
 			b, ok := next[w.Group]
 			if !ok {
@@ -235,6 +259,7 @@ func (l *BadgerRaftLog) persist(writes []RaftWrite) (stale []entryRange, err err
 				if err := l.set(txn, raftHardStateKey(w.Group), w.HardState); err != nil {
 					return fmt.Errorf("raft group %d: hard state: %w", w.Group, err)
 				}
+				b.hardTerm, b.hardVote = w.HardState.GetTerm(), w.HardState.GetVote()
 			}
 			next[w.Group] = b
 		}

@@ -18,7 +18,9 @@ type RaftLog interface {
 	// index, hard state, and the conf state and snapshot persisted last. It reflects every
 	// Persist that returned.
 	Storage(group int) (raft.Storage, error)
-	// Persist makes every write durable at once (one synced write), or none of them: for each
+	// Persist makes every write durable at once (one synced write), or none of them (a Persist
+	// that changes nothing but hard states' commit indexes may leave its durability to the
+	// next synced write, as raft.MustSync allows; BadgerRaftLog does): for each
 	// group, in order, its snapshot (which replaces the whole log, as raft.MemoryStorage does), its
 	// entries (each entry at index i discards every persisted entry at i or after) and its hard
 	// state. Empty parts (raft.IsEmptySnap, raft.IsEmptyHardState, no entries) are skipped.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"testing"
 
 	"go.etcd.io/raft/v3"
@@ -399,5 +400,58 @@ func TestRaftLogConformance(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestPersistSyncsUnlessOnlyCommitIndexesMove: a Persist with entries, a snapshot, or a hard
+// state whose term or vote changed syncs the write-ahead log; one that only moves commit
+// indexes does not (raft.MustSync), even after a reopen, and is still read back.
+func TestPersistSyncsUnlessOnlyCommitIndexesMove(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openSiloStore(t, dir, 2)
+	syncs := 0
+	count := func(s *SiloStore) {
+		s.wals.syncLog = func(f *os.File) error { syncs++; return datasync(f) }
+	}
+	count(s)
+	entry := func(index, term uint64) *raftpb.Entry {
+		return &raftpb.Entry{Index: new(index), Term: new(term), Data: []byte("x")}
+	}
+	steps := []struct {
+		name  string
+		write RaftWrite
+		sync  bool
+	}{
+		{"vote in a new term", RaftWrite{Group: 0, HardState: hardState(1, 7, 0)}, true},
+		{"an entry", RaftWrite{Group: 0, Entries: []*raftpb.Entry{entry(1, 1)}}, true},
+		{"the commit index only", RaftWrite{Group: 0, HardState: hardState(1, 7, 1)}, false},
+		{"another group's first hard state", RaftWrite{Group: 1, HardState: hardState(1, 7, 0)}, true},
+		{"a new term", RaftWrite{Group: 0, HardState: hardState(2, 0, 1)}, true},
+	}
+	for _, step := range steps {
+		before := syncs
+		if err := s.RaftLog().Persist([]RaftWrite{step.write}); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if synced := syncs > before; synced != step.sync {
+			t.Errorf("%s: synced %v, want %v", step.name, synced, step.sync)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openSiloStore(t, dir, 2)
+	count(s)
+	before := syncs
+	if err := s.RaftLog().Persist([]RaftWrite{{Group: 0, HardState: hardState(2, 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if syncs != before {
+		t.Error("after a reopen, a hard state with the persisted term and vote was synced")
+	}
+	storage, _ := s.RaftLog().Storage(0)
+	if hs, _, err := storage.InitialState(); err != nil || hs.GetTerm() != 2 || hs.GetCommit() != 1 {
+		t.Errorf("hard state after the reopen: %v, %v", hs, err)
 	}
 }

@@ -199,6 +199,12 @@ func (s *SiloStore) read(at uint64) (txn *badger.Txn, done func()) {
 // its readers. A write fn refuses because the transaction grew too big is ErrBatchTooBig and
 // writes nothing; a failed commit or sync poisons the store (ErrCommitFailed).
 func (s *SiloStore) write(fn func(txn *badger.Txn) error) (uint64, error) {
+	return s.writeSynced(true, fn)
+}
+
+// writeSynced is write, syncing the write-ahead logs only when sync is set: an unsynced write
+// is durable with the next synced one (the log is one sequence).
+func (s *SiloStore) writeSynced(sync bool, fn func(txn *badger.Txn) error) (uint64, error) {
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
@@ -218,6 +224,9 @@ func (s *SiloStore) write(fn func(txn *badger.Txn) error) (uint64, error) {
 	at, err := s.commit(txn)
 	if err != nil {
 		return 0, err
+	}
+	if !sync {
+		return at, nil
 	}
 	if err := s.wals.sync(); err != nil {
 		return 0, s.poison(err, "sync failed")
