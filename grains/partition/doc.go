@@ -14,7 +14,8 @@
 // state machine has applied what the log holds. A command's entry is stamped by the leader
 // with its logged time and principal (replication.Groups.Propose), persisted with every other
 // entry of its round in one synced write, committed in the next round (a sole voter counts its
-// own append once the round that wrote it is done) and applied by the partition's state
+// own append once the round that wrote it is done; a round that only moves commit indexes
+// needs no sync of its own) and applied by the partition's state
 // machine: each round's entries of one partition in one transaction (split when it would
 // exceed the store's limit), each at its own logged time, with the partition's applied mark.
 // The groups of a round apply at the same time, each on its state machine's goroutine, and the

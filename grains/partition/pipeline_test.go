@@ -109,8 +109,8 @@ func noReplyYet(t *testing.T, f <-chan outcome, what string) {
 // TestCommandsShareTheRoundAfterAHeldOne: commands that arrive while a round persists all go
 // into the next round, one synced write for all of them; a command is answered only once the
 // round that commits it (the one after the round that appended it: a sole voter acknowledges
-// its own append when the append's round is done) is durable; commands apply in the order
-// they came.
+// its own append when the append's round is done) is written; commands apply in the order they
+// came.
 func TestCommandsShareTheRoundAfterAHeldOne(t *testing.T) {
 	var held *heldLog
 	h := newHostHarness(t, func(cfg *HostConfig) { held = holdLog(cfg) }, nil)
