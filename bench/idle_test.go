@@ -10,9 +10,9 @@ import (
 // BenchmarkIdleSchedules: 1,000,000 schedules due far in the future on one silo with every
 // partition of the default count open: creation rate, resident memory after creation, and CPU
 // while idle, measured before the schedules exist and again after: there are no per-schedule
-// timers, so the two must match. (What remains is fixed per open partition: Badger runs two
-// compactor goroutines per database on a hard-coded 50 ms ticker, levels.go in badger v4.9.6,
-// plus memberlist's gossip.)
+// timers, so the two must match. (What remains is fixed: the Raft groups' ticks, Badger's two
+// compactor goroutines on a hard-coded 50 ms ticker, levels.go in badger v4.9.6, and
+// memberlist's gossip.)
 func BenchmarkIdleSchedules(b *testing.B) {
 	count := scale(1_000_000, 20_000)
 	idle := time.Duration(scale(20, 3)) * time.Second
@@ -32,7 +32,7 @@ func BenchmarkIdleSchedules(b *testing.B) {
 		time.Sleep(idle)
 		cpu := (cpuSeconds() - cpuBefore) / time.Since(wallBefore).Seconds()
 		// Again once idle: Badger keeps the table builders' buffers of recent flushes and
-		// compactions in a pool that releases one per database every 2 s once unused.
+		// compactions in a pool that releases one every 2 s once unused.
 		debug.FreeOSMemory()
 		idleRSS, idleAnon, idleFile := rssBytes()
 		b.ReportMetric(rate, "schedules-created/s")

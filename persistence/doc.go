@@ -68,9 +68,10 @@
 //
 // Every value stays inline in the LSM tree: a Txn refuses values longer than MaxValueBytes and
 // a Raft log entry longer than it is refused too, so the value log stays out of the write path
-// (Badger only logs its sync errors). Below Options.MinFreeBytes of free disk, the store's
-// writes refuse with Unavailable before writing (CheckFreeSpace lets callers refuse new work
-// first); otherwise a memtable flush on a full disk kills the whole process with SIGBUS.
+// (Badger only logs its sync errors). Below Options.MinFreeBytes of free disk, opening the store
+// fails and CheckFreeSpace tells callers to refuse new work (the partitions refuse new
+// commands with Unavailable), so the store's own writes stay within what was accepted before;
+// otherwise a memtable flush on a full disk would kill the whole process with SIGBUS.
 //
 // # Badger options
 //

@@ -3,8 +3,8 @@ package persistence
 import "github.com/orreryhq/orrery"
 
 // checkFreeSpace refuses with Unavailable when the file system holding dir has less free space
-// than opts.MinFreeBytes. Refusing a write is recoverable; Badger finding the disk full during a
-// memtable flush is not (SIGBUS, the whole silo dies).
+// than opts.MinFreeBytes. Refusing new work is recoverable; Badger finding the disk full during
+// a memtable flush is not (SIGBUS, the whole silo dies).
 func checkFreeSpace(dir string, opts Options) error {
 	if opts.MinFreeBytes == 0 {
 		return nil

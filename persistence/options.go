@@ -38,9 +38,9 @@ type Options struct {
 	// ValueThresholdBytes is the largest value kept inline in the LSM tree (default and
 	// maximum DefaultValueThresholdBytes; it is lowered to MaxBatchBytes when that is smaller).
 	ValueThresholdBytes int64
-	// MinFreeBytes is the free-disk floor: opening the store and its writes refuse with
-	// Unavailable (and the partitions refuse new commands) when the file system holding it has
-	// less free space than this. Zero disables the check. Badger dies with SIGBUS when a
+	// MinFreeBytes is the free-disk floor: opening the store fails with Unavailable, and the
+	// partitions refuse new commands (SiloStore.CheckFreeSpace), when the file system holding
+	// it has less free space than this. Zero disables the check. Badger dies with SIGBUS when a
 	// memtable flush finds the disk full; a floor of a few memtables avoids that.
 	MinFreeBytes uint64
 	// Logger receives Badger's warnings and errors (default slog.Default()). Badger's info and

@@ -154,8 +154,9 @@ func (s *SiloStore) SiloID() uint64 { return s.siloID }
 func (s *SiloStore) Partitions() int { return s.partitions }
 
 // CheckFreeSpace is nil unless the store's disk has less free space than
-// Options.MinFreeBytes, when it is the Unavailable error writes below that floor get: callers
-// refuse new work with it before the store's own writes would fail.
+// Options.MinFreeBytes, when it is an Unavailable error naming the floor: the partitions refuse
+// new commands with it. The store's own writes do not check it (they are what the commands
+// already accepted need, a bounded amount, and refusing a Raft write is fatal to the silo).
 func (s *SiloStore) CheckFreeSpace() error { return checkFreeSpace(s.dir, s.opts) }
 
 // MaxValueBytes is the longest value the store keeps: every value stays inline in the LSM
@@ -206,9 +207,6 @@ func (s *SiloStore) write(fn func(txn *badger.Txn) error) (uint64, error) {
 // is durable with the next synced one (the log is one sequence).
 func (s *SiloStore) writeSynced(sync bool, fn func(txn *badger.Txn) error) (uint64, error) {
 	if err := s.usable(); err != nil {
-		return 0, err
-	}
-	if err := checkFreeSpace(s.dir, s.opts); err != nil {
 		return 0, err
 	}
 	readAt := s.versions.beginRead(true)

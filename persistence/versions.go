@@ -4,19 +4,16 @@ import "sync"
 
 // versions hands out the Badger versions of a store opened in managed mode: the store is the
 // only writer of its database, so it numbers its own commits instead of asking Badger's
-// oracle. The oracle makes every new transaction wait until its watermark goroutine has
-// caught up with the last commit; under load that goroutine is scheduled late, and each
-// group commit waited about 2 ms for it (measured in BenchmarkDueLateness at 10,000
-// occurrences a second). Here a transaction reads at once.
+// oracle, which makes every new transaction wait until its watermark goroutine has caught up
+// with the last commit (scheduled late under load). Here a transaction reads at once.
 //
 // A commit is applied (in Badger's memtable, readable) before it is durable (its write-ahead
-// log synced): Apply and Sync are separate steps, so the next batch can apply while the last
-// one syncs. The writer reads at the last applied version; everyone else reads at the last
-// durable one, so nothing a later crash could take back is ever shown to them.
+// log synced). Partition state reads at the last applied version (it follows entries that are
+// durable already); the Raft log reads at the version of its last durable write.
 //
 // Managed mode also leaves it to the store to tell Badger which old versions compaction may
-// drop (SetDiscardTs): never past the last durable version (readers still begin there) nor
-// past the oldest version an open read uses.
+// drop (SetDiscardTs): never past the last durable version nor past the oldest version an open
+// read uses.
 type versions struct {
 	mu      sync.Mutex
 	last    uint64         // the last applied version

@@ -244,14 +244,15 @@ func (d *Driver) RunRound() (bool, error) {
 	for _, out := range round.Messages {
 		d.cfg.Transport.Send(out.To, out.Messages)
 	}
+	// The previous round's applies ran while this round persisted; they end before this
+	// round's begin, and before this round's snapshots and compactions, which the previous
+	// round's applied indexes bound.
+	if err := d.cfg.StateMachine.AwaitApplied(); err != nil {
+		return false, fmt.Errorf("apply raft round: %w", err)
+	}
 	for _, c := range round.Committed {
 		if err := d.cfg.StateMachine.Apply(c); err != nil {
 			return false, fmt.Errorf("apply raft group %d: %w", c.Group, err)
-		}
-	}
-	if len(round.Committed) > 0 {
-		if err := d.cfg.StateMachine.AwaitApplied(); err != nil {
-			return false, fmt.Errorf("apply raft round: %w", err)
 		}
 	}
 	if len(round.Outcomes) > 0 {

@@ -16,12 +16,14 @@ const MaxSnapshotChunkBytes = 1 << 20
 type StateMachine interface {
 	// Apply takes a group's committed entries of a round, in log order, after they were
 	// persisted and the round's messages sent, to apply them and record c.AppliedIndex with
-	// their writes. It may return before they are applied (so different groups apply at the
-	// same time); AwaitApplied then waits for them. An error is fatal to the driver.
+	// their writes. It may return before they are applied, so that the groups of a round
+	// apply at the same time and while the next round persists; AwaitApplied waits for them.
+	// An error is fatal to the driver.
 	Apply(c Committed) error
-	// AwaitApplied returns once every Apply of the round has applied its entries, before the
-	// round advances (and its logs are compacted behind the applied indexes); an error is
-	// fatal to the driver.
+	// AwaitApplied returns once every Apply handed over so far has applied its entries. The
+	// driver calls it in every round after persisting and before that round's applies,
+	// snapshots and compactions (which the applied indexes of the rounds before bound); an
+	// error is fatal to the driver.
 	AwaitApplied() error
 	// Settle receives a round's Outcomes: answer the committed proposals once applied, fail
 	// the lost ones with Unavailable.

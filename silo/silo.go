@@ -52,12 +52,13 @@ type Silo struct {
 	cancel   context.CancelFunc
 }
 
-// Start starts a silo and returns once it serves: it has joined (or founded) the cluster, its
-// admin endpoint listens, and every partition the topology places on it has opened and
-// answers (as /readyz judges). When those partitions do not all open within
-// Config.OpenTimeout (e.g. another process holds a store's lock, or a partition directory is
-// not writable), the silo stops and Start returns an error naming them and the first one's
-// reason.
+// Start starts a silo and returns once it serves: its store is open and it leads every
+// partition's Raft group with the log applied, it has joined (or founded) the cluster, its
+// admin endpoint listens, and every partition the topology places on it answers (as /readyz
+// judges). A store that cannot be opened (another process holds it, the directory is not
+// writable, the data root is in the old layout) fails Start at once; partitions that do not
+// lead or answer within Config.OpenTimeout make the silo stop and Start return an error naming
+// them and the first one's reason.
 func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -142,8 +143,21 @@ func (s *Silo) AdminAddress() string { return s.adminAddr }
 // ID is this silo incarnation's member id.
 func (s *Silo) ID() string { return s.cluster.ActorSystem.ID }
 
-// Done is closed when the silo has stopped (Stop, or fenced by the cluster).
+// Done is closed when the silo has stopped: Stop, fenced by the cluster, or its partitions
+// failed (Err says which of the last two).
 func (s *Silo) Done() <-chan struct{} { return s.stopped }
+
+// Err is why the silo stopped on its own: its partitions' failure, or the cause of its fence;
+// nil while it runs and after Stop.
+func (s *Silo) Err() error {
+	if err := s.host.Err(); err != nil {
+		return fmt.Errorf("partitions failed: %w", err)
+	}
+	if cause := s.provider.FenceCause(); cause != nil {
+		return fmt.Errorf("fenced by the cluster: %w", cause)
+	}
+	return nil
+}
 
 // CoordinatorStats returns the due coordinator's counters and per-partition view.
 func (s *Silo) CoordinatorStats() duecoordinator.Stats { return s.coord.Load().Stats() }
@@ -155,8 +169,8 @@ func (s *Silo) Owned() []int {
 	return slices.Clone(s.owned)
 }
 
-// Stop shuts the silo down gracefully: the coordinator stops, partitions close their stores,
-// the silo leaves the cluster and its admin endpoint closes.
+// Stop shuts the silo down gracefully: the coordinator stops, the partition grains stop, the
+// silo leaves the cluster, its admin endpoint closes and its store closes.
 func (s *Silo) Stop() { s.shutdown(true) }
 
 // watchHost stops the silo when its partition replicas fail (a failed write or apply): the

@@ -4,12 +4,12 @@
 //	silo --data ./data --host 127.0.0.1 --port 7381 --gossip-port 7382 --admin 127.0.0.1:7380
 //	silo --data ./data --port 7391 --gossip-port 7392 --admin 127.0.0.1:7390 --seeds 127.0.0.1:7382
 //
-// (Several silos of one host share one data root, whose directory locks fence each partition
-// to one silo at a time.) It prints one line "silo ready ..." with its addresses once it serves
-// and every partition the topology places on it has opened (when they do not within
-// --open-timeout, it exits with status 2 and their error), shuts down gracefully on SIGTERM or
-// SIGINT (stop coordinating, close partitions, leave the cluster), and exits with status 1 if
-// the cluster fences it.
+// One silo uses a data root at a time. It prints one line "silo ready ..." with its addresses
+// once it serves: its store is open and every partition answers (when they do not within
+// --open-timeout, or the store cannot be opened, it exits with status 2 and the error). It
+// shuts down gracefully on SIGTERM or SIGINT (stop coordinating, stop the partitions, leave the
+// cluster, close the store), and exits with status 1 if the cluster fences it or its
+// partitions fail (a failed write or apply: the next start recovers from the store).
 //
 // Unless --max-procs or the GOMAXPROCS environment variable says otherwise, it runs with
 // GOMAXPROCS at defaultProcsPerCPU times what Go chose: each partition blocks its thread in
@@ -68,7 +68,7 @@ func run(args []string, getenv func(string) string) error {
 		s.Stop()
 		return nil
 	case <-s.Done():
-		logger.Error("silo fenced: the cluster dropped this member")
+		logger.Error("silo stopped", "err", s.Err())
 		os.Exit(1)
 	}
 	return nil

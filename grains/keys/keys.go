@@ -21,8 +21,8 @@
 //	sla/ recordedAt <ledger key suffix> → empty (ledger records by age, for housekeeping)
 //	meta/...           partition-wide counters
 //
-// The persistence layer keeps its own records under p/ (journal, applied index, epoch, logged
-// time); the state machines never touch it.
+// These are a partition's keys as the state machines see them; the silo store keeps them under
+// the partition's own prefix (persistence.PartitionState), beside records they never see.
 package keys
 
 import (

@@ -256,7 +256,7 @@ func (h *Host) term(n int) uint64 {
 
 // Apply implements replication.StateMachine: it hands each group's committed entries to its
 // state machine, which applies them in order on its own goroutine, so the groups of a round
-// apply at the same time.
+// apply at the same time and while the next round persists.
 func (h *Host) Apply(c replication.Committed) error {
 	if len(c.Entries) > 0 {
 		h.cfg.Failpoints.Hit(FailpointEntryCommitted)
@@ -278,7 +278,7 @@ func (h *Host) Apply(c replication.Committed) error {
 	return err
 }
 
-// AwaitApplied implements replication.StateMachine: it waits for the round's applies.
+// AwaitApplied implements replication.StateMachine: it waits for the applies handed over.
 func (h *Host) AwaitApplied() error {
 	h.applying.Wait()
 	h.applyMu.Lock()

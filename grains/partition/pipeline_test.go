@@ -2,6 +2,8 @@ package partition
 
 import (
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,4 +158,31 @@ func TestAFailedPersistAnswersUnavailableAndFailsTheHost(t *testing.T) {
 	if err := orrery.FromProto(h.do(command("c2", 0, enqueue("m2"))).GetError()); !errors.Is(err, orrery.ErrUnavailable) {
 		t.Errorf("a command after the failed write answered %v, want Unavailable", err)
 	}
+}
+
+// TestTheFreeDiskFloorRefusesCommandsAndRecovers: below the store's free-disk floor a command
+// is refused Unavailable, naming the floor, before anything is logged; the host keeps running,
+// and once the disk has room again commands apply.
+func TestTheFreeDiskFloorRefusesCommandsAndRecovers(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(2 << 30)
+	h := newHostHarness(t, func(cfg *HostConfig) {
+		cfg.Store.MinFreeBytes = 1 << 30
+		cfg.Store.FreeBytesFunc = func(string) (uint64, error) { return free.Load(), nil }
+	}, nil)
+	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
+	before := h.appliedIndex()
+	free.Store(1 << 20)
+	err := orrery.FromProto(h.do(command("c2", 0, enqueue("m2"))).GetError())
+	if !errors.Is(err, orrery.ErrUnavailable) || !strings.Contains(err.Error(), "below the floor") {
+		t.Fatalf("a command below the floor answered %v, want Unavailable naming the floor", err)
+	}
+	if got := h.appliedIndex(); got != before {
+		t.Errorf("the refused command was logged: %d entries applied, %d before", got, before)
+	}
+	if err := h.cfg.Host.Err(); err != nil {
+		t.Fatalf("the host failed below the floor: %v", err)
+	}
+	free.Store(2 << 30)
+	receipt(t, h.do(command("c2", 0, enqueue("m2"))))
 }
