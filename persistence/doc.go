@@ -23,8 +23,20 @@
 //	r/<n>/hard-state          its Raft hard state (raftpb.HardState)
 //	r/<n>/snapshot            its last snapshot (raftpb.Snapshot: metadata with the conf state; data)
 //	r/<n>/truncated           index and term (8 bytes big-endian each) of the entry just before its first entry
-//	r/<n>/applied             its applied mark: index and logged time of the last applied entry (8 bytes big-endian each)
-//	d/<n>/<key>               the state machines' key <key> of partition n
+//	r/<n>/applied             index and logged time (8 bytes big-endian each) of the last entry its state applied
+//	r/<n>/generation          8-byte big-endian generation of its state (absent: 0)
+//	d/<n>/<gen>/<key>         partition n's state key <key> in generation <gen> (8 bytes big-endian)
+//
+// Partition n's state is the keys of its current generation (PartitionState). An apply writes
+// them and r/<n>/applied in one transaction. PartitionState.Snapshot reads them and the mark
+// in one read transaction, as a stream of records (format byte 1, then
+// uvarint(len(key)) key uvarint(len(value)) value, ascending) cut into chunks of at most
+// MaxSnapshotChunkBytes. PartitionState.Install writes a snapshot's records under generation
+// gen+1 in as many unsynced transactions as they need, then switches r/<n>/generation and
+// r/<n>/applied in one synced transaction, then deletes generation gen's keys in bounded
+// transactions. Nothing reads generation gen+1 before the switch, nor gen after it, so a crash
+// leaves the old state or the new one; the open deletes the keys of generations gen-1 and
+// gen+1 that a crash left, and refuses a store with state keys of any other.
 //
 // # The Raft log
 //
@@ -46,7 +58,7 @@
 //
 // # Partition state
 //
-// PartitionState.Apply runs one transaction over d/<n>/ (a Txn: the state machines see their
+// PartitionState.Apply runs one transaction over d/<n>/<gen>/ (a Txn: the state machines see their
 // keys without the prefix and cannot reach any other) and commits it with the partition's
 // applied mark, without a sync of its own: it applies log entries that a synced Persist made
 // durable first, and the write-ahead log is one sequence, so a crash takes back a suffix of the

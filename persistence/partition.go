@@ -21,43 +21,89 @@ type AppliedMark struct {
 }
 
 // PartitionState is partition n's state in the silo store: the state machines' keys, under
-// d/<n>/, and the mark of the last entry applied to them (r/<n>/applied), written in the same
-// transaction as the entry's effects. Applies are not synced: they follow log entries that are
-// durable already, and a crash that takes an apply back leaves its mark behind too, so the
-// entries after the surviving mark are applied again. Applies of one partition are
-// serialized; different partitions apply concurrently. Views read the last applied state.
+// d/<n>/<gen>/ (gen the state's generation, r/<n>/generation), and the mark of the last entry
+// applied to them (r/<n>/applied), written in the same transaction as the entry's effects.
+// Applies are not synced: they follow log entries that are durable already, and a crash that
+// takes an apply back leaves its mark behind too, so the entries after the surviving mark are
+// applied again. Applies of one partition are serialized; different partitions apply
+// concurrently. Views read the last applied state. Snapshot reads the whole state, and Install
+// replaces it with a snapshot's under the next generation (snapshot.go, install.go).
 type PartitionState struct {
-	store      *SiloStore
-	n          int
-	prefix     []byte // d/<n>/
-	appliedKey []byte // r/<n>/applied
-	mu         sync.Mutex
-	applied    atomic.Pointer[AppliedMark]
+	store         *SiloStore
+	n             int
+	appliedKey    []byte // r/<n>/applied
+	generationKey []byte // r/<n>/generation
+	// mu serializes Apply and Install.
+	mu sync.Mutex
+	// genMu guards gen and prefix. Install changes them under mu and holds genMu exclusively
+	// around the commit of its switch, so a View takes its prefix and its read version
+	// together: both before the switch or both after it.
+	genMu   sync.RWMutex
+	gen     uint64
+	prefix  []byte // d/<n>/<gen>/
+	applied atomic.Pointer[AppliedMark]
+	// installHook, set by tests, is called after each step of an Install (installStep); true
+	// stops the Install there, as a crash would.
+	installHook func(installStep) bool
 }
 
-// openPartitionStates loads every partition's applied mark.
+// openPartitionStates loads every partition's applied mark and generation, and deletes the
+// keys of the generations a crashed Install left (see PartitionState.Install).
 func openPartitionStates(s *SiloStore) ([]*PartitionState, error) {
 	states := make([]*PartitionState, s.partitions)
 	txn, done := s.read(s.versions.durable)
-	defer done()
 	for n := range s.partitions {
-		p := &PartitionState{store: s, n: n, prefix: statePrefix(n), appliedKey: raftAppliedKey(n)}
-		value, found, err := getRaw(txn, p.appliedKey)
+		p := &PartitionState{store: s, n: n, appliedKey: raftAppliedKey(n), generationKey: raftGenerationKey(n)}
+		mark, gen, err := p.load(txn)
 		if err != nil {
-			return nil, orrery.Wrap(orrery.CodeUnavailable, err, "silo store %s: partition %d: read the applied mark", s.dir, n)
+			done()
+			return nil, err
 		}
-		mark := &AppliedMark{}
-		if found {
-			if len(value) != 16 {
-				return nil, orrery.Errorf(orrery.CodeInternal, "silo store %s: partition %d: %q holds %d bytes, want 16", s.dir, n, p.appliedKey, len(value))
-			}
-			mark.Index = binary.BigEndian.Uint64(value)
-			mark.LoggedTimeMicros = int64(binary.BigEndian.Uint64(value[8:]))
-		}
-		p.applied.Store(mark)
+		p.applied.Store(&mark)
+		p.gen, p.prefix = gen, generationPrefix(n, gen)
 		states[n] = p
 	}
+	done()
+	for _, p := range states {
+		if err := p.deleteOrphans(); err != nil {
+			return nil, err
+		}
+	}
 	return states, nil
+}
+
+// load reads the partition's applied mark and generation in txn.
+func (p *PartitionState) load(txn *badger.Txn) (AppliedMark, uint64, error) {
+	s := p.store
+	var mark AppliedMark
+	value, found, err := getRaw(txn, p.appliedKey)
+	if err != nil {
+		return mark, 0, orrery.Wrap(orrery.CodeUnavailable, err, "silo store %s: partition %d: read the applied mark", s.dir, p.n)
+	}
+	if found {
+		if len(value) != 16 {
+			return mark, 0, orrery.Errorf(orrery.CodeInternal, "silo store %s: partition %d: %q holds %d bytes, want 16", s.dir, p.n, p.appliedKey, len(value))
+		}
+		mark.Index = binary.BigEndian.Uint64(value)
+		mark.LoggedTimeMicros = int64(binary.BigEndian.Uint64(value[8:]))
+	}
+	value, found, err = getRaw(txn, p.generationKey)
+	if err != nil {
+		return mark, 0, orrery.Wrap(orrery.CodeUnavailable, err, "silo store %s: partition %d: read the state's generation", s.dir, p.n)
+	}
+	var gen uint64
+	if found {
+		if len(value) != 8 {
+			return mark, 0, orrery.Errorf(orrery.CodeInternal, "silo store %s: partition %d: %q holds %d bytes, want 8", s.dir, p.n, p.generationKey, len(value))
+		}
+		gen = binary.BigEndian.Uint64(value)
+	}
+	return mark, gen, nil
+}
+
+// encodeMark is mark as stored under r/<n>/applied.
+func encodeMark(mark AppliedMark) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, mark.Index), uint64(mark.LoggedTimeMicros))
 }
 
 // Partition returns partition n's state.
@@ -68,11 +114,6 @@ func (s *SiloStore) Partition(n int) (*PartitionState, error) {
 	return s.states[n], nil
 }
 
-// key is the store key of the state key k.
-func (p *PartitionState) key(k []byte) []byte {
-	return append(append(make([]byte, 0, len(p.prefix)+len(k)), p.prefix...), k...)
-}
-
 // Partition is the partition's number.
 func (p *PartitionState) Partition() int { return p.n }
 
@@ -80,8 +121,8 @@ func (p *PartitionState) Partition() int { return p.n }
 func (p *PartitionState) Applied() AppliedMark { return *p.applied.Load() }
 
 // MaxBatchBytes bounds one Apply: its writes must stay strictly below it, in Badger's
-// accounting of key + value + 12 bytes per write (keys include the partition's prefix of
-// 7 bytes).
+// accounting of key + value + 12 bytes per write (keys include the prefix of the partition
+// and generation, 16 bytes).
 func (p *PartitionState) MaxBatchBytes() int64 { return p.store.db.MaxBatchSize() }
 
 // MaxBatchWrites bounds one Apply: it must make strictly fewer writes than this.
@@ -115,7 +156,7 @@ func (p *PartitionState) Apply(mark AppliedMark, fn func(txn *Txn) error) error 
 	defer s.versions.endRead(readAt)
 	btxn := s.db.NewTransactionAt(readAt, true)
 	defer btxn.Discard()
-	t := &Txn{state: p, txn: btxn}
+	t := &Txn{state: p, prefix: p.prefix, txn: btxn}
 	err := fn(t)
 	t.finished = true
 	if err != nil {
@@ -124,8 +165,7 @@ func (p *PartitionState) Apply(mark AppliedMark, fn func(txn *Txn) error) error 
 	if t.writeErr != nil {
 		return t.writeErr
 	}
-	value := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, mark.Index), uint64(mark.LoggedTimeMicros))
-	if err := btxn.Set(p.appliedKey, value); err != nil {
+	if err := btxn.Set(p.appliedKey, encodeMark(mark)); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			return s.errBatchTooBig(err)
 		}
@@ -147,13 +187,16 @@ func (p *PartitionState) View(fn func(r kv.Reader) error) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
+	p.genMu.RLock()
+	prefix := p.prefix
 	at := s.versions.beginRead(true)
+	p.genMu.RUnlock()
 	txn := s.db.NewTransactionAt(at, false)
 	defer func() {
 		txn.Discard()
 		s.versions.endRead(at)
 	}()
-	r := &reader{txn: txn, prefix: p.prefix}
+	r := &reader{txn: txn, prefix: prefix}
 	defer func() { r.finished = true }()
 	return fn(r)
 }

@@ -18,8 +18,14 @@ func groupPrefix(kind byte, n int) []byte {
 // raftPrefix is the start of partition n's Raft keys: "r/" n "/".
 func raftPrefix(n int) []byte { return append(groupPrefix('r', n), '/') }
 
-// statePrefix is the start of partition n's state keys: "d/" n "/".
+// statePrefix is the start of partition n's state keys, of every generation: "d/" n "/".
 func statePrefix(n int) []byte { return append(groupPrefix('d', n), '/') }
+
+// generationPrefix is the start of partition n's state keys of generation gen (8 bytes
+// big-endian): "d/" n "/" gen "/".
+func generationPrefix(n int, gen uint64) []byte {
+	return append(binary.BigEndian.AppendUint64(statePrefix(n), gen), '/')
+}
 
 // raftEntryPrefix is the start of partition n's log entries: "r/" n "/e/".
 func raftEntryPrefix(n int) []byte { return append(raftPrefix(n), 'e', '/') }
@@ -47,3 +53,7 @@ func raftTruncatedKey(n int) []byte { return append(raftPrefix(n), "truncated"..
 // raftAppliedKey holds partition n's applied mark (AppliedMark: index and logged time, 8 bytes
 // big-endian each), written with each apply of its state: "r/" n "/applied".
 func raftAppliedKey(n int) []byte { return append(raftPrefix(n), "applied"...) }
+
+// raftGenerationKey holds the generation of partition n's state (8 bytes big-endian; absent:
+// 0), whose keys are under generationPrefix: "r/" n "/generation".
+func raftGenerationKey(n int) []byte { return append(raftPrefix(n), "generation"...) }

@@ -194,6 +194,59 @@ func (s *SiloStore) read(at uint64) (txn *badger.Txn, done func()) {
 	}
 }
 
+// readApplied starts a read-only transaction at the last applied version; done discards it and
+// releases the version.
+func (s *SiloStore) readApplied() (txn *badger.Txn, done func()) {
+	at := s.versions.beginRead(true)
+	txn = s.db.NewTransactionAt(at, false)
+	return txn, func() {
+		txn.Discard()
+		s.versions.endRead(at)
+	}
+}
+
+// commitUnsynced commits the longest prefix of writes that one Badger transaction takes (at
+// least one write), unsynced, and returns its length: its writes are applied, and durable
+// once a later synced write returns. The caller serializes it with the other writers of the
+// keys. A single write beyond the transaction limit is ErrBatchTooBig; a failed commit poisons
+// the store.
+func (s *SiloStore) commitUnsynced(writes []storeWrite) (int, error) {
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	if err := checkFreeSpace(s.dir, s.opts); err != nil {
+		return 0, err
+	}
+	readAt := s.versions.beginRead(true)
+	defer s.versions.endRead(readAt)
+	txn := s.db.NewTransactionAt(readAt, true)
+	defer txn.Discard()
+	n := 0
+	for ; n < len(writes); n++ {
+		var err error
+		if w := writes[n]; w.delete {
+			err = txn.Delete(w.key)
+		} else {
+			err = txn.Set(w.key, w.value)
+		}
+		if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
+			break
+		}
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			return 0, s.errBatchTooBig(err)
+		}
+		if err != nil {
+			return 0, orrery.Wrap(orrery.CodeInternal, err, "silo store %s: write key %q", s.dir, writes[n].key)
+		}
+	}
+	if _, err := s.commit(txn); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // write runs fn in one Badger transaction, commits it and syncs the write-ahead logs: when it
 // returns nil the transaction is durable, at the returned version. The caller holds writeMu
 // (or is OpenSiloStore, before the store is shared) and lifeMu, and publishes the version to

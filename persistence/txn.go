@@ -25,12 +25,13 @@ var ErrBatchTooBig = errors.New("batch exceeds the store's transaction limit")
 var ErrValueTooBig = errors.New("value exceeds the store's largest value")
 
 // Txn is one apply of a partition's state: a kv.View over a Badger read-write transaction,
-// scoped to the partition's keys (d/<n>/, which it neither shows nor accepts in keys: the
-// state machines' key "x" is stored as d/<n>/x). A Txn is valid only inside the function
+// scoped to the partition's keys (d/<n>/<gen>/, which it neither shows nor accepts in keys:
+// the state machines' key "x" is stored as d/<n>/<gen>/x). A Txn is valid only inside the function
 // given to PartitionState.Apply.
 type Txn struct {
-	state *PartitionState
-	txn   *badger.Txn
+	state  *PartitionState
+	prefix []byte // the partition's state keys' prefix, d/<n>/<gen>/
+	txn    *badger.Txn
 	// finished is set when Apply's fn returns; the Txn must not be used after that.
 	finished bool
 	// writeErr is the first refused write: a batch that lost a write never commits, even if
@@ -45,7 +46,7 @@ func (t *Txn) Get(key []byte) ([]byte, bool, error) {
 	if t.finished {
 		return nil, false, errFinished
 	}
-	return scopedGet(t.txn, t.state.prefix, key)
+	return scopedGet(t.txn, t.prefix, key)
 }
 
 // Scan implements kv.Reader: keys in [start, end) in ascending order, including this batch's
@@ -54,7 +55,7 @@ func (t *Txn) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) 
 	if t.finished {
 		return errFinished
 	}
-	return scopedScan(t.txn, t.state.prefix, start, end, fn)
+	return scopedScan(t.txn, t.prefix, start, end, fn)
 }
 
 // Set implements kv.View. Values must stay inline in the LSM tree: a larger one would go to
@@ -68,7 +69,7 @@ func (t *Txn) Set(key, value []byte) error {
 			"partition %d: value of %d bytes under key %q; the largest is %d bytes",
 			t.state.n, len(value), key, t.state.MaxValueBytes()))
 	}
-	if err := t.txn.Set(t.state.key(key), value); err != nil {
+	if err := t.txn.Set(t.key(key), value); err != nil {
 		return t.writeError(err, key)
 	}
 	return nil
@@ -79,10 +80,15 @@ func (t *Txn) Delete(key []byte) error {
 	if len(key) == 0 {
 		return t.refuse(orrery.Errorf(orrery.CodeInternal, "empty key"))
 	}
-	if err := t.txn.Delete(t.state.key(key)); err != nil {
+	if err := t.txn.Delete(t.key(key)); err != nil {
 		return t.writeError(err, key)
 	}
 	return nil
+}
+
+// key is the store key of the state key k.
+func (t *Txn) key(k []byte) []byte {
+	return append(append(make([]byte, 0, len(t.prefix)+len(k)), t.prefix...), k...)
 }
 
 func (t *Txn) writeError(err error, key []byte) error {

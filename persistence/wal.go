@@ -46,17 +46,20 @@ func newWALSyncer(dir string) walSyncer {
 // (vfs_fsync_range with datasync), and both write back the pages Badger wrote through its mmap.
 //
 // Listing the directory on every sync cost 3 % of CPU at 10,000 occurrences a second, so it is
-// listed only once a log after the newest one listed exists: Badger numbers its logs one after
-// another, and a rotation creates the next number. Everything applied before this sync began
-// is in the logs that exist when it looks, so a rotation after that holds only later batches.
+// listed only after a rotation since the last listing: when a log after the newest one listed
+// exists (Badger numbers its logs one after another, and a rotation creates the next number),
+// or when the newest one listed is gone (several rotations, the logs after it already flushed
+// and deleted: Badger flushes memtables oldest first, so that one went first). Everything
+// applied before this sync began is in the logs that exist when it looks, so a rotation after
+// that holds only later batches.
 func (w *walSyncer) sync() error {
 	if w.wal != nil {
-		_, err := os.Stat(walPath(w.dir, w.newest+1))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
+		rotated, err := w.rotated()
+		if err != nil {
 			return err
 		}
-		if err != nil {
-			return w.syncLog(w.wal) // no rotation since the last listing
+		if !rotated {
+			return w.syncLog(w.wal)
 		}
 	}
 	logs, err := filepath.Glob(filepath.Join(w.dir, "*.mem"))
@@ -96,6 +99,22 @@ func (w *walSyncer) sync() error {
 		w.wal, w.newest = wal, newest
 	}
 	return w.syncLog(w.wal)
+}
+
+// rotated reports whether Badger rotated its write-ahead log since the last listing.
+func (w *walSyncer) rotated() (bool, error) {
+	_, err := os.Stat(walPath(w.dir, w.newest+1))
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	_, err = os.Stat(w.wal.Name())
+	if errors.Is(err, os.ErrNotExist) {
+		return true, nil
+	}
+	return false, err
 }
 
 // syncPath makes one rotated write-ahead log durable.

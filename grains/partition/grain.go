@@ -140,6 +140,8 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.lost(ctx, msg)
 	case *hostFailed:
 		g.hostFailed(ctx, msg.err)
+	case *stateReplaced:
+		g.reload(ctx, msg)
 	case *wakeWaiter:
 		g.wakeWaiters(ctx)
 	case *housekeepTick:
@@ -184,6 +186,23 @@ func (g *grain) open(ctx actor.Context) {
 	mark := state.Applied()
 	g.log.Info("partition open", "term", g.term(), "logged_time", mark.LoggedTimeMicros, "applied_index", mark.Index)
 	g.reportNextDue()
+	g.emitDue(ctx)
+}
+
+// reload takes a state the replica replaced with a snapshot's: the due head, due floor and
+// visibility floors described the old state, so they are dropped and read again as on
+// activation (the coordinator is told the new next due instant), and parked receives and own
+// due emission look at the new state.
+func (g *grain) reload(ctx actor.Context, msg *stateReplaced) {
+	if g.state == nil {
+		return
+	}
+	g.log.Info("partition state replaced by a snapshot", "applied_index", msg.mark.Index, "logged_time", msg.mark.LoggedTimeMicros)
+	g.head.Reset()
+	g.readFloors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
+	g.dueFloor = 0
+	g.reportNextDue()
+	g.wakeWaiters(ctx)
 	g.emitDue(ctx)
 }
 

@@ -50,7 +50,8 @@ const (
 // Host is a silo's partition replicas: the silo store, one Raft group per partition driven by
 // one replication.Driver, and each partition's state machine, which applies the group's
 // committed entries on a goroutine of its own and hands the results to the partition grain
-// attached to it. This silo is every group's only voter (one replica per partition).
+// attached to it. This silo is every group's only voter (one replica per partition) for now;
+// its groups' states can already be snapshotted and installed (Snapshot, Install).
 type Host struct {
 	cfg      HostConfig
 	log      *slog.Logger
@@ -286,16 +287,43 @@ func (h *Host) AwaitApplied() error {
 	return h.applyErr
 }
 
-// Snapshot implements replication.StateMachine. This silo is every group's only voter, so
-// Raft never asks it for a snapshot to send.
+// Snapshot implements replication.StateMachine: a consistent read of partition group's state
+// and applied mark as last applied, in chunks (persistence.PartitionState.Snapshot).
 func (h *Host) Snapshot(group int) (replication.SnapshotReader, error) {
-	return nil, orrery.Errorf(orrery.CodeUnavailable, "partition %d: this silo is its only replica and sends no snapshots", group)
+	m, err := h.machine(group)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := m.state.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return snapshotReader{snap}, nil
 }
 
-// Install implements replication.StateMachine. This silo is every group's only voter, so no
-// leader sends it a snapshot; one that arrives is refused, and the state stays as it is.
-func (h *Host) Install(group int, meta replication.SnapshotMeta, _ replication.Chunks) error {
-	return orrery.Errorf(orrery.CodeUnavailable, "partition %d: this silo is its only replica and installs no snapshot (at %d)", group, meta.Index)
+// snapshotReader is a state snapshot as the replication layer reads it.
+type snapshotReader struct{ *persistence.StateSnapshot }
+
+// AppliedIndex implements replication.SnapshotReader.
+func (r snapshotReader) AppliedIndex() uint64 { return r.Mark().Index }
+
+// Install implements replication.StateMachine: partition group's state becomes the snapshot's,
+// at meta's index and logged time (persistence.PartitionState.Install), and the partition's
+// machine and grain drop what they kept of the old state (see machine.install).
+func (h *Host) Install(group int, meta replication.SnapshotMeta, chunks replication.Chunks) error {
+	m, err := h.machine(group)
+	if err != nil {
+		return err
+	}
+	return m.install(persistence.AppliedMark{Index: meta.Index, LoggedTimeMicros: meta.LoggedTimeMicros}, chunks)
+}
+
+// machine is partition n's state machine.
+func (h *Host) machine(n int) (*machine, error) {
+	if n < 0 || n >= len(h.machines) {
+		return nil, orrery.Errorf(orrery.CodeInternal, "partition %d: not hosted here (0 to %d)", n, len(h.machines)-1)
+	}
+	return h.machines[n], nil
 }
 
 // Settle implements replication.StateMachine: lost proposals go to their partitions' grains.
@@ -375,14 +403,15 @@ func dirExists(path string) (bool, error) {
 // attach attaches a grain to partition n's state machine: sink receives its results from now
 // on. It returns the partition's state, which the grain reads.
 func (h *Host) attach(n int, owner any, sink func(any)) (*persistence.PartitionState, error) {
-	if n < 0 || n >= len(h.machines) {
-		return nil, orrery.Errorf(orrery.CodeInternal, "partition %d: not hosted here (0 to %d)", n, len(h.machines)-1)
+	m, err := h.machine(n)
+	if err != nil {
+		return nil, err
 	}
 	if err := h.Err(); err != nil {
 		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "partition %d: the silo's replicas failed", n)
 	}
-	h.machines[n].attach(owner, sink)
-	return h.machines[n].state, nil
+	m.attach(owner, sink)
+	return m.state, nil
 }
 
 // detach detaches owner from partition n's state machine.

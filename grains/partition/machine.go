@@ -81,6 +81,10 @@ type proposalsLost struct{ proposals []replication.Proposal }
 // hostFailed reports that the host failed: nothing proposed will be answered.
 type hostFailed struct{ err error }
 
+// stateReplaced reports that the partition's state was replaced by a snapshot's, at mark: what
+// the grain keeps of the state must be read again.
+type stateReplaced struct{ mark persistence.AppliedMark }
+
 // attach makes sink receive the partition's results from now on, on behalf of owner,
 // replacing any earlier one.
 func (m *machine) attach(owner any, sink func(any)) {
@@ -107,11 +111,12 @@ func (m *machine) deliver(msg any) {
 	}
 }
 
-// applyJob is a round's committed entries for the apply goroutine, and what to call once
-// they are applied (or failed).
+// applyJob is a round's committed entries for the apply goroutine (or, when install is set,
+// the installation of a snapshot), and what to call once they are applied (or failed).
 type applyJob struct {
-	c    replication.Committed
-	done func(error)
+	c       replication.Committed
+	install func() error
+	done    func(error)
 }
 
 // enqueue hands a round's committed entries to the apply goroutine; it fails once the
@@ -140,12 +145,43 @@ func (m *machine) run() {
 			job.done(failed)
 			continue
 		}
+		if job.install != nil {
+			job.done(job.install()) // its caller decides whether a failure is fatal
+			continue
+		}
 		if err := m.apply(job.c); err != nil {
 			failed = orrery.Wrap(orrery.CodeInternal, err, "partition %d: apply entries up to %d", m.n, job.c.AppliedIndex)
 			m.host.fail(failed)
 		}
 		job.done(failed)
 	}
+}
+
+// install replaces the partition's state with a snapshot's chunks at mark
+// (persistence.PartitionState.Install) and returns its error. It runs on the apply goroutine,
+// after the entries handed to it before: the warm cache and the floors belong to that
+// goroutine, and describe the old state, so they are replaced there, and the grain hears of
+// the new state (stateReplaced) before the results of any entry applied on it. The Raft driver
+// calls it before it persists a round, after the previous round's AwaitApplied, so no apply
+// is waiting anyway; going through the apply goroutine keeps the reset safe regardless.
+func (m *machine) install(mark persistence.AppliedMark, chunks replication.Chunks) error {
+	result := make(chan error, 1)
+	job := applyJob{done: func(err error) { result <- err }, install: func() error {
+		err := m.state.Install(mark, chunks)
+		// Reset even after a failure: the state may be either one after a failed Install's
+		// switch (which fails the host), and the caches fill again from the store.
+		m.warm = kv.NewWarm(m.host.cfg.WarmCacheBytes)
+		m.floors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
+		if err != nil {
+			return err
+		}
+		m.deliver(&stateReplaced{mark: mark})
+		return nil
+	}}
+	if err := m.enqueue(job); err != nil {
+		return err
+	}
+	return <-result
 }
 
 // apply applies one round's committed entries and delivers their results.
