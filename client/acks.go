@@ -13,7 +13,7 @@ import (
 // maxAcksPerCommand bounds one batched ack command.
 const maxAcksPerCommand = 256
 
-// acker batches a worker's acks for one partition the way a partition group-commits: at most
+// acker batches a worker's acks for one partition: at most
 // one ack command is in flight, and acks that arrive meanwhile form the next one. Each ack is
 // its own mutation, so one stale lease token fails alone. Callers wait for their own result.
 type acker struct {

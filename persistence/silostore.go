@@ -19,9 +19,10 @@ import (
 func SiloStoreDir(dataRoot string) string { return filepath.Join(dataRoot, "store") }
 
 // SiloStore is a silo's one Badger database, holding every partition replica the silo hosts:
-// the silo metadata, each partition's Raft log (RaftLog) and, later, each partition's state
-// (doc.go, "The silo store"). It is opened under Badger's directory lock. Its writes are
-// serialized, and each is synced before it is shown to readers. It is safe for concurrent use.
+// the silo metadata, each partition's Raft log (RaftLog) and each partition's state
+// (PartitionState); see doc.go. It is opened under Badger's directory lock. Its commits are
+// serialized; the Raft log's writes are synced before they are shown to readers, the state's
+// applies are not (see PartitionState). It is safe for concurrent use.
 type SiloStore struct {
 	dir        string
 	opts       Options

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,8 +31,17 @@ type HostConfig struct {
 	// next ones' reads (default DefaultWarmCacheBytes; see kv.Warm).
 	WarmCacheBytes int
 	// LeadTimeout bounds how long OpenHost waits for every group to elect this replica and
-	// apply its first entry (default DefaultLeadTimeout).
+	// apply its first entry, when it is every group's only voter (default DefaultLeadTimeout).
 	LeadTimeout time.Duration
+	// Voters are the replica ids (silo ids, persistence.SiloStore.SiloID) of every group's
+	// voters when the store's groups are first created, this silo's included; empty: this
+	// silo alone. With other voters, Transport carries the Raft traffic between them and
+	// OpenHost returns without waiting for leaders. A store whose groups exist keeps the
+	// voters it has.
+	Voters []uint64
+	// Transport carries this replica's Raft messages and snapshots to the other voters
+	// (required with other Voters); what arrives for this replica goes to Host.Receiver.
+	Transport replication.Transport
 	// Failpoints arms crash boundaries (default: none).
 	Failpoints *Failpoints
 	// Logger receives the replicas' logs (default slog.Default()).
@@ -50,8 +60,9 @@ const (
 // Host is a silo's partition replicas: the silo store, one Raft group per partition driven by
 // one replication.Driver, and each partition's state machine, which applies the group's
 // committed entries on a goroutine of its own and hands the results to the partition grain
-// attached to it. This silo is every group's only voter (one replica per partition) for now;
-// its groups' states can already be snapshotted and installed (Snapshot, Install).
+// attached to it. A silo is every group's only voter (one replica per partition) unless
+// HostConfig.Voters and Transport make it one of several, as the in-process replication tests
+// do; a leader sends a follower far behind a snapshot of its state (Snapshot, Install).
 type Host struct {
 	cfg      HostConfig
 	log      *slog.Logger
@@ -108,11 +119,27 @@ func (h *Host) open() error {
 	for n := range groups {
 		groups[n] = n
 	}
+	self := h.store.SiloID()
+	voters := h.cfg.Voters
+	if len(voters) == 0 {
+		voters = []uint64{self}
+	}
+	if !slices.Contains(voters, self) {
+		return orrery.Invalid("Voters", "silo %d (this store's id) is not among the voters %v", self, voters)
+	}
+	alone := len(voters) == 1
+	transport := h.cfg.Transport
+	switch {
+	case transport == nil && !alone:
+		return orrery.Invalid("Transport", "is required with other voters than this silo (%v)", voters)
+	case transport == nil:
+		transport = noPeers{}
+	}
 	var raftLog persistence.RaftLog = h.store.RaftLog()
-	if err := replication.Bootstrap(raftLog, []uint64{h.store.SiloID()}, groups); err != nil {
+	if err := replication.Bootstrap(raftLog, voters, groups); err != nil {
 		return orrery.Wrap(orrery.CodeUnavailable, err, "silo store %s: create the partitions' raft groups", h.store.Dir())
 	}
-	engine, err := replication.New(replication.Config{ReplicaID: h.store.SiloID()}, raftLog)
+	engine, err := replication.New(replication.Config{ReplicaID: self}, raftLog)
 	if err != nil {
 		return err
 	}
@@ -133,10 +160,13 @@ func (h *Host) open() error {
 	}
 	h.driver = replication.NewDriver(replication.DriverConfig{
 		Groups: engine, Log: failpointLog{RaftLog: raftLog, failpoints: h.cfg.Failpoints},
-		Transport: noPeers{}, StateMachine: h, Clock: clock.Real(),
+		Transport: transport, StateMachine: h, Clock: clock.Real(),
 	})
 	h.driver.Start()
 	go h.watchDriver()
+	if !alone {
+		return nil // the voters elect leaders once they hear from each other
+	}
 	for _, n := range groups {
 		if err := h.driver.Campaign(n); err != nil {
 			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d: campaign", n)
@@ -207,6 +237,15 @@ func (h *Host) Err() error {
 
 // SiloID is the stable id of this silo's store (replication.Config.ReplicaID).
 func (h *Host) SiloID() uint64 { return h.store.SiloID() }
+
+// Receiver is where a Transport delivers the Raft traffic other voters send this replica.
+func (h *Host) Receiver() replication.Receiver { return h.driver }
+
+// Leads reports whether this replica leads partition n's group and can propose there.
+func (h *Host) Leads(n int) bool {
+	st, ok := h.driver.Status(n)
+	return ok && st.CanPropose
+}
 
 // Close stops the Raft loop and every state machine (each finishes the entries handed to it),
 // then closes the store. Closing twice is not an error.

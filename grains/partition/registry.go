@@ -7,7 +7,8 @@ import (
 )
 
 // Registry tracks a silo's live partition activations so a graceful shutdown can stop them,
-// and with them close their stores (protoactor's ActorSystem.Shutdown stops no actors).
+// and with them answer what they hold before the Host closes (protoactor's
+// ActorSystem.Shutdown stops no actors).
 type Registry struct {
 	mu   sync.Mutex
 	pids map[string]*actor.PID
@@ -41,8 +42,8 @@ func (r *Registry) Len() int {
 	return len(r.pids)
 }
 
-// StopAll stops every live activation and waits for their stores to close (protoactor bounds
-// each wait at 10 s).
+// StopAll stops every live activation and waits for each to stop (protoactor bounds each wait
+// at 10 s).
 func (r *Registry) StopAll(system *actor.ActorSystem) {
 	r.mu.Lock()
 	pids := make([]*actor.PID, 0, len(r.pids))

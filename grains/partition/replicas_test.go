@@ -1,0 +1,206 @@
+package partition
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
+	"github.com/orreryhq/orrery/persistence"
+	"github.com/orreryhq/orrery/replication"
+)
+
+// replicaSet is three hosts, each with its own data root, whose groups have the three of them
+// as voters, connected by the in-memory network twin, which a goroutine keeps delivering.
+type replicaSet struct {
+	t     *testing.T
+	net   *replication.Network
+	ids   []uint64
+	hosts map[uint64]*Host // the hosts that are up
+	mu    sync.Mutex
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func newReplicaSet(t *testing.T) *replicaSet {
+	rs := &replicaSet{t: t, net: replication.NewNetwork(uint64(time.Now().UnixNano())), hosts: map[uint64]*Host{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	dirs := make([]string, 3)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+		store, err := persistence.OpenSiloStore(persistence.SiloStoreDir(dirs[i]), 4, persistence.Options{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.ids = append(rs.ids, store.SiloID())
+		if err := store.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, dir := range dirs {
+		host, err := OpenHost(HostConfig{DataRoot: dir, Partitions: 4, Logger: quiet, Voters: rs.ids, Transport: rs.net.Transport(rs.ids[i])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.mu.Lock()
+		rs.hosts[rs.ids[i]] = host
+		rs.mu.Unlock()
+	}
+	go rs.deliver()
+	t.Cleanup(func() {
+		close(rs.stop)
+		<-rs.done
+		for _, h := range rs.hosts {
+			_ = h.Close()
+		}
+	})
+	return rs
+}
+
+// deliver moves the network until the set stops.
+func (rs *replicaSet) deliver() {
+	defer close(rs.done)
+	for {
+		select {
+		case <-rs.stop:
+			return
+		case <-time.After(time.Millisecond):
+		}
+		rs.net.Deliver(func(to uint64) replication.Receiver {
+			rs.mu.Lock()
+			defer rs.mu.Unlock()
+			if h, ok := rs.hosts[to]; ok {
+				return h.Receiver()
+			}
+			return nil
+		})
+	}
+}
+
+// kill closes a host as a crash would end it for the others: it is cut off and gone.
+func (rs *replicaSet) kill(id uint64) {
+	rs.mu.Lock()
+	h := rs.hosts[id]
+	delete(rs.hosts, id)
+	rs.mu.Unlock()
+	rs.net.Isolate(id)
+	_ = h.Close()
+}
+
+// leader waits for a host that is up to lead partition 1 and returns it.
+func (rs *replicaSet) leader() *Host {
+	rs.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		rs.mu.Lock()
+		for _, h := range rs.hosts {
+			if h.Leads(1) {
+				rs.mu.Unlock()
+				return h
+			}
+		}
+		rs.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	rs.t.Fatal("no host leads partition 1 after 30 s")
+	return nil
+}
+
+// grainOn starts a partition-1 grain on host in an actor system of its own.
+func grainOn(t *testing.T, host *Host) (*actor.ActorSystem, *actor.PID) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	pid, err := system.Root.SpawnNamed(Props(Config{Host: host, Logger: quiet}, 1), fmt.Sprintf("partition-%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { system.Root.StopFuture(pid).Wait(); system.Shutdown() })
+	return system, pid
+}
+
+// laneMessages reads the harness lane's message ids in host's partition-1 state.
+func laneMessages(t *testing.T, host *Host) []string {
+	var ids []string
+	err := host.machines[1].state.View(func(r kv.Reader) error {
+		msgs, _, err := queue.ListLane(r, lane, "", 100, queue.MaxLanePageBytes)
+		for _, m := range msgs {
+			ids = append(ids, m.GetId())
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// waitMessages waits until host's partition 1 holds exactly want, in order.
+func waitMessages(t *testing.T, host *Host, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := laneMessages(t, host)
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("silo %d holds %v, want %v", host.SiloID(), got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestThreeHostsReplicateAndANewLeaderAnswersRetries: three hosts, each on its own store,
+// replicate partition 1's commands to every replica's state; when the leader dies, another
+// host leads, a retry of a command the old leader answered gets the byte-identical receipt
+// from the new one, and new commands apply on the survivors at later logged times.
+func TestThreeHostsReplicateAndANewLeaderAnswersRetries(t *testing.T) {
+	rs := newReplicaSet(t)
+	first := rs.leader()
+	system, pid := grainOn(t, first)
+	do := func(system *actor.ActorSystem, pid *actor.PID, id, message string) *orreryv1.CommandReply {
+		return request[*orreryv1.CommandReply](t, system, pid, command(id, 0, enqueue(message)))
+	}
+	receipts := map[string][]byte{}
+	var lastLogged int64
+	for i := 1; i <= 5; i++ {
+		reply := do(system, pid, fmt.Sprint("c", i), fmt.Sprint("m", i))
+		lastLogged = receipt(t, reply).GetLoggedTimeUnixMicros()
+		receipts[fmt.Sprint("c", i)] = reply.GetReceipt()
+	}
+	for _, h := range rs.hosts {
+		waitMessages(t, h, "m1", "m2", "m3", "m4", "m5")
+	}
+
+	rs.kill(first.SiloID())
+	second := rs.leader()
+	if second == first {
+		t.Fatal("the killed host still leads")
+	}
+	system2, pid2 := grainOn(t, second)
+	var retried *orreryv1.CommandReply
+	deadline := time.Now().Add(20 * time.Second)
+	for { // the new leader may still be catching up with its own term's first entry
+		retried = do(system2, pid2, "c3", "m3")
+		if retried.GetError() == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !bytes.Equal(retried.GetReceipt(), receipts["c3"]) {
+		t.Fatalf("retry of c3 through the new leader: %v, want the original receipt", retried)
+	}
+	next := receipt(t, do(system2, pid2, "c6", "m6"))
+	if next.GetLoggedTimeUnixMicros() <= lastLogged {
+		t.Fatalf("c6 logged at %d, not after c5 at %d", next.GetLoggedTimeUnixMicros(), lastLogged)
+	}
+	for _, h := range rs.hosts {
+		waitMessages(t, h, "m1", "m2", "m3", "m4", "m5", "m6")
+	}
+}
