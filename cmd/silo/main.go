@@ -12,9 +12,10 @@
 // partitions fail (a failed write or apply: the next start recovers from the store).
 //
 // Unless --max-procs or the GOMAXPROCS environment variable says otherwise, it runs with
-// GOMAXPROCS at defaultProcsPerCPU times what Go chose: each partition blocks its thread in
-// fdatasync and fsync, and with one Go processor per core a blocked thread holds its processor
-// until Go's monitor hands it on while other goroutines wait.
+// GOMAXPROCS at defaultProcsPerCPU times what Go chose: the Raft loop blocks its thread in
+// fdatasync and Badger its flushes and compactions in file I/O, and with one Go processor per
+// core a blocked thread holds its processor until Go's monitor hands it on while the state
+// machines, the grains and the transport wait (docs/benchmarks.md has the comparison).
 package main
 
 import (
