@@ -73,7 +73,7 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 // what it leaves stays due for the next one.
 const OwnBatchOccurrences = 512
 
-// ApplyOwn applies a batch the partition made itself (a JournalEntry with own set): the
+// ApplyOwn applies a batch the partition made itself (a PartitionCommand with own set): the
 // EmitOccurrences and ExpireSaga mutations of its due index. It stores no inbox entry or
 // receipt, each mutation stands alone (one that fails, QuotaExceeded included, fails alone
 // and leaves the others applied), and its emits enqueue at most OwnBatchOccurrences in all.
