@@ -108,7 +108,7 @@ func BenchmarkDueLateness(b *testing.B) {
 		for _, w := range windows[:min(5, len(windows))] {
 			b.Logf("due %5.2f–%5.2f s into the window: worst enqueue lateness %v", float64(w)/4, float64(w+1)/4, worstByWindow[w].Round(time.Millisecond))
 		}
-		var commits uint64
+		var commits uint64 // the partitions' applied indexes: their log entries
 		for p := range c.Partitions() {
 			ps, err := c.PartitionStatus(context.Background(), p)
 			if err != nil {
@@ -116,7 +116,7 @@ func BenchmarkDueLateness(b *testing.B) {
 			}
 			commits += ps.GetAppliedIndex()
 		}
-		b.Logf("partitions committed %d groups in %v", commits, time.Since(started).Round(time.Second))
+		b.Logf("partitions applied %d log entries in %v", commits, time.Since(started).Round(time.Second))
 		st := s.CoordinatorStats()
 		b.Logf("coordinator: %d rounds, %d scans, %d commands, %d refs, %d retries, %d errors",
 			st.Rounds, st.Scans, st.CommandsSent, st.RefsDispatched, st.Retries, st.Errors)
