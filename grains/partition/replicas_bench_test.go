@@ -61,9 +61,10 @@ type emissionGrain struct {
 	lane   *orreryv1.Lane
 }
 
-// measureEmission starts every partition's grain with own emission on the host leader
-// returns for it, configures the schedules, measures a window of b.N windows' length, reports
-// the metrics and returns the CPU milliseconds per occurrence. The grains stop when b ends.
+// measureEmission starts every partition's grain with own emission on the host leader returns
+// for it, configures the schedules, measures one window (b.N times the window's length),
+// reports the metrics and returns the CPU milliseconds per occurrence. The grains stop when b
+// ends.
 func measureEmission(b *testing.B, leader func(n int) *Host) float64 {
 	window := 20 * time.Second
 	if testing.Short() {
