@@ -20,7 +20,7 @@ import (
 // replicaSet is three hosts, each with its own data root, whose groups have the three of them
 // as voters, connected by the in-memory network twin, which a goroutine keeps delivering.
 type replicaSet struct {
-	t     *testing.T
+	t     testing.TB
 	net   *replication.Network
 	ids   []uint64
 	hosts map[uint64]*Host // the hosts that are up
@@ -29,7 +29,7 @@ type replicaSet struct {
 	done  chan struct{}
 }
 
-func newReplicaSet(t *testing.T) *replicaSet {
+func newReplicaSet(t testing.TB) *replicaSet {
 	rs := &replicaSet{t: t, net: replication.NewNetwork(uint64(time.Now().UnixNano())), hosts: map[uint64]*Host{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	dirs := make([]string, 3)
@@ -94,14 +94,14 @@ func (rs *replicaSet) kill(id uint64) {
 	_ = h.Close()
 }
 
-// leader waits for a host that is up to lead partition 1 and returns it.
-func (rs *replicaSet) leader() *Host {
+// leader waits for a host that is up to lead partition n and returns it.
+func (rs *replicaSet) leader(n int) *Host {
 	rs.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		rs.mu.Lock()
 		for _, h := range rs.hosts {
-			if h.Leads(1) {
+			if h.Leads(n) {
 				rs.mu.Unlock()
 				return h
 			}
@@ -109,14 +109,18 @@ func (rs *replicaSet) leader() *Host {
 		rs.mu.Unlock()
 		time.Sleep(10 * time.Millisecond)
 	}
-	rs.t.Fatal("no host leads partition 1 after 30 s")
+	rs.t.Fatalf("no host leads partition %d after 30 s", n)
 	return nil
 }
 
-// grainOn starts a partition-1 grain on host in an actor system of its own.
-func grainOn(t *testing.T, host *Host) (*actor.ActorSystem, *actor.PID) {
+// grainOn starts partition n's grain, configured by cfg (its Host set; quiet logs unless it
+// sets a Logger), in an actor system of its own, and stops both when the test ends.
+func grainOn(t testing.TB, cfg Config, n int) (*actor.ActorSystem, *actor.PID) {
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	pid, err := system.Root.SpawnNamed(Props(Config{Host: host, Logger: quiet}, 1), fmt.Sprintf("partition-%d", time.Now().UnixNano()))
+	pid, err := system.Root.SpawnNamed(Props(cfg, n), fmt.Sprintf("partition-%d-%d", n, time.Now().UnixNano()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,8 +166,8 @@ func waitMessages(t *testing.T, host *Host, want ...string) {
 // from the new one, and new commands apply on the survivors at later logged times.
 func TestThreeHostsReplicateAndANewLeaderAnswersRetries(t *testing.T) {
 	rs := newReplicaSet(t)
-	first := rs.leader()
-	system, pid := grainOn(t, first)
+	first := rs.leader(1)
+	system, pid := grainOn(t, Config{Host: first}, 1)
 	do := func(system *actor.ActorSystem, pid *actor.PID, id, message string) *orreryv1.CommandReply {
 		return request[*orreryv1.CommandReply](t, system, pid, command(id, 0, enqueue(message)))
 	}
@@ -179,11 +183,11 @@ func TestThreeHostsReplicateAndANewLeaderAnswersRetries(t *testing.T) {
 	}
 
 	rs.kill(first.SiloID())
-	second := rs.leader()
+	second := rs.leader(1)
 	if second == first {
 		t.Fatal("the killed host still leads")
 	}
-	system2, pid2 := grainOn(t, second)
+	system2, pid2 := grainOn(t, Config{Host: second}, 1)
 	var retried *orreryv1.CommandReply
 	deadline := time.Now().Add(20 * time.Second)
 	for { // the new leader may still be catching up with its own term's first entry
