@@ -61,7 +61,8 @@ type ImportedPartition struct {
 // mode per partition) into a new silo store, <dataRoot>/store. partitions, when not 0, must
 // be the count cluster.json records (Validation on "partitions" otherwise).
 //
-// Each old database is read at its newest version: its state, every key outside p/, goes to
+// Each old database is read at its newest version (a partition without one, which no silo
+// ever opened, is imported empty): its state, every key outside p/, goes to
 // the partition's current state generation, in unsynced transactions of about half the
 // store's limit each, and the partition's applied mark becomes {Index: 1, LoggedTimeMicros:
 // its p/logged-time}. Index 1 is where replication.Bootstrap puts the snapshot a new Raft
@@ -155,24 +156,20 @@ func oldPartitionCount(dataRoot string) (int, error) {
 	return meta.Partitions, nil
 }
 
-// checkOldLayout refuses a data root whose partitions/ does not hold exactly partitions 0 to
-// count-1, or whose imported names are taken.
+// checkOldLayout refuses a data root whose partitions/ holds anything but partitions 0 to
+// count-1 (a partition no silo ever opened has no directory), or whose imported names are
+// taken.
 func checkOldLayout(dataRoot string, count int) error {
 	oldDir := OldPartitionsDir(dataRoot)
 	entries, err := os.ReadDir(oldDir)
 	if err != nil {
 		return orrery.Wrap(orrery.CodeUnavailable, err, "read %s", oldDir)
 	}
-	found := 0
 	for _, e := range entries {
 		n, err := strconv.Atoi(e.Name())
 		if err != nil || n < 0 || n >= count || strconv.Itoa(n) != e.Name() || !e.IsDir() {
 			return orrery.Errorf(orrery.CodeValidation, "%s holds %q, which is not a partition of 0 to %d", oldDir, e.Name(), count-1)
 		}
-		found++
-	}
-	if found != count {
-		return orrery.Errorf(orrery.CodeValidation, "%s holds %d partitions of the %d the data root was created with", oldDir, found, count)
 	}
 	for _, name := range []string{importedClusterFile, importedPartitionsDir} {
 		path := filepath.Join(dataRoot, name)
@@ -230,6 +227,9 @@ func buildImportedStore(dir, dataRoot string, count int, opts Options) (report I
 // generation, in unsynced transactions, and returns what it copied.
 func importPartition(p *PartitionState, dir string) (ImportedPartition, error) {
 	imported := ImportedPartition{Partition: p.n}
+	if exists, err := pathExists(dir); err != nil || !exists {
+		return imported, err // never opened: an empty state
+	}
 	db, err := openOldPartition(dir, p.store.opts)
 	if err != nil {
 		return imported, err

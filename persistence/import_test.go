@@ -140,6 +140,18 @@ func TestImportRefusals(t *testing.T) {
 			t.Fatalf("the refused import left %v", entries)
 		}
 	})
+	t.Run("not a partition", func(t *testing.T) {
+		dataRoot := t.TempDir()
+		oldlayout.Write(t, dataRoot, partitions)
+		if err := os.Mkdir(oldlayout.PartitionDir(dataRoot, 2), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ImportPartitionStores(dataRoot, 0, quietOptions())
+		if !errors.Is(err, orrery.ErrValidation) || !strings.Contains(err.Error(), `holds "2", which is not a partition of 0 to 1`) {
+			t.Fatalf("import of a root of 2 partitions holding partitions/2: %v", err)
+		}
+		assertOldLayoutOnly(t, dataRoot)
+	})
 	t.Run("imported name taken", func(t *testing.T) {
 		dataRoot := t.TempDir()
 		oldlayout.Write(t, dataRoot, partitions)
@@ -167,6 +179,26 @@ func assertOldLayoutOnly(t *testing.T, dataRoot string) {
 			t.Errorf("%s after a refused import: %v", name, err)
 		}
 	}
+}
+
+// TestImportTakesAPartitionNeverOpenedAsEmpty: a partition without a database (no silo ever
+// opened it) is imported with no state and no logged time.
+func TestImportTakesAPartitionNeverOpenedAsEmpty(t *testing.T) {
+	dataRoot := t.TempDir()
+	partitions := oldPartitions()[1:]
+	oldlayout.Write(t, dataRoot, partitions)
+	if err := os.RemoveAll(oldlayout.PartitionDir(dataRoot, 0)); err != nil {
+		t.Fatal(err)
+	}
+	report, err := ImportPartitionStores(dataRoot, 0, quietOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := report.Partitions[0]; got != (ImportedPartition{Partition: 0}) {
+		t.Fatalf("partition 0 without a database reported %+v", got)
+	}
+	partitions[0] = oldlayout.Partition{}
+	checkImported(t, dataRoot, partitions)
 }
 
 // TestImportDeletesAnInterruptedImport: a store.importing an import left when it crashed
