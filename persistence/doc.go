@@ -11,6 +11,12 @@
 // One silo uses a data root at a time: a second OpenSiloStore on it fails with Unavailable,
 // saying the store is held elsewhere.
 //
+// A data root of the old layout, <data root>/cluster.json and one Badger database per
+// partition under <data root>/partitions/<n>/ (the state machines' keys and the store's own
+// records under p/), is imported into a new silo store by ImportPartitionStores (import.go),
+// built in <data root>/store.importing and renamed to store/; the old files are renamed to
+// imported-cluster.json and imported-partitions/.
+//
 // # Keys of the silo store
 //
 // The keys (silokeys.go) write a partition number n as 4 bytes big-endian and a log index as

@@ -73,7 +73,8 @@ func TestASecondSiloOnTheSameDataRootIsRefused(t *testing.T) {
 }
 
 // TestStartRefusesTheOldLayout: a data root holding one store per partition
-// (<data>/partitions/<n>) is refused with a message naming it, and nothing is created.
+// (<data>/partitions/<n>) is refused with a message naming it and the command that imports
+// it, and nothing is created.
 func TestStartRefusesTheOldLayout(t *testing.T) {
 	dataDir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dataDir, "partitions", "0"), 0o750); err != nil {
@@ -86,6 +87,9 @@ func TestStartRefusesTheOldLayout(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), filepath.Join(dataDir, "partitions")) || !strings.Contains(err.Error(), "old layout") {
 		t.Errorf("error %q does not name the old layout", err)
+	}
+	if command := "silo import --data " + dataDir; !strings.Contains(err.Error(), command) {
+		t.Errorf("error %q does not name the command that imports it, %q", err, command)
 	}
 	if _, statErr := os.Stat(persistence.SiloStoreDir(dataDir)); !os.IsNotExist(statErr) {
 		t.Errorf("the refused start created the silo store: %v", statErr)

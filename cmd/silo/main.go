@@ -4,12 +4,20 @@
 //	silo --data ./data --host 127.0.0.1 --port 7381 --gossip-port 7382 --admin 127.0.0.1:7380
 //	silo --data ./data --port 7391 --gossip-port 7392 --admin 127.0.0.1:7390 --seeds 127.0.0.1:7382
 //
+//	silo import --data ./data
+//
 // One silo uses a data root at a time. It prints one line "silo ready ..." with its addresses
 // once it serves: its store is open and every partition answers (when they do not within
 // --open-timeout, or the store cannot be opened, it exits with status 2 and the error). It
 // shuts down gracefully on SIGTERM or SIGINT (stop coordinating, stop the partitions, leave the
 // cluster, close the store), and exits with status 1 if the cluster fences it or its
 // partitions fail (a failed write or apply: the next start recovers from the store).
+//
+// silo import imports a data root of the old layout (cluster.json and one Badger database per
+// partition, partitions/<n>/), which a silo refuses to start on, into the silo store
+// (persistence.ImportPartitionStores), prints what it copied of each partition and exits; the
+// old files stay, renamed to imported-cluster.json and imported-partitions/. Its flags are
+// --data and --partitions (default: the count cluster.json records), from the environment too.
 //
 // Unless --max-procs or the GOMAXPROCS environment variable says otherwise, it runs with
 // GOMAXPROCS at defaultProcsPerCPU times what Go chose: the Raft loop blocks its thread in
@@ -45,6 +53,9 @@ func main() {
 }
 
 func run(args []string, getenv func(string) string) error {
+	if len(args) > 0 && args[0] == "import" {
+		return runImport(args[1:], getenv, os.Stdout)
+	}
 	opts, err := parseConfig(args, getenv)
 	if err != nil {
 		return err
@@ -102,7 +113,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	var opts options
 	cfg := &opts.silo
 	var seeds, level string
-	fs.StringVar(&cfg.DataDir, "data", silo.DefaultDataDir, "data root (Badger partitions and cluster.json)")
+	fs.StringVar(&cfg.DataDir, "data", silo.DefaultDataDir, "data root (the silo store, <data>/store)")
 	fs.StringVar(&cfg.Host, "host", silo.DefaultHost, "address to bind and advertise (actor transport and gossip)")
 	fs.IntVar(&cfg.Port, "port", silo.DefaultPort, "actor transport port (0: a free port)")
 	fs.IntVar(&cfg.GossipPort, "gossip-port", silo.DefaultGossipPort, "memberlist gossip port (0: a free port)")
@@ -115,24 +126,8 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.BoolVar(&cfg.CoordinatorEmits, "coordinator-emits", false, "the due coordinator sends every due command instead of each partition emitting its own due refs")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
 	limits := limitFlags(fs, &cfg.Limits)
-	// Environment first, so explicit flags override it.
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "ORRERY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return opts, envErr
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, getenv); err != nil {
 		return opts, err
-	}
-	if fs.NArg() > 0 {
-		return opts, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err := limits.validate(); err != nil {
 		return opts, err
@@ -146,6 +141,30 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 		return opts, fmt.Errorf("log-level: %w", err)
 	}
 	return opts, nil
+}
+
+// parseFlags sets fs's flags from ORRERY_<FLAG> environment variables, then parses args, so
+// explicit flags override the environment. Arguments after the flags are refused.
+func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "ORRERY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return nil
 }
 
 // limitChecks validates the limit flags after parsing: each names its flag.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -416,15 +415,16 @@ func (l failpointLog) Persist(writes []persistence.RaftWrite) error {
 }
 
 // refuseOldLayout refuses a data root that holds partitions in the layout of one Badger store
-// per partition (<data>/partitions/<n>), which the silo store replaced.
+// per partition (<data>/partitions/<n>), which the silo store replaced, naming the command that
+// imports them (persistence.ImportPartitionStores).
 func refuseOldLayout(dataRoot string) error {
-	old := filepath.Join(dataRoot, "partitions")
+	old := persistence.OldPartitionsDir(dataRoot)
 	if exists, err := dirExists(old); err != nil || !exists {
 		return err
 	}
 	return orrery.Errorf(orrery.CodeValidation,
 		"data root %s holds partitions in the old layout (%s, one store per partition); this silo keeps them in one store, %s: "+
-			"move the old data away or start the silo with another data root", dataRoot, old, persistence.SiloStoreDir(dataRoot))
+			"run silo import --data %s to import them, then start the silo again", dataRoot, old, persistence.SiloStoreDir(dataRoot), dataRoot)
 }
 
 // dirExists reports whether path is a directory.
