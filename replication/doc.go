@@ -23,6 +23,7 @@
 //	groups.Advance(round)                    // 4.
 //	sendSnapshots(round.Snapshots)           // 5. state snapshots Raft asked for (below)
 //	log.Compact(round.Compactions...)        // 6.
+//	answerOnceApplied(round.Reads)           //    confirmed reads (below)
 //
 // which is the order of the etcd raft README. Advance applies conf-change entries
 // (ApplyConfChange is always called) and records the applied index, term and logged time.
@@ -38,6 +39,33 @@
 // another entry applies at that index, or when this replica stops leading the term it was
 // proposed in. A lost proposal may still have been committed by a later leader; the client
 // retries with the same command id and the command inbox answers the original receipt.
+//
+// # Reads
+//
+// A leader answers a read from its applied state only after confirming it still leads (Raft's
+// ReadIndex, ReadOnlySafe): a leader cut off from the others may already have been replaced,
+// and its state miss what the new leader committed. Groups.ReadIndex records the leader's
+// commit index C with the request's context and rides on a heartbeat; when a quorum
+// acknowledged it, a round's Reads carry ReadState{group, C, context}, and the read may be
+// answered once the state has applied through C. It refuses like Propose: a follower
+// (ErrNotLeader, reads are not forwarded) and a leader that has not applied an entry of its
+// own term (ErrNotCaughtUp; Raft would keep such a leader's requests, even past losing the
+// leadership, until it commits in a term it leads). A request gets no ReadState when this
+// replica stops leading its term first: Raft forgets pending reads at every term change.
+//
+// Driver.Read is the blocking form. Calls queue in the driver; before collecting a round it
+// makes one ReadIndex request per group for the calls queued there, with a context unique to
+// the driver, and at most one per group is in flight (calls that come meanwhile wait for the
+// next, since the index of the one in flight was taken before they were made). A request
+// whose term this replica no longer leads fails its calls with ErrNotLeader, so neither Raft
+// nor the driver holds more than one unconfirmed request per group. A confirmed request waits
+// for the state: the StateMachine applies asynchronously, so "applied" is not the engine's
+// applied index, which Advance moves as soon as the entries are handed to Apply, but what an
+// AwaitApplied that returned afterwards covers. The driver numbers its rounds; a confirmed
+// request records the round at whose Advance the engine's applied index reached C, and is
+// answered once an AwaitApplied called after that round returned: the next round's, or, when
+// no round follows, one the driver calls for it. A call whose ctx ends first fails with
+// DeadlineExceeded (or Unavailable when canceled) and leaves its request to settle alone.
 //
 // # Log compaction
 //

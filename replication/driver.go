@@ -29,14 +29,16 @@ type DriverConfig struct {
 // Driver performs an engine's rounds: it ticks the engine every TickInterval of its clock,
 // and whenever the engine has work it installs the snapshots Raft accepted, persists the round
 // (one RaftLog.Persist), sends its messages, applies its committed entries, settles its
-// outcomes, advances, sends the snapshots Raft asked for and compacts the logs. Step, Receive,
-// ReceiveSnapshot, ReportSnapshot, Propose and Status may be called from any goroutine. Tick
-// and RunRound are what its goroutine does; tests that step replicas themselves call them
+// outcomes, advances, sends the snapshots Raft asked for and compacts the logs; and it answers
+// Read calls once Raft confirmed them and the state applied far enough. Step, Receive,
+// ReceiveSnapshot, ReportSnapshot, Propose, Read and Status may be called from any goroutine.
+// Tick and RunRound are what its goroutine does; tests that step replicas themselves call them
 // instead of Start.
 type Driver struct {
 	cfg     DriverConfig
-	mu      sync.Mutex // guards the engine and inbound
+	mu      sync.Mutex // guards the engine, inbound and reads
 	inbound []InboundSnapshot
+	reads   driverReads
 	wake    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -200,8 +202,12 @@ var ErrSnapshotRefused = errors.New("snapshot refused by raft")
 
 // RunRound performs one round if some group has work, in the etcd raft order: install the
 // states of the snapshots Raft accepted, persist, send, apply and settle, advance; then send
-// the snapshots Raft asked for and compact the logs. It reports whether there was a round; an
-// error is fatal (never continue after a failed Persist: what reached the disk is unknown).
+// the snapshots Raft asked for and compact the logs. Before it collects the round it makes
+// the ReadIndex requests of queued Read calls; after AwaitApplied it answers the confirmed
+// ones whose index the awaited applies reached, and when no group has work but such reads
+// wait for the last round's applies, it awaits them itself. It reports whether there was a
+// round; an error is fatal (never continue after a failed Persist: what reached the disk is
+// unknown).
 func (d *Driver) RunRound() (bool, error) {
 	d.mu.Lock()
 	inbound := d.inbound
@@ -215,7 +221,15 @@ func (d *Driver) RunRound() (bool, error) {
 		}
 		stepped = append(stepped, in)
 	}
+	d.issueReads()
 	round, err := d.cfg.Groups.Ready()
+	var roundNo uint64
+	if round != nil {
+		d.reads.rounds++
+		roundNo = d.reads.rounds
+		d.confirmReads(round)
+	}
+	awaitReads := round == nil && d.awaitingApplies()
 	d.mu.Unlock()
 	for _, r := range refused {
 		r.in.Done(r.err)
@@ -226,6 +240,15 @@ func (d *Driver) RunRound() (bool, error) {
 	if round == nil {
 		for _, in := range stepped {
 			in.Done(ErrSnapshotRefused)
+		}
+		// No round follows to await the last one's applies, which confirmed reads wait for.
+		if awaitReads {
+			if err := d.cfg.StateMachine.AwaitApplied(); err != nil {
+				return false, fmt.Errorf("apply raft round: %w", err)
+			}
+			d.mu.Lock()
+			d.appliedThrough(d.reads.rounds)
+			d.mu.Unlock()
 		}
 		return false, nil
 	}
@@ -250,6 +273,9 @@ func (d *Driver) RunRound() (bool, error) {
 	if err := d.cfg.StateMachine.AwaitApplied(); err != nil {
 		return false, fmt.Errorf("apply raft round: %w", err)
 	}
+	d.mu.Lock()
+	d.appliedThrough(roundNo - 1)
+	d.mu.Unlock()
 	for _, c := range round.Committed {
 		if err := d.cfg.StateMachine.Apply(c); err != nil {
 			return false, fmt.Errorf("apply raft group %d: %w", c.Group, err)
@@ -260,6 +286,9 @@ func (d *Driver) RunRound() (bool, error) {
 	}
 	d.mu.Lock()
 	err = d.cfg.Groups.Advance(round)
+	if err == nil {
+		d.settleReads(roundNo)
+	}
 	d.mu.Unlock()
 	if err != nil {
 		return true, err

@@ -17,7 +17,8 @@ import (
 	"github.com/orreryhq/orrery/persistence"
 )
 
-// Errors Propose wraps in an *orrery.Error of code Unavailable; match them with errors.Is.
+// Errors Propose, ReadIndex and Driver.Read wrap in an *orrery.Error of code Unavailable; match
+// them with errors.Is.
 var (
 	// ErrNotLeader: this replica does not lead the group.
 	ErrNotLeader = errors.New("not the group's leader")
@@ -245,17 +246,9 @@ type Proposal struct {
 // applied an entry of its own term (ErrNotCaughtUp), or Raft drops the proposal (too many
 // uncommitted bytes, a leadership transfer under way).
 func (g *Groups) Propose(id int, principal string, command []byte, now time.Time) (Proposal, error) {
-	gr, ok := g.groups[id]
-	if !ok {
-		return Proposal{}, orrery.Wrap(orrery.CodeUnavailable, ErrUnknownGroup, "partition %d", id)
-	}
-	st := gr.node.BasicStatus()
-	if st.RaftState != raft.StateLeader {
-		return Proposal{}, orrery.Wrap(orrery.CodeUnavailable, ErrNotLeader, "partition %d: leader is replica %d", id, st.Lead)
-	}
-	term := st.HardState.GetTerm()
-	if gr.appliedTerm != term {
-		return Proposal{}, orrery.Wrap(orrery.CodeUnavailable, ErrNotCaughtUp, "partition %d: term %d, applied through term %d", id, term, gr.appliedTerm)
+	gr, term, err := g.leading(id)
+	if err != nil {
+		return Proposal{}, err
 	}
 	stamp := persistence.NextLoggedTime(max(gr.stampedMicros, gr.appliedMicros), now.UnixMicro())
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(&orreryv1.PartitionEntry{
@@ -274,6 +267,52 @@ func (g *Groups) Propose(id int, principal string, command []byte, now time.Time
 	p := Proposal{Group: id, Index: gr.lastIndex, Term: term, LoggedTimeMicros: stamp}
 	gr.pending = append(gr.pending, p)
 	return p, nil
+}
+
+// leading returns group id and the term it leads, or the Unavailable error that says why this
+// replica cannot answer as its leader: it does not host the group (ErrUnknownGroup), does not
+// lead it (ErrNotLeader), or leads it but has not applied an entry of its own term
+// (ErrNotCaughtUp).
+func (g *Groups) leading(id int) (*group, uint64, error) {
+	gr, ok := g.groups[id]
+	if !ok {
+		return nil, 0, orrery.Wrap(orrery.CodeUnavailable, ErrUnknownGroup, "partition %d", id)
+	}
+	st := gr.node.BasicStatus()
+	if st.RaftState != raft.StateLeader {
+		return nil, 0, orrery.Wrap(orrery.CodeUnavailable, ErrNotLeader, "partition %d: leader is replica %d", id, st.Lead)
+	}
+	term := st.HardState.GetTerm()
+	if gr.appliedTerm != term {
+		return nil, 0, orrery.Wrap(orrery.CodeUnavailable, ErrNotCaughtUp, "partition %d: term %d, applied through term %d", id, term, gr.appliedTerm)
+	}
+	return gr, term, nil
+}
+
+// ReadIndex asks Raft to confirm that this replica still leads group before a read is
+// answered from its state (Raft's ReadIndex, with ReadOnlySafe): the leader records its
+// commit index C, then sends a heartbeat carrying the request; once a quorum of the group
+// acknowledged one, a later round's Reads carry ReadState{group, C, ctx}, and the read may be
+// answered from the state once it has applied through C. ctx identifies the request; the
+// caller makes it unique.
+//
+// It refuses with the errors of Propose (code Unavailable): ErrUnknownGroup, ErrNotLeader
+// (requests are never forwarded to the leader), and ErrNotCaughtUp for a leader that has not
+// applied an entry of its own term. Raft would hold such a leader's requests until it commits
+// an entry of its term, in a list it keeps across a loss of leadership (answering them only
+// if this replica leads again); refusing keeps every request tied to the term it was made in.
+//
+// A request gets no ReadState when this replica stops leading the term before a quorum
+// acknowledged it (Raft forgets its pending reads on every term change); while it leads the
+// term, every heartbeat asks for the acknowledgements again. A group whose only voter is this
+// replica gets its ReadState at once.
+func (g *Groups) ReadIndex(id int, ctx []byte) error {
+	gr, _, err := g.leading(id)
+	if err != nil {
+		return err
+	}
+	gr.node.ReadIndex(ctx)
+	return nil
 }
 
 // Status is one group's state as this replica sees it.

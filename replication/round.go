@@ -17,8 +17,9 @@ import (
 // Round is the work of every group that had some, in the order the caller must do it: install
 // the states of Restores (or Discard the groups whose install failed); persist Writes with one
 // RaftLog.Persist call; once it returned, send Messages; apply Committed and settle Outcomes;
-// hand the round back to Advance; then send Snapshots and do Compactions. Nothing in it may be
-// kept after Advance except the entries' payloads.
+// hand the round back to Advance; then send Snapshots and do Compactions. Reads are answered
+// once their groups' states have applied through their indexes. Nothing in it may be kept
+// after Advance except the entries' payloads and Reads.
 type Round struct {
 	// Restores are the snapshots Raft accepted this round, one per group at most: each
 	// group's state must be installed before Writes are persisted.
@@ -36,6 +37,8 @@ type Round struct {
 	Snapshots []SnapshotSend
 	// Compactions are the log compactions the groups' applied indexes now allow.
 	Compactions []Compaction
+	// Reads are the read requests (Groups.ReadIndex) a quorum confirmed this round.
+	Reads []ReadState
 
 	readies []groupReady
 }
@@ -77,6 +80,17 @@ type Entry struct {
 type Outcome struct {
 	Proposal
 	Committed bool
+}
+
+// ReadState confirms a read request: when the request was made, this replica led Group and
+// had committed through Index, and a quorum acknowledged it still led afterwards. A read
+// answered from Group's state once that state has applied through Index (and not before)
+// reflects every entry committed before the request was made.
+type ReadState struct {
+	Group int
+	Index uint64
+	// Context is the ctx the request was made with.
+	Context []byte
 }
 
 // groupReady is one group's raft.Ready inside a round.
@@ -156,6 +170,9 @@ func (g *Groups) Ready() (*Round, error) {
 			r.Committed = append(r.Committed, c)
 		}
 		gr.settleLost(&r.Outcomes)
+		for _, rs := range rd.ReadStates {
+			r.Reads = append(r.Reads, ReadState{Group: id, Index: rs.Index, Context: rs.RequestCtx})
+		}
 		r.readies = append(r.readies, groupReady{group: gr, ready: rd, committed: c})
 	}
 	if len(r.readies) == 0 {

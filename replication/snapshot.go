@@ -93,10 +93,10 @@ func (g *Groups) ReportSnapshot(id int, to uint64, installed bool) {
 }
 
 // Discard takes group out of the outstanding round before it is persisted, when its Restore
-// could not be installed: its writes, messages, snapshots and compaction are dropped, and the
-// group reopens from its persisted Raft state, as after a restart of this group alone. What
-// Raft held in memory and had not persisted is lost, as a crash would lose it; nothing of it
-// was sent.
+// could not be installed: its writes, messages, snapshots and compaction are dropped (its
+// Reads stay: a quorum confirmed them), and the group reopens from its persisted Raft state,
+// as after a restart of this group alone. What Raft held in memory and had not persisted is
+// lost, as a crash would lose it; nothing of it was sent.
 func (g *Groups) Discard(round *Round, id int) error {
 	if round == nil || round != g.round {
 		return errors.New("discard: not the outstanding round")

@@ -22,8 +22,9 @@ type StateMachine interface {
 	Apply(c Committed) error
 	// AwaitApplied returns once every Apply handed over so far has applied its entries. The
 	// driver calls it in every round after persisting and before that round's applies,
-	// snapshots and compactions (which the applied indexes of the rounds before bound); an
-	// error is fatal to the driver.
+	// snapshots and compactions (which the applied indexes of the rounds before bound), and
+	// when no round follows one whose applies a confirmed Read waits for; a Read is answered
+	// only after it returned. An error is fatal to the driver.
 	AwaitApplied() error
 	// Settle receives a round's Outcomes: answer the committed proposals once applied, fail
 	// the lost ones with Unavailable.

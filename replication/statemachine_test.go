@@ -20,10 +20,21 @@ var errCrashed = errors.New("crashed (test crash point)")
 // there, which survives restarts (it stands for the durable state). Its snapshots are the
 // map's records, encoded one after another in chunks of at most cluster.chunkBytes.
 
-// Apply implements StateMachine: it records the entries.
+// Apply implements StateMachine: it records the entries, or with deferApply queues them for
+// AwaitApplied to record, as an asynchronous state machine would.
 func (r *replica) Apply(c Committed) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.deferApply {
+		r.deferred = append(r.deferred, c)
+		return nil
+	}
+	r.apply(c)
+	return nil
+}
+
+// apply records c's entries; r.mu is held.
+func (r *replica) apply(c Committed) {
 	r.applied[c.Group] = append(r.applied[c.Group], c.Entries...)
 	a := r.index[c.Group]
 	a.Index = c.AppliedIndex
@@ -31,11 +42,18 @@ func (r *replica) Apply(c Committed) error {
 		a.LoggedTimeMicros = c.Entries[n-1].GetLoggedTimeUnixMicros()
 	}
 	r.index[c.Group] = a
-	return nil
 }
 
-// AwaitApplied implements StateMachine: Apply applied already.
-func (r *replica) AwaitApplied() error { return nil }
+// AwaitApplied implements StateMachine: it records the entries Apply deferred.
+func (r *replica) AwaitApplied() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.deferred {
+		r.apply(c)
+	}
+	r.deferred = nil
+	return nil
+}
 
 // Settle implements StateMachine: it records the outcomes.
 func (r *replica) Settle(outcomes []Outcome) {
