@@ -45,6 +45,13 @@ const maxVisibilityFloors = 4096
 type (
 	wakeWaiter    struct{}
 	housekeepTick struct{}
+	// confirmedRead is an inspection read whose leadership check has ended (err nil: answer
+	// it from the state).
+	confirmedRead struct {
+		req    *orreryv1.InspectRequest
+		sender *actor.PID
+		err    error
+	}
 )
 
 // pending is a command proposed and waiting for its entry to apply (or, with a deadline, a
@@ -152,7 +159,9 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *orreryv1.ScanDueRequest:
 		ctx.Respond(g.scanDue(msg))
 	case *orreryv1.InspectRequest:
-		ctx.Respond(g.inspect(msg))
+		g.readConfirmed(ctx, msg)
+	case *confirmedRead:
+		g.answerRead(ctx, msg)
 	case *actor.Stopping:
 		g.stop(ctx)
 	case *actor.Stopped:

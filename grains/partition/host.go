@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,6 +70,10 @@ type Host struct {
 	driver   *replication.Driver
 	machines []*machine
 
+	// shared is set when the groups have other voters than this silo: a read must then
+	// confirm this replica still leads (readIndex).
+	shared bool
+
 	// applying counts the Apply calls of the round whose entries are not applied yet, and
 	// applyErr is the first of them to fail (see AwaitApplied).
 	applying sync.WaitGroup
@@ -127,6 +132,7 @@ func (h *Host) open() error {
 		return orrery.Invalid("Voters", "silo %d (this store's id) is not among the voters %v", self, voters)
 	}
 	alone := len(voters) == 1
+	h.shared = !alone
 	transport := h.cfg.Transport
 	switch {
 	case transport == nil && !alone:
@@ -285,6 +291,22 @@ func (h *Host) propose(n int, principal string, cmd []byte) (replication.Proposa
 			"the command encodes to %d bytes, more than the largest log entry of %d bytes; split it", size, h.store.MaxValueBytes())
 	}
 	return h.driver.Propose(n, principal, cmd)
+}
+
+// readTimeout bounds a read's confirmation that this replica still leads its group.
+const readTimeout = 5 * time.Second
+
+// confirmRead returns nil once a read of partition n's state may be answered from this
+// replica: at once when this silo is the group's only voter, otherwise once a quorum has
+// confirmed it still leads and its state has applied through the group's commit index then
+// (replication.Driver.Read). A deposed leader, cut off from the others, never confirms.
+func (h *Host) confirmRead(n int) error {
+	if !h.shared {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	return h.driver.Read(ctx, n)
 }
 
 // term is the term of partition n's group as this replica knows it.

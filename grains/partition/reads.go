@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/cluster"
@@ -222,4 +224,30 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 		return &orreryv1.InspectReply{Error: orrery.AsError(err).Proto()}
 	}
 	return reply
+}
+
+// readConfirmed answers an inspection read from the state once the host confirms this replica
+// may (Host.confirmRead): at once for a sole voter, otherwise after a quorum confirmed its
+// leadership, off the actor's goroutine, so the grain goes on meanwhile.
+func (g *grain) readConfirmed(ctx actor.Context, req *orreryv1.InspectRequest) {
+	if g.state == nil || !g.cfg.Host.shared {
+		ctx.Respond(g.inspect(req))
+		return
+	}
+	host, n, sender := g.cfg.Host, g.partition, ctx.Sender()
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() { root.Send(self, &confirmedRead{req: req, sender: sender, err: host.confirmRead(n)}) }()
+}
+
+// answerRead answers a confirmed inspection read, or its confirmation's failure.
+func (g *grain) answerRead(ctx actor.Context, r *confirmedRead) {
+	reply := &orreryv1.InspectReply{}
+	if r.err != nil {
+		reply.Error = orrery.Wrap(orrery.CodeUnavailable, r.err, "partition %d: this replica cannot confirm it leads; read from the leader", g.partition).Proto()
+	} else {
+		reply = g.inspect(r.req)
+	}
+	if r.sender != nil {
+		ctx.Send(r.sender, reply)
+	}
 }

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/queue"
@@ -206,5 +208,55 @@ func TestThreeHostsReplicateAndANewLeaderAnswersRetries(t *testing.T) {
 	}
 	for _, h := range rs.hosts {
 		waitMessages(t, h, "m1", "m2", "m3", "m4", "m5", "m6")
+	}
+}
+
+// TestReadsAreAnsweredOnlyByAConfirmedLeader: with three voters, an inspection read is answered
+// by the leader once a quorum confirms it leads; a follower refuses it, and so does a leader
+// cut off from the others, instead of answering from a state the majority has moved past.
+func TestReadsAreAnsweredOnlyByAConfirmedLeader(t *testing.T) {
+	rs := newReplicaSet(t)
+	first := rs.leader(1)
+	system, pid := grainOn(t, Config{Host: first}, 1)
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c1", 0, enqueue("m1"))))
+	inspectLane := func(system *actor.ActorSystem, pid *actor.PID) *orreryv1.InspectReply {
+		return request[*orreryv1.InspectReply](t, system, pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 10}}})
+	}
+	if page := inspectLane(system, pid); page.GetError() != nil || len(page.GetMessages()) != 1 {
+		t.Fatalf("the leader's read: %v", page)
+	}
+	for id, h := range rs.hosts {
+		if id == first.SiloID() {
+			continue
+		}
+		fsys, fpid := grainOn(t, Config{Host: h}, 1)
+		if page := inspectLane(fsys, fpid); !errors.Is(orrery.FromProto(page.GetError()), orrery.ErrUnavailable) {
+			t.Fatalf("a follower answered a read: %v", page)
+		}
+	}
+
+	rs.net.Isolate(first.SiloID())
+	if page := inspectLane(system, pid); !errors.Is(orrery.FromProto(page.GetError()), orrery.ErrUnavailable) {
+		t.Fatalf("a leader cut off from the others answered a read: %v", page)
+	}
+	rs.mu.Lock()
+	delete(rs.hosts, first.SiloID()) // still running, but cut off: leader() must find another
+	rs.mu.Unlock()
+	t.Cleanup(func() { _ = first.Close() })
+	second := rs.leader(1)
+	system2, pid2 := grainOn(t, Config{Host: second}, 1)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		reply := request[*orreryv1.CommandReply](t, system2, pid2, command("c2", 0, enqueue("m2")))
+		if reply.GetError() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new leader refused c2: %v", orrery.FromProto(reply.GetError()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if page := inspectLane(system2, pid2); page.GetError() != nil || len(page.GetMessages()) != 2 {
+		t.Fatalf("the new leader's read: %v", page)
 	}
 }
