@@ -26,6 +26,10 @@
 // the silo stops and the next start applies again from the log). A retry with the same
 // command id is an entry too, and the command inbox answers it with the original receipt.
 //
+// With other voters (HostConfig.Voters, as the in-process replication tests run three hosts),
+// a follower's grain refuses proposals (not the leader) and an inspection read is answered
+// only once a quorum confirms this replica still leads (Host.confirmRead, ReadIndex).
+//
 // # Own emission
 //
 // With OwnEmission (the silo's default) the partition is its own due coordinator: whenever
