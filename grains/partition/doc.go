@@ -33,7 +33,9 @@
 // # Own emission
 //
 // With OwnEmission (the silo's default) the partition is its own due coordinator: whenever
-// refs of its due head are due and no own batch is in flight, it proposes one own batch of the
+// refs of its due head are due that no own batch in flight holds, and fewer than two are in
+// flight (so the next is logged while the one before commits and applies), it proposes one own
+// batch of the
 // EmitOccurrences and ExpireSaga mutations, with their CAS tokens, of the refs due at that
 // moment (at most 256, and 512 occurrences), and a timer at its due head's next instant wakes
 // it. The batch is an entry like any other (PartitionCommand.own) applied by

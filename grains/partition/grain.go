@@ -103,11 +103,13 @@ type grain struct {
 	head *due.Head
 	// dueTimer wakes the grain at its due head's next instant when it emits its own due refs
 	// (Config.OwnEmission) and no own batch is in flight; ownSeq numbers its own due batches,
-	// ownInflight is set while one is proposed and not applied, and ownSkips holds refs on
-	// backoff after a lasting failure, until when.
+	// ownInflight counts those proposed and not applied (at most maxOwnInflight), ownFlying
+	// holds their refs (by ownRefKey), which the next batches leave out, and ownSkips holds
+	// refs on backoff after a lasting failure, until when.
 	dueTimer    *time.Timer
 	ownSeq      uint64
-	ownInflight bool
+	ownInflight int
+	ownFlying   map[string]struct{}
 	ownSkips    duebackoff.Backoff
 	ownRefs     int // bound of the next own due batch's refs (0: ownDueRefs)
 

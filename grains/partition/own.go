@@ -38,13 +38,17 @@ func (g *grain) ownDue(now int64) *pending {
 	if g.ownRefs == 0 {
 		g.ownRefs = ownDueRefs
 	}
-	refs := slices.DeleteFunc(g.dueRefs(now, g.ownRefs), func(ref *orreryv1.DueRef) bool {
+	refs := slices.DeleteFunc(g.dueRefs(now, min(g.ownRefs+len(g.ownFlying), MaxScanRefs)), func(ref *orreryv1.DueRef) bool {
+		if _, flying := g.ownFlying[ownRefKey(ref)]; flying {
+			return true // in a batch in flight
+		}
 		known := ref.GetKind() == orreryv1.DueKind_DUE_KIND_SCHEDULE || ref.GetKind() == orreryv1.DueKind_DUE_KIND_SAGA
 		if !known { // written by a newer version: leave it to one that knows it
 			g.ownSkips.Skip(ref, g.cfg.Now())
 		}
 		return !known
 	})
+	refs = refs[:min(len(refs), g.ownRefs)]
 	if len(refs) == 0 {
 		return nil
 	}
@@ -141,7 +145,7 @@ func (g *grain) armDueTimer(ctx actor.Context) {
 		g.dueTimer.Stop()
 		g.dueTimer = nil
 	}
-	if !g.cfg.OwnEmission || g.state == nil || g.stopping || g.ownInflight {
+	if !g.cfg.OwnEmission || g.state == nil || g.stopping || g.ownInflight > 0 {
 		return
 	}
 	now := g.readTime()

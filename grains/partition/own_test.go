@@ -219,3 +219,51 @@ func TestOwnEmissionDrainsALargePayloadBacklogWithinTheTransactionLimit(t *testi
 		}
 	}
 }
+
+// TestOwnEmissionProposesTheNextBatchWhileOneIsInFlight: with more refs due than one own batch
+// takes, the partition proposes a second batch of the refs the first left out while the first
+// is still being logged: the second is logged before the first has applied (in the same round,
+// or in the next one, before that round's applies), and every occurrence is emitted once.
+func TestOwnEmissionProposesTheNextBatchWhileOneIsInFlight(t *testing.T) {
+	var held *heldLog
+	h := newHostHarness(t, func(cfg *HostConfig) { held = holdLog(cfg) }, withOwnEmission)
+	held.passing.Store(true)
+	t.Cleanup(held.free)
+	const schedules = ownDueRefs + 44
+	first := time.Now().Add(time.Second).Truncate(time.Second).Add(time.Second)
+	for c := 0; c < schedules; c += 150 {
+		var muts []*orreryv1.Mutation
+		for i := c; i < min(c+150, schedules); i++ {
+			muts = append(muts, &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+				Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: fmt.Sprintf("00000000-0000-4000-8000-%012x", i),
+					Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: 3600 * input.Second,
+						FirstDueAtUnixMicros: first.UnixMicro()}}}}}}})
+		}
+		receipt(t, h.do(command(fmt.Sprint("configure-", c), 0, muts...)))
+	}
+	held.passing.Store(false) // hold the rounds that log the own batches
+	if n := held.waitEntered(t); n == 1 {
+		held.release <- nil
+		held.waitEntered(t) // the second batch's round, which also commits the first
+		if msgs := h.lane(); len(msgs) != 0 {
+			t.Fatalf("the second own batch was logged after the first applied (%d messages): not while it was in flight", len(msgs))
+		}
+	} else if n != 2 {
+		t.Fatalf("the first held round logs %d command entries, want one or both own batches", n)
+	}
+	held.free()
+	seen := map[string]bool{}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(seen) < schedules {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d occurrences after 20 s", len(seen), schedules)
+		}
+		for _, m := range h.lane() {
+			seen[m.GetId()] = true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if msgs := h.lane(); len(msgs) != schedules {
+		t.Fatalf("%d messages for %d first occurrences", len(msgs), schedules)
+	}
+}

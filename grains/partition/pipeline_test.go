@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,9 +17,12 @@ import (
 // it writes and waits for a result (nil: persist for real).
 type heldLog struct {
 	persistence.RaftLog
-	entered chan int
-	release chan error
-	freed   chan struct{}
+	// passing lets every Persist through while set.
+	passing  atomic.Bool
+	entered  chan int
+	release  chan error
+	freed    chan struct{}
+	freeOnce sync.Once
 }
 
 func holdLog(cfg *HostConfig) *heldLog {
@@ -39,7 +43,7 @@ func (l *heldLog) Persist(writes []persistence.RaftWrite) error {
 			}
 		}
 	}
-	if commands > 0 {
+	if commands > 0 && !l.passing.Load() {
 		select {
 		case l.entered <- commands:
 		case <-l.freed:
@@ -56,7 +60,7 @@ func (l *heldLog) Persist(writes []persistence.RaftWrite) error {
 }
 
 // free lets every Persist through from now on (so the host can close).
-func (l *heldLog) free() { close(l.freed) }
+func (l *heldLog) free() { l.freeOnce.Do(func() { close(l.freed) }) }
 
 // waitEntered returns how many command entries the next held Persist writes.
 func (l *heldLog) waitEntered(t *testing.T) int {

@@ -55,7 +55,7 @@ func (g *grain) applied(ctx actor.Context, done *entriesApplied) {
 		delete(g.inflight, r.index)
 		if p.own != nil {
 			p.ownReceipt = r.ownReceipt
-			g.ownInflight = false
+			g.ownLanded(p)
 			g.ownApplied(p, r.reply)
 			continue
 		}
@@ -83,7 +83,7 @@ func (g *grain) lost(ctx actor.Context, msg *proposalsLost) {
 		}
 		delete(g.inflight, lost.Index)
 		if p.own != nil {
-			g.ownInflight = false
+			g.ownLanded(p)
 			continue
 		}
 		g.reply(ctx, p, &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
@@ -99,7 +99,7 @@ func (g *grain) hostFailed(ctx actor.Context, err error) {
 	for index, p := range g.inflight {
 		delete(g.inflight, index)
 		if p.own != nil {
-			g.ownInflight = false
+			g.ownLanded(p)
 			continue
 		}
 		g.reply(ctx, p, &orreryv1.CommandReply{Error: unavailable})
@@ -107,26 +107,53 @@ func (g *grain) hostFailed(ctx actor.Context, err error) {
 	g.openErr = err
 }
 
-// emitDue proposes the partition's own due batch (Config.OwnEmission) when refs are due and
-// none is in flight, and otherwise arms the due timer at the next due instant.
+// maxOwnInflight bounds the own due batches in flight: the next one is proposed while the one
+// before commits and applies, so a backlog is emitted without waiting for each batch's apply.
+const maxOwnInflight = 2
+
+// emitDue proposes the partition's own due batches (Config.OwnEmission) while refs not in a
+// batch in flight are due and fewer than maxOwnInflight are in flight, and arms the due timer
+// at the next due instant when none is.
 func (g *grain) emitDue(ctx actor.Context) {
-	if !g.cfg.OwnEmission || g.state == nil || g.stopping || g.ownInflight {
+	if !g.cfg.OwnEmission || g.state == nil || g.stopping {
 		return
 	}
-	if own := g.ownDue(g.readTime()); own != nil {
+	for g.ownInflight < maxOwnInflight {
+		own := g.ownDue(g.readTime())
+		if own == nil {
+			break
+		}
 		if g.dueTimer != nil {
 			g.dueTimer.Stop()
 			g.dueTimer = nil
 		}
-		g.ownInflight = true
 		g.propose(ctx, own)
-		if own.proposal.Index == 0 { // refused: try again at the next tick
-			g.ownInflight = false
-			g.armDueTimer(ctx)
+		if own.proposal.Index == 0 { // refused (answered already): try again at the next tick
+			break
 		}
-		return
+		g.ownInflight++
+		if g.ownFlying == nil {
+			g.ownFlying = map[string]struct{}{}
+		}
+		for _, ref := range own.own {
+			g.ownFlying[ownRefKey(ref)] = struct{}{}
+		}
 	}
 	g.armDueTimer(ctx)
+}
+
+// ownLanded takes an own due batch out of flight: applied, lost or failed.
+func (g *grain) ownLanded(p *pending) {
+	g.ownInflight--
+	for _, ref := range p.own {
+		delete(g.ownFlying, ownRefKey(ref))
+	}
+}
+
+// ownRefKey names a due ref's record: its kind, lane and id.
+func ownRefKey(ref *orreryv1.DueRef) string {
+	l := ref.GetLane()
+	return ref.GetKind().String() + "\x00" + l.GetNamespace() + "\x00" + l.GetQueue() + "\x00" + l.GetKey() + "\x00" + ref.GetId()
 }
 
 func describe(p *pending) string {
