@@ -380,3 +380,16 @@ func pathExists(path string) (bool, error) {
 	}
 	return true, nil
 }
+
+// RefuseOldLayout refuses a data root that holds partitions in the layout of one Badger store
+// per partition (OldPartitionsDir), which the silo store replaced, with a Validation error
+// naming the command that imports them (ImportPartitionStores).
+func RefuseOldLayout(dataRoot string) error {
+	old := OldPartitionsDir(dataRoot)
+	if exists, err := pathExists(old); err != nil || !exists {
+		return err
+	}
+	return orrery.Errorf(orrery.CodeValidation,
+		"data root %s holds partitions in the old layout (%s, one store per partition); this silo keeps them in one store, %s: "+
+			"run silo import --data %s to import them, then start the silo again", dataRoot, old, SiloStoreDir(dataRoot), dataRoot)
+}

@@ -2,10 +2,8 @@ package partition
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -102,7 +100,7 @@ func OpenHost(cfg HostConfig) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := refuseOldLayout(cfg.DataRoot); err != nil {
+	if err := persistence.RefuseOldLayout(cfg.DataRoot); err != nil {
 		return nil, err
 	}
 	store, err := persistence.OpenSiloStore(persistence.SiloStoreDir(cfg.DataRoot), cfg.Partitions, cfg.Store)
@@ -434,31 +432,6 @@ func (l failpointLog) Persist(writes []persistence.RaftWrite) error {
 		}
 	}
 	return nil
-}
-
-// refuseOldLayout refuses a data root that holds partitions in the layout of one Badger store
-// per partition (<data>/partitions/<n>), which the silo store replaced, naming the command that
-// imports them (persistence.ImportPartitionStores).
-func refuseOldLayout(dataRoot string) error {
-	old := persistence.OldPartitionsDir(dataRoot)
-	if exists, err := dirExists(old); err != nil || !exists {
-		return err
-	}
-	return orrery.Errorf(orrery.CodeValidation,
-		"data root %s holds partitions in the old layout (%s, one store per partition); this silo keeps them in one store, %s: "+
-			"run silo import --data %s to import them, then start the silo again", dataRoot, old, persistence.SiloStoreDir(dataRoot), dataRoot)
-}
-
-// dirExists reports whether path is a directory.
-func dirExists(path string) (bool, error) {
-	info, err := os.Stat(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return false, nil
-	case err != nil:
-		return false, orrery.Wrap(orrery.CodeUnavailable, err, "read %s", path)
-	}
-	return info.IsDir(), nil
 }
 
 // attach attaches a grain to partition n's state machine: sink receives its results from now
