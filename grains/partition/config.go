@@ -5,6 +5,7 @@ import (
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/clock"
 )
 
 // Kind is the protoactor cluster kind of partition grains; identities are "<n>".
@@ -43,9 +44,9 @@ type Config struct {
 	// and message tombstones); it repeats at once while one reports more (default
 	// DefaultHousekeepEvery).
 	HousekeepEvery time.Duration
-	// Now is the wall clock due reads are judged by (default time.Now); entries are stamped
-	// by the Raft leader's clock.
-	Now func() time.Time
+	// Clock tells the time due reads and waits are judged by and runs the grain's timers
+	// (default clock.Real()); entries are stamped by the Host's clock, which should be the same.
+	Clock clock.Clock
 	// OnNextDue receives the partition's earliest due instant after every apply that wrote an
 	// earlier one, and on activation. It must not block (the due coordinator's Notify).
 	OnNextDue func(*orreryv1.NextDueNotice)
@@ -70,8 +71,8 @@ func (c Config) withDefaults() Config {
 	if c.HousekeepEvery <= 0 {
 		c.HousekeepEvery = DefaultHousekeepEvery
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.Real()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -11,6 +11,7 @@ import (
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/due"
 	"github.com/orreryhq/orrery/grains/duebackoff"
@@ -86,7 +87,7 @@ type grain struct {
 	// inflight are the proposed commands by their entries' indexes.
 	inflight  map[uint64]*pending
 	waiters   []*pending
-	waitTimer *time.Timer
+	waitTimer clock.Timer
 	stopping  bool
 
 	// dueFloor is an instant no due-index entry is earlier than (0: unknown, scan from the
@@ -106,7 +107,7 @@ type grain struct {
 	// ownInflight counts those proposed and not applied (at most maxOwnInflight), ownFlying
 	// holds their refs (by ownRefKey), which the next batches leave out, and ownSkips holds
 	// refs on backoff after a lasting failure, until when.
-	dueTimer    *time.Timer
+	dueTimer    clock.Timer
 	ownSeq      uint64
 	ownInflight int
 	ownFlying   map[string]struct{}
@@ -120,7 +121,7 @@ type grain struct {
 	// written below a floor by a later entry, and that entry's handling wakes the waiters again.
 	readFloors *kv.Floors
 
-	housekeepTimer *time.Timer
+	housekeepTimer clock.Timer
 	housekeeping   bool // a Housekeep command is in flight
 }
 
@@ -277,7 +278,7 @@ func (g *grain) reply(ctx actor.Context, p *pending, r *orreryv1.CommandReply) {
 // ids and get the receipt), parked receives not visible.
 func (g *grain) stop(ctx actor.Context) {
 	g.stopping = true
-	for _, t := range []*time.Timer{g.waitTimer, g.housekeepTimer, g.dueTimer} {
+	for _, t := range []clock.Timer{g.waitTimer, g.housekeepTimer, g.dueTimer} {
 		if t != nil {
 			t.Stop()
 		}

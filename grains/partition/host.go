@@ -40,6 +40,9 @@ type HostConfig struct {
 	// Transport carries this replica's Raft messages and snapshots to the other voters
 	// (required with other Voters); what arrives for this replica goes to Host.Receiver.
 	Transport replication.Transport
+	// Clock ticks the Raft groups and tells the time leaders stamp entries with (default
+	// clock.Real()); the grains' Config.Clock should be the same.
+	Clock clock.Clock
 	// Failpoints arms crash boundaries (default: none).
 	Failpoints *Failpoints
 	// Logger receives the replicas' logs (default slog.Default()).
@@ -99,6 +102,9 @@ func OpenHost(cfg HostConfig) (*Host, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
 	}
 	if err := persistence.RefuseOldLayout(cfg.DataRoot); err != nil {
 		return nil, err
@@ -163,7 +169,7 @@ func (h *Host) open() error {
 	}
 	h.driver = replication.NewDriver(replication.DriverConfig{
 		Groups: engine, Log: failpointLog{RaftLog: raftLog, failpoints: h.cfg.Failpoints},
-		Transport: transport, StateMachine: h, Clock: clock.Real(),
+		Transport: transport, StateMachine: h, Clock: h.cfg.Clock,
 	})
 	h.driver.Start()
 	go h.watchDriver()

@@ -20,7 +20,7 @@ func (g *grain) scheduleHousekeeping(ctx actor.Context, after time.Duration) {
 		g.housekeepTimer.Stop()
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	g.housekeepTimer = time.AfterFunc(after, func() { root.Send(self, &housekeepTick{}) })
+	g.housekeepTimer = g.cfg.Clock.AfterFunc(after, func() { root.Send(self, &housekeepTick{}) })
 }
 
 // housekeep proposes one Housekeep command like any other, so retention is replicated and
@@ -30,7 +30,7 @@ func (g *grain) housekeep(ctx actor.Context) {
 	if g.state == nil || g.stopping {
 		return
 	}
-	g.ownSkips.Prune(g.cfg.Now())
+	g.ownSkips.Prune(g.cfg.Clock.Now())
 	if g.housekeeping {
 		g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
 		return

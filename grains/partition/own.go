@@ -44,7 +44,7 @@ func (g *grain) ownDue(now int64) *pending {
 		}
 		known := ref.GetKind() == orreryv1.DueKind_DUE_KIND_SCHEDULE || ref.GetKind() == orreryv1.DueKind_DUE_KIND_SAGA
 		if !known { // written by a newer version: leave it to one that knows it
-			g.ownSkips.Skip(ref, g.cfg.Now())
+			g.ownSkips.Skip(ref, g.cfg.Clock.Now())
 		}
 		return !known
 	})
@@ -73,7 +73,7 @@ func (g *grain) dueRefs(now int64, maxRefs int) []*orreryv1.DueRef {
 	if g.ownSkips.Len() == 0 {
 		return res.Refs
 	}
-	return g.ownSkips.Filter(res.Refs, g.cfg.Now())
+	return g.ownSkips.Filter(res.Refs, g.cfg.Clock.Now())
 }
 
 // scanHead scans the due head at now within budget, loading the head from the store when it
@@ -105,7 +105,7 @@ func (g *grain) scanHead(now int64, budget due.Budget) (*due.Result, error) {
 // lasting reason go on backoff (see duebackoff.Backoff), so the next groups leave them out until it
 // ends; stale ones need nothing, since the index holds their records' new entries.
 func (g *grain) ownApplied(p *pending, reply *orreryv1.CommandReply) {
-	wall := g.cfg.Now()
+	wall := g.cfg.Clock.Now()
 	fail := func(ref *orreryv1.DueRef, err error) {
 		switch code := orrery.CodeOf(err); code {
 		case orrery.CodeTokenInvalidated, orrery.CodeRevisionConflict, orrery.CodeNotFound:
@@ -170,7 +170,7 @@ func (g *grain) armDueTimer(ctx actor.Context) {
 	if next == 0 {
 		return
 	}
-	wait := time.Duration(next-g.cfg.Now().UnixMicro()) * time.Microsecond
+	wait := time.Duration(next-g.cfg.Clock.Now().UnixMicro()) * time.Microsecond
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	g.dueTimer = time.AfterFunc(max(wait, 0), func() { root.Send(self, &dueTick{}) })
+	g.dueTimer = g.cfg.Clock.AfterFunc(max(wait, 0), func() { root.Send(self, &dueTick{}) })
 }

@@ -31,7 +31,7 @@ const (
 
 // readTime is the logged time a read judges dueness by: what the next entry would get.
 func (g *grain) readTime() int64 {
-	return persistence.NextLoggedTime(g.state.Applied().LoggedTimeMicros, g.cfg.Now().UTC().UnixMicro())
+	return persistence.NextLoggedTime(g.state.Applied().LoggedTimeMicros, g.cfg.Clock.Now().UTC().UnixMicro())
 }
 
 // scanDue answers a coordinator's bounded due scan.

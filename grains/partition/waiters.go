@@ -56,7 +56,7 @@ func (g *grain) park(ctx actor.Context, p *pending) bool {
 			"partition %d has %d long-poll receives waiting, the limit is %d", g.partition, len(g.waiters), g.cfg.MaxWaiters).Proto()})
 	default:
 		wait := min(time.Duration(p.req.GetWaitMicros())*time.Microsecond, g.cfg.MaxWait)
-		p.deadline = g.cfg.Now().Add(wait)
+		p.deadline = g.cfg.Clock.Now().Add(wait)
 		g.waiters = append(g.waiters, p)
 		g.armWaitTimer(ctx)
 	}
@@ -98,7 +98,7 @@ func (g *grain) wakeWaiters(ctx actor.Context) {
 	if g.state == nil || len(g.waiters) == 0 {
 		return
 	}
-	now := g.cfg.Now()
+	now := g.cfg.Clock.Now()
 	kept := g.waiters[:0]
 	for _, p := range g.waiters {
 		visible, err := g.visible(waitingReceive(p.req))
@@ -149,5 +149,5 @@ func (g *grain) armWaitTimer(ctx actor.Context) {
 		return nil
 	})
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	g.waitTimer = time.AfterFunc(max(time.Until(earliest), time.Millisecond), func() { root.Send(self, &wakeWaiter{}) })
+	g.waitTimer = g.cfg.Clock.AfterFunc(max(earliest.Sub(g.cfg.Clock.Now()), time.Millisecond), func() { root.Send(self, &wakeWaiter{}) })
 }
