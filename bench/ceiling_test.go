@@ -11,19 +11,19 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
-	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/persistence"
 )
 
-// ownBatchOccurrences is what one own due batch of a partition with a backlog emits: 16
-// schedules' EmitOccurrences of 32 each (batch.OwnBatchOccurrences).
-const ownBatchOccurrences = 16 * 32
+// dueCommandOccurrences is what one due command to a partition with a backlog emits: 16
+// schedules' EmitOccurrences of 32 each (batch.DueBatchOccurrences).
+const dueCommandOccurrences = 16 * 32
 
-// ownBatch is one partition's own due batch with a backlog, recorded on the real apply path:
+// dueCommand is one due command to a partition with a backlog, recorded on the real apply path:
 // the Raft entry's data the leader logs for it and every write its apply makes, in order.
-type ownBatch struct {
+type dueCommand struct {
 	entry  []byte
 	writes []recordedWrite
 }
@@ -47,10 +47,10 @@ func (v *recordingView) Delete(key []byte) error {
 	return v.View.Delete(key)
 }
 
-// recordOwnBatch configures 16 schedules with an hour of backlog on an in-memory partition,
-// builds the own due batch the partition would propose from its due index, and applies it,
+// recordDueCommand configures 16 schedules with an hour of backlog on an in-memory partition,
+// builds the due command a coordinator would send from its due index, and applies it,
 // recording its entry and writes.
-func recordOwnBatch(b *testing.B) ownBatch {
+func recordDueCommand(b *testing.B) dueCommand {
 	store := kv.NewMemory()
 	a := batch.Applier{Limits: input.DefaultLimits()}
 	now := time.Now()
@@ -67,9 +67,9 @@ func recordOwnBatch(b *testing.B) ownBatch {
 	if err != nil {
 		b.Fatal(err)
 	}
-	own := &orreryv1.Batch{CommandId: "due-1-1", Mutations: due.Mutations(res.Refs, 32)}
+	dueBatch := &orreryv1.Batch{CommandId: "due-1-1", Mutations: due.Mutations(res.Refs, 32)}
 	rec := &recordingView{View: store}
-	receipt, err := a.ApplyOwn(rec, partition.OwnDuePrincipal, own, now.UnixMicro()+1)
+	receipt, err := a.ApplyDue(rec, duecoordinator.DefaultPrincipal, dueBatch, now.UnixMicro()+1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,28 +77,28 @@ func recordOwnBatch(b *testing.B) ownBatch {
 	for _, r := range receipt.GetResults() {
 		occurrences += len(r.GetSchedule().GetEnqueuedIds())
 	}
-	if occurrences != ownBatchOccurrences {
-		b.Fatalf("the own batch emitted %d occurrences, want %d", occurrences, ownBatchOccurrences)
+	if occurrences != dueCommandOccurrences {
+		b.Fatalf("the due command emitted %d occurrences, want %d", occurrences, dueCommandOccurrences)
 	}
-	cmd, err := proto.Marshal(&orreryv1.PartitionCommand{Batch: own, Own: true})
+	command, err := proto.Marshal(&orreryv1.PartitionCommand{Batch: dueBatch, Due: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	entry, err := proto.Marshal(&orreryv1.PartitionEntry{LoggedTimeUnixMicros: now.UnixMicro(), Principal: partition.OwnDuePrincipal, Command: cmd})
+	entry, err := proto.Marshal(&orreryv1.PartitionEntry{LoggedTimeUnixMicros: now.UnixMicro(), Principal: duecoordinator.DefaultPrincipal, Command: command})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return ownBatch{entry: entry, writes: rec.writes}
+	return dueCommand{entry: entry, writes: rec.writes}
 }
 
 // storeCeiling measures the silo store alone doing what a silo of 32 partitions does for
-// their own due batches, as fast as it can for d: each Raft round persists one own-batch
+// their due commands, as fast as it can for d: each Raft round persists one due-command
 // entry and a hard state per partition in one synced write, then every partition applies its
 // batch's recorded writes with its applied mark (PartitionState.Apply), the partitions at the
 // same time and while the next round persists, as the Raft driver pipelines them. The same
 // keys are written again every round (at new versions, as Badger stores every write). It
 // returns occurrences per second.
-func storeCeiling(b *testing.B, own ownBatch, d time.Duration) float64 {
+func storeCeiling(b *testing.B, cmd dueCommand, d time.Duration) float64 {
 	const partitions = 32
 	store, err := persistence.OpenSiloStore(persistence.SiloStoreDir(b.TempDir()), partitions, persistence.Options{Logger: quiet})
 	if err != nil {
@@ -120,7 +120,7 @@ func storeCeiling(b *testing.B, own ownBatch, d time.Duration) float64 {
 		writes := make([]persistence.RaftWrite, partitions)
 		for n := range writes {
 			writes[n] = persistence.RaftWrite{Group: n,
-				Entries:   []*raftpb.Entry{{Index: new(index), Term: new(uint64(1)), Data: own.entry}},
+				Entries:   []*raftpb.Entry{{Index: new(index), Term: new(uint64(1)), Data: cmd.entry}},
 				HardState: &raftpb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(index)}}
 		}
 		if err := store.RaftLog().Persist(writes); err != nil {
@@ -134,7 +134,7 @@ func storeCeiling(b *testing.B, own ownBatch, d time.Duration) float64 {
 		for _, state := range states {
 			applying.Go(func() {
 				err := state.Apply(mark, func(txn *persistence.Txn) error {
-					for _, w := range own.writes {
+					for _, w := range cmd.writes {
 						var err error
 						if w.value == nil {
 							err = txn.Delete(w.key)
@@ -157,5 +157,5 @@ func storeCeiling(b *testing.B, own ownBatch, d time.Duration) float64 {
 		rounds++
 	}
 	applying.Wait()
-	return float64(rounds*partitions*ownBatchOccurrences) / time.Since(start).Seconds()
+	return float64(rounds*partitions*dueCommandOccurrences) / time.Since(start).Seconds()
 }

@@ -35,15 +35,14 @@ func scale(full, short int) int {
 
 // startSilo starts an embedded silo on dir with the silo's defaults, which these environment
 // variables override for experiments: ORRERY_BENCH_PARTITIONS (partition count),
-// ORRERY_BENCH_COORDINATOR_WORKERS and ORRERY_BENCH_COORDINATOR_EMITS=on.
+// and ORRERY_BENCH_COORDINATOR_WORKERS.
 func startSilo(b *testing.B, dir string) *silo.Silo {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	workers, _ := strconv.Atoi(os.Getenv("ORRERY_BENCH_COORDINATOR_WORKERS"))
 	partitions, _ := strconv.Atoi(os.Getenv("ORRERY_BENCH_PARTITIONS"))
-	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Partitions: partitions, Logger: quiet, CoordinatorWorkers: workers,
-		CoordinatorEmits: os.Getenv("ORRERY_BENCH_COORDINATOR_EMITS") == "on"})
+	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Partitions: partitions, Logger: quiet, CoordinatorWorkers: workers})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,7 +24,9 @@ import (
 // the worker, which separates what emitting costs from what consuming adds;
 // ORRERY_BENCH_LATENESS_SCHEDULES=<n> runs it at another schedule count, to find the load a
 // machine keeps within a lateness bound. cpu-cores is the process's CPU time during the window
-// divided by its length: how close the load came to the machine's cores.
+// divided by its length: how close the load came to the machine's cores; refs/due-command and
+// scans/due-command are the due coordinator's refs sent and scans made per due command in the
+// window: how well it batched.
 func BenchmarkDueLateness(b *testing.B) {
 	schedules := scale(10_000, 1_000)
 	if n, err := strconv.Atoi(os.Getenv("ORRERY_BENCH_LATENESS_SCHEDULES")); err == nil && n > 0 {
@@ -54,9 +56,12 @@ func BenchmarkDueLateness(b *testing.B) {
 			go func() { done <- w.Run(ctx) }()
 		}
 		time.Sleep(time.Until(measureFrom))
-		cpuFrom := cpuSeconds()
+		cpuFrom, statsFrom := cpuSeconds(), s.CoordinatorStats()
 		time.Sleep(time.Until(measureTo))
 		cpuCores := (cpuSeconds() - cpuFrom) / measureTo.Sub(measureFrom).Seconds()
+		statsTo := s.CoordinatorStats()
+		refsPerCommand := float64(statsTo.RefsDispatched-statsFrom.RefsDispatched) / float64(max(1, statsTo.CommandsSent-statsFrom.CommandsSent))
+		scansPerCommand := float64(statsTo.Scans-statsFrom.Scans) / float64(max(1, statsTo.CommandsSent-statsFrom.CommandsSent))
 		time.Sleep(3 * time.Second)
 		cancel()
 		if err := <-done; err != nil {
@@ -100,6 +105,8 @@ func BenchmarkDueLateness(b *testing.B) {
 		b.ReportMetric(h99, "p99-handler-lateness-ms")
 		b.ReportMetric(hmax, "max-handler-lateness-ms")
 		b.ReportMetric(cpuCores, "cpu-cores")
+		b.ReportMetric(refsPerCommand, "refs/due-command")
+		b.ReportMetric(scansPerCommand, "scans/due-command")
 		b.ReportMetric(float64(early), "early")
 		b.ReportMetric(float64(n), "enqueued")
 		b.ReportMetric(float64(handled)/float64(max(n, 1)), "handled-fraction")

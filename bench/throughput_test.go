@@ -119,7 +119,7 @@ func rawBadgerCeiling(b *testing.B, recordsPerUnit float64, keyBytes, valueBytes
 // default 32 partitions and many due schedules (each with a backlog, so the silo emits as fast
 // as it can), sustained for 30 s, and that rate as a ratio of ceilings measured in the same
 // run: x-store-ratio against the silo store alone doing exactly the Raft writes and applies of
-// full own due batches, pipelined as the driver does (storeCeiling; at most 1 by
+// full due commands, pipelined as the driver does (storeCeiling; at most 1 by
 // construction, the rest is the cost of everything else); x-badger-ratio against raw Badger
 // (default options) writing the same write set per occurrence in synced transactions of 256
 // occurrences' worth, x-badger-record-ratio against one message-sized record per occurrence.
@@ -136,7 +136,7 @@ func BenchmarkEmitThroughput(b *testing.B) {
 		keyBytes, valueBytes := messageSizes(b)
 		ceiling := rawBadgerCeiling(b, set.records, set.keyBytes, set.valueBytes, time.Duration(scale(10, 2))*time.Second)
 		recordCeiling := rawBadgerCeiling(b, 1, keyBytes, valueBytes, time.Duration(scale(10, 2))*time.Second)
-		storeRate := storeCeiling(b, recordOwnBatch(b), time.Duration(scale(10, 2))*time.Second)
+		storeRate := storeCeiling(b, recordDueCommand(b), time.Duration(scale(10, 2))*time.Second)
 		first := time.Now().Add(-backlog)
 		createSchedules(b, c, "throughput", schedules, time.Second, func(int) time.Time { return first })
 		time.Sleep(time.Second) // let the coordinator find the backlog

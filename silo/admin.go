@@ -336,7 +336,7 @@ func coordinatorJSON(st duecoordinator.Stats) map[string]any {
 	return map[string]any{
 		"rounds": st.Rounds, "scans": st.Scans, "commands_sent": st.CommandsSent,
 		"refs_dispatched": st.RefsDispatched, "stale_ignored": st.StaleIgnored, "refs_skipped": st.RefsSkipped,
-		"retries": st.Retries, "quota_splits": st.QuotaSplits, "errors": st.Errors, "partitions": partitions,
+		"retries": st.Retries, "errors": st.Errors, "partitions": partitions,
 	}
 }
 

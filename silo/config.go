@@ -68,10 +68,6 @@ type Config struct {
 	OpenTimeout time.Duration
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
-	// CoordinatorEmits makes the due coordinator send every due command (DESIGN §5). By default each partition emits its own due refs at its due head's instant
-	// (partition.Config.OwnEmission) and the coordinator is a backstop: it activates the
-	// partitions this silo owns and re-scans each every 30 s.
-	CoordinatorEmits bool
 	// Logger receives the silo's logs (default slog.Default()); protoactor and memberlist are
 	// kept at WARN.
 	Logger *slog.Logger

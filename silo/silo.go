@@ -80,7 +80,6 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	pcfg := partition.Config{
 		Host:       host,
 		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger,
-		OwnEmission: !cfg.CoordinatorEmits,
 		OnNextDue: func(n *orreryv1.NextDueNotice) {
 			if coord := s.coord.Load(); coord != nil {
 				coord.Notify(n)
@@ -107,7 +106,6 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	coord := duecoordinator.New(duecoordinator.Config{
 		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
 		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers,
-		Backstop: !cfg.CoordinatorEmits,
 	})
 	coord.Start(runCtx)
 	s.coord.Store(coord)
@@ -222,15 +220,16 @@ func (s *Silo) isMember(address string) bool {
 	return s.members[address]
 }
 
-// refreshOwned recomputes the partitions placed on this silo and the members' addresses from
-// the topology, and hands a changed set of partitions to the coordinator.
+// refreshOwned recomputes the partitions this silo coordinates (those the topology places on
+// it whose Raft group this silo's replica leads) and the members' addresses from the topology,
+// and hands a changed set of partitions to the coordinator.
 func (s *Silo) refreshOwned() {
 	topology := s.provider.Topology()
 	members := make(map[string]bool, len(topology))
 	for _, m := range topology {
 		members[m.Address()] = true
 	}
-	owned := cluster.OwnedPartitions(topology, s.ActorAddress(), s.cfg.Partitions)
+	owned := slices.DeleteFunc(cluster.OwnedPartitions(topology, s.ActorAddress(), s.cfg.Partitions), func(n int) bool { return !s.host.Leads(n) })
 	s.ownedMu.Lock()
 	s.members = members
 	if slices.Equal(owned, s.owned) {

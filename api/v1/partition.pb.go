@@ -34,10 +34,15 @@ const (
 // whose command id already has a receipt is answered with that receipt; one whose envelope or
 // Receive is invalid is answered with the error at once.
 type CommandRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
-	Batch         *Batch                 `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
-	WaitMicros    int64                  `protobuf:"varint,3,opt,name=wait_micros,json=waitMicros,proto3" json:"wait_micros,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Principal  string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Batch      *Batch                 `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
+	WaitMicros int64                  `protobuf:"varint,3,opt,name=wait_micros,json=waitMicros,proto3" json:"wait_micros,omitempty"`
+	// due marks a due coordinator's command (DESIGN §5): from an Orrery principal (system:...),
+	// holding only EmitOccurrences and ExpireSaga, applied without an inbox entry
+	// (PartitionCommand.due). Its reply carries the receipt; a retry with the same command id
+	// applies again, and its stale tokens answer TokenInvalidated or RevisionConflict.
+	Due           bool `protobuf:"varint,4,opt,name=due,proto3" json:"due,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -91,6 +96,13 @@ func (x *CommandRequest) GetWaitMicros() int64 {
 		return x.WaitMicros
 	}
 	return 0
+}
+
+func (x *CommandRequest) GetDue() bool {
+	if x != nil {
+		return x.Due
+	}
+	return false
 }
 
 // CommandReply carries the receipt's deterministic encoding (byte-identical on replay), or an
@@ -1141,12 +1153,13 @@ var File_api_v1_partition_proto protoreflect.FileDescriptor
 
 const file_api_v1_partition_proto_rawDesc = "" +
 	"\n" +
-	"\x16api/v1/partition.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\x1a\x14api/v1/records.proto\"w\n" +
+	"\x16api/v1/partition.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\x1a\x14api/v1/records.proto\"\x89\x01\n" +
 	"\x0eCommandRequest\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12&\n" +
 	"\x05batch\x18\x02 \x01(\v2\x10.orrery.v1.BatchR\x05batch\x12\x1f\n" +
 	"\vwait_micros\x18\x03 \x01(\x03R\n" +
-	"waitMicros\"\x95\x01\n" +
+	"waitMicros\x12\x10\n" +
+	"\x03due\x18\x04 \x01(\bR\x03due\"\x95\x01\n" +
 	"\fCommandReply\x12\x18\n" +
 	"\areceipt\x18\x01 \x01(\fR\areceipt\x12&\n" +
 	"\x05error\x18\x02 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x12)\n" +

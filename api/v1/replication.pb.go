@@ -96,12 +96,12 @@ func (x *PartitionEntry) GetCommand() []byte {
 type PartitionCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Batch *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
-	// own is set for a due batch the partition's leader made itself: the EmitOccurrences and
-	// ExpireSaga mutations of its due index at the entry's logged time. An own batch stores no
-	// inbox entry or receipt (nobody replays it: the next one is made from the index again), each
-	// of its mutations stands alone (a full lane fails that mutation, not the batch), and its
-	// emits enqueue at most 512 occurrences in all (batch.OwnBatchOccurrences).
-	Own           bool `protobuf:"varint,2,opt,name=own,proto3" json:"own,omitempty"`
+	// due is set for a due coordinator's command (CommandRequest.due): EmitOccurrences and
+	// ExpireSaga mutations carrying CAS tokens, applied at the entry's logged time. A due command
+	// stores no inbox entry or receipt (its tokens make it idempotent: applied again, it answers
+	// stale), each of its mutations stands alone (a full lane fails that mutation, not the
+	// command), and its emits enqueue at most 512 occurrences in all (batch.DueBatchOccurrences).
+	Due           bool `protobuf:"varint,2,opt,name=due,proto3" json:"due,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -143,9 +143,9 @@ func (x *PartitionCommand) GetBatch() *Batch {
 	return nil
 }
 
-func (x *PartitionCommand) GetOwn() bool {
+func (x *PartitionCommand) GetDue() bool {
 	if x != nil {
-		return x.Own
+		return x.Due
 	}
 	return false
 }
@@ -161,7 +161,7 @@ const file_api_v1_replication_proto_rawDesc = "" +
 	"\acommand\x18\x03 \x01(\fR\acommand\"L\n" +
 	"\x10PartitionCommand\x12&\n" +
 	"\x05batch\x18\x01 \x01(\v2\x10.orrery.v1.BatchR\x05batch\x12\x10\n" +
-	"\x03own\x18\x02 \x01(\bR\x03ownB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\x03due\x18\x02 \x01(\bR\x03dueB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_replication_proto_rawDescOnce sync.Once

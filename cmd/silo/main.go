@@ -123,7 +123,6 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&cfg.ClusterName, "cluster", silo.DefaultClusterName, "cluster name")
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	fs.BoolVar(&cfg.CoordinatorEmits, "coordinator-emits", false, "the due coordinator sends every due command instead of each partition emitting its own due refs")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
 	limits := limitFlags(fs, &cfg.Limits)
 	if err := parseFlags(fs, args, getenv); err != nil {

@@ -68,26 +68,27 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 	return &Outcome{Receipt: receipt, ReceiptBytes: encoded}, nil
 }
 
-// OwnBatchOccurrences bounds the occurrences one own batch enqueues (its emits share it, oldest
-// due first), so that its writes stay well inside one transaction whatever its refs' backlogs;
-// what it leaves stays due for the next one.
-const OwnBatchOccurrences = 512
+// DueBatchOccurrences bounds the occurrences one due command enqueues (its emits share it,
+// oldest due first), so that its writes stay well inside one transaction whatever its refs'
+// backlogs; what it leaves stays due for the next one.
+const DueBatchOccurrences = 512
 
-// ApplyOwn applies a batch the partition made itself (a PartitionCommand with own set): the
-// EmitOccurrences and ExpireSaga mutations of its due index. It stores no inbox entry or
-// receipt, each mutation stands alone (one that fails, QuotaExceeded included, fails alone
-// and leaves the others applied), and its emits enqueue at most OwnBatchOccurrences in all.
-// The receipt it returns is for the partition only.
-func (a Applier) ApplyOwn(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64) (*orreryv1.Receipt, error) {
+// ApplyDue applies a due coordinator's command (a PartitionCommand with due set): the
+// EmitOccurrences and ExpireSaga mutations of refs of the due index, with their CAS tokens. It
+// stores no inbox entry or receipt (the tokens make it idempotent), each mutation stands alone
+// (one that fails, QuotaExceeded included, fails alone and leaves the others applied), and its
+// emits enqueue at most DueBatchOccurrences in all. The receipt it returns goes to the
+// coordinator only.
+func (a Applier) ApplyDue(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64) (*orreryv1.Receipt, error) {
 	if err := checkEnvelope(principal, b, loggedNowMicros); err != nil {
 		return nil, err
 	}
 	if b.GetAllOrNothing() {
-		return nil, orrery.Invalid("all_or_nothing", "must be false in a partition's own batch")
+		return nil, orrery.Invalid("all_or_nothing", "must be false in a due command")
 	}
 	for i, m := range b.GetMutations() {
 		if m.GetEmitOccurrences() == nil && m.GetExpireSaga() == nil {
-			return nil, orrery.Invalid(fmt.Sprintf("mutations[%d]", i), "a partition's own batch holds only emit_occurrences and expire_saga")
+			return nil, orrery.Invalid(fmt.Sprintf("mutations[%d]", i), "a due command holds only emit_occurrences and expire_saga")
 		}
 	}
 	return a.apply(v, principal, b, loggedNowMicros, true)
@@ -157,7 +158,7 @@ func (a Applier) applyMutations(batchWrites kv.View, principal string, b *orrery
 	}
 	budget := &schedule.EmitBudget{Limit: a.Limits.MaxEmitBytesPerBatch}
 	if independent {
-		budget.MaxOccurrences = OwnBatchOccurrences
+		budget.MaxOccurrences = DueBatchOccurrences
 	}
 	for i, m := range b.GetMutations() {
 		writes := kv.NewBuffer(batchWrites)

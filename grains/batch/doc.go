@@ -2,5 +2,6 @@
 // on its own write buffer merged only on success, rolls the whole batch back on a quota
 // failure (or any failure when the batch asks for all-or-nothing), and keeps the command inbox
 // — the stored, byte-identical receipt under (principal, command id) that makes every retry of
-// a command safe. It is pure, like the state machines it dispatches to.
+// a command safe — and ApplyDue, a due coordinator's command: independent mutations and no
+// inbox entry. It is pure, like the state machines it dispatches to.
 package batch

@@ -47,10 +47,10 @@ type Config struct {
 	Clock clock.Clock
 	// Principal the commands are sent as (default DefaultPrincipal).
 	Principal string
-	// CommandIDPrefix must be unique per silo incarnation (the silo id and its start instant,
-	// say): command ids are CommandIDPrefix + "-" + a counter from 1, and a partition's inbox
-	// would answer a reused id with an old receipt. Empty means "coordinator-" and the clock's
-	// start instant in hexadecimal nanoseconds.
+	// CommandIDPrefix names this coordinator's commands in logs and receipts (the silo id,
+	// say): command ids are CommandIDPrefix + "-" + a counter from 1. Due commands keep no
+	// inbox entry, so a reused id is harmless. Empty means "coordinator-" and the clock's start
+	// instant in hexadecimal nanoseconds.
 	CommandIDPrefix string
 	// RefsPerRound is the per-partition budget of one round: ScanDue's max_refs and the most
 	// mutations in one batch (default DefaultRefsPerRound, at most MaxRefsPerRound).
@@ -65,11 +65,6 @@ type Config struct {
 	Logger *slog.Logger
 	// Workers is how many partitions are served at once (default 2).
 	Workers int
-	// Backstop is for partitions that emit their own due refs (partition.Config.OwnEmission):
-	// the coordinator then ignores next-due hints and serves each owned partition once on
-	// ownership (which activates it) and every SafetyRescan after, dispatching whatever that
-	// scan finds due, so a partition whose own timer failed is still served.
-	Backstop bool
 }
 
 // withDefaults fills zero fields.
@@ -124,8 +119,6 @@ type Stats struct {
 	RefsSkipped uint64
 	// Retries counts Command calls repeated with the same command id.
 	Retries uint64
-	// QuotaSplits counts batches rolled back by QuotaExceeded and resent one ref per command.
-	QuotaSplits uint64
 	// Errors counts failed rounds and unexpected per-ref failures.
 	Errors uint64
 	// Partitions describes each owned partition, by partition number.

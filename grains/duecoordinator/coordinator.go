@@ -39,7 +39,7 @@ type Coordinator struct {
 
 // counters are the Stats counters, updated without the lock.
 type counters struct {
-	rounds, scans, commands, refs, stale, skipped, retries, quotaSplits, errors atomic.Uint64
+	rounds, scans, commands, refs, stale, skipped, retries, errors atomic.Uint64
 }
 
 // partition is the coordinator's state for one owned partition. The scheduling fields are
@@ -73,7 +73,7 @@ type partition struct {
 
 // maxSendingPerPartition bounds one partition's dispatches awaiting receipts; a round that
 // would exceed it waits for the oldest.
-const maxSendingPerPartition = 4
+const maxSendingPerPartition = 2
 
 // stopper is the part of clock.Timer the coordinator uses.
 type stopper interface{ Stop() bool }
@@ -173,7 +173,7 @@ func (c *Coordinator) Notify(n *orreryv1.NextDueNotice) {
 	if n.GetActivationEpoch() != 0 {
 		p.epoch = n.GetActivationEpoch()
 	}
-	if n.GetNextDueAtUnixMicros() == 0 || c.cfg.Backstop {
+	if n.GetNextDueAtUnixMicros() == 0 {
 		return
 	}
 	hint := time.UnixMicro(n.GetNextDueAtUnixMicros())
@@ -223,7 +223,6 @@ func (c *Coordinator) Stats() Stats {
 		StaleIgnored:   c.counts.stale.Load(),
 		RefsSkipped:    c.counts.skipped.Load(),
 		Retries:        c.counts.retries.Load(),
-		QuotaSplits:    c.counts.quotaSplits.Load(),
 		Errors:         c.counts.errors.Load(),
 	}
 	c.mu.Lock()
@@ -286,11 +285,6 @@ func (c *Coordinator) finishLocked(p *partition, out roundOutcome) {
 		p.nextDueAt = out.nextDueAt
 	}
 	wake := now.Add(c.cfg.SafetyRescan)
-	if c.cfg.Backstop { // the partition serves itself; this is the next safety re-scan
-		p.pendingHint = time.Time{}
-		c.armLocked(p, wake)
-		return
-	}
 	if !out.wakeAt.IsZero() && out.wakeAt.Before(wake) {
 		wake = out.wakeAt
 	}

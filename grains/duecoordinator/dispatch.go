@@ -22,39 +22,18 @@ type dispatchOutcome struct {
 	wakeAt time.Time
 }
 
-// MaxOccurrencesPerCommand bounds what one command may enqueue (refs × EmitMax), so that its
-// writes stay well inside one partition transaction (Badger caps a transaction at about
-// 1.2 MiB with Orrery's store options; one occurrence writes about 0.5 KiB plus its payload).
-const MaxOccurrencesPerCommand = 512
-
-// dispatch sends a round's refs as commands of at most MaxOccurrencesPerCommand occurrences
-// each, in order, and merges what their receipts say.
+// dispatch sends a round's refs as one due command. Its mutations stand alone (a full lane
+// fails only the emit into it), and the partition bounds what it enqueues in all
+// (batch.DueBatchOccurrences): refs it left due are a backlog, served by the next rounds. A
+// command refused or failed as a whole is resent one ref per command, so one bad ref does not
+// block the others. An error return means a call failed; per-ref outcomes never do.
 func (c *Coordinator) dispatch(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *duebackoff.Backoff) (dispatchOutcome, error) {
-	per := max(1, MaxOccurrencesPerCommand/int(max(c.cfg.EmitMax, 1)))
-	var merged dispatchOutcome
-	for start := 0; start < len(refs); start += per {
-		out, err := c.dispatchChunk(ctx, partitionID, refs[start:min(start+per, len(refs))], skips)
-		merged.backlog = merged.backlog || out.backlog
-		if !out.wakeAt.IsZero() && (merged.wakeAt.IsZero() || out.wakeAt.Before(merged.wakeAt)) {
-			merged.wakeAt = out.wakeAt
-		}
-		if err != nil {
-			return merged, err
-		}
-	}
-	return merged, nil
-}
-
-// dispatchChunk sends refs as one batch. A batch rolled back as a whole (QuotaExceeded: one full
-// lane; or any other batch-level error) is resent one ref per command, so one bad lane does
-// not block the others. An error return means a call failed; per-ref outcomes never do.
-func (c *Coordinator) dispatchChunk(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *duebackoff.Backoff) (dispatchOutcome, error) {
 	var out dispatchOutcome
 	refs = c.dropUnknownKinds(partitionID, refs, skips)
 	if len(refs) == 0 {
 		return out, nil
 	}
-	receipt, receivedAt, err := c.send(ctx, partitionID, refs)
+	receipt, sentAt, err := c.send(ctx, partitionID, refs)
 	if err != nil {
 		// A command the partition refuses as a whole (Validation: more than one transaction
 		// can hold, e.g. large timeout payloads) is resent one ref per command.
@@ -66,17 +45,13 @@ func (c *Coordinator) dispatchChunk(ctx context.Context, partitionID int, refs [
 	}
 	batchErr := orrery.FromProto(receipt.GetError())
 	if batchErr == nil {
-		return out, c.absorb(&out, partitionID, refs, receipt, receivedAt, skips)
+		return out, c.absorb(&out, partitionID, refs, receipt, sentAt, skips)
 	}
 	if len(refs) == 1 {
-		c.refFailed(partitionID, refs[0], batchErr, receivedAt, skips)
+		c.refFailed(partitionID, refs[0], batchErr, sentAt, skips)
 		return out, nil
 	}
-	if orrery.CodeOf(batchErr) == orrery.CodeQuotaExceeded {
-		c.counts.quotaSplits.Add(1)
-	} else {
-		c.cfg.Logger.Warn("due coordinator: batch rolled back, resending one ref per command", "partition", partitionID, "refs", len(refs), "error", batchErr)
-	}
+	c.cfg.Logger.Warn("due coordinator: command refused, resending one ref per command", "partition", partitionID, "refs", len(refs), "error", batchErr)
 	return c.oneByOne(ctx, partitionID, refs, skips)
 }
 
@@ -85,15 +60,15 @@ func (c *Coordinator) oneByOne(ctx context.Context, partitionID int, refs []*orr
 	var out dispatchOutcome
 	for _, ref := range refs {
 		one := []*orreryv1.DueRef{ref}
-		receipt, receivedAt, err := c.send(ctx, partitionID, one)
+		receipt, sentAt, err := c.send(ctx, partitionID, one)
 		if err != nil {
 			return out, err
 		}
 		if refErr := orrery.FromProto(receipt.GetError()); refErr != nil {
-			c.refFailed(partitionID, ref, refErr, receivedAt, skips)
+			c.refFailed(partitionID, ref, refErr, sentAt, skips)
 			continue
 		}
-		if err := c.absorb(&out, partitionID, one, receipt, receivedAt, skips); err != nil {
+		if err := c.absorb(&out, partitionID, one, receipt, sentAt, skips); err != nil {
 			return out, err
 		}
 	}
@@ -115,7 +90,7 @@ func (c *Coordinator) dropUnknownKinds(partitionID int, refs []*orreryv1.DueRef,
 }
 
 // absorb reads the per-mutation results of a receipt that was not rolled back.
-func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orreryv1.DueRef, receipt *orreryv1.Receipt, receivedAt time.Time, skips *duebackoff.Backoff) error {
+func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orreryv1.DueRef, receipt *orreryv1.Receipt, sentAt time.Time, skips *duebackoff.Backoff) error {
 	results := receipt.GetResults()
 	if len(results) != len(refs) {
 		return orrery.Errorf(orrery.CodeInternal, "receipt %s has %d results for %d mutations", receipt.GetCommandId(), len(results), len(refs))
@@ -124,7 +99,7 @@ func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orre
 	for i, res := range results {
 		ref := refs[i]
 		if err := orrery.FromProto(res.GetError()); err != nil {
-			c.refFailed(partitionID, ref, err, receivedAt, skips)
+			c.refFailed(partitionID, ref, err, sentAt, skips)
 			continue
 		}
 		skips.Clear(ref)
@@ -134,7 +109,7 @@ func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orre
 		case next <= logged:
 			out.backlog = true
 		default:
-			if at := relativeInstant(receivedAt, next, logged); out.wakeAt.IsZero() || at.Before(out.wakeAt) {
+			if at := relativeInstant(sentAt, next, logged); out.wakeAt.IsZero() || at.Before(out.wakeAt) {
 				out.wakeAt = at
 			}
 		}
@@ -160,20 +135,23 @@ func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error
 	skips.Skip(ref, now)
 }
 
-// send submits refs as one command with a fresh command id. A retriable failure is retried
-// once with the same id (the partition's inbox answers a command that was applied but whose
-// reply was lost with its stored receipt). It returns the receipt and when it arrived.
+// send submits refs as one due command with a fresh command id. A retriable failure is
+// retried once with the same id: a due command keeps no inbox entry, so if the first attempt
+// did apply, the retry applies again and its CAS tokens make it harmless (an emit finds nothing
+// left due, an expiry a saga already moved on). It returns the receipt and when the attempt
+// that got it was sent (see relativeInstant).
 func (c *Coordinator) send(ctx context.Context, partitionID int, refs []*orreryv1.DueRef) (*orreryv1.Receipt, time.Time, error) {
 	req := &orreryv1.CommandRequest{
-		Principal: c.cfg.Principal,
-		Batch:     &orreryv1.Batch{CommandId: c.cfg.CommandIDPrefix + "-" + strconv.FormatUint(c.nextID.Add(1), 10), Mutations: due.Mutations(refs, c.cfg.EmitMax)},
+		Principal: c.cfg.Principal, Due: true,
+		Batch: &orreryv1.Batch{CommandId: c.cfg.CommandIDPrefix + "-" + strconv.FormatUint(c.nextID.Add(1), 10), Mutations: due.Mutations(refs, c.cfg.EmitMax)},
 	}
 	c.counts.refs.Add(uint64(len(refs)))
 	for attempt := 1; ; attempt++ {
 		c.counts.commands.Add(1)
+		sentAt := c.cfg.Clock.Now()
 		receipt, err := c.command(ctx, partitionID, req)
 		if err == nil {
-			return receipt, c.cfg.Clock.Now(), nil
+			return receipt, sentAt, nil
 		}
 		if attempt == 2 || !retriable(ctx, err) {
 			return nil, time.Time{}, err

@@ -206,36 +206,3 @@ func TestClockSkewDoesNotHotLoop(t *testing.T) {
 		}
 	}
 }
-
-// TestBackstopServesOnlyOnOwnershipAndEverySafetyRescan: a backstop coordinator (partitions
-// emit their own due refs) ignores next-due hints and the due instants its scans report: it
-// scans each owned partition once when it takes it and then every SafetyRescan, and sends
-// whatever such a scan finds due, so a partition that did not serve itself is still served.
-func TestBackstopServesOnlyOnOwnershipAndEverySafetyRescan(t *testing.T) {
-	t.Parallel()
-	b := setup(t, options{partitions: 1, hints: true, cfg: func(c *Config) { c.Backstop = true }})
-	b.apply(0, configure(lane("a"), scheduleID(1), every(t0.Add(10*time.Second), 10*time.Second), 0))
-	b.start(0)
-	if got := b.calls("scan", 0); got != 1 {
-		t.Fatalf("start made %d scans, want 1", got)
-	}
-	b.c.Notify(&orreryv1.NextDueNotice{Partition: 0, NextDueAtUnixMicros: micros(t0.Add(time.Second))})
-	if got := b.c.Stats().Partitions[0].TimerAt; !got.Equal(t0.Add(DefaultSafetyRescan)) {
-		t.Fatalf("timer at %v after a hint, want the safety rescan at t0+%v", got, DefaultSafetyRescan)
-	}
-	b.runUntil(t0.Add(29 * time.Second))
-	if got := b.calls("scan", 0) + b.calls("command", 0); got != 1 {
-		t.Fatalf("%d calls before the safety rescan, want only the first scan", got)
-	}
-	b.runUntil(t0.Add(30 * time.Second))
-	if got := b.calls("scan", 0); got != 2 {
-		t.Fatalf("%d scans at the safety rescan, want 2", got)
-	}
-	// Due at 10, 20 and 30 s: the rescan emitted all three (late, as a backstop does).
-	if got := len(b.messages(0, lane("a"))); got != 3 {
-		t.Fatalf("%d occurrences after the safety rescan, want 3", got)
-	}
-	if got := b.c.Stats().Partitions[0].TimerAt; !got.Equal(t0.Add(60 * time.Second)) {
-		t.Fatalf("timer at %v, want the next safety rescan at t0+60s", got)
-	}
-}

@@ -1,12 +1,14 @@
 package duecoordinator
 
 import (
-	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -62,8 +64,8 @@ func TestStaleTokenIsIgnored(t *testing.T) {
 }
 
 // TestLostReplyIsRetriedWithTheSameCommandID: the partition applies the command but the reply
-// is lost (Unavailable once); the coordinator retries with the same id, the inbox replays the
-// identical receipt, and exactly one set of messages exists.
+// is lost (Unavailable once); the coordinator retries with the same id, the retry applies
+// again and its CAS tokens make it enqueue nothing, and exactly one set of messages exists.
 func TestLostReplyIsRetriedWithTheSameCommandID(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{partitions: 2})
@@ -86,8 +88,8 @@ func TestLostReplyIsRetriedWithTheSameCommandID(t *testing.T) {
 	if len(ids) != 2 || ids[0] != ids[1] || !strings.HasPrefix(ids[0], "silo-1-") {
 		t.Fatalf("command ids %v, want the same id twice", ids)
 	}
-	if len(receipts) != 2 || !bytes.Equal(receipts[0], receipts[1]) {
-		t.Fatalf("the retry's receipt differs from the original")
+	if len(receipts) != 2 {
+		t.Fatalf("%d receipts, want the lost one and the retry's", len(receipts))
 	}
 	msgs := b.messages(0, lane("a"))
 	enqueuedAt(t, msgs)
@@ -128,9 +130,11 @@ func TestRequestTimeoutIsRetriedWithTheSameCommandID(t *testing.T) {
 	}
 }
 
-// TestGivesUpAfterOneRetryAndBacksOff: two failed attempts end the round; the partition is
-// tried again after a 1 s backoff with a fresh command id, then 2 s, even though its scan said
-// more refs were due (a failing partition is not requeued at once).
+// TestGivesUpAfterOneRetryAndBacksOff: each command is tried twice with one id and then given
+// up; the partition's two refs (one per round) are both in flight when it starts failing, and
+// once they have failed it is tried again only after a backoff of at least 1 s, with fresh
+// command ids, even though its scan said more refs were due (a failing partition is not
+// requeued at once).
 func TestGivesUpAfterOneRetryAndBacksOff(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{cfg: func(c *Config) { c.RefsPerRound = 1 }})
@@ -151,22 +155,33 @@ func TestGivesUpAfterOneRetryAndBacksOff(t *testing.T) {
 	}})
 	b.start(0)
 	b.runUntil(t0.Add(2 * time.Minute))
-	distinct := len(attempts) == 6 && attempts[0] == attempts[1] && attempts[2] == attempts[3] &&
-		attempts[1] != attempts[2] && attempts[3] != attempts[4] && attempts[4] != attempts[5]
-	if !distinct {
-		t.Fatalf("attempts %v: want two pairs of one id, then fresh ids", attempts)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(attempts) != 6 {
+		t.Fatalf("attempts %v at %v: want 4 failing, then 2", attempts, times)
+	}
+	failed := map[string]int{}
+	for _, id := range attempts[:4] {
+		failed[id]++
+	}
+	for id, n := range failed {
+		if n != 2 {
+			t.Fatalf("attempts %v: command %s tried %d times, want twice", attempts, id, n)
+		}
+	}
+	if len(failed) != 2 || failed[attempts[4]] != 0 || failed[attempts[5]] != 0 || attempts[4] == attempts[5] {
+		t.Fatalf("attempts %v: want two commands tried twice each, then fresh ids", attempts)
 	}
 	m, s := time.Minute, time.Second
-	want := []time.Duration{m, m, m + s, m + s, m + 3*s, m + 3*s}
-	for i, w := range want {
-		if times[i] != w {
-			t.Fatalf("attempts at %v, want %v", times, want)
+	for i, at := range times {
+		if (i < 4 && at != m) || (i >= 4 && at < m+s) {
+			t.Fatalf("attempts at %v: want the failing ones at 1m and the next after a backoff of at least 1s", times)
 		}
 	}
 	if msgs := b.messages(0, lane("a")); len(msgs) != 2 {
 		t.Fatalf("%d messages, want 2", len(msgs))
 	}
-	if s := b.c.Stats(); s.Retries != 2 || s.Errors != 2 || s.Partitions[0].ConsecutiveFailures != 0 {
+	if s := b.c.Stats(); s.Retries != 2 || s.Errors == 0 || s.Partitions[0].ConsecutiveFailures != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -223,10 +238,10 @@ func TestExpiredRefDoesNotHotLoopOrStarve(t *testing.T) {
 	}
 }
 
-// TestQuotaExceededResendsOneRefPerCommand: one full lane rolls back the whole batch; the
-// coordinator resends each ref alone, so the other lane's occurrence is emitted on time, and
-// the full lane's occurrence follows once there is room.
-func TestQuotaExceededResendsOneRefPerCommand(t *testing.T) {
+// TestAFullLaneFailsOnlyItsOwnRef: in one due command, the emit into a full lane fails alone
+// (QuotaExceeded) and goes on backoff, the other lane's occurrence is emitted on time by the
+// same command, and the full lane's occurrence follows once there is room.
+func TestAFullLaneFailsOnlyItsOwnRef(t *testing.T) {
 	t.Parallel()
 	limits := input.DefaultLimits()
 	limits.MaxLaneMessages = 1
@@ -235,8 +250,28 @@ func TestQuotaExceededResendsOneRefPerCommand(t *testing.T) {
 	b.apply(0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: full, Id: "filler", PayloadJson: `{}`}}})
 	b.apply(0, configure(full, scheduleID(1), at(t0.Add(10*time.Second)), 0),
 		configure(lane("free"), scheduleID(2), at(t0.Add(10*time.Second)), 0))
+	var mu sync.Mutex
+	var first *orreryv1.CommandReply
+	b.twin.SetHooks(coordinatortest.Hooks{AfterCommand: func(_ int, _ *orreryv1.CommandRequest, reply *orreryv1.CommandReply) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			first = reply
+		}
+		return nil
+	}})
 	b.start(0)
 	b.runUntil(t0.Add(time.Minute))
+	mu.Lock()
+	rc := &orreryv1.Receipt{}
+	if err := proto.Unmarshal(first.GetReceipt(), rc); err != nil || rc.GetError() != nil || len(rc.GetResults()) != 2 {
+		t.Fatalf("the first command's receipt %v (%v): want one result per ref, not a rollback", rc, err)
+	}
+	codes := []orrery.Code{orrery.CodeOf(orrery.FromProto(rc.GetResults()[0].GetError())), orrery.CodeOf(orrery.FromProto(rc.GetResults()[1].GetError()))}
+	mu.Unlock()
+	if !slices.Contains(codes, orrery.CodeQuotaExceeded) || !slices.Contains(codes, orreryv1.ErrorCode_ERROR_CODE_UNSPECIFIED) {
+		t.Fatalf("the first command's results %v: want the full lane's QuotaExceeded and the other's success", codes)
+	}
 	free := b.messages(0, lane("free"))
 	if len(free) != 1 {
 		t.Fatalf("%d messages in the free lane, want 1", len(free))
@@ -245,8 +280,8 @@ func TestQuotaExceededResendsOneRefPerCommand(t *testing.T) {
 	if got := len(b.messages(0, full)); got != 1 {
 		t.Fatalf("%d messages in the full lane, want the filler only", got)
 	}
-	if s := b.c.Stats(); s.QuotaSplits == 0 || s.RefsSkipped == 0 {
-		t.Fatalf("stats %+v", s)
+	if s := b.c.Stats(); s.RefsSkipped == 0 {
+		t.Fatalf("stats %+v: the full lane's ref is not on backoff", s)
 	}
 	// Make room: receive and ack the filler.
 	r := b.apply(0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme", Queue: "jobs", Max: 10, Owner: "w"}}})

@@ -86,12 +86,12 @@ type roundResult struct {
 	failed error
 }
 
-// round scans and dispatches what is due; serve turns its result into scheduling. When the
-// scan found everything due, the round does not wait for the dispatch's receipts, which come
-// only once the partition has synced: the next round may run meanwhile, passing by the refs
-// still being sent, so a ref falling due while the partition syncs is sent without waiting for
-// that sync. A backlog (more due than one round takes) is dispatched and waited for, round
-// after round.
+// round scans and dispatches what is due; serve turns its result into scheduling. The round
+// does not wait for the dispatch's receipts, which come only once the partition has committed
+// and applied the command: the next round may run meanwhile, passing by the refs still being
+// sent, so a ref falling due meanwhile, or the next part of a backlog (more due than one round
+// takes), is sent without waiting for that commit. At most maxSendingPerPartition dispatches
+// of one partition are outstanding; a failed one makes the next round back off.
 func (c *Coordinator) round(ctx context.Context, p *partition, w *roundState) roundResult {
 	partitionID := p.id
 	var out roundResult
@@ -101,6 +101,7 @@ func (c *Coordinator) round(ctx context.Context, p *partition, w *roundState) ro
 	var scannedAt time.Time
 	passedSending := false
 	for page := 0; page < maxPagesPerRound; page++ {
+		sentAt := c.cfg.Clock.Now()
 		r, err := c.scan(ctx, partitionID, after)
 		if err != nil {
 			out.failed = err
@@ -111,7 +112,7 @@ func (c *Coordinator) round(ctx context.Context, p *partition, w *roundState) ro
 			out.failed = orrery.Errorf(orrery.CodeInternal, "partition %d answered ScanDue with more=true and no refs", partitionID)
 			return out
 		}
-		reply, scannedAt = r, c.cfg.Clock.Now()
+		reply, scannedAt = r, sentAt
 		var passed bool
 		refs, passed = c.notSending(p, w.skips.Filter(reply.GetRefs(), scannedAt))
 		passedSending = passedSending || passed
@@ -140,23 +141,9 @@ func (c *Coordinator) round(ctx context.Context, p *partition, w *roundState) ro
 		w.resumeAfter = reply.GetContinuation() // every page read was on backoff
 		out.again = true
 	}
-	if len(refs) == 0 {
-		return out
+	if len(refs) > 0 {
+		c.startDispatch(ctx, p, refs)
 	}
-	if out.again {
-		// A backlog: it is served round after round at the pace of its receipts, so a
-		// failing partition stops being sent to at its first failure.
-		d, err := c.dispatch(ctx, partitionID, refs, &w.skips)
-		if err != nil {
-			out.failed = err
-			return out
-		}
-		if !d.wakeAt.IsZero() && (out.wakeAt.IsZero() || d.wakeAt.Before(out.wakeAt)) {
-			out.wakeAt = d.wakeAt
-		}
-		return out
-	}
-	c.startDispatch(ctx, p, refs)
 	return out
 }
 
@@ -227,12 +214,6 @@ func (c *Coordinator) dispatchedLocked(p *partition, d dispatchOutcome, err erro
 	rescan := p.rescanOnReply
 	p.rescanOnReply = false
 	p.skippedRefs, p.stuckDue = p.round.skips.Len(), p.round.skips.StuckDue(now)
-	if c.cfg.Backstop { // the next safety rescan serves p again; it backs off on err
-		if err != nil {
-			p.dispatchErr = err
-		}
-		return
-	}
 	if at := p.round.skips.NextRetry(now); !at.IsZero() {
 		c.hintLocked(p, at, false)
 	}
@@ -275,10 +256,13 @@ func (c *Coordinator) scan(ctx context.Context, partitionID int, after []byte) (
 }
 
 // relativeInstant converts a partition instant to the coordinator's clock: atMicros is
-// (atMicros − loggedMicros) after observedAt, the moment the reply stamped loggedMicros was
-// read. Measuring from the partition's own logged time keeps a clock skew between silos from
-// turning into a hot loop (a partition whose clock lags would otherwise report as "due" an
-// instant this silo already considers past). Without a logged time, atMicros is taken as is.
+// (atMicros − loggedMicros) after observedAt, when the request the partition answered with
+// loggedMicros was sent. The partition read its logged time after that, so the instant is
+// never later on the coordinator's clock than on the partition's, whatever the reply's delay:
+// a timer set at it may fire early (the scan then says how long is left), never late.
+// Measuring from the partition's own logged time keeps a clock skew between silos from turning
+// into a hot loop (a partition whose clock lags would otherwise report as "due" an instant
+// this silo already considers past). Without a logged time, atMicros is taken as is.
 func relativeInstant(observedAt time.Time, atMicros, loggedMicros int64) time.Time {
 	if loggedMicros == 0 {
 		return time.UnixMicro(atMicros)

@@ -34,12 +34,6 @@ type Config struct {
 	// its caller retries after a backoff.
 	MaxWait    time.Duration
 	MaxWaiters int
-	// OwnEmission makes the grain emit its own due refs: whenever refs are due and no own
-	// batch is in flight, it proposes a batch of the EmitOccurrences and ExpireSaga commands
-	// a due coordinator would send for them, and a timer at its due head's next instant wakes
-	// it (see ownDue). OnNextDue is then not called: the coordinator only backs it up
-	// (duecoordinator.Config.Backstop).
-	OwnEmission bool
 	// HousekeepEvery is how often the grain runs a Housekeep command (retention of receipts
 	// and message tombstones); it repeats at once while one reports more (default
 	// DefaultHousekeepEvery).

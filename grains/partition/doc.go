@@ -3,9 +3,9 @@
 // applies the group's committed entries) and the partition grain, the virtual actor
 // partition/<n> that attaches to its partition's state machine on the silo it activates on,
 // proposes each command as a log entry and replies once it has applied, parks long-poll
-// receives until a message is visible (see below), emits its own due refs (Config.OwnEmission)
-// or tells the silo's due coordinator when an apply writes a due entry earlier than it knows
-// of, and answers due scans and inspection reads with budgets.
+// receives until a message is visible (see below), tells the silo's due coordinator when an
+// apply writes a due entry earlier than it knows of, and answers due scans and inspection
+// reads with budgets.
 //
 // # Replicas
 //
@@ -30,18 +30,14 @@
 // a follower's grain refuses proposals (not the leader) and an inspection read is answered
 // only once a quorum confirms this replica still leads (Host.confirmRead, ReadIndex).
 //
-// # Own emission
+// # Due commands
 //
-// With OwnEmission (the silo's default) the partition is its own due coordinator: whenever
-// refs of its due head are due that no own batch in flight holds, and fewer than two are in
-// flight (so the next is logged while the one before commits and applies), it proposes one own
-// batch of the
-// EmitOccurrences and ExpireSaga mutations, with their CAS tokens, of the refs due at that
-// moment (at most 256, and 512 occurrences), and a timer at its due head's next instant wakes
-// it. The batch is an entry like any other (PartitionCommand.own) applied by
-// batch.Applier.ApplyOwn: no inbox entry or receipt (nobody replays it; the next one is made
-// from the index again) and each mutation stands alone. Refs that fail for a lasting reason
-// go on backoff (duebackoff).
+// Due work is emitted only by the silo's due coordinator (grains/duecoordinator), which the
+// grain tells of the partition's earliest due instant (Config.OnNextDue) on activation and
+// whenever an apply writes an earlier one. The coordinator's due commands (CommandRequest.due,
+// from a system: principal) are entries like any other, applied by batch.Applier.ApplyDue: no
+// inbox entry or receipt is stored (their CAS tokens make them idempotent) and each mutation
+// stands alone; the reply carries the receipt.
 //
 // Due scans are answered from the partition's due head (due.Head): the front of its due index
 // in memory, loaded from the store when a scan reaches past it (about every 4 s under steady

@@ -3,6 +3,7 @@ package partition
 import (
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -14,7 +15,7 @@ import (
 	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/due"
-	"github.com/orreryhq/orrery/grains/duebackoff"
+	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/persistence"
@@ -63,10 +64,6 @@ type pending struct {
 	deadline time.Time // set for a parked long-poll receive
 	// onReply, set for the grain's own commands, receives the reply instead of a sender.
 	onReply func(*orreryv1.CommandReply)
-	// own, set for the grain's own due batch (see ownDue), holds the refs of its mutations in
-	// order; ownReceipt is its receipt once applied (not stored: nobody replays it).
-	own        []*orreryv1.DueRef
-	ownReceipt *orreryv1.Receipt
 	// proposal is where its entry went in the partition's log.
 	proposal replication.Proposal
 }
@@ -102,17 +99,6 @@ type grain struct {
 	// head is the front of the due index in memory (see due.Head), as of the last applied
 	// entries the actor has handled: due scans it covers need no store transaction.
 	head *due.Head
-	// dueTimer wakes the grain at its due head's next instant when it emits its own due refs
-	// (Config.OwnEmission) and no own batch is in flight; ownSeq numbers its own due batches,
-	// ownInflight counts those proposed and not applied (at most maxOwnInflight), ownFlying
-	// holds their refs (by ownRefKey), which the next batches leave out, and ownSkips holds
-	// refs on backoff after a lasting failure, until when.
-	dueTimer    clock.Timer
-	ownSeq      uint64
-	ownInflight int
-	ownFlying   map[string]struct{}
-	ownSkips    duebackoff.Backoff
-	ownRefs     int // bound of the next own due batch's refs (0: ownDueRefs)
 
 	// readFloors replicates the state machine's visibility floors for the actor's own reads
 	// of the visibility indexes (a parked receive's check, its wake timer), which would
@@ -156,9 +142,6 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.wakeWaiters(ctx)
 	case *housekeepTick:
 		g.housekeep(ctx)
-	case *dueTick:
-		g.dueTimer = nil
-		g.emitDue(ctx)
 	case *orreryv1.ScanDueRequest:
 		ctx.Respond(g.scanDue(msg))
 	case *orreryv1.InspectRequest:
@@ -198,13 +181,12 @@ func (g *grain) open(ctx actor.Context) {
 	mark := state.Applied()
 	g.log.Info("partition open", "term", g.term(), "logged_time", mark.LoggedTimeMicros, "applied_index", mark.Index)
 	g.reportNextDue()
-	g.emitDue(ctx)
 }
 
 // reload takes a state the replica replaced with a snapshot's: the due head, due floor and
 // visibility floors described the old state, so they are dropped and read again as on
-// activation (the coordinator is told the new next due instant), and parked receives and own
-// due emission look at the new state.
+// activation (the coordinator is told the new next due instant), and parked receives look at
+// the new state.
 func (g *grain) reload(ctx actor.Context, msg *stateReplaced) {
 	if g.state == nil {
 		return
@@ -215,7 +197,6 @@ func (g *grain) reload(ctx actor.Context, msg *stateReplaced) {
 	g.dueFloor = 0
 	g.reportNextDue()
 	g.wakeWaiters(ctx)
-	g.emitDue(ctx)
 }
 
 // partitions is the cluster's partition count (0 without a host).
@@ -249,11 +230,30 @@ func (g *grain) admit(ctx actor.Context, req *orreryv1.CommandRequest) {
 			"partition %d has %d commands pending, the limit is %d", g.partition, g.queued(), g.cfg.MaxPending).Proto()})
 		return
 	}
+	if err := checkDue(req); err != nil {
+		ctx.Respond(errorReply(err))
+		return
+	}
 	p := &pending{req: req, sender: ctx.Sender()}
 	if g.park(ctx, p) {
 		return
 	}
 	g.propose(ctx, p)
+}
+
+// checkDue refuses a due command (CommandRequest.due) that is not a due coordinator's: one
+// from a principal outside Orrery's own (system:...) or one that asks to wait.
+func checkDue(req *orreryv1.CommandRequest) error {
+	if !req.GetDue() {
+		return nil
+	}
+	if !strings.HasPrefix(req.GetPrincipal(), input.SystemPrincipalPrefix) {
+		return orrery.Invalid("due", "is for Orrery's due coordinators (principals %s...), not for %q", input.SystemPrincipalPrefix, req.GetPrincipal())
+	}
+	if req.GetWaitMicros() != 0 {
+		return orrery.Invalid("wait_micros", "must be 0 in a due command")
+	}
+	return nil
 }
 
 // queued counts the commands waiting: in flight and parked.
@@ -278,7 +278,7 @@ func (g *grain) reply(ctx actor.Context, p *pending, r *orreryv1.CommandReply) {
 // ids and get the receipt), parked receives not visible.
 func (g *grain) stop(ctx actor.Context) {
 	g.stopping = true
-	for _, t := range []clock.Timer{g.waitTimer, g.housekeepTimer, g.dueTimer} {
+	for _, t := range []clock.Timer{g.waitTimer, g.housekeepTimer} {
 		if t != nil {
 			t.Stop()
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/route"
 )
@@ -49,6 +51,8 @@ type harness struct {
 	base uint64
 	mu   sync.Mutex
 	due  []*orreryv1.NextDueNotice
+	// notify, once set, receives the next-due notices too (a due coordinator's Notify).
+	notify atomic.Pointer[*duecoordinator.Coordinator]
 }
 
 func newHarness(t testing.TB, mutate func(*Config)) *harness {
@@ -63,6 +67,9 @@ func newHostHarness(t testing.TB, mutateHost func(*HostConfig), mutate func(*Con
 		mutateHost(&h.hostCfg)
 	}
 	h.cfg = Config{Logger: quiet, OnNextDue: func(n *orreryv1.NextDueNotice) {
+		if coord := h.notify.Load(); coord != nil {
+			(*coord).Notify(n)
+		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.due = append(h.due, n)

@@ -30,7 +30,6 @@ func (g *grain) housekeep(ctx actor.Context) {
 	if g.state == nil || g.stopping {
 		return
 	}
-	g.ownSkips.Prune(g.cfg.Clock.Now())
 	if g.housekeeping {
 		g.scheduleHousekeeping(ctx, g.cfg.HousekeepEvery)
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/orreryhq/orrery/grains/due"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
 	"github.com/orreryhq/orrery/persistence"
 	"github.com/orreryhq/orrery/replication"
 )
@@ -71,8 +72,6 @@ type entriesApplied struct {
 type appliedResult struct {
 	index, term uint64
 	reply       *orreryv1.CommandReply
-	// ownReceipt is an own due batch's receipt (not stored: nobody replays it).
-	ownReceipt *orreryv1.Receipt
 }
 
 // proposalsLost reports proposals whose entries will not apply in their term.
@@ -279,16 +278,17 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (appliedResult, err
 		return r, orrery.Wrap(orrery.CodeInternal, err, "partition %d: entry %d: decode its command", m.n, e.Index)
 	}
 	logged := e.GetLoggedTimeUnixMicros()
-	if cmd.GetOwn() {
-		receipt, err := m.applier.ApplyOwn(v, e.GetPrincipal(), cmd.GetBatch(), logged)
+	if cmd.GetDue() {
+		receipt, err := m.applier.ApplyDue(v, e.GetPrincipal(), cmd.GetBatch(), logged)
+		if err == nil {
+			r.reply, err = receiptReply(receipt)
+		}
 		if err != nil {
 			if platform(err) {
 				return r, err
 			}
 			r.reply = errorReply(err)
-			return r, nil
 		}
-		r.reply, r.ownReceipt = &orreryv1.CommandReply{}, receipt
 		return r, nil
 	}
 	outcome, err := m.applier.ApplyBatch(v, e.GetPrincipal(), cmd.GetBatch(), logged)
@@ -301,6 +301,15 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (appliedResult, err
 	}
 	r.reply = &orreryv1.CommandReply{Receipt: outcome.ReceiptBytes}
 	return r, nil
+}
+
+// receiptReply is the reply carrying a due command's receipt (not stored: nobody replays it).
+func receiptReply(receipt *orreryv1.Receipt) (*orreryv1.CommandReply, error) {
+	encoded, err := record.Marshal(receipt)
+	if err != nil {
+		return nil, err
+	}
+	return &orreryv1.CommandReply{Receipt: encoded}, nil
 }
 
 // platform reports whether an apply error is a platform failure (it ends the transaction)

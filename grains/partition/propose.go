@@ -13,7 +13,7 @@ import (
 // refused or lost (the caller retries with the same command id, and the command inbox
 // answers the receipt if the entry did apply).
 func (g *grain) propose(ctx actor.Context, p *pending) {
-	cmd, err := proto.MarshalOptions{Deterministic: true}.Marshal(&orreryv1.PartitionCommand{Batch: p.req.GetBatch(), Own: p.own != nil})
+	cmd, err := proto.MarshalOptions{Deterministic: true}.Marshal(&orreryv1.PartitionCommand{Batch: p.req.GetBatch(), Due: p.req.GetDue()})
 	if err != nil {
 		g.reply(ctx, p, errorReply(orrery.Wrap(orrery.CodeInternal, err, "partition %d: encode a command", g.partition)))
 		return
@@ -28,8 +28,8 @@ func (g *grain) propose(ctx actor.Context, p *pending) {
 }
 
 // applied takes a round of applied entries: the due head, floor and coordinator learn their
-// due-index writes, the commands this activation proposed are answered, parked receives whose
-// queue they made visible are answered visible, and the next own due batch is proposed.
+// due-index writes, the commands this activation proposed are answered, and parked receives
+// whose queue they made visible are answered visible.
 // Entries nobody here proposed (replayed after a restart, or proposed by an earlier
 // activation) only update what the grain keeps.
 func (g *grain) applied(ctx actor.Context, done *entriesApplied) {
@@ -53,12 +53,6 @@ func (g *grain) applied(ctx actor.Context, done *entriesApplied) {
 			continue
 		}
 		delete(g.inflight, r.index)
-		if p.own != nil {
-			p.ownReceipt = r.ownReceipt
-			g.ownLanded(p)
-			g.ownApplied(p, r.reply)
-			continue
-		}
 		g.reply(ctx, p, r.reply)
 		replied = true
 	}
@@ -68,7 +62,6 @@ func (g *grain) applied(ctx actor.Context, done *entriesApplied) {
 	g.lowerDueFloor(done.minDueWritten)
 	g.noticeDueWritten(done.minDueWritten)
 	g.wakeWaiters(ctx)
-	g.emitDue(ctx)
 }
 
 // lost answers the commands whose proposals will not apply in their term with Unavailable.
@@ -82,14 +75,9 @@ func (g *grain) lost(ctx actor.Context, msg *proposalsLost) {
 			continue
 		}
 		delete(g.inflight, lost.Index)
-		if p.own != nil {
-			g.ownLanded(p)
-			continue
-		}
 		g.reply(ctx, p, &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
 			"partition %d: the proposal of command %s lost its leader's term; retry it with the same command id", g.partition, describe(p)).Proto()})
 	}
-	g.emitDue(ctx)
 }
 
 // hostFailed answers every command in flight Unavailable: the host failed, and none of them
@@ -98,62 +86,9 @@ func (g *grain) hostFailed(ctx actor.Context, err error) {
 	unavailable := orrery.Wrap(orrery.CodeUnavailable, err, "partition %d: the silo's replicas failed", g.partition).Proto()
 	for index, p := range g.inflight {
 		delete(g.inflight, index)
-		if p.own != nil {
-			g.ownLanded(p)
-			continue
-		}
 		g.reply(ctx, p, &orreryv1.CommandReply{Error: unavailable})
 	}
 	g.openErr = err
-}
-
-// maxOwnInflight bounds the own due batches in flight: the next one is proposed while the one
-// before commits and applies, so a backlog is emitted without waiting for each batch's apply.
-const maxOwnInflight = 2
-
-// emitDue proposes the partition's own due batches (Config.OwnEmission) while refs not in a
-// batch in flight are due and fewer than maxOwnInflight are in flight, and arms the due timer
-// at the next due instant when none is.
-func (g *grain) emitDue(ctx actor.Context) {
-	if !g.cfg.OwnEmission || g.state == nil || g.stopping {
-		return
-	}
-	for g.ownInflight < maxOwnInflight {
-		own := g.ownDue(g.readTime())
-		if own == nil {
-			break
-		}
-		if g.dueTimer != nil {
-			g.dueTimer.Stop()
-			g.dueTimer = nil
-		}
-		g.propose(ctx, own)
-		if own.proposal.Index == 0 { // refused (answered already): try again at the next tick
-			break
-		}
-		g.ownInflight++
-		if g.ownFlying == nil {
-			g.ownFlying = map[string]struct{}{}
-		}
-		for _, ref := range own.own {
-			g.ownFlying[ownRefKey(ref)] = struct{}{}
-		}
-	}
-	g.armDueTimer(ctx)
-}
-
-// ownLanded takes an own due batch out of flight: applied, lost or failed.
-func (g *grain) ownLanded(p *pending) {
-	g.ownInflight--
-	for _, ref := range p.own {
-		delete(g.ownFlying, ownRefKey(ref))
-	}
-}
-
-// ownRefKey names a due ref's record: its kind, lane and id.
-func ownRefKey(ref *orreryv1.DueRef) string {
-	l := ref.GetLane()
-	return ref.GetKind().String() + "\x00" + l.GetNamespace() + "\x00" + l.GetQueue() + "\x00" + l.GetKey() + "\x00" + ref.GetId()
 }
 
 func describe(p *pending) string {

@@ -55,6 +55,31 @@ func (g *grain) scanDue(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 	}
 }
 
+// scanHead scans the due head at now within budget, loading the head from the store when it
+// does not cover now, and reading the store past it for a backlog beyond its bound. A scan
+// from the due floor raises it.
+func (g *grain) scanHead(now int64, budget due.Budget) (*due.Result, error) {
+	res, covered, err := g.head.Scan(now, budget)
+	if !covered && !g.head.Covers(now) {
+		if err := g.state.View(func(r kv.Reader) error { return g.head.Load(r, g.dueFloor, now+dueHeadAhead) }); err != nil {
+			g.head.Reset()
+			g.log.Warn("partition could not load its due head", "err", err)
+		}
+		res, covered, err = g.head.Scan(now, budget)
+	}
+	if !covered { // a backlog beyond the head's bound: read the store
+		err = g.state.View(func(r kv.Reader) error {
+			var err error
+			res, err = due.ScanDue(r, now, budget)
+			return err
+		})
+	}
+	if err == nil && budget.After == nil {
+		g.raiseDueFloor(res)
+	}
+	return res, err
+}
+
 // nextDue reads the earliest due instant (zero when the index is empty), starting at the due
 // floor, and raises the floor to it.
 func (g *grain) nextDue() (int64, error) {
@@ -123,9 +148,6 @@ func (g *grain) reportNextDue() {
 	if next == 0 {
 		g.dueTold = input.MaxInstantMicros
 	}
-	if g.cfg.OwnEmission {
-		return // the grain emits its own due refs (see ownDue)
-	}
 	g.cfg.OnNextDue(&orreryv1.NextDueNotice{Partition: int32(g.partition), NextDueAtUnixMicros: next, ActivationEpoch: g.term()})
 }
 
@@ -134,9 +156,6 @@ func (g *grain) reportNextDue() {
 // entry itself is the news. Later entries are not reported (the coordinator's scans and emit
 // results carry them), which saves a due-index seek on every commit.
 func (g *grain) noticeDueWritten(minWritten int64) {
-	if g.cfg.OwnEmission {
-		return // the grain emits its own due refs (see ownDue)
-	}
 	if g.dueTold == 0 {
 		g.reportNextDue()
 		return

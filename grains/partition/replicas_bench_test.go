@@ -1,8 +1,11 @@
 package partition
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/input"
 )
 
@@ -22,9 +26,9 @@ const (
 	emissionLead = 3 * time.Second
 )
 
-// BenchmarkReplicatedEmission measures own emission of 1,000 Every 1s schedules on a host of
-// 4 partitions, each partition's grain on its leader emitting its schedules' occurrences itself
-// (Config.OwnEmission), with one replica per partition (replicas=1) and with three
+// BenchmarkReplicatedEmission measures the emission of 1,000 Every 1s schedules on a host of
+// 4 partitions, each partition's grain on its leader, a due coordinator sending their due
+// commands, with one replica per partition (replicas=1) and with three
 // (replicas=3: a replica set of three hosts on their own stores over the network twin). After
 // a second in which every schedule fires its first occurrence, it measures a window of 20 s
 // (4 s with -short) and reports occurrences/s (the partitions' EnqueuedTotal on their leaders,
@@ -61,8 +65,8 @@ type emissionGrain struct {
 	lane   *orreryv1.Lane
 }
 
-// measureEmission starts every partition's grain with own emission on the host leader returns
-// for it, configures the schedules, measures one window (b.N times the window's length),
+// measureEmission starts every partition's grain on the host leader returns for it and a due
+// coordinator serving them, configures the schedules, measures one window (b.N times the window's length),
 // reports the metrics and returns the CPU milliseconds per occurrence. The grains stop when b
 // ends.
 func measureEmission(b *testing.B, leader func(n int) *Host) float64 {
@@ -72,10 +76,23 @@ func measureEmission(b *testing.B, leader func(n int) *Host) float64 {
 	}
 	window *= time.Duration(b.N)
 	grains := make([]emissionGrain, emissionPartitions)
-	for n := range grains {
-		system, pid := grainOn(b, Config{Host: leader(n), OwnEmission: true}, n)
-		grains[n] = emissionGrain{system: system, pid: pid, lane: laneOf(n, emissionPartitions)}
+	var coord atomic.Pointer[duecoordinator.Coordinator]
+	notify := func(n *orreryv1.NextDueNotice) {
+		if c := coord.Load(); c != nil {
+			c.Notify(n)
+		}
 	}
+	refs := grainPartitions{}
+	for n := range grains {
+		system, pid := grainOn(b, Config{Host: leader(n), OnNextDue: notify}, n)
+		grains[n] = emissionGrain{system: system, pid: pid, lane: laneOf(n, emissionPartitions)}
+		refs[n] = grainRef{system, pid}
+	}
+	c := duecoordinator.New(duecoordinator.Config{Partitions: refs, Logger: quiet, Workers: emissionPartitions})
+	coord.Store(c)
+	c.Start(context.Background())
+	c.SetOwned(slices.Collect(maps.Keys(refs)))
+	b.Cleanup(c.Stop)
 	firsts := configureEmission(b, grains)
 
 	start := time.UnixMicro(slices.Max(firsts)).Add(time.Second) // every schedule has fired once

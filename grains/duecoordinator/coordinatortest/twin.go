@@ -18,6 +18,7 @@ import (
 	"github.com/orreryhq/orrery/grains/due"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
 )
 
 // Hooks inject behaviour into a Twin's calls. Each runs without the twin's locks held, so it
@@ -142,7 +143,7 @@ func (t *Twin) Command(ctx context.Context, partition int, req *orreryv1.Command
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	reply, logged := t.apply(partition, req.GetPrincipal(), req.GetBatch())
+	reply, logged := t.apply(partition, req.GetPrincipal(), req.GetBatch(), req.GetDue())
 	t.record(Call{Kind: "command", Partition: partition, CommandID: req.GetBatch().GetCommandId(), Mutations: req.GetBatch().GetMutations(), LoggedTimeMicros: logged})
 	if hooks.AfterCommand != nil {
 		if err := hooks.AfterCommand(partition, req, reply); err != nil {
@@ -158,7 +159,7 @@ func (t *Twin) Apply(partition int, principal string, b *orreryv1.Batch) (*orrer
 	if _, err := t.part(partition); err != nil {
 		return nil, err
 	}
-	reply, _ := t.apply(partition, principal, b)
+	reply, _ := t.apply(partition, principal, b, false)
 	if err := orrery.FromProto(reply.GetError()); err != nil {
 		return nil, err
 	}
@@ -177,23 +178,36 @@ func (t *Twin) View(partition int, fn func(v kv.View) error) error {
 	return fn(p.store)
 }
 
-// apply runs one batch at the partition's next logged time and then tells the notify function
-// the partition's earliest due instant.
-func (t *Twin) apply(partition int, principal string, b *orreryv1.Batch) (*orreryv1.CommandReply, int64) {
+// apply runs one batch (a due command when due, as a partition applies it: batch.ApplyDue) at
+// the partition's next logged time and then tells the notify function the partition's earliest
+// due instant.
+func (t *Twin) apply(partition int, principal string, b *orreryv1.Batch, due bool) (*orreryv1.CommandReply, int64) {
 	p := t.parts[partition]
 	p.mu.Lock()
 	logged := max(t.clock.Now().UnixMicro(), p.loggedMicros+1)
 	p.loggedMicros = logged
 	writes := kv.NewBuffer(p.store)
-	var reply *orreryv1.CommandReply
-	out, err := t.applier.ApplyBatch(writes, principal, b, logged)
+	var encoded []byte
+	var err error
+	if due {
+		var receipt *orreryv1.Receipt
+		if receipt, err = t.applier.ApplyDue(writes, principal, b, logged); err == nil {
+			encoded, err = record.Marshal(receipt)
+		}
+	} else {
+		var out *batch.Outcome
+		if out, err = t.applier.ApplyBatch(writes, principal, b, logged); err == nil {
+			encoded = out.ReceiptBytes
+		}
+	}
 	if err == nil {
 		err = writes.Commit()
 	}
+	var reply *orreryv1.CommandReply
 	if err != nil {
 		reply = &orreryv1.CommandReply{Error: orrery.AsError(err).Proto()}
 	} else {
-		reply = &orreryv1.CommandReply{Receipt: out.ReceiptBytes}
+		reply = &orreryv1.CommandReply{Receipt: encoded}
 	}
 	earliest, scanErr := earliestDue(p.store)
 	p.mu.Unlock()

@@ -13,10 +13,10 @@ import (
 	"github.com/orreryhq/orrery/grains/queue"
 )
 
-// TestOwnBatchStoresNoReceiptAndFailsMutationsAlone: a partition's own due batch writes no
+// TestDueCommandStoresNoReceiptAndFailsMutationsAlone: a due command writes no
 // inbox entry, receipt-expiry index or receipt count, and a full lane fails only the emit
 // into it, where an ordinary batch would roll back every mutation.
-func TestOwnBatchStoresNoReceiptAndFailsMutationsAlone(t *testing.T) {
+func TestDueCommandStoresNoReceiptAndFailsMutationsAlone(t *testing.T) {
 	lim := input.DefaultLimits()
 	lim.MaxLaneMessages = 1
 	a := Applier{Limits: lim}
@@ -38,7 +38,7 @@ func TestOwnBatchStoresNoReceiptAndFailsMutationsAlone(t *testing.T) {
 	emitFull := emitMutation(1)
 	emitFull.GetEmitOccurrences().Lane, emitFull.GetEmitOccurrences().ScheduleId = full, other
 	b := &orreryv1.Batch{CommandId: "due-1-1", Mutations: []*orreryv1.Mutation{emitFull, emitMutation(1)}}
-	rc, err := a.ApplyOwn(v, "system:partition-due", b, t0+sec)
+	rc, err := a.ApplyDue(v, "system:coordinator", b, t0+sec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestOwnBatchStoresNoReceiptAndFailsMutationsAlone(t *testing.T) {
 	}
 	countAfter, _, _ := v.Get(keys.ReceiptCount)
 	if countPrefix(t, v, keys.Inbox) != inboxBefore || countPrefix(t, v, keys.InboxExpiry) != expiryBefore || string(countAfter) != string(countBefore) {
-		t.Fatal("an own batch stored a receipt")
+		t.Fatal("a due command stored a receipt")
 	}
 
 	// The same batch as an ordinary command rolls back as a whole.
@@ -69,30 +69,30 @@ func TestOwnBatchStoresNoReceiptAndFailsMutationsAlone(t *testing.T) {
 	}
 }
 
-// TestOwnBatchHoldsOnlyDueMutations: an own batch refuses other mutation kinds and
+// TestDueCommandHoldsOnlyDueMutations: a due command refuses other mutation kinds and
 // all_or_nothing, and writes nothing then.
-func TestOwnBatchHoldsOnlyDueMutations(t *testing.T) {
+func TestDueCommandHoldsOnlyDueMutations(t *testing.T) {
 	v := kv.NewMemory()
 	for name, b := range map[string]*orreryv1.Batch{
 		"mutations[1]":   {CommandId: "due-1", Mutations: []*orreryv1.Mutation{emitMutation(1), enqueueMutation("m1")}},
 		"all_or_nothing": {CommandId: "due-2", Mutations: []*orreryv1.Mutation{emitMutation(1)}, AllOrNothing: true},
 		"command_id":     {Mutations: []*orreryv1.Mutation{emitMutation(1)}},
 	} {
-		_, err := applier().ApplyOwn(v, "system:partition-due", b, t0)
+		_, err := applier().ApplyDue(v, "system:coordinator", b, t0)
 		var e *orrery.Error
 		if !errors.As(err, &e) || e.Code != orrery.CodeValidation || e.Field != name {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
 	if v.Len() != 0 {
-		t.Fatalf("refused own batches wrote %d keys", v.Len())
+		t.Fatalf("refused due commandes wrote %d keys", v.Len())
 	}
 }
 
-// TestOwnBatchEnqueuesAtMostItsOccurrenceBudget: the emits of one own batch share
-// OwnBatchOccurrences, oldest mutation first, and leave the rest due; an ordinary batch of the
+// TestDueCommandEnqueuesAtMostItsOccurrenceBudget: the emits of one due command share
+// DueBatchOccurrences, oldest mutation first, and leave the rest due; an ordinary batch of the
 // same emits enqueues every one's max.
-func TestOwnBatchEnqueuesAtMostItsOccurrenceBudget(t *testing.T) {
+func TestDueCommandEnqueuesAtMostItsOccurrenceBudget(t *testing.T) {
 	const schedules, backlog = 20, 40
 	ids := make([]string, schedules)
 	var configure, emits []*orreryv1.Mutation
@@ -115,17 +115,17 @@ func TestOwnBatchEnqueuesAtMostItsOccurrenceBudget(t *testing.T) {
 		}
 		return total, each
 	}
-	own, ordinary := kv.NewMemory(), kv.NewMemory()
-	for _, v := range []kv.View{own, ordinary} {
+	due, ordinary := kv.NewMemory(), kv.NewMemory()
+	for _, v := range []kv.View{due, ordinary} {
 		mustApply(t, v, &orreryv1.Batch{CommandId: "setup", Mutations: configure}, t0-backlog*sec)
 	}
-	rc, err := applier().ApplyOwn(own, "system:partition-due", &orreryv1.Batch{CommandId: "due-1-1", Mutations: emits}, t0)
+	rc, err := applier().ApplyDue(due, "system:coordinator", &orreryv1.Batch{CommandId: "due-1-1", Mutations: emits}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	total, each := enqueued(rc)
-	if total != OwnBatchOccurrences || each[0] != 32 || each[schedules-1] != 0 {
-		t.Fatalf("own batch enqueued %d (%v), want %d, the first schedules' max first", total, each, OwnBatchOccurrences)
+	if total != DueBatchOccurrences || each[0] != 32 || each[schedules-1] != 0 {
+		t.Fatalf("due command enqueued %d (%v), want %d, the first schedules' max first", total, each, DueBatchOccurrences)
 	}
 	if total, _ := enqueued(mustApply(t, ordinary, &orreryv1.Batch{CommandId: "c1", Mutations: emits}, t0).Receipt); total != schedules*32 {
 		t.Fatalf("ordinary batch enqueued %d, want %d", total, schedules*32)
