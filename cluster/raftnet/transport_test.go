@@ -1,7 +1,6 @@
 package raftnet
 
 import (
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -157,6 +156,3 @@ func TestIntegrationDelayHoldsTrafficBack(t *testing.T) {
 		}
 	}
 }
-
-// An error from errors.Is-able causes, for the snapshot tests.
-func isErr(err, target error) bool { return errors.Is(err, target) }
