@@ -16,14 +16,22 @@ func message(from, to, index uint64) replication.Message {
 	return replication.Message{Group: 3, Raft: &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: proto.Uint64(from), To: proto.Uint64(to), Commit: proto.Uint64(index)}}
 }
 
-// gate blocks an outbox's first flush until release is closed.
+// gate blocks an outbox's first flush until open.
 type gate struct {
-	once    sync.Once
-	entered chan struct{}
-	release chan struct{}
+	once, opened sync.Once
+	entered      chan struct{}
+	release      chan struct{}
 }
 
-func newGate() *gate { return &gate{entered: make(chan struct{}), release: make(chan struct{})} }
+// newGate returns a closed gate, opened at the end of the test at the latest (the silos'
+// Close waits for their outboxes).
+func newGate(t *testing.T) *gate {
+	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(g.open)
+	return g
+}
+
+func (g *gate) open() { g.opened.Do(func() { close(g.release) }) }
 
 func (g *gate) hook(uint64) {
 	g.once.Do(func() {
@@ -38,14 +46,14 @@ func TestIntegrationSendsBatchPerDestination(t *testing.T) {
 	a, b := n.start(1, Config{}), n.start(2, Config{})
 	rec := &recorder{}
 	b.transport.SetReceiver(rec)
-	g := newGate()
+	g := newGate(t)
 	a.transport.beforeFlush = g.hook
 	a.transport.Send(2, []replication.Message{message(1, 2, 0)})
 	<-g.entered // the outbox woke for the first Send and waits before taking anything
 	for i := uint64(1); i < 10; i++ {
 		a.transport.Send(2, []replication.Message{message(1, 2, i)})
 	}
-	close(g.release)
+	g.open()
 	waitFor(t, 10*time.Second, "10 messages", func() bool { _, m := rec.received(); return m == 10 })
 	batches, _ := rec.received()
 	if batches != 1 || a.transport.Stats().Batches != 1 {
@@ -64,7 +72,7 @@ func TestIntegrationFullOutboxDrops(t *testing.T) {
 	a, b := n.start(1, Config{OutboxMessages: 8}), n.start(2, Config{})
 	rec := &recorder{}
 	b.transport.SetReceiver(rec)
-	g := newGate()
+	g := newGate(t)
 	a.transport.beforeFlush = g.hook
 	a.transport.Send(2, []replication.Message{message(1, 2, 0)})
 	<-g.entered
@@ -83,7 +91,7 @@ func TestIntegrationFullOutboxDrops(t *testing.T) {
 	if got := a.transport.Stats().Dropped; got != 12 {
 		t.Fatalf("dropped %d messages, want 12 (20 sent, 8 fit)", got)
 	}
-	close(g.release)
+	g.open()
 	waitFor(t, 10*time.Second, "8 messages", func() bool { _, m := rec.received(); return m == 8 })
 	time.Sleep(100 * time.Millisecond) // nothing more comes
 	if _, m := rec.received(); m != 8 {
