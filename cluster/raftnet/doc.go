@@ -28,8 +28,9 @@
 //
 // Faults. Config.Faults drops (Cut) or delays (Delay) the traffic between this silo and named
 // replicas, both ways, at run time; a silo process arms them from FaultsEnv (ParseFaults).
-// The outbox applies them to what it sends, the actor to what it receives; a stream that a cut
-// separates fails at once on the sending side (ErrCut).
+// The outbox applies them to what it sends, the actor to what it receives. A snapshot stream
+// fails at once on the sending side (ErrCut) when a cut is in force as it starts or before it
+// sends a chunk; a cut that falls while it waits for the receiver stalls it.
 //
 // The tests start several actor systems with remote in one process and run without -race:
 // protoactor's remote calls grpclog.SetLoggerV2 on every Start, which races.

@@ -83,7 +83,8 @@ type Stats struct {
 	Batches, Messages uint64
 	// Dropped counts the Raft messages Send dropped: outbox full, unknown replica, closed.
 	Dropped uint64
-	// Faulted counts the messages of every kind that Faults dropped, sent or received.
+	// Faulted counts the Raft and snapshot stream messages that Faults dropped, sent or
+	// received.
 	Faulted uint64
 	// Received counts the Raft messages handed to the Receiver.
 	Received uint64
@@ -224,27 +225,28 @@ func (t *Transport) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *orreryv1.RaftBatch:
 		if m.GetTo() == t.cfg.Self {
-			t.arrive(m.GetFrom(), func() { t.deliver(m) })
+			t.arrive(m.GetFrom(), len(m.GetMessages()), func() { t.deliver(m) })
 		}
 	case *orreryv1.SnapshotOpen:
 		if m.GetTo() == t.cfg.Self {
-			t.arrive(m.GetFrom(), func() { t.open(m) })
+			t.arrive(m.GetFrom(), 1, func() { t.open(m) })
 		}
 	case *orreryv1.SnapshotChunk:
-		t.arrive(m.GetFrom(), func() { t.chunk(m) })
+		t.arrive(m.GetFrom(), 1, func() { t.chunk(m) })
 	case *orreryv1.SnapshotEnd:
-		t.arrive(m.GetFrom(), func() { t.end(m) })
+		t.arrive(m.GetFrom(), 1, func() { t.end(m) })
 	case *orreryv1.SnapshotReply:
-		t.arrive(m.GetFrom(), func() { t.reply(m) })
+		t.arrive(m.GetFrom(), 1, func() { t.reply(m) })
 	}
 }
 
-// arrive runs handle for a message from replica from under the faults: not at all when a cut
-// separates them, after the delay when there is one, and always in arrival order.
-func (t *Transport) arrive(from uint64, handle func()) {
+// arrive runs handle for a remote message from replica from (carrying count Raft or stream
+// messages) under the faults: not at all when a cut separates them, after the delay when
+// there is one, and always in arrival order.
+func (t *Transport) arrive(from uint64, count int, handle func()) {
 	cut, delay := t.cfg.Faults.between(t.cfg.Self, from)
 	if cut {
-		t.faulted.Add(1)
+		t.faulted.Add(uint64(count))
 		return
 	}
 	t.mu.Lock()
