@@ -1,0 +1,166 @@
+package raftnet
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery/replication"
+)
+
+// message returns a distinguishable Raft message of group 3 from replica from to replica to.
+func message(from, to, index uint64) replication.Message {
+	return replication.Message{Group: 3, Raft: &raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: proto.Uint64(from), To: proto.Uint64(to), Commit: proto.Uint64(index)}}
+}
+
+// gate blocks an outbox's first flush until open.
+type gate struct {
+	once, opened sync.Once
+	entered      chan struct{}
+	release      chan struct{}
+}
+
+// newGate returns a closed gate, opened at the end of the test at the latest (the silos'
+// Close waits for their outboxes).
+func newGate(t *testing.T) *gate {
+	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(g.open)
+	return g
+}
+
+func (g *gate) open() { g.opened.Do(func() { close(g.release) }) }
+
+func (g *gate) hook(uint64) {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+}
+
+// Many Sends that accumulate while the outbox is busy travel as one remote message, in order.
+func TestIntegrationSendsBatchPerDestination(t *testing.T) {
+	n := newNet(t)
+	a, b := n.start(1, Config{}), n.start(2, Config{})
+	rec := &recorder{}
+	b.transport.SetReceiver(rec)
+	g := newGate(t)
+	a.transport.beforeFlush = g.hook
+	a.transport.Send(2, []replication.Message{message(1, 2, 0)})
+	<-g.entered // the outbox woke for the first Send and waits before taking anything
+	for i := uint64(1); i < 10; i++ {
+		a.transport.Send(2, []replication.Message{message(1, 2, i)})
+	}
+	g.open()
+	waitFor(t, 10*time.Second, "10 messages", func() bool { _, m := rec.received(); return m == 10 })
+	batches, _ := rec.received()
+	if batches != 1 || a.transport.Stats().Batches != 1 {
+		t.Fatalf("10 Sends arrived in %d batches (sent %d), want 1", batches, a.transport.Stats().Batches)
+	}
+	for i, m := range rec.batches[0] {
+		if m.Group != 3 || m.Raft.GetCommit() != uint64(i) || m.Raft.GetFrom() != 1 || m.Raft.GetType() != raftpb.MsgHeartbeat {
+			t.Fatalf("message %d arrived as group %d %v", i, m.Group, m.Raft)
+		}
+	}
+}
+
+// A full outbox drops what does not fit, counted, instead of blocking Send.
+func TestIntegrationFullOutboxDrops(t *testing.T) {
+	n := newNet(t)
+	a, b := n.start(1, Config{OutboxMessages: 8}), n.start(2, Config{})
+	rec := &recorder{}
+	b.transport.SetReceiver(rec)
+	g := newGate(t)
+	a.transport.beforeFlush = g.hook
+	a.transport.Send(2, []replication.Message{message(1, 2, 0)})
+	<-g.entered
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for i := uint64(1); i < 20; i++ {
+			a.transport.Send(2, []replication.Message{message(1, 2, i)})
+		}
+	}()
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Send blocked on a full outbox")
+	}
+	if got := a.transport.Stats().Dropped; got != 12 {
+		t.Fatalf("dropped %d messages, want 12 (20 sent, 8 fit)", got)
+	}
+	g.open()
+	waitFor(t, 10*time.Second, "8 messages", func() bool { _, m := rec.received(); return m == 8 })
+	time.Sleep(100 * time.Millisecond) // nothing more comes
+	if _, m := rec.received(); m != 8 {
+		t.Fatalf("received %d messages, want 8", m)
+	}
+}
+
+// Cut drops the traffic between two silos both ways, from one side's Faults; Heal restores it.
+func TestIntegrationCutDropsBothWaysAndHealRestores(t *testing.T) {
+	n := newNet(t)
+	a, b := n.start(1, Config{}), n.start(2, Config{})
+	recA, recB := &recorder{}, &recorder{}
+	a.transport.SetReceiver(recA)
+	b.transport.SetReceiver(recB)
+	a.faults.Cut(2)
+	a.transport.Send(2, []replication.Message{message(1, 2, 1)})
+	b.transport.Send(1, []replication.Message{message(2, 1, 1)})
+	// Both messages reached the cut: a's outbox dropped one, a's actor the other.
+	waitFor(t, 10*time.Second, "both messages dropped", func() bool { return a.transport.Stats().Faulted == 2 })
+	if _, m := recB.received(); m != 0 {
+		t.Fatalf("silo 2 received %d messages across the cut", m)
+	}
+	if _, m := recA.received(); m != 0 {
+		t.Fatalf("silo 1 received %d messages across the cut", m)
+	}
+	a.faults.Heal(2)
+	a.transport.Send(2, []replication.Message{message(1, 2, 2)})
+	b.transport.Send(1, []replication.Message{message(2, 1, 2)})
+	waitFor(t, 10*time.Second, "messages after Heal", func() bool {
+		_, ma := recA.received()
+		_, mb := recB.received()
+		return ma == 1 && mb == 1
+	})
+
+	// Cutting a silo's own id cuts it off from everyone.
+	c := n.start(3, Config{})
+	recC := &recorder{}
+	c.transport.SetReceiver(recC)
+	a.faults.Cut(1)
+	a.transport.Send(3, []replication.Message{message(1, 3, 1)})
+	c.transport.Send(1, []replication.Message{message(3, 1, 1)})
+	waitFor(t, 10*time.Second, "both messages dropped", func() bool { return a.transport.Stats().Faulted == 4 })
+	if _, m := recC.received(); m != 0 {
+		t.Fatalf("silo 3 received %d messages from a silo cut off", m)
+	}
+	if _, m := recA.received(); m != 1 {
+		t.Fatalf("silo 1, cut off, received %d messages, want the 1 from before", m)
+	}
+}
+
+// Delay holds the traffic between two silos back by at least the delay, both ways.
+func TestIntegrationDelayHoldsTrafficBack(t *testing.T) {
+	n := newNet(t)
+	a, b := n.start(1, Config{}), n.start(2, Config{})
+	recA, recB := &recorder{}, &recorder{}
+	a.transport.SetReceiver(recA)
+	b.transport.SetReceiver(recB)
+	const delay = 300 * time.Millisecond
+	a.faults.Delay(2, delay)
+	for _, dir := range []struct {
+		from *silo
+		to   uint64
+		rec  *recorder
+	}{{a, 2, recB}, {b, 1, recA}} {
+		start := time.Now()
+		dir.from.transport.Send(dir.to, []replication.Message{message(dir.from.id, dir.to, 1)})
+		waitFor(t, 10*time.Second, "the delayed message", func() bool { _, m := dir.rec.received(); return m == 1 })
+		if took := time.Since(start); took < delay {
+			t.Fatalf("message %d→%d arrived after %v, before the %v delay", dir.from.id, dir.to, took, delay)
+		}
+	}
+}
