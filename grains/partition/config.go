@@ -17,8 +17,6 @@ const (
 	DefaultMaxWait        = 30 * time.Second
 	DefaultMaxWaiters     = 4096
 	DefaultHousekeepEvery = 10 * time.Second
-	// HousekeepRecords bounds one housekeeping command.
-	HousekeepRecords = 5000
 )
 
 // Config configures every partition grain of a silo.
@@ -38,8 +36,8 @@ type Config struct {
 	// and message tombstones); it repeats at once while one reports more (default
 	// DefaultHousekeepEvery).
 	HousekeepEvery time.Duration
-	// Clock tells the time due reads and waits are judged by and runs the grain's timers
-	// (default clock.Real()); entries are stamped by the Host's clock, which should be the same.
+	// Clock is the time the grain steps its engine at and runs the engine's timers on (default
+	// clock.Real()); entries are stamped by the Host's clock, which should be the same.
 	Clock clock.Clock
 	// OnNextDue receives the partition's earliest due instant after every apply that wrote an
 	// earlier one, and on activation. It must not block (the due coordinator's Notify).

@@ -1,11 +1,13 @@
 // Package partition owns a silo's partitions: the Host (the silo store, one Raft group per
 // partition driven by one replication.Driver, and each partition's state machine, which
 // applies the group's committed entries) and the partition grain, the virtual actor
-// partition/<n> that attaches to its partition's state machine on the silo it activates on,
-// proposes each command as a log entry and replies once it has applied, parks long-poll
-// receives until a message is visible (see below), tells the silo's due coordinator when an
-// apply writes a due entry earlier than it knows of, and answers due scans and inspection
-// reads with budgets.
+// partition/<n> that attaches to its partition's state machine on the silo it activates on and
+// drives the partition's engine (grains/engine): it steps the engine with requests, the state
+// machine's results and the engine's timers at the clock's time, and performs what the engine
+// asks: replies, next-due notices to the silo's due coordinator, timers on the clock, and
+// proposals to the Host. The engine decides everything else: when a command is proposed or
+// answered, which long-poll receives are parked and when they are answered, what a due scan or
+// an inspection read answers, when housekeeping runs.
 //
 // # Replicas
 //
@@ -33,33 +35,14 @@
 // # Due commands
 //
 // Due work is emitted only by the silo's due coordinator (grains/duecoordinator), which the
-// grain tells of the partition's earliest due instant (Config.OnNextDue) on activation and
-// whenever an apply writes an earlier one. The coordinator's due commands (CommandRequest.due,
-// from a system: principal) are entries like any other, applied by batch.Applier.ApplyDue: no
-// inbox entry or receipt is stored (their CAS tokens make them idempotent) and each mutation
-// stands alone; the reply carries the receipt.
+// grain tells of the partition's earliest due instant (Config.OnNextDue, as the engine's
+// notices ask) on activation and whenever an apply writes an earlier one. The coordinator's
+// due commands (CommandRequest.due, from a system: principal) are entries like any other,
+// applied by batch.Applier.ApplyDue: no inbox entry or receipt is stored (their CAS tokens
+// make them idempotent) and each mutation stands alone; the reply carries the receipt.
 //
-// Due scans are answered from the partition's due head (due.Head): the front of its due index
-// in memory, loaded from the store when a scan reaches past it (about every 4 s under steady
-// load) and kept exact by applying each apply's due-index writes. A scan it answers needs no
-// store transaction and sees the state as of the last applied entries the grain has handled;
-// one that reaches past its bound (a backlog of more than 4,096 entries due) reads the store.
-//
-// # Long polls
-//
-// A long-poll receive (a CommandRequest with wait_micros > 0 whose batch is one Receive) is
-// never proposed, so it never leases a message its caller is no longer there to take: the
-// partition cannot tell that a caller went away. It is checked (envelope and receive, as an
-// apply would) and then answered without a receipt: visible at once when a message of its
-// queue is visible, otherwise parked (at most Config.MaxWaiters, for at most Config.MaxWait)
-// and answered visible after the first applied entries that make one visible, or when its
-// queue's next message becomes visible, or not visible when its wait ends. None of this
-// writes. The caller then sends the same batch without waiting, which is proposed and leases
-// like any command. A long-poll receive whose command id already has a receipt is proposed at
-// once, and the inbox replays it.
-//
-// The Host and its state machines run goroutines and do I/O, unlike the pure state machines
-// they apply (grains/batch): DESIGN §2 layer 3.
+// The Host, its state machines and the grain run goroutines and do I/O, unlike the pure state
+// machines they apply (grains/batch) and the pure engine the grain drives: DESIGN §2 layer 3.
 //
 // # Failpoints
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/clock"
+	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/persistence"
 	"github.com/orreryhq/orrery/replication"
@@ -225,7 +226,7 @@ func (h *Host) fail(err error) {
 		close(h.failed)
 		for _, m := range h.machines {
 			if m != nil {
-				m.deliver(&hostFailed{err: err})
+				m.deliver(engine.HostFailed{Err: err})
 			}
 		}
 	})
@@ -393,14 +394,14 @@ func (h *Host) machine(n int) (*machine, error) {
 // Settle implements replication.StateMachine: lost proposals go to their partitions' grains.
 // Committed ones are answered once applied (see machine).
 func (h *Host) Settle(outcomes []replication.Outcome) {
-	lost := map[int][]replication.Proposal{}
+	lost := map[int][]engine.Proposal{}
 	for _, o := range outcomes {
 		if !o.Committed {
-			lost[o.Group] = append(lost[o.Group], o.Proposal)
+			lost[o.Group] = append(lost[o.Group], engine.Proposal{Index: o.Proposal.Index, Term: o.Proposal.Term})
 		}
 	}
 	for n, ps := range lost {
-		h.machines[n].deliver(&proposalsLost{proposals: ps})
+		h.machines[n].deliver(engine.Lost{Proposals: ps})
 	}
 }
 

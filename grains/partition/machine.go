@@ -9,7 +9,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
-	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
@@ -56,33 +56,6 @@ func newMachine(h *Host, n int, state *persistence.PartitionState) *machine {
 	go m.run()
 	return m
 }
-
-// entriesApplied reports a round's applied entries to the attached grain.
-type entriesApplied struct {
-	results []appliedResult
-	// minDueWritten is the earliest due-index entry the applies wrote (0: none).
-	minDueWritten int64
-	// dueWrites are the due-index writes the applies made, in order.
-	dueWrites []dueWrite
-	// floors are the visibility floors the applies promoted, in order.
-	floors []kv.Promoted
-}
-
-// appliedResult is the outcome of one applied entry.
-type appliedResult struct {
-	index, term uint64
-	reply       *orreryv1.CommandReply
-}
-
-// proposalsLost reports proposals whose entries will not apply in their term.
-type proposalsLost struct{ proposals []replication.Proposal }
-
-// hostFailed reports that the host failed: nothing proposed will be answered.
-type hostFailed struct{ err error }
-
-// stateReplaced reports that the partition's state was replaced by a snapshot's, at mark: what
-// the grain keeps of the state must be read again.
-type stateReplaced struct{ mark persistence.AppliedMark }
 
 // attach makes sink receive the partition's results from now on, on behalf of owner,
 // replacing any earlier one.
@@ -174,7 +147,7 @@ func (m *machine) install(mark persistence.AppliedMark, chunks replication.Chunk
 		if err != nil {
 			return err
 		}
-		m.deliver(&stateReplaced{mark: mark})
+		m.deliver(engine.StateReplaced{})
 		return nil
 	}}
 	if err := m.enqueue(job); err != nil {
@@ -193,7 +166,7 @@ func (m *machine) apply(c replication.Committed) error {
 		mark.Index = c.AppliedIndex
 		return m.state.Apply(mark, func(*persistence.Txn) error { return nil })
 	}
-	out := &entriesApplied{results: make([]appliedResult, 0, len(c.Entries))}
+	out := &engine.Applied{Results: make([]engine.Result, 0, len(c.Entries))}
 	if err := m.applySplit(c.Entries, c.AppliedIndex, out); err != nil {
 		return err
 	}
@@ -205,7 +178,7 @@ func (m *machine) apply(c replication.Committed) error {
 // applySplit applies entries in one transaction whose mark is index, halving them while the
 // transaction exceeds the store's limit. One entry that alone exceeds it fails Validation, and
 // its mark is applied with nothing else.
-func (m *machine) applySplit(entries []replication.Entry, index uint64, out *entriesApplied) error {
+func (m *machine) applySplit(entries []replication.Entry, index uint64, out *engine.Applied) error {
 	err := m.applyOnce(entries, index, out)
 	if !errors.Is(err, persistence.ErrBatchTooBig) {
 		return err
@@ -216,7 +189,7 @@ func (m *machine) applySplit(entries []replication.Entry, index uint64, out *ent
 		if err := m.state.Apply(mark, func(*persistence.Txn) error { return nil }); err != nil {
 			return err
 		}
-		out.results = append(out.results, appliedResult{index: e.Index, term: e.Term, reply: errorReply(orrery.FieldErrorf(orrery.CodeValidation, "batch",
+		out.Results = append(out.Results, engine.Result{Index: e.Index, Term: e.Term, Reply: errorReply(orrery.FieldErrorf(orrery.CodeValidation, "batch",
 			"command %s/%s writes more than the partition's transaction limit of %d bytes; split it",
 			e.GetPrincipal(), commandID(e), m.state.MaxBatchBytes()))})
 		return nil
@@ -236,15 +209,15 @@ func commandID(e replication.Entry) string {
 }
 
 // applyOnce applies entries in one transaction at mark index and the last entry's logged time.
-func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *entriesApplied) error {
-	results := make([]appliedResult, 0, len(entries))
+func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engine.Applied) error {
+	results := make([]engine.Result, 0, len(entries))
 	var cached *kv.ReadCache
-	var recorded *dueRecorder
+	var recorded *engine.DueRecorder
 	var floored *kv.FloorView
 	mark := persistence.AppliedMark{Index: index, LoggedTimeMicros: entries[len(entries)-1].GetLoggedTimeUnixMicros()}
 	err := m.state.Apply(mark, func(txn *persistence.Txn) error {
 		floored = m.floors.View(txn)
-		recorded = &dueRecorder{View: floored}
+		recorded = &engine.DueRecorder{View: floored}
 		cached = kv.NewReadCache(recorded, m.warm) // every write goes through it
 		for _, e := range entries {
 			r, err := m.applyEntry(cached, e)
@@ -259,11 +232,11 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *entr
 		return err
 	}
 	cached.Promote() // applied: the next applies read what this one read and wrote
-	out.results = append(out.results, results...)
-	out.dueWrites = append(out.dueWrites, recorded.writes...)
-	out.floors = append(out.floors, floored.Promote())
-	if recorded.minDue > 0 && (out.minDueWritten == 0 || recorded.minDue < out.minDueWritten) {
-		out.minDueWritten = recorded.minDue
+	out.Results = append(out.Results, results...)
+	out.DueWrites = append(out.DueWrites, recorded.Writes...)
+	out.Floors = append(out.Floors, floored.Promote())
+	if recorded.MinDue > 0 && (out.MinDueWritten == 0 || recorded.MinDue < out.MinDueWritten) {
+		out.MinDueWritten = recorded.MinDue
 	}
 	return nil
 }
@@ -271,8 +244,8 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *entr
 // applyEntry applies one entry's command. ApplyBatch writes nothing before it refuses an
 // envelope (Validation, IdempotencyConflict), which is answered; any other error is a platform
 // failure that ends the transaction.
-func (m *machine) applyEntry(v kv.View, e replication.Entry) (appliedResult, error) {
-	r := appliedResult{index: e.Index, term: e.Term}
+func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, error) {
+	r := engine.Result{Index: e.Index, Term: e.Term}
 	cmd := &orreryv1.PartitionCommand{}
 	if err := proto.Unmarshal(e.GetCommand(), cmd); err != nil {
 		return r, orrery.Wrap(orrery.CodeInternal, err, "partition %d: entry %d: decode its command", m.n, e.Index)
@@ -281,13 +254,13 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (appliedResult, err
 	if cmd.GetDue() {
 		receipt, err := m.applier.ApplyDue(v, e.GetPrincipal(), cmd.GetBatch(), logged)
 		if err == nil {
-			r.reply, err = receiptReply(receipt)
+			r.Reply, err = receiptReply(receipt)
 		}
 		if err != nil {
 			if platform(err) {
 				return r, err
 			}
-			r.reply = errorReply(err)
+			r.Reply = errorReply(err)
 		}
 		return r, nil
 	}
@@ -296,10 +269,10 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (appliedResult, err
 		if platform(err) {
 			return r, err
 		}
-		r.reply = errorReply(err)
+		r.Reply = errorReply(err)
 		return r, nil
 	}
-	r.reply = &orreryv1.CommandReply{Receipt: outcome.ReceiptBytes}
+	r.Reply = &orreryv1.CommandReply{Receipt: outcome.ReceiptBytes}
 	return r, nil
 }
 
@@ -320,35 +293,4 @@ func platform(err error) bool {
 		return false
 	}
 	return true
-}
-
-// dueRecorder passes writes through to the transaction and remembers the earliest due-index
-// entry written, so the grain's due floor stays exact (see grain.dueFloor), and every
-// due-index write, for the grain's due head.
-type dueRecorder struct {
-	kv.View
-	minDue int64
-	writes []dueWrite
-}
-
-// dueWrite is a due-index write: value nil for a delete.
-type dueWrite struct{ key, value []byte }
-
-// Set implements kv.View.
-func (d *dueRecorder) Set(key, value []byte) error {
-	if at, ok := due.DueAtOfKey(key); ok {
-		if at > 0 && (d.minDue == 0 || at < d.minDue) {
-			d.minDue = at
-		}
-		d.writes = append(d.writes, dueWrite{key: key, value: value})
-	}
-	return d.View.Set(key, value)
-}
-
-// Delete implements kv.View.
-func (d *dueRecorder) Delete(key []byte) error {
-	if _, ok := due.DueAtOfKey(key); ok {
-		d.writes = append(d.writes, dueWrite{key: key})
-	}
-	return d.View.Delete(key)
 }

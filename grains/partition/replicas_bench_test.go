@@ -14,6 +14,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
+	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/input"
 )
 
@@ -192,7 +193,7 @@ func lanePages(b *testing.B, g emissionGrain) []*orreryv1.QueueMessage {
 	after := ""
 	for {
 		reply := request[*orreryv1.InspectReply](b, g.system, g.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{
-			Lane: &orreryv1.InspectLane{Lane: g.lane, AfterId: after, MaxMessages: MaxInspectMessages}}})
+			Lane: &orreryv1.InspectLane{Lane: g.lane, AfterId: after, MaxMessages: engine.MaxInspectMessages}}})
 		if reply.GetError() != nil {
 			b.Fatalf("inspect lane %v: %v", g.lane, reply.GetError())
 		}

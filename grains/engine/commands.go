@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+)
+
+// admit proposes a command or parks a long-poll receive, answering at once when the engine
+// stopped, the pending bound is reached or a due command is not a coordinator's.
+func (e *Engine) admit(now time.Time, c Command) {
+	p := &pending{req: c.Request, from: c.From}
+	if e.stopped {
+		e.reply(now, p, &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable, "partition %d is stopping", e.cfg.Partition).Proto()})
+		return
+	}
+	if e.Queued() >= e.cfg.MaxPending {
+		e.reply(now, p, &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
+			"partition %d has %d commands pending, the limit is %d", e.cfg.Partition, e.Queued(), e.cfg.MaxPending).Proto()})
+		return
+	}
+	if err := checkDue(c.Request); err != nil {
+		e.reply(now, p, errorReply(err))
+		return
+	}
+	if e.park(now, p) {
+		return
+	}
+	e.propose(now, p)
+}
+
+// checkDue refuses a due command (CommandRequest.due) that is not a due coordinator's: one
+// from a principal outside Orrery's own (system:...) or one that asks to wait.
+func checkDue(req *orreryv1.CommandRequest) error {
+	if !req.GetDue() {
+		return nil
+	}
+	if !strings.HasPrefix(req.GetPrincipal(), input.SystemPrincipalPrefix) {
+		return orrery.Invalid("due", "is for Orrery's due coordinators (principals %s...), not for %q", input.SystemPrincipalPrefix, req.GetPrincipal())
+	}
+	if req.GetWaitMicros() != 0 {
+		return orrery.Invalid("wait_micros", "must be 0 in a due command")
+	}
+	return nil
+}
+
+// propose hands p's entry out in Ready.Propose; its Proposed event says where it went.
+func (e *Engine) propose(now time.Time, p *pending) {
+	cmd, err := proto.MarshalOptions{Deterministic: true}.Marshal(&orreryv1.PartitionCommand{Batch: p.req.GetBatch(), Due: p.req.GetDue()})
+	if err != nil {
+		e.reply(now, p, errorReply(orrery.Wrap(orrery.CodeInternal, err, "partition %d: encode a command", e.cfg.Partition)))
+		return
+	}
+	e.nextRef++
+	e.proposing[e.nextRef] = p
+	e.ready.Propose = append(e.ready.Propose, Propose{Ref: e.nextRef, Principal: p.req.GetPrincipal(), Command: cmd})
+}
+
+// proposed takes a proposal's outcome: a refusal is answered (the caller retries with the same
+// command id), an accepted proposal waits for its entry to apply.
+func (e *Engine) proposed(now time.Time, ev Proposed) {
+	p := e.proposing[ev.Ref]
+	if p == nil {
+		return
+	}
+	delete(e.proposing, ev.Ref)
+	if ev.Err != nil {
+		e.reply(now, p, errorReply(ev.Err))
+		return
+	}
+	if e.stopped { // stopped meanwhile: its entry may still apply, nobody here will see it
+		e.reply(now, p, e.stoppedReply())
+		return
+	}
+	p.index, p.term = ev.Index, ev.Term
+	e.inflight[ev.Index] = p
+}
+
+// applied takes a round of applied entries: the due head, floor and coordinator learn their
+// due-index writes, the commands this engine proposed are answered, and parked receives whose
+// queue they made visible are answered visible. Entries nobody here proposed (replayed after a
+// restart, or proposed by an earlier activation) only update what the engine keeps.
+func (e *Engine) applied(now time.Time, ev *Applied) {
+	if e.stopped {
+		return
+	}
+	for _, w := range ev.DueWrites {
+		if w.Value == nil {
+			e.head.Delete(w.Key)
+		} else {
+			e.head.Set(w.Key, w.Value)
+		}
+	}
+	for _, f := range ev.Floors {
+		e.readFloors.Adopt(f)
+	}
+	for _, r := range ev.Results {
+		p := e.inflight[r.Index]
+		if p == nil || p.term != r.Term {
+			continue
+		}
+		delete(e.inflight, r.Index)
+		if !p.housekeep {
+			e.ready.AnsweredApplied = true
+		}
+		e.reply(now, p, r.Reply)
+	}
+	e.lowerDueFloor(ev.MinDueWritten)
+	e.noticeDueWritten(ev.MinDueWritten)
+	e.wakeWaiters(now)
+}
+
+// lost answers the commands whose proposals will not apply in their term with Unavailable.
+func (e *Engine) lost(now time.Time, ev Lost) {
+	for _, lost := range ev.Proposals {
+		p := e.inflight[lost.Index]
+		if p == nil || p.term != lost.Term {
+			continue
+		}
+		delete(e.inflight, lost.Index)
+		e.reply(now, p, &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
+			"partition %d: the proposal of command %s lost its leader's term; retry it with the same command id", e.cfg.Partition, describe(p)).Proto()})
+	}
+}
+
+// hostFailed answers every command in flight Unavailable: the host failed, and none of them
+// will be answered (the silo stops; callers retry with the same command ids).
+func (e *Engine) hostFailed(now time.Time, err error) {
+	e.failed = err
+	unavailable := orrery.Wrap(orrery.CodeUnavailable, err, "partition %d: the silo's replicas failed", e.cfg.Partition).Proto()
+	for _, index := range sortedKeys(e.inflight) {
+		p := e.inflight[index]
+		delete(e.inflight, index)
+		e.reply(now, p, &orreryv1.CommandReply{Error: unavailable})
+	}
+}
+
+// stop answers what is in flight Unavailable (their entries may still apply; callers retry
+// with the same command ids and get the receipt) and parked receives not visible.
+func (e *Engine) stop(now time.Time) {
+	e.stopped = true
+	e.arm(WaitTimer, time.Time{})
+	e.arm(HousekeepTimer, time.Time{})
+	for _, index := range sortedKeys(e.inflight) {
+		e.reply(now, e.inflight[index], e.stoppedReply())
+	}
+	for _, p := range e.waiters {
+		e.reply(now, p, &orreryv1.CommandReply{})
+	}
+	e.inflight, e.waiters = map[uint64]*pending{}, nil
+}
+
+// stoppedReply answers a command in flight when the engine stops.
+func (e *Engine) stoppedReply() *orreryv1.CommandReply {
+	return &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
+		"partition %d stopped before its command applied; retry it with the same command id", e.cfg.Partition).Proto()}
+}
+
+func describe(p *pending) string {
+	return p.req.GetPrincipal() + "/" + p.req.GetBatch().GetCommandId()
+}
+
+// sortedKeys returns m's keys in order, so replies go out in log order.
+func sortedKeys(m map[uint64]*pending) []uint64 { return slices.Sorted(maps.Keys(m)) }

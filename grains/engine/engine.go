@@ -1,0 +1,301 @@
+package engine
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+)
+
+// State is the partition's state on this replica, as the engine reads it.
+type State interface {
+	// View runs fn on a consistent read of the partition's keys.
+	View(fn func(kv.Reader) error) error
+	// Applied is the index and logged time of the last entry applied to the state.
+	Applied() (index uint64, loggedMicros int64)
+	// Term is the partition's Raft term as this replica knows it.
+	Term() uint64
+}
+
+// Config configures an Engine. Every field is required; the driver resolves its defaults.
+type Config struct {
+	// Partition is the partition's number and Partitions the cluster's partition count.
+	Partition, Partitions int
+	// Applier checks waiting receives and housekeeping as the partition's applies would.
+	Applier batch.Applier
+	// MaxPending bounds the commands in flight and parked; beyond it a command is answered
+	// Unavailable.
+	MaxPending int
+	// MaxWaiters bounds the parked long-poll receives, and MaxWait each one's wait.
+	MaxWaiters int
+	MaxWait    time.Duration
+	// HousekeepEvery is how often the engine proposes a Housekeep command when something has
+	// expired; it proposes the next at once while one reports more.
+	HousekeepEvery time.Duration
+	// Logger receives the engine's warnings.
+	Logger *slog.Logger
+}
+
+// Bounds of the engine's reads and memory.
+const (
+	// dueHeadAhead is how far past the read time a due head is loaded: the head is read from
+	// the store again about this often when due entries keep coming.
+	dueHeadAhead = 4_000_000 // µs
+	// dueHeadEntries bounds the due head (about 200 bytes an entry).
+	dueHeadEntries = 4096
+	// MaxScanRefs bounds one ScanDue.
+	MaxScanRefs = 4096
+	// maxVisibilityFloors bounds the queues whose visibility floors the engine remembers.
+	maxVisibilityFloors = 4096
+	// HousekeepRecords bounds one housekeeping command.
+	HousekeepRecords = 5000
+)
+
+// HousekeepingPrincipal is the principal of the engine's own housekeeping commands.
+const HousekeepingPrincipal = input.SystemPrincipalPrefix + "housekeeping"
+
+// Engine is one partition grain's logic. It is not safe for concurrent use: one driver steps
+// it, one event at a time.
+type Engine struct {
+	cfg   Config
+	state State
+
+	stopped bool
+	// failed is why the host failed (nil while it has not): the engine answers what is in
+	// flight and goes on answering, since every proposal is refused from then on.
+	failed error
+
+	// nextRef numbers the proposals handed out in Ready.Propose; proposing holds them until
+	// their Proposed event, inflight holds the accepted ones by log index.
+	nextRef   uint64
+	proposing map[uint64]*pending
+	inflight  map[uint64]*pending
+	waiters   []*pending
+
+	// dueFloor is an instant no due-index entry is earlier than (0: unknown, scan from the
+	// start). Scans start there: the index behaves like a queue, and an LSM iterator starting
+	// at its front would step over every entry deleted since the last compaction.
+	dueFloor int64
+	// dueTold is the latest instant the due coordinator is known to wake at or before, from
+	// the last next-due notice or due scan (input.MaxInstantMicros: nothing it knows of; 0:
+	// unknown). An apply that writes an earlier due entry sends a notice; later entries need
+	// none, because the coordinator wakes by then, scans, and learns them.
+	dueTold int64
+	// head is the front of the due index in memory, as of the last Applied event.
+	head *due.Head
+	// readFloors replicates the state machine's visibility floors for the engine's own reads
+	// of the visibility indexes (a parked receive's check, the wait timer), which would
+	// otherwise step over every leased and acked entry since the last compaction. It is as of
+	// the last Applied event; a read meanwhile may miss a message written below a floor by a
+	// later entry, and that entry's Applied event checks the waiters again.
+	readFloors *kv.Floors
+	// housekeeping is set while a Housekeep command is proposed and not answered.
+	housekeeping bool
+
+	ready Ready
+}
+
+// pending is a command proposed and not yet applied, or a parked long-poll receive.
+type pending struct {
+	req  *orreryv1.CommandRequest
+	from any // where the reply goes; nil for the engine's own housekeeping command
+	// housekeep marks the engine's own Housekeep command, whose reply it takes itself.
+	housekeep bool
+	deadline  time.Time // a parked receive's end of wait
+	index     uint64    // the accepted proposal's log index and term
+	term      uint64
+}
+
+// New returns the engine of a partition whose replica state is state. Step it with Open first.
+func New(cfg Config, state State) *Engine {
+	return &Engine{
+		cfg: cfg, state: state,
+		proposing:  map[uint64]*pending{},
+		inflight:   map[uint64]*pending{},
+		head:       due.NewHead(dueHeadEntries),
+		readFloors: kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors),
+	}
+}
+
+// Ready is what the engine wants done after a Step, in this order: send Replies (and hit the
+// reply-sent failpoint when AnsweredApplied), hand Notices to the due coordinator, arm Timers,
+// then propose each of Propose and step its Proposed.
+type Ready struct {
+	Replies []Reply
+	// AnsweredApplied is set when Replies answer commands whose entries applied.
+	AnsweredApplied bool
+	Notices         []*orreryv1.NextDueNotice
+	Timers          []Timer
+	Propose         []Propose
+}
+
+// Reply is a reply for the sender a Command came from.
+type Reply struct {
+	To    any
+	Reply *orreryv1.CommandReply
+}
+
+// Propose is an entry the engine wants proposed to the partition's Raft group: Command is an
+// encoded PartitionCommand on behalf of Principal. The driver steps Proposed with Ref.
+type Propose struct {
+	Ref       uint64
+	Principal string
+	Command   []byte
+}
+
+// TimerKind names one of the engine's timers; each is armed at one instant at a time.
+type TimerKind int
+
+// The engine's timers.
+const (
+	// WaitTimer wakes the parked long-poll receives: step WaitTimerFired.
+	WaitTimer TimerKind = iota + 1
+	// HousekeepTimer runs housekeeping: step HousekeepTimerFired.
+	HousekeepTimer
+)
+
+// Timer arms Kind at At, replacing its earlier instant; a zero At disarms it.
+type Timer struct {
+	Kind TimerKind
+	At   time.Time
+}
+
+// Events the driver steps the engine with.
+type (
+	// Open starts the engine on its state: it reads the next due instant (a notice for the
+	// coordinator) and arms housekeeping.
+	Open struct{}
+	// Command is a request from From (opaque to the engine: where its Reply goes).
+	Command struct {
+		Request *orreryv1.CommandRequest
+		From    any
+	}
+	// Proposed is the outcome of proposing Ready.Propose's Ref: Err, or the entry's index and
+	// term in the partition's log.
+	Proposed struct {
+		Ref         uint64
+		Index, Term uint64
+		Err         error
+	}
+	// Applied is a round of entries the partition's state machine applied, in log order.
+	Applied struct {
+		Results []Result
+		// MinDueWritten is the earliest due-index entry the applies wrote (0: none).
+		MinDueWritten int64
+		// DueWrites are the due-index writes the applies made, in order.
+		DueWrites []DueWrite
+		// Floors are the visibility floors the applies promoted, in order.
+		Floors []kv.Promoted
+	}
+	// Lost are proposals whose entries will not apply in their term.
+	Lost struct{ Proposals []Proposal }
+	// HostFailed reports that the silo's replicas failed: nothing in flight will apply.
+	HostFailed struct{ Err error }
+	// StateReplaced reports that a snapshot replaced the partition's state.
+	StateReplaced struct{}
+	// WaitTimerFired and HousekeepTimerFired are the engine's timers firing.
+	WaitTimerFired      struct{}
+	HousekeepTimerFired struct{}
+	// Stop answers everything in flight and parked; the engine answers nothing after it.
+	Stop struct{}
+)
+
+// Result is the outcome of one applied entry: its index and term, and the reply for whoever
+// proposed it.
+type Result struct {
+	Index, Term uint64
+	Reply       *orreryv1.CommandReply
+}
+
+// Proposal names an entry proposed in a term.
+type Proposal struct{ Index, Term uint64 }
+
+// DueWrite is a due-index write an apply made: Value nil for a delete.
+type DueWrite struct{ Key, Value []byte }
+
+// Step takes one event at now and returns what to do about it.
+func (e *Engine) Step(now time.Time, event any) Ready {
+	switch ev := event.(type) {
+	case Open:
+		e.open(now)
+	case Command:
+		e.admit(now, ev)
+	case Proposed:
+		e.proposed(now, ev)
+	case *Applied:
+		e.applied(now, ev)
+	case Lost:
+		e.lost(now, ev)
+	case HostFailed:
+		e.hostFailed(now, ev.Err)
+	case StateReplaced:
+		e.reload(now)
+	case WaitTimerFired:
+		e.wakeWaiters(now)
+	case HousekeepTimerFired:
+		e.housekeep(now)
+	case Stop:
+		e.stop(now)
+	default:
+		e.cfg.Logger.Error("partition engine: unknown event", "event", event)
+	}
+	rd := e.ready
+	e.ready = Ready{}
+	return rd
+}
+
+// Queued counts the commands waiting: proposed and not applied, and parked.
+func (e *Engine) Queued() int { return len(e.proposing) + len(e.inflight) + len(e.waiters) }
+
+// open reads the next due instant and arms housekeeping.
+func (e *Engine) open(now time.Time) {
+	e.arm(HousekeepTimer, now.Add(e.cfg.HousekeepEvery))
+	e.reportNextDue()
+}
+
+// reload takes a state a snapshot replaced: the due head, due floor and visibility floors
+// described the old state, so they are dropped and read again as on Open (the coordinator is
+// told the new next due instant), and parked receives look at the new state.
+func (e *Engine) reload(now time.Time) {
+	index, logged := e.state.Applied()
+	e.cfg.Logger.Info("partition state replaced by a snapshot", "applied_index", index, "logged_time", logged)
+	e.head.Reset()
+	e.readFloors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
+	e.dueFloor = 0
+	e.reportNextDue()
+	e.wakeWaiters(now)
+}
+
+// readTime is the logged time a read judges dueness and visibility by: what the next entry
+// would get.
+func (e *Engine) readTime(now time.Time) int64 {
+	_, logged := e.state.Applied()
+	return max(now.UTC().UnixMicro(), logged+1)
+}
+
+// arm asks for timer kind at at (zero: disarm).
+func (e *Engine) arm(kind TimerKind, at time.Time) {
+	e.ready.Timers = append(e.ready.Timers, Timer{Kind: kind, At: at})
+}
+
+// reply answers p: to its sender, or to the engine itself for its housekeeping command.
+func (e *Engine) reply(now time.Time, p *pending, r *orreryv1.CommandReply) {
+	r.ActivationEpoch = e.state.Term()
+	if p.housekeep {
+		e.housekept(now, r)
+		return
+	}
+	if p.from != nil {
+		e.ready.Replies = append(e.ready.Replies, Reply{To: p.from, Reply: r})
+	}
+}
+
+func errorReply(err error) *orreryv1.CommandReply {
+	return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto()}
+}

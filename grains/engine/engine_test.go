@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+)
+
+// TestACommandIsAnsweredOnceItsEntryApplies: a command is proposed, answered nothing while its
+// entry is only accepted, and answered with its receipt (and the term) by the Applied event
+// holding its index and term, which also asks for the reply-sent failpoint.
+func TestACommandIsAnsweredOnceItsEntryApplies(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("a", request("c1", enqueue("m1", 0)))
+	if len(h.log) != 1 || len(h.answers("a")) != 0 || h.e.Queued() != 1 {
+		t.Fatalf("log %d, answers %d, queued %d: want one accepted entry, no answer", len(h.log), len(h.answers("a")), h.e.Queued())
+	}
+	h.commit()
+	answers := h.answers("a")
+	if len(answers) != 1 || answers[0].GetActivationEpoch() != 3 || h.answeredApplied != 1 || h.e.Queued() != 0 {
+		t.Fatalf("answers %v, answered-applied %d, queued %d", answers, h.answeredApplied, h.e.Queued())
+	}
+	if rc := receiptOf(t, answers[0]); rc.GetCommandId() != "c1" || rc.GetResults()[0].GetError() != nil {
+		t.Fatalf("receipt %v", rc)
+	}
+}
+
+// TestAnEntryOfAnotherTermAnswersNothingAndALostProposalIsUnavailable: a result at a proposal's
+// index but of another term is not its outcome; Lost answers it Unavailable.
+func TestAnEntryOfAnotherTermAnswersNothingAndALostProposalIsUnavailable(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("a", request("c1", enqueue("m1", 0)))
+	index := h.log[0].index
+	h.log = nil
+	h.step(&Applied{Results: []Result{{Index: index, Term: 4, Reply: &orreryv1.CommandReply{}}}})
+	if len(h.answers("a")) != 0 || h.answeredApplied != 0 {
+		t.Fatalf("answered by another term's entry: %v", h.answers("a"))
+	}
+	h.step(Lost{Proposals: []Proposal{{Index: index, Term: 3}}})
+	if a := h.answers("a"); len(a) != 1 || orrery.CodeOf(orrery.FromProto(a[0].GetError())) != orrery.CodeUnavailable {
+		t.Fatalf("answers %v, want one Unavailable", a)
+	}
+}
+
+// TestRefusalsAreAnsweredAtOnce: a proposal the host refuses, a command beyond MaxPending and
+// a due command from a caller's principal are answered at once, the last two without a
+// proposal.
+func TestRefusalsAreAnsweredAtOnce(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxPending = 1 })
+	h.command("a", request("c1", enqueue("m1", 0)))
+	h.command("b", request("c2", enqueue("m2", 0)))
+	if a := h.answers("b"); len(a) != 1 || orrery.CodeOf(orrery.FromProto(a[0].GetError())) != orrery.CodeUnavailable || len(h.log) != 1 {
+		t.Fatalf("beyond MaxPending: answers %v, %d entries", a, len(h.log))
+	}
+	h.commit()
+	due := request("d1", enqueue("m3", 0))
+	due.Due = true
+	h.command("c", due)
+	if a := h.answers("c"); len(a) != 1 || !strings.Contains(orrery.FromProto(a[0].GetError()).Error(), "due") || len(h.log) != 0 {
+		t.Fatalf("a caller's due command: answers %v, %d entries", a, len(h.log))
+	}
+	h.refuse = orrery.Errorf(orrery.CodeUnavailable, "disk floor")
+	h.command("d", request("c3", enqueue("m4", 0)))
+	if a := h.answers("d"); len(a) != 1 || !strings.Contains(orrery.FromProto(a[0].GetError()).Error(), "disk floor") || h.e.Queued() != 0 {
+		t.Fatalf("refused proposal: answers %v, queued %d", a, h.e.Queued())
+	}
+}
+
+// TestHostFailedAndStopAnswerEverythingInFlight: a failed host answers what is in flight
+// Unavailable; Stop answers what is in flight Unavailable and parked receives not visible,
+// disarms the timers and answers nothing after.
+func TestHostFailedAndStopAnswerEverythingInFlight(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("a", request("c1", enqueue("m1", 0)))
+	h.step(HostFailed{Err: errors.New("sync failed")})
+	if a := h.answers("a"); len(a) != 1 || !strings.Contains(orrery.FromProto(a[0].GetError()).Error(), "sync failed") {
+		t.Fatalf("host failed: answers %v", a)
+	}
+	h = newHarness(t, nil)
+	h.command("a", request("c1", enqueue("m1", 0)))
+	h.command("w", longPoll("r1", 10*time.Second))
+	h.step(Stop{})
+	if a := h.answers("a"); len(a) != 1 || orrery.CodeOf(orrery.FromProto(a[0].GetError())) != orrery.CodeUnavailable {
+		t.Fatalf("stop: in-flight answers %v", a)
+	}
+	if w := h.answers("w"); len(w) != 1 || w[0].GetVisible() || w[0].GetError() != nil {
+		t.Fatalf("stop: parked answers %v, want not visible", w)
+	}
+	if !h.timers[WaitTimer].IsZero() || !h.timers[HousekeepTimer].IsZero() {
+		t.Fatalf("timers still armed after Stop: %v", h.timers)
+	}
+	h.commit()
+	h.command("b", request("c2", enqueue("m2", 0)))
+	if a := h.answers("a"); len(a) != 1 || len(h.log) != 0 || orrery.CodeOf(orrery.FromProto(h.answers("b")[0].GetError())) != orrery.CodeUnavailable {
+		t.Fatalf("after Stop: answers %v and %v, %d entries", a, h.answers("b"), len(h.log))
+	}
+}
+
+// TestALongPollWaitsForAVisibleMessageOrItsDeadline: a long poll on an empty queue is parked
+// (nothing proposed, the wait timer at its deadline) and answered visible by the Applied event
+// of an enqueue; another one is answered not visible when its deadline's timer fires.
+func TestALongPollWaitsForAVisibleMessageOrItsDeadline(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("w", longPoll("r1", 10*time.Second))
+	if len(h.log) != 0 || len(h.answers("w")) != 0 || !h.timers[WaitTimer].Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("parked: %d entries, answers %v, wait timer %v", len(h.log), h.answers("w"), h.timers[WaitTimer])
+	}
+	h.command("a", request("c1", enqueue("m1", 0)))
+	h.commit()
+	if w := h.answers("w"); len(w) != 1 || !w[0].GetVisible() || len(w[0].GetReceipt()) != 0 {
+		t.Fatalf("after the enqueue applied: %v, want visible without a receipt", w)
+	}
+	if !h.timers[WaitTimer].IsZero() {
+		t.Fatalf("wait timer armed at %v with nobody waiting", h.timers[WaitTimer])
+	}
+	h.command("a", request("c2", receive()))
+	h.commit() // leases m1: the queue has nothing visible
+	h.command("v", longPoll("r2", 5*time.Second))
+	h.now = t0.Add(4 * time.Second)
+	h.step(WaitTimerFired{}) // early: nothing to answer
+	if len(h.answers("v")) != 0 {
+		t.Fatalf("answered before its deadline: %v", h.answers("v"))
+	}
+	h.fire(WaitTimer)
+	if v := h.answers("v"); len(v) != 1 || v[0].GetVisible() || v[0].GetError() != nil || !h.now.Equal(t0.Add(5*time.Second)) {
+		t.Fatalf("at the deadline %v: %v, want not visible", h.now, v)
+	}
+}
+
+// TestTheWaitTimerFollowsADelayedMessage: a long poll on a queue whose message becomes visible
+// in 2 s arms the wait timer then, not at its 30 s deadline, and is answered visible there.
+func TestTheWaitTimerFollowsADelayedMessage(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("a", request("c1", enqueue("m1", 2*time.Second)))
+	h.commit()
+	h.command("w", longPoll("r1", 30*time.Second))
+	if at := h.timers[WaitTimer]; !at.Equal(t0.Add(2 * time.Second)) {
+		t.Fatalf("wait timer at %v, want when the message becomes visible", at.Sub(t0))
+	}
+	h.fire(WaitTimer)
+	if w := h.answers("w"); len(w) != 1 || !w[0].GetVisible() {
+		t.Fatalf("when the message became visible: %v", w)
+	}
+}
+
+// TestALongPollOfAnAnsweredCommandIsProposed: a waiting receive whose command id has a receipt
+// is not parked: its entry is proposed and the inbox replays the receipt.
+func TestALongPollOfAnAnsweredCommandIsProposed(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("a", request("r1", receive()))
+	h.commit()
+	h.command("w", longPoll("r1", 10*time.Second))
+	if len(h.log) != 1 {
+		t.Fatalf("%d entries, want the retry proposed", len(h.log))
+	}
+	h.commit()
+	if !bytes.Equal(h.answers("w")[0].GetReceipt(), h.answers("a")[0].GetReceipt()) {
+		t.Fatal("the retry's receipt differs from the original")
+	}
+}
+
+// TestHousekeepingProposesOnlyWhenSomethingExpired: the housekeeping timer proposes nothing
+// while no receipt has expired and re-arms HousekeepEvery later; once receipts have expired it
+// proposes one Housekeep command as a system principal and re-arms when that applies.
+func TestHousekeepingProposesOnlyWhenSomethingExpired(t *testing.T) {
+	h := newHarness(t, nil)
+	if at := h.timers[HousekeepTimer]; !at.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("housekeeping armed at %v after Open, want HousekeepEvery", at.Sub(t0))
+	}
+	h.command("a", request("c1", enqueue("m1", 0)))
+	h.commit()
+	h.fire(HousekeepTimer)
+	if len(h.log) != 0 || !h.timers[HousekeepTimer].Equal(h.now.Add(10*time.Second)) {
+		t.Fatalf("nothing expired: %d entries, timer at %v", len(h.log), h.timers[HousekeepTimer].Sub(h.now))
+	}
+	h.timers[HousekeepTimer] = t0.Add(25 * time.Hour) // past the receipt's retention
+	h.fire(HousekeepTimer)
+	if len(h.log) != 1 || h.log[0].principal != HousekeepingPrincipal || h.log[0].cmd.GetBatch().GetMutations()[0].GetHousekeep() == nil {
+		t.Fatalf("after the retention: log %v, want one Housekeep command", h.log)
+	}
+	h.step(HousekeepTimerFired{}) // one is in flight: no second
+	if len(h.log) != 1 {
+		t.Fatalf("%d entries: a second Housekeep while one is in flight", len(h.log))
+	}
+	h.commit()
+	if at := h.timers[HousekeepTimer]; !at.Equal(h.now.Add(10 * time.Second)) {
+		t.Fatalf("after the Housekeep applied, timer at %v", at.Sub(h.now))
+	}
+	if len(h.answers("a")) != 1 {
+		t.Fatal("the housekeeping reply went to a caller")
+	}
+}
+
+// TestNextDueNoticesOnlyUndercutWhatTheCoordinatorKnows: Open tells the coordinator the next
+// due instant (none); an apply writing a due entry tells it; one writing a later entry does not;
+// one writing an earlier entry does.
+func TestNextDueNoticesOnlyUndercutWhatTheCoordinatorKnows(t *testing.T) {
+	h := newHarness(t, nil)
+	if len(h.notices) != 1 || h.notices[0].GetNextDueAtUnixMicros() != 0 || h.notices[0].GetActivationEpoch() != 3 {
+		t.Fatalf("notices on Open %v, want one naming no due instant", h.notices)
+	}
+	at := t0.Add(time.Hour)
+	for i, first := range []time.Time{at, at.Add(time.Minute), at.Add(-time.Minute)} {
+		h.command("a", request("c"+scheduleID(i), configure(scheduleID(i), first)))
+		h.commit()
+	}
+	var got []int64
+	for _, n := range h.notices[1:] {
+		got = append(got, n.GetNextDueAtUnixMicros())
+	}
+	if len(got) != 2 || got[0] != at.UnixMicro() || got[1] != at.Add(-time.Minute).UnixMicro() {
+		t.Fatalf("notices %v, want the first due instant and the earlier one only", got)
+	}
+}
+
+// TestScanDueIsAnsweredFromTheDueHead: once a scan loaded the due head, later scans read no
+// state, and see what Applied events wrote since: a new due entry and an emitted one.
+func TestScanDueIsAnsweredFromTheDueHead(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("a", request("c1", configure(scheduleID(1), t0.Add(-time.Second))))
+	h.commit()
+	if r := h.e.ScanDue(h.now, &orreryv1.ScanDueRequest{MaxRefs: 10}); len(r.GetRefs()) != 1 || r.GetLoggedTimeUnixMicros() <= h.state.logged {
+		t.Fatalf("first scan %v", r)
+	}
+	h.command("a", request("c2", configure(scheduleID(2), t0.Add(-time.Second))))
+	h.commit()
+	views := h.state.views
+	r := h.e.ScanDue(h.now, &orreryv1.ScanDueRequest{MaxRefs: 10})
+	if len(r.GetRefs()) != 2 || h.state.views != views {
+		t.Fatalf("scan after a new due entry: %d refs, %d reads; want 2 refs, no read", len(r.GetRefs()), h.state.views-views)
+	}
+	emit := &orreryv1.CommandRequest{Principal: input.SystemPrincipalPrefix + "coordinator", Due: true, Batch: batchOf("d1",
+		&orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: scheduleID(1), ExpectedGeneration: 1, Max: 32}}})}
+	h.command("coordinator", emit)
+	h.commit()
+	if rc := receiptOf(t, h.answers("coordinator")[0]); len(rc.GetResults()[0].GetSchedule().GetEnqueuedIds()) != 1 {
+		t.Fatalf("due command receipt %v", rc)
+	}
+	views = h.state.views
+	r = h.e.ScanDue(h.now, &orreryv1.ScanDueRequest{MaxRefs: 10})
+	if len(r.GetRefs()) != 1 || r.GetRefs()[0].GetId() != scheduleID(2) || h.state.views != views {
+		t.Fatalf("scan after the emit: refs %v, %d reads; want schedule 2 only, no read", r.GetRefs(), h.state.views-views)
+	}
+}

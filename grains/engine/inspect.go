@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
+	"github.com/orreryhq/orrery/grains/retained"
+	"github.com/orreryhq/orrery/grains/saga"
+	"github.com/orreryhq/orrery/grains/schedule"
+)
+
+// MaxInspectMessages bounds one lane page.
+const MaxInspectMessages = 1000
+
+// Inspect answers one bounded inspection read at now from the replica's state. Its caller
+// confirms first that this replica may answer (it leads, and has applied what was committed).
+// A partition status holds what the engine knows; the driver adds the silo's own fields.
+func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.InspectReply {
+	if e.stopped {
+		return &orreryv1.InspectReply{Error: orrery.Errorf(orrery.CodeUnavailable, "partition %d is stopping", e.cfg.Partition).Proto()}
+	}
+	reply := &orreryv1.InspectReply{}
+	err := e.state.View(func(r kv.Reader) error {
+		switch t := req.GetTarget().(type) {
+		case *orreryv1.InspectRequest_Schedule:
+			if err := input.Lane("lane", t.Schedule.GetLane(), false); err != nil {
+				return err
+			}
+			if err := input.UUID("schedule_id", t.Schedule.GetScheduleId()); err != nil {
+				return err
+			}
+			rec, found, err := schedule.Load(r, t.Schedule.GetLane(), t.Schedule.GetScheduleId())
+			reply.Found, reply.Schedule = found, rec
+			if err != nil || !found {
+				return err
+			}
+			reply.Inspection, err = schedule.Inspect(r, t.Schedule.GetLane(), t.Schedule.GetScheduleId(), e.readTime(now))
+			return err
+		case *orreryv1.InspectRequest_Ledger:
+			q := t.Ledger
+			limit := int(q.GetMaxRecords())
+			if limit <= 0 || limit > schedule.MaxLedgerRead {
+				limit = schedule.MaxLedgerRead
+			}
+			to := q.GetToUnixMicros()
+			if to == 0 {
+				to = input.MaxInstantMicros
+			}
+			entries, next, err := schedule.ReadLedger(r, q.GetLane(), q.GetScheduleId(), schedule.LedgerQuery{
+				FromMicros: q.GetFromUnixMicros(), ToMicros: to, MaxRecords: limit, After: q.GetAfter()})
+			reply.Found, reply.Ledger, reply.LedgerContinuation = len(entries) > 0, entries, next
+			return err
+		case *orreryv1.InspectRequest_Saga:
+			rec, found, err := saga.Load(r, t.Saga.GetLane(), t.Saga.GetSagaId())
+			reply.Found, reply.Saga = found, rec
+			return err
+		case *orreryv1.InspectRequest_Lane:
+			limit := int(t.Lane.GetMaxMessages())
+			if limit <= 0 || limit > MaxInspectMessages {
+				limit = MaxInspectMessages
+			}
+			msgs, next, err := queue.ListLane(r, t.Lane.GetLane(), t.Lane.GetAfterId(), limit, queue.MaxLanePageBytes)
+			reply.Found, reply.Messages, reply.NextAfterId = len(msgs) > 0, msgs, next
+			return err
+		case *orreryv1.InspectRequest_Partition:
+			counters, err := retained.Load(r)
+			if err != nil {
+				return err
+			}
+			enqueued, err := queue.Sequence(r)
+			if err != nil {
+				return err
+			}
+			next, err := e.NextDue()
+			index, logged := e.state.Applied()
+			reply.Found = true
+			reply.Partition = &orreryv1.PartitionStatus{
+				Partition: int32(e.cfg.Partition), ActivationEpoch: e.state.Term(), LoggedTimeUnixMicros: logged,
+				AppliedIndex: index, NextDueAtUnixMicros: next, PendingCommands: uint32(e.Queued()),
+				RetainedRecords: counters.GetRecords(), RetainedBytes: counters.GetBytes(),
+				Partitions: int32(e.cfg.Partitions), EnqueuedTotal: enqueued,
+			}
+			return err
+		default:
+			return orrery.Invalid("target", "is required (schedule, saga, lane, ledger or partition)")
+		}
+	})
+	if err != nil {
+		return &orreryv1.InspectReply{Error: orrery.AsError(err).Proto()}
+	}
+	return reply
+}
