@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// TestEveryCommandIsAnsweredExactlyOnce: under random sequences of commands (enqueues,
+// receives, long polls), applies, lost proposals, refusals, timer firings and time moving on,
+// no command is answered twice, the pending bound holds, and once the engine stops every
+// command has its one answer.
+func TestEveryCommandIsAnsweredExactlyOnce(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		h := newHarness(t, func(c *Config) { c.MaxPending = 8; c.MaxWaiters = 3 })
+		sent := 0
+		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
+			switch rapid.IntRange(0, 7).Draw(rt, "event") {
+			case 0, 1:
+				h.command(fmt.Sprint(sent), request(fmt.Sprint("c", sent), enqueue(fmt.Sprint("m", sent), time.Duration(rapid.IntRange(0, 3).Draw(rt, "delay"))*time.Second)))
+				sent++
+			case 2:
+				h.command(fmt.Sprint(sent), request(fmt.Sprint("c", sent), receive()))
+				sent++
+			case 3:
+				h.command(fmt.Sprint(sent), longPoll(fmt.Sprint("c", sent), time.Duration(rapid.IntRange(1, 5).Draw(rt, "wait"))*time.Second))
+				sent++
+			case 4:
+				h.commit()
+			case 5: // the log loses its tail: those proposals lost their term
+				var lost []Proposal
+				for _, e := range h.log {
+					lost = append(lost, Proposal{Index: e.index, Term: e.term})
+				}
+				h.log = nil
+				h.step(Lost{Proposals: lost})
+			case 6:
+				h.now = h.now.Add(time.Duration(rapid.IntRange(0, 3000).Draw(rt, "ms")) * time.Millisecond)
+				h.step(WaitTimerFired{})
+			case 7:
+				h.refuse = map[bool]error{true: fmt.Errorf("refused")}[rapid.Bool().Draw(rt, "refuse")]
+			}
+			for from, replies := range h.replies {
+				if len(replies) > 1 {
+					rt.Fatalf("command %s answered %d times: %v", from, len(replies), replies)
+				}
+			}
+			if queued := h.e.Queued(); queued > 8 {
+				rt.Fatalf("%d commands queued, the bound is 8", queued)
+			}
+		}
+		h.step(Stop{})
+		for i := range sent {
+			if n := len(h.replies[fmt.Sprint(i)]); n != 1 {
+				rt.Fatalf("command %d answered %d times after Stop", i, n)
+			}
+		}
+		if h.e.Queued() != 0 {
+			rt.Fatalf("%d commands queued after Stop", h.e.Queued())
+		}
+	})
+}
