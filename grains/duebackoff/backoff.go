@@ -1,7 +1,7 @@
 // Package duebackoff owns the backoff of due refs that failed for a lasting reason (an expired
-// occurrence, a full lane, ...): the wall-clock waits after which the due coordinator and a
-// partition emitting its own due refs try them again. It is infrastructure, not core: it
-// reads no store and its instants are wall-clock ones.
+// occurrence, a full lane, ...): the wall-clock waits after which the due coordinator tries
+// them again. It is infrastructure, not core: it reads no store and its instants are
+// wall-clock ones.
 package duebackoff
 
 import (
