@@ -95,6 +95,21 @@ type roundResult struct {
 func (c *Coordinator) round(ctx context.Context, p *partition, w *roundState) roundResult {
 	partitionID := p.id
 	var out roundResult
+	// Take a dispatch slot before scanning, so the scan sees what is due when its command can
+	// go: waiting after it would send refs that were due then and leave the ones that fell due
+	// meanwhile for another round.
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		out.failed = ctx.Err()
+		return out
+	}
+	dispatched := false
+	defer func() {
+		if !dispatched {
+			<-p.slots
+		}
+	}()
 	after := w.resumeAfter
 	var reply *orreryv1.ScanDueReply
 	var refs []*orreryv1.DueRef
@@ -142,6 +157,7 @@ func (c *Coordinator) round(ctx context.Context, p *partition, w *roundState) ro
 		out.again = true
 	}
 	if len(refs) > 0 {
+		dispatched = true
 		c.startDispatch(ctx, p, refs)
 	}
 	return out
@@ -172,15 +188,10 @@ func (c *Coordinator) rescanOnReply(p *partition) bool {
 	return true
 }
 
-// startDispatch sends refs on a goroutine once p has a free slot (waiting for one holds the
-// round back: at most maxSendingPerPartition dispatches are outstanding). Its refs count as
-// sending until the receipts are read; then dispatched schedules p again.
+// startDispatch sends refs on a goroutine, in the slot of p's the round took (at most
+// maxSendingPerPartition dispatches are outstanding), which it frees once the receipts are
+// read. Its refs count as sending until then; then dispatched schedules p again.
 func (c *Coordinator) startDispatch(ctx context.Context, p *partition, refs []*orreryv1.DueRef) {
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return
-	}
 	c.mu.Lock()
 	for _, ref := range refs {
 		p.sending[duebackoff.KeyOf(ref)] = true
