@@ -131,7 +131,7 @@ func (f formation) nextKnown(peers []formationPeer) formationStep {
 		return formationStep{action: formOpen, reason: "no other seed: the first silo of cluster " + own}
 	case len(foreign) > 0:
 		return formationStep{action: formRefuse, err: fmt.Errorf(
-			"this silo belongs to cluster %s, but every live peer it reached belongs to another cluster (%s): "+
+			"this silo belongs to cluster %s, but the live silos it reached belong to another cluster (%s) and none to its own: "+
 				"it never joins another cluster (start it with the seeds of cluster %s, or with an empty data dir to join as a new silo)",
 			own, describeClusters(foreign), own)}
 	}
