@@ -394,7 +394,8 @@ func (p *Provider) view() []viewNode {
 
 // members is the member set to publish: this member (unless a client) and every live
 // non-client peer announcing this node's cluster id, sorted by id; the silo id of each; and
-// the peers among them. Peers announcing another cluster id are left out (and logged once);
+// the peers among them. Peers announcing another cluster id are left out (and logged once
+// while they stay live);
 // peers with none yet are forming or adopting and left out too.
 func (p *Provider) members(view []viewNode) ([]*protocluster.Member, map[string]uint64, map[string]*memberlistNode) {
 	var members []*protocluster.Member
@@ -403,6 +404,11 @@ func (p *Provider) members(view []viewNode) ([]*protocluster.Member, map[string]
 	if !p.env.client {
 		members = append(members, p.metaBase.member())
 		silos[p.env.selfID] = uint64(p.metaBase.Silo)
+	}
+	for id := range p.foreignSeen {
+		if !slices.ContainsFunc(view, func(v viewNode) bool { return v.meta.ID == id }) {
+			delete(p.foreignSeen, id)
+		}
 	}
 	for _, v := range view {
 		switch {
