@@ -395,8 +395,7 @@ func (p *Provider) view() []viewNode {
 // members is the member set to publish: this member (unless a client) and every live
 // non-client peer announcing this node's cluster id, sorted by id; the silo id of each; and
 // the peers among them. Peers announcing another cluster id are left out (and logged once
-// while they stay live);
-// peers with none yet are forming or adopting and left out too.
+// while they stay live); peers with none yet are forming or adopting and left out too.
 func (p *Provider) members(view []viewNode) ([]*protocluster.Member, map[string]uint64, map[string]*memberlistNode) {
 	var members []*protocluster.Member
 	silos := map[string]uint64{}
