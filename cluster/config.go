@@ -42,9 +42,27 @@ type ProviderConfig struct {
 	// Seeds are gossip addresses ("host:port") of other nodes to join. Entries naming this
 	// node's own gossip address are ignored.
 	Seeds []string
-	// Bootstrap marks the first node of a cluster: it publishes a self-only topology without
-	// waiting for a join. Nodes without seeds are always treated so.
-	Bootstrap bool
+
+	// SiloID is the member's stable silo id (persistence.SiloStore.SiloID), announced in its
+	// metadata; zero: a random id for this provider (members without a store, tests). Clients
+	// announce none.
+	SiloID uint64
+	// ClusterID is the id of the cluster the member's store says it belongs to; zero: none yet,
+	// and the member adopts or creates one (doc.go, "Cluster identity"). A member with a cluster
+	// id only ever joins peers of that cluster.
+	ClusterID uint64
+	// BootstrapExpect is how many silos create a new cluster together: a member with no cluster
+	// id that sees no peer with one waits until it sees this many members with no cluster id
+	// and the same BootstrapExpect (itself included), and the one with the lowest silo id among
+	// them mints the cluster id. Zero: 1 for a member with no seed other than itself; with
+	// seeds, the member never creates a cluster and only joins an existing one. Every founding
+	// silo must be given the same value, the number of silos started to form the cluster.
+	BootstrapExpect int
+	// OnClusterID, when set, is called with a cluster id this member has just minted or adopted,
+	// from the provider's goroutine, before the member announces it or publishes any topology:
+	// the silo persists it there (persistence.SiloStore.SetClusterID). An error refuses the
+	// start (see Provider.Refused). It is not called for a ClusterID given in the config.
+	OnClusterID func(clusterID uint64) error
 
 	// ProbeInterval is memberlist's failure-probe period (default 400 ms).
 	ProbeInterval time.Duration
@@ -113,6 +131,16 @@ func (c ProviderConfig) withDefaults() (ProviderConfig, error) {
 	case 0, 16, 24, 32:
 	default:
 		return c, fmt.Errorf("gossip SecretKey must be 16, 24 or 32 bytes, not %d", len(c.SecretKey))
+	}
+	if c.BootstrapExpect < 0 {
+		return c, fmt.Errorf("BootstrapExpect %d is negative", c.BootstrapExpect)
+	}
+	if c.SiloID == 0 {
+		id, err := randomID()
+		if err != nil {
+			return c, fmt.Errorf("create a silo id: %w", err)
+		}
+		c.SiloID = id
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -12,10 +12,11 @@ type delegate struct{ p *Provider }
 
 // NodeMeta returns the JSON metadata (checked against the limit in start).
 func (d delegate) NodeMeta(limit int) []byte {
-	if len(d.p.meta) > limit {
+	meta := d.p.meta.Load()
+	if meta == nil || len(*meta) > limit {
 		return nil
 	}
-	return d.p.meta
+	return *meta
 }
 
 // NotifyMsg receives user messages: fence notices.
@@ -31,14 +32,32 @@ func (d delegate) LocalState(join bool) []byte { return nil }
 func (d delegate) MergeRemoteState(buf []byte, join bool) {}
 
 // events is the provider's memberlist.EventDelegate. memberlist invokes it while holding its
-// node lock, so it only signals the run goroutine, which then reads Members() itself.
+// node lock, with the node's state as of the event: it copies the node into the provider's own
+// view (Provider.nodes) and signals the run goroutine. memberlist's Members() hands out
+// pointers to nodes it later rewrites (a metadata update), so the provider never reads them.
 type events struct{ p *Provider }
 
-// NotifyJoin signals a republish.
-func (e events) NotifyJoin(*memberlist.Node) { e.p.signal() }
+// NotifyJoin records the node and signals a republish.
+func (e events) NotifyJoin(n *memberlist.Node) { e.p.setNode(*n) }
 
-// NotifyLeave signals a republish.
-func (e events) NotifyLeave(*memberlist.Node) { e.p.signal() }
+// NotifyLeave forgets the node and signals a republish.
+func (e events) NotifyLeave(n *memberlist.Node) { e.p.dropNode(n.Name) }
 
-// NotifyUpdate signals a republish.
-func (e events) NotifyUpdate(*memberlist.Node) { e.p.signal() }
+// NotifyUpdate records the node's new metadata and signals a republish.
+func (e events) NotifyUpdate(n *memberlist.Node) { e.p.setNode(*n) }
+
+// setNode records a live node (a copy, taken under memberlist's lock).
+func (p *Provider) setNode(n memberlist.Node) {
+	p.nodesMu.Lock()
+	p.nodes[n.Name] = n
+	p.nodesMu.Unlock()
+	p.signal()
+}
+
+// dropNode forgets a node that is dead or left.
+func (p *Provider) dropNode(name string) {
+	p.nodesMu.Lock()
+	delete(p.nodes, name)
+	p.nodesMu.Unlock()
+	p.signal()
+}

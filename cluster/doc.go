@@ -5,17 +5,47 @@
 //
 // Membership. Each silo and client runs one memberlist node named after its protoactor member
 // id (ActorSystem.ID, unique per process incarnation). The node metadata (JSON, at most 512
-// bytes) carries the cluster name, the member id, the actor transport host and port, the kinds
-// and a client flag. Whenever memberlist reports a join, leave or update, and once per resync
-// interval, the provider republishes the full set of live non-client members of its cluster
-// with MemberList.UpdateClusterTopology; protoactor diffs it against the previous set, so
-// unchanged sets cost nothing. A member that memberlist declares dead disappears from the next
-// set, and protoactor then blocks its id forever.
+// bytes) carries the cluster name, the member id, the actor transport host and port, the kinds,
+// a client flag, and for a silo its stable silo id (from its store, the same across restarts)
+// and its cluster id, or, while it has none, its BootstrapExpect. The provider keeps its own
+// copy of memberlist's live nodes from memberlist's join, update and leave events; on each
+// event, and once per resync interval, it republishes with MemberList.UpdateClusterTopology the
+// full set of live non-client members announcing its cluster id; protoactor diffs it against
+// the previous set, so unchanged sets cost nothing. A member that memberlist declares dead
+// disappears from the next set, and protoactor then blocks its id forever. A restarted silo
+// appears under a new member id with the same silo id (Provider.SiloIDs).
 //
-// Bootstrap gating. A node with seeds publishes nothing until a Join has succeeded or another
-// member of its cluster has joined it, so a starting silo never briefly believes it owns every
-// grain. A node with no seeds (other than itself), or configured with Bootstrap, is the first
-// of its cluster and publishes at once. Provider.Ready is closed at the first publish.
+// Cluster identity. A cluster id is a random 64-bit id a cluster gets when it is created; each
+// silo records it in its store (ProviderConfig.ClusterID, OnClusterID) and announces it. Every
+// silo of a cluster is given the same seed list. The rule (formation.go):
+//   - A silo with a cluster id only joins silos announcing that id. Silos announcing another id
+//     are left out of its topology (and logged); if, before it has published anything, it sees
+//     members of another cluster and none of its own, it refuses to join, naming both ids
+//     (Provider.Refused; NewMember fails with it). It never creates a cluster again: restarted
+//     with the same flags it rejoins its peers, or, with no seed but itself, it is alone in its
+//     cluster until they come back.
+//   - A silo with no cluster id adopts the one its live peers announce; when they announce
+//     several it refuses.
+//   - A silo with no cluster id that sees no peer with one creates the cluster only with a
+//     positive BootstrapExpect: once it sees BootstrapExpect silos with no cluster id and the
+//     same BootstrapExpect (itself included, counted by silo id), the one with the lowest silo
+//     id mints the cluster id and the others adopt it. BootstrapExpect 0 means 1 for a silo
+//     with no seed but itself (a silo started alone creates its cluster at once), and
+//     otherwise that the silo only joins an existing cluster.
+//   - A client adopts the cluster id of the members it reaches and never creates one.
+//
+// Silos started at the same moment with the same flags and empty stores, BootstrapExpect their
+// number, therefore form one cluster: none mints before it sees all of them, and all of them
+// see the same lowest silo id. Starting more founding silos at once than BootstrapExpect says
+// can form several clusters; silos added later are started without it (or with any value: a
+// silo that sees a cluster id adopts it).
+//
+// Bootstrap gating. A node publishes nothing until the bootstrap gate opens, so a starting
+// silo never briefly believes it owns every grain: it must know its cluster id (stored,
+// adopted or minted) and either have minted it, have no seed other than itself, or see a live
+// peer announcing it. A minted or adopted id is handed to OnClusterID, which persists it,
+// before the node announces it or publishes anything. Provider.Ready is closed at the first
+// publish.
 //
 // Self-fencing. Protoactor never tells a member that its peers have dropped it (its peers
 // block its id; it keeps serving its activations). The provider closes Provider.Fenced when

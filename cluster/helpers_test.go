@@ -121,6 +121,17 @@ var fakeIDs atomic.Int64
 // startFake starts a provider on loopback against a fakeTopology, shut down at cleanup.
 func startFake(t *testing.T, cfg ProviderConfig, clusterName string, client bool) (*Provider, *fakeTopology) {
 	t.Helper()
+	p, top, env := newFake(t, cfg, clusterName, client)
+	if err := p.start(env); err != nil {
+		t.Fatal(err)
+	}
+	return p, top
+}
+
+// newFake returns an unstarted provider, its fakeTopology and the environment to start it
+// with; it is shut down at cleanup.
+func newFake(t *testing.T, cfg ProviderConfig, clusterName string, client bool) (*Provider, *fakeTopology, *environment) {
+	t.Helper()
 	if cfg.ResyncInterval == 0 {
 		cfg.ResyncInterval = 50 * time.Millisecond
 	}
@@ -142,11 +153,8 @@ func startFake(t *testing.T, cfg ProviderConfig, clusterName string, client bool
 		clusterName: clusterName, selfID: id, host: "127.0.0.1", port: 20000 + int(n),
 		kinds: kinds, client: client, publish: top.publish, blocked: top.isBlocked,
 	}
-	if err := p.start(env); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { _ = p.Shutdown(false) })
-	return p, top
+	return p, top, env
 }
 
 func isClosed(ch <-chan struct{}) bool {

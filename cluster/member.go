@@ -42,8 +42,8 @@ type MemberConfig struct {
 	// IdentityLookup places grains (nil: protoactor's disthash).
 	IdentityLookup protocluster.IdentityLookup
 	// JoinTimeout bounds the wait for the first topology, i.e. for a join of the seeds to
-	// succeed (0: until ctx ends). When it passes first, the error names each seed and what it
-	// answered.
+	// succeed and the cluster id to be known (0: until ctx ends). When it passes first, the
+	// error names each seed and what it answered, or what the cluster-identity rule waits for.
 	JoinTimeout time.Duration
 	// Logger receives protoactor's logs (nil: slog.Default()).
 	Logger *slog.Logger
@@ -53,8 +53,9 @@ type MemberConfig struct {
 
 // NewMember starts a silo member: an actor system, protoactor remoting, the cluster with
 // cfg.Kinds and the memberlist provider. It returns once the provider has published its first
-// topology, i.e. after the bootstrap gate opened (see Provider.Ready), or fails when ctx ends
-// first; on failure everything started is stopped. cluster.Cluster.StartMember sleeps 1 s unconditionally, so this takes at least 1 s.
+// topology, i.e. after the bootstrap gate opened (see Provider.Ready), or fails when the
+// provider refuses to join (Provider.Refused) or ctx ends first; on failure everything started
+// is stopped. cluster.Cluster.StartMember sleeps 1 s unconditionally, so this takes at least 1 s.
 func NewMember(ctx context.Context, cfg MemberConfig) (*protocluster.Cluster, *Provider, error) {
 	return startCluster(ctx, cfg, false)
 }
@@ -154,15 +155,23 @@ func startCluster(ctx context.Context, cfg MemberConfig, client bool) (*protoclu
 	select {
 	case <-provider.Ready():
 		return c, provider, nil
-	case <-wait.Done():
-		joinErr := provider.JoinError()
+	case <-provider.Refused():
+		id := c.ActorSystem.ID
 		abandon(c, provider)
-		if ctx.Err() == nil {
-			return nil, nil, fmt.Errorf("no seed let member %s join within %v: %w",
-				c.ActorSystem.ID, cfg.JoinTimeout, seedsError(cfg.Name, cfg.Gossip.Seeds, joinErr))
+		return nil, nil, fmt.Errorf("member %s (silo %s) refused to join cluster %q: %w",
+			id, FormatID(provider.SiloID()), cfg.Name, provider.RefuseCause())
+	case <-wait.Done():
+		joinErr, waiting := provider.JoinError(), provider.waitingFor()
+		id := c.ActorSystem.ID
+		abandon(c, provider)
+		why := seedsError(cfg.Name, cfg.Gossip.Seeds, joinErr)
+		if joinErr == nil && waiting != "" {
+			why = fmt.Errorf("joined the seeds %v, but %s", cfg.Gossip.Seeds, waiting)
 		}
-		return nil, nil, fmt.Errorf("member %s did not join before the deadline: %w: %w",
-			c.ActorSystem.ID, ctx.Err(), seedsError(cfg.Name, cfg.Gossip.Seeds, joinErr))
+		if ctx.Err() == nil {
+			return nil, nil, fmt.Errorf("member %s did not join within %v: %w", id, cfg.JoinTimeout, why)
+		}
+		return nil, nil, fmt.Errorf("member %s did not join before the deadline: %w: %w", id, ctx.Err(), why)
 	}
 }
 

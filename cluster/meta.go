@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/hashicorp/memberlist"
 )
 
 // nodeMeta is what every memberlist node announces about itself (memberlist node metadata,
-// JSON, at most memberlist.MetaMaxSize = 512 bytes). Short keys leave room for kinds.
+// JSON, at most memberlist.MetaMaxSize = 512 bytes). Short keys leave room for kinds. A member
+// announces it again (memberlist UpdateNode) when it takes a cluster id.
 type nodeMeta struct {
 	// Cluster is the protoactor cluster name; nodes of other clusters are ignored.
 	Cluster string `json:"c"`
@@ -24,6 +26,35 @@ type nodeMeta struct {
 	Kinds []string `json:"k,omitempty"`
 	// Client marks a cluster client: it gossips but is never part of the topology.
 	Client bool `json:"x,omitempty"`
+	// Silo is the member's stable silo id (ProviderConfig.SiloID); absent for clients.
+	Silo hexID `json:"s,omitempty"`
+	// ClusterID is the id of the cluster the member belongs to; absent while it belongs to none
+	// (it is then in no topology).
+	ClusterID hexID `json:"ci,omitempty"`
+	// Expect is the member's BootstrapExpect while it has no cluster id; founding silos count
+	// only each other when they announce the same value.
+	Expect int `json:"e,omitempty"`
+}
+
+// hexID is a silo or cluster id, 16 hex digits in the metadata (FormatID).
+type hexID uint64
+
+// MarshalText renders the id as FormatID does.
+func (id hexID) MarshalText() ([]byte, error) { return []byte(FormatID(uint64(id))), nil }
+
+// UnmarshalText parses hex digits.
+func (id *hexID) UnmarshalText(text []byte) error {
+	v, err := strconv.ParseUint(string(text), 16, 64)
+	if err != nil {
+		return fmt.Errorf("id %q is not hex: %w", text, err)
+	}
+	*id = hexID(v)
+	return nil
+}
+
+// peer is the metadata's view for the cluster-identity rule.
+func (m nodeMeta) peer() formationPeer {
+	return formationPeer{member: m.ID, silo: uint64(m.Silo), clusterID: uint64(m.ClusterID), expect: m.Expect, client: m.Client}
 }
 
 // encodeMeta renders m, failing when it does not fit memberlist's metadata limit.

@@ -1,16 +1,20 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/memberlist"
 )
 
 func TestMetaRoundTrip(t *testing.T) {
 	t.Parallel()
-	in := nodeMeta{Cluster: "orrery", ID: "abc", Host: "127.0.0.1", Port: 4000, Kinds: []string{"partition", "prototopic"}}
+	in := nodeMeta{Cluster: "orrery", ID: "abc", Host: "127.0.0.1", Port: 4000, Kinds: []string{"partition", "prototopic"},
+		Silo: 0xfedcba9876543210, ClusterID: 0x0123456789abcdef}
 	buf, err := encodeMeta(in)
 	if err != nil {
 		t.Fatal(err)
@@ -19,8 +23,24 @@ func TestMetaRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Cluster != in.Cluster || out.ID != in.ID || out.Host != in.Host || out.Port != in.Port || !slices.Equal(out.Kinds, in.Kinds) || out.Client {
+	if out.Cluster != in.Cluster || out.ID != in.ID || out.Host != in.Host || out.Port != in.Port || !slices.Equal(out.Kinds, in.Kinds) || out.Client ||
+		out.Silo != in.Silo || out.ClusterID != in.ClusterID || out.Expect != 0 {
 		t.Fatalf("round trip: %+v -> %s -> %+v", in, buf, out)
+	}
+	for _, want := range []string{`"s":"fedcba9876543210"`, `"ci":"0123456789abcdef"`} {
+		if !strings.Contains(string(buf), want) {
+			t.Errorf("metadata %s lacks %s", buf, want)
+		}
+	}
+	founder, err := encodeMeta(nodeMeta{Cluster: "orrery", ID: "f", Host: "127.0.0.1", Port: 4002, Silo: 7, Expect: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := decodeMeta(founder); got.ClusterID != 0 || got.Expect != 3 || got.Silo != 7 || strings.Contains(string(founder), `"ci"`) {
+		t.Fatalf("founder metadata %s decoded as %+v", founder, got)
+	}
+	if _, err := decodeMeta([]byte(`{"c":"x","i":"y","h":"z","p":1,"ci":"not hex"}`)); err == nil {
+		t.Error("a cluster id that is not hex was accepted")
 	}
 	m := out.member()
 	if m.Address() != "127.0.0.1:4000" || m.Id != "abc" {
@@ -50,6 +70,31 @@ func TestMetaTooLarge(t *testing.T) {
 	_, err := encodeMeta(nodeMeta{Cluster: "orrery", ID: "abc", Host: "127.0.0.1", Port: 4000, Kinds: kinds})
 	if err == nil || !strings.Contains(err.Error(), "512") {
 		t.Fatalf("oversized metadata: err = %v", err)
+	}
+
+	// Kinds that fit without a cluster id but not with one fail at start, not later when the
+	// member takes its cluster id.
+	base := nodeMeta{Cluster: "fits", ID: "node-x", Host: "127.0.0.1", Port: 20000, Silo: 1}
+	kinds = nil
+	for {
+		kinds = append(kinds, fmt.Sprintf("kind-%03d", len(kinds)))
+		base.Kinds = kinds
+		buf, _ := json.Marshal(base)
+		if len(buf) > memberlist.MetaMaxSize-20 {
+			break
+		}
+	}
+	if _, err := encodeMeta(base); err != nil {
+		t.Fatalf("the metadata without a cluster id should fit: %v", err)
+	}
+	p, err := NewProvider(ProviderConfig{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown(false) })
+	err = p.start(&environment{clusterName: base.Cluster, selfID: base.ID, host: base.Host, port: base.Port, kinds: kinds})
+	if err == nil || !strings.Contains(err.Error(), "512") {
+		t.Fatalf("start with metadata that cannot take a cluster id: err = %v", err)
 	}
 }
 

@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,14 +28,24 @@ type Provider struct {
 	cfg    ProviderConfig
 	logger *slog.Logger
 
-	mu      sync.Mutex // guards started and ml during start and Shutdown
-	started bool
-	ml      *memberlist.Memberlist
+	mu         sync.Mutex // guards started, ml and gossipAddr during start and Shutdown
+	started    bool
+	ml         *memberlist.Memberlist
+	gossipAddr string // memberlist's address, read at start (LocalNode is rewritten by UpdateNode)
 
 	// Set in start before memberlist exists, read-only afterwards (memberlist's goroutines
 	// and ours start after it is set).
-	env  *environment
-	meta []byte
+	env      *environment
+	metaBase nodeMeta
+	// meta is the metadata memberlist announces (delegate.NodeMeta); the run goroutine
+	// replaces it when this node takes a cluster id.
+	meta atomic.Pointer[[]byte]
+	// clusterID is form.clusterID, for other goroutines.
+	clusterID atomic.Uint64
+
+	// nodes are memberlist's live nodes (alive or suspect) by name, as its events reported them.
+	nodesMu sync.Mutex
+	nodes   map[string]memberlistNode
 
 	changed chan struct{} // capacity 1: "republish soon"
 	stop    chan struct{}
@@ -48,6 +60,15 @@ type Provider struct {
 
 	topologyMu sync.Mutex
 	topology   []*protocluster.Member // last topology protoactor accepted
+	silos      map[string]uint64      // silo id of each member of the last published set
+
+	// waiting is what the cluster-identity rule waits for before the gate opens ("" once it
+	// opened); refused is closed when the rule refuses this node (refuseCause).
+	waitingMu   sync.Mutex
+	waiting     string
+	refused     chan struct{}
+	refuseOnce  sync.Once
+	refuseCause error
 
 	fenced     chan struct{}
 	fenceOnce  sync.Once
@@ -57,8 +78,10 @@ type Provider struct {
 	lastJoinErr error // the last failed join's error, nil once a join succeeded
 
 	// Owned by the run goroutine.
-	inTopology bool
-	lastNotice map[string]time.Time
+	form        formation
+	inTopology  bool
+	lastNotice  map[string]time.Time
+	foreignSeen map[string]bool
 }
 
 var _ protocluster.ClusterProvider = (*Provider)(nil)
@@ -88,13 +111,16 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	logger := slog.New(actors.NewLevelHandler(cfg.LogLevel, cfg.Logger.Handler()))
 	cfg.Logger = logger
 	return &Provider{
-		cfg:        cfg,
-		logger:     logger.With(slog.String("lib", "orrery/cluster")),
-		changed:    make(chan struct{}, 1),
-		stop:       make(chan struct{}),
-		ready:      make(chan struct{}),
-		fenced:     make(chan struct{}),
-		lastNotice: map[string]time.Time{},
+		cfg:         cfg,
+		logger:      logger.With(slog.String("lib", "orrery/cluster")),
+		nodes:       map[string]memberlistNode{},
+		changed:     make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		ready:       make(chan struct{}),
+		fenced:      make(chan struct{}),
+		refused:     make(chan struct{}),
+		lastNotice:  map[string]time.Time{},
+		foreignSeen: map[string]bool{},
 	}, nil
 }
 
@@ -159,14 +185,16 @@ func (p *Provider) start(env *environment) error {
 		return errors.New("cluster provider already shut down")
 	default:
 	}
-	meta, err := encodeMeta(nodeMeta{
-		Cluster: env.clusterName, ID: env.selfID, Host: env.host, Port: env.port,
-		Kinds: env.kinds, Client: env.client,
-	})
-	if err != nil {
+	// With a port chosen at start no seed can name this node: only a fixed port is filtered.
+	selfAddr := ""
+	if p.cfg.BindPort != 0 {
+		selfAddr = net.JoinHostPort(cmp.Or(p.cfg.AdvertiseHost, p.cfg.BindHost), strconv.Itoa(p.cfg.BindPort))
+	}
+	seeds := otherSeeds(p.cfg.Seeds, selfAddr, p.cfg.BindHost, p.cfg.AdvertiseHost)
+	p.env = env
+	if err := p.startIdentity(len(seeds) == 0); err != nil {
 		return err
 	}
-	p.env, p.meta = env, meta
 	mc, err := p.cfg.memberlistConfig(env.selfID, env.clusterName, delegate{p}, events{p})
 	if err != nil {
 		return err
@@ -175,15 +203,13 @@ func (p *Provider) start(env *environment) error {
 	if err != nil {
 		return fmt.Errorf("start memberlist on %s:%d: %w", p.cfg.BindHost, p.cfg.BindPort, err)
 	}
-	p.ml, p.started = ml, true
-
-	seeds := otherSeeds(p.cfg.Seeds, ml.LocalNode().Address(), p.cfg.BindHost, p.cfg.AdvertiseHost)
+	p.ml, p.started, p.gossipAddr = ml, true, ml.LocalNode().Address()
 	p.logger.Info("memberlist started",
-		slog.String("member", env.selfID), slog.String("gossip", ml.LocalNode().Address()),
-		slog.Bool("client", env.client), slog.Any("seeds", seeds))
-	if len(seeds) == 0 || p.cfg.Bootstrap {
-		p.openGate("first node of the cluster")
-	}
+		slog.String("member", env.selfID), slog.String("gossip", p.gossipAddr),
+		slog.Bool("client", env.client), slog.Any("seeds", seeds),
+		slog.String("silo_id", FormatID(uint64(p.metaBase.Silo))), slog.String("cluster_id", FormatID(p.form.clusterID)),
+		slog.Int("bootstrap_expect", p.form.expect))
+	p.signal() // the first sync applies the cluster-identity rule (a seedless node opens at once)
 	p.loops.Add(1)
 	go p.run()
 	if len(seeds) > 0 {
@@ -242,8 +268,9 @@ func (p *Provider) Shutdown(graceful bool) error {
 }
 
 // Ready is closed once the first topology has been published, which happens only after the
-// bootstrap gate opened: a join succeeded, a peer of this cluster joined this node, or this
-// node is the first of its cluster.
+// bootstrap gate opened: this node knows its cluster id (stored, adopted or minted) and it
+// created the cluster, has no seed but itself, or sees a live peer of its cluster (doc.go,
+// "Bootstrap gating").
 func (p *Provider) Ready() <-chan struct{} { return p.ready }
 
 // GossipAddress is this node's memberlist address ("host:port", the chosen port when BindPort
@@ -251,10 +278,7 @@ func (p *Provider) Ready() <-chan struct{} { return p.ready }
 func (p *Provider) GossipAddress() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ml == nil {
-		return ""
-	}
-	return p.ml.LocalNode().Address()
+	return p.gossipAddr
 }
 
 // MemberID is the protoactor member id this provider announces; empty before start.
@@ -325,48 +349,89 @@ func (p *Provider) run() {
 	}
 }
 
-// sync publishes the current member set (once the gate is open), checks whether this member
-// has been fenced, and notifies live nodes that this member has blocked.
+// sync applies the cluster-identity rule until the gate opens, then publishes the current
+// member set, checks whether this member has been fenced, and notifies live nodes that this
+// member has blocked.
 func (p *Provider) sync() {
-	members, peers := p.view()
-	if !p.gateOpen.Load() {
-		if len(peers) == 0 {
-			return
-		}
-		p.openGate("a peer joined this node")
+	if p.isRefused() {
+		return
 	}
+	view := p.view()
+	if !p.gateOpen.Load() && !p.formStep(view) {
+		return
+	}
+	members, silos, peers := p.members(view)
 	topology := p.env.publish(members)
 	p.topologyMu.Lock()
-	p.topology = topology
+	p.topology, p.silos = topology, silos
 	p.topologyMu.Unlock()
 	p.readyOnce.Do(func() { close(p.ready) })
 	p.checkSelf(slices.ContainsFunc(topology, func(m *protocluster.Member) bool { return m.Id == p.env.selfID }))
 	p.noticeBlocked(peers)
 }
 
-// view decodes memberlist's live nodes (alive or suspect) into protoactor members of this
-// cluster, sorted by id, and the peers among them (every member but this one).
-func (p *Provider) view() ([]*protocluster.Member, map[string]*memberlistNode) {
-	var members []*protocluster.Member
-	peers := map[string]*memberlistNode{}
-	for _, node := range p.ml.Members() {
+// viewNode is one live memberlist node of this cluster name other than this one.
+type viewNode struct {
+	meta nodeMeta
+	node *memberlistNode
+}
+
+// view decodes memberlist's live nodes (alive or suspect) of this cluster name, this one
+// excepted, clients included.
+func (p *Provider) view() []viewNode {
+	p.nodesMu.Lock()
+	defer p.nodesMu.Unlock()
+	var view []viewNode
+	for _, node := range p.nodes {
 		meta, err := decodeMeta(node.Meta)
-		if err != nil || meta.Cluster != p.env.clusterName || meta.Client {
+		if err != nil || meta.Cluster != p.env.clusterName || meta.ID == p.env.selfID {
 			continue
 		}
-		members = append(members, meta.member())
-		if meta.ID != p.env.selfID {
-			peers[meta.ID] = node
+		view = append(view, viewNode{meta: meta, node: &node})
+	}
+	return view
+}
+
+// members is the member set to publish: this member (unless a client) and every live
+// non-client peer announcing this node's cluster id, sorted by id; the silo id of each; and
+// the peers among them. Peers announcing another cluster id are left out (and logged once
+// while they stay live); peers with none yet are forming or adopting and left out too.
+func (p *Provider) members(view []viewNode) ([]*protocluster.Member, map[string]uint64, map[string]*memberlistNode) {
+	var members []*protocluster.Member
+	silos := map[string]uint64{}
+	peers := map[string]*memberlistNode{}
+	if !p.env.client {
+		members = append(members, p.metaBase.member())
+		silos[p.env.selfID] = uint64(p.metaBase.Silo)
+	}
+	for id := range p.foreignSeen {
+		if !slices.ContainsFunc(view, func(v viewNode) bool { return v.meta.ID == id }) {
+			delete(p.foreignSeen, id)
+		}
+	}
+	for _, v := range view {
+		switch {
+		case v.meta.Client || v.meta.ClusterID == 0:
+		case uint64(v.meta.ClusterID) == p.form.clusterID:
+			members = append(members, v.meta.member())
+			silos[v.meta.ID] = uint64(v.meta.Silo)
+			peers[v.meta.ID] = v.node
+		case !p.foreignSeen[v.meta.ID]:
+			p.foreignSeen[v.meta.ID] = true
+			p.logger.Warn("ignoring a member of another cluster", slog.String("member", p.env.selfID),
+				slog.String("cluster_id", FormatID(p.form.clusterID)), slog.String("peer", v.meta.ID),
+				slog.String("peer_silo_id", FormatID(uint64(v.meta.Silo))), slog.String("peer_cluster_id", FormatID(uint64(v.meta.ClusterID))),
+				slog.String("address", v.node.Address()))
 		}
 	}
 	slices.SortFunc(members, func(a, b *protocluster.Member) int { return strings.Compare(a.Id, b.Id) })
-	return members, peers
+	return members, silos, peers
 }
 
 // joinLoop keeps this node joined to its seeds until the provider shuts down. It joins them
 // at start, retrying with a doubling wait (JoinRetry up to DefaultJoinRetryMax) until one join
 // succeeds, and joins them again, with the same backoff, whenever this node has no live peer
-// of its cluster left: memberlist never contacts a node it declared dead again, so a client
+// of its cluster id left (see alone): memberlist never contacts a node it declared dead again, so a client
 // whose only silo restarted (a new member id at the same address, which does not know the
 // client), or a silo whose peers all died and came back, would otherwise stay alone for good.
 func (p *Provider) joinLoop(seeds []string) {
@@ -384,7 +449,6 @@ func (p *Provider) joinLoop(seeds []string) {
 				}
 				p.logger.Info(reason, slog.String("member", p.env.selfID), slog.Int("contacted", n), slog.Int("attempts", failures+1))
 				p.setJoinError(nil)
-				p.openGate(reason)
 				p.signal()
 				joined, failures = true, 0
 			} else {
@@ -410,11 +474,11 @@ func (p *Provider) joinLoop(seeds []string) {
 	}
 }
 
-// alone reports whether memberlist knows no live node of this cluster other than this one
-// (clients do not count).
+// alone reports whether memberlist knows no live member other than this one that announces
+// this node's cluster id (none: no cluster id either); clients do not count.
 func (p *Provider) alone() bool {
-	_, peers := p.view()
-	return len(peers) == 0
+	own := p.clusterID.Load()
+	return !slices.ContainsFunc(p.view(), func(v viewNode) bool { return !v.meta.Client && uint64(v.meta.ClusterID) == own })
 }
 
 // JoinError is the error of the last failed join of the seeds (memberlist's, naming each seed

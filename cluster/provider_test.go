@@ -10,9 +10,11 @@ import (
 // unreachableSeed is a loopback port nothing listens on (privileged, so no test binds it).
 const unreachableSeed = "127.0.0.1:1"
 
+// TestGateStaysClosedUntilJoin: a founding silo whose seeds are unreachable publishes nothing;
+// a second founding silo joining it completes BootstrapExpect 2, and both publish both.
 func TestGateStaysClosedUntilJoin(t *testing.T) {
 	t.Parallel()
-	lonely, top := startFake(t, ProviderConfig{Seeds: []string{unreachableSeed}}, "gate", false)
+	lonely, top := startFake(t, ProviderConfig{Seeds: []string{unreachableSeed}, BootstrapExpect: 2}, "gate", false)
 	time.Sleep(300 * time.Millisecond) // six resync intervals: long enough to have published
 	if isClosed(lonely.Ready()) {
 		t.Fatal("a node whose seeds are unreachable reported ready")
@@ -22,7 +24,7 @@ func TestGateStaysClosedUntilJoin(t *testing.T) {
 	}
 
 	// Someone joining the lonely node opens its gate.
-	joiner, joinerTop := startFake(t, ProviderConfig{Seeds: []string{lonely.GossipAddress()}}, "gate", false)
+	joiner, joinerTop := startFake(t, ProviderConfig{Seeds: []string{lonely.GossipAddress()}, BootstrapExpect: 2}, "gate", false)
 	waitClosed(t, joiner.Ready(), 5*time.Second, "the joiner to be ready")
 	waitClosed(t, lonely.Ready(), 5*time.Second, "the joined node to be ready")
 	want := []string{lonely.MemberID(), joiner.MemberID()}
@@ -44,9 +46,13 @@ func TestFirstNodePublishesAtOnce(t *testing.T) {
 		return slices.Equal(ids, []string{seedless.MemberID()})
 	})
 
-	// Bootstrap overrides unreachable seeds; seeds naming the node itself are ignored.
-	boot, _ := startFake(t, ProviderConfig{Seeds: []string{unreachableSeed}, Bootstrap: true}, "first", false)
+	// BootstrapExpect 1 creates the cluster whatever the seeds; seeds naming the node itself
+	// are ignored.
+	boot, _ := startFake(t, ProviderConfig{Seeds: []string{unreachableSeed}, BootstrapExpect: 1}, "first", false)
 	waitClosed(t, boot.Ready(), time.Second, "a bootstrap node to be ready")
+	if seedless.ClusterID() == 0 || boot.ClusterID() == 0 || seedless.ClusterID() == boot.ClusterID() {
+		t.Fatalf("two founders that never met: cluster ids %016x and %016x, want two different non-zero ids", seedless.ClusterID(), boot.ClusterID())
+	}
 
 	if got := otherSeeds([]string{"127.0.0.1:7000", " 10.0.0.2:7000 ", "localhost:7000", "", "127.0.0.1:7001"}, "127.0.0.1:7000", "127.0.0.1", "localhost"); !slices.Equal(got, []string{"10.0.0.2:7000", "127.0.0.1:7001"}) {
 		t.Fatalf("otherSeeds = %v", got)

@@ -17,9 +17,9 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
 
-// TestClientRejoinsWhenItsOnlySiloComesBack: a client's only silo is killed, and a new silo
-// (a new member id) starts on the same gossip address without seeds, so it knows nothing of the
-// client. memberlist never contacts a node it declared dead again; the client must join its
+// TestClientRejoinsWhenItsOnlySiloComesBack: a client's only silo is killed, and it restarts
+// (a new member id, its silo and cluster ids from its store) on the same gossip address without
+// seeds, so it knows nothing of the client. memberlist never contacts a node it declared dead again; the client must join its
 // seeds again by itself and see the new silo.
 func TestClientRejoinsWhenItsOnlySiloComesBack(t *testing.T) {
 	t.Parallel()
@@ -40,7 +40,7 @@ func TestClientRejoinsWhenItsOnlySiloComesBack(t *testing.T) {
 		ids, _ := clientTop.snapshot()
 		return len(ids) == 0
 	})
-	restarted, _ := startFake(t, ProviderConfig{BindPort: port}, "rejoin", false)
+	restarted, _ := startFake(t, ProviderConfig{BindPort: port, SiloID: silo.SiloID(), ClusterID: silo.ClusterID()}, "rejoin", false)
 	waitFor(t, 15*time.Second, "the client to see the restarted silo", func() bool {
 		ids, _ := clientTop.snapshot()
 		return slices.Equal(ids, []string{restarted.MemberID()})

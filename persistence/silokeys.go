@@ -8,6 +8,7 @@ import "encoding/binary"
 var (
 	siloIDKey         = []byte("s/silo-id")
 	siloPartitionsKey = []byte("s/partitions")
+	siloClusterIDKey  = []byte("s/cluster-id")
 )
 
 // groupPrefix is where partition n's keys of one kind start: kind, then n.

@@ -29,7 +29,9 @@ type SiloStore struct {
 	db         *badger.DB
 	siloID     uint64
 	partitions int
-	raftLog    *BadgerRaftLog
+	// clusterID is the stored cluster id (0: none yet); SetClusterID writes it under writeMu.
+	clusterID atomic.Uint64
+	raftLog   *BadgerRaftLog
 
 	// versions numbers commits and reads (the database is opened in managed mode).
 	versions versions
@@ -110,7 +112,7 @@ func (s *SiloStore) loadMeta() error {
 					"the count cannot change for an existing store", s.dir, stored, s.partitions)
 		}
 		s.siloID = binary.BigEndian.Uint64(id)
-		return nil
+		return s.loadClusterID(txn)
 	case idFound || countFound:
 		return orrery.Errorf(orrery.CodeInternal, "silo store %s: damaged silo metadata (silo id or partition count missing)", s.dir)
 	}

@@ -38,8 +38,16 @@ type Config struct {
 	Port int
 	// GossipPort is the memberlist port (0: a free port).
 	GossipPort int
-	// Seeds are gossip addresses of silos to join; none starts a new cluster.
+	// Seeds are gossip addresses of silos to join; every silo of a cluster can be given the
+	// same list (a silo ignores its own address).
 	Seeds []string
+	// BootstrapExpect is how many silos create a new cluster together: a silo whose data dir
+	// belongs to no cluster, and that sees no silo of one, waits until it sees this many such
+	// silos with the same BootstrapExpect, and the one with the lowest silo id creates the
+	// cluster (cluster.ProviderConfig.BootstrapExpect). Zero: 1 without Seeds (other than its
+	// own address); with Seeds the silo only joins an existing cluster. A silo whose data dir
+	// belongs to a cluster never creates one.
+	BootstrapExpect int
 	// Partitions is the cluster's partition count (default 32); it must equal the count the
 	// data root was created with.
 	Partitions int
@@ -62,9 +70,10 @@ type Config struct {
 	// a 2-core machine (BenchmarkDueLateness, -short): enqueue-lateness p99 52 ms with 2
 	// workers, 29 ms with 8, 4 ms with 32, for up to a fifth less peak catch-up throughput.
 	CoordinatorWorkers int
-	// OpenTimeout bounds how long Start waits for the partitions the topology places on this
-	// silo to open and answer (default DefaultOpenTimeout); past it the silo stops and Start
-	// fails with the first failing partition's reason.
+	// OpenTimeout bounds how long Start waits for the silo to join its cluster (its seeds to
+	// answer and its cluster id to be known), and then for the partitions the topology places
+	// on this silo to open and answer (default DefaultOpenTimeout); past it the silo stops and
+	// Start fails with what it waited for, or the first failing partition's reason.
 	OpenTimeout time.Duration
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
@@ -91,6 +100,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Port < 0 || c.Port > 65535 || c.GossipPort < 0 || c.GossipPort > 65535 {
 		return c, fmt.Errorf("port and gossip port must be between 0 and 65535, got %d and %d", c.Port, c.GossipPort)
+	}
+	if c.BootstrapExpect < 0 {
+		return c, fmt.Errorf("bootstrap expect: must be at least 0, got %d", c.BootstrapExpect)
 	}
 	if c.Admin == "" {
 		c.Admin = DefaultAdmin

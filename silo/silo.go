@@ -56,9 +56,11 @@ type Silo struct {
 // partition's Raft group with the log applied, it has joined (or founded) the cluster, its
 // admin endpoint listens, and every partition the topology places on it answers (as /readyz
 // judges). A store that cannot be opened (another process holds it, the directory is not
-// writable, the data root is in the old layout) fails Start at once; partitions that do not
-// lead or answer within Config.OpenTimeout make the silo stop and Start return an error naming
-// them and the first one's reason.
+// writable, the data root is in the old layout) fails Start at once; so does a data dir that
+// belongs to another cluster than the silos it reaches. A silo that cannot join its cluster
+// within Config.OpenTimeout, or whose partitions do not lead or answer within it, stops, and
+// Start returns an error naming what it waited for (the data dir and its ids, or the
+// partitions and the first one's reason).
 func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -86,19 +88,22 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 			}
 		},
 	}
+	storedClusterID := host.ClusterID()
 	c, provider, err := cluster.NewMember(ctx, cluster.MemberConfig{
-		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port,
+		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, JoinTimeout: cfg.OpenTimeout,
 		Logger: slog.New(actors.NewPeerLossHandler(cfg.Logger.Handler(), s.isMember)),
 		Gossip: cluster.ProviderConfig{
 			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger,
-			OnFenced: func(cause error) { s.fenced(cause) },
+			SiloID: host.SiloID(), ClusterID: storedClusterID, BootstrapExpect: cfg.BootstrapExpect,
+			OnClusterID: host.SetClusterID,
+			OnFenced:    func(cause error) { s.fenced(cause) },
 		},
 		Kinds: []*protocluster.Kind{partition.NewKind(pcfg)},
 	})
 	if err != nil {
 		cancel()
 		_ = host.Close()
-		return nil, fmt.Errorf("join cluster %q: %w", cfg.ClusterName, err)
+		return nil, joinError(cfg, host.SiloID(), storedClusterID, err)
 	}
 	s.cluster, s.provider = c, provider
 	s.log = cfg.Logger.With("silo", c.ActorSystem.ID)
@@ -121,8 +126,8 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		s.shutdown(true)
 		return nil, err
 	}
-	s.log.Info("silo ready", "actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr,
-		"data", cfg.DataDir, "partitions", cfg.Partitions)
+	s.log.Info("silo ready", "silo_id", cluster.FormatID(s.SiloID()), "cluster_id", cluster.FormatID(s.ClusterID()),
+		"actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr, "data", cfg.DataDir, "partitions", cfg.Partitions)
 	return s, nil
 }
 
@@ -140,6 +145,12 @@ func (s *Silo) AdminAddress() string { return s.adminAddr }
 
 // ID is this silo incarnation's member id.
 func (s *Silo) ID() string { return s.cluster.ActorSystem.ID }
+
+// SiloID is the silo's stable id, kept in its store across restarts.
+func (s *Silo) SiloID() uint64 { return s.host.SiloID() }
+
+// ClusterID is the id of the cluster the silo belongs to, recorded in its store.
+func (s *Silo) ClusterID() uint64 { return s.provider.ClusterID() }
 
 // Done is closed when the silo has stopped: Stop, fenced by the cluster, or its partitions
 // failed (Err says which of the last two).

@@ -6,12 +6,19 @@
 //
 //	silo import --data ./data
 //
-// One silo uses a data root at a time. It prints one line "silo ready ..." with its addresses
-// once it serves: its store is open and every partition answers (when they do not within
-// --open-timeout, or the store cannot be opened, it exits with status 2 and the error). It
-// shuts down gracefully on SIGTERM or SIGINT (stop coordinating, stop the partitions, leave the
-// cluster, close the store), and exits with status 1 if the cluster fences it or its
-// partitions fail (a failed write or apply: the next start recovers from the store).
+// Every silo of a cluster can take the same --seeds list; three silos with empty data dirs
+// create one cluster together when each is started with --bootstrap-expect 3, and any silo
+// restarted with the same flags rejoins it (a data dir of another cluster is refused):
+//
+//	silo --data ./data/1 --port 7381 --gossip-port 7382 --admin 127.0.0.1:7380 --bootstrap-expect 3 --seeds 127.0.0.1:7382,127.0.0.1:7392,127.0.0.1:7402
+//
+// One silo uses a data root at a time. It prints one line "silo ready ..." with its ids and
+// addresses once it serves: it has joined its cluster, its store is open and every partition
+// answers (when it cannot join or they do not answer within --open-timeout, or the store
+// cannot be opened, it exits with status 2 and the error). It shuts down gracefully on SIGTERM
+// or SIGINT (stop coordinating, stop the partitions, leave the cluster, close the store), and
+// exits with status 1 if the cluster fences it or its partitions fail (a failed write or
+// apply: the next start recovers from the store).
 //
 // silo import imports a data root of the old layout (cluster.json and one Badger database per
 // partition, partitions/<n>/), which a silo refuses to start on, into the silo store
@@ -38,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/silo"
 )
@@ -72,8 +80,8 @@ func run(args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("silo ready id=%s actor=%s gossip=%s admin=%s data=%s partitions=%d\n",
-		s.ID(), s.ActorAddress(), s.GossipAddress(), s.AdminAddress(), cfg.DataDir, cfg.Partitions)
+	fmt.Printf("silo ready id=%s silo=%s cluster=%s actor=%s gossip=%s admin=%s data=%s partitions=%d\n",
+		s.ID(), cluster.FormatID(s.SiloID()), cluster.FormatID(s.ClusterID()), s.ActorAddress(), s.GossipAddress(), s.AdminAddress(), cfg.DataDir, cfg.Partitions)
 	select {
 	case <-ctx.Done():
 		logger.Info("silo stopping (signal)")
@@ -117,7 +125,9 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&cfg.Host, "host", silo.DefaultHost, "address to bind and advertise (actor transport and gossip)")
 	fs.IntVar(&cfg.Port, "port", silo.DefaultPort, "actor transport port (0: a free port)")
 	fs.IntVar(&cfg.GossipPort, "gossip-port", silo.DefaultGossipPort, "memberlist gossip port (0: a free port)")
-	fs.StringVar(&seeds, "seeds", "", "comma-separated gossip addresses of silos to join (none: start a new cluster)")
+	fs.StringVar(&seeds, "seeds", "", "comma-separated gossip addresses of the cluster's silos, the same list for every silo (a silo ignores its own)")
+	fs.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "how many silos with empty data dirs create a new cluster together, the same on each of them "+
+		"(0: 1 without --seeds; with --seeds only join an existing cluster)")
 	fs.IntVar(&cfg.Partitions, "partitions", silo.DefaultPartitions, "partition count, fixed when the data root is created")
 	fs.StringVar(&cfg.Admin, "admin", silo.DefaultAdmin, `admin HTTP address ("off" disables it)`)
 	fs.StringVar(&cfg.ClusterName, "cluster", silo.DefaultClusterName, "cluster name")
@@ -130,6 +140,9 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	}
 	if err := limits.validate(); err != nil {
 		return opts, err
+	}
+	if cfg.BootstrapExpect < 0 {
+		return opts, fmt.Errorf("bootstrap-expect: must be at least 0, got %d", cfg.BootstrapExpect)
 	}
 	for _, s := range strings.Split(seeds, ",") {
 		if s = strings.TrimSpace(s); s != "" {

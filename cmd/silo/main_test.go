@@ -30,6 +30,30 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 	}
 }
 
+// TestBootstrapExpectFlag: --bootstrap-expect defaults to 0, comes from the command line or
+// ORRERY_BOOTSTRAP_EXPECT, and a negative value names the flag.
+func TestBootstrapExpectFlag(t *testing.T) {
+	none := func(string) string { return "" }
+	if opts, err := parseConfig(nil, none); err != nil || opts.silo.BootstrapExpect != 0 {
+		t.Fatalf("default bootstrap-expect %d (%v)", opts.silo.BootstrapExpect, err)
+	}
+	env := func(k string) string {
+		if k == "ORRERY_BOOTSTRAP_EXPECT" {
+			return "3"
+		}
+		return ""
+	}
+	if opts, err := parseConfig(nil, env); err != nil || opts.silo.BootstrapExpect != 3 {
+		t.Fatalf("ORRERY_BOOTSTRAP_EXPECT=3: %d (%v)", opts.silo.BootstrapExpect, err)
+	}
+	if opts, err := parseConfig([]string{"--bootstrap-expect", "5"}, env); err != nil || opts.silo.BootstrapExpect != 5 {
+		t.Fatalf("--bootstrap-expect 5 over the environment: %d (%v)", opts.silo.BootstrapExpect, err)
+	}
+	if _, err := parseConfig([]string{"--bootstrap-expect", "-1"}, none); err == nil || !strings.Contains(err.Error(), "bootstrap-expect") {
+		t.Fatalf("--bootstrap-expect -1: error %v should name the flag", err)
+	}
+}
+
 func TestBadInputNamesTheSetting(t *testing.T) {
 	_, err := parseConfig(nil, func(k string) string {
 		if k == "ORRERY_PARTITIONS" {

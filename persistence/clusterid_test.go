@@ -1,0 +1,137 @@
+package persistence
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/orreryhq/orrery"
+)
+
+// TestSiloStoreClusterID: a new store belongs to no cluster; SetClusterID records the id once,
+// across close and reopen; setting it again is a no-op, another id is a Validation error on
+// cluster_id naming both ids and the store, and zero is refused.
+func TestSiloStoreClusterID(t *testing.T) {
+	t.Parallel()
+	dir := SiloStoreDir(t.TempDir())
+	s := openSiloStore(t, dir, 4)
+	if id := s.ClusterID(); id != 0 {
+		t.Fatalf("a new store's cluster id is %016x, want 0", id)
+	}
+	if err := s.SetClusterID(0); !errors.Is(err, orrery.ErrValidation) {
+		t.Errorf("SetClusterID(0) = %v, want Validation", err)
+	}
+	const id, other = 0x0123456789abcdef, 0xfedcba9876543210
+	if err := s.SetClusterID(id); err != nil {
+		t.Fatal(err)
+	}
+	if s.ClusterID() != id {
+		t.Fatalf("cluster id %016x after SetClusterID, want %016x", s.ClusterID(), uint64(id))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openSiloStore(t, dir, 4)
+	if s.ClusterID() != id {
+		t.Fatalf("cluster id after reopening %016x, want %016x", s.ClusterID(), uint64(id))
+	}
+	if err := s.SetClusterID(id); err != nil {
+		t.Errorf("setting the recorded id again: %v", err)
+	}
+	err := s.SetClusterID(other)
+	var oerr *orrery.Error
+	if !errors.As(err, &oerr) || oerr.Code != orrery.CodeValidation || oerr.Field != "cluster_id" {
+		t.Fatalf("SetClusterID(another id) = %v, want a Validation error on cluster_id", err)
+	}
+	for _, want := range []string{"0123456789abcdef", "fedcba9876543210", dir} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s = openSiloStore(t, dir, 4); s.ClusterID() != id {
+		t.Errorf("the refused id replaced the recorded one: %016x", s.ClusterID())
+	}
+}
+
+// clusterIDChildEnv names the store a re-executed test binary sets the cluster id of (see
+// TestClusterIDIsDurableWhenSetReturns).
+const clusterIDChildEnv = "ORRERY_CLUSTER_ID_CRASH_CHILD"
+
+// crashClusterID is the cluster id the child sets.
+const crashClusterID = 0x5eed5eed5eed5eed
+
+// TestClusterIDIsDurableWhenSetReturns: a child process sets the cluster id, prints that
+// SetClusterID returned and is SIGKILLed; the store keeps the id both as the kill left it (a
+// process crash) and with each write-ahead log cut back to what its syncs covered (a machine
+// crash).
+func TestClusterIDIsDurableWhenSetReturns(t *testing.T) {
+	if dir := os.Getenv(clusterIDChildEnv); dir != "" {
+		clusterIDChild(dir)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	cmd := exec.Command(exe, "-test.run=^TestClusterIDIsDurableWhenSetReturns$")
+	cmd.Env = append(os.Environ(), clusterIDChildEnv+"="+dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reported := false
+	lines := bufio.NewScanner(stdout)
+	for !reported && lines.Scan() {
+		reported = lines.Text() == "cluster id set"
+	}
+	_ = cmd.Process.Kill()
+	_, _ = io.Copy(io.Discard, stdout)
+	_ = cmd.Wait()
+	if !reported {
+		t.Fatalf("the child did not report the cluster id set; stderr:\n%s", stderr.String())
+	}
+	power := dir + "-power-loss"
+	imageSyncedWALs(t, dir, power)
+	for _, image := range []struct{ dir, what string }{{dir, "process crash"}, {power, "machine crash"}} {
+		s := openSiloStore(t, image.dir, 2)
+		if s.ClusterID() != crashClusterID {
+			t.Errorf("%s: cluster id %016x, want %016x", image.what, s.ClusterID(), uint64(crashClusterID))
+		}
+		_ = s.Close()
+	}
+}
+
+// clusterIDChild opens the store, sets the cluster id, reports it and waits to be killed.
+func clusterIDChild(dir string) {
+	s, err := OpenSiloStore(dir, 2, smallOptions())
+	if err == nil {
+		s.wals.syncLog = recordSynced(dir + ".synced")
+		err = s.SetClusterID(crashClusterID)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println("cluster id set")
+	select {}
+}
