@@ -98,12 +98,12 @@ func TestDueCommandAppliesWithoutAnInboxEntry(t *testing.T) {
 		t.Fatalf("configure: %v", r)
 	}
 	if r := receipt(t, h.do(command("saga", 0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_CompareExchangeSaga{CompareExchangeSaga: &orreryv1.CompareExchangeSaga{
-		Lane: lane, SagaId: sagaID, Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{}`, DeadlineUnixMicros: now.Add(10 * time.Millisecond).UnixMicro(),
+		Lane: lane, SagaId: sagaID, Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{}`, DeadlineUnixMicros: now.Add(time.Second).UnixMicro(),
 		Timeout: &orreryv1.SagaTimeout{Queue: lane.GetQueue(), Template: &orreryv1.MessageTemplate{PayloadJson: `"late"`}},
 	}}}))); r.GetResults()[0].GetError() != nil {
 		t.Fatalf("saga: %v", r)
 	}
-	time.Sleep(20 * time.Millisecond) // past the saga's deadline
+	time.Sleep(time.Until(now.Add(time.Second + 20*time.Millisecond))) // past the saga's deadline
 	req := h.dueCommand("due-1")
 	if n := len(req.GetBatch().GetMutations()); n != 2 {
 		t.Fatalf("the due scan gave %d mutations, want the emit and the expiry", n)
