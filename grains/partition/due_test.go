@@ -90,8 +90,8 @@ func (h *harness) dueCommand(id string) *orreryv1.CommandRequest {
 // stores no inbox entry, and a retry with the same command id applies again and enqueues
 // nothing more (its tokens moved on).
 func TestDueCommandAppliesWithoutAnInboxEntry(t *testing.T) {
-	h := newHarness(t, nil)
-	now := time.Now()
+	h, fake := newFakeClockHarness(t, nil)
+	now := fake.Now()
 	if r := receipt(t, h.do(command("configure", 0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
 		Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: scheduleID, Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{
 			Every: &orreryv1.EverySpec{IntervalMicros: 3600 * input.Second, FirstDueAtUnixMicros: now.Add(-time.Second).UnixMicro()}}}}}}}))); r.GetResults()[0].GetError() != nil {
@@ -103,7 +103,7 @@ func TestDueCommandAppliesWithoutAnInboxEntry(t *testing.T) {
 	}}}))); r.GetResults()[0].GetError() != nil {
 		t.Fatalf("saga: %v", r)
 	}
-	time.Sleep(time.Until(now.Add(time.Second + 20*time.Millisecond))) // past the saga's deadline
+	fake.Advance(time.Second + 20*time.Millisecond) // past the saga's deadline
 	req := h.dueCommand("due-1")
 	if n := len(req.GetBatch().GetMutations()); n != 2 {
 		t.Fatalf("the due scan gave %d mutations, want the emit and the expiry", n)
