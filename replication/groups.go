@@ -378,11 +378,15 @@ func (g *Groups) Hosted() []int { return slices.Clone(g.order) }
 
 // Campaign makes this replica campaign for group's leadership at once instead of waiting for
 // its election timeout: for a replica that is its group's only voter, which then leads as soon
-// as the campaign's round is persisted.
+// as the campaign's round is persisted. It fails for a replica that is not a voter of the group
+// as of its applied index (one opened empty, a learner, a removed replica).
 func (g *Groups) Campaign(id int) error {
 	gr, ok := g.groups[id]
 	if !ok {
 		return fmt.Errorf("raft group %d: %w", id, ErrUnknownGroup)
+	}
+	if !slices.Contains(gr.confState.GetVoters(), g.cfg.ReplicaID) {
+		return fmt.Errorf("raft group %d: replica %d is not a voter, so it cannot campaign", id, g.cfg.ReplicaID)
 	}
 	return gr.node.Campaign()
 }
