@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/persistence"
 )
 
 // status is r's status of group, failing the test if r does not host it.
@@ -394,4 +395,34 @@ func TestCompactionRecordsTheConfigurationAtItsIndex(t *testing.T) {
 		t.Fatalf("compaction record at %d names voters %v learners %v, want the configuration there: voters [1 2 3]", md.GetIndex(), cs.GetVoters(), cs.GetLearners())
 	}
 	sameConf(t, l, 0, []uint64{1, 2, 3}, []uint64{4})
+}
+
+// On the silo store's Badger Raft log, a group with nothing persisted opens as on the
+// in-memory twin: no configuration, no campaign, and a leader's snapshot is what it waits for.
+func TestEmptyGroupOpensOnTheBadgerRaftLog(t *testing.T) {
+	store, err := persistence.OpenSiloStore(t.TempDir(), 1, persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	groups, err := New(Config{ReplicaID: 2}, store.RaftLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := groups.Open(0, Applied{}); err != nil {
+		t.Fatalf("open a group with nothing persisted: %v", err)
+	}
+	if err := groups.Campaign(0); err == nil {
+		t.Fatal("a replica outside the group's configuration campaigned")
+	}
+	for range 30 {
+		groups.Tick()
+	}
+	if groups.HasReady() {
+		t.Fatal("a replica outside the group's configuration has work without a leader")
+	}
+	st, _ := groups.Status(0)
+	if len(st.Voters) != 0 || len(st.Learners) != 0 || st.Leader != 0 || st.AppliedIndex != 0 {
+		t.Fatalf("status of an empty group: %+v", st)
+	}
 }
