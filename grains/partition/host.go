@@ -257,6 +257,13 @@ func (h *Host) Leads(n int) bool {
 	return ok && st.CanPropose
 }
 
+// Leader is the silo id this replica believes leads partition n's group; 0 when it knows none
+// or does not host n.
+func (h *Host) Leader(n int) uint64 {
+	st, _ := h.driver.Status(n)
+	return st.Leader
+}
+
 // Close stops the Raft loop and every state machine (each finishes the entries handed to it),
 // then closes the store. Closing twice is not an error.
 func (h *Host) Close() error {
