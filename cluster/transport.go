@@ -164,20 +164,6 @@ func (t *PartitionTransport) redirect(n int, identity string, err error) bool {
 	return ok
 }
 
-// OwnedPartitions returns the partitions whose grains the topology places on the member at
-// address (protoactor's rendezvous placement, the one disthash uses).
-func OwnedPartitions(members []*protocluster.Member, address string, partitions int) []int {
-	rdv := protocluster.NewRendezvous()
-	rdv.UpdateMembers(members)
-	var owned []int
-	for n := range partitions {
-		if rdv.GetByClusterIdentity(&protocluster.ClusterIdentity{Identity: strconv.Itoa(n), Kind: PartitionKind}) == address {
-			owned = append(owned, n)
-		}
-	}
-	return owned
-}
-
 // String describes the transport for logs.
 func (t *PartitionTransport) String() string {
 	return fmt.Sprintf("partition transport (%d partitions)", t.partitions)

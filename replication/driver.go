@@ -415,6 +415,15 @@ func (d *Driver) Campaign(group int) error {
 	return err
 }
 
+// Open starts hosting group from its persisted Raft state while the loop runs (Groups.Open).
+func (d *Driver) Open(group int, applied Applied) error {
+	d.mu.Lock()
+	err := d.cfg.Groups.Open(group, applied)
+	d.mu.Unlock()
+	d.signal()
+	return err
+}
+
 // AddLearner adds replica to group as a learner (Groups.AddLearner).
 func (d *Driver) AddLearner(group int, replica uint64) error {
 	return d.change(func(g *Groups) error { return g.AddLearner(group, replica) })
