@@ -12,7 +12,7 @@ import (
 
 // startFounders starts n silos with empty data dirs at the same moment, with the same seeds and
 // BootstrapExpect n, and returns them once each has started.
-func startFounders(t *testing.T, n, partitions int) []*Silo {
+func startFounders(t *testing.T, n, partitions int, mutate ...func(*Config)) []*Silo {
 	t.Helper()
 	var seeds []string
 	ports := make([]int, n)
@@ -30,8 +30,12 @@ func startFounders(t *testing.T, n, partitions int) []*Silo {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			s, err := Start(ctx, Config{DataDir: dir, Partitions: partitions, Admin: "127.0.0.1:0", Logger: quiet,
-				GossipPort: ports[i], Seeds: seeds, BootstrapExpect: n})
+			cfg := Config{DataDir: dir, Partitions: partitions, Admin: "127.0.0.1:0", Logger: quiet,
+				GossipPort: ports[i], Seeds: seeds, BootstrapExpect: n}
+			for _, m := range mutate {
+				m(&cfg)
+			}
+			s, err := Start(ctx, cfg)
 			results <- started{s, err}
 		}()
 	}
@@ -93,5 +97,59 @@ func TestFoundersReplicateEveryPartitionAndSpreadLeadership(t *testing.T) {
 			}
 		}
 		cancel()
+	}
+}
+
+// TestALostSilosReplicasAreRecreatedElsewhere: four silos, three replicas per partition; one
+// silo stops for good (no graceful leave); once it has been missing for DeadAfter, every
+// partition's voters are three live silos, and a command to every partition is answered.
+func TestALostSilosReplicasAreRecreatedElsewhere(t *testing.T) {
+	const partitions = 8
+	silos := startFounders(t, 4, partitions, func(c *Config) { c.DeadAfter = 2 * time.Second })
+	settled := func(live []*Silo, what string) {
+		t.Helper()
+		eventually(t, what, 90*time.Second, func() bool {
+			for _, s := range live {
+				for n := range partitions {
+					st, ok := s.host.Status(n)
+					if !ok {
+						return false
+					}
+					if st.Leader != s.SiloID() {
+						continue
+					}
+					if len(st.Voters) != 3 || len(st.Learners) > 0 {
+						return false
+					}
+					for _, v := range st.Voters {
+						if !slices.ContainsFunc(live, func(l *Silo) bool { return l.SiloID() == v }) {
+							return false
+						}
+					}
+				}
+			}
+			led := 0
+			for _, s := range live {
+				led += len(s.Owned())
+			}
+			return led == partitions
+		})
+	}
+	settled(silos, "every partition to have three voters")
+	lost := silos[0]
+	for _, s := range silos {
+		if len(s.Owned()) > len(lost.Owned()) {
+			lost = s // the busiest leader
+		}
+	}
+	lost.shutdown(false)
+	live := slices.DeleteFunc(slices.Clone(silos), func(s *Silo) bool { return s == lost })
+	settled(live, "every partition to have three voters among the live silos")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for n := range partitions {
+		if _, err := live[0].Client().PartitionStatus(ctx, n); err != nil {
+			t.Errorf("partition %d: %v", n, err)
+		}
 	}
 }
