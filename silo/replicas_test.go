@@ -285,3 +285,56 @@ func TestNoElectionWhileTheCoresAreSaturated(t *testing.T) {
 		}
 	}
 }
+
+// TestASiloWhoseDiskWasLostRejoinsAsANewSilo: a silo stops, its data dir is deleted, and it
+// starts again with the same flags: it joins under a new silo id, receives replicas, and the
+// old id leaves every group once it has been missing for DeadAfter.
+func TestASiloWhoseDiskWasLostRejoinsAsANewSilo(t *testing.T) {
+	const partitions = 4
+	var cfgs []Config
+	silos := startFounders(t, 3, partitions, func(c *Config) {
+		c.DeadAfter = 2 * time.Second
+		cfgs = append(cfgs, *c)
+	})
+	fullyReplicated := func(live []*Silo) bool {
+		ids := make([]uint64, len(live))
+		for i, s := range live {
+			ids[i] = s.SiloID()
+		}
+		slices.Sort(ids)
+		for _, s := range live {
+			for n := range partitions {
+				if st, ok := s.host.Status(n); !ok || !slices.Equal(st.Voters, ids) || len(st.Learners) > 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	eventually(t, "three voters everywhere", 60*time.Second, func() bool { return fullyReplicated(silos) })
+	lost := silos[2]
+	var cfg Config
+	for _, c := range cfgs {
+		if c.DataDir == lost.cfg.DataDir {
+			cfg = c
+		}
+	}
+	oldID := lost.SiloID()
+	lost.Stop()
+	if err := os.RemoveAll(cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reborn, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reborn.Stop)
+	if reborn.SiloID() == oldID {
+		t.Fatalf("the silo kept its id %s with an empty data dir", cluster.FormatID(oldID))
+	}
+	eventually(t, "the new silo to hold every partition and the old id to be gone", 60*time.Second, func() bool {
+		return fullyReplicated([]*Silo{silos[0], silos[1], reborn})
+	})
+}
