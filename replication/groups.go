@@ -28,6 +28,9 @@ var (
 	ErrNotCaughtUp = errors.New("leader has not applied its own term's first entry")
 	// ErrUnknownGroup: this replica does not host the group.
 	ErrUnknownGroup = errors.New("group not hosted here")
+	// ErrConfNotCurrent: the group has not yet applied again the entries its log had
+	// committed when it was opened, so its configuration may be an old one (Campaign).
+	ErrConfNotCurrent = errors.New("configuration not applied again since the group opened")
 )
 
 // Config configures Groups. Zero fields take their defaults.
@@ -116,6 +119,10 @@ type group struct {
 	// while above appliedIndex.
 	pendingConfIndex uint64
 	pending          []Proposal
+	// openCommit is the commit index the group's persisted state had when it was opened: once
+	// appliedIndex reaches it, the conf changes of the log have been applied again and
+	// confState is current.
+	openCommit uint64
 }
 
 // Applied is what a group's state machine has applied, handed to Open on a restart: the last
@@ -172,7 +179,7 @@ func (g *Groups) open(id int, applied Applied) (*group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft group %d: last index: %w", id, err)
 	}
-	_, confState, err := storage.InitialState()
+	hard, confState, err := storage.InitialState()
 	if err != nil {
 		return nil, fmt.Errorf("raft group %d: initial state: %w", id, err)
 	}
@@ -212,6 +219,7 @@ func (g *Groups) open(id int, applied Applied) (*group, error) {
 		appliedIndex:  appliedIndex,
 		appliedTerm:   appliedTerm,
 		appliedMicros: applied.LoggedTimeMicros,
+		openCommit:    hard.GetCommit(),
 	}
 	gr.resetConfs(appliedIndex, confState)
 	if applied.Index > appliedIndex {
@@ -342,6 +350,10 @@ type Status struct {
 	CanPropose bool
 	// Voters and Learners are the group's configuration as of AppliedIndex, ascending.
 	Voters, Learners []uint64
+	// ConfCurrent reports whether the configuration is current: the group has applied again
+	// every entry its log had committed when it was opened (the conf changes among them).
+	// Before that, Voters and Learners are those of the log's snapshot record.
+	ConfCurrent bool
 	// ConfChangePending reports whether a conf change this replica proposed has not applied.
 	ConfChangePending bool
 	// Progress is, on the leader only, its view of every replica of the group, itself
@@ -369,6 +381,7 @@ func (g *Groups) Status(id int) (st Status, ok bool) {
 		Voters:                  voters,
 		Learners:                learners,
 		ConfChangePending:       gr.confChangePending(),
+		ConfCurrent:             gr.appliedIndex >= gr.openCommit,
 		Progress:                gr.progress(g.cfg.ReplicaID),
 	}, true
 }
@@ -379,11 +392,17 @@ func (g *Groups) Hosted() []int { return slices.Clone(g.order) }
 // Campaign makes this replica campaign for group's leadership at once instead of waiting for
 // its election timeout: for a replica that is its group's only voter, which then leads as soon
 // as the campaign's round is persisted. It fails for a replica that is not a voter of the group
-// as of its applied index (one opened empty, a learner, a removed replica).
+// as of its applied index (one opened empty, a learner, a removed replica), and, with
+// ErrConfNotCurrent, before the group has applied again the entries its log had committed
+// (a configuration it would campaign in may be an old one: a replica that was its group's
+// only voter and then added others would otherwise elect itself alone).
 func (g *Groups) Campaign(id int) error {
 	gr, ok := g.groups[id]
 	if !ok {
 		return fmt.Errorf("raft group %d: %w", id, ErrUnknownGroup)
+	}
+	if gr.appliedIndex < gr.openCommit {
+		return fmt.Errorf("raft group %d: applied %d of the %d committed when opened: %w", id, gr.appliedIndex, gr.openCommit, ErrConfNotCurrent)
 	}
 	if !slices.Contains(gr.confState.GetVoters(), g.cfg.ReplicaID) {
 		return fmt.Errorf("raft group %d: replica %d is not a voter, so it cannot campaign", id, g.cfg.ReplicaID)

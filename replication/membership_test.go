@@ -426,3 +426,29 @@ func TestEmptyGroupOpensOnTheBadgerRaftLog(t *testing.T) {
 		t.Fatalf("status of an empty group: %+v", st)
 	}
 }
+
+// The founding replica, restarted once the group has grown, does not campaign before its log's
+// conf changes are applied again: until then its configuration is its bootstrap record's (it
+// alone), and a campaign would elect it alone.
+func TestAReopenedGroupCampaignsOnlyOnceItsConfigurationIsCurrent(t *testing.T) {
+	c := newGrowingCluster(t, 3, 1, 29, 0)
+	l := c.awaitLeader(0, electionBound)
+	c.join(t, l, 0, 2)
+	c.join(t, l, 0, 3)
+	c.proposeMany(0, "grown", 3)
+	c.settle()
+	r1 := c.replica(1)
+	c.restart(r1)
+	st := r1.status(t, 0)
+	if st.ConfCurrent || !slices.Equal(st.Voters, []uint64{1}) {
+		t.Fatalf("just reopened: ConfCurrent %v, voters %v; want false and the bootstrap record's [1]", st.ConfCurrent, st.Voters)
+	}
+	if err := r1.driver.Campaign(0); !errors.Is(err, ErrConfNotCurrent) {
+		t.Fatalf("Campaign before the log is applied again = %v, want ErrConfNotCurrent", err)
+	}
+	c.settle()
+	st = r1.status(t, 0)
+	if !st.ConfCurrent || !slices.Equal(st.Voters, []uint64{1, 2, 3}) {
+		t.Fatalf("after its rounds: ConfCurrent %v, voters %v; want true and [1 2 3]", st.ConfCurrent, st.Voters)
+	}
+}

@@ -77,7 +77,9 @@ func (p *placer) look(now time.Time) {
 		}
 		g := placement.Group{Partition: n, Leader: self, Voters: st.Voters, Learners: st.Learners, CaughtUp: map[uint64]bool{}}
 		for id, pr := range st.Progress {
-			g.CaughtUp[id] = pr.CaughtUp
+			// A replica that stopped answering (paused, cut off) is no place to move a
+			// leadership or promote a learner to, however far its log had come.
+			g.CaughtUp[id] = pr.CaughtUp && pr.Active
 		}
 		step := placement.Next(g, membership, s.cfg.Replicas)
 		if step.Action == placement.None && now.Sub(p.lastTransfer) >= balanceEvery {

@@ -338,3 +338,46 @@ func TestASiloWhoseDiskWasLostRejoinsAsANewSilo(t *testing.T) {
 		return fullyReplicated([]*Silo{silos[0], silos[1], reborn})
 	})
 }
+
+// TestEverySiloRestartsIntoTheCluster: each of three founders in turn, the one that created the
+// cluster included (its groups' logs start at a record naming it their only voter), stops and
+// starts again on its data dir; each rejoins, and every partition keeps its three voters.
+func TestEverySiloRestartsIntoTheCluster(t *testing.T) {
+	const partitions = 4
+	var cfgs []Config
+	silos := startFounders(t, 3, partitions, func(c *Config) { cfgs = append(cfgs, *c) })
+	ids := make([]uint64, len(silos))
+	for i, s := range silos {
+		ids[i] = s.SiloID()
+	}
+	slices.Sort(ids)
+	replicated := func() bool {
+		for _, s := range silos {
+			for n := range partitions {
+				if st, ok := s.host.Status(n); !ok || !slices.Equal(st.Voters, ids) || st.Leader == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	eventually(t, "three voters everywhere", 60*time.Second, replicated)
+	for i, s := range silos {
+		var cfg Config
+		for _, c := range cfgs {
+			if c.DataDir == s.cfg.DataDir {
+				cfg = c
+			}
+		}
+		s.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		again, err := Start(ctx, cfg)
+		cancel()
+		if err != nil {
+			t.Fatalf("silo %s restarted: %v", cluster.FormatID(s.SiloID()), err)
+		}
+		t.Cleanup(again.Stop)
+		silos[i] = again
+		eventually(t, fmt.Sprintf("silo %s to rejoin", cluster.FormatID(again.SiloID())), 60*time.Second, replicated)
+	}
+}

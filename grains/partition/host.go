@@ -186,17 +186,7 @@ func (h *Host) JoinCluster(id uint64, minted bool) error {
 // this replica, and waits until it leads them.
 func (h *Host) openGroups() error {
 	self := h.store.SiloID()
-	commits := make([]uint64, len(h.machines))
 	for n, m := range h.machines {
-		storage, err := h.store.RaftLog().Storage(n)
-		if err != nil {
-			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d", n)
-		}
-		hard, _, err := storage.InitialState()
-		if err != nil {
-			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d", n)
-		}
-		commits[n] = hard.GetCommit()
 		mark := m.state.Applied()
 		if err := h.driver.Open(n, replication.Applied{Index: mark.Index, LoggedTimeMicros: mark.LoggedTimeMicros}); err != nil {
 			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d", n)
@@ -207,13 +197,13 @@ func (h *Host) openGroups() error {
 	for n := range h.machines {
 		for {
 			st, _ := h.driver.Status(n)
-			if st.AppliedIndex >= commits[n] {
+			if st.ConfCurrent {
 				if slices.Equal(st.Voters, []uint64{self}) {
 					alone = append(alone, n)
 				}
 				break
 			}
-			if err := h.pause(deadline, "partition %d: its log not applied again after %v (applied %d of %d)", n, h.cfg.LeadTimeout, st.AppliedIndex, commits[n]); err != nil {
+			if err := h.pause(deadline, "partition %d: its log not applied again after %v (applied %d)", n, h.cfg.LeadTimeout, st.AppliedIndex); err != nil {
 				return err
 			}
 		}
