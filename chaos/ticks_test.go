@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -286,74 +285,13 @@ func (k *ticks) finish(t *testing.T, ctx context.Context) {
 	k.check(t, next, cancelledAt)
 }
 
-// check compares the deliveries with what the schedules emitted and the test enqueued.
+
+// check fails the test for each problem historyProblems finds in the deliveries so far.
 func (k *ticks) check(t *testing.T, next map[string]uint64, cancelledAt map[string]time.Time) {
 	t.Helper()
-	byID := map[string][]delivery{}
-	for _, d := range k.log.snapshot() {
-		byID[d.id] = append(byID[d.id], d)
+	problems, summary := historyProblems(k.schedules, k.log.snapshot(), k.enqueued, next, cancelledAt)
+	for _, p := range problems {
+		t.Error(p)
 	}
-	redelivered := 0
-	for id, ds := range byID {
-		counts := map[uint32]bool{}
-		for _, d := range ds {
-			if counts[d.count] {
-				t.Errorf("message %s (lane %s) delivered twice with delivery count %d: enqueued twice or a committed receive lost", id, d.key, d.count)
-			}
-			counts[d.count] = true
-			if !d.enqueuedAt.Equal(ds[0].enqueuedAt) {
-				t.Errorf("message %s (lane %s) enqueued twice: at %v and at %v", id, d.key, ds[0].enqueuedAt, d.enqueuedAt)
-			}
-		}
-		if len(ds) > 1 {
-			redelivered++
-		}
-	}
-	total := 0
-	for _, s := range k.schedules {
-		key := s.lane.GetKey()
-		ordinals := map[uint64]bool{}
-		for _, ds := range byID {
-			d := ds[0]
-			if d.key != key || d.origin != client.OriginOccurrence {
-				continue
-			}
-			if ordinals[d.ordinal] {
-				t.Errorf("schedule %s: ordinal %d delivered under two ids", s.id, d.ordinal)
-			}
-			ordinals[d.ordinal] = true
-			if want := s.first.Add(time.Duration(d.ordinal) * time.Second); !d.nominal.Equal(want) {
-				t.Errorf("schedule %s: ordinal %d has nominal instant %v, want %v", s.id, d.ordinal, d.nominal, want)
-			}
-		}
-		var missing []uint64
-		for o := range next[key] {
-			if !ordinals[o] {
-				missing = append(missing, o)
-			}
-		}
-		if len(missing) > 0 {
-			t.Errorf("schedule %s (partition %d): gap, ordinals %v of 0..%d never delivered", s.id, s.partition, missing, next[key]-1)
-		}
-		if uint64(len(ordinals)) != next[key] {
-			t.Errorf("schedule %s: %d ordinals delivered, it emitted %d", s.id, len(ordinals), next[key])
-		}
-		last := s.first.Add(time.Duration(next[key]) * time.Second)
-		if lag := cancelledAt[key].Sub(last); lag > 10*time.Second {
-			t.Errorf("schedule %s (partition %d): its last emitted instant %v is %v before its cancel: it stopped emitting", s.id, s.partition, last.Add(-time.Second), lag)
-		}
-		total += len(ordinals)
-	}
-	var lost []string
-	for id, key := range k.enqueued {
-		if len(byID[id]) == 0 {
-			lost = append(lost, id+" (lane "+key+")")
-		}
-	}
-	sort.Strings(lost)
-	if len(lost) > 0 {
-		t.Errorf("%d enqueued messages never delivered: %v", len(lost), lost)
-	}
-	t.Logf("%d schedules emitted %d occurrences, %d messages enqueued; %d ids redelivered (lost acks), none enqueued twice",
-		len(k.schedules), total, len(k.enqueued), redelivered)
+	t.Log(summary)
 }
