@@ -285,7 +285,6 @@ func (k *ticks) finish(t *testing.T, ctx context.Context) {
 	k.check(t, next, cancelledAt)
 }
 
-
 // check fails the test for each problem historyProblems finds in the deliveries so far.
 func (k *ticks) check(t *testing.T, next map[string]uint64, cancelledAt map[string]time.Time) {
 	t.Helper()
