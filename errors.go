@@ -34,7 +34,10 @@ type Error struct {
 	Code    Code
 	Message string
 	Field   string
-	cause   error
+	// LeaderSilo, on an Unavailable from a partition replica that does not lead, is the silo id
+	// of the replica it believes leads (0: it knows none); the caller retries there.
+	LeaderSilo uint64
+	cause      error
 }
 
 // Sentinels for errors.Is: an *Error matches the sentinel of its code.
@@ -119,7 +122,7 @@ func (e *Error) Proto() *orreryv1.Error {
 		}
 		msg += e.cause.Error()
 	}
-	return &orreryv1.Error{Code: e.Code, Message: msg, Field: e.Field}
+	return &orreryv1.Error{Code: e.Code, Message: msg, Field: e.Field, LeaderSilo: e.LeaderSilo}
 }
 
 // FromProto converts a wire error to Go; nil stays nil.
@@ -127,7 +130,31 @@ func FromProto(p *orreryv1.Error) error {
 	if p == nil {
 		return nil
 	}
-	return &Error{Code: p.GetCode(), Message: p.GetMessage(), Field: p.GetField()}
+	return &Error{Code: p.GetCode(), Message: p.GetMessage(), Field: p.GetField(), LeaderSilo: p.GetLeaderSilo()}
+}
+
+// LeaderSiloOf returns the first non-zero LeaderSilo among the *Errors in err's tree (a
+// wrapper's own, then its causes', errors.Join branches included), 0 when none names one.
+func LeaderSiloOf(err error) uint64 {
+	switch e := err.(type) {
+	case nil:
+		return 0
+	case *Error:
+		if e.LeaderSilo != 0 {
+			return e.LeaderSilo
+		}
+	}
+	switch w := err.(type) {
+	case interface{ Unwrap() error }:
+		return LeaderSiloOf(w.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, inner := range w.Unwrap() {
+			if silo := LeaderSiloOf(inner); silo != 0 {
+				return silo
+			}
+		}
+	}
+	return 0
 }
 
 // AsError returns err as an *Error. Errors that are not Orrery errors become Internal, except

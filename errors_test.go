@@ -84,6 +84,31 @@ func TestErrorsIsMatchesByCodeAcrossTheWire(t *testing.T) {
 	}
 }
 
+// TestLeaderSiloCrossesTheWireAndIsFoundThroughWrappers: a not-leader answer's LeaderSilo
+// survives Proto/FromProto, and LeaderSiloOf finds it under a wrapper without one, through %w
+// and through errors.Join.
+func TestLeaderSiloCrossesTheWireAndIsFoundThroughWrappers(t *testing.T) {
+	notLeader := Errorf(CodeUnavailable, "partition 3: this replica does not lead")
+	notLeader.LeaderSilo = 42
+	back := FromProto(notLeader.Proto())
+	if AsError(back).LeaderSilo != 42 || !errors.Is(back, ErrUnavailable) {
+		t.Fatalf("round trip lost the leader: %+v", back)
+	}
+	gaveUp := Wrap(CodeUnavailable, back, "call partition/3: gave up after 1 attempt")
+	expired := Wrap(CodeDeadlineExceeded, errors.Join(context.DeadlineExceeded, fmt.Errorf("attempt: %w", back)), "deadline")
+	for _, err := range []error{back, gaveUp, fmt.Errorf("call: %w", gaveUp), expired} {
+		if got := LeaderSiloOf(err); got != 42 {
+			t.Errorf("LeaderSiloOf(%v) = %d, want 42", err, got)
+		}
+	}
+	if got := LeaderSiloOf(Wrap(CodeUnavailable, errors.New("no leader"), "x")); got != 0 {
+		t.Errorf("LeaderSiloOf without a leader = %d", got)
+	}
+	if LeaderSiloOf(nil) != 0 {
+		t.Error("LeaderSiloOf(nil) != 0")
+	}
+}
+
 func TestForeignErrorsClassify(t *testing.T) {
 	cause := errors.New("fsync failed")
 	e := AsError(cause)

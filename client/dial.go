@@ -11,6 +11,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/cluster/lookup"
 )
 
 // DialConfig configures Dial.
@@ -61,7 +62,8 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 	}
 	c, provider, err := cluster.NewClient(ctx, cluster.MemberConfig{
 		Name: cfg.ClusterName, Host: cfg.Host, Logger: logger, JoinTimeout: cfg.JoinTimeout,
-		Gossip: cluster.ProviderConfig{BindHost: cfg.Host, Seeds: cfg.Seeds, Logger: logger},
+		Gossip:         cluster.ProviderConfig{BindHost: cfg.Host, Seeds: cfg.Seeds, Logger: logger},
+		IdentityLookup: lookup.New(lookup.Config{Kind: cluster.PartitionKind, Logger: logger}),
 	})
 	if err != nil {
 		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "dial cluster %q", cfg.ClusterName)

@@ -58,11 +58,13 @@ type ProviderConfig struct {
 	// seeds, the member never creates a cluster and only joins an existing one. Every founding
 	// silo must be given the same value, the number of silos started to form the cluster.
 	BootstrapExpect int
-	// OnClusterID, when set, is called with a cluster id this member has just minted or adopted,
-	// from the provider's goroutine, before the member announces it or publishes any topology:
-	// the silo persists it there (persistence.SiloStore.SetClusterID). An error refuses the
-	// start (see Provider.Refused). It is not called for a ClusterID given in the config.
-	OnClusterID func(clusterID uint64) error
+	// OnClusterID, when set, is called with a cluster id this member has just minted (minted
+	// true: it creates the cluster) or adopted, from the provider's goroutine, before the
+	// member announces it or publishes any topology: the silo persists it there
+	// (persistence.SiloStore.SetClusterID) and, when it creates the cluster, creates the
+	// partitions' Raft groups. An error refuses the start (see Provider.Refused). It is not
+	// called for a ClusterID given in the config.
+	OnClusterID func(clusterID uint64, minted bool) error
 
 	// ProbeInterval is memberlist's failure-probe period (default 400 ms).
 	ProbeInterval time.Duration

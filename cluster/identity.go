@@ -94,7 +94,7 @@ func (p *Provider) takeClusterID(id uint64, minted bool) bool {
 		what = "created a new cluster"
 	}
 	if !p.env.client && p.cfg.OnClusterID != nil {
-		if err := p.cfg.OnClusterID(id); err != nil {
+		if err := p.cfg.OnClusterID(id, minted); err != nil {
 			p.refuse(fmt.Errorf("record cluster id %s: %w", FormatID(id), err))
 			return false
 		}

@@ -34,15 +34,25 @@ func gossipPort(t *testing.T) int {
 
 // recorded collects the cluster ids a provider's OnClusterID was called with.
 type recorded struct {
-	mu  sync.Mutex
-	ids []uint64
+	mu     sync.Mutex
+	ids    []uint64
+	minted int
 }
 
-func (r *recorded) record(id uint64) error {
+func (r *recorded) record(id uint64, minted bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ids = append(r.ids, id)
+	if minted {
+		r.minted++
+	}
 	return nil
+}
+
+func (r *recorded) mints() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.minted
 }
 
 func (r *recorded) get() []uint64 {
@@ -93,6 +103,13 @@ func TestFoundersFormOneCluster(t *testing.T) {
 		}
 		id := providers[0].ClusterID()
 		var want []string
+		mints := 0
+		for _, r := range records {
+			mints += r.mints()
+		}
+		if mints != 1 {
+			t.Fatalf("round %d: %d founders were told they minted the cluster id, want exactly 1", round, mints)
+		}
 		for i, p := range providers {
 			want = append(want, p.MemberID())
 			if p.ClusterID() != id || id == 0 {

@@ -39,7 +39,8 @@ type MemberConfig struct {
 	// RequestTimeout is protoactor's default request timeout (cluster.WithRequestTimeout);
 	// zero keeps protoactor's 5 s. actors.Call sets its own per attempt.
 	RequestTimeout time.Duration
-	// IdentityLookup places grains (nil: protoactor's disthash).
+	// IdentityLookup places grains (nil: protoactor's disthash). cluster/lookup.Lookup places
+	// partition grains on their Raft leaders; a client's needs no Leadership.
 	IdentityLookup protocluster.IdentityLookup
 	// JoinTimeout bounds the wait for the first topology, i.e. for a join of the seeds to
 	// succeed and the cluster id to be known (0: until ctx ends). When it passes first, the

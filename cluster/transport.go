@@ -26,6 +26,13 @@ const PartitionKind = "partition"
 // the same command id and backoff; the due coordinator retries once). An unreachable
 // partition, or a reply carrying an Unavailable error, comes back as an Unavailable error.
 //
+// Not-leader answers. An Unavailable from a partition makes the transport forget the cached
+// PID of partition/<n>, so the next attempt resolves it again through the identity lookup.
+// When the error names the silo the answering replica believes leads (orrery.LeaderSiloOf),
+// the transport hands that hint to the identity lookup (its Hint method, as cluster/lookup's
+// Lookup has) and makes a new attempt at once, within the call's deadline, up to
+// maxLeaderHops times; the last error is returned when the hints run out.
+//
 // A member leaving the topology ends every call in flight with Unavailable at once: a request
 // to a silo that is gone is never answered, and a long-poll receive would otherwise hold its
 // caller until its attempt timeout, long after the silo came back under a new member id.
@@ -106,12 +113,20 @@ func call[T proto.Message](ctx context.Context, t *PartitionTransport, n int, re
 	defer cancel(nil)
 	stop := context.AfterFunc(t.left.current(), func() { cancel(errMemberLeft) })
 	defer stop()
-	reply, err := actors.Call(callCtx, t.cluster, strconv.Itoa(n), PartitionKind, req, opts)
-	if err != nil {
+	identity := strconv.Itoa(n)
+	var reply proto.Message
+	var err error
+	for hop := 0; ; hop++ {
+		reply, err = actors.Call(callCtx, t.cluster, identity, PartitionKind, req, opts)
+		if err == nil {
+			break
+		}
 		if ctx.Err() == nil && errors.Is(context.Cause(callCtx), errMemberLeft) {
 			return zero, orrery.Wrap(orrery.CodeUnavailable, errMemberLeft, "call partition/%d", n)
 		}
-		return zero, err
+		if !t.redirect(n, identity, err) || hop >= maxLeaderHops || callCtx.Err() != nil {
+			return zero, err
+		}
 	}
 	typed, ok := reply.(T)
 	if !ok {
@@ -120,18 +135,33 @@ func call[T proto.Message](ctx context.Context, t *PartitionTransport, n int, re
 	return typed, nil
 }
 
-// OwnedPartitions returns the partitions whose grains the topology places on the member at
-// address (protoactor's rendezvous placement, the one disthash uses).
-func OwnedPartitions(members []*protocluster.Member, address string, partitions int) []int {
-	rdv := protocluster.NewRendezvous()
-	rdv.UpdateMembers(members)
-	var owned []int
-	for n := range partitions {
-		if rdv.GetByClusterIdentity(&protocluster.ClusterIdentity{Identity: strconv.Itoa(n), Kind: PartitionKind}) == address {
-			owned = append(owned, n)
-		}
+// maxLeaderHops bounds the attempts one call makes at once on the leaders not-leader answers
+// name.
+const maxLeaderHops = 3
+
+// leaderHints is what the transport needs of an identity lookup that places partition grains
+// on their leaders (cluster/lookup.Lookup).
+type leaderHints interface {
+	Hint(n int, silo uint64)
+}
+
+// redirect handles a failed attempt on partition n: after an Unavailable it forgets the cached
+// PID, and when the error names a leader it hands the hint to the identity lookup and reports
+// that the call should try again at once.
+func (t *PartitionTransport) redirect(n int, identity string, err error) bool {
+	if !errors.Is(err, orrery.ErrUnavailable) {
+		return false
 	}
-	return owned
+	t.cluster.PidCache.Remove(identity, PartitionKind)
+	leader := orrery.LeaderSiloOf(err)
+	if leader == 0 {
+		return false
+	}
+	hints, ok := t.cluster.IdentityLookup.(leaderHints)
+	if ok {
+		hints.Hint(n, leader)
+	}
+	return ok
 }
 
 // String describes the transport for logs.

@@ -28,7 +28,8 @@ type RaftLog interface {
 	// Compact discards group's log entries before index (they are applied, and covered by the
 	// replicas' states or by a state snapshot) and records, in the same write, the snapshot
 	// that stands for them: metadata only, at index-1 with that entry's term and conf, the
-	// group's conf state as of an applied index at or after index-1. Storage's Snapshot
+	// group's conf state as of index-1 (a reopened group applies the conf changes after it
+	// again). Storage's Snapshot
 	// therefore is never empty once entries were compacted, as Raft requires when it must
 	// catch a follower up past the log's start. Compacting at or below the first index is a
 	// no-op; compacting past the last index + 1 is an error.

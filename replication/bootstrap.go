@@ -14,8 +14,10 @@ import (
 // Persist call: a snapshot at index 1, term 1, whose conf state has peers as voters, and the
 // hard state {term 1, commit 1}. Every replica of a group must bootstrap it with the same
 // peers. Groups already holding state are left as they are, so Bootstrap is safe to repeat on
-// every start. The conf state lives in the snapshot, so a restarted replica knows its peers
-// without replaying conf-change entries.
+// every start. The conf state lives in the snapshot record; the conf changes applied after it
+// are applied again when the group opens (see the package doc, "Membership"). A group that
+// joining replicas will grow is bootstrapped on one replica only, with itself as the only
+// peer; the others open it with nothing persisted.
 func Bootstrap(raftLog persistence.RaftLog, peers []uint64, groups []int) error {
 	if len(peers) == 0 {
 		return orrery.Invalid("peers", "must not be empty")

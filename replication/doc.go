@@ -1,8 +1,9 @@
 // Package replication owns a silo's Raft groups, one per partition it hosts (DESIGN §3): the
 // pure multi-group engine (Groups) over go.etcd.io/raft/v3 RawNodes, the logged time its
-// leaders stamp on PartitionEntry, log compaction and state snapshots, the driver loop that
-// performs an engine's rounds (Driver) against a StateMachine, and Network, an in-memory
-// transport that connects several engines in one test process.
+// leaders stamp on PartitionEntry, log compaction and state snapshots, membership changes one
+// replica at a time, the driver loop that performs an engine's rounds (Driver) against a
+// StateMachine, and Network, an in-memory transport that connects several engines in one test
+// process.
 //
 // # The engine
 //
@@ -74,7 +75,7 @@
 // than the lowest Match of the followers within MaxLogEntries of the log's end. So a follower
 // that keeps up is served from the log, while one far behind (cut off, down for long, new)
 // does not keep the log growing: it is caught up by a snapshot. RaftLog.Compact records the
-// snapshot at the truncation point (metadata and conf state, no state), so Raft's
+// snapshot at the truncation point (metadata and the conf state there, no state), so Raft's
 // Storage.Snapshot is never empty once entries were compacted, as Raft requires.
 //
 // # Snapshots
@@ -113,8 +114,44 @@
 // leader completeness keeps this replica from leading before its log reaches A). A crash
 // after the persist leaves both at A.
 //
-// # Not yet
+// # Membership
 //
-// Membership changes beyond applying conf-change entries as they commit: a group starts from
-// the peers Bootstrap writes and keeps them, and a new replica can only join as one of them.
+// A group's configuration (voters and learners) changes one replica at a time. Bootstrap
+// writes the first (on a cluster's founding silo: itself as the only voter); a replica that
+// joins opens the group with nothing persisted and waits, never campaigning, for a leader to
+// reach it. On the leader, AddLearner adds it as a learner: the leader's log no longer reaches
+// back to the group's start, so it is caught up by a snapshot of the state, then from the log.
+// Once the leader sees it caught up (its Match within CaughtUpLag of the commit index, and
+// replicated to from the log rather than probed or sent a snapshot), PromoteLearner makes it a
+// voter. RemoveReplica removes a voter or a learner; TransferLeadership hands the leadership
+// to another voter, as the leader cannot remove itself (ErrRemoveLeader).
+//
+// Each change is one ConfChangeV2 holding one change, so the group never enters a joint
+// configuration: with one voter added or removed, any quorum of the old configuration meets
+// any quorum of the new. It takes effect when it applies (Advance calls ApplyConfChange). The
+// leader proposes one at a time and refuses the next while its last is unapplied
+// (ErrConfChangePending; Raft, which has the same rule, would silently make an empty entry of
+// it). It refuses a removal or promotion after which fewer voters of the new configuration
+// than its quorum are live (ErrNoLiveQuorum), live meaning the leader itself and the replicas
+// Raft counts as recently active (heard from since the last quorum check, which CheckQuorum
+// makes once every election timeout; right after a check, live replicas count as inactive
+// until they next answer, so a refused change may be retried). Removing a learner is always
+// allowed. A removed replica keeps the group open; it gets no more traffic.
+//
+// Restarts. Raft's Storage.InitialState returns the conf state of the log's snapshot record
+// (written by Bootstrap, a compaction or an installed snapshot), not of the changes applied
+// after it. Open therefore starts Raft at the record, and the first rounds hand it the
+// committed entries after the record again: Advance applies their conf changes once more, as
+// etcd's server does when it replays its WAL, while their PartitionEntries up to the state
+// machine's applied index are not handed out (the skipThrough of a state installed ahead of
+// the log does the same). The alternative, persisting the conf state with each round, would
+// have to write it atomically with the state machine's applied index, which the state machine
+// moves on its own and asynchronously; replaying keeps the log the only record of the
+// configuration. The cost is reading, on each open, the committed entries since the last
+// compaction (at most about MaxLogEntries), and a configuration that is the record's until the
+// first rounds ran (before Raft could campaign, which takes an election timeout of ticks). As
+// replay applies every change after the record again, the record must name the configuration
+// at its own index: the engine remembers the conf states since the record, and a compaction
+// (which on a leader may stop behind the applied index) records the one current at its index;
+// a state snapshot records the one at the applied index it was read at.
 package replication

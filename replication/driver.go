@@ -31,7 +31,8 @@ type DriverConfig struct {
 // (one RaftLog.Persist), sends its messages, applies its committed entries, settles its
 // outcomes, advances, sends the snapshots Raft asked for and compacts the logs; and it answers
 // Read calls once Raft confirmed them and the state applied far enough. Step, Receive,
-// ReceiveSnapshot, ReportSnapshot, Propose, Read and Status may be called from any goroutine.
+// ReceiveSnapshot, ReportSnapshot, Propose, Read, Status and the membership changes (AddLearner,
+// PromoteLearner, RemoveReplica, TransferLeadership) may be called from any goroutine.
 // Tick and RunRound are what its goroutine does; tests that step replicas themselves call them
 // instead of Start.
 type Driver struct {
@@ -409,6 +410,44 @@ func (r boundedReader) Next() ([]byte, error) {
 func (d *Driver) Campaign(group int) error {
 	d.mu.Lock()
 	err := d.cfg.Groups.Campaign(group)
+	d.mu.Unlock()
+	d.signal()
+	return err
+}
+
+// Open starts hosting group from its persisted Raft state while the loop runs (Groups.Open).
+func (d *Driver) Open(group int, applied Applied) error {
+	d.mu.Lock()
+	err := d.cfg.Groups.Open(group, applied)
+	d.mu.Unlock()
+	d.signal()
+	return err
+}
+
+// AddLearner adds replica to group as a learner (Groups.AddLearner).
+func (d *Driver) AddLearner(group int, replica uint64) error {
+	return d.change(func(g *Groups) error { return g.AddLearner(group, replica) })
+}
+
+// PromoteLearner makes learner replica a voter of group (Groups.PromoteLearner).
+func (d *Driver) PromoteLearner(group int, replica uint64) error {
+	return d.change(func(g *Groups) error { return g.PromoteLearner(group, replica) })
+}
+
+// RemoveReplica removes replica from group (Groups.RemoveReplica).
+func (d *Driver) RemoveReplica(group int, replica uint64) error {
+	return d.change(func(g *Groups) error { return g.RemoveReplica(group, replica) })
+}
+
+// TransferLeadership hands group's leadership to voter to (Groups.TransferLeadership).
+func (d *Driver) TransferLeadership(group int, to uint64) error {
+	return d.change(func(g *Groups) error { return g.TransferLeadership(group, to) })
+}
+
+// change calls a membership method of the engine and wakes the loop.
+func (d *Driver) change(call func(*Groups) error) error {
+	d.mu.Lock()
+	err := call(d.cfg.Groups)
 	d.mu.Unlock()
 	d.signal()
 	return err

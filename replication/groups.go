@@ -107,8 +107,15 @@ type group struct {
 	skipThrough   uint64
 	appliedMicros int64 // logged time of the last applied PartitionEntry
 	stampedMicros int64 // logged time of the last entry this replica stamped
-	confState     *raftpb.ConfState
-	pending       []Proposal
+	// confState is the conf state as of appliedIndex; confs the conf states since the log's
+	// snapshot record, ascending by the index each took effect at (the first the record's), so
+	// that a compaction records the one current at its index.
+	confState *raftpb.ConfState
+	confs     []confAt
+	// pendingConfIndex is the index of the last conf change this replica proposed: pending
+	// while above appliedIndex.
+	pendingConfIndex uint64
+	pending          []Proposal
 }
 
 // Applied is what a group's state machine has applied, handed to Open on a restart: the last
@@ -127,10 +134,16 @@ func New(cfg Config, raftLog persistence.RaftLog) (*Groups, error) {
 	return &Groups{cfg: cfg.withDefaults(), log: raftLog, groups: map[int]*group{}}, nil
 }
 
-// Open starts hosting group from its persisted Raft state, which Bootstrap (or an earlier
-// life of this replica) wrote. applied is what the group's state machine has already applied
+// Open starts hosting group from its persisted Raft state, which Bootstrap, an earlier life of
+// this replica or nothing wrote. applied is what the group's state machine has already applied
 // (or installed): committed entries after applied.Index are handed out again by the coming
-// rounds.
+// rounds. A group with nothing persisted (no voters) has this replica wait for a leader to
+// send it a snapshot and the log: it never campaigns until a conf change makes it a voter.
+//
+// Raft starts at the log's snapshot record, whose conf state InitialState returns, and the
+// coming rounds hand it the committed entries after the record again, so that it applies their
+// conf changes once more; their PartitionEntries up to applied.Index are not handed out (see
+// the package doc, "Membership").
 func (g *Groups) Open(id int, applied Applied) error {
 	if _, ok := g.groups[id]; ok {
 		return fmt.Errorf("raft group %d: already open", id)
@@ -159,17 +172,15 @@ func (g *Groups) open(id int, applied Applied) (*group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft group %d: last index: %w", id, err)
 	}
-	hard, confState, err := storage.InitialState()
+	_, confState, err := storage.InitialState()
 	if err != nil {
 		return nil, fmt.Errorf("raft group %d: initial state: %w", id, err)
 	}
-	if len(confState.GetVoters()) == 0 {
-		return nil, fmt.Errorf("raft group %d: no voters persisted: Bootstrap it first", id)
-	}
-	// A state installed from a snapshot whose round then never reached the log is ahead of
-	// the log's commit: Raft starts from its commit, and the entries up to the state's index
-	// are not applied again.
-	appliedIndex := min(max(applied.Index, first-1), max(hard.GetCommit(), first-1))
+	// Raft applies the log again from its snapshot record, so that it sees every conf change
+	// after it. The entries up to the state's own applied index are not handed out again,
+	// including those of a state installed from a snapshot whose round then never reached the
+	// log, which is ahead of the log's commit.
+	appliedIndex := first - 1
 	appliedTerm, err := storage.Term(appliedIndex)
 	if err != nil {
 		return nil, fmt.Errorf("raft group %d: term at applied index %d: %w", id, appliedIndex, err)
@@ -201,8 +212,8 @@ func (g *Groups) open(id int, applied Applied) (*group, error) {
 		appliedIndex:  appliedIndex,
 		appliedTerm:   appliedTerm,
 		appliedMicros: applied.LoggedTimeMicros,
-		confState:     confState,
 	}
+	gr.resetConfs(appliedIndex, confState)
 	if applied.Index > appliedIndex {
 		gr.skipThrough = applied.Index
 	}
@@ -329,6 +340,13 @@ type Status struct {
 	// CanPropose reports whether Propose would stamp: this replica leads and has applied an
 	// entry of its own term.
 	CanPropose bool
+	// Voters and Learners are the group's configuration as of AppliedIndex, ascending.
+	Voters, Learners []uint64
+	// ConfChangePending reports whether a conf change this replica proposed has not applied.
+	ConfChangePending bool
+	// Progress is, on the leader only, its view of every replica of the group, itself
+	// included.
+	Progress map[uint64]ReplicaProgress
 }
 
 // Status returns group's status; ok is false when the group is not hosted here.
@@ -338,6 +356,9 @@ func (g *Groups) Status(id int) (st Status, ok bool) {
 		return Status{}, false
 	}
 	bs := gr.node.BasicStatus()
+	voters, learners := slices.Clone(gr.confState.GetVoters()), slices.Clone(gr.confState.GetLearners())
+	slices.Sort(voters)
+	slices.Sort(learners)
 	return Status{
 		Group:                   id,
 		Leader:                  bs.Lead,
@@ -345,6 +366,10 @@ func (g *Groups) Status(id int) (st Status, ok bool) {
 		AppliedIndex:            max(gr.appliedIndex, gr.skipThrough),
 		AppliedLoggedTimeMicros: gr.appliedMicros,
 		CanPropose:              bs.RaftState == raft.StateLeader && gr.appliedTerm == bs.HardState.GetTerm(),
+		Voters:                  voters,
+		Learners:                learners,
+		ConfChangePending:       gr.confChangePending(),
+		Progress:                gr.progress(g.cfg.ReplicaID),
 	}, true
 }
 
@@ -353,11 +378,15 @@ func (g *Groups) Hosted() []int { return slices.Clone(g.order) }
 
 // Campaign makes this replica campaign for group's leadership at once instead of waiting for
 // its election timeout: for a replica that is its group's only voter, which then leads as soon
-// as the campaign's round is persisted.
+// as the campaign's round is persisted. It fails for a replica that is not a voter of the group
+// as of its applied index (one opened empty, a learner, a removed replica).
 func (g *Groups) Campaign(id int) error {
 	gr, ok := g.groups[id]
 	if !ok {
 		return fmt.Errorf("raft group %d: %w", id, ErrUnknownGroup)
+	}
+	if !slices.Contains(gr.confState.GetVoters(), g.cfg.ReplicaID) {
+		return fmt.Errorf("raft group %d: replica %d is not a voter, so it cannot campaign", id, g.cfg.ReplicaID)
 	}
 	return gr.node.Campaign()
 }

@@ -150,15 +150,39 @@ func newClusterCompacting(t failer, n, groups int, seed uint64, maxLogEntries in
 	return c
 }
 
-// wipe gives r an empty disk (a log bootstrapped with peers, an empty state) and opens it.
+// newGrowingCluster starts n replicas (ids 1..n) hosting groups 0..groups-1, as a cluster's
+// founding silo and the silos that join it: replica 1 bootstraps every group with itself as
+// the only voter, the others open them with nothing persisted.
+func newGrowingCluster(t failer, n, groups int, seed uint64, maxLogEntries int) *cluster {
+	c := &cluster{t: t, net: NewNetwork(seed), size: n, maxLogEntries: maxLogEntries, chunkBytes: 200}
+	for g := range groups {
+		c.groups = append(c.groups, g)
+	}
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		r := &replica{id: uint64(i + 1), clock: clock.NewFake(start), chunkBytes: c.chunkBytes}
+		var peers []uint64
+		if r.id == 1 {
+			peers = []uint64{1}
+		}
+		c.wipe(r, peers)
+		c.replicas = append(c.replicas, r)
+	}
+	return c
+}
+
+// wipe gives r an empty disk (a log bootstrapped with peers, or nothing when peers is empty;
+// an empty state) and opens it.
 func (c *cluster) wipe(r *replica, peers []uint64) {
 	r.mu.Lock()
 	r.log = persistence.NewMemoryRaftLog()
 	r.applied, r.index, r.installs = map[int][]Entry{}, map[int]Applied{}, map[int]int{}
 	r.crashInstallAfter = -1
 	r.mu.Unlock()
-	if err := Bootstrap(r.log, peers, c.groups); err != nil {
-		c.t.Fatal(err)
+	if len(peers) > 0 {
+		if err := Bootstrap(r.log, peers, c.groups); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 	c.open(r, map[int]Applied{})
 }

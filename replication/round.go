@@ -279,6 +279,6 @@ func (gr *group) applyConfChange(e *raftpb.Entry) error {
 	if err := proto.Unmarshal(e.GetData(), cc.(proto.Message)); err != nil {
 		return fmt.Errorf("raft group %d: conf change %d: decode: %w", gr.id, e.GetIndex(), err)
 	}
-	gr.confState = gr.node.ApplyConfChange(cc)
+	gr.recordConf(e.GetIndex(), gr.node.ApplyConfChange(cc))
 	return nil
 }

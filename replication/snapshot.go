@@ -33,7 +33,7 @@ type Restore struct {
 }
 
 // Compaction discards a group's log entries before Index, recording ConfState, the group's
-// conf state as of its applied index, in the snapshot record at Index-1.
+// conf state as of Index-1, in the snapshot record at Index-1.
 type Compaction struct {
 	Group     int
 	Index     uint64
@@ -121,6 +121,7 @@ func (g *Groups) Discard(round *Round, id int) error {
 		return err
 	}
 	gr.stampedMicros = old.stampedMicros
+	gr.pendingConfIndex = old.pendingConfIndex
 	gr.pending = old.pending
 	g.groups[id] = gr
 	return nil
@@ -131,7 +132,7 @@ func (gr *group) restored(meta SnapshotMeta) {
 	gr.appliedIndex = meta.Index
 	gr.appliedTerm = meta.Term
 	gr.appliedMicros = meta.LoggedTimeMicros
-	gr.confState = meta.ConfState
+	gr.resetConfs(meta.Index, meta.ConfState)
 	gr.skipThrough = 0
 	gr.firstIndex = meta.Index + 1
 }
@@ -156,6 +157,11 @@ func (g *Groups) compaction(gr *group) (Compaction, bool) {
 	if target < gr.firstIndex {
 		return Compaction{}, false
 	}
+	conf, err := gr.forgetConfsBefore(target)
+	if err != nil {
+		g.cfg.Logger.Warningf("%v", err)
+		return Compaction{}, false
+	}
 	gr.firstIndex = target + 1
-	return Compaction{Group: gr.id, Index: target + 1, ConfState: proto.Clone(gr.confState).(*raftpb.ConfState)}, true
+	return Compaction{Group: gr.id, Index: target + 1, ConfState: proto.Clone(conf).(*raftpb.ConfState)}, true
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
 )
 
@@ -193,7 +194,8 @@ func (s *Silo) statuses(ctx context.Context, partitions []int) []partitionStatus
 	return out
 }
 
-// partitionTable lists every partition with the silo the topology places it on and its status.
+// partitionTable lists every partition with its status (from its leader) and its Raft group as
+// this silo's replica sees it ("replica": leader, term, voters, learners, applied index).
 func (s *Silo) partitionTable(w http.ResponseWriter, r *http.Request) {
 	all := make([]int, s.cfg.Partitions)
 	for i := range all {
@@ -203,7 +205,7 @@ func (s *Silo) partitionTable(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rows := make([]map[string]any, len(all))
 	for i, st := range s.statuses(ctx, all) {
-		row := map[string]any{"partition": i}
+		row := map[string]any{"partition": i, "replica": s.replicaRow(i)}
 		if st.err != nil {
 			row["error"] = st.err.Error()
 		} else {
@@ -211,7 +213,23 @@ func (s *Silo) partitionTable(w http.ResponseWriter, r *http.Request) {
 		}
 		rows[i] = row
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "partitions": rows, "owned_here": s.Owned()})
+	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "silo_id": cluster.FormatID(s.SiloID()), "partitions": rows, "owned_here": s.Owned()})
+}
+
+// replicaRow is partition n's Raft group as this silo's replica sees it; nil before it opens.
+func (s *Silo) replicaRow(n int) map[string]any {
+	st, ok := s.host.Status(n)
+	if !ok {
+		return nil
+	}
+	row := map[string]any{
+		"leader_silo": nil, "term": st.Term, "applied_index": st.AppliedIndex,
+		"voters": formatIDs(st.Voters), "learners": formatIDs(st.Learners), "leads": st.CanPropose,
+	}
+	if st.Leader != 0 {
+		row["leader_silo"] = cluster.FormatID(st.Leader)
+	}
+	return row
 }
 
 func (s *Silo) writeRecord(w http.ResponseWriter, rec proto.Message, err error) {
@@ -349,4 +367,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// formatIDs renders silo ids as cluster.FormatID does.
+func formatIDs(ids []uint64) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = cluster.FormatID(id)
+	}
+	return out
 }

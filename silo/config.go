@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/persistence"
@@ -21,6 +22,8 @@ const (
 	DefaultAdmin       = "127.0.0.1:7380"
 	DefaultDataDir     = "./data"
 	DefaultOpenTimeout = 30 * time.Second
+	DefaultReplicas    = 3
+	DefaultDeadAfter   = time.Minute
 )
 
 // Config configures a silo. Start fills zero fields with the defaults; a zero port means a
@@ -64,6 +67,19 @@ type Config struct {
 	Store persistence.Options
 	// Failpoints arms crash boundaries (default: from ORRERY_FAILPOINT).
 	Failpoints *partition.Failpoints
+	// RaftFaults drops or delays the Raft traffic between this silo and named silos (default:
+	// from ORRERY_RAFTNET_FAULTS; see raftnet.ParseFaults).
+	RaftFaults *raftnet.Faults
+	// Replicas is how many replicas each partition has once enough silos are live (default
+	// DefaultReplicas); every silo of a cluster must use the same.
+	Replicas int
+	// FailureProfile names the failure detection profile (FailureProfiles; default
+	// DefaultFailureProfile); every silo of a cluster should use the same.
+	FailureProfile string
+	// DeadAfter is how long a silo must have been missing from the membership before the
+	// partitions' leaders remove its replicas and re-create them elsewhere (default
+	// DefaultDeadAfter). Until then a replacement replica is added beside it.
+	DeadAfter time.Duration
 	// CoordinatorWorkers is how many partitions the due coordinator serves at once (default:
 	// all of them, Partitions). Each partition's rounds stay serialized; serving partitions
 	// concurrently keeps one partition's commit from delaying another's due work. Measured on
@@ -127,6 +143,28 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.Replicas < 1 || c.Replicas > 7 {
+		return c, fmt.Errorf("replicas: must be between 1 and 7, got %d", c.Replicas)
+	}
+	if c.DeadAfter <= 0 {
+		c.DeadAfter = DefaultDeadAfter
+	}
+	if c.FailureProfile == "" {
+		c.FailureProfile = DefaultFailureProfile
+	}
+	if _, err := FailureProfileNamed(c.FailureProfile); err != nil {
+		return c, err
+	}
+	if c.RaftFaults == nil {
+		faults, err := raftnet.FaultsFromEnv()
+		if err != nil {
+			return c, err
+		}
+		c.RaftFaults = faults
 	}
 	if c.Failpoints == nil {
 		fp, err := partition.FailpointsFromEnv()

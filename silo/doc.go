@@ -1,6 +1,10 @@
-// Package silo owns one Orrery silo: it joins the cluster as a member hosting partition
-// grains, runs the silo's due coordinator over the partitions the topology places on it,
-// serves the admin HTTP endpoint (health, readiness, inspection), exposes an in-process
-// client, and shuts down gracefully (stop coordinating, close partitions, leave) or fences
-// itself when the cluster dropped it.
+// Package silo owns one Orrery silo: it opens the silo's partition replicas, joins the cluster
+// as a member hosting partition grains, connects the replicas to the other silos' (the Raft
+// transport, cluster/raftnet), runs the replica placement loop (each partition this silo leads
+// moves toward its target replica set and leaderships even out, cluster/placement), runs the
+// silo's due coordinator over the partitions this silo leads, serves the admin HTTP endpoint
+// (health, readiness, inspection, each partition's replica view), exposes an in-process
+// client, and shuts down gracefully (stop coordinating, hand leaderships over, close
+// partitions, leave) or fences itself when the cluster dropped it. Failure detection timings
+// come from a named profile (FailureProfiles).
 package silo

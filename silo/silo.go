@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/orreryhq/orrery/actors"
@@ -19,6 +20,8 @@ import (
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/cluster/lookup"
+	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/partition"
 )
@@ -31,6 +34,7 @@ type Silo struct {
 	cluster   *protocluster.Cluster
 	provider  *cluster.Provider
 	transport *cluster.PartitionTransport
+	raft      *raftnet.Transport
 	// coord is set once, after the cluster has started; partition grains may activate and
 	// call OnNextDue before that (the cluster is what builds the transport the coordinator
 	// needs), so it is read atomically and a notice before it exists is dropped (the
@@ -41,11 +45,16 @@ type Silo struct {
 	admin     *http.Server
 	adminAddr string
 
-	// ownedMu guards owned and members, the partitions the topology places here and the
-	// actor addresses of the topology's members, as of trackOwnership's last look.
+	// ownedMu guards owned and members, the partitions this silo leads and the actor
+	// addresses of the topology's members, as of trackOwnership's last look.
 	ownedMu sync.Mutex
 	owned   []int
 	members map[string]bool
+	// silos maps the silo id of each member of the topology to its actor address, as of
+	// trackOwnership's last look: where the Raft transport sends.
+	silos atomic.Pointer[map[uint64]string]
+	// placement is the replica placement loop.
+	placement *placer
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -66,9 +75,11 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	if err != nil {
 		return nil, err
 	}
+	profile, _ := FailureProfileNamed(cfg.FailureProfile) // withDefaults checked it
 	host, err := partition.OpenHost(partition.HostConfig{
 		DataRoot: cfg.DataDir, Partitions: cfg.Partitions, Store: cfg.Store, Limits: cfg.Limits,
 		LeadTimeout: cfg.OpenTimeout, Failpoints: cfg.Failpoints, Logger: cfg.Logger,
+		RaftTick: profile.RaftTick, ElectionTicks: profile.ElectionTicks, HeartbeatTicks: profile.HeartbeatTicks,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open the partitions in %s: %w", cfg.DataDir, err)
@@ -94,11 +105,14 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		Logger: slog.New(actors.NewPeerLossHandler(cfg.Logger.Handler(), s.isMember)),
 		Gossip: cluster.ProviderConfig{
 			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger,
+			ProbeInterval: profile.ProbeInterval, ProbeTimeout: profile.ProbeTimeout,
+			SuspicionMult: profile.SuspicionMult, GossipInterval: profile.GossipInterval,
 			SiloID: host.SiloID(), ClusterID: storedClusterID, BootstrapExpect: cfg.BootstrapExpect,
-			OnClusterID: host.SetClusterID,
+			OnClusterID: host.JoinCluster,
 			OnFenced:    func(cause error) { s.fenced(cause) },
 		},
-		Kinds: []*protocluster.Kind{partition.NewKind(pcfg)},
+		Kinds:          []*protocluster.Kind{partition.NewKind(pcfg)},
+		IdentityLookup: lookup.New(lookup.Config{Kind: partition.Kind, Leadership: host, Logger: cfg.Logger}),
 	})
 	if err != nil {
 		cancel()
@@ -107,6 +121,14 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	s.cluster, s.provider = c, provider
 	s.log = cfg.Logger.With("silo", c.ActorSystem.ID)
+	s.refreshSilos()
+	s.raft, err = raftnet.New(raftnet.Config{Self: host.SiloID(), System: c.ActorSystem, Addresses: s.raftAddress, Faults: cfg.RaftFaults})
+	if err != nil {
+		s.shutdown(false)
+		return nil, err
+	}
+	s.raft.SetReceiver(host.Receiver())
+	host.SetTransport(s.raft)
 	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
 	coord := duecoordinator.New(duecoordinator.Config{
 		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
@@ -121,6 +143,8 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	s.refreshOwned()
 	go s.trackOwnership(runCtx)
+	s.placement = newPlacer(s)
+	go s.placement.run(runCtx)
 	go s.watchHost(runCtx)
 	if err := s.awaitPartitions(ctx); err != nil {
 		s.shutdown(true)
@@ -178,8 +202,9 @@ func (s *Silo) Owned() []int {
 	return slices.Clone(s.owned)
 }
 
-// Stop shuts the silo down gracefully: the coordinator stops, the partition grains stop, the
-// silo leaves the cluster, its admin endpoint closes and its store closes.
+// Stop shuts the silo down gracefully: the coordinator stops, the silo hands its partitions'
+// leaderships to other silos' replicas (for at most a few seconds), the partition grains
+// stop, the silo leaves the cluster, its admin endpoint closes and its store closes.
 func (s *Silo) Stop() { s.shutdown(true) }
 
 // watchHost stops the silo when its partition replicas fail (a failed write or apply): the
@@ -205,6 +230,9 @@ func (s *Silo) shutdown(graceful bool) {
 		if coord := s.coord.Load(); coord != nil {
 			coord.Stop()
 		}
+		if graceful && s.raft != nil {
+			s.drain()
+		}
 		if s.admin != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = s.admin.Shutdown(ctx)
@@ -215,6 +243,9 @@ func (s *Silo) shutdown(graceful bool) {
 			if err := cluster.Shutdown(s.cluster, s.provider, graceful); err != nil {
 				s.cfg.Logger.Warn("cluster shutdown", "err", err)
 			}
+		}
+		if s.raft != nil {
+			_ = s.raft.Close()
 		}
 		if err := s.host.Close(); err != nil {
 			s.cfg.Logger.Error("closing the silo store", "err", err)
@@ -231,16 +262,17 @@ func (s *Silo) isMember(address string) bool {
 	return s.members[address]
 }
 
-// refreshOwned recomputes the partitions this silo coordinates (those the topology places on
-// it whose Raft group this silo's replica leads) and the members' addresses from the topology,
+// refreshOwned recomputes the partitions this silo coordinates (those whose Raft group this
+// silo's replica leads), the members' addresses and the silos' addresses from the topology,
 // and hands a changed set of partitions to the coordinator.
 func (s *Silo) refreshOwned() {
-	topology := s.provider.Topology()
-	members := make(map[string]bool, len(topology))
-	for _, m := range topology {
-		members[m.Address()] = true
+	members := s.refreshSilos()
+	var owned []int
+	for n := range s.cfg.Partitions {
+		if s.host.Leads(n) {
+			owned = append(owned, n)
+		}
 	}
-	owned := slices.DeleteFunc(cluster.OwnedPartitions(topology, s.ActorAddress(), s.cfg.Partitions), func(n int) bool { return !s.host.Leads(n) })
 	s.ownedMu.Lock()
 	s.members = members
 	if slices.Equal(owned, s.owned) {
@@ -249,9 +281,51 @@ func (s *Silo) refreshOwned() {
 	}
 	s.owned = owned
 	s.ownedMu.Unlock()
-	s.log.Info("silo owns partitions", "count", len(owned), "partitions", owned)
-	s.coord.Load().SetOwned(owned)
+	s.log.Info("silo leads partitions", "count", len(owned), "partitions", owned)
+	if coord := s.coord.Load(); coord != nil {
+		coord.SetOwned(owned)
+	}
 }
+
+// refreshSilos records the silo ids and actor addresses of the topology's members, and
+// returns the members' addresses.
+func (s *Silo) refreshSilos() map[string]bool {
+	topology := s.provider.Topology()
+	ids := s.provider.SiloIDs()
+	members := make(map[string]bool, len(topology))
+	silos := make(map[uint64]string, len(topology))
+	for _, m := range topology {
+		members[m.Address()] = true
+		if id, ok := ids[m.GetId()]; ok {
+			silos[id] = m.Address()
+		}
+	}
+	silos[s.SiloID()] = s.ActorAddress()
+	s.silos.Store(&silos)
+	return members
+}
+
+// liveSilos returns the silo ids of the topology's members (this silo included), as of
+// trackOwnership's last look.
+func (s *Silo) liveSilos() map[uint64]string {
+	if m := s.silos.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// raftAddress resolves a replica id (a silo id) to its silo's replication actor.
+func (s *Silo) raftAddress(replica uint64) (*actor.PID, bool) {
+	address, ok := s.liveSilos()[replica]
+	if !ok {
+		return nil, false
+	}
+	return raftnet.PID(address), true
+}
+
+// refreshEvery is how often trackOwnership looks at the partitions' leadership between
+// topology changes: a partition whose leadership came here is served within it.
+const refreshEvery = 250 * time.Millisecond
 
 // awaitPartitionsEvery is how often Start checks whether its partitions have opened.
 const awaitPartitionsEvery = 100 * time.Millisecond
@@ -293,7 +367,7 @@ func (s *Silo) trackOwnership(ctx context.Context) {
 		}
 	})
 	defer s.cluster.ActorSystem.EventStream.Unsubscribe(sub)
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(refreshEvery)
 	defer tick.Stop()
 	for {
 		s.refreshOwned()

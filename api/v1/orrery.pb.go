@@ -383,10 +383,13 @@ func (SagaPhase) EnumDescriptor() ([]byte, []int) {
 // Error is the one error shape on the wire. Field names the offending input field as a path
 // such as "mutations[2].configure_schedule.definition.spec.every.interval_micros".
 type Error struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=orrery.v1.ErrorCode" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Field         string                 `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Code    ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=orrery.v1.ErrorCode" json:"code,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Field   string                 `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
+	// leader_silo, on an Unavailable from a partition replica that does not lead, is the silo id
+	// of the replica it believes leads (0: it knows none); the caller retries there.
+	LeaderSilo    uint64 `protobuf:"varint,4,opt,name=leader_silo,json=leaderSilo,proto3" json:"leader_silo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -440,6 +443,13 @@ func (x *Error) GetField() string {
 		return x.Field
 	}
 	return ""
+}
+
+func (x *Error) GetLeaderSilo() uint64 {
+	if x != nil {
+		return x.LeaderSilo
+	}
+	return 0
 }
 
 // Lane is where a record lives and where messages are enqueued. Its partition is derived from
@@ -3546,11 +3556,13 @@ var File_api_v1_orrery_proto protoreflect.FileDescriptor
 
 const file_api_v1_orrery_proto_rawDesc = "" +
 	"\n" +
-	"\x13api/v1/orrery.proto\x12\torrery.v1\"a\n" +
+	"\x13api/v1/orrery.proto\x12\torrery.v1\"\x82\x01\n" +
 	"\x05Error\x12(\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x14.orrery.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
-	"\x05field\x18\x03 \x01(\tR\x05field\"L\n" +
+	"\x05field\x18\x03 \x01(\tR\x05field\x12\x1f\n" +
+	"\vleader_silo\x18\x04 \x01(\x04R\n" +
+	"leaderSilo\"L\n" +
 	"\x04Lane\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x10\n" +

@@ -131,6 +131,9 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.IntVar(&cfg.Partitions, "partitions", silo.DefaultPartitions, "partition count, fixed when the data root is created")
 	fs.StringVar(&cfg.Admin, "admin", silo.DefaultAdmin, `admin HTTP address ("off" disables it)`)
 	fs.StringVar(&cfg.ClusterName, "cluster", silo.DefaultClusterName, "cluster name")
+	fs.IntVar(&cfg.Replicas, "replicas", silo.DefaultReplicas, "replicas of each partition once enough silos are live (1 to 7), the same on every silo")
+	fs.StringVar(&cfg.FailureProfile, "failure-profile", silo.DefaultFailureProfile, "failure detection and election timing: loopback (silos on one host) or lan")
+	fs.DurationVar(&cfg.DeadAfter, "dead-after", silo.DefaultDeadAfter, "how long a silo may be missing before its replicas are re-created on other silos")
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
@@ -143,6 +146,15 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	}
 	if cfg.BootstrapExpect < 0 {
 		return opts, fmt.Errorf("bootstrap-expect: must be at least 0, got %d", cfg.BootstrapExpect)
+	}
+	if cfg.Replicas < 1 || cfg.Replicas > 7 {
+		return opts, fmt.Errorf("replicas: must be between 1 and 7, got %d", cfg.Replicas)
+	}
+	if cfg.DeadAfter <= 0 {
+		return opts, fmt.Errorf("dead-after: must be positive, got %v", cfg.DeadAfter)
+	}
+	if _, err := silo.FailureProfileNamed(cfg.FailureProfile); err != nil {
+		return opts, err
 	}
 	for _, s := range strings.Split(seeds, ",") {
 		if s = strings.TrimSpace(s); s != "" {

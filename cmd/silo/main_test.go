@@ -67,6 +67,12 @@ func TestBadInputNamesTheSetting(t *testing.T) {
 	if _, err := parseConfig([]string{"--log-level", "loud"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "log-level") {
 		t.Fatalf("error %v should name log-level", err)
 	}
+	for _, bad := range [][]string{{"--failure-profile", "wan"}, {"--replicas", "0"}, {"--replicas", "8"}, {"--dead-after", "0s"}} {
+		name := strings.TrimPrefix(bad[0], "--")
+		if _, err := parseConfig(bad, func(string) string { return "" }); err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), " ", "-"), name) {
+			t.Fatalf("%v: error %v should name %s", bad, err, name)
+		}
+	}
 }
 
 // TestMaxProcsDefaultsToSeveralPerCPUUnlessTheOperatorChose: by default the binary runs with

@@ -11,26 +11,35 @@
 //
 // # Replicas
 //
-// For now a silo is every group's only voter (one replica per partition): OpenHost creates the
-// groups on the store's first open, campaigns, and returns once it leads every group and each
-// state machine has applied what the log holds. A command's entry is stamped by the leader
-// with its logged time and principal (replication.Groups.Propose), persisted with every other
-// entry of its round in one synced write, committed in the next round (a sole voter counts its
-// own append once the round that wrote it is done; a round that only moves commit indexes
-// needs no sync of its own) and applied by the partition's state
-// machine: each round's entries of one partition in one transaction (split when it would
-// exceed the store's limit), each at its own logged time, with the partition's applied mark.
-// The groups of a round apply at the same time, each on its state machine's goroutine, while
-// the next round persists; that next round waits for them before its own applies
-// (replication.StateMachine.AwaitApplied). The grain answers a
-// command from its entry's apply result; a proposal that loses its term is answered
-// Unavailable, and so is everything in flight when the host fails (a failed write or apply:
-// the silo stops and the next start applies again from the log). A retry with the same
-// command id is an entry too, and the command inbox answers it with the original receipt.
+// The groups exist once the silo belongs to a cluster (Host.JoinCluster, or a store that
+// already records its cluster id). The silo that creates the cluster creates every group with
+// itself as its only voter, campaigns, and leads them all once each state machine has applied
+// what the log holds; a silo that joins opens every group empty and receives its replicas from
+// the leaders, which add it as a learner, catch it up by snapshot and promote it (the silo's
+// placement loop decides when, package cluster/placement; Host.AddLearner, PromoteLearner,
+// RemoveReplica, TransferLeadership perform it). Raft traffic goes through the Transport the
+// silo sets (Host.SetTransport, cluster/raftnet between silos).
 //
-// With other voters (HostConfig.Voters, as the in-process replication tests run three hosts),
-// a follower's grain refuses proposals (not the leader) and an inspection read is answered
-// only once a quorum confirms this replica still leads (Host.confirmRead, ReadIndex).
+// A command's entry is stamped by the leader with its logged time and principal
+// (replication.Groups.Propose), persisted with every other entry of its round in one synced
+// write, committed once a quorum of the group has persisted it (a sole voter counts its own
+// append once the round that wrote it is done) and applied by the partition's state machine:
+// each round's entries of one partition in one transaction (split when it would exceed the
+// store's limit), each at its own logged time, with the partition's applied mark. The groups of
+// a round apply at the same time, each on its state machine's goroutine, while the next round
+// persists; that next round waits for them before its own applies
+// (replication.StateMachine.AwaitApplied). The grain answers a command from its entry's apply
+// result; a proposal that loses its term is answered Unavailable, and so is everything in
+// flight when the host fails (a failed write or apply: the silo stops and the next start
+// applies again from the log). A retry with the same command id is an entry too, and the
+// command inbox answers it with the original receipt.
+//
+// The grain partition/<n> is activated only where its replica leads (cluster/lookup asks
+// Host.Leads). A grain whose replica does not lead, or stops leading, answers each request
+// Unavailable naming the silo it believes leads (orrery.Error.LeaderSilo), and stops itself;
+// the caller retries there. An inspection read of a group with other voters is answered only
+// once a quorum confirms this replica still leads (Host.confirmRead, ReadIndex); a sole voter
+// answers at once.
 //
 // # Due commands
 //

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -10,9 +11,11 @@ import (
 	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/clock"
+	orrerycluster "github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/persistence"
+	"github.com/orreryhq/orrery/replication"
 )
 
 // NewKind returns the cluster kind whose activations are partition grains.
@@ -59,6 +62,8 @@ type grain struct {
 	openErr error
 	timers  map[engine.TimerKind]clock.Timer
 	timerGn map[engine.TimerKind]uint64
+	// stopping is set once the activation has told itself to stop (its replica does not lead).
+	stopping bool
 }
 
 // Receive implements actor.Actor.
@@ -79,18 +84,30 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.partition = n
 		g.open(ctx)
 	case *orreryv1.CommandRequest:
+		if !g.leads(ctx) {
+			ctx.Respond(&orreryv1.CommandReply{Error: g.notLeader(replication.ErrNotLeader).Proto()})
+			return
+		}
 		if g.engine == nil {
 			ctx.Respond(&orreryv1.CommandReply{Error: g.unavailable().Proto()})
 			return
 		}
 		g.step(ctx, engine.Command{Request: msg, From: ctx.Sender()})
 	case *orreryv1.ScanDueRequest:
+		if !g.leads(ctx) {
+			ctx.Respond(&orreryv1.ScanDueReply{Error: g.notLeader(replication.ErrNotLeader).Proto()})
+			return
+		}
 		if g.engine == nil {
 			ctx.Respond(&orreryv1.ScanDueReply{Error: g.unavailable().Proto()})
 			return
 		}
 		ctx.Respond(g.engine.ScanDue(g.cfg.Clock.Now(), msg))
 	case *orreryv1.InspectRequest:
+		if !g.leads(ctx) {
+			ctx.Respond(&orreryv1.InspectReply{Error: g.notLeader(replication.ErrNotLeader).Proto()})
+			return
+		}
 		g.readConfirmed(ctx, msg)
 	case *confirmedRead:
 		g.answerRead(ctx, msg)
@@ -170,6 +187,10 @@ func (g *grain) perform(ctx actor.Context, rd engine.Ready) {
 	}
 	for _, p := range rd.Propose {
 		proposal, err := g.cfg.Host.propose(g.partition, p.Principal, p.Command)
+		if errors.Is(err, replication.ErrNotLeader) {
+			err = g.notLeader(err)
+			g.stopSelf(ctx)
+		}
 		g.step(ctx, engine.Proposed{Ref: p.Ref, Index: proposal.Index, Term: proposal.Term, Err: err})
 	}
 }
@@ -201,6 +222,42 @@ func (g *grain) stop(ctx actor.Context) {
 	}
 	g.cfg.Host.detach(g.partition, g)
 	g.engine = nil
+}
+
+// leads reports whether the activation may answer a request: its silo's replica leads the
+// partition (or the activation has no replicas or no partition, which unavailable reports).
+// When it does not, the activation stops after the messages already in its mailbox, each
+// answered the same way, so that the caller's next request resolves the partition again, on
+// its leader.
+func (g *grain) leads(ctx actor.Context) bool {
+	if g.cfg.Host == nil || g.partition < 0 || g.partition >= g.partitions() || g.cfg.Host.Leads(g.partition) {
+		return true
+	}
+	g.stopSelf(ctx)
+	return false
+}
+
+// stopSelf tells the activation to stop once, after the messages in its mailbox.
+func (g *grain) stopSelf(ctx actor.Context) {
+	if !g.stopping {
+		g.stopping = true
+		ctx.Poison(ctx.Self())
+	}
+}
+
+// notLeader is the error a request gets from an activation whose replica does not lead:
+// Unavailable, naming the silo this replica believes leads (orrery.Error.LeaderSilo), where
+// the caller retries.
+func (g *grain) notLeader(cause error) *orrery.Error {
+	leader := g.cfg.Host.Leader(g.partition)
+	var e *orrery.Error
+	if leader == 0 {
+		e = orrery.Wrap(orrery.CodeUnavailable, cause, "partition %d: this silo's replica does not lead and knows no leader", g.partition)
+	} else {
+		e = orrery.Wrap(orrery.CodeUnavailable, cause, "partition %d: this silo's replica does not lead; silo %s does", g.partition, orrerycluster.FormatID(leader))
+	}
+	e.LeaderSilo = leader
+	return e
 }
 
 // partitions is the cluster's partition count (0 without a host).

@@ -91,11 +91,27 @@ func newHostHarness(t testing.TB, mutateHost func(*HostConfig), mutate func(*Con
 // openHost opens the host on the harness's data root.
 func (h *harness) openHost() {
 	h.t.Helper()
-	host, err := OpenHost(h.hostCfg)
+	h.cfg.Host = openFounder(h.t, h.hostCfg)
+}
+
+// testClusterID is the cluster id the tests' founding hosts mint.
+const testClusterID = 0x0ce1e57a1
+
+// openFounder opens a host and, on a store that belongs to no cluster yet, founds one: the
+// host is every group's only voter and leads them all when it returns.
+func openFounder(t testing.TB, cfg HostConfig) *Host {
+	t.Helper()
+	host, err := OpenHost(cfg)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
-	h.cfg.Host = host
+	if host.ClusterID() == 0 {
+		if err := host.JoinCluster(testClusterID, true); err != nil {
+			_ = host.Close()
+			t.Fatal(err)
+		}
+	}
+	return host
 }
 
 // restartHost stops the grain and the host and starts both again on the same data root, as

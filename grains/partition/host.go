@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/orreryhq/orrery"
@@ -29,18 +30,14 @@ type HostConfig struct {
 	// WarmCacheBytes bounds the keys and values a partition keeps from its applies for the
 	// next ones' reads (default DefaultWarmCacheBytes; see kv.Warm).
 	WarmCacheBytes int
-	// LeadTimeout bounds how long OpenHost waits for every group to elect this replica and
-	// apply its first entry, when it is every group's only voter (default DefaultLeadTimeout).
+	// LeadTimeout bounds how long opening the groups waits for every group whose only voter is
+	// this replica to elect it and apply its first entry (default DefaultLeadTimeout).
 	LeadTimeout time.Duration
-	// Voters are the replica ids (silo ids, persistence.SiloStore.SiloID) of every group's
-	// voters when the store's groups are first created, this silo's included; empty: this
-	// silo alone. With other voters, Transport carries the Raft traffic between them and
-	// OpenHost returns without waiting for leaders. A store whose groups exist keeps the
-	// voters it has.
-	Voters []uint64
-	// Transport carries this replica's Raft messages and snapshots to the other voters
-	// (required with other Voters); what arrives for this replica goes to Host.Receiver.
-	Transport replication.Transport
+	// RaftTick is the time one Raft tick stands for (default 100 ms); ElectionTicks and
+	// HeartbeatTicks are the groups' election timeout and heartbeat period in ticks
+	// (replication.Config defaults).
+	RaftTick                      time.Duration
+	ElectionTicks, HeartbeatTicks int
 	// Clock ticks the Raft groups and tells the time leaders stamp entries with (default
 	// clock.Real()); the grains' Config.Clock should be the same.
 	Clock clock.Clock
@@ -62,9 +59,14 @@ const (
 // Host is a silo's partition replicas: the silo store, one Raft group per partition driven by
 // one replication.Driver, and each partition's state machine, which applies the group's
 // committed entries on a goroutine of its own and hands the results to the partition grain
-// attached to it. A silo is every group's only voter (one replica per partition) unless
-// HostConfig.Voters and Transport make it one of several, as the in-process replication tests
-// do; a leader sends a follower far behind a snapshot of its state (Snapshot, Install).
+// attached to it.
+//
+// Groups exist once the silo belongs to a cluster. The silo that creates the cluster
+// (JoinCluster with minted) creates every group with itself as its only voter; a silo that
+// joins an existing cluster opens every group empty, with no voter, and receives its replicas
+// from the groups' leaders, which add it as a learner, catch it up by snapshot (Snapshot,
+// Install) and promote it (AddLearner, PromoteLearner). The Raft traffic between replicas goes
+// through the Transport set with SetTransport; until then it is dropped, and Raft re-sends.
 type Host struct {
 	cfg      HostConfig
 	log      *slog.Logger
@@ -72,9 +74,8 @@ type Host struct {
 	driver   *replication.Driver
 	machines []*machine
 
-	// shared is set when the groups have other voters than this silo: a read must then
-	// confirm this replica still leads (readIndex).
-	shared bool
+	// transport is where the driver's sends go: the Transport SetTransport set, or nothing.
+	transport boundTransport
 
 	// applying counts the Apply calls of the round whose entries are not applied yet, and
 	// applyErr is the first of them to fail (see AwaitApplied).
@@ -88,9 +89,10 @@ type Host struct {
 	closed   sync.Once
 }
 
-// OpenHost opens the silo store under cfg.DataRoot, creates every partition's Raft group on
-// the first open (this silo its only voter), replays the committed entries each partition's
-// state has not applied, and returns once this replica leads every group and can propose.
+// OpenHost opens the silo store under cfg.DataRoot and starts its Raft loop. When the store
+// belongs to a cluster it opens every partition's group, replays the committed entries each
+// partition's state has not applied, and returns once this replica leads every group whose only
+// voter it is; otherwise the groups wait for JoinCluster.
 func OpenHost(cfg HostConfig) (*Host, error) {
 	if cfg.Limits.MaxMutationsPerBatch == 0 {
 		cfg.Limits = input.DefaultLimits()
@@ -123,86 +125,133 @@ func OpenHost(cfg HostConfig) (*Host, error) {
 	return h, nil
 }
 
+// open starts the Raft loop with no group, then opens the groups if the store belongs to a
+// cluster.
 func (h *Host) open() error {
-	groups := make([]int, h.cfg.Partitions)
-	for n := range groups {
-		groups[n] = n
-	}
-	self := h.store.SiloID()
-	voters := h.cfg.Voters
-	if len(voters) == 0 {
-		voters = []uint64{self}
-	}
-	if !slices.Contains(voters, self) {
-		return orrery.Invalid("Voters", "silo %d (this store's id) is not among the voters %v", self, voters)
-	}
-	alone := len(voters) == 1
-	h.shared = !alone
-	transport := h.cfg.Transport
-	switch {
-	case transport == nil && !alone:
-		return orrery.Invalid("Transport", "is required with other voters than this silo (%v)", voters)
-	case transport == nil:
-		transport = noPeers{}
-	}
-	var raftLog persistence.RaftLog = h.store.RaftLog()
-	if err := replication.Bootstrap(raftLog, voters, groups); err != nil {
-		return orrery.Wrap(orrery.CodeUnavailable, err, "silo store %s: create the partitions' raft groups", h.store.Dir())
-	}
-	engine, err := replication.New(replication.Config{ReplicaID: self}, raftLog)
+	engine, err := replication.New(replication.Config{
+		ReplicaID: h.store.SiloID(), ElectionTicks: h.cfg.ElectionTicks, HeartbeatTicks: h.cfg.HeartbeatTicks,
+	}, h.store.RaftLog())
 	if err != nil {
 		return err
 	}
 	h.machines = make([]*machine, h.cfg.Partitions)
-	for _, n := range groups {
+	for n := range h.machines {
 		state, err := h.store.Partition(n)
 		if err != nil {
 			return err
 		}
-		mark := state.Applied()
-		if err := engine.Open(n, replication.Applied{Index: mark.Index, LoggedTimeMicros: mark.LoggedTimeMicros}); err != nil {
-			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d", n)
-		}
 		h.machines[n] = newMachine(h, n, state)
 	}
+	var raftLog persistence.RaftLog = h.store.RaftLog()
 	if h.cfg.wrapLog != nil {
 		raftLog = h.cfg.wrapLog(raftLog)
 	}
 	h.driver = replication.NewDriver(replication.DriverConfig{
 		Groups: engine, Log: failpointLog{RaftLog: raftLog, failpoints: h.cfg.Failpoints},
-		Transport: transport, StateMachine: h, Clock: h.cfg.Clock,
+		Transport: &h.transport, StateMachine: h, Clock: h.cfg.Clock, TickInterval: h.cfg.RaftTick,
 	})
 	h.driver.Start()
 	go h.watchDriver()
-	if !alone {
-		return nil // the voters elect leaders once they hear from each other
+	if h.store.ClusterID() == 0 {
+		return nil
 	}
-	for _, n := range groups {
+	return h.openGroups()
+}
+
+// JoinCluster records that the silo belongs to cluster id and opens the partitions' groups.
+// The silo that creates the cluster (minted) first creates every group with itself as its only
+// voter, and JoinCluster returns once it leads them all; a joining silo opens them empty. The
+// groups are created before the id is recorded: a crash in between leaves a store with no
+// cluster id, whose next start mints again (the same silo does, by the formation rule) and
+// finds the groups there.
+func (h *Host) JoinCluster(id uint64, minted bool) error {
+	if minted {
+		groups := make([]int, h.cfg.Partitions)
+		for n := range groups {
+			groups[n] = n
+		}
+		if err := replication.Bootstrap(h.store.RaftLog(), []uint64{h.store.SiloID()}, groups); err != nil {
+			return orrery.Wrap(orrery.CodeUnavailable, err, "silo store %s: create the partitions' raft groups", h.store.Dir())
+		}
+	}
+	if err := h.store.SetClusterID(id); err != nil {
+		return err
+	}
+	return h.openGroups()
+}
+
+// openGroups opens every partition's group on its persisted state and, once the log each one
+// had committed is applied again (the conf changes in it included: until then a group's
+// configuration is its log's snapshot record's), campaigns at once in those whose only voter is
+// this replica, and waits until it leads them.
+func (h *Host) openGroups() error {
+	self := h.store.SiloID()
+	commits := make([]uint64, len(h.machines))
+	for n, m := range h.machines {
+		storage, err := h.store.RaftLog().Storage(n)
+		if err != nil {
+			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d", n)
+		}
+		hard, _, err := storage.InitialState()
+		if err != nil {
+			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d", n)
+		}
+		commits[n] = hard.GetCommit()
+		mark := m.state.Applied()
+		if err := h.driver.Open(n, replication.Applied{Index: mark.Index, LoggedTimeMicros: mark.LoggedTimeMicros}); err != nil {
+			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d", n)
+		}
+	}
+	deadline := time.Now().Add(h.cfg.LeadTimeout)
+	var alone []int
+	for n := range h.machines {
+		for {
+			st, _ := h.driver.Status(n)
+			if st.AppliedIndex >= commits[n] {
+				if slices.Equal(st.Voters, []uint64{self}) {
+					alone = append(alone, n)
+				}
+				break
+			}
+			if err := h.pause(deadline, "partition %d: its log not applied again after %v (applied %d of %d)", n, h.cfg.LeadTimeout, st.AppliedIndex, commits[n]); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range alone {
 		if err := h.driver.Campaign(n); err != nil {
 			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d: campaign", n)
 		}
 	}
-	return h.awaitLeadership(groups)
+	return h.awaitLeadership(alone, deadline)
+}
+
+// pause waits a moment before a wait's next look, and fails with the host's fatal error, or
+// with the message when deadline has passed.
+func (h *Host) pause(deadline time.Time, format string, args ...any) error {
+	select {
+	case <-h.failed:
+		return h.failErr
+	case <-time.After(5 * time.Millisecond):
+	}
+	if time.Now().After(deadline) {
+		return orrery.Errorf(orrery.CodeUnavailable, format, args...)
+	}
+	return nil
 }
 
 // awaitLeadership waits until every group can propose and its state machine has applied
-// every entry committed before.
-func (h *Host) awaitLeadership(groups []int) error {
-	deadline := time.Now().Add(h.cfg.LeadTimeout)
+// every entry committed before, or deadline passes.
+func (h *Host) awaitLeadership(groups []int, deadline time.Time) error {
 	for _, n := range groups {
 		for {
 			st, _ := h.driver.Status(n)
 			if st.CanPropose && h.machines[n].state.Applied().Index >= st.AppliedIndex {
 				break
 			}
-			select {
-			case <-h.failed:
-				return h.failErr
-			case <-time.After(5 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				return orrery.Errorf(orrery.CodeUnavailable, "partition %d: not leading its raft group after %v (term %d, leader %d)",
-					n, h.cfg.LeadTimeout, st.Term, st.Leader)
+			if err := h.pause(deadline, "partition %d: not leading its raft group after %v (term %d, leader %d)",
+				n, h.cfg.LeadTimeout, st.Term, st.Leader); err != nil {
+				return err
 			}
 		}
 	}
@@ -251,10 +300,21 @@ func (h *Host) SiloID() uint64 { return h.store.SiloID() }
 // Receiver is where a Transport delivers the Raft traffic other voters send this replica.
 func (h *Host) Receiver() replication.Receiver { return h.driver }
 
+// Status returns partition n's group as this replica sees it (replication.Groups.Status); ok
+// is false before the group is open.
+func (h *Host) Status(n int) (replication.Status, bool) { return h.driver.Status(n) }
+
 // Leads reports whether this replica leads partition n's group and can propose there.
 func (h *Host) Leads(n int) bool {
 	st, ok := h.driver.Status(n)
 	return ok && st.CanPropose
+}
+
+// Leader is the silo id this replica believes leads partition n's group; 0 when it knows none
+// or does not host n.
+func (h *Host) Leader(n int) uint64 {
+	st, _ := h.driver.Status(n)
+	return st.Leader
 }
 
 // Close stops the Raft loop and every state machine (each finishes the entries handed to it),
@@ -302,16 +362,23 @@ func (h *Host) propose(n int, principal string, cmd []byte) (replication.Proposa
 const readTimeout = 5 * time.Second
 
 // confirmRead returns nil once a read of partition n's state may be answered from this
-// replica: at once when this silo is the group's only voter, otherwise once a quorum has
+// replica: at once when this replica is the group's only voter, otherwise once a quorum has
 // confirmed it still leads and its state has applied through the group's commit index then
 // (replication.Driver.Read). A deposed leader, cut off from the others, never confirms.
 func (h *Host) confirmRead(n int) error {
-	if !h.shared {
+	if h.soleVoter(n) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
 	return h.driver.Read(ctx, n)
+}
+
+// soleVoter reports whether this replica is partition n's only voter: a leader nobody can
+// depose, whose reads need no confirmation.
+func (h *Host) soleVoter(n int) bool {
+	st, _ := h.driver.Status(n)
+	return slices.Equal(st.Voters, []uint64{h.store.SiloID()})
 }
 
 // term is the term of partition n's group as this replica knows it.
@@ -409,16 +476,30 @@ func (h *Host) Settle(outcomes []replication.Outcome) {
 // term and type, and the PartitionEntry's logged time and field tags.
 const entryOverhead = 64
 
-// noPeers is the Transport of a host that is every group's only voter: there is nobody to
-// send to, and Raft sends nothing.
-type noPeers struct{}
-
-func (noPeers) Send(uint64, []replication.Message) {}
-
-func (noPeers) SendSnapshot(to uint64, snap replication.OutboundSnapshot) {
-	_ = snap.Chunks.Close()
-	snap.Done(fmt.Errorf("replica %d: no peers to send to", to))
+// boundTransport is the driver's Transport: the one SetTransport set, or, before that,
+// nothing: messages are dropped (Raft re-sends them) and snapshots fail.
+type boundTransport struct {
+	t atomic.Pointer[replication.Transport]
 }
+
+func (b *boundTransport) Send(to uint64, msgs []replication.Message) {
+	if t := b.t.Load(); t != nil {
+		(*t).Send(to, msgs)
+	}
+}
+
+func (b *boundTransport) SendSnapshot(to uint64, snap replication.OutboundSnapshot) {
+	if t := b.t.Load(); t != nil {
+		(*t).SendSnapshot(to, snap)
+		return
+	}
+	_ = snap.Chunks.Close()
+	snap.Done(orrery.Errorf(orrery.CodeUnavailable, "replica %d: no raft transport yet", to))
+}
+
+// SetTransport makes t carry this replica's Raft messages and snapshots to the other replicas;
+// what they send reaches Receiver.
+func (h *Host) SetTransport(t replication.Transport) { h.transport.t.Store(&t) }
 
 // failpointLog hits FailpointEntryAppended after each Persist that wrote entries.
 type failpointLog struct {

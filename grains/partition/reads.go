@@ -20,7 +20,7 @@ type confirmedRead struct {
 // may (Host.confirmRead): at once for a sole voter, otherwise after a quorum confirmed its
 // leadership, off the actor's goroutine, so the grain goes on meanwhile.
 func (g *grain) readConfirmed(ctx actor.Context, req *orreryv1.InspectRequest) {
-	if g.engine == nil || !g.cfg.Host.shared {
+	if g.engine == nil || g.cfg.Host.soleVoter(g.partition) {
 		ctx.Respond(g.inspect(req))
 		return
 	}

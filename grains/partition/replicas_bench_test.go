@@ -43,10 +43,7 @@ const (
 func BenchmarkReplicatedEmission(b *testing.B) {
 	var singleCPU float64 // replicas=1's cpu-ms/occurrence, 0 until it ran
 	b.Run("replicas=1", func(b *testing.B) {
-		host, err := OpenHost(HostConfig{DataRoot: b.TempDir(), Partitions: emissionPartitions, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
+		host := openFounder(b, HostConfig{DataRoot: b.TempDir(), Partitions: emissionPartitions, Logger: quiet})
 		b.Cleanup(func() { _ = host.Close() })
 		singleCPU = measureEmission(b, func(int) *Host { return host })
 	})

@@ -19,8 +19,8 @@ import (
 	"github.com/orreryhq/orrery/replication"
 )
 
-// replicaSet is three hosts, each with its own data root, whose groups have the three of them
-// as voters, connected by the in-memory network twin, which a goroutine keeps delivering.
+// replicaSet is three hosts, each with its own data root, whose groups were created with the
+// three of them as voters (as if the cluster had already grown to them), connected by the in-memory network twin, which a goroutine keeps delivering.
 type replicaSet struct {
 	t     testing.TB
 	net   *replication.Network
@@ -46,11 +46,28 @@ func newReplicaSet(t testing.TB) *replicaSet {
 			t.Fatal(err)
 		}
 	}
-	for i, dir := range dirs {
-		host, err := OpenHost(HostConfig{DataRoot: dir, Partitions: 4, Logger: quiet, Voters: rs.ids, Transport: rs.net.Transport(rs.ids[i])})
+	for _, dir := range dirs {
+		store, err := persistence.OpenSiloStore(persistence.SiloStoreDir(dir), 4, persistence.Options{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
+		err = replication.Bootstrap(store.RaftLog(), rs.ids, []int{0, 1, 2, 3})
+		if err == nil {
+			err = store.SetClusterID(testClusterID)
+		}
+		if closeErr := store.Close(); err == nil {
+			err = closeErr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, dir := range dirs {
+		host, err := OpenHost(HostConfig{DataRoot: dir, Partitions: 4, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		host.SetTransport(rs.net.Transport(rs.ids[i]))
 		rs.mu.Lock()
 		rs.hosts[rs.ids[i]] = host
 		rs.mu.Unlock()

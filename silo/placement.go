@@ -1,0 +1,160 @@
+package silo
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/cluster/placement"
+	"github.com/orreryhq/orrery/replication"
+)
+
+// placementEvery is how often the placement loop looks at the groups this silo leads.
+const placementEvery = 500 * time.Millisecond
+
+// balanceEvery spaces this silo's leadership transfers made to even out leaderships, so that
+// each one's effect is seen before the next is decided.
+const balanceEvery = 2 * time.Second
+
+// placer is the silo's replica placement loop (DESIGN §6): for each partition this silo
+// leads, it performs the step package placement decides from the group's configuration and the
+// membership, one step per group per look; and it moves leaderships to even them out.
+type placer struct {
+	s       *Silo
+	started time.Time
+	// lastSeen is when each silo was last in the topology.
+	lastSeen     map[uint64]time.Time
+	lastTransfer time.Time
+}
+
+func newPlacer(s *Silo) *placer {
+	return &placer{s: s, started: time.Now(), lastSeen: map[uint64]time.Time{}}
+}
+
+// run looks every placementEvery until ctx ends.
+func (p *placer) run(ctx context.Context) {
+	tick := time.NewTicker(placementEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p.look(time.Now())
+	}
+}
+
+// look performs one round of placement steps at now.
+func (p *placer) look(now time.Time) {
+	s := p.s
+	live := make([]uint64, 0, 8)
+	for id := range s.liveSilos() {
+		p.lastSeen[id] = now
+		live = append(live, id)
+	}
+	slices.Sort(live)
+	membership := placement.Membership{Live: live, Gone: func(id uint64) bool {
+		seen, ok := p.lastSeen[id]
+		if !ok {
+			seen = p.started // a silo not seen since this one started gets the whole bound
+		}
+		return now.Sub(seen) > s.cfg.DeadAfter
+	}}
+	leads := map[uint64]int{}
+	for n := range s.cfg.Partitions {
+		if st, ok := s.host.Status(n); ok && st.Leader != 0 {
+			leads[st.Leader]++
+		}
+	}
+	self := s.SiloID()
+	for n := range s.cfg.Partitions {
+		st, ok := s.host.Status(n)
+		if !ok || !st.CanPropose || st.ConfChangePending {
+			continue
+		}
+		g := placement.Group{Partition: n, Leader: self, Voters: st.Voters, Learners: st.Learners, CaughtUp: map[uint64]bool{}}
+		for id, pr := range st.Progress {
+			g.CaughtUp[id] = pr.CaughtUp
+		}
+		step := placement.Next(g, membership, s.cfg.Replicas)
+		if step.Action == placement.None && now.Sub(p.lastTransfer) >= balanceEvery {
+			if to := placement.Balance(g, leads); to != 0 {
+				step = placement.Step{Action: placement.Transfer, Replica: to}
+			}
+		}
+		if step.Action == placement.None {
+			continue
+		}
+		if err := p.perform(n, step); err != nil {
+			if !errors.Is(err, replication.ErrConfChangePending) && !errors.Is(err, replication.ErrNotLeader) {
+				s.log.Warn("replica placement step failed", "partition", n, "step", step.Action.String(),
+					"replica", cluster.FormatID(step.Replica), "err", err)
+			}
+			continue
+		}
+		s.log.Info("replica placement", "partition", n, "step", step.Action.String(), "replica", cluster.FormatID(step.Replica),
+			"voters", formatIDs(st.Voters), "learners", formatIDs(st.Learners))
+		if step.Action == placement.Transfer {
+			p.lastTransfer = now
+			leads[self]--
+			leads[step.Replica]++
+		}
+	}
+}
+
+// perform proposes step in partition n's group.
+func (p *placer) perform(n int, step placement.Step) error {
+	h := p.s.host
+	switch step.Action {
+	case placement.AddLearner:
+		return h.AddLearner(n, step.Replica)
+	case placement.Promote:
+		return h.PromoteLearner(n, step.Replica)
+	case placement.Remove:
+		return h.RemoveReplica(n, step.Replica)
+	case placement.Transfer:
+		return h.TransferLeadership(n, step.Replica)
+	}
+	return nil
+}
+
+// drainTimeout bounds how long a graceful stop waits for this silo's leaderships to move.
+const drainTimeout = 5 * time.Second
+
+// drain hands each leadership this silo holds to a caught-up voter on another silo, and waits
+// until it leads none or drainTimeout passed: the partitions are served by their new leaders
+// without waiting for an election timeout once this silo is gone.
+func (s *Silo) drain() {
+	deadline := time.Now().Add(drainTimeout)
+	self := s.SiloID()
+	for {
+		led := 0
+		for n := range s.cfg.Partitions {
+			st, ok := s.host.Status(n)
+			if !ok || st.Leader != self {
+				continue
+			}
+			led++
+			var to uint64
+			for _, v := range st.Voters {
+				if pr := st.Progress[v]; v != self && pr.Active && pr.CaughtUp && (to == 0 || v < to) {
+					to = v
+				}
+			}
+			if to != 0 {
+				_ = s.host.TransferLeadership(n, to)
+			}
+		}
+		if led == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.log.Warn("stopping while still leading partitions", "count", led)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
