@@ -68,7 +68,10 @@ func (c *Cluster) Restart(t testing.TB, i int) *SiloProcess {
 	if !c.Silos[i].Exited() {
 		t.Fatalf("restart silo %d: its process %d still runs", i, c.Silos[i].PID())
 	}
-	c.Silos[i] = StartSilo(t, c.Specs[i])
+	c.Silos[i] = launchSilo(t, c.Specs[i])
+	if err := c.Silos[i].awaitReady(readyTimeout); err != nil {
+		t.Fatalf("restart silo %d: %v\n%s", i, err, c.logs())
+	}
 	return c.Silos[i]
 }
 
@@ -280,4 +283,17 @@ func rowOf(table *PartitionTable, partition int) *ReplicaView {
 		}
 	}
 	return nil
+}
+
+// logs renders the tail of every silo's log, for a failure message.
+func (c *Cluster) logs() string {
+	out := ""
+	for i, p := range c.Silos {
+		log := p.Log()
+		if len(log) > 8000 {
+			log = "...\n" + log[len(log)-8000:]
+		}
+		out += fmt.Sprintf("--- silo %d (%s, pid %d, exited %v) ---\n%s\n", i, p.SiloID(), p.PID(), p.Exited(), log)
+	}
+	return out
 }

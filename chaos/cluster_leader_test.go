@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -110,6 +111,31 @@ func TestClusterPauseTheLeader(t *testing.T) {
 	if err := cl.Silos[leader].Resume(); err != nil {
 		t.Fatal(err)
 	}
-	waitRejoined(t, ctx, cl, leader)
+	// Resumed, the silo either rejoins its groups as a follower or finds itself fenced (the
+	// others declared it dead meanwhile) and exits with status 1, to be restarted as a
+	// supervisor would.
+	rejoinedBy := time.Now().Add(90 * time.Second)
+	for {
+		if p := cl.Silos[leader]; p.Exited() {
+			exit := p.Wait(time.Second)
+			if !strings.Contains(p.Log(), "fenced") {
+				t.Fatalf("silo %d exited after SIGCONT (%v), not fenced\n%s", leader, exit, cl.logs())
+			}
+			t.Logf("silo %d was fenced after its pause and exited (%v); restarting it", leader, exit)
+			cl.Restart(t, leader)
+			waitRejoined(t, ctx, cl, leader)
+			break
+		}
+		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
+		err := cl.WaitRejoined(attempt, leader, clusterPartitions)
+		cancelAttempt()
+		if err == nil {
+			t.Logf("silo %d rejoined as a follower after SIGCONT", leader)
+			break
+		}
+		if time.Now().After(rejoinedBy) {
+			t.Fatalf("silo %d after SIGCONT: %v\n%s", leader, err, cl.logs())
+		}
+	}
 	k.finish(t, ctx)
 }
