@@ -7,7 +7,7 @@ CLUSTER_PKGS_RE := /(cluster|silo|cmd/silo|examples|chaos|bench)(/|$$)
 RACE_PKGS    = $(shell $(GO) list ./... | grep -Ev '$(CLUSTER_PKGS_RE)')
 CLUSTER_PKGS = $(shell $(GO) list ./... | grep -E '$(CLUSTER_PKGS_RE)')
 
-.PHONY: help run walkthrough quickstart bench-short test test-race test-cluster bench proto verify fuzz
+.PHONY: help run cluster walkthrough quickstart bench-short test test-race test-cluster cluster-test bench proto verify fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -15,6 +15,10 @@ help: ## list the targets
 run: ## build and start one silo: data under ./data, loopback ports 7381/7382, admin on 127.0.0.1:7380
 	$(GO) build -o bin/silo ./cmd/silo
 	./bin/silo --data $(DATA)
+
+cluster: ## build and start three silos on loopback: data under ./data/silo1..3, admin on 127.0.0.1:7380/7390/7400, Ctrl-C stops them
+	$(GO) build -o bin/silo ./cmd/silo
+	./scripts/cluster.sh $(DATA)
 
 walkthrough: ## drive the deterministic core end to end in memory, with simulated time
 	$(GO) run ./cmd/walkthrough
@@ -29,6 +33,9 @@ test-race: ## pure, storage and tool packages, with the race detector
 
 test-cluster: ## packages that start protoactor clusters (no -race: protoactor's own races)
 	@if [ -n "$(CLUSTER_PKGS)" ]; then $(GO) test -count=1 -timeout 10m $(CLUSTER_PKGS); fi
+
+cluster-test: ## the chaos process tests at full length (ORRERY_CLUSTER_FULL=1): kills, pauses, lost hosts, rolling restarts
+	ORRERY_CLUSTER_FULL=1 $(GO) test -count=1 -v -timeout 60m ./chaos
 
 bench: ## benchmarks at full scale (several minutes), figures via b.ReportMetric
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...

@@ -103,24 +103,48 @@ type SiloSpec struct {
 	AdminPort  int
 	Partitions int
 	Seeds      []string
+	// BootstrapExpect is --bootstrap-expect (0: the flag is not passed).
+	BootstrapExpect int
+	// Replicas is --replicas, how many silos hold each partition (0: the flag is not passed).
+	Replicas int
+	// DeadAfter is --dead-after, how long a silo may be missing before its replicas are
+	// re-created elsewhere (0: the flag is not passed).
+	DeadAfter time.Duration
+	// LogLevel is --log-level (default "warn").
+	LogLevel string
+	// Args are further flags, appended after the others.
+	Args []string
 	// Env is added to the process environment (e.g. ORRERY_FAILPOINT=batch-committed).
 	Env []string
 }
 
-// SiloProcess is a running silo process.
-type SiloProcess struct {
-	Spec  SiloSpec
-	cmd   *exec.Cmd
-	ready chan string
-	exit  chan error
-	log   *lockedBuffer
+// args renders the spec as the silo's command line.
+func (spec *SiloSpec) args() []string {
+	level := spec.LogLevel
+	if level == "" {
+		level = "warn"
+	}
+	args := []string{"--data", spec.DataDir, "--host", "127.0.0.1", "--port", fmt.Sprint(spec.Port),
+		"--gossip-port", fmt.Sprint(spec.GossipPort), "--admin", fmt.Sprintf("127.0.0.1:%d", spec.AdminPort),
+		"--partitions", fmt.Sprint(spec.Partitions), "--log-level", level}
+	if len(spec.Seeds) > 0 {
+		args = append(args, "--seeds", strings.Join(spec.Seeds, ","))
+	}
+	if spec.BootstrapExpect > 0 {
+		args = append(args, "--bootstrap-expect", fmt.Sprint(spec.BootstrapExpect))
+	}
+	if spec.Replicas > 0 {
+		args = append(args, "--replicas", fmt.Sprint(spec.Replicas))
+	}
+	if spec.DeadAfter > 0 {
+		args = append(args, "--dead-after", spec.DeadAfter.String())
+	}
+	return append(args, spec.Args...)
 }
 
-// StartSilo starts a silo process and waits (up to 60 s) for its "silo ready" line. The process
-// is killed when the test ends.
-func StartSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
+// choosePorts fills the spec's zero ports with free ones and its zero partition count with 32.
+func (spec *SiloSpec) choosePorts(t testing.TB) {
 	t.Helper()
-	bin := BuildSilo(t)
 	if spec.Port == 0 {
 		spec.Port = FreePort(t)
 	}
@@ -133,13 +157,41 @@ func StartSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
 	if spec.Partitions == 0 {
 		spec.Partitions = 32
 	}
-	args := []string{"--data", spec.DataDir, "--host", "127.0.0.1", "--port", fmt.Sprint(spec.Port),
-		"--gossip-port", fmt.Sprint(spec.GossipPort), "--admin", fmt.Sprintf("127.0.0.1:%d", spec.AdminPort),
-		"--partitions", fmt.Sprint(spec.Partitions), "--log-level", "warn"}
-	if len(spec.Seeds) > 0 {
-		args = append(args, "--seeds", strings.Join(spec.Seeds, ","))
+}
+
+// SiloProcess is a running silo process.
+type SiloProcess struct {
+	Spec  SiloSpec
+	cmd   *exec.Cmd
+	ready chan string
+	exit  chan error
+	log   *lockedBuffer
+	// readyLine is the "silo ready" line, once awaitReady has seen it.
+	readyLine string
+	paused    bool
+}
+
+// readyTimeout bounds how long StartSilo and StartCluster wait for a "silo ready" line.
+const readyTimeout = 60 * time.Second
+
+// StartSilo starts a silo process and waits (up to 60 s) for its "silo ready" line. The process
+// is killed when the test ends.
+func StartSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
+	t.Helper()
+	p := launchSilo(t, spec)
+	if err := p.awaitReady(readyTimeout); err != nil {
+		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
+	return p
+}
+
+// launchSilo starts a silo process without waiting for it to be ready, choosing the spec's
+// zero ports first. The process is killed when the test ends.
+func launchSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
+	t.Helper()
+	bin := BuildSilo(t)
+	spec.choosePorts(t)
+	cmd := exec.Command(bin, spec.args()...)
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &SiloProcess{Spec: *spec, cmd: cmd, ready: make(chan string, 1), exit: make(chan error, 1), log: &lockedBuffer{}}
@@ -163,15 +215,39 @@ func StartSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
 		}
 	}()
 	go func() { p.exit <- cmd.Wait() }()
-	select {
-	case <-p.ready:
-	case err := <-p.exit:
-		t.Fatalf("silo exited before ready: %v\n%s", err, p.log.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("silo not ready within 60 s\n%s", p.log.String())
-	}
 	return p
 }
+
+// awaitReady waits up to timeout for the "silo ready" line; the error carries the log.
+func (p *SiloProcess) awaitReady(timeout time.Duration) error {
+	select {
+	case line := <-p.ready:
+		p.readyLine = line
+		return nil
+	case err := <-p.exit:
+		p.exit <- err
+		return fmt.Errorf("silo %s exited before ready: %v\n%s", p.GossipAddress(), err, p.log.String())
+	case <-time.After(timeout):
+		return fmt.Errorf("silo %s not ready within %v\n%s", p.GossipAddress(), timeout, p.log.String())
+	}
+}
+
+// ReadyField is the value of key=value in the process's "silo ready" line (id, silo, cluster,
+// actor, gossip, admin, data, partitions), empty when absent.
+func (p *SiloProcess) ReadyField(key string) string {
+	for _, field := range strings.Fields(p.readyLine) {
+		if k, v, ok := strings.Cut(field, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// SiloID is the silo id (16 hex digits) the process printed in its ready line.
+func (p *SiloProcess) SiloID() string { return p.ReadyField("silo") }
+
+// ClusterID is the cluster id (16 hex digits) the process printed in its ready line.
+func (p *SiloProcess) ClusterID() string { return p.ReadyField("cluster") }
 
 // GossipAddress is where clients and other silos join.
 func (p *SiloProcess) GossipAddress() string { return fmt.Sprintf("127.0.0.1:%d", p.Spec.GossipPort) }
@@ -185,11 +261,34 @@ func (p *SiloProcess) PID() int { return p.cmd.Process.Pid }
 // Log returns what the process printed so far.
 func (p *SiloProcess) Log() string { return p.log.String() }
 
-// Kill sends SIGKILL to the process group and waits for the exit.
+// Kill sends SIGKILL to the process group and waits for the exit (a paused process is killed
+// too).
 func (p *SiloProcess) Kill() {
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	p.Wait(10 * time.Second)
 }
+
+// Pause sends SIGSTOP to the process group: the process keeps its sockets but runs no more
+// until Resume.
+func (p *SiloProcess) Pause() error {
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	p.paused = true
+	return nil
+}
+
+// Resume sends SIGCONT to the process group.
+func (p *SiloProcess) Resume() error {
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		return err
+	}
+	p.paused = false
+	return nil
+}
+
+// Paused reports whether Pause was the last of Pause and Resume.
+func (p *SiloProcess) Paused() bool { return p.paused }
 
 // Terminate sends SIGTERM (graceful shutdown) and waits up to timeout for the exit.
 func (p *SiloProcess) Terminate(timeout time.Duration) error {

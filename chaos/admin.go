@@ -1,0 +1,87 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+)
+
+// PartitionTable is a silo's GET /v1/partitions answer.
+type PartitionTable struct {
+	// Silo is the silo's cluster member id.
+	Silo string `json:"silo"`
+	// SiloID is the silo id, 16 hex digits.
+	SiloID string `json:"silo_id"`
+	// OwnedHere lists the partitions this silo leads.
+	OwnedHere  []int          `json:"owned_here"`
+	Partitions []PartitionRow `json:"partitions"`
+}
+
+// PartitionRow is one partition of a PartitionTable.
+type PartitionRow struct {
+	Partition int `json:"partition"`
+	// Replica is this silo's own replica's view of the group, nil when the silo holds none.
+	Replica *ReplicaView    `json:"replica"`
+	Status  json.RawMessage `json:"status"`
+	Error   string          `json:"error"`
+}
+
+// ReplicaView is what a silo's replica of a partition knows of its Raft group.
+type ReplicaView struct {
+	// LeaderSilo is the silo id of the leader it knows, nil when it knows none.
+	LeaderSilo   *string    `json:"leader_silo"`
+	Term         jsonUint64 `json:"term"`
+	Voters       []string   `json:"voters"`
+	Learners     []string   `json:"learners"`
+	AppliedIndex jsonUint64 `json:"applied_index"`
+	Leads        bool       `json:"leads"`
+}
+
+// jsonUint64 reads a JSON number or a decimal string (protojson renders 64-bit integers as
+// strings).
+type jsonUint64 uint64
+
+// UnmarshalJSON accepts 12 and "12".
+func (v *jsonUint64) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*v = 0
+		return nil
+	}
+	if len(b) > 1 && b[0] == '"' {
+		b = b[1 : len(b)-1]
+	}
+	n, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("not an unsigned integer: %s", b)
+	}
+	*v = jsonUint64(n)
+	return nil
+}
+
+// ReadPartitions reads GET /v1/partitions from the admin endpoint at address (host:port).
+func ReadPartitions(ctx context.Context, address string) (*PartitionTable, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/v1/partitions", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/v1/partitions: %s: %s", address, resp.Status, body)
+	}
+	var table PartitionTable
+	if err := json.Unmarshal(body, &table); err != nil {
+		return nil, fmt.Errorf("GET %s/v1/partitions: %w", address, err)
+	}
+	return &table, nil
+}
