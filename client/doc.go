@@ -1,6 +1,7 @@
 // Package client owns the public Go client of Orrery: typed calls for every mutation and
-// inspection of the partition grains, with routing, retries and error decoding, and Worker, a
-// consumer of a whole queue across all partitions.
+// inspection of the partition grains, with routing, retries and error decoding, lists of a
+// namespace's schedules and sagas merged across all partitions, and Worker, a consumer of a
+// whole queue across all partitions.
 //
 // # Routing
 //
@@ -8,7 +9,10 @@
 // route.Partition(lane, Transport.Partitions()): the namespace and the key decide, the queue
 // name does not, so a schedule, its saga and the queues of its namespace with the same key are
 // reached together. Receive and PartitionStatus name their partition explicitly, since a queue
-// spans every partition.
+// spans every partition. ListSchedules and ListSagas ask every partition at once, each for a
+// whole page after its own position, and merge the answers in (queue, key, id) order; the
+// continuation records each partition's position (the last of its records the page kept, or
+// done), so no page repeats or skips a record.
 //
 // # Commands, retries and receipts
 //

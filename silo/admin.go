@@ -33,6 +33,14 @@ import (
 //	                                                    a schedule's occurrence ledger (RFC 3339 bounds)
 //	GET /v1/sagas/{namespace}/{queue}/{key}/{id}        a saga record
 //	GET /v1/lanes/{namespace}/{queue}/{key}?after=&max= a page of a lane's messages
+//	GET /v1/schedules/{namespace}?queue=&state=&after=&max=
+//	                                                    a page of a namespace's schedules (state:
+//	                                                    active, paused, suspended, cancelled, completed)
+//	GET /v1/sagas/{namespace}?queue=&phase=&after=&max= a page of a namespace's sagas (phase:
+//	                                                    waiting, completed, cancelled, timed_out)
+//
+// A page (client.ListSchedules, client.ListSagas) is in (queue, key, id) order across every
+// partition; next_after, null on the last page, is the after of the next.
 //
 // Every key is snake_case and every field is present, zero or not; "none" is null. Beside each
 // instant x_unix_micros is x, the same instant in RFC 3339 UTC. A malformed id is 400 naming
@@ -56,6 +64,8 @@ func (s *Silo) adminHandler() http.Handler {
 		rec, err := s.client.InspectSaga(r.Context(), lanePath(r), r.PathValue("id"))
 		s.writeRecord(w, rec, err)
 	})
+	mux.HandleFunc("GET /v1/schedules/{namespace}", s.listSchedules)
+	mux.HandleFunc("GET /v1/sagas/{namespace}", s.listSagas)
 	mux.HandleFunc("GET /v1/lanes/{namespace}/{queue}/{key}", func(w http.ResponseWriter, r *http.Request) {
 		maxMessages := 100
 		if v := r.URL.Query().Get("max"); v != "" {
@@ -131,6 +141,95 @@ func (s *Silo) ledger(w http.ResponseWriter, r *http.Request) {
 		body["next_after"] = base64.RawURLEncoding.EncodeToString(next)
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// listQuery reads a list's after (base64url) and max query parameters, and its enum filter
+// parameter (name, one of names with prefix, lower-case and without it: "paused").
+func listQuery(r *http.Request, name, prefix string, names map[string]int32) (filter int32, after []byte, maxRecords int, err error) {
+	query := r.URL.Query()
+	if v := query.Get(name); v != "" {
+		n, known := names[prefix+strings.ToUpper(v)]
+		if !known || n == 0 {
+			return 0, nil, 0, orrery.Invalid(name, "is not a %s: %q", name, v)
+		}
+		filter = n
+	}
+	if v := query.Get("max"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > client.MaxListMax {
+			return 0, nil, 0, orrery.Invalid("max", "must be an integer 1..%d, got %q", client.MaxListMax, v)
+		}
+		maxRecords = n
+	}
+	if v := query.Get("after"); v != "" {
+		if after, err = base64.RawURLEncoding.DecodeString(v); err != nil {
+			return 0, nil, 0, orrery.Invalid("after", "must be the next_after of a previous page")
+		}
+	}
+	return filter, after, maxRecords, nil
+}
+
+// enumName is an enum value's name in lower case without its prefix: "paused".
+func enumName(name, prefix string) string {
+	return strings.ToLower(strings.TrimPrefix(name, prefix))
+}
+
+// writePage answers a list page: its items under key, and next_after.
+func writePage(w http.ResponseWriter, key string, items []map[string]any, next []byte) {
+	if items == nil {
+		items = []map[string]any{}
+	}
+	body := map[string]any{key: items, "next_after": nil}
+	if next != nil {
+		body["next_after"] = base64.RawURLEncoding.EncodeToString(next)
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// listSchedules serves a page of a namespace's schedules.
+func (s *Silo) listSchedules(w http.ResponseWriter, r *http.Request) {
+	const prefix = "SCHEDULE_STATE_"
+	state, after, maxRecords, err := listQuery(r, "state", prefix, orreryv1.ScheduleState_value)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	page, next, err := s.client.ListSchedules(r.Context(), client.ListSchedulesRequest{
+		Namespace: r.PathValue("namespace"), Queue: r.URL.Query().Get("queue"),
+		State: orreryv1.ScheduleState(state), MaxRecords: maxRecords, After: after,
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	items := make([]map[string]any, len(page))
+	for i, item := range page {
+		items[i] = map[string]any{"partition": item.Partition, "state": enumName(item.State.String(), prefix), "record": protoJSON(item.Record)}
+	}
+	writePage(w, "schedules", items, next)
+}
+
+// listSagas serves a page of a namespace's sagas.
+func (s *Silo) listSagas(w http.ResponseWriter, r *http.Request) {
+	const prefix = "SAGA_PHASE_"
+	phase, after, maxRecords, err := listQuery(r, "phase", prefix, orreryv1.SagaPhase_value)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	page, next, err := s.client.ListSagas(r.Context(), client.ListSagasRequest{
+		Namespace: r.PathValue("namespace"), Queue: r.URL.Query().Get("queue"),
+		Phase: orreryv1.SagaPhase(phase), MaxRecords: maxRecords, After: after,
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	items := make([]map[string]any, len(page))
+	for i, item := range page {
+		items[i] = map[string]any{"partition": item.Partition, "phase": enumName(item.Record.GetPhase().String(), prefix), "record": protoJSON(item.Record)}
+	}
+	writePage(w, "sagas", items, next)
 }
 
 func lanePath(r *http.Request) *orreryv1.Lane {

@@ -2535,8 +2535,9 @@ func (x *ExtendLease) GetLeaseDurationMicros() int64 {
 
 // Housekeep removes, oldest first and at most max_records in all, what retention no longer
 // keeps: receipts past their retention (and the oldest beyond the partition's receipt cap),
-// message tombstones past theirs and occurrence ledger records past theirs. Partitions run it
-// periodically through the batch path.
+// message tombstones past theirs and occurrence ledger records past theirs; before those, it
+// indexes records stored before the listing index existed (ListIndexProgress). Partitions run
+// it periodically through the batch path.
 type Housekeep struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MaxRecords    uint32                 `protobuf:"varint,1,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
@@ -3265,8 +3266,11 @@ type HousekeepResult struct {
 	TombstonesRemoved    uint32                 `protobuf:"varint,2,opt,name=tombstones_removed,json=tombstonesRemoved,proto3" json:"tombstones_removed,omitempty"`
 	More                 bool                   `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
 	LedgerRecordsRemoved uint32                 `protobuf:"varint,4,opt,name=ledger_records_removed,json=ledgerRecordsRemoved,proto3" json:"ledger_records_removed,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Schedule and saga records stored before the listing index existed that this Housekeep
+	// indexed (ListIndexProgress).
+	IndexRecordsBuilt uint32 `protobuf:"varint,5,opt,name=index_records_built,json=indexRecordsBuilt,proto3" json:"index_records_built,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HousekeepResult) Reset() {
@@ -3323,6 +3327,13 @@ func (x *HousekeepResult) GetMore() bool {
 func (x *HousekeepResult) GetLedgerRecordsRemoved() uint32 {
 	if x != nil {
 		return x.LedgerRecordsRemoved
+	}
+	return 0
+}
+
+func (x *HousekeepResult) GetIndexRecordsBuilt() uint32 {
+	if x != nil {
+		return x.IndexRecordsBuilt
 	}
 	return 0
 }
@@ -3783,12 +3794,13 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x04more\x18\x02 \x01(\bR\x04more\"T\n" +
 	"\vLeaseResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
-	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\xb5\x01\n" +
+	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\xe5\x01\n" +
 	"\x0fHousekeepResult\x12)\n" +
 	"\x10receipts_removed\x18\x01 \x01(\rR\x0freceiptsRemoved\x12-\n" +
 	"\x12tombstones_removed\x18\x02 \x01(\rR\x11tombstonesRemoved\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x124\n" +
-	"\x16ledger_records_removed\x18\x04 \x01(\rR\x14ledgerRecordsRemoved\"\x80\x03\n" +
+	"\x16ledger_records_removed\x18\x04 \x01(\rR\x14ledgerRecordsRemoved\x12.\n" +
+	"\x13index_records_built\x18\x05 \x01(\rR\x11indexRecordsBuilt\"\x80\x03\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +

@@ -401,6 +401,8 @@ type InspectRequest struct {
 	//	*InspectRequest_Lane
 	//	*InspectRequest_Partition
 	//	*InspectRequest_Ledger
+	//	*InspectRequest_ListSchedules
+	//	*InspectRequest_ListSagas
 	Target        isInspectRequest_Target `protobuf_oneof:"target"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -488,6 +490,24 @@ func (x *InspectRequest) GetLedger() *InspectLedger {
 	return nil
 }
 
+func (x *InspectRequest) GetListSchedules() *ListSchedules {
+	if x != nil {
+		if x, ok := x.Target.(*InspectRequest_ListSchedules); ok {
+			return x.ListSchedules
+		}
+	}
+	return nil
+}
+
+func (x *InspectRequest) GetListSagas() *ListSagas {
+	if x != nil {
+		if x, ok := x.Target.(*InspectRequest_ListSagas); ok {
+			return x.ListSagas
+		}
+	}
+	return nil
+}
+
 type isInspectRequest_Target interface {
 	isInspectRequest_Target()
 }
@@ -512,6 +532,14 @@ type InspectRequest_Ledger struct {
 	Ledger *InspectLedger `protobuf:"bytes,5,opt,name=ledger,proto3,oneof"`
 }
 
+type InspectRequest_ListSchedules struct {
+	ListSchedules *ListSchedules `protobuf:"bytes,6,opt,name=list_schedules,json=listSchedules,proto3,oneof"`
+}
+
+type InspectRequest_ListSagas struct {
+	ListSagas *ListSagas `protobuf:"bytes,7,opt,name=list_sagas,json=listSagas,proto3,oneof"`
+}
+
 func (*InspectRequest_Schedule) isInspectRequest_Target() {}
 
 func (*InspectRequest_Saga) isInspectRequest_Target() {}
@@ -521,6 +549,225 @@ func (*InspectRequest_Lane) isInspectRequest_Target() {}
 func (*InspectRequest_Partition) isInspectRequest_Target() {}
 
 func (*InspectRequest_Ledger) isInspectRequest_Target() {}
+
+func (*InspectRequest_ListSchedules) isInspectRequest_Target() {}
+
+func (*InspectRequest_ListSagas) isInspectRequest_Target() {}
+
+// ListSchedules pages through one partition's schedules of a namespace in (queue, key, id)
+// order (keys are length-prefixed: shorter first, then byte order), optionally only those of
+// one queue and of one state. A page ends at max_records, or at the partition's byte budget
+// (at least one record is always returned), and then carries a continuation.
+type ListSchedules struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Empty: every queue.
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Unspecified: every state.
+	State ScheduleState `protobuf:"varint,3,opt,name=state,proto3,enum=orrery.v1.ScheduleState" json:"state,omitempty"`
+	// Resumes a previous page: its reply's list_continuation, under the same filter.
+	After []byte `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
+	// Zero means 100; at most 1000.
+	MaxRecords    uint32 `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedules) Reset() {
+	*x = ListSchedules{}
+	mi := &file_api_v1_partition_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedules) ProtoMessage() {}
+
+func (x *ListSchedules) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedules.ProtoReflect.Descriptor instead.
+func (*ListSchedules) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListSchedules) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListSchedules) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListSchedules) GetState() ScheduleState {
+	if x != nil {
+		return x.State
+	}
+	return ScheduleState_SCHEDULE_STATE_UNSPECIFIED
+}
+
+func (x *ListSchedules) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *ListSchedules) GetMaxRecords() uint32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
+// ListSagas pages through one partition's sagas of a namespace in (queue, key, id) order,
+// optionally only those of one queue and of one phase, like ListSchedules.
+type ListSagas struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Phase         SagaPhase              `protobuf:"varint,3,opt,name=phase,proto3,enum=orrery.v1.SagaPhase" json:"phase,omitempty"`
+	After         []byte                 `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
+	MaxRecords    uint32                 `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSagas) Reset() {
+	*x = ListSagas{}
+	mi := &file_api_v1_partition_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSagas) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSagas) ProtoMessage() {}
+
+func (x *ListSagas) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSagas.ProtoReflect.Descriptor instead.
+func (*ListSagas) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListSagas) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListSagas) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListSagas) GetPhase() SagaPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return SagaPhase_SAGA_PHASE_UNSPECIFIED
+}
+
+func (x *ListSagas) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *ListSagas) GetMaxRecords() uint32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
+// ListedSchedule is one schedule of a list page, with the state it is listed under.
+type ListedSchedule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Record        *ScheduleRecord        `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	State         ScheduleState          `protobuf:"varint,2,opt,name=state,proto3,enum=orrery.v1.ScheduleState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListedSchedule) Reset() {
+	*x = ListedSchedule{}
+	mi := &file_api_v1_partition_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListedSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListedSchedule) ProtoMessage() {}
+
+func (x *ListedSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListedSchedule.ProtoReflect.Descriptor instead.
+func (*ListedSchedule) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListedSchedule) GetRecord() *ScheduleRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *ListedSchedule) GetState() ScheduleState {
+	if x != nil {
+		return x.State
+	}
+	return ScheduleState_SCHEDULE_STATE_UNSPECIFIED
+}
 
 // InspectLedger reads a schedule's occurrence ledger, newest nominal instant first, for
 // nominal instants in [from, to] (both inclusive; zero to means no upper bound).
@@ -539,7 +786,7 @@ type InspectLedger struct {
 
 func (x *InspectLedger) Reset() {
 	*x = InspectLedger{}
-	mi := &file_api_v1_partition_proto_msgTypes[6]
+	mi := &file_api_v1_partition_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +798,7 @@ func (x *InspectLedger) String() string {
 func (*InspectLedger) ProtoMessage() {}
 
 func (x *InspectLedger) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[6]
+	mi := &file_api_v1_partition_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +811,7 @@ func (x *InspectLedger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectLedger.ProtoReflect.Descriptor instead.
 func (*InspectLedger) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{6}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InspectLedger) GetLane() *Lane {
@@ -620,7 +867,7 @@ type InspectSchedule struct {
 
 func (x *InspectSchedule) Reset() {
 	*x = InspectSchedule{}
-	mi := &file_api_v1_partition_proto_msgTypes[7]
+	mi := &file_api_v1_partition_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +879,7 @@ func (x *InspectSchedule) String() string {
 func (*InspectSchedule) ProtoMessage() {}
 
 func (x *InspectSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[7]
+	mi := &file_api_v1_partition_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +892,7 @@ func (x *InspectSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSchedule.ProtoReflect.Descriptor instead.
 func (*InspectSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{7}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InspectSchedule) GetLane() *Lane {
@@ -673,7 +920,7 @@ type InspectSaga struct {
 
 func (x *InspectSaga) Reset() {
 	*x = InspectSaga{}
-	mi := &file_api_v1_partition_proto_msgTypes[8]
+	mi := &file_api_v1_partition_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +932,7 @@ func (x *InspectSaga) String() string {
 func (*InspectSaga) ProtoMessage() {}
 
 func (x *InspectSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[8]
+	mi := &file_api_v1_partition_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +945,7 @@ func (x *InspectSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSaga.ProtoReflect.Descriptor instead.
 func (*InspectSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{8}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InspectSaga) GetLane() *Lane {
@@ -727,7 +974,7 @@ type InspectLane struct {
 
 func (x *InspectLane) Reset() {
 	*x = InspectLane{}
-	mi := &file_api_v1_partition_proto_msgTypes[9]
+	mi := &file_api_v1_partition_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +986,7 @@ func (x *InspectLane) String() string {
 func (*InspectLane) ProtoMessage() {}
 
 func (x *InspectLane) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[9]
+	mi := &file_api_v1_partition_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +999,7 @@ func (x *InspectLane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectLane.ProtoReflect.Descriptor instead.
 func (*InspectLane) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InspectLane) GetLane() *Lane {
@@ -785,7 +1032,7 @@ type InspectPartition struct {
 
 func (x *InspectPartition) Reset() {
 	*x = InspectPartition{}
-	mi := &file_api_v1_partition_proto_msgTypes[10]
+	mi := &file_api_v1_partition_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +1044,7 @@ func (x *InspectPartition) String() string {
 func (*InspectPartition) ProtoMessage() {}
 
 func (x *InspectPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[10]
+	mi := &file_api_v1_partition_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +1057,7 @@ func (x *InspectPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectPartition.ProtoReflect.Descriptor instead.
 func (*InspectPartition) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
 }
 
 // PartitionStatus is what an operator sees of one partition.
@@ -837,7 +1084,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_api_v1_partition_proto_msgTypes[11]
+	mi := &file_api_v1_partition_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +1096,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[11]
+	mi := &file_api_v1_partition_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +1109,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -965,7 +1212,7 @@ type CommandLimits struct {
 
 func (x *CommandLimits) Reset() {
 	*x = CommandLimits{}
-	mi := &file_api_v1_partition_proto_msgTypes[12]
+	mi := &file_api_v1_partition_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1224,7 @@ func (x *CommandLimits) String() string {
 func (*CommandLimits) ProtoMessage() {}
 
 func (x *CommandLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[12]
+	mi := &file_api_v1_partition_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1237,7 @@ func (x *CommandLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLimits.ProtoReflect.Descriptor instead.
 func (*CommandLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CommandLimits) GetMaxPayloadBytes() uint32 {
@@ -1045,13 +1292,18 @@ type InspectReply struct {
 	// InspectLedger: the records read, and the continuation when more remain in the range.
 	Ledger             []*LedgerRecord `protobuf:"bytes,9,rep,name=ledger,proto3" json:"ledger,omitempty"`
 	LedgerContinuation []byte          `protobuf:"bytes,10,opt,name=ledger_continuation,json=ledgerContinuation,proto3" json:"ledger_continuation,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// ListSchedules, ListSagas: the page, and its continuation when more may follow (empty when
+	// the list is complete).
+	ListedSchedules  []*ListedSchedule `protobuf:"bytes,11,rep,name=listed_schedules,json=listedSchedules,proto3" json:"listed_schedules,omitempty"`
+	ListedSagas      []*SagaRecord     `protobuf:"bytes,12,rep,name=listed_sagas,json=listedSagas,proto3" json:"listed_sagas,omitempty"`
+	ListContinuation []byte            `protobuf:"bytes,13,opt,name=list_continuation,json=listContinuation,proto3" json:"list_continuation,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *InspectReply) Reset() {
 	*x = InspectReply{}
-	mi := &file_api_v1_partition_proto_msgTypes[13]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1315,7 @@ func (x *InspectReply) String() string {
 func (*InspectReply) ProtoMessage() {}
 
 func (x *InspectReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[13]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1328,7 @@ func (x *InspectReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectReply.ProtoReflect.Descriptor instead.
 func (*InspectReply) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InspectReply) GetFound() bool {
@@ -1149,6 +1401,27 @@ func (x *InspectReply) GetLedgerContinuation() []byte {
 	return nil
 }
 
+func (x *InspectReply) GetListedSchedules() []*ListedSchedule {
+	if x != nil {
+		return x.ListedSchedules
+	}
+	return nil
+}
+
+func (x *InspectReply) GetListedSagas() []*SagaRecord {
+	if x != nil {
+		return x.ListedSagas
+	}
+	return nil
+}
+
+func (x *InspectReply) GetListContinuation() []byte {
+	if x != nil {
+		return x.ListContinuation
+	}
+	return nil
+}
+
 var File_api_v1_partition_proto protoreflect.FileDescriptor
 
 const file_api_v1_partition_proto_rawDesc = "" +
@@ -1179,14 +1452,34 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\rNextDueNotice\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x124\n" +
 	"\x17next_due_at_unix_micros\x18\x02 \x01(\x03R\x13nextDueAtUnixMicros\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xa1\x02\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\x9b\x03\n" +
 	"\x0eInspectRequest\x128\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1a.orrery.v1.InspectScheduleH\x00R\bschedule\x12,\n" +
 	"\x04saga\x18\x02 \x01(\v2\x16.orrery.v1.InspectSagaH\x00R\x04saga\x12,\n" +
 	"\x04lane\x18\x03 \x01(\v2\x16.orrery.v1.InspectLaneH\x00R\x04lane\x12;\n" +
 	"\tpartition\x18\x04 \x01(\v2\x1b.orrery.v1.InspectPartitionH\x00R\tpartition\x122\n" +
-	"\x06ledger\x18\x05 \x01(\v2\x18.orrery.v1.InspectLedgerH\x00R\x06ledgerB\b\n" +
-	"\x06target\"\xdc\x01\n" +
+	"\x06ledger\x18\x05 \x01(\v2\x18.orrery.v1.InspectLedgerH\x00R\x06ledger\x12A\n" +
+	"\x0elist_schedules\x18\x06 \x01(\v2\x18.orrery.v1.ListSchedulesH\x00R\rlistSchedules\x125\n" +
+	"\n" +
+	"list_sagas\x18\a \x01(\v2\x14.orrery.v1.ListSagasH\x00R\tlistSagasB\b\n" +
+	"\x06target\"\xaa\x01\n" +
+	"\rListSchedules\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x18.orrery.v1.ScheduleStateR\x05state\x12\x14\n" +
+	"\x05after\x18\x04 \x01(\fR\x05after\x12\x1f\n" +
+	"\vmax_records\x18\x05 \x01(\rR\n" +
+	"maxRecords\"\xa2\x01\n" +
+	"\tListSagas\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12*\n" +
+	"\x05phase\x18\x03 \x01(\x0e2\x14.orrery.v1.SagaPhaseR\x05phase\x12\x14\n" +
+	"\x05after\x18\x04 \x01(\fR\x05after\x12\x1f\n" +
+	"\vmax_records\x18\x05 \x01(\rR\n" +
+	"maxRecords\"s\n" +
+	"\x0eListedSchedule\x121\n" +
+	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x12.\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x18.orrery.v1.ScheduleStateR\x05state\"\xdc\x01\n" +
 	"\rInspectLedger\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -1229,7 +1522,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x11max_headers_bytes\x18\x02 \x01(\rR\x0fmaxHeadersBytes\x12&\n" +
 	"\x0fmax_state_bytes\x18\x03 \x01(\rR\rmaxStateBytes\x125\n" +
 	"\x17max_mutations_per_batch\x18\x04 \x01(\rR\x14maxMutationsPerBatch\x12*\n" +
-	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\xe2\x03\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\x8f\x05\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +
@@ -1243,7 +1536,10 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"inspection\x12/\n" +
 	"\x06ledger\x18\t \x03(\v2\x17.orrery.v1.LedgerRecordR\x06ledger\x12/\n" +
 	"\x13ledger_continuation\x18\n" +
-	" \x01(\fR\x12ledgerContinuationB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	" \x01(\fR\x12ledgerContinuation\x12D\n" +
+	"\x10listed_schedules\x18\v \x03(\v2\x19.orrery.v1.ListedScheduleR\x0flistedSchedules\x128\n" +
+	"\flisted_sagas\x18\f \x03(\v2\x15.orrery.v1.SagaRecordR\vlistedSagas\x12+\n" +
+	"\x11list_continuation\x18\r \x01(\fR\x10listContinuationB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_partition_proto_rawDescOnce sync.Once
@@ -1257,7 +1553,7 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
 	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
@@ -1265,51 +1561,64 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*ScanDueReply)(nil),       // 3: orrery.v1.ScanDueReply
 	(*NextDueNotice)(nil),      // 4: orrery.v1.NextDueNotice
 	(*InspectRequest)(nil),     // 5: orrery.v1.InspectRequest
-	(*InspectLedger)(nil),      // 6: orrery.v1.InspectLedger
-	(*InspectSchedule)(nil),    // 7: orrery.v1.InspectSchedule
-	(*InspectSaga)(nil),        // 8: orrery.v1.InspectSaga
-	(*InspectLane)(nil),        // 9: orrery.v1.InspectLane
-	(*InspectPartition)(nil),   // 10: orrery.v1.InspectPartition
-	(*PartitionStatus)(nil),    // 11: orrery.v1.PartitionStatus
-	(*CommandLimits)(nil),      // 12: orrery.v1.CommandLimits
-	(*InspectReply)(nil),       // 13: orrery.v1.InspectReply
-	(*Batch)(nil),              // 14: orrery.v1.Batch
-	(*Error)(nil),              // 15: orrery.v1.Error
-	(*DueRef)(nil),             // 16: orrery.v1.DueRef
-	(*Lane)(nil),               // 17: orrery.v1.Lane
-	(*ScheduleRecord)(nil),     // 18: orrery.v1.ScheduleRecord
-	(*SagaRecord)(nil),         // 19: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 20: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 21: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 22: orrery.v1.LedgerRecord
+	(*ListSchedules)(nil),      // 6: orrery.v1.ListSchedules
+	(*ListSagas)(nil),          // 7: orrery.v1.ListSagas
+	(*ListedSchedule)(nil),     // 8: orrery.v1.ListedSchedule
+	(*InspectLedger)(nil),      // 9: orrery.v1.InspectLedger
+	(*InspectSchedule)(nil),    // 10: orrery.v1.InspectSchedule
+	(*InspectSaga)(nil),        // 11: orrery.v1.InspectSaga
+	(*InspectLane)(nil),        // 12: orrery.v1.InspectLane
+	(*InspectPartition)(nil),   // 13: orrery.v1.InspectPartition
+	(*PartitionStatus)(nil),    // 14: orrery.v1.PartitionStatus
+	(*CommandLimits)(nil),      // 15: orrery.v1.CommandLimits
+	(*InspectReply)(nil),       // 16: orrery.v1.InspectReply
+	(*Batch)(nil),              // 17: orrery.v1.Batch
+	(*Error)(nil),              // 18: orrery.v1.Error
+	(*DueRef)(nil),             // 19: orrery.v1.DueRef
+	(ScheduleState)(0),         // 20: orrery.v1.ScheduleState
+	(SagaPhase)(0),             // 21: orrery.v1.SagaPhase
+	(*ScheduleRecord)(nil),     // 22: orrery.v1.ScheduleRecord
+	(*Lane)(nil),               // 23: orrery.v1.Lane
+	(*SagaRecord)(nil),         // 24: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 25: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 26: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 27: orrery.v1.LedgerRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	14, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	15, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	16, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	15, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
-	7,  // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
-	8,  // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
-	9,  // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
-	10, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
-	6,  // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
-	17, // 9: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
-	17, // 10: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	17, // 11: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	17, // 12: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	12, // 13: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	18, // 14: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	19, // 15: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	20, // 16: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	11, // 17: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	15, // 18: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	21, // 19: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	22, // 20: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	17, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	18, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	19, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	18, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	10, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
+	11, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
+	12, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
+	13, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
+	9,  // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
+	6,  // 9: orrery.v1.InspectRequest.list_schedules:type_name -> orrery.v1.ListSchedules
+	7,  // 10: orrery.v1.InspectRequest.list_sagas:type_name -> orrery.v1.ListSagas
+	20, // 11: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
+	21, // 12: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
+	22, // 13: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
+	20, // 14: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
+	23, // 15: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	23, // 16: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	23, // 17: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	23, // 18: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	15, // 19: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	22, // 20: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	24, // 21: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	25, // 22: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	14, // 23: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	18, // 24: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	26, // 25: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	27, // 26: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	8,  // 27: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	24, // 28: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -1325,6 +1634,8 @@ func file_api_v1_partition_proto_init() {
 		(*InspectRequest_Lane)(nil),
 		(*InspectRequest_Partition)(nil),
 		(*InspectRequest_Ledger)(nil),
+		(*InspectRequest_ListSchedules)(nil),
+		(*InspectRequest_ListSagas)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1332,7 +1643,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

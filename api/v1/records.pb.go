@@ -24,6 +24,71 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ScheduleState is the lifecycle state a schedule is listed under (schedule.StateOf), one of
+// the schedule index's keys. When several apply, the first of cancelled, suspended, paused and
+// completed is the state.
+type ScheduleState int32
+
+const (
+	ScheduleState_SCHEDULE_STATE_UNSPECIFIED ScheduleState = 0
+	// It can emit and has an occurrence ahead (or a buffered one waiting).
+	ScheduleState_SCHEDULE_STATE_ACTIVE ScheduleState = 1
+	ScheduleState_SCHEDULE_STATE_PAUSED ScheduleState = 2
+	// Stopped by the evaluator, zone rules or the clock anomaly guard until a new configuration.
+	ScheduleState_SCHEDULE_STATE_SUSPENDED ScheduleState = 3
+	ScheduleState_SCHEDULE_STATE_CANCELLED ScheduleState = 4
+	// Its series has ended (a one-shot fired, year 9999 reached) and nothing is buffered: it
+	// emits nothing more unless triggered or configured again.
+	ScheduleState_SCHEDULE_STATE_COMPLETED ScheduleState = 5
+)
+
+// Enum value maps for ScheduleState.
+var (
+	ScheduleState_name = map[int32]string{
+		0: "SCHEDULE_STATE_UNSPECIFIED",
+		1: "SCHEDULE_STATE_ACTIVE",
+		2: "SCHEDULE_STATE_PAUSED",
+		3: "SCHEDULE_STATE_SUSPENDED",
+		4: "SCHEDULE_STATE_CANCELLED",
+		5: "SCHEDULE_STATE_COMPLETED",
+	}
+	ScheduleState_value = map[string]int32{
+		"SCHEDULE_STATE_UNSPECIFIED": 0,
+		"SCHEDULE_STATE_ACTIVE":      1,
+		"SCHEDULE_STATE_PAUSED":      2,
+		"SCHEDULE_STATE_SUSPENDED":   3,
+		"SCHEDULE_STATE_CANCELLED":   4,
+		"SCHEDULE_STATE_COMPLETED":   5,
+	}
+)
+
+func (x ScheduleState) Enum() *ScheduleState {
+	p := new(ScheduleState)
+	*p = x
+	return p
+}
+
+func (x ScheduleState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ScheduleState) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_v1_records_proto_enumTypes[0].Descriptor()
+}
+
+func (ScheduleState) Type() protoreflect.EnumType {
+	return &file_api_v1_records_proto_enumTypes[0]
+}
+
+func (x ScheduleState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ScheduleState.Descriptor instead.
+func (ScheduleState) EnumDescriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{0}
+}
+
 // LedgerOutcome is what became of one nominal instant a schedule passed.
 type LedgerOutcome int32
 
@@ -98,11 +163,11 @@ func (x LedgerOutcome) String() string {
 }
 
 func (LedgerOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_records_proto_enumTypes[0].Descriptor()
+	return file_api_v1_records_proto_enumTypes[1].Descriptor()
 }
 
 func (LedgerOutcome) Type() protoreflect.EnumType {
-	return &file_api_v1_records_proto_enumTypes[0]
+	return &file_api_v1_records_proto_enumTypes[1]
 }
 
 func (x LedgerOutcome) Number() protoreflect.EnumNumber {
@@ -111,7 +176,7 @@ func (x LedgerOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LedgerOutcome.Descriptor instead.
 func (LedgerOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{0}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{1}
 }
 
 // DueKind says which record a due-index entry points at.
@@ -148,11 +213,11 @@ func (x DueKind) String() string {
 }
 
 func (DueKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_records_proto_enumTypes[1].Descriptor()
+	return file_api_v1_records_proto_enumTypes[2].Descriptor()
 }
 
 func (DueKind) Type() protoreflect.EnumType {
-	return &file_api_v1_records_proto_enumTypes[1]
+	return &file_api_v1_records_proto_enumTypes[2]
 }
 
 func (x DueKind) Number() protoreflect.EnumNumber {
@@ -161,7 +226,7 @@ func (x DueKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DueKind.Descriptor instead.
 func (DueKind) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{1}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{2}
 }
 
 // ScheduleRecord is a schedule's stored state.
@@ -1096,6 +1161,64 @@ func (x *PartitionCounters) GetBytes() uint64 {
 	return 0
 }
 
+// ListIndexProgress is how far the partition's listing index (keys.ScheduleIndex,
+// keys.SagaIndex) covers its schedule and saga records. The mutations that write and delete
+// records keep the index of those records; Housekeep indexes the records stored before the
+// index existed, in key order from after_key, and sets complete once every record is indexed.
+// Lists answer Unavailable until then. Absent means nothing indexed yet.
+type ListIndexProgress struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Complete bool                   `protobuf:"varint,1,opt,name=complete,proto3" json:"complete,omitempty"`
+	// The last record key (keys.Schedule or keys.Saga prefixed) Housekeep indexed.
+	AfterKey      []byte `protobuf:"bytes,2,opt,name=after_key,json=afterKey,proto3" json:"after_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIndexProgress) Reset() {
+	*x = ListIndexProgress{}
+	mi := &file_api_v1_records_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIndexProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIndexProgress) ProtoMessage() {}
+
+func (x *ListIndexProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_records_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIndexProgress.ProtoReflect.Descriptor instead.
+func (*ListIndexProgress) Descriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListIndexProgress) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *ListIndexProgress) GetAfterKey() []byte {
+	if x != nil {
+		return x.AfterKey
+	}
+	return nil
+}
+
 var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
@@ -1188,7 +1311,17 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\aexpired\x18\x02 \x01(\bR\aexpired\"C\n" +
 	"\x11PartitionCounters\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x04R\arecords\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes*\x8a\x03\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"L\n" +
+	"\x11ListIndexProgress\x12\x1a\n" +
+	"\bcomplete\x18\x01 \x01(\bR\bcomplete\x12\x1b\n" +
+	"\tafter_key\x18\x02 \x01(\fR\bafterKey*\xbf\x01\n" +
+	"\rScheduleState\x12\x1e\n" +
+	"\x1aSCHEDULE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SCHEDULE_STATE_ACTIVE\x10\x01\x12\x19\n" +
+	"\x15SCHEDULE_STATE_PAUSED\x10\x02\x12\x1c\n" +
+	"\x18SCHEDULE_STATE_SUSPENDED\x10\x03\x12\x1c\n" +
+	"\x18SCHEDULE_STATE_CANCELLED\x10\x04\x12\x1c\n" +
+	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\x8a\x03\n" +
 	"\rLedgerOutcome\x12\x1e\n" +
 	"\x1aLEDGER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17LEDGER_OUTCOME_ENQUEUED\x10\x01\x12\"\n" +
@@ -1220,38 +1353,40 @@ func file_api_v1_records_proto_rawDescGZIP() []byte {
 	return file_api_v1_records_proto_rawDescData
 }
 
-var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_api_v1_records_proto_goTypes = []any{
-	(LedgerOutcome)(0),         // 0: orrery.v1.LedgerOutcome
-	(DueKind)(0),               // 1: orrery.v1.DueKind
-	(*ScheduleRecord)(nil),     // 2: orrery.v1.ScheduleRecord
-	(*LedgerRecord)(nil),       // 3: orrery.v1.LedgerRecord
-	(*ScheduleInspection)(nil), // 4: orrery.v1.ScheduleInspection
-	(*ScheduleTombstone)(nil),  // 5: orrery.v1.ScheduleTombstone
-	(*SagaRecord)(nil),         // 6: orrery.v1.SagaRecord
-	(*DueRef)(nil),             // 7: orrery.v1.DueRef
-	(*InboxEntry)(nil),         // 8: orrery.v1.InboxEntry
-	(*LaneCounters)(nil),       // 9: orrery.v1.LaneCounters
-	(*MessageTombstone)(nil),   // 10: orrery.v1.MessageTombstone
-	(*PartitionCounters)(nil),  // 11: orrery.v1.PartitionCounters
-	(*ScheduleDefinition)(nil), // 12: orrery.v1.ScheduleDefinition
-	(*OccurrenceOrigin)(nil),   // 13: orrery.v1.OccurrenceOrigin
-	(*Lane)(nil),               // 14: orrery.v1.Lane
-	(SagaPhase)(0),             // 15: orrery.v1.SagaPhase
-	(*SagaTimeout)(nil),        // 16: orrery.v1.SagaTimeout
+	(ScheduleState)(0),         // 0: orrery.v1.ScheduleState
+	(LedgerOutcome)(0),         // 1: orrery.v1.LedgerOutcome
+	(DueKind)(0),               // 2: orrery.v1.DueKind
+	(*ScheduleRecord)(nil),     // 3: orrery.v1.ScheduleRecord
+	(*LedgerRecord)(nil),       // 4: orrery.v1.LedgerRecord
+	(*ScheduleInspection)(nil), // 5: orrery.v1.ScheduleInspection
+	(*ScheduleTombstone)(nil),  // 6: orrery.v1.ScheduleTombstone
+	(*SagaRecord)(nil),         // 7: orrery.v1.SagaRecord
+	(*DueRef)(nil),             // 8: orrery.v1.DueRef
+	(*InboxEntry)(nil),         // 9: orrery.v1.InboxEntry
+	(*LaneCounters)(nil),       // 10: orrery.v1.LaneCounters
+	(*MessageTombstone)(nil),   // 11: orrery.v1.MessageTombstone
+	(*PartitionCounters)(nil),  // 12: orrery.v1.PartitionCounters
+	(*ListIndexProgress)(nil),  // 13: orrery.v1.ListIndexProgress
+	(*ScheduleDefinition)(nil), // 14: orrery.v1.ScheduleDefinition
+	(*OccurrenceOrigin)(nil),   // 15: orrery.v1.OccurrenceOrigin
+	(*Lane)(nil),               // 16: orrery.v1.Lane
+	(SagaPhase)(0),             // 17: orrery.v1.SagaPhase
+	(*SagaTimeout)(nil),        // 18: orrery.v1.SagaTimeout
 }
 var file_api_v1_records_proto_depIdxs = []int32{
-	12, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
-	13, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
-	0,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
-	2,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
-	3,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
-	14, // 5: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
-	15, // 6: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
-	16, // 7: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
-	1,  // 8: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
-	14, // 9: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
+	14, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
+	15, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
+	1,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
+	3,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
+	4,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
+	16, // 5: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
+	17, // 6: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
+	18, // 7: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
+	2,  // 8: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
+	16, // 9: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
 	10, // [10:10] is the sub-list for method output_type
 	10, // [10:10] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
@@ -1270,8 +1405,8 @@ func file_api_v1_records_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_records_proto_rawDesc), len(file_api_v1_records_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   10,
+			NumEnums:      3,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -10,6 +10,7 @@ import (
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/listing"
 	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/grains/route"
 	"github.com/orreryhq/orrery/grains/saga"
@@ -178,6 +179,12 @@ func (p *partition) inspect(req *orreryv1.InspectRequest, partitions int, nowMic
 			reply.Messages, reply.NextAfterId, err = queue.ListLane(p.store, target.Lane.GetLane(), target.Lane.GetAfterId(), int(target.Lane.GetMaxMessages()), queue.MaxLanePageBytes)
 			reply.Found = err == nil
 		}
+	case *orreryv1.InspectRequest_ListSchedules:
+		reply.ListedSchedules, reply.ListContinuation, err = listing.Schedules(p.store, target.ListSchedules, listing.MaxPageBytes)
+		reply.Found = len(reply.ListedSchedules) > 0
+	case *orreryv1.InspectRequest_ListSagas:
+		reply.ListedSagas, reply.ListContinuation, err = listing.Sagas(p.store, target.ListSagas, listing.MaxPageBytes)
+		reply.Found = len(reply.ListedSagas) > 0
 	case *orreryv1.InspectRequest_Partition:
 		reply.Found = true
 		reply.Partition = &orreryv1.PartitionStatus{

@@ -1,6 +1,6 @@
 // Package clienttest owns the in-memory twin of client.Transport: P partitions, each a
 // kv.Memory applying commands with batch.Applier at a strictly increasing logged time from an
-// injectable clock, answering inspections, emulating the long-poll receive, and injecting
+// injectable clock, answering inspections and lists, emulating the long-poll receive, and injecting
 // faults (failures before apply, lost replies) so tests of the client, the worker and their
 // users can exercise retries without a cluster.
 package clienttest

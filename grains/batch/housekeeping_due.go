@@ -3,13 +3,18 @@ package batch
 import (
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/listing"
 )
 
 // HousekeepingDue reports, with a few bounded reads, whether a Housekeep mutation at loggedNow
-// would remove anything: a receipt expired or beyond the cap, or a message tombstone past its
-// retention, or a ledger record past its retention. Partitions ask before running one, so an
+// would index or remove anything: records the listing index does not cover yet, a receipt
+// expired or beyond the cap, or a message tombstone past its retention, or a ledger record
+// past its retention. Partitions ask before running one, so an
 // idle partition writes nothing.
 func (a Applier) HousekeepingDue(r kv.Reader, loggedNowMicros int64) (bool, error) {
+	if build, err := listing.BuildDue(r); err != nil || build {
+		return build, err
+	}
 	count, err := receiptCount(r)
 	if err != nil || count > a.Limits.MaxReceipts {
 		return err == nil, err

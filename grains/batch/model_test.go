@@ -43,6 +43,9 @@ var (
 	modelScheduleIDs = []string{"11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"}
 	modelSagaIDs     = []string{"33333333-3333-4333-8333-333333333333", "44444444-4444-4444-8444-444444444444"}
 	modelLane        = &orreryv1.Lane{Namespace: "acme", Queue: "jobs", Key: "k"}
+	// modelLanes are the lanes of schedule i and saga i: two queues of one namespace, so that lists by
+	// queue differ from lists by namespace.
+	modelLanes = []*orreryv1.Lane{modelLane, {Namespace: "acme", Queue: "reports", Key: "k"}}
 )
 
 // dueCount is how many ordinals are due by now, by repeated addition.
@@ -64,22 +67,22 @@ type step struct {
 
 func genStep(t *rapid.T, m *model) step {
 	si := rapid.IntRange(0, 1).Draw(t, "schedule")
-	s, sid := m.schedules[si], modelScheduleIDs[si]
+	s, sid, slane := m.schedules[si], modelScheduleIDs[si], modelLanes[si]
 	gi := rapid.IntRange(0, 1).Draw(t, "saga")
-	g, gid := m.sagas[gi], modelSagaIDs[gi]
+	g, gid, glane := m.sagas[gi], modelSagaIDs[gi], modelLanes[gi]
 	rev := func(current uint64) uint64 { // mostly right, sometimes stale
 		if rapid.IntRange(0, 4).Draw(t, "wrongRevision") == 0 {
 			return current + 1
 		}
 		return current
 	}
-	switch rapid.IntRange(0, 9).Draw(t, "op") {
+	switch rapid.IntRange(0, 10).Draw(t, "op") {
 	case 0, 1: // configure
 		expected := rev(s.revision)
 		first := m.now + rapid.Int64Range(-10, 10).Draw(t, "firstMinutes")*input.Minute
 		interval := rapid.Int64Range(1, 30).Draw(t, "intervalMinutes") * input.Minute
 		mut := &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
-			Definition:       &orreryv1.ScheduleDefinition{Lane: modelLane, ScheduleId: sid, Spec: everySpec(first, interval)},
+			Definition:       &orreryv1.ScheduleDefinition{Lane: slane, ScheduleId: sid, Spec: everySpec(first, interval)},
 			ExpectedRevision: expected,
 		}}}
 		return step{mut, func(m *model) (orrery.Code, []string) {
@@ -103,7 +106,7 @@ func genStep(t *rapid.T, m *model) step {
 			gen++
 		}
 		max := uint32(rapid.IntRange(1, 32).Draw(t, "max"))
-		mut := &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: modelLane, ScheduleId: sid, ExpectedGeneration: gen, Max: max}}}
+		mut := &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: slane, ScheduleId: sid, ExpectedGeneration: gen, Max: max}}}
 		return step{mut, func(m *model) (orrery.Code, []string) {
 			switch {
 			case !s.exists:
@@ -129,11 +132,11 @@ func genStep(t *rapid.T, m *model) step {
 		var mut *orreryv1.Mutation
 		switch kind {
 		case 0:
-			mut = &orreryv1.Mutation{Kind: &orreryv1.Mutation_CancelSchedule{CancelSchedule: &orreryv1.CancelSchedule{Lane: modelLane, ScheduleId: sid, ExpectedRevision: expected}}}
+			mut = &orreryv1.Mutation{Kind: &orreryv1.Mutation_CancelSchedule{CancelSchedule: &orreryv1.CancelSchedule{Lane: slane, ScheduleId: sid, ExpectedRevision: expected}}}
 		case 1:
-			mut = &orreryv1.Mutation{Kind: &orreryv1.Mutation_PauseSchedule{PauseSchedule: &orreryv1.PauseSchedule{Lane: modelLane, ScheduleId: sid, ExpectedRevision: expected}}}
+			mut = &orreryv1.Mutation{Kind: &orreryv1.Mutation_PauseSchedule{PauseSchedule: &orreryv1.PauseSchedule{Lane: slane, ScheduleId: sid, ExpectedRevision: expected}}}
 		default:
-			mut = &orreryv1.Mutation{Kind: &orreryv1.Mutation_ResumeSchedule{ResumeSchedule: &orreryv1.ResumeSchedule{Lane: modelLane, ScheduleId: sid, ExpectedRevision: expected}}}
+			mut = &orreryv1.Mutation{Kind: &orreryv1.Mutation_ResumeSchedule{ResumeSchedule: &orreryv1.ResumeSchedule{Lane: slane, ScheduleId: sid, ExpectedRevision: expected}}}
 		}
 		return step{mut, func(m *model) (orrery.Code, []string) {
 			switch {
@@ -178,7 +181,7 @@ func genStep(t *rapid.T, m *model) step {
 			timeout = &orreryv1.SagaTimeout{Queue: "timeouts"}
 		}
 		mut := &orreryv1.Mutation{Kind: &orreryv1.Mutation_CompareExchangeSaga{CompareExchangeSaga: &orreryv1.CompareExchangeSaga{
-			Lane: modelLane, SagaId: gid, ExpectedRevision: expected, Phase: phase, StateJson: `{"s":1}`, DeadlineUnixMicros: deadline, Timeout: timeout,
+			Lane: glane, SagaId: gid, ExpectedRevision: expected, Phase: phase, StateJson: `{"s":1}`, DeadlineUnixMicros: deadline, Timeout: timeout,
 		}}}
 		return step{mut, func(m *model) (orrery.Code, []string) {
 			switch {
@@ -196,7 +199,7 @@ func genStep(t *rapid.T, m *model) step {
 		}}
 	case 7: // expire
 		expected := rev(g.revision)
-		mut := &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: &orreryv1.ExpireSaga{Lane: modelLane, SagaId: gid, ExpectedRevision: expected}}}
+		mut := &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: &orreryv1.ExpireSaga{Lane: glane, SagaId: gid, ExpectedRevision: expected}}}
 		return step{mut, func(m *model) (orrery.Code, []string) {
 			switch {
 			case expected == 0:
@@ -214,8 +217,21 @@ func genStep(t *rapid.T, m *model) step {
 			g.timeoutsEnqueued++
 			return 0, []string{id}
 		}}
+	case 10: // delete
+		expected := rev(s.revision)
+		mut := &orreryv1.Mutation{Kind: &orreryv1.Mutation_DeleteSchedule{DeleteSchedule: &orreryv1.DeleteSchedule{Lane: slane, ScheduleId: sid, ExpectedRevision: expected}}}
+		return step{mut, func(m *model) (orrery.Code, []string) {
+			switch {
+			case !s.exists:
+				return orrery.CodeNotFound, nil
+			case expected != s.revision:
+				return orrery.CodeRevisionConflict, nil
+			}
+			*s = modelSchedule{deleted: true}
+			return 0, nil
+		}}
 	default: // trigger
-		mut := &orreryv1.Mutation{Kind: &orreryv1.Mutation_TriggerSchedule{TriggerSchedule: &orreryv1.TriggerSchedule{Lane: modelLane, ScheduleId: sid}}}
+		mut := &orreryv1.Mutation{Kind: &orreryv1.Mutation_TriggerSchedule{TriggerSchedule: &orreryv1.TriggerSchedule{Lane: slane, ScheduleId: sid}}}
 		return step{mut, func(m *model) (orrery.Code, []string) {
 			switch {
 			case !s.exists:
@@ -244,7 +260,8 @@ func enqueuedIDs(r *orreryv1.MutationResult) []string {
 // model. Invariants: every outcome code and enqueued id matches the model; no message id is
 // enqueued twice; below each schedule's watermark every ordinal was emitted or passed over by
 // a resume (no gap); at most one timeout message per saga; every earlier command id replays
-// its byte-identical receipt without writing.
+// its byte-identical receipt without writing; every list, page by page, is exactly the records
+// its filter names (checkListing).
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		v := kv.NewMemory()
@@ -307,6 +324,7 @@ func TestModel(t *testing.T) {
 			}
 			history = append(history, sent{b, out.ReceiptBytes})
 			checkInvariants(t, v, m)
+			checkListing(t, v)
 		}
 	})
 }
@@ -316,7 +334,7 @@ func checkInvariants(t *rapid.T, v kv.Reader, m *model) {
 		if !s.exists {
 			continue
 		}
-		rec, found, err := schedule.Load(v, modelLane, modelScheduleIDs[i])
+		rec, found, err := schedule.Load(v, modelLanes[i], modelScheduleIDs[i])
 		if err != nil || !found {
 			t.Fatalf("schedule %d: found=%v err=%v", i, found, err)
 		}
@@ -336,7 +354,7 @@ func checkInvariants(t *rapid.T, v kv.Reader, m *model) {
 		if !g.exists {
 			continue
 		}
-		rec, _, err := saga.Load(v, modelLane, modelSagaIDs[i])
+		rec, _, err := saga.Load(v, modelLanes[i], modelSagaIDs[i])
 		if err != nil || rec.GetRevision() != g.revision || rec.GetPhase() != g.phase {
 			t.Fatalf("saga %d: record %v err %v, model rev %d phase %v", i, rec, err, g.revision, g.phase)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/listing"
 	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/grains/record"
 	"github.com/orreryhq/orrery/grains/schedule"
@@ -42,9 +43,10 @@ func (a Applier) storeReceipt(v kv.View, principal, commandID string, hash, enco
 	return setReceiptCount(v, count+1)
 }
 
-// housekeep removes expired receipts, the soonest-expiring receipts beyond the cap, expired
-// message tombstones and ledger records past their retention, at most m.MaxRecords in all
-// (0 means 1000), in that order.
+// housekeep indexes records the listing index does not cover yet (listing.Build), then removes
+// expired receipts, the soonest-expiring receipts beyond the cap, expired message tombstones
+// and ledger records past their retention, at most m.MaxRecords in all (0 means 1000), in that
+// order.
 func (a Applier) housekeep(v kv.View, m *orreryv1.Housekeep, loggedNowMicros int64) (*orreryv1.HousekeepResult, error) {
 	budget := int(m.GetMaxRecords())
 	if budget == 0 {
@@ -52,6 +54,22 @@ func (a Applier) housekeep(v kv.View, m *orreryv1.Housekeep, loggedNowMicros int
 	}
 	if budget > MaxHousekeepRecords {
 		return nil, orrery.Invalid("max_records", "must be at most %d, got %d", MaxHousekeepRecords, budget)
+	}
+	res := &orreryv1.HousekeepResult{}
+	built, more, err := listing.Build(v, budget)
+	if err != nil {
+		return nil, err
+	}
+	res.IndexRecordsBuilt = uint32(built)
+	if more {
+		res.More = true
+		return res, nil
+	}
+	budget -= built
+	if budget == 0 {
+		// Whether retention has work is for the next Housekeep to find.
+		res.More = true
+		return res, nil
 	}
 	count, err := receiptCount(v)
 	if err != nil {
@@ -63,7 +81,6 @@ func (a Applier) housekeep(v kv.View, m *orreryv1.Housekeep, loggedNowMicros int
 	if count > a.Limits.MaxReceipts {
 		over = count - a.Limits.MaxReceipts
 	}
-	res := &orreryv1.HousekeepResult{}
 	err = v.Scan(keys.Of(keys.InboxExpiry, nil), kv.PrefixEnd(keys.InboxExpiry), func(key, _ []byte) (bool, error) {
 		expiresAt := int64(binary.BigEndian.Uint64(key[len(keys.InboxExpiry):]))
 		if expiresAt > loggedNowMicros && uint64(len(doomed)) >= over {

@@ -7,6 +7,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/listing"
 	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/grains/retained"
 	"github.com/orreryhq/orrery/grains/saga"
@@ -66,6 +67,14 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			msgs, next, err := queue.ListLane(r, t.Lane.GetLane(), t.Lane.GetAfterId(), limit, queue.MaxLanePageBytes)
 			reply.Found, reply.Messages, reply.NextAfterId = len(msgs) > 0, msgs, next
 			return err
+		case *orreryv1.InspectRequest_ListSchedules:
+			listed, next, err := listing.Schedules(r, t.ListSchedules, listing.MaxPageBytes)
+			reply.Found, reply.ListedSchedules, reply.ListContinuation = len(listed) > 0, listed, next
+			return err
+		case *orreryv1.InspectRequest_ListSagas:
+			listed, next, err := listing.Sagas(r, t.ListSagas, listing.MaxPageBytes)
+			reply.Found, reply.ListedSagas, reply.ListContinuation = len(listed) > 0, listed, next
+			return err
 		case *orreryv1.InspectRequest_Partition:
 			counters, err := retained.Load(r)
 			if err != nil {
@@ -86,7 +95,7 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			}
 			return err
 		default:
-			return orrery.Invalid("target", "is required (schedule, saga, lane, ledger or partition)")
+			return orrery.Invalid("target", "is required (schedule, saga, lane, ledger, list_schedules, list_sagas or partition)")
 		}
 	})
 	if err != nil {

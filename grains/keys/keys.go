@@ -19,7 +19,14 @@
 //	sl/ lane id ^nominal ^generation kind ^ordinal → LedgerRecord (occurrence ledger, newest
 //	    nominal instant first; kind 0 recurring, 1 manual)
 //	sla/ recordedAt <ledger key suffix> → empty (ledger records by age, for housekeeping)
-//	meta/...           partition-wide counters
+//	xs/ ns state queue key id → empty (schedules by namespace and ScheduleState, listing)
+//	xg/ ns phase queue key id → empty (sagas by namespace and SagaPhase, listing)
+//	meta/...           partition-wide counters; meta/list-index: ListIndexProgress
+//
+// Listing by namespace (and queue) needs no index: s/ and g/ keys begin with the namespace and
+// the queue. The xs/ and xg/ indexes serve lists filtered by state, so that every key such a
+// list scans is one it answers with. Both orders are (queue, key, id) within a namespace, and a
+// list's position (ListPosition) is that tuple, valid in either.
 //
 // These are a partition's keys as the state machines see them; the silo store keeps them under
 // the partition's own prefix (persistence.PartitionState), beside records they never see.
@@ -48,6 +55,11 @@ var (
 	TombstoneAge      = []byte("ma/")
 	Ledger            = []byte("sl/")
 	LedgerAge         = []byte("sla/")
+	ScheduleIndex     = []byte("xs/")
+	SagaIndex         = []byte("xg/")
+	// ListIndexProgress holds how far the listing index covers the records
+	// (orreryv1.ListIndexProgress).
+	ListIndexProgress = []byte("meta/list-index")
 	// ReceiptCount is the number of stored receipts (8-byte big-endian).
 	ReceiptCount = []byte("meta/receipts")
 	// Sequence is the partition's enqueue sequence counter (8-byte big-endian).
@@ -55,6 +67,52 @@ var (
 	// PartitionCounters holds the retained record count and bytes.
 	PartitionCounters = []byte("meta/counters")
 )
+
+// ListPosition is a record's place in a namespace's list order: queue, key, id.
+func ListPosition(lane *orreryv1.Lane, id string) []byte {
+	return AppendString(AppendString(AppendString(nil, lane.GetQueue()), lane.GetKey()), id)
+}
+
+// SplitListPosition decodes a ListPosition into its queue, key and id.
+func SplitListPosition(position []byte) (queue, key, id string, err error) {
+	rest := position
+	if queue, rest, err = readString(rest); err != nil {
+		return "", "", "", err
+	}
+	if key, rest, err = readString(rest); err != nil {
+		return "", "", "", err
+	}
+	if id, rest, err = readString(rest); err != nil || len(rest) != 0 {
+		return "", "", "", ErrMalformed
+	}
+	return queue, key, id, nil
+}
+
+// RecordListPrefix is the prefix of the records (recordPrefix Schedule or Saga) of namespace,
+// or of its queue when queue is not empty; ListPositions follow it.
+func RecordListPrefix(recordPrefix []byte, namespace, queue string) []byte {
+	k := AppendString(Of(recordPrefix, nil), namespace)
+	if queue != "" {
+		k = AppendString(k, queue)
+	}
+	return k
+}
+
+// IndexListPrefix is the prefix of the index entries (indexPrefix ScheduleIndex or SagaIndex)
+// of namespace in one state, or of its queue when queue is not empty; ListPositions follow it.
+func IndexListPrefix(indexPrefix []byte, namespace string, state byte, queue string) []byte {
+	k := append(AppendString(Of(indexPrefix, nil), namespace), state)
+	if queue != "" {
+		k = AppendString(k, queue)
+	}
+	return k
+}
+
+// IndexEntryKey is the index entry (indexPrefix ScheduleIndex or SagaIndex) of the record id
+// in lane, listed in state.
+func IndexEntryKey(indexPrefix []byte, lane *orreryv1.Lane, id string, state byte) []byte {
+	return append(IndexListPrefix(indexPrefix, lane.GetNamespace(), state, ""), ListPosition(lane, id)...)
+}
 
 // ErrMalformed is returned when a key cannot be decoded.
 var ErrMalformed = errors.New("keys: malformed key")

@@ -26,10 +26,15 @@ func Load(v kv.Reader, key []byte, m proto.Message) (bool, error) {
 	if err != nil || !found {
 		return false, err
 	}
+	return true, Unmarshal(b, m)
+}
+
+// Unmarshal decodes a stored record into m.
+func Unmarshal(b []byte, m proto.Message) error {
 	if err := proto.Unmarshal(b, m); err != nil {
-		return false, orrery.Wrap(orrery.CodeInternal, err, "decode %T", m)
+		return orrery.Wrap(orrery.CodeInternal, err, "decode %T", m)
 	}
-	return true, nil
+	return nil
 }
 
 // Store writes m under key and returns the encoded size.

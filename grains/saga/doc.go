@@ -1,6 +1,6 @@
 // Package saga owns saga records in a partition: the CompareExchangeSaga and ExpireSaga
-// mutations, the phase transition table they obey, the saga's entry in the due index, and the
-// derived id of the timeout message (DESIGN §4 "Sagas").
+// mutations, the phase transition table they obey, the saga's entries in the due index and
+// in the listing index, and the derived id of the timeout message (DESIGN §4 "Sagas").
 //
 // # Purity
 //
@@ -31,6 +31,8 @@
 //   - the due index holds exactly one entry for a saga that is Waiting with a deadline
 //     (kind DUE_KIND_SAGA, due at the deadline, token = the Waiting revision), and none
 //     otherwise;
+//   - the listing index holds exactly one entry for every saga, under its phase (IndexKey),
+//     moved in the view of every write that changes the phase;
 //   - Completed, Cancelled and TimedOut are terminal: the record never changes again.
 //
 // # Timeouts

@@ -72,7 +72,7 @@ func ApplyCompareExchange(v kv.View, lim input.Limits, principal string, m *orre
 		next.Creator = current.GetCreator()
 	}
 
-	if err := store(v, lim, next); err != nil {
+	if err := store(v, lim, current, next); err != nil {
 		return nil, err
 	}
 	if err := due.Move(v, dueAt(current), dueRef(next)); err != nil {

@@ -97,7 +97,7 @@ func ApplyExpire(v kv.View, lim input.Limits, m *orreryv1.ExpireSaga, loggedNowM
 	next.Revision = current.GetRevision() + 1
 	next.Phase = timedOut
 	next.TimeoutMessageId = messageID
-	if err := store(v, lim, next); err != nil {
+	if err := store(v, lim, current, next); err != nil {
 		return nil, err
 	}
 	if err := due.Remove(v, deadline, orreryv1.DueKind_DUE_KIND_SAGA, current.GetLane(), sagaID); err != nil {

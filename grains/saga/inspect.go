@@ -47,9 +47,28 @@ func load(v kv.Reader, lane *orreryv1.Lane, sagaID string) (*orreryv1.SagaRecord
 	return rec, true, nil
 }
 
-// store writes rec under its key, on the partition's retained-record account.
-func store(v kv.View, lim input.Limits, rec *orreryv1.SagaRecord) error {
-	return retained.Store(v, lim, keys.SagaKey(rec.GetLane(), rec.GetSagaId()), rec)
+// store writes rec under its key, on the partition's retained-record account, and moves its
+// listing index entry from prev's phase (prev nil: the saga is new) to its own.
+func store(v kv.View, lim input.Limits, prev, rec *orreryv1.SagaRecord) error {
+	if err := retained.Store(v, lim, keys.SagaKey(rec.GetLane(), rec.GetSagaId()), rec); err != nil {
+		return err
+	}
+	entry := IndexKey(rec)
+	if prev != nil {
+		prevEntry := IndexKey(prev)
+		if string(prevEntry) == string(entry) {
+			return nil
+		}
+		if err := v.Delete(prevEntry); err != nil {
+			return err
+		}
+	}
+	return v.Set(entry, nil)
+}
+
+// IndexKey is rec's entry in the saga listing index (keys.SagaIndex), under its phase.
+func IndexKey(rec *orreryv1.SagaRecord) []byte {
+	return keys.IndexEntryKey(keys.SagaIndex, rec.GetLane(), rec.GetSagaId(), byte(rec.GetPhase()))
 }
 
 // dueAt is the instant rec's due-index entry sits at, or zero when it has none: only a

@@ -15,6 +15,12 @@
 // schedule can emit: the next nominal instant, or earlier for a buffered occurrence that
 // can go (see refreshNextDue).
 //
+// # Listing index
+//
+// Every schedule has one entry in the listing index under its state (StateOf, IndexKey),
+// moved by the write of the record that changes the state (save) and removed with it by
+// delete, in the same view.
+//
 // # Emit
 //
 // Each due ordinal, oldest first: older than the catch-up window → MISSED_CATCHUP_WINDOW;

@@ -33,11 +33,16 @@ func upgradeLegacy(rec *orreryv1.ScheduleRecord) {
 	}
 }
 
-// save writes rec (on the partition's retained-record account) and moves its due entry from
-// oldDueAt to rec.NextDueAt.
+// save writes rec (on the partition's retained-record account), moves its listing index
+// entry from the stored record's state to its own, and moves its due entry from oldDueAt to
+// rec.NextDueAt.
 func save(v kv.View, lim input.Limits, rec *orreryv1.ScheduleRecord, oldDueAtMicros int64) error {
 	def := rec.GetDefinition()
-	if err := retained.Store(v, lim, keys.ScheduleKey(def.GetLane(), def.GetScheduleId()), rec); err != nil {
+	old, found, err := retained.Replace(v, lim, keys.ScheduleKey(def.GetLane(), def.GetScheduleId()), rec)
+	if err != nil {
+		return err
+	}
+	if err := reindex(v, rec, old, found); err != nil {
 		return err
 	}
 	return due.Move(v, oldDueAtMicros, &orreryv1.DueRef{
