@@ -116,6 +116,10 @@ type group struct {
 	// while above appliedIndex.
 	pendingConfIndex uint64
 	pending          []Proposal
+	// leading is whether this replica led the group as of the last Ready that reported a
+	// change of Raft's soft state; leaderTransitions counts the changes of it since Open.
+	leading           bool
+	leaderTransitions uint64
 }
 
 // Applied is what a group's state machine has applied, handed to Open on a restart: the last
@@ -347,6 +351,14 @@ type Status struct {
 	// Progress is, on the leader only, its view of every replica of the group, itself
 	// included.
 	Progress map[uint64]ReplicaProgress
+	// CommitIndex is the highest index this replica knows to be committed.
+	CommitIndex uint64
+	// PendingProposals counts the proposals this replica made whose fate no round has
+	// settled yet (neither committed nor lost).
+	PendingProposals int
+	// LeaderTransitions counts how often this replica became or stopped being the group's
+	// leader since the group was opened here, as the rounds reported it.
+	LeaderTransitions uint64
 }
 
 // Status returns group's status; ok is false when the group is not hosted here.
@@ -370,6 +382,9 @@ func (g *Groups) Status(id int) (st Status, ok bool) {
 		Learners:                learners,
 		ConfChangePending:       gr.confChangePending(),
 		Progress:                gr.progress(g.cfg.ReplicaID),
+		CommitIndex:             bs.HardState.GetCommit(),
+		PendingProposals:        len(gr.pending),
+		LeaderTransitions:       gr.leaderTransitions,
 	}, true
 }
 
