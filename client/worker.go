@@ -85,8 +85,8 @@ type Worker struct {
 	metrics *workerMetrics // nil without WorkerConfig.Metrics
 	// metricsErr is why the series could not be registered; Run returns it.
 	metricsErr error
-	running atomic.Bool
-	current atomic.Pointer[run] // the run in progress, nil when none
+	running    atomic.Bool
+	current    atomic.Pointer[run] // the run in progress, nil when none
 }
 
 // WorkerStatus is what Worker.Status reports.
