@@ -84,7 +84,12 @@ func (r *run) deliver(d *delivery) {
 	handlerCtx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- callHandler(handlerCtx, r.cfg.Handler, d.msg) }()
+	r.w.metrics.started(d.msg, time.Now())
+	go func() {
+		err := callHandler(handlerCtx, r.cfg.Handler, d.msg)
+		r.w.metrics.handled(err)
+		done <- err
+	}()
 	for {
 		timer := time.NewTimer(time.Until(d.nextExtend))
 		select {

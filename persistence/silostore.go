@@ -162,6 +162,37 @@ func (s *SiloStore) Partitions() int { return s.partitions }
 // already accepted need, a bounded amount, and refusing a Raft write is fatal to the silo).
 func (s *SiloStore) CheckFreeSpace() error { return checkFreeSpace(s.dir, s.opts) }
 
+// DiskBytes is the size of the files in the store's directory (Badger's tables, value log,
+// write-ahead memtables and manifest), as the file system reports them now.
+func (s *SiloStore) DiskBytes() (int64, error) {
+	var total int64
+	err := filepath.WalkDir(s.dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // a file Badger removed during the walk
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		total += info.Size()
+		return nil
+	})
+	return total, err
+}
+
+// FreeDiskBytes is the space available on the file system holding the store (Options.
+// FreeBytesFunc, FreeBytes by default), which the free-space floor is judged against.
+func (s *SiloStore) FreeDiskBytes() (uint64, error) { return s.opts.FreeBytesFunc(s.dir) }
+
 // MaxValueBytes is the longest value the store keeps: every value stays inline in the LSM
 // tree, below Options.ValueThresholdBytes. A Raft log entry, encoded, must fit in it.
 func (s *SiloStore) MaxValueBytes() int64 { return s.opts.ValueThresholdBytes - 1 }

@@ -3,6 +3,8 @@ package persistence
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,5 +65,33 @@ func TestSiloStoreKeys(t *testing.T) {
 		if bytes.HasPrefix(statePrefix(n), []byte("r/")) || bytes.HasPrefix(raftPrefix(n), []byte("d/")) {
 			t.Errorf("group %d: state and raft prefixes overlap", n)
 		}
+	}
+}
+
+// TestSiloStoreDiskBytes: DiskBytes is the size of the store's files, growing with a file
+// added to its directory by exactly that file's size; FreeDiskBytes asks FreeBytesFunc.
+func TestSiloStoreDiskBytes(t *testing.T) {
+	t.Parallel()
+	dir := SiloStoreDir(t.TempDir())
+	opts := quietOptions()
+	opts.FreeBytesFunc = func(string) (uint64, error) { return 12345, nil }
+	s, err := OpenSiloStore(dir, 4, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	before, err := s.DiskBytes()
+	if err != nil || before <= 0 {
+		t.Fatalf("DiskBytes of a fresh store: %d, %v; want a positive size", before, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "extra.bin"), make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.DiskBytes()
+	if err != nil || after != before+4096 {
+		t.Fatalf("DiskBytes after a 4096-byte file: %d, %v; want %d", after, err, before+4096)
+	}
+	if free, err := s.FreeDiskBytes(); err != nil || free != 12345 {
+		t.Fatalf("FreeDiskBytes: %d, %v; want 12345 from FreeBytesFunc", free, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -46,6 +47,30 @@ type Driver struct {
 	err     error // the fatal error that stopped the loop; read after done is closed
 	tick    clock.Timer
 	started bool
+	// observer receives each round's timing (ObserveRounds); nil when none does.
+	observer atomic.Pointer[func(RoundTiming)]
+}
+
+// RoundTiming is what one round the driver performed took, as its clock measured it.
+type RoundTiming struct {
+	// Persist is how long the round's RaftLog.Persist (one synced write) took; zero when the
+	// round wrote nothing.
+	Persist time.Duration
+	// PersistedEntries counts the log entries Persist wrote; Committed counts the
+	// PartitionEntries handed to the state machine.
+	PersistedEntries, Committed int
+	// Duration is the whole round, from collecting it to its last compaction.
+	Duration time.Duration
+}
+
+// ObserveRounds makes fn receive the timing of every round performed from now on (nil: stop).
+// fn runs on the driver's goroutine after each round that succeeded and must not block.
+func (d *Driver) ObserveRounds(fn func(RoundTiming)) {
+	if fn == nil {
+		d.observer.Store(nil)
+		return
+	}
+	d.observer.Store(&fn)
 }
 
 // NewDriver returns a driver that is not running yet.
@@ -210,6 +235,12 @@ var ErrSnapshotRefused = errors.New("snapshot refused by raft")
 // round; an error is fatal (never continue after a failed Persist: what reached the disk is
 // unknown).
 func (d *Driver) RunRound() (bool, error) {
+	observe := d.observer.Load()
+	var timing RoundTiming
+	var roundStart time.Time
+	if observe != nil {
+		roundStart = d.cfg.Clock.Now()
+	}
 	d.mu.Lock()
 	inbound := d.inbound
 	d.inbound = nil
@@ -258,8 +289,18 @@ func (d *Driver) RunRound() (bool, error) {
 		return false, err
 	}
 	if len(round.Writes) > 0 {
+		var persistStart time.Time
+		if observe != nil {
+			persistStart = d.cfg.Clock.Now()
+		}
 		if err := d.cfg.Log.Persist(round.Writes); err != nil {
 			return false, fmt.Errorf("persist raft round: %w", err)
+		}
+		if observe != nil {
+			timing.Persist = d.cfg.Clock.Now().Sub(persistStart)
+			for _, w := range round.Writes {
+				timing.PersistedEntries += len(w.Entries)
+			}
 		}
 	}
 	for _, in := range installed {
@@ -301,6 +342,13 @@ func (d *Driver) RunRound() (bool, error) {
 		if err := d.cfg.Log.Compact(c.Group, c.Index, c.ConfState); err != nil {
 			return true, fmt.Errorf("compact raft group %d before %d: %w", c.Group, c.Index, err)
 		}
+	}
+	if observe != nil {
+		for _, c := range round.Committed {
+			timing.Committed += len(c.Entries)
+		}
+		timing.Duration = d.cfg.Clock.Now().Sub(roundStart)
+		(*observe)(timing)
 	}
 	return true, nil
 }

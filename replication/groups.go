@@ -123,6 +123,10 @@ type group struct {
 	// appliedIndex reaches it, the conf changes of the log have been applied again and
 	// confState is current.
 	openCommit uint64
+	// leading is whether this replica led the group as of the last Ready that reported a
+	// change of Raft's soft state; leaderTransitions counts the changes of it since Open.
+	leading           bool
+	leaderTransitions uint64
 }
 
 // Applied is what a group's state machine has applied, handed to Open on a restart: the last
@@ -359,6 +363,14 @@ type Status struct {
 	// Progress is, on the leader only, its view of every replica of the group, itself
 	// included.
 	Progress map[uint64]ReplicaProgress
+	// CommitIndex is the highest index this replica knows to be committed.
+	CommitIndex uint64
+	// PendingProposals counts the proposals this replica made whose fate no round has
+	// settled yet (neither committed nor lost).
+	PendingProposals int
+	// LeaderTransitions counts how often this replica became or stopped being the group's
+	// leader since the group was opened here, as the rounds reported it.
+	LeaderTransitions uint64
 }
 
 // Status returns group's status; ok is false when the group is not hosted here.
@@ -383,6 +395,9 @@ func (g *Groups) Status(id int) (st Status, ok bool) {
 		ConfChangePending:       gr.confChangePending(),
 		ConfCurrent:             gr.appliedIndex >= gr.openCommit,
 		Progress:                gr.progress(g.cfg.ReplicaID),
+		CommitIndex:             bs.HardState.GetCommit(),
+		PendingProposals:        len(gr.pending),
+		LeaderTransitions:       gr.leaderTransitions,
 	}, true
 }
 

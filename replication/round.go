@@ -132,6 +132,9 @@ func (g *Groups) Ready() (*Round, error) {
 			continue
 		}
 		rd := gr.node.Ready()
+		if rd.SoftState != nil {
+			gr.observeSoftState(rd.SoftState)
+		}
 		w := persistence.RaftWrite{Group: id, Entries: rd.Entries}
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			w.Snapshot = rd.Snapshot
@@ -210,6 +213,14 @@ func (gr *group) committed(ents []*raftpb.Entry, outcomes *[]Outcome) (Committed
 		c.Entries = append(c.Entries, Entry{Index: e.GetIndex(), Term: e.GetTerm(), PartitionEntry: pe})
 	}
 	return c, nil
+}
+
+// observeSoftState counts a change of this replica's leadership of the group.
+func (gr *group) observeSoftState(st *raft.SoftState) {
+	if leading := st.RaftState == raft.StateLeader; leading != gr.leading {
+		gr.leading = leading
+		gr.leaderTransitions++
+	}
 }
 
 // settleLost settles as lost every pending proposal of a term this replica no longer leads.

@@ -26,6 +26,7 @@ import (
 //
 //	GET /healthz                                        200 while the process serves
 //	GET /readyz                                         200 when every owned partition answers
+//	GET /metrics                                        Prometheus metrics (siloMetrics)
 //	GET /v1/partitions                                  the partition table: owner and status
 //	GET /v1/coordinator                                 the due coordinator's counters
 //	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule: record, next 10 fire times, last 10 outcomes
@@ -51,6 +52,7 @@ func (s *Silo) adminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "silo": s.ID()})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", newSiloMetrics(s).handler())
 	mux.HandleFunc("GET /v1/partitions", s.partitionTable)
 	mux.HandleFunc("GET /v1/coordinator", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, coordinatorJSON(s.CoordinatorStats()))

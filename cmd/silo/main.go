@@ -37,6 +37,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -72,7 +73,7 @@ func run(args []string, getenv func(string) string) error {
 	if procs := maxProcs(opts.maxProcs, getenv, runtime.GOMAXPROCS(0)); procs > 0 {
 		runtime.GOMAXPROCS(procs)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.logLevel}))
+	logger := newLogger(os.Stderr, opts.logFormat, opts.logLevel)
 	cfg.Logger = logger
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -111,6 +112,8 @@ func maxProcs(flagValue int, getenv func(string) string, goChose int) int {
 type options struct {
 	silo     silo.Config
 	logLevel slog.Level
+	// logFormat is "text" (slog's key=value lines) or "json" (one JSON object a line).
+	logFormat string
 	// maxProcs is the --max-procs value (see maxProcs).
 	maxProcs int
 }
@@ -136,6 +139,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.DurationVar(&cfg.DeadAfter, "dead-after", silo.DefaultDeadAfter, "how long a silo may be missing before its replicas are re-created on other silos")
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one object a line)")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
 	limits := limitFlags(fs, &cfg.Limits)
 	if err := parseFlags(fs, args, getenv); err != nil {
@@ -164,7 +168,20 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	if err := opts.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return opts, fmt.Errorf("log-level: %w", err)
 	}
+	if opts.logFormat != "text" && opts.logFormat != "json" {
+		return opts, fmt.Errorf("log-format: must be text or json, got %q", opts.logFormat)
+	}
 	return opts, nil
+}
+
+// newLogger logs to w at level in format ("json": slog's JSON handler; otherwise its text
+// handler).
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	handlerOpts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, handlerOpts))
+	}
+	return slog.New(slog.NewTextHandler(w, handlerOpts))
 }
 
 // parseFlags sets fs's flags from ORRERY_<FLAG> environment variables, then parses args, so

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -196,5 +197,42 @@ func TestASmallerMaxPayloadIsEnforced(t *testing.T) {
 	_, err = c.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "large", PayloadJson: large})
 	if e := orrery.AsError(err); e.Code != orrery.CodeValidation || !strings.HasSuffix(e.Field, "payload_json") {
 		t.Fatalf("a payload over the limit: %v (field %q)", err, e.Field)
+	}
+}
+
+// TestLogFormatFlag: --log-format defaults to text, takes json (from the command line or
+// ORRERY_LOG_FORMAT) and refuses anything else naming the flag; json writes one JSON object a
+// line with the level and message, text writes key=value lines.
+func TestLogFormatFlag(t *testing.T) {
+	none := func(string) string { return "" }
+	if opts, err := parseConfig(nil, none); err != nil || opts.logFormat != "text" {
+		t.Fatalf("default log-format %q (%v)", opts.logFormat, err)
+	}
+	env := func(k string) string {
+		if k == "ORRERY_LOG_FORMAT" {
+			return "json"
+		}
+		return ""
+	}
+	if opts, err := parseConfig(nil, env); err != nil || opts.logFormat != "json" {
+		t.Fatalf("ORRERY_LOG_FORMAT=json: %q (%v)", opts.logFormat, err)
+	}
+	if _, err := parseConfig([]string{"--log-format", "xml"}, none); err == nil || !strings.Contains(err.Error(), "log-format") {
+		t.Fatalf("--log-format xml: error %v should name the flag", err)
+	}
+	var out bytes.Buffer
+	newLogger(&out, "json", slog.LevelInfo).Info("silo ready", "partitions", 8)
+	newLogger(&out, "json", slog.LevelInfo).Debug("below the level")
+	var line map[string]any
+	if err := json.Unmarshal(out.Bytes(), &line); err != nil {
+		t.Fatalf("json log %q: %v", out.String(), err)
+	}
+	if line["level"] != "INFO" || line["msg"] != "silo ready" || line["partitions"] != float64(8) {
+		t.Fatalf("json log line %v", line)
+	}
+	out.Reset()
+	newLogger(&out, "text", slog.LevelInfo).Info("silo ready", "partitions", 8)
+	if got := out.String(); !strings.Contains(got, `level=INFO msg="silo ready" partitions=8`) {
+		t.Fatalf("text log line %q", got)
 	}
 }

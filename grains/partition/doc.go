@@ -50,6 +50,13 @@
 // applied by batch.Applier.ApplyDue: no inbox entry or receipt is stored (their CAS tokens
 // make them idempotent) and each mutation stands alone; the reply carries the receipt.
 //
+// # Observing
+//
+// The silo's metrics read the Host: each group's Raft view (Status), the commands each grain
+// holds (Queued), the store's size on disk (DiskBytes), and, through observers it sets, each
+// Raft round's persist time (ObserveRounds) and each due occurrence's enqueue lateness on the
+// partition's leader (ObserveEnqueueLateness).
+//
 // The Host, its state machines and the grain run goroutines and do I/O, unlike the pure state
 // machines they apply (grains/batch) and the pure engine the grain drives: DESIGN §2 layer 3.
 //

@@ -166,6 +166,9 @@ func (g *grain) open(ctx actor.Context) {
 // step steps the engine with event at the clock's time and performs its Ready.
 func (g *grain) step(ctx actor.Context, event any) {
 	g.perform(ctx, g.engine.Step(g.cfg.Clock.Now(), event))
+	if g.engine != nil {
+		g.cfg.Host.machines[g.partition].queued.Store(int64(g.engine.Queued()))
+	}
 }
 
 // perform does what a Ready asks, in its order: replies, notices, timers, then proposals, each
@@ -221,6 +224,7 @@ func (g *grain) stop(ctx actor.Context) {
 		t.Stop()
 	}
 	g.cfg.Host.detach(g.partition, g)
+	g.cfg.Host.machines[g.partition].queued.Store(0)
 	g.engine = nil
 }
 

@@ -76,6 +76,8 @@ type Host struct {
 
 	// transport is where the driver's sends go: the Transport SetTransport set, or nothing.
 	transport boundTransport
+	// lateness receives the enqueue lateness of due occurrences (ObserveEnqueueLateness).
+	lateness atomic.Pointer[EnqueueLatenessObserver]
 
 	// applying counts the Apply calls of the round whose entries are not applied yet, and
 	// applyErr is the first of them to fail (see AwaitApplied).

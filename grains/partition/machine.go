@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 
@@ -38,6 +39,9 @@ type machine struct {
 
 	queue chan applyJob
 	done  chan struct{}
+	// queued is what the attached grain's engine held in flight as of its last step
+	// (Host.Queued).
+	queued atomic.Int64
 
 	mu    sync.Mutex
 	owner any       // the attached grain, nil when none is
@@ -254,6 +258,7 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, err
 	if cmd.GetDue() {
 		receipt, err := m.applier.ApplyDue(v, e.GetPrincipal(), cmd.GetBatch(), logged)
 		if err == nil {
+			m.observeEnqueues(v, cmd.GetBatch(), receipt)
 			r.Reply, err = receiptReply(receipt)
 		}
 		if err != nil {

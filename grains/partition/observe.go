@@ -1,0 +1,80 @@
+package partition
+
+import (
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
+	"github.com/orreryhq/orrery/replication"
+)
+
+// EnqueueLatenessObserver receives, for each occurrence a due command enqueued on partition,
+// its enqueue lateness: the logged time of the entry that enqueued it minus its nominal due
+// instant.
+type EnqueueLatenessObserver func(partition int, lateness time.Duration)
+
+// ObserveEnqueueLateness makes fn receive the enqueue lateness of every occurrence a due
+// command enqueues from now on, on the replica that leads its partition as it applies the
+// command (followers applying the same entry do not report it); nil stops it. fn runs on the
+// partition's apply goroutine and must not block. While none is set the apply reads nothing
+// for it.
+func (h *Host) ObserveEnqueueLateness(fn EnqueueLatenessObserver) {
+	if fn == nil {
+		h.lateness.Store(nil)
+		return
+	}
+	h.lateness.Store(&fn)
+}
+
+// ObserveRounds makes fn receive the timing of every Raft round of this silo's groups from now
+// on (replication.Driver.ObserveRounds).
+func (h *Host) ObserveRounds(fn func(replication.RoundTiming)) { h.driver.ObserveRounds(fn) }
+
+// Queued is how many commands partition n's grain on this silo holds, proposed and not yet
+// applied or parked as long polls (engine.Engine.Queued), as of its last step; 0 when no
+// grain is attached.
+func (h *Host) Queued(n int) int {
+	m, err := h.machine(n)
+	if err != nil {
+		return 0
+	}
+	return int(m.queued.Load())
+}
+
+// DiskBytes is the size of the silo store's files (persistence.SiloStore.DiskBytes).
+func (h *Host) DiskBytes() (int64, error) { return h.store.DiskBytes() }
+
+// FreeDiskBytes is the space available on the silo store's disk
+// (persistence.SiloStore.FreeDiskBytes).
+func (h *Host) FreeDiskBytes() (uint64, error) { return h.store.FreeDiskBytes() }
+
+// observeEnqueues reports the enqueue lateness of the occurrences a due command's emits
+// enqueued, reading each message back from the apply's view (where it was just written), when
+// an observer is set and this replica leads the partition.
+func (m *machine) observeEnqueues(v kv.Reader, b *orreryv1.Batch, receipt *orreryv1.Receipt) {
+	observe := m.host.lateness.Load()
+	if observe == nil || !m.host.Leads(m.n) {
+		return
+	}
+	mutations := b.GetMutations()
+	for i, res := range receipt.GetResults() {
+		if i >= len(mutations) {
+			return
+		}
+		emit := mutations[i].GetEmitOccurrences()
+		if emit == nil {
+			continue
+		}
+		for _, id := range res.GetSchedule().GetEnqueuedIds() {
+			msg := &orreryv1.QueueMessage{}
+			found, err := record.Load(v, keys.MessageKey(emit.GetLane(), id), msg)
+			if err != nil || !found || msg.GetOccurrence() == nil {
+				continue
+			}
+			lateMicros := msg.GetEnqueuedAtUnixMicros() - msg.GetOccurrence().GetNominalDueAtUnixMicros()
+			(*observe)(m.n, time.Duration(lateMicros)*time.Microsecond)
+		}
+	}
+}
