@@ -1,0 +1,178 @@
+// Command orrery operates an Orrery cluster through the Go client (client.Dial): it lists,
+// describes, pauses, resumes, triggers, deletes, exports and imports schedules, lists and
+// describes sagas, and shows the partition table a silo's admin endpoint serves.
+//
+//	orrery [--seeds host:port,...] [--cluster name] [-o table|json] [--timeout 30s] <command>
+//
+//	orrery schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
+//	orrery schedules describe NS QUEUE KEY ID
+//	orrery schedules pause|resume|trigger|delete NS QUEUE KEY ID
+//	orrery schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
+//	orrery schedules import < schedules.jsonl
+//	orrery sagas list --namespace NS [--queue Q] [--phase waiting|completed|cancelled|timed_out] [--max N] [--after TOKEN]
+//	orrery sagas describe NS QUEUE KEY ID
+//	orrery partitions [--admin http://127.0.0.1:7380]
+//
+// Every flag can also be set in the environment as ORRERY_<FLAG> (upper case, '-' as '_'; -o
+// as ORRERY_OUTPUT); a flag on the command line wins. Output is a table by default and JSON
+// with -o json (records as protobuf JSON with the proto field names). A command that fails
+// prints one line to stderr naming what failed (the orrery.Error code and field when there is
+// one) and exits non-zero: 2 for a usage error, 1 otherwise.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/orreryhq/orrery/client"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run runs one command line with the process environment and returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runEnv(args, stdin, stdout, stderr, os.Getenv)
+}
+
+// usageError is a command line that cannot be run (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef is a usageError.
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// runEnv is run with getenv as the environment.
+func runEnv(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	cmd := &command{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	err := cmd.run(args)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	}
+	fmt.Fprintln(stderr, "orrery:", err)
+	var usage usageError
+	if errors.As(err, &usage) {
+		return 2
+	}
+	return 1
+}
+
+// command is one invocation: its streams, environment and global flags.
+type command struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+
+	seeds       string
+	clusterName string
+	output      string
+	timeout     time.Duration
+}
+
+// defaultSeeds is --seeds's default: a silo started with its default flags.
+const defaultSeeds = "127.0.0.1:7382"
+
+// run parses the global flags and runs the command they precede.
+func (c *command) run(args []string) error {
+	fs := c.flagSet("orrery")
+	fs.StringVar(&c.seeds, "seeds", defaultSeeds, "comma-separated gossip addresses of silos")
+	fs.StringVar(&c.clusterName, "cluster", "orrery", "cluster name")
+	fs.StringVar(&c.output, "output", "table", "output format: table or json")
+	fs.StringVar(&c.output, "o", "table", "output format: table or json (as --output)")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "bound on the whole command")
+	rest, err := c.parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if c.output != "table" && c.output != "json" {
+		return usagef("output: must be table or json, got %q", c.output)
+	}
+	if c.timeout <= 0 {
+		return usagef("timeout: must be positive, got %v", c.timeout)
+	}
+	if len(rest) == 0 {
+		return usagef("a command is required: schedules, sagas or partitions")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	switch rest[0] {
+	case "schedules":
+		return c.schedules(ctx, rest[1:])
+	case "sagas":
+		return c.sagas(ctx, rest[1:])
+	case "partitions":
+		return c.partitions(ctx, rest[1:])
+	}
+	return usagef("unknown command %q: want schedules, sagas or partitions", rest[0])
+}
+
+// flagSet is an empty flag set named name whose usage goes to stderr.
+func (c *command) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	return fs
+}
+
+// parse sets fs's flags from ORRERY_<FLAG> environment variables (one-letter flags are aliases
+// and read none), then parses args, so explicit flags override the environment. It returns
+// the arguments after the flags, refused unless positional allows them.
+func (c *command) parse(fs *flag.FlagSet, args []string, positional bool) ([]string, error) {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if len(f.Name) == 1 || envErr != nil {
+			return
+		}
+		name := "ORRERY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := c.getenv(name); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				envErr = usagef("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
+	}
+	if !positional && fs.NArg() > 0 {
+		return nil, usagef("%s: unexpected arguments %q", fs.Name(), fs.Args())
+	}
+	return fs.Args(), nil
+}
+
+// dial joins the cluster through --seeds as a client; its cluster-layer warnings go to
+// stderr only at error level, so they do not drown the output.
+func (c *command) dial(ctx context.Context) (*client.Client, error) {
+	var seeds []string
+	for _, s := range strings.Split(c.seeds, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, usagef("seeds: at least one silo gossip address is required")
+	}
+	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	cl, err := client.Dial(ctx, client.DialConfig{Seeds: seeds, ClusterName: c.clusterName, Options: client.Options{Logger: logger}})
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", strings.Join(seeds, ","), err)
+	}
+	return cl, nil
+}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+)
+
+// lateAfter is how far in the past a schedule's next due instant may be before describe calls
+// it late: the due coordinator emits within a second or so of the due instant.
+const lateAfter = 5 * time.Second
+
+// scheduleStates are --state's values.
+const scheduleStates = "active, paused, suspended, cancelled, completed"
+
+// schedules runs a schedules subcommand.
+func (c *command) schedules(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("schedules: a subcommand is required: list, describe, pause, resume, trigger, delete, export or import")
+	}
+	switch args[0] {
+	case "list":
+		return c.listSchedules(ctx, args[1:])
+	case "describe":
+		return c.describeSchedule(ctx, args[1:])
+	case "pause", "resume", "trigger", "delete":
+		return c.scheduleAction(ctx, args[0], args[1:])
+	case "export":
+		return c.exportSchedules(ctx, args[1:])
+	case "import":
+		return c.importSchedules(ctx, args[1:])
+	}
+	return usagef("schedules: unknown subcommand %q", args[0])
+}
+
+// listFlags are the flags of a list: its filter and page.
+type listFlags struct {
+	namespace, queue, after string
+	max                     int
+}
+
+// define adds the list flags to fs.
+func (f *listFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.namespace, "namespace", "", "namespace to list (required)")
+	fs.StringVar(&f.queue, "queue", "", "only this queue")
+	fs.IntVar(&f.max, "max", 0, fmt.Sprintf("page size (0: %d; at most %d)", client.DefaultListMax, client.MaxListMax))
+	fs.StringVar(&f.after, "after", "", "continuation a previous page printed")
+}
+
+// check validates the list flags.
+func (f *listFlags) check() ([]byte, error) {
+	if f.namespace == "" {
+		return nil, usagef("namespace: is required")
+	}
+	if f.max < 0 || f.max > client.MaxListMax {
+		return nil, usagef("max: must be 0..%d, got %d", client.MaxListMax, f.max)
+	}
+	return decodeToken(f.after)
+}
+
+// parseState reads --state.
+func parseState(v string) (orreryv1.ScheduleState, error) {
+	n, err := enumFlag("state", v, "SCHEDULE_STATE_", orreryv1.ScheduleState_value, scheduleStates)
+	return orreryv1.ScheduleState(n), err
+}
+
+// listSchedules prints one page of a namespace's schedules and the continuation of the next.
+func (c *command) listSchedules(ctx context.Context, args []string) error {
+	fs := c.flagSet("schedules list")
+	var lf listFlags
+	var state string
+	lf.define(fs)
+	fs.StringVar(&state, "state", "", "only schedules in this state: "+scheduleStates)
+	if _, err := c.parse(fs, args, false); err != nil {
+		return err
+	}
+	after, err := lf.check()
+	if err != nil {
+		return err
+	}
+	st, err := parseState(state)
+	if err != nil {
+		return err
+	}
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	page, next, err := cl.ListSchedules(ctx, client.ListSchedulesRequest{Namespace: lf.namespace, Queue: lf.queue, State: st, MaxRecords: lf.max, After: after})
+	if err != nil {
+		return fmt.Errorf("list schedules of namespace %q: %w", lf.namespace, err)
+	}
+	if c.output == "json" {
+		items := make([]map[string]any, 0, len(page))
+		for _, s := range page {
+			rec, err := protoValue(s.Record)
+			if err != nil {
+				return err
+			}
+			items = append(items, map[string]any{"partition": s.Partition, "state": enumName(s.State.String(), "SCHEDULE_STATE_"), "record": rec})
+		}
+		return writeJSON(c.stdout, map[string]any{"schedules": items, "next_after": encodeToken(next)})
+	}
+	t := newTable(c.stdout, "QUEUE", "KEY", "ID", "NAME", "STATE", "NEXT FIRE", "REVISION")
+	for _, s := range page {
+		def := s.Record.GetDefinition()
+		t.row(def.GetLane().GetQueue(), def.GetLane().GetKey(), def.GetScheduleId(), def.GetName(),
+			enumName(s.State.String(), "SCHEDULE_STATE_"), instant(s.Record.GetNextDueAtUnixMicros()), strconv.FormatUint(s.Record.GetRevision(), 10))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if token := encodeToken(next); token != nil {
+		fmt.Fprintf(c.stdout, "next page: --after %s\n", *token)
+	}
+	return nil
+}
+
+// laneArgs reads the NS QUEUE KEY ID arguments of a record command.
+func laneArgs(what string, args []string) (*orreryv1.Lane, string, error) {
+	if len(args) != 4 {
+		return nil, "", usagef("%s: want NAMESPACE QUEUE KEY ID, got %d arguments", what, len(args))
+	}
+	return &orreryv1.Lane{Namespace: args[0], Queue: args[1], Key: args[2]}, args[3], nil
+}
+
+// describeSchedule prints a schedule's spec, policies, next fire times, last outcomes, owning
+// partition and its leader, and whether it is late.
+func (c *command) describeSchedule(ctx context.Context, args []string) error {
+	lane, id, err := laneArgs("schedules describe", args)
+	if err != nil {
+		return err
+	}
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	in, err := cl.ScheduleInspection(ctx, lane, id)
+	if err != nil {
+		return fmt.Errorf("describe schedule %s: %w", id, err)
+	}
+	partition := cl.PartitionOf(lane)
+	leader, leaderErr := "", ""
+	if st, err := cl.PartitionStatus(ctx, partition); err != nil {
+		leaderErr = err.Error()
+	} else {
+		leader = st.GetSilo()
+	}
+	late, lateBy := lateness(in.GetRecord(), time.Now())
+	if c.output == "json" {
+		inspection, err := protoValue(in)
+		if err != nil {
+			return err
+		}
+		doc := map[string]any{"inspection": inspection, "partition": partition, "leader_silo": nil, "late": late, "late_by_seconds": lateBy.Seconds()}
+		if leader != "" {
+			doc["leader_silo"] = leader
+		}
+		if leaderErr != "" {
+			doc["leader_error"] = leaderErr
+		}
+		return writeJSON(c.stdout, doc)
+	}
+	rec := in.GetRecord()
+	def := rec.GetDefinition()
+	w := newTable(c.stdout, "FIELD", "VALUE")
+	w.row("schedule", def.GetScheduleId())
+	w.row("name", def.GetName())
+	w.row("lane", lane.GetNamespace()+"/"+lane.GetQueue()+"/"+lane.GetKey())
+	w.row("state", scheduleState(rec))
+	w.row("revision", strconv.FormatUint(rec.GetRevision(), 10))
+	w.row("generation", strconv.FormatUint(rec.GetGeneration(), 10))
+	w.row("spec", specText(def.GetSpec()))
+	if cron := def.GetSpec().GetCron(); cron != nil {
+		zone := cron.GetTimeZone()
+		if zone == "" {
+			zone = "UTC"
+		}
+		w.row("zone", zone)
+		w.row("dst gap", enumName(cron.GetGapPolicy().String(), "CRON_GAP_POLICY_"))
+		w.row("dst repeat", enumName(cron.GetRepeatPolicy().String(), "CRON_REPEAT_POLICY_"))
+	}
+	w.row("misfire", enumName(def.GetMisfire().String(), "MISFIRE_POLICY_"))
+	w.row("overlap", enumName(def.GetOverlap().String(), "OVERLAP_POLICY_"))
+	w.row("next due", instant(rec.GetNextDueAtUnixMicros()))
+	if late {
+		w.row("late", "yes, by "+lateBy.Round(time.Second).String())
+	} else {
+		w.row("late", "no")
+	}
+	w.row("partition", strconv.Itoa(partition))
+	if leaderErr != "" {
+		w.row("leader", "unknown: "+leaderErr)
+	} else {
+		w.row("leader", leader)
+	}
+	if r := in.GetSuspendedReason(); r != "" {
+		w.row("suspended", r)
+	}
+	if m := in.GetEvaluatorMismatch(); m != "" {
+		w.row("evaluator mismatch", m)
+	}
+	for i, t := range in.GetNextFireTimesUnixMicros() {
+		w.row(fmt.Sprintf("next fire %d", i+1), instant(t))
+	}
+	for i, o := range in.GetLastOutcomes() {
+		outcome := enumName(o.GetOutcome().String(), "LEDGER_OUTCOME_")
+		if o.GetReason() != "" {
+			outcome += " (" + o.GetReason() + ")"
+		}
+		w.row(fmt.Sprintf("outcome %d", i+1), fmt.Sprintf("%s ordinal %d: %s", instant(o.GetNominalDueAtUnixMicros()), o.GetOrdinal(), outcome))
+	}
+	return w.flush()
+}
+
+// lateness says whether rec's next due instant is more than lateAfter before now while it
+// still runs (not paused, cancelled or ended), and by how much.
+func lateness(rec *orreryv1.ScheduleRecord, now time.Time) (bool, time.Duration) {
+	due := rec.GetNextDueAtUnixMicros()
+	if due == 0 || rec.GetPaused() || rec.GetCancelled() || rec.GetSeriesEnded() {
+		return false, 0
+	}
+	by := now.Sub(time.UnixMicro(due))
+	if by <= lateAfter {
+		return false, 0
+	}
+	return true, by
+}
+
+// scheduleState names a record's lifecycle state as the list index does.
+func scheduleState(rec *orreryv1.ScheduleRecord) string {
+	switch {
+	case rec.GetCancelled():
+		return "cancelled"
+	case rec.GetSeriesEnded():
+		return "completed"
+	case rec.GetSuspended():
+		return "suspended"
+	case rec.GetPaused():
+		return "paused"
+	}
+	return "active"
+}
+
+// specText renders a schedule spec in one line.
+func specText(spec *orreryv1.ScheduleSpec) string {
+	switch k := spec.GetKind().(type) {
+	case *orreryv1.ScheduleSpec_Cron:
+		return "cron " + strconv.Quote(k.Cron.GetExpression())
+	case *orreryv1.ScheduleSpec_Every:
+		return fmt.Sprintf("every %v from %s", time.Duration(k.Every.GetIntervalMicros())*time.Microsecond, instant(k.Every.GetFirstDueAtUnixMicros()))
+	case *orreryv1.ScheduleSpec_At:
+		return "at " + instant(k.At.GetDueAtUnixMicros())
+	case *orreryv1.ScheduleSpec_After:
+		return fmt.Sprintf("after %v", time.Duration(k.After.GetDelayMicros())*time.Microsecond)
+	}
+	return ""
+}
+
+// scheduleAction pauses, resumes, triggers or deletes one schedule at whatever revision it is.
+func (c *command) scheduleAction(ctx context.Context, action string, args []string) error {
+	lane, id, err := laneArgs("schedules "+action, args)
+	if err != nil {
+		return err
+	}
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var res *orreryv1.ScheduleResult
+	switch action {
+	case "pause":
+		res, err = cl.PauseSchedule(ctx, &orreryv1.PauseSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
+	case "resume":
+		res, err = cl.ResumeSchedule(ctx, &orreryv1.ResumeSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
+	case "trigger":
+		res, err = cl.TriggerSchedule(ctx, &orreryv1.TriggerSchedule{Lane: lane, ScheduleId: id})
+	case "delete":
+		res, err = cl.DeleteSchedule(ctx, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
+	}
+	if err != nil {
+		return fmt.Errorf("%s schedule %s: %w", action, id, err)
+	}
+	if c.output == "json" {
+		v, err := protoValue(res)
+		if err != nil {
+			return err
+		}
+		return writeJSON(c.stdout, map[string]any{"action": action, "schedule_id": id, "result": v})
+	}
+	past := map[string]string{"pause": "paused", "resume": "resumed", "trigger": "triggered", "delete": "deleted"}[action]
+	_, err = fmt.Fprintf(c.stdout, "%s %s %s\n", past, strings.Join(args[:3], "/"), id)
+	return err
+}
