@@ -119,10 +119,12 @@ func (c *command) run(args []string) error {
 	return usagef("unknown command %q: want schedules, sagas or partitions", rest[0])
 }
 
-// flagSet is an empty flag set named name whose usage goes to stderr.
+// flagSet is an empty flag set named name that prints nothing while parsing: parse reports
+// its errors in one line and prints the flags for -h.
 func (c *command) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
 }
 
@@ -147,6 +149,9 @@ func (c *command) parse(fs *flag.FlagSet, args []string, positional bool) ([]str
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(c.stderr, "Flags of %s:\n", fs.Name())
+			fs.SetOutput(c.stderr)
+			fs.PrintDefaults()
 			return nil, err
 		}
 		return nil, usageError{fmt.Errorf("%s: %w", fs.Name(), err)}

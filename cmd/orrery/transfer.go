@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -89,7 +90,8 @@ type importOutcome struct {
 }
 
 // importSchedules creates every definition of stdin (expected revision 0), reporting each;
-// one that exists already is reported and the rest go on. It fails (after all of them) when
+// one that exists already (a RevisionConflict on the expected revision) is reported and the
+// rest go on. It fails (after all of them) when
 // any could not be read or created for another reason.
 func (c *command) importSchedules(ctx context.Context, args []string) error {
 	fs := c.flagSet("schedules import")
@@ -121,7 +123,7 @@ func (c *command) importSchedules(ctx context.Context, args []string) error {
 			switch e := orrery.AsError(err); {
 			case err == nil:
 				o.Outcome = "created"
-			case e != nil && e.Code == orrery.CodeRevisionConflict && e.Field == "expected_revision":
+			case e != nil && e.Code == orrery.CodeRevisionConflict && strings.HasSuffix(e.Field, "expected_revision"):
 				o.Outcome, o.Error = "exists", err.Error()
 			default:
 				o.Outcome, o.Error = "failed", err.Error()
