@@ -2,7 +2,7 @@
 // describes, pauses, resumes, triggers, deletes, exports and imports schedules, lists and
 // describes sagas, and shows the partition table a silo's admin endpoint serves.
 //
-//	orrery [--seeds host:port,...] [--cluster name] [-o table|json] [--timeout 30s] <command>
+//	orrery [--seeds host:port,...] [--cluster name] [-o table|json] [--timeout 30s] [--log-level off] <command>
 //
 //	orrery schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
 //	orrery schedules describe NS QUEUE KEY ID
@@ -80,6 +80,7 @@ type command struct {
 	clusterName string
 	output      string
 	timeout     time.Duration
+	logLevel    string
 }
 
 // defaultSeeds is --seeds's default: a silo started with its default flags.
@@ -93,12 +94,19 @@ func (c *command) run(args []string) error {
 	fs.StringVar(&c.output, "output", "table", "output format: table or json")
 	fs.StringVar(&c.output, "o", "table", "output format: table or json (as --output)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "bound on the whole command")
+	fs.StringVar(&c.logLevel, "log-level", "off", "the client's and cluster layer's log lines to stderr: off, debug, info, warn or error")
 	rest, err := c.parse(fs, args, true)
 	if err != nil {
 		return err
 	}
 	if c.output != "table" && c.output != "json" {
 		return usagef("output: must be table or json, got %q", c.output)
+	}
+	if c.logLevel != "off" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+			return usagef("log-level: must be off, debug, info, warn or error, got %q", c.logLevel)
+		}
 	}
 	if c.timeout <= 0 {
 		return usagef("timeout: must be positive, got %v", c.timeout)
@@ -162,8 +170,9 @@ func (c *command) parse(fs *flag.FlagSet, args []string, positional bool) ([]str
 	return fs.Args(), nil
 }
 
-// dial joins the cluster through --seeds as a client; its cluster-layer warnings go to
-// stderr only at error level, so they do not drown the output.
+// dial joins the cluster through --seeds as a client; its log lines (and the cluster layer's:
+// memberlist, protoactor) go to stderr at --log-level, none by default, so they do not mix
+// with the output (a failure is the error dial or the call returns).
 func (c *command) dial(ctx context.Context) (*client.Client, error) {
 	var seeds []string
 	for _, s := range strings.Split(c.seeds, ",") {
@@ -174,7 +183,12 @@ func (c *command) dial(ctx context.Context) (*client.Client, error) {
 	if len(seeds) == 0 {
 		return nil, usagef("seeds: at least one silo gossip address is required")
 	}
-	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	logger := slog.New(slog.DiscardHandler)
+	if c.logLevel != "off" {
+		var level slog.Level
+		_ = level.UnmarshalText([]byte(c.logLevel)) // checked in run
+		logger = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	}
 	cl, err := client.Dial(ctx, client.DialConfig{Seeds: seeds, ClusterName: c.clusterName, Options: client.Options{Logger: logger}})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", strings.Join(seeds, ","), err)

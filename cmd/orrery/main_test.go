@@ -163,8 +163,9 @@ func lineOf(out string, parts ...string) string {
 }
 
 // TestSchedulesListDescribePause: list shows both schedules as a table and as JSON, describe
-// shows the spec, zone, DST policy, ten next fire times and the owning partition, and a paused
-// schedule is listed paused (and alone under --state paused).
+// shows the spec, zone, DST policy, ten next fire times and the owning partition, a paused
+// schedule is listed paused (and alone under --state paused), and a triggered one's manual
+// occurrence is its last outcome.
 func TestSchedulesListDescribePause(t *testing.T) {
 	s := startSilo(t)
 	defs := twoSchedules("cli-list")
@@ -258,6 +259,11 @@ func TestSchedulesListDescribePause(t *testing.T) {
 	ok(t, s, "", "schedules", "resume", every.GetLane().GetNamespace(), every.GetLane().GetQueue(), every.GetLane().GetKey(), every.GetScheduleId())
 	if _, paused = listJSON(t, s, "--namespace", "cli-list", "--state", "paused"); len(paused) != 0 {
 		t.Errorf("after resume, %d paused schedules", len(paused))
+	}
+
+	ok(t, s, "", describeArgs[0], "trigger", lane.GetNamespace(), lane.GetQueue(), lane.GetKey(), cron.GetScheduleId())
+	if described = ok(t, s, "", describeArgs...); lineOf(described, "outcome 1", "manual") == "" {
+		t.Errorf("describe after trigger shows no manual outcome:\n%s", described)
 	}
 }
 
@@ -373,6 +379,9 @@ func TestErrorsExitNonZeroNamingWhatFailed(t *testing.T) {
 			t.Errorf("orrery %q: exit %d, stderr %q; want exit 2 naming %q", tc.args, r.code, r.stderr, tc.want)
 		}
 	}
+	if r := cli(t, nil, "", "schedules", "list", "-h"); r.code != 0 || !strings.Contains(r.stderr, "-namespace") {
+		t.Errorf("schedules list -h: exit %d, stderr %q", r.code, r.stderr)
+	}
 	var stdout, stderr bytes.Buffer
 	env := map[string]string{"ORRERY_OUTPUT": "yaml"}
 	if code := runEnv([]string{"schedules", "list", "--namespace", "x"}, nil, &stdout, &stderr, func(k string) string { return env[k] }); code != 2 || !strings.Contains(stderr.String(), "output") {
@@ -396,17 +405,17 @@ func TestPartitionsShowsEveryPartition(t *testing.T) {
 	s := startSilo(t)
 	siloID := cluster.FormatID(s.SiloID())
 	out := ok(t, nil, "", "partitions", "--admin", "http://"+s.AdminAddress())
-	for p := range testPartitions {
-		row := lineOf(out, siloID)
-		fields := []string{}
-		for _, line := range strings.Split(out, "\n") {
-			if f := strings.Fields(line); len(f) > 0 && f[0] == itoa(p) {
-				fields = f
-				row = line
-			}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			rows[f[0]] = f
 		}
-		if len(fields) < 6 || fields[1] != siloID || fields[2] != siloID || fields[3] != "-" || fields[4] == "0" || fields[4] == "-" {
-			t.Errorf("partition %d: row %q", p, row)
+	}
+	for p := range testPartitions {
+		// PARTITION LEADER VOTERS LEARNERS TERM APPLIED ERROR
+		f := rows[itoa(p)]
+		if len(f) != 7 || f[1] != siloID || f[2] != siloID || f[3] != "-" || f[4] == "0" || f[6] != "-" {
+			t.Errorf("partition %d: row %q\n%s", p, f, out)
 		}
 	}
 	var doc struct {

@@ -185,11 +185,11 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 			zone = "UTC"
 		}
 		w.row("zone", zone)
-		w.row("dst gap", enumName(cron.GetGapPolicy().String(), "CRON_GAP_POLICY_"))
-		w.row("dst repeat", enumName(cron.GetRepeatPolicy().String(), "CRON_REPEAT_POLICY_"))
+		w.row("dst gap", policyName(cron.GetGapPolicy().String(), "CRON_GAP_POLICY_"))
+		w.row("dst repeat", policyName(cron.GetRepeatPolicy().String(), "CRON_REPEAT_POLICY_"))
 	}
-	w.row("misfire", enumName(def.GetMisfire().String(), "MISFIRE_POLICY_"))
-	w.row("overlap", enumName(def.GetOverlap().String(), "OVERLAP_POLICY_"))
+	w.row("misfire", policyName(def.GetMisfire().String(), "MISFIRE_POLICY_"))
+	w.row("overlap", policyName(def.GetOverlap().String(), "OVERLAP_POLICY_"))
 	w.row("next due", instant(rec.GetNextDueAtUnixMicros()))
 	if late {
 		w.row("late", "yes, by "+lateBy.Round(time.Second).String())
@@ -219,6 +219,15 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 		w.row(fmt.Sprintf("outcome %d", i+1), fmt.Sprintf("%s ordinal %d: %s", instant(o.GetNominalDueAtUnixMicros()), o.GetOrdinal(), outcome))
 	}
 	return w.flush()
+}
+
+// policyName is a policy's lower-case name; "default" when it is unspecified (the silo
+// applies the default policy).
+func policyName(name, prefix string) string {
+	if n := enumName(name, prefix); n != "unspecified" {
+		return n
+	}
+	return "default"
 }
 
 // lateness says whether rec's next due instant is more than lateAfter before now while it
