@@ -198,9 +198,9 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	}
 	w.row("partition", strconv.Itoa(partition))
 	if leaderErr != "" {
-		w.row("leader", "unknown: "+leaderErr)
+		w.row("leader silo", "unknown: "+leaderErr)
 	} else {
-		w.row("leader", leader)
+		w.row("leader silo", leader)
 	}
 	if r := in.GetSuspendedReason(); r != "" {
 		w.row("suspended", r)
