@@ -81,40 +81,7 @@ func TestAJoinOnlySiloNamesBootstrapExpect(t *testing.T) {
 // TestSilosStartedTogetherFormOneCluster: three silos with empty data dirs, started at the
 // same moment with the same seeds and BootstrapExpect 3, form one cluster and record its id.
 func TestSilosStartedTogetherFormOneCluster(t *testing.T) {
-	ports := make([]int, 3)
-	var seeds []string
-	for i := range ports {
-		ports[i] = gossipPort(t)
-		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", ports[i]))
-	}
-	type started struct {
-		s   *Silo
-		err error
-	}
-	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	results := make(chan started, 3)
-	for i := range ports {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s, err := Start(ctx, Config{DataDir: dirs[i], Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet,
-				GossipPort: ports[i], Seeds: seeds, BootstrapExpect: 3})
-			results <- started{s, err}
-		}()
-	}
-	var silos []*Silo
-	for range ports {
-		r := <-results
-		if r.err != nil {
-			t.Error(r.err)
-			continue
-		}
-		t.Cleanup(r.s.Stop)
-		silos = append(silos, r.s)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
+	silos := startFounders(t, 3, 8)
 	for _, s := range silos {
 		if s.ClusterID() == 0 || s.ClusterID() != silos[0].ClusterID() {
 			t.Fatalf("silo %s in cluster %s, silo %s in %s", cluster.FormatID(s.SiloID()), cluster.FormatID(s.ClusterID()),
