@@ -325,7 +325,7 @@ func (s *Silo) raftAddress(replica uint64) (*actor.PID, bool) {
 
 // refreshEvery is how often trackOwnership looks at the partitions' leadership between
 // topology changes: a partition whose leadership came here is served within it.
-const refreshEvery = 250 * time.Millisecond
+const refreshEvery = 100 * time.Millisecond
 
 // awaitPartitionsEvery is how often Start checks whether its partitions have opened.
 const awaitPartitionsEvery = 100 * time.Millisecond
