@@ -258,7 +258,7 @@ func (s *Silo) readyz(w http.ResponseWriter, r *http.Request) {
 // readinessCheckTimeout bounds one readiness check of the owned partitions.
 const readinessCheckTimeout = 3 * time.Second
 
-// readiness asks each partition the topology places on this silo for its status, within
+// readiness asks each partition this silo leads for its status, within
 // readinessCheckTimeout: notReady lists those that did not answer, and err is the first one's
 // error.
 func (s *Silo) readiness(ctx context.Context) (owned, notReady []int, err error) {

@@ -87,8 +87,8 @@ type Config struct {
 	// workers, 29 ms with 8, 4 ms with 32, for up to a fifth less peak catch-up throughput.
 	CoordinatorWorkers int
 	// OpenTimeout bounds how long Start waits for the silo to join its cluster (its seeds to
-	// answer and its cluster id to be known), and then for the partitions the topology places
-	// on this silo to open and answer (default DefaultOpenTimeout); past it the silo stops and
+	// answer and its cluster id to be known), and then for the partitions' groups to replay and
+	// the partitions this silo leads to answer (default DefaultOpenTimeout); past it the silo stops and
 	// Start fails with what it waited for, or the first failing partition's reason.
 	OpenTimeout time.Duration
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).

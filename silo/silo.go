@@ -61,10 +61,10 @@ type Silo struct {
 	cancel   context.CancelFunc
 }
 
-// Start starts a silo and returns once it serves: its store is open and it leads every
-// partition's Raft group with the log applied, it has joined (or founded) the cluster, its
-// admin endpoint listens, and every partition the topology places on it answers (as /readyz
-// judges). A store that cannot be opened (another process holds it, the directory is not
+// Start starts a silo and returns once it serves: its store is open with every partition's
+// Raft group replayed (and, for a group whose only voter it is, led), it has joined (or
+// founded) the cluster, its admin endpoint listens, and every partition it leads answers (as
+// /readyz judges). A store that cannot be opened (another process holds it, the directory is not
 // writable, the data root is in the old layout) fails Start at once; so does a data dir that
 // belongs to another cluster than the silos it reaches. A silo that cannot join its cluster
 // within Config.OpenTimeout, or whose partitions do not lead or answer within it, stops, and
@@ -195,7 +195,7 @@ func (s *Silo) Err() error {
 // CoordinatorStats returns the due coordinator's counters and per-partition view.
 func (s *Silo) CoordinatorStats() duecoordinator.Stats { return s.coord.Load().Stats() }
 
-// Owned returns the partitions the topology currently places on this silo.
+// Owned returns the partitions this silo leads, as of the last leadership check.
 func (s *Silo) Owned() []int {
 	s.ownedMu.Lock()
 	defer s.ownedMu.Unlock()
@@ -330,7 +330,7 @@ const refreshEvery = 100 * time.Millisecond
 // awaitPartitionsEvery is how often Start checks whether its partitions have opened.
 const awaitPartitionsEvery = 100 * time.Millisecond
 
-// awaitPartitions waits until every partition the topology places on this silo answers, for
+// awaitPartitions waits until every partition this silo leads answers, for
 // at most Config.OpenTimeout or until ctx ends.
 func (s *Silo) awaitPartitions(ctx context.Context) error {
 	deadline := time.Now().Add(s.cfg.OpenTimeout)
