@@ -2582,6 +2582,253 @@ func (x *Housekeep) GetMaxRecords() uint32 {
 	return 0
 }
 
+// FieldPolicy is what a principal may do with one JSON path of a message's payload, its
+// headers or a saga's state: "payload", "headers" or "state", optionally followed by
+// ".name" segments ("payload.card.number").
+type FieldPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// read: inspection and receive show the path's value.
+	Read bool `protobuf:"varint,2,opt,name=read,proto3" json:"read,omitempty"`
+	// write: the principal may set the path in what it enqueues, configures or exchanges.
+	Write bool `protobuf:"varint,3,opt,name=write,proto3" json:"write,omitempty"`
+	// use: emission and timeouts may carry the path's value on the principal's behalf.
+	Use           bool `protobuf:"varint,4,opt,name=use,proto3" json:"use,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldPolicy) Reset() {
+	*x = FieldPolicy{}
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldPolicy) ProtoMessage() {}
+
+func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
+func (*FieldPolicy) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *FieldPolicy) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FieldPolicy) GetRead() bool {
+	if x != nil {
+		return x.Read
+	}
+	return false
+}
+
+func (x *FieldPolicy) GetWrite() bool {
+	if x != nil {
+		return x.Write
+	}
+	return false
+}
+
+func (x *FieldPolicy) GetUse() bool {
+	if x != nil {
+		return x.Use
+	}
+	return false
+}
+
+// GrantRule gives capabilities in one namespace ("*": every namespace), or in one of its
+// queues when queue is set. capabilities is a bit mask; the bits are frozen (grains/grants:
+// 1 SchedulerManage, 2 SagaManage, 4 QueuePublish, 8 QueueConsume, 16 QueueInspect,
+// 32 PolicyAdmin) and a new capability only ever takes the next free bit.
+type GrantRule struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Empty: every queue of the namespace.
+	Queue         string         `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Capabilities  uint64         `protobuf:"varint,3,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
+	Fields        []*FieldPolicy `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRule) Reset() {
+	*x = GrantRule{}
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRule) ProtoMessage() {}
+
+func (x *GrantRule) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
+func (*GrantRule) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GrantRule) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GrantRule) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *GrantRule) GetCapabilities() uint64 {
+	if x != nil {
+		return x.Capabilities
+	}
+	return 0
+}
+
+func (x *GrantRule) GetFields() []*FieldPolicy {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+// PutGrant replaces the grant of principal with rules (in this partition; the client fans it
+// out to every partition). Allowed to a principal holding PolicyAdmin on every namespace and
+// queue the old and new rules name, and to Orrery's own principals (system:...).
+type PutGrant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Rules         []*GrantRule           `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutGrant) Reset() {
+	*x = PutGrant{}
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutGrant) ProtoMessage() {}
+
+func (x *PutGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
+func (*PutGrant) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PutGrant) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *PutGrant) GetRules() []*GrantRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// DeleteGrant removes the grant of principal, under the same authority as PutGrant.
+type DeleteGrant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGrant) Reset() {
+	*x = DeleteGrant{}
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGrant) ProtoMessage() {}
+
+func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
+func (*DeleteGrant) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DeleteGrant) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
 // Mutation is one change in a batch.
 type Mutation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2602,6 +2849,8 @@ type Mutation struct {
 	//	*Mutation_Release
 	//	*Mutation_ExtendLease
 	//	*Mutation_Housekeep
+	//	*Mutation_PutGrant
+	//	*Mutation_DeleteGrant
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2609,7 +2858,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2870,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2883,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -2779,6 +3028,24 @@ func (x *Mutation) GetHousekeep() *Housekeep {
 	return nil
 }
 
+func (x *Mutation) GetPutGrant() *PutGrant {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_PutGrant); ok {
+			return x.PutGrant
+		}
+	}
+	return nil
+}
+
+func (x *Mutation) GetDeleteGrant() *DeleteGrant {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_DeleteGrant); ok {
+			return x.DeleteGrant
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -2843,6 +3110,14 @@ type Mutation_Housekeep struct {
 	Housekeep *Housekeep `protobuf:"bytes,15,opt,name=housekeep,proto3,oneof"`
 }
 
+type Mutation_PutGrant struct {
+	PutGrant *PutGrant `protobuf:"bytes,16,opt,name=put_grant,json=putGrant,proto3,oneof"`
+}
+
+type Mutation_DeleteGrant struct {
+	DeleteGrant *DeleteGrant `protobuf:"bytes,17,opt,name=delete_grant,json=deleteGrant,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -2873,6 +3148,10 @@ func (*Mutation_ExtendLease) isMutation_Kind() {}
 
 func (*Mutation_Housekeep) isMutation_Kind() {}
 
+func (*Mutation_PutGrant) isMutation_Kind() {}
+
+func (*Mutation_DeleteGrant) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2887,7 +3166,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3178,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3191,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -2958,7 +3237,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3249,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3262,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -3048,7 +3327,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3339,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +3352,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -3108,7 +3387,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3399,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3412,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -3164,7 +3443,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3176,7 +3455,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3189,7 +3468,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -3217,7 +3496,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3229,7 +3508,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3242,7 +3521,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -3275,7 +3554,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3566,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3579,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -3357,7 +3636,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3369,7 +3648,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3382,7 +3661,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -3507,7 +3786,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3519,7 +3798,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3532,7 +3811,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -3746,7 +4025,22 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x15lease_duration_micros\x18\x04 \x01(\x03R\x13leaseDurationMicros\",\n" +
 	"\tHousekeep\x12\x1f\n" +
 	"\vmax_records\x18\x01 \x01(\rR\n" +
-	"maxRecords\"\xbf\a\n" +
+	"maxRecords\"]\n" +
+	"\vFieldPolicy\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04read\x18\x02 \x01(\bR\x04read\x12\x14\n" +
+	"\x05write\x18\x03 \x01(\bR\x05write\x12\x10\n" +
+	"\x03use\x18\x04 \x01(\bR\x03use\"\x93\x01\n" +
+	"\tGrantRule\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\"\n" +
+	"\fcapabilities\x18\x03 \x01(\x04R\fcapabilities\x12.\n" +
+	"\x06fields\x18\x04 \x03(\v2\x16.orrery.v1.FieldPolicyR\x06fields\"T\n" +
+	"\bPutGrant\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12*\n" +
+	"\x05rules\x18\x02 \x03(\v2\x14.orrery.v1.GrantRuleR\x05rules\"+\n" +
+	"\vDeleteGrant\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"\xb0\b\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -3764,7 +4058,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x03ack\x18\f \x01(\v2\x0e.orrery.v1.AckH\x00R\x03ack\x12.\n" +
 	"\arelease\x18\r \x01(\v2\x12.orrery.v1.ReleaseH\x00R\arelease\x12;\n" +
 	"\fextend_lease\x18\x0e \x01(\v2\x16.orrery.v1.ExtendLeaseH\x00R\vextendLease\x124\n" +
-	"\thousekeep\x18\x0f \x01(\v2\x14.orrery.v1.HousekeepH\x00R\thousekeepB\x06\n" +
+	"\thousekeep\x18\x0f \x01(\v2\x14.orrery.v1.HousekeepH\x00R\thousekeep\x122\n" +
+	"\tput_grant\x18\x10 \x01(\v2\x13.orrery.v1.PutGrantH\x00R\bputGrant\x12;\n" +
+	"\fdelete_grant\x18\x11 \x01(\v2\x16.orrery.v1.DeleteGrantH\x00R\vdeleteGrantB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -3870,7 +4166,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),              // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),          // 1: orrery.v1.CronGapPolicy
@@ -3907,16 +4203,20 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*Release)(nil),             // 32: orrery.v1.Release
 	(*ExtendLease)(nil),         // 33: orrery.v1.ExtendLease
 	(*Housekeep)(nil),           // 34: orrery.v1.Housekeep
-	(*Mutation)(nil),            // 35: orrery.v1.Mutation
-	(*Batch)(nil),               // 36: orrery.v1.Batch
-	(*ScheduleResult)(nil),      // 37: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),          // 38: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),       // 39: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),       // 40: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),         // 41: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),     // 42: orrery.v1.HousekeepResult
-	(*MutationResult)(nil),      // 43: orrery.v1.MutationResult
-	(*Receipt)(nil),             // 44: orrery.v1.Receipt
+	(*FieldPolicy)(nil),         // 35: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),           // 36: orrery.v1.GrantRule
+	(*PutGrant)(nil),            // 37: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),         // 38: orrery.v1.DeleteGrant
+	(*Mutation)(nil),            // 39: orrery.v1.Mutation
+	(*Batch)(nil),               // 40: orrery.v1.Batch
+	(*ScheduleResult)(nil),      // 41: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),          // 42: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),       // 43: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),       // 44: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),         // 45: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),     // 46: orrery.v1.HousekeepResult
+	(*MutationResult)(nil),      // 47: orrery.v1.MutationResult
+	(*Receipt)(nil),             // 48: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -3951,38 +4251,42 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	7,  // 29: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
 	7,  // 30: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
 	7,  // 31: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	20, // 32: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	21, // 33: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	22, // 34: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	23, // 35: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	24, // 36: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	25, // 37: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	26, // 38: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	27, // 39: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	28, // 40: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	29, // 41: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	30, // 42: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	31, // 43: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	32, // 44: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	33, // 45: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	34, // 46: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	35, // 47: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	5,  // 48: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	19, // 49: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	6,  // 50: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	37, // 51: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	38, // 52: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	39, // 53: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	40, // 54: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	41, // 55: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	42, // 56: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	43, // 57: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	6,  // 58: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	35, // 32: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	36, // 33: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	20, // 34: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	21, // 35: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	22, // 36: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	23, // 37: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	24, // 38: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	25, // 39: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	26, // 40: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	27, // 41: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	28, // 42: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	29, // 43: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	30, // 44: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	31, // 45: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	32, // 46: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	33, // 47: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	34, // 48: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	37, // 49: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	38, // 50: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	39, // 51: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	5,  // 52: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	19, // 53: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	6,  // 54: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	41, // 55: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	42, // 56: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	43, // 57: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	44, // 58: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	45, // 59: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	46, // 60: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	47, // 61: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	6,  // 62: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	63, // [63:63] is the sub-list for method output_type
+	63, // [63:63] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -4000,7 +4304,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[29].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[33].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -4016,8 +4320,10 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_Release)(nil),
 		(*Mutation_ExtendLease)(nil),
 		(*Mutation_Housekeep)(nil),
+		(*Mutation_PutGrant)(nil),
+		(*Mutation_DeleteGrant)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[37].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[41].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -4031,7 +4337,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   39,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -391,7 +391,8 @@ func (x *NextDueNotice) GetActivationEpoch() uint64 {
 	return 0
 }
 
-// InspectRequest reads one thing with a budget.
+// InspectRequest reads one thing with a budget, on behalf of principal: reads of schedules,
+// sagas, lanes, ledgers and lists need its QueueInspect grant (partition status does not).
 type InspectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Target:
@@ -404,6 +405,7 @@ type InspectRequest struct {
 	//	*InspectRequest_ListSchedules
 	//	*InspectRequest_ListSagas
 	Target        isInspectRequest_Target `protobuf_oneof:"target"`
+	Principal     string                  `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -506,6 +508,13 @@ func (x *InspectRequest) GetListSagas() *ListSagas {
 		}
 	}
 	return nil
+}
+
+func (x *InspectRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 type isInspectRequest_Target interface {
@@ -1452,7 +1461,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\rNextDueNotice\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x124\n" +
 	"\x17next_due_at_unix_micros\x18\x02 \x01(\x03R\x13nextDueAtUnixMicros\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\x9b\x03\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xb9\x03\n" +
 	"\x0eInspectRequest\x128\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1a.orrery.v1.InspectScheduleH\x00R\bschedule\x12,\n" +
 	"\x04saga\x18\x02 \x01(\v2\x16.orrery.v1.InspectSagaH\x00R\x04saga\x12,\n" +
@@ -1461,7 +1470,8 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x06ledger\x18\x05 \x01(\v2\x18.orrery.v1.InspectLedgerH\x00R\x06ledger\x12A\n" +
 	"\x0elist_schedules\x18\x06 \x01(\v2\x18.orrery.v1.ListSchedulesH\x00R\rlistSchedules\x125\n" +
 	"\n" +
-	"list_sagas\x18\a \x01(\v2\x14.orrery.v1.ListSagasH\x00R\tlistSagasB\b\n" +
+	"list_sagas\x18\a \x01(\v2\x14.orrery.v1.ListSagasH\x00R\tlistSagas\x12\x1c\n" +
+	"\tprincipal\x18\b \x01(\tR\tprincipalB\b\n" +
 	"\x06target\"\xaa\x01\n" +
 	"\rListSchedules\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +

@@ -1219,6 +1219,60 @@ func (x *ListIndexProgress) GetAfterKey() []byte {
 	return nil
 }
 
+// GrantRecord is a principal's grant in one partition (keys.GrantKey): what PutGrant wrote.
+// Every authorization check of the partition reads it in its own transaction.
+type GrantRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Rules         []*GrantRule           `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRecord) Reset() {
+	*x = GrantRecord{}
+	mi := &file_api_v1_records_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRecord) ProtoMessage() {}
+
+func (x *GrantRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_records_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRecord.ProtoReflect.Descriptor instead.
+func (*GrantRecord) Descriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GrantRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *GrantRecord) GetRules() []*GrantRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
 var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
@@ -1314,7 +1368,10 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"L\n" +
 	"\x11ListIndexProgress\x12\x1a\n" +
 	"\bcomplete\x18\x01 \x01(\bR\bcomplete\x12\x1b\n" +
-	"\tafter_key\x18\x02 \x01(\fR\bafterKey*\xbf\x01\n" +
+	"\tafter_key\x18\x02 \x01(\fR\bafterKey\"W\n" +
+	"\vGrantRecord\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12*\n" +
+	"\x05rules\x18\x02 \x03(\v2\x14.orrery.v1.GrantRuleR\x05rules*\xbf\x01\n" +
 	"\rScheduleState\x12\x1e\n" +
 	"\x1aSCHEDULE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCHEDULE_STATE_ACTIVE\x10\x01\x12\x19\n" +
@@ -1354,7 +1411,7 @@ func file_api_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_api_v1_records_proto_goTypes = []any{
 	(ScheduleState)(0),         // 0: orrery.v1.ScheduleState
 	(LedgerOutcome)(0),         // 1: orrery.v1.LedgerOutcome
@@ -1370,28 +1427,31 @@ var file_api_v1_records_proto_goTypes = []any{
 	(*MessageTombstone)(nil),   // 11: orrery.v1.MessageTombstone
 	(*PartitionCounters)(nil),  // 12: orrery.v1.PartitionCounters
 	(*ListIndexProgress)(nil),  // 13: orrery.v1.ListIndexProgress
-	(*ScheduleDefinition)(nil), // 14: orrery.v1.ScheduleDefinition
-	(*OccurrenceOrigin)(nil),   // 15: orrery.v1.OccurrenceOrigin
-	(*Lane)(nil),               // 16: orrery.v1.Lane
-	(SagaPhase)(0),             // 17: orrery.v1.SagaPhase
-	(*SagaTimeout)(nil),        // 18: orrery.v1.SagaTimeout
+	(*GrantRecord)(nil),        // 14: orrery.v1.GrantRecord
+	(*ScheduleDefinition)(nil), // 15: orrery.v1.ScheduleDefinition
+	(*OccurrenceOrigin)(nil),   // 16: orrery.v1.OccurrenceOrigin
+	(*Lane)(nil),               // 17: orrery.v1.Lane
+	(SagaPhase)(0),             // 18: orrery.v1.SagaPhase
+	(*SagaTimeout)(nil),        // 19: orrery.v1.SagaTimeout
+	(*GrantRule)(nil),          // 20: orrery.v1.GrantRule
 }
 var file_api_v1_records_proto_depIdxs = []int32{
-	14, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
-	15, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
+	15, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
+	16, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
 	1,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
 	3,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
 	4,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
-	16, // 5: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
-	17, // 6: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
-	18, // 7: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
+	17, // 5: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
+	18, // 6: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
+	19, // 7: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
 	2,  // 8: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
-	16, // 9: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	17, // 9: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
+	20, // 10: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_records_proto_init() }
@@ -1406,7 +1466,7 @@ func file_api_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_records_proto_rawDesc), len(file_api_v1_records_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

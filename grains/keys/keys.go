@@ -21,6 +21,7 @@
 //	sla/ recordedAt <ledger key suffix> → empty (ledger records by age, for housekeeping)
 //	xs/ ns state queue key id → empty (schedules by namespace and ScheduleState, listing)
 //	xg/ ns phase queue key id → empty (sagas by namespace and SagaPhase, listing)
+//	pg/ principal      GrantRecord (the principal's grant in this partition)
 //	meta/...           partition-wide counters; meta/list-index: ListIndexProgress
 //
 // Listing by namespace (and queue) needs no index: s/ and g/ keys begin with the namespace and
@@ -57,6 +58,7 @@ var (
 	LedgerAge         = []byte("sla/")
 	ScheduleIndex     = []byte("xs/")
 	SagaIndex         = []byte("xg/")
+	Grant             = []byte("pg/")
 	// ListIndexProgress holds how far the listing index covers the records
 	// (orreryv1.ListIndexProgress).
 	ListIndexProgress = []byte("meta/list-index")
@@ -217,6 +219,9 @@ func DueKey(dueAtMicros int64, kind orreryv1.DueKind, lane *orreryv1.Lane, id st
 func DueUpTo(dueAtMicros int64) []byte {
 	return AppendUint64(Of(Due, nil), uint64(dueAtMicros)+1)
 }
+
+// GrantKey is the key of a principal's grant.
+func GrantKey(principal string) []byte { return AppendString(Of(Grant, nil), principal) }
 
 // InboxKey is the key of a stored receipt.
 func InboxKey(principal, commandID string) []byte {
