@@ -1,0 +1,116 @@
+package grants
+
+import (
+	"strings"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
+)
+
+// AnyNamespace is the namespace of a rule that covers every namespace.
+const AnyNamespace = "*"
+
+// IsSystem reports whether principal is one of Orrery's own (input.SystemPrincipalPrefix).
+func IsSystem(principal string) bool {
+	return strings.HasPrefix(principal, input.SystemPrincipalPrefix)
+}
+
+// Load returns the grant of principal (nil when it has none).
+func Load(r kv.Reader, principal string) (*orreryv1.GrantRecord, error) {
+	rec := &orreryv1.GrantRecord{}
+	found, err := record.Load(r, keys.GrantKey(principal), rec)
+	if err != nil || !found {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Holds reports whether grant (nil: none) holds capability for namespace and queue (empty:
+// the whole namespace, which only a rule without a queue covers).
+func Holds(grant *orreryv1.GrantRecord, capability Capability, namespace, queue string) bool {
+	for _, rule := range grant.GetRules() {
+		if Capability(rule.GetCapabilities())&capability == capability && covers(rule, namespace, queue) {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether rule applies to namespace and queue.
+func covers(rule *orreryv1.GrantRule, namespace, queue string) bool {
+	if rule.GetNamespace() != AnyNamespace && rule.GetNamespace() != namespace {
+		return false
+	}
+	scoped := rule.GetQueue()
+	return scoped == "" || scoped == queue || scoped+input.DeadLetterSuffix == queue
+}
+
+// Require reads principal's grant and fails Unauthorized unless it holds capability for
+// namespace and queue. subject is who the error says lacks it (Caller, or a phrase such as
+// "the creator of the schedule" that names no principal): the error names the subject, the
+// capability, the namespace and the queue, and nothing of any record.
+func Require(r kv.Reader, subject, principal string, capability Capability, namespace, queue string) error {
+	grant, err := Load(r, principal)
+	if err != nil {
+		return err
+	}
+	return RequireOf(grant, subject, capability, namespace, queue)
+}
+
+// RequireOf is Require on a grant already read.
+func RequireOf(grant *orreryv1.GrantRecord, subject string, capability Capability, namespace, queue string) error {
+	if Holds(grant, capability, namespace, queue) {
+		return nil
+	}
+	return Denied(subject, capability, namespace, queue)
+}
+
+// Caller is the subject of a caller's denials: `caller "<principal>"`.
+func Caller(principal string) string { return "caller " + quote(principal) }
+
+// Denied is the Unauthorized error of a missing capability.
+func Denied(subject string, capability Capability, namespace, queue string) *orrery.Error {
+	where := "namespace " + quote(namespace)
+	if queue != "" {
+		where += " queue " + quote(queue)
+	}
+	return orrery.Errorf(orrery.CodeUnauthorized, "%s lacks %s on %s", subject, capability, where)
+}
+
+// RequireSystem fails Unauthorized unless principal is one of Orrery's own.
+func RequireSystem(principal, what string) error {
+	if IsSystem(principal) {
+		return nil
+	}
+	return orrery.Errorf(orrery.CodeUnauthorized, "%s is for Orrery's own principals (%s...), not for %s", what, input.SystemPrincipalPrefix, quote(principal))
+}
+
+// AuthorizeInspect checks that the principal of req holds QueueInspect where req reads: the
+// lane of a schedule, saga, ledger or lane page, the namespace (and queue, when given) of a
+// list. Partition status needs no grant.
+func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
+	var namespace, queue string
+	switch t := req.GetTarget().(type) {
+	case *orreryv1.InspectRequest_Schedule:
+		namespace, queue = t.Schedule.GetLane().GetNamespace(), t.Schedule.GetLane().GetQueue()
+	case *orreryv1.InspectRequest_Saga:
+		namespace, queue = t.Saga.GetLane().GetNamespace(), t.Saga.GetLane().GetQueue()
+	case *orreryv1.InspectRequest_Ledger:
+		namespace, queue = t.Ledger.GetLane().GetNamespace(), t.Ledger.GetLane().GetQueue()
+	case *orreryv1.InspectRequest_Lane:
+		namespace, queue = t.Lane.GetLane().GetNamespace(), t.Lane.GetLane().GetQueue()
+	case *orreryv1.InspectRequest_ListSchedules:
+		namespace, queue = t.ListSchedules.GetNamespace(), t.ListSchedules.GetQueue()
+	case *orreryv1.InspectRequest_ListSagas:
+		namespace, queue = t.ListSagas.GetNamespace(), t.ListSagas.GetQueue()
+	default:
+		return nil
+	}
+	return Require(r, Caller(req.GetPrincipal()), req.GetPrincipal(), QueueInspect, namespace, queue)
+}
+
+func quote(s string) string { return `"` + s + `"` }
