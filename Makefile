@@ -12,11 +12,11 @@ CLUSTER_PKGS = $(shell $(GO) list ./... | grep -E '$(CLUSTER_PKGS_RE)')
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-run: ## build and start one silo: data under ./data, loopback ports 7381/7382, admin on 127.0.0.1:7380
+run: ## build and start one development silo (--insecure-dev): data under ./data, loopback ports 7381/7382, admin on 127.0.0.1:7380
 	$(GO) build -o bin/silo ./cmd/silo
-	./bin/silo --data $(DATA)
+	./bin/silo --data $(DATA) --insecure-dev
 
-cluster: ## build and start three silos on loopback: data under ./data/silo1..3, admin on 127.0.0.1:7380/7390/7400, Ctrl-C stops them
+cluster: ## build and start three development silos (--insecure-dev) on loopback: data under ./data/silo1..3, admin on 127.0.0.1:7380/7390/7400, Ctrl-C stops them
 	$(GO) build -o bin/silo ./cmd/silo
 	./scripts/cluster.sh $(DATA)
 

@@ -42,7 +42,7 @@ func startSilo(b *testing.B, dir string) *silo.Silo {
 	defer cancel()
 	workers, _ := strconv.Atoi(os.Getenv("ORRERY_BENCH_COORDINATOR_WORKERS"))
 	partitions, _ := strconv.Atoi(os.Getenv("ORRERY_BENCH_PARTITIONS"))
-	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Partitions: partitions, Logger: quiet, CoordinatorWorkers: workers})
+	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Partitions: partitions, Logger: quiet, CoordinatorWorkers: workers, InsecureDev: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -126,7 +126,7 @@ func (spec *SiloSpec) args() []string {
 	}
 	args := []string{"--data", spec.DataDir, "--host", "127.0.0.1", "--port", fmt.Sprint(spec.Port),
 		"--gossip-port", fmt.Sprint(spec.GossipPort), "--admin", fmt.Sprintf("127.0.0.1:%d", spec.AdminPort),
-		"--partitions", fmt.Sprint(spec.Partitions), "--log-level", level}
+		"--partitions", fmt.Sprint(spec.Partitions), "--log-level", level, "--insecure-dev"}
 	if len(spec.Seeds) > 0 {
 		args = append(args, "--seeds", strings.Join(spec.Seeds, ","))
 	}

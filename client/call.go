@@ -58,11 +58,13 @@ func (c *Client) command(ctx context.Context, partition int, mutations []*orrery
 	return receipt, raw, visible, nil
 }
 
-// inspect sends one read to partition with the retry policy.
+// inspect sends one read to partition with the retry policy, on behalf of the client's
+// principal.
 func (c *Client) inspect(ctx context.Context, partition int, req *orreryv1.InspectRequest) (*orreryv1.InspectReply, error) {
 	if err := c.checkPartition(partition); err != nil {
 		return nil, err
 	}
+	req.Principal = c.principal
 	var reply *orreryv1.InspectReply
 	err := c.retrying(ctx, "inspect", partition, nil, func() error {
 		r, err := c.transport.Inspect(ctx, partition, req)

@@ -34,7 +34,7 @@ func TestScheduleCallsRoundTrip(t *testing.T) {
 	if got, want := b.lastCall().Partition, b.partitionOf(l); got != want {
 		t.Fatalf("configure went to partition %d, want %d", got, want)
 	}
-	emitted, err := b.c.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: l, ScheduleId: id, ExpectedGeneration: 1, Max: 32})
+	emitted, err := b.system.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: l, ScheduleId: id, ExpectedGeneration: 1, Max: 32})
 	if err != nil {
 		t.Fatalf("emit: %v", err)
 	}
@@ -98,11 +98,11 @@ func TestSagaCallsRoundTrip(t *testing.T) {
 	if err != nil || res.GetRevision() != 1 {
 		t.Fatalf("create saga: %v %v", res, err)
 	}
-	if _, err := b.c.ExpireSaga(ctx, &orreryv1.ExpireSaga{Lane: l, SagaId: id, ExpectedRevision: 1}); !errors.Is(err, orrery.ErrValidation) {
+	if _, err := b.system.ExpireSaga(ctx, &orreryv1.ExpireSaga{Lane: l, SagaId: id, ExpectedRevision: 1}); !errors.Is(err, orrery.ErrValidation) {
 		t.Fatalf("expire before the deadline: %v, want Validation", err)
 	}
 	time.Sleep(time.Until(deadline) + 10*time.Millisecond)
-	expired, err := b.c.ExpireSaga(ctx, &orreryv1.ExpireSaga{Lane: l, SagaId: id, ExpectedRevision: 1})
+	expired, err := b.system.ExpireSaga(ctx, &orreryv1.ExpireSaga{Lane: l, SagaId: id, ExpectedRevision: 1})
 	if err != nil || expired.GetPhase() != orreryv1.SagaPhase_SAGA_PHASE_TIMED_OUT {
 		t.Fatalf("expire: %v %v", expired, err)
 	}
@@ -275,7 +275,8 @@ func TestScheduleInspectionAndLedgerRoundTrip(t *testing.T) {
 		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: time.Second.Microseconds(), FirstDueAtUnixMicros: first.UnixMicro()}}}}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: id, ExpectedGeneration: 1, Max: 32}); err != nil {
+	system := client.New(tr, client.Options{Principal: "system:tester"})
+	if _, err := system.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: id, ExpectedGeneration: 1, Max: 32}); err != nil {
 		t.Fatal(err)
 	}
 	in, err := c.ScheduleInspection(ctx, lane, id)

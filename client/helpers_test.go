@@ -12,6 +12,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/client/clienttest"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/route"
 )
 
@@ -20,24 +21,31 @@ const (
 	testQueue     = "jobs"
 )
 
+// testPrincipal is who the tests' clients act as; setup grants it every capability.
+const testPrincipal = "tester"
+
 // bundle is one test's twin transport and client.
 type bundle struct {
 	t  *testing.T
 	tr *clienttest.Transport
 	c  *client.Client
+	// system acts as one of Orrery's own principals: it sends the internal commands (emit,
+	// expire) a due coordinator would.
+	system *client.Client
 }
 
 // setup returns a client over a fresh twin with partitions partitions, retrying fast.
 func setup(t *testing.T, partitions int, opts ...clienttest.Option) *bundle {
 	t.Helper()
+	opts = append([]clienttest.Option{clienttest.WithGrants(grants.Everything(testPrincipal))}, opts...)
 	tr := clienttest.New(partitions, opts...)
 	c := client.New(tr, client.Options{
-		Principal: "tester",
+		Principal: testPrincipal,
 		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Retry:     client.RetryPolicy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Jitter: func() float64 { return 0.5 }},
 	})
 	t.Cleanup(func() { _ = c.Close() })
-	return &bundle{t: t, tr: tr, c: c}
+	return &bundle{t: t, tr: tr, c: c, system: client.New(tr, client.Options{Principal: "system:tester"})}
 }
 
 // testWriter sends log lines to the test's log (shown when the test fails or with -v).

@@ -18,7 +18,9 @@ func (c *Client) ConfigureSchedule(ctx context.Context, def *orreryv1.ScheduleDe
 }
 
 // EmitOccurrences enqueues the occurrences due at the partition's logged time for the expected
-// generation, at most m.Max. Due coordinators send it; callers rarely need to.
+// generation, at most m.Max. Due coordinators send it: it is accepted only from Orrery's own
+// principals (system:...), and emits only while the schedule's creator holds SchedulerManage
+// and QueuePublish in its lane.
 func (c *Client) EmitOccurrences(ctx context.Context, m *orreryv1.EmitOccurrences, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
 	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: m}}, opts)
 }
@@ -87,7 +89,7 @@ func (c *Client) CompareExchangeSaga(ctx context.Context, m *orreryv1.CompareExc
 }
 
 // ExpireSaga enqueues a due Waiting saga's timeout message and writes TimedOut atomically.
-// Due coordinators send it; callers rarely need to.
+// Due coordinators send it: it is accepted only from Orrery's own principals (system:...).
 func (c *Client) ExpireSaga(ctx context.Context, m *orreryv1.ExpireSaga, opts ...CallOption) (*orreryv1.SagaResult, error) {
 	return c.sagaCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: m}}, opts)
 }

@@ -336,7 +336,7 @@ func TestWorkerMessageAccessors(t *testing.T) {
 	if _, err := b.c.ConfigureSchedule(ctx, everySchedule(l, id, time.Hour, time.Now().Add(-time.Minute)), 0); err != nil {
 		t.Fatalf("configure: %v", err)
 	}
-	if _, err := b.c.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: l, ScheduleId: id, ExpectedGeneration: 1, Max: 1}); err != nil {
+	if _, err := b.system.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: l, ScheduleId: id, ExpectedGeneration: 1, Max: 1}); err != nil {
 		t.Fatalf("emit: %v", err)
 	}
 	if _, err := b.c.Enqueue(ctx, &orreryv1.Enqueue{Lane: l, Id: "plain", PayloadJson: `{"a":1}`, HeadersJson: `{"h":"v"}`, OrderingKey: "ok", TimeToLiveMicros: 3_600_000_000}); err != nil {

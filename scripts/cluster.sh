@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts a three-silo cluster on loopback from bin/silo: data dirs <data>/silo1..3; silo1 on
 # admin 7380, actor port 7381 and gossip port 7382, silo2 on 7390..7392, silo3 on 7400..7402;
-# all with the same --seeds and --bootstrap-expect 3. Their logs are printed prefixed with
+# all with the same --seeds and --bootstrap-expect 3, in development mode (--insecure-dev: the
+# default client principal holds every capability). Their logs are printed prefixed with
 # their name. Ctrl-C (or SIGTERM) stops all three gracefully. Further arguments go to every
 # silo.
 #
@@ -30,7 +31,7 @@ for k in 1 2 3; do
   base=${bases[$((k - 1))]}
   mkdir -p "$data/silo$k"
   "$bin" --data "$data/silo$k" --host 127.0.0.1 --port $((base + 1)) --gossip-port $((base + 2)) \
-    --admin "127.0.0.1:$base" --seeds "$seeds" --bootstrap-expect 3 "$@" \
+    --admin "127.0.0.1:$base" --seeds "$seeds" --bootstrap-expect 3 --insecure-dev "$@" \
     > >(sed -u "s/^/[silo$k] /") 2>&1 &
   pids+=($!)
 done

@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"time"
 
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/raftnet"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/persistence"
@@ -96,6 +98,14 @@ type Config struct {
 	// Logger receives the silo's logs (default slog.Default()); protoactor and memberlist are
 	// kept at WARN.
 	Logger *slog.Logger
+	// InsecureDev runs the silo for development: it also grants every capability on every
+	// namespace to client.DefaultPrincipal (a client that names no principal) and to Principal
+	// (the silo's in-process client, the admin endpoint's reads).
+	InsecureDev bool
+	// Grants are put on every partition (client.PutGrant, as Principal) on every start: before
+	// Start returns on the silo that creates the cluster, in the background on the others.
+	// Putting them again changes nothing; a grant changed since is put back as configured.
+	Grants []*orreryv1.PutGrant
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -165,6 +175,11 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 		c.RaftFaults = faults
+	}
+	for i, put := range c.Grants {
+		if err := grants.Validate(put); err != nil {
+			return c, fmt.Errorf("grants[%d]: %w", i, err)
+		}
 	}
 	if c.Failpoints == nil {
 		fp, err := partition.FailpointsFromEnv()

@@ -45,7 +45,7 @@ func TestADataDirOfAnotherClusterIsRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := Start(ctx, Config{DataDir: strayDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet, Seeds: []string{running.GossipAddress()}})
+	s, err := Start(ctx, Config{DataDir: strayDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet, InsecureDev: true, Seeds: []string{running.GossipAddress()}})
 	if err == nil {
 		s.Stop()
 		t.Fatal("a silo of another cluster joined")
@@ -66,7 +66,7 @@ func TestADataDirOfAnotherClusterIsRefused(t *testing.T) {
 // joins and which flag creates a cluster.
 func TestAJoinOnlySiloNamesBootstrapExpect(t *testing.T) {
 	dataDir := t.TempDir()
-	_, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet,
+	_, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet, InsecureDev: true,
 		Seeds: []string{"127.0.0.1:1"}, OpenTimeout: 2 * time.Second})
 	if err == nil {
 		t.Fatal("a join-only silo with no cluster to join started")

@@ -109,7 +109,7 @@ func TestStartRefusesLimitsBeyondTheTransport(t *testing.T) {
 	lim.MaxPayloadBytes = 8 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := Start(ctx, Config{DataDir: t.TempDir(), Partitions: 8, Admin: "off", Logger: quiet, Limits: lim})
+	s, err := Start(ctx, Config{DataDir: t.TempDir(), Partitions: 8, Admin: "off", Logger: quiet, InsecureDev: true, Limits: lim})
 	if err == nil {
 		s.Stop()
 		t.Fatal("a silo started with 256 mutations of 8 MiB payloads per command")

@@ -37,7 +37,7 @@ func startFounders(t *testing.T, n, partitions int, mutate ...func(*Config)) []*
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cfg := Config{DataDir: dir, Partitions: partitions, Admin: "127.0.0.1:0", Logger: quiet,
+			cfg := Config{DataDir: dir, Partitions: partitions, Admin: "127.0.0.1:0", Logger: quiet, InsecureDev: true,
 				GossipPort: ports[i], Seeds: seeds, BootstrapExpect: n}
 			for _, m := range mutate {
 				m(&cfg)

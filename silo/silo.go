@@ -100,6 +100,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		},
 	}
 	storedClusterID := host.ClusterID()
+	var founded atomic.Bool // set when this silo creates the cluster (before NewMember returns)
 	c, provider, err := cluster.NewMember(ctx, cluster.MemberConfig{
 		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, JoinTimeout: cfg.OpenTimeout,
 		Logger: slog.New(actors.NewPeerLossHandler(cfg.Logger.Handler(), s.isMember)),
@@ -108,8 +109,11 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 			ProbeInterval: profile.ProbeInterval, ProbeTimeout: profile.ProbeTimeout,
 			SuspicionMult: profile.SuspicionMult, GossipInterval: profile.GossipInterval,
 			SiloID: host.SiloID(), ClusterID: storedClusterID, BootstrapExpect: cfg.BootstrapExpect,
-			OnClusterID: host.JoinCluster,
-			OnFenced:    func(cause error) { s.fenced(cause) },
+			OnClusterID: func(id uint64, minted bool) error {
+				founded.Store(minted)
+				return host.JoinCluster(id, minted)
+			},
+			OnFenced: func(cause error) { s.fenced(cause) },
 		},
 		Kinds:          []*protocluster.Kind{partition.NewKind(pcfg)},
 		IdentityLookup: lookup.New(lookup.Config{Kind: partition.Kind, Leadership: host, Logger: cfg.Logger}),
@@ -136,7 +140,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	})
 	coord.Start(runCtx)
 	s.coord.Store(coord)
-	s.client = client.New(s.transport, client.Options{Principal: "silo", Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits))})
+	s.client = client.New(s.transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits))})
 	if err := s.startAdmin(); err != nil {
 		s.shutdown(false)
 		return nil, err
@@ -150,8 +154,19 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		s.shutdown(true)
 		return nil, err
 	}
+	if founded.Load() {
+		grantCtx, cancelGrants := context.WithTimeout(ctx, cfg.OpenTimeout)
+		err := s.putGrants(grantCtx)
+		cancelGrants()
+		if err != nil {
+			s.shutdown(true)
+			return nil, err
+		}
+	} else {
+		go s.putGrantsInBackground(runCtx)
+	}
 	s.log.Info("silo ready", "silo_id", cluster.FormatID(s.SiloID()), "cluster_id", cluster.FormatID(s.ClusterID()),
-		"actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr, "data", cfg.DataDir, "partitions", cfg.Partitions)
+		"actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr, "data", cfg.DataDir, "partitions", cfg.Partitions, "insecure_dev", cfg.InsecureDev)
 	return s, nil
 }
 

@@ -23,7 +23,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func startSilo(t *testing.T, dataDir string, mutate func(*Config)) *Silo {
 	t.Helper()
-	cfg := Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet}
+	cfg := Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet, InsecureDev: true}
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -41,7 +41,7 @@ func TestStartFailsWhenTheStoreCannotOpen(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = os.Chmod(dir, 0o750) })
 	}
-	s, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet})
+	s, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet, InsecureDev: true})
 	if err == nil {
 		s.Stop()
 		t.Fatal("Start succeeded with an unopenable store")
@@ -59,7 +59,7 @@ func TestStartFailsWhenTheStoreCannotOpen(t *testing.T) {
 func TestASecondSiloOnTheSameDataRootIsRefused(t *testing.T) {
 	dataDir := t.TempDir()
 	first := startSilo(t, dataDir, nil)
-	second, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet})
+	second, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet, InsecureDev: true})
 	if err == nil {
 		second.Stop()
 		t.Fatal("a second silo started on a data root in use")
@@ -80,7 +80,7 @@ func TestStartRefusesTheOldLayout(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dataDir, "partitions", "0"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet})
+	s, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet, InsecureDev: true})
 	if err == nil {
 		s.Stop()
 		t.Fatal("Start accepted the old layout")

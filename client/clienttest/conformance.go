@@ -49,13 +49,13 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		return receipt, reply.GetReceipt(), nil
 	}
 	enqueue := func(id string) *orreryv1.CommandRequest {
-		return &orreryv1.CommandRequest{Principal: "conformance", Batch: &orreryv1.Batch{
+		return &orreryv1.CommandRequest{Principal: client.DefaultPrincipal, Batch: &orreryv1.Batch{
 			CommandId: client.NewID(),
 			Mutations: []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: lane, Id: id, PayloadJson: `{}`}}}},
 		}}
 	}
 	receive := func(wait time.Duration) *orreryv1.CommandRequest {
-		return &orreryv1.CommandRequest{Principal: "conformance", WaitMicros: wait.Microseconds(), Batch: &orreryv1.Batch{
+		return &orreryv1.CommandRequest{Principal: client.DefaultPrincipal, WaitMicros: wait.Microseconds(), Batch: &orreryv1.Batch{
 			CommandId: client.NewID(),
 			Mutations: []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: namespace, Queue: "jobs", Max: 10}}}},
 		}}
@@ -154,11 +154,11 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 	})
 
 	t.Run("inspect", func(t *testing.T) {
-		reply, err := tr.Inspect(ctx, p, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 10}}})
+		reply, err := tr.Inspect(ctx, p, &orreryv1.InspectRequest{Principal: client.DefaultPrincipal, Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 10}}})
 		if err != nil || reply.GetError() != nil || len(reply.GetMessages()) != 2 {
 			t.Fatalf("inspect lane: %v %v, want the two enqueued messages", reply, err)
 		}
-		reply, err = tr.Inspect(ctx, p, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Schedule{Schedule: &orreryv1.InspectSchedule{Lane: lane, ScheduleId: client.NewID()}}})
+		reply, err = tr.Inspect(ctx, p, &orreryv1.InspectRequest{Principal: client.DefaultPrincipal, Target: &orreryv1.InspectRequest_Schedule{Schedule: &orreryv1.InspectSchedule{Lane: lane, ScheduleId: client.NewID()}}})
 		if err != nil || reply.GetError() != nil || reply.GetFound() {
 			t.Fatalf("inspect absent schedule: %v %v, want found=false", reply, err)
 		}

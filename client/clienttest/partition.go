@@ -7,6 +7,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
@@ -142,6 +143,9 @@ func (p *partition) inspect(req *orreryv1.InspectRequest, partitions int, nowMic
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	reply := &orreryv1.InspectReply{}
+	if err := grants.AuthorizeInspect(p.store, req); err != nil {
+		return &orreryv1.InspectReply{Error: orrery.AsError(err).Proto()}
+	}
 	var err error
 	switch target := req.GetTarget().(type) {
 	case *orreryv1.InspectRequest_Schedule:

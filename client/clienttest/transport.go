@@ -15,6 +15,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/route"
@@ -24,6 +25,7 @@ import (
 // each partition applies one command at a time, as the partition grain does.
 type Transport struct {
 	applier    batch.Applier
+	grants     []*orreryv1.PutGrant
 	clock      func() time.Time
 	maxWait    time.Duration
 	partitions []*partition
@@ -52,6 +54,10 @@ func WithLimits(lim input.Limits) Option {
 	return func(t *Transport) { t.applier = batch.Applier{Limits: lim} }
 }
 
+// WithGrants sets the grants every partition starts with (default: every capability on every
+// namespace for client.DefaultPrincipal, as a development silo gives it).
+func WithGrants(puts ...*orreryv1.PutGrant) Option { return func(t *Transport) { t.grants = puts } }
+
 // WithMaxWait bounds a long-poll wait, as a partition does (default 60 s).
 func WithMaxWait(d time.Duration) Option { return func(t *Transport) { t.maxWait = d } }
 
@@ -65,12 +71,19 @@ func New(partitions int, opts ...Option) *Transport {
 		clock:   time.Now,
 		maxWait: 60 * time.Second,
 		closed:  make(chan struct{}),
+		grants:  []*orreryv1.PutGrant{grants.Everything(client.DefaultPrincipal)},
 	}
 	for _, opt := range opts {
 		opt(t)
 	}
 	for i := range partitions {
-		t.partitions = append(t.partitions, &partition{index: i, store: kv.NewMemory(), changed: make(chan struct{})})
+		store := kv.NewMemory()
+		for _, put := range t.grants {
+			if err := grants.ApplyPut(store, input.SystemPrincipalPrefix+"clienttest", put); err != nil {
+				panic(fmt.Sprintf("clienttest: grant %v: %v", put, err))
+			}
+		}
+		t.partitions = append(t.partitions, &partition{index: i, store: store, changed: make(chan struct{})})
 	}
 	return t
 }

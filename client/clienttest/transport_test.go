@@ -23,13 +23,13 @@ func TestTwinConforms(t *testing.T) {
 var testLane = &orreryv1.Lane{Namespace: "ns", Queue: "jobs", Key: "k"}
 
 func enqueueRequest(commandID, id string) *orreryv1.CommandRequest {
-	return &orreryv1.CommandRequest{Principal: "p", Batch: &orreryv1.Batch{CommandId: commandID, Mutations: []*orreryv1.Mutation{
+	return &orreryv1.CommandRequest{Principal: client.DefaultPrincipal, Batch: &orreryv1.Batch{CommandId: commandID, Mutations: []*orreryv1.Mutation{
 		{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: testLane, Id: id}}},
 	}}}
 }
 
 func receiveRequest(commandID string, wait time.Duration, leaseMicros int64) *orreryv1.CommandRequest {
-	return &orreryv1.CommandRequest{Principal: "p", WaitMicros: wait.Microseconds(), Batch: &orreryv1.Batch{CommandId: commandID, Mutations: []*orreryv1.Mutation{
+	return &orreryv1.CommandRequest{Principal: client.DefaultPrincipal, WaitMicros: wait.Microseconds(), Batch: &orreryv1.Batch{CommandId: commandID, Mutations: []*orreryv1.Mutation{
 		{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "ns", Queue: "jobs", LeaseDurationMicros: leaseMicros}}},
 	}}}
 }
@@ -71,7 +71,7 @@ func TestTwinRejectsMisroutedCommands(t *testing.T) {
 	if err != nil || !errors.Is(orrery.FromProto(reply.GetError()), orrery.ErrValidation) {
 		t.Fatalf("misrouted command: %v %v, want a Validation reply", reply, err)
 	}
-	inspect, err := tr.Inspect(context.Background(), wrong, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: testLane, MaxMessages: 1}}})
+	inspect, err := tr.Inspect(context.Background(), wrong, &orreryv1.InspectRequest{Principal: client.DefaultPrincipal, Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: testLane, MaxMessages: 1}}})
 	if err != nil || !errors.Is(orrery.FromProto(inspect.GetError()), orrery.ErrValidation) {
 		t.Fatalf("misrouted inspect: %v %v, want a Validation reply", inspect, err)
 	}

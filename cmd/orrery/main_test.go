@@ -34,7 +34,7 @@ func startSilo(t *testing.T) *silo.Silo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Port: 0, GossipPort: 0, Admin: "127.0.0.1:0",
+	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Port: 0, GossipPort: 0, Admin: "127.0.0.1:0", InsecureDev: true,
 		Partitions: testPartitions, Logger: quiet})
 	if err != nil {
 		t.Fatalf("start silo: %v", err)

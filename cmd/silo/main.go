@@ -123,7 +123,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs := flag.NewFlagSet("silo", flag.ContinueOnError)
 	var opts options
 	cfg := &opts.silo
-	var seeds, level string
+	var seeds, level, grantsFile string
 	fs.StringVar(&cfg.DataDir, "data", silo.DefaultDataDir, "data root (the silo store, <data>/store)")
 	fs.StringVar(&cfg.Host, "host", silo.DefaultHost, "address to bind and advertise (actor transport and gossip)")
 	fs.IntVar(&cfg.Port, "port", silo.DefaultPort, "actor transport port (0: a free port)")
@@ -141,6 +141,8 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one object a line)")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
+	fs.BoolVar(&cfg.InsecureDev, "insecure-dev", false, "development mode: every capability on every namespace for the default client principal (anonymous) and the silo's own client")
+	fs.StringVar(&grantsFile, "grants-file", "", "JSON file of grants put on every partition at every start (silo.ParseGrants documents the format)")
 	limits := limitFlags(fs, &cfg.Limits)
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return opts, err
@@ -163,6 +165,15 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	for _, s := range strings.Split(seeds, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			cfg.Seeds = append(cfg.Seeds, s)
+		}
+	}
+	if grantsFile != "" {
+		data, err := os.ReadFile(grantsFile)
+		if err != nil {
+			return opts, fmt.Errorf("grants-file: %w", err)
+		}
+		if cfg.Grants, err = silo.ParseGrants(data); err != nil {
+			return opts, fmt.Errorf("grants-file %s: %w", grantsFile, err)
 		}
 	}
 	if err := opts.logLevel.UnmarshalText([]byte(level)); err != nil {

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
 )
@@ -31,9 +33,22 @@ type partition struct {
 	out     io.Writer
 }
 
+// walkthroughPrincipal is who the walkthrough acts as, and coordinatorPrincipal who its due
+// commands come from (an Orrery principal, as a due coordinator's).
+const (
+	walkthroughPrincipal = "walkthrough"
+	coordinatorPrincipal = input.SystemPrincipalPrefix + "coordinator"
+)
+
+// apply applies the mutations as the walkthrough's principal, or, when what begins with
+// "coordinator:" or "grant", as the coordinator's.
 func (p *partition) apply(what string, mutations ...*orreryv1.Mutation) *orreryv1.Receipt {
 	p.seq++
-	out, err := p.applier.ApplyBatch(p.view, "walkthrough", &orreryv1.Batch{CommandId: fmt.Sprintf("cmd-%d", p.seq), Mutations: mutations}, p.now)
+	principal := walkthroughPrincipal
+	if strings.HasPrefix(what, "coordinator:") || strings.HasPrefix(what, "grant") {
+		principal = coordinatorPrincipal
+	}
+	out, err := p.applier.ApplyBatch(p.view, principal, &orreryv1.Batch{CommandId: fmt.Sprintf("cmd-%d", p.seq), Mutations: mutations}, p.now)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "apply:", err)
 		os.Exit(1)
@@ -68,6 +83,7 @@ func walkthrough(out io.Writer) {
 	p := &partition{out: out, view: kv.NewMemory(), applier: batch.Applier{Limits: input.DefaultLimits()}, now: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC).UnixMicro()}
 	jobs := &orreryv1.Lane{Namespace: "demo", Queue: "jobs", Key: "reports"}
 	fmt.Fprintln(p.out, "Orrery walkthrough: the deterministic core on an in-memory partition, simulated logged time.")
+	p.apply("grant walkthrough every capability", &orreryv1.Mutation{Kind: &orreryv1.Mutation_PutGrant{PutGrant: grants.Everything(walkthroughPrincipal)}})
 	p.apply("configure schedule every 2s", &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
 		Definition: &orreryv1.ScheduleDefinition{Lane: jobs, ScheduleId: scheduleID, Template: &orreryv1.MessageTemplate{PayloadJson: `{"report":"every 2 s"}`},
 			Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: 2 * input.Second, FirstDueAtUnixMicros: p.now + 2*input.Second}}}},

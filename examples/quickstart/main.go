@@ -49,7 +49,7 @@ func run(out io.Writer, seeds, admin string, runFor time.Duration) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "127.0.0.1:0", Logger: quiet})
+		s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "127.0.0.1:0", Logger: quiet, InsecureDev: true})
 		if err != nil {
 			return err
 		}

@@ -50,7 +50,7 @@ var scheduleLine = regexp.MustCompile(`configured schedule (\S+)`)
 func TestASecondRunReceivesOnlyItsOwnMessages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Admin: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Admin: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), InsecureDev: true})
 	if err != nil {
 		t.Fatal(err)
 	}

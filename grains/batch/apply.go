@@ -8,6 +8,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
@@ -51,7 +52,13 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 	}
 	inboxKey := keys.InboxKey(principal, b.GetCommandId())
 	if replay, err := a.replay(v, inboxKey, hash); replay != nil || err != nil {
-		return replay, err
+		if err == nil {
+			err = reauthorize(v, principal, b)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return replay, nil
 	}
 
 	receipt, err := a.apply(v, principal, b, loggedNowMicros, false)
@@ -227,6 +234,19 @@ func (a Applier) replay(v kv.Reader, inboxKey, hash []byte) (*Outcome, error) {
 	return &Outcome{Receipt: receipt, ReceiptBytes: entry.GetReceipt(), Replayed: true}, nil
 }
 
+// reauthorize checks the caller's current authority for every mutation of a command whose
+// receipt is replayed: a receipt (a receive's messages, a schedule's revision) goes only to a
+// caller that may still send the command. A denial is the command's error, with no receipt;
+// nothing is applied again either way.
+func reauthorize(v kv.Reader, principal string, b *orreryv1.Batch) error {
+	for i, m := range b.GetMutations() {
+		if err := authorizeCaller(v, principal, m); err != nil {
+			return orrery.AsError(err).InField(mutationField(i, m))
+		}
+	}
+	return nil
+}
+
 // RequestHash is the SHA-256 of the batch's deterministic encoding.
 func RequestHash(b *orreryv1.Batch) ([]byte, error) {
 	encoded, err := record.Marshal(b)
@@ -250,6 +270,9 @@ func platform(e *orrery.Error) bool {
 // dispatch applies one mutation to its buffer.
 func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now int64, budget *schedule.EmitBudget) (*orreryv1.MutationResult, error) {
 	lim := a.Limits
+	if err := authorize(v, principal, m); err != nil {
+		return nil, err
+	}
 	switch k := m.GetKind().(type) {
 	case *orreryv1.Mutation_ConfigureSchedule:
 		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, now))
@@ -295,6 +318,10 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return wrap(err, func() *orreryv1.MutationResult {
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Housekeep{Housekeep: r}}
 		})
+	case *orreryv1.Mutation_PutGrant:
+		return wrap(grants.ApplyPut(v, principal, k.PutGrant), func() *orreryv1.MutationResult { return &orreryv1.MutationResult{} })
+	case *orreryv1.Mutation_DeleteGrant:
+		return wrap(grants.ApplyDelete(v, principal, k.DeleteGrant), func() *orreryv1.MutationResult { return &orreryv1.MutationResult{} })
 	default:
 		return nil, orrery.Invalid("", "has no kind")
 	}

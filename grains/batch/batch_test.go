@@ -48,7 +48,7 @@ func enqueueMutation(id string) *orreryv1.Mutation {
 
 func mustApply(t *testing.T, v kv.View, b *orreryv1.Batch, now int64) *Outcome {
 	t.Helper()
-	out, err := applier().ApplyBatch(v, "alice", b, now)
+	out, err := applier().ApplyBatch(v, sender(b), b, now)
 	if err != nil {
 		t.Fatalf("apply %s: %v", b.GetCommandId(), err)
 	}
@@ -59,7 +59,7 @@ func resultErr(r *orreryv1.MutationResult) error { return orrery.FromProto(r.Get
 
 // TestScheduleReplacementFixture is the issue's fixture, as one test.
 func TestScheduleReplacementFixture(t *testing.T) {
-	v := kv.NewMemory()
+	v := granted(t)
 	now := t0
 	// Generation 1: first due instant in the future; its watermark is 0.
 	create := &orreryv1.Batch{CommandId: "create-1", Mutations: []*orreryv1.Mutation{configureMutation(everySpec(now+24*hour, hour), 0)}}
@@ -122,7 +122,7 @@ func TestScheduleReplacementFixture(t *testing.T) {
 }
 
 func TestSameCommandIDDifferentRequestIsIdempotencyConflict(t *testing.T) {
-	v := kv.NewMemory()
+	v := granted(t)
 	mustApply(t, v, &orreryv1.Batch{CommandId: "c1", Mutations: []*orreryv1.Mutation{enqueueMutation("m1")}}, t0)
 	before := v.Clone()
 	_, err := applier().ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "c1", Mutations: []*orreryv1.Mutation{enqueueMutation("m2")}}, t0)
@@ -140,7 +140,7 @@ func TestSameCommandIDDifferentRequestIsIdempotencyConflict(t *testing.T) {
 }
 
 func TestFailingMutationLeavesNoWritesOthersApply(t *testing.T) {
-	v := kv.NewMemory()
+	v := granted(t)
 	b := &orreryv1.Batch{CommandId: "c1", Mutations: []*orreryv1.Mutation{
 		enqueueMutation("m1"),
 		configureMutation(everySpec(t0, hour), 7), // no such schedule: NotFound
@@ -171,7 +171,7 @@ func TestQuotaFailureRollsBackWholeBatch(t *testing.T) {
 	lim := input.DefaultLimits()
 	lim.MaxLaneMessages = 2
 	a := Applier{Limits: lim}
-	v := kv.NewMemory()
+	v := granted(t)
 	b := &orreryv1.Batch{CommandId: "c1", Mutations: []*orreryv1.Mutation{
 		configureMutation(everySpec(t0, hour), 0), enqueueMutation("m1"), enqueueMutation("m2"), enqueueMutation("m3"),
 	}}
@@ -189,8 +189,8 @@ func TestQuotaFailureRollsBackWholeBatch(t *testing.T) {
 	if _, found, _ := schedule.Load(v, lane, scheduleID); found {
 		t.Fatal("rolled-back batch left a schedule")
 	}
-	if v.Len() != 3 {
-		t.Fatalf("%d keys after rollback, want only the inbox entry, its expiry index and the receipt count", v.Len())
+	if written(v) != 3 {
+		t.Fatalf("%d keys after rollback, want only the inbox entry, its expiry index and the receipt count", written(v))
 	}
 	again, err := a.ApplyBatch(v, "alice", b, t0+sec)
 	if err != nil || !again.Replayed || !bytes.Equal(again.ReceiptBytes, out.ReceiptBytes) {
@@ -199,7 +199,7 @@ func TestQuotaFailureRollsBackWholeBatch(t *testing.T) {
 }
 
 func TestAllOrNothingRollsBackOnAnyFailure(t *testing.T) {
-	v := kv.NewMemory()
+	v := granted(t)
 	b := &orreryv1.Batch{CommandId: "c1", AllOrNothing: true, Mutations: []*orreryv1.Mutation{
 		enqueueMutation("m1"), configureMutation(everySpec(t0, hour), 4),
 	}}
@@ -226,18 +226,18 @@ func TestBadEnvelopeIsValidationAndStoresNothing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v := kv.NewMemory()
+			v := granted(t)
 			_, err := applier().ApplyBatch(v, c.principal, c.batch, c.now)
 			if !errors.Is(err, orrery.ErrValidation) || orrery.AsError(err).Field != c.field {
 				t.Fatalf("got %v, want Validation on %s", err, c.field)
 			}
-			if v.Len() != 0 {
+			if written(v) != 0 {
 				t.Fatal("wrote")
 			}
 		})
 	}
 	// An empty mutation list is a stored failure (the command id is usable).
-	v := kv.NewMemory()
+	v := granted(t)
 	out := mustApply(t, v, &orreryv1.Batch{CommandId: "c"}, t0)
 	if !errors.Is(orrery.FromProto(out.Receipt.GetError()), orrery.ErrValidation) || out.Receipt.GetError().GetField() != "mutations" {
 		t.Fatalf("empty batch receipt %v", out.Receipt)
@@ -266,7 +266,7 @@ func (f *failingView) Set(key, value []byte) error {
 }
 
 func TestPlatformFailureAbortsApply(t *testing.T) {
-	v := &failingView{Memory: kv.NewMemory(), writesLeft: 0}
+	v := &failingView{Memory: granted(t), writesLeft: 0}
 	_, err := applier().ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "c", Mutations: []*orreryv1.Mutation{enqueueMutation("m")}}, t0)
 	if !errors.Is(err, errDisk) {
 		t.Fatalf("got %v, want the disk error", err)
@@ -277,7 +277,7 @@ func TestPartitionRecordLimitRollsBackBatch(t *testing.T) {
 	lim := input.DefaultLimits()
 	lim.MaxPartitionRecords = 1
 	a := Applier{Limits: lim}
-	v := kv.NewMemory()
+	v := granted(t)
 	mustApplyWith := func(id string, m *orreryv1.Mutation) *orreryv1.Receipt {
 		out, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: id, Mutations: []*orreryv1.Mutation{enqueueMutation("m-" + id), m}}, t0)
 		if err != nil {
@@ -300,7 +300,7 @@ func TestPartitionRecordLimitRollsBackBatch(t *testing.T) {
 }
 
 func TestMisroutedLaneIsRefused(t *testing.T) {
-	v := kv.NewMemory()
+	v := granted(t)
 	home := route.Partition(lane, 8)
 	a := Applier{Limits: input.DefaultLimits(), Partitions: 8, Partition: (home + 1) % 8}
 	out, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "c", Mutations: []*orreryv1.Mutation{enqueueMutation("m"), configureMutation(everySpec(t0, hour), 0)}}, t0)
@@ -324,7 +324,8 @@ func TestMisroutedLaneIsRefused(t *testing.T) {
 
 func mustApplyWith(t *testing.T, a Applier, v kv.View, id string, m ...*orreryv1.Mutation) *orreryv1.Receipt {
 	t.Helper()
-	out, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: id, Mutations: m}, t0)
+	b := &orreryv1.Batch{CommandId: id, Mutations: m}
+	out, err := a.ApplyBatch(v, sender(b), b, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +336,7 @@ func TestEmitBytesPerBatchAreBounded(t *testing.T) {
 	lim := input.DefaultLimits()
 	lim.MaxEmitBytesPerBatch = 100 << 10
 	a := Applier{Limits: lim}
-	v := kv.NewMemory()
+	v := granted(t)
 	payload := `"` + strings.Repeat("p", 30<<10) + `"` // ~30 KiB per occurrence
 	var emits []*orreryv1.Mutation
 	for i := range 3 {
@@ -368,7 +369,7 @@ func TestEmitBytesPerBatchAreBounded(t *testing.T) {
 // TestRefusedEnvelopeWritesNothing: an envelope ApplyBatch refuses (Validation) leaves the view
 // untouched, which is what lets a partition apply commands straight onto its transaction.
 func TestRefusedEnvelopeWritesNothing(t *testing.T) {
-	v := kv.NewMemory()
+	v := granted(t)
 	mustApply(t, v, &orreryv1.Batch{CommandId: "c1", Mutations: []*orreryv1.Mutation{enqueueMutation("m1")}}, t0)
 	before := v.Clone()
 	for name, apply := range map[string]func() error{

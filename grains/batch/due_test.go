@@ -20,7 +20,7 @@ func TestDueCommandStoresNoReceiptAndFailsMutationsAlone(t *testing.T) {
 	lim := input.DefaultLimits()
 	lim.MaxLaneMessages = 1
 	a := Applier{Limits: lim}
-	v := kv.NewMemory()
+	v := granted(t)
 	full := &orreryv1.Lane{Namespace: "acme", Queue: "reports", Key: "full"}
 	configure := func(l *orreryv1.Lane, id string) *orreryv1.Mutation {
 		m := configureMutation(everySpec(t0, hour), 0)
@@ -63,7 +63,7 @@ func TestDueCommandStoresNoReceiptAndFailsMutationsAlone(t *testing.T) {
 	}
 
 	// The same batch as an ordinary command rolls back as a whole.
-	out, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "c2", Mutations: []*orreryv1.Mutation{emitFull, emitMutation(1)}}, t0+2*sec)
+	out, err := a.ApplyBatch(v, systemTest, &orreryv1.Batch{CommandId: "c2", Mutations: []*orreryv1.Mutation{emitFull, emitMutation(1)}}, t0+2*sec)
 	if err != nil || !errors.Is(orrery.FromProto(out.Receipt.GetError()), orrery.ErrQuotaExceeded) {
 		t.Fatalf("ordinary batch with a full lane: %v", out.Receipt)
 	}
@@ -72,7 +72,7 @@ func TestDueCommandStoresNoReceiptAndFailsMutationsAlone(t *testing.T) {
 // TestDueCommandHoldsOnlyDueMutations: a due command refuses other mutation kinds and
 // all_or_nothing, and writes nothing then.
 func TestDueCommandHoldsOnlyDueMutations(t *testing.T) {
-	v := kv.NewMemory()
+	v := granted(t)
 	for name, b := range map[string]*orreryv1.Batch{
 		"mutations[1]":   {CommandId: "due-1", Mutations: []*orreryv1.Mutation{emitMutation(1), enqueueMutation("m1")}},
 		"all_or_nothing": {CommandId: "due-2", Mutations: []*orreryv1.Mutation{emitMutation(1)}, AllOrNothing: true},
@@ -84,8 +84,8 @@ func TestDueCommandHoldsOnlyDueMutations(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	if v.Len() != 0 {
-		t.Fatalf("refused due commandes wrote %d keys", v.Len())
+	if written(v) != 0 {
+		t.Fatalf("refused due commandes wrote %d keys", written(v))
 	}
 }
 
@@ -115,7 +115,7 @@ func TestDueCommandEnqueuesAtMostItsOccurrenceBudget(t *testing.T) {
 		}
 		return total, each
 	}
-	due, ordinary := kv.NewMemory(), kv.NewMemory()
+	due, ordinary := granted(t), granted(t)
 	for _, v := range []kv.View{due, ordinary} {
 		mustApply(t, v, &orreryv1.Batch{CommandId: "setup", Mutations: configure}, t0-backlog*sec)
 	}

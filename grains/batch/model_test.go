@@ -264,7 +264,7 @@ func enqueuedIDs(r *orreryv1.MutationResult) []string {
 // its filter names (checkListing).
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		v := kv.NewMemory()
+		v := granted(t)
 		m := &model{now: t0, ids: map[string]bool{}}
 		for range modelScheduleIDs {
 			m.schedules = append(m.schedules, &modelSchedule{})
@@ -284,7 +284,7 @@ func TestModel(t *testing.T) {
 			if len(history) > 0 && rapid.IntRange(0, 5).Draw(t, "replay") == 0 {
 				old := history[rapid.IntRange(0, len(history)-1).Draw(t, "which")]
 				before := v.Clone()
-				out, err := applier().ApplyBatch(v, "alice", old.batch, m.now)
+				out, err := applier().ApplyBatch(v, sender(old.batch), old.batch, m.now)
 				if err != nil || !out.Replayed || !bytes.Equal(out.ReceiptBytes, old.receipt) || !v.Equal(before) {
 					t.Fatalf("replay of %s: err=%v replayed=%v identical=%v", old.batch.GetCommandId(), err, out != nil && out.Replayed, out != nil && bytes.Equal(out.ReceiptBytes, old.receipt))
 				}
@@ -297,7 +297,7 @@ func TestModel(t *testing.T) {
 				steps = append(steps, st)
 				b.Mutations = append(b.Mutations, st.mutation)
 			}
-			out, err := applier().ApplyBatch(v, "alice", b, m.now)
+			out, err := applier().ApplyBatch(v, sender(b), b, m.now)
 			if err != nil {
 				t.Fatalf("apply %s: %v", b.GetCommandId(), err)
 			}

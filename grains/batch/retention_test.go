@@ -40,7 +40,7 @@ func housekeep(t *testing.T, a Applier, v kv.View, id string, max uint32, now in
 
 func TestReceiptsExpireAfterTheirRetention(t *testing.T) {
 	a := applier()
-	v := kv.NewMemory()
+	v := granted(t)
 	user := &orreryv1.Batch{CommandId: "u1", Mutations: []*orreryv1.Mutation{enqueueMutation("m1")}}
 	first := mustApply(t, v, user, t0)
 	system, err := a.ApplyBatch(v, "system:coordinator", &orreryv1.Batch{CommandId: "s1", Mutations: []*orreryv1.Mutation{enqueueMutation("m2")}}, t0)
@@ -73,7 +73,7 @@ func TestReceiptCapRemovesSoonestToExpire(t *testing.T) {
 	lim := input.DefaultLimits()
 	lim.MaxReceipts = 5
 	a := Applier{Limits: lim}
-	v := kv.NewMemory()
+	v := granted(t)
 	for i := range 10 {
 		if _, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: fmt.Sprint("c", i), Mutations: []*orreryv1.Mutation{enqueueMutation(fmt.Sprint("m", i))}}, t0+int64(i)); err != nil {
 			t.Fatal(err)
@@ -97,7 +97,7 @@ func TestReceiptCapRemovesSoonestToExpire(t *testing.T) {
 
 func TestTombstonesExpireAndHousekeepIsBounded(t *testing.T) {
 	a := applier()
-	v := kv.NewMemory()
+	v := granted(t)
 	for i := range 5 {
 		mustApply(t, v, &orreryv1.Batch{CommandId: fmt.Sprint("e", i), Mutations: []*orreryv1.Mutation{enqueueMutation(fmt.Sprint("m", i))}}, t0)
 	}
@@ -135,18 +135,18 @@ func TestTombstonesExpireAndHousekeepIsBounded(t *testing.T) {
 	if !out.Receipt.GetResults()[0].GetEnqueue().GetCreated() {
 		t.Fatal("a pruned id could not be enqueued again")
 	}
-	_, err := a.ApplyBatch(v, "x", &orreryv1.Batch{CommandId: "big", Mutations: []*orreryv1.Mutation{housekeepMutation(MaxHousekeepRecords + 1)}}, now+2)
+	_, err := a.ApplyBatch(v, systemTest, &orreryv1.Batch{CommandId: "big", Mutations: []*orreryv1.Mutation{housekeepMutation(MaxHousekeepRecords + 1)}}, now+2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := a.ApplyBatch(v, "x", &orreryv1.Batch{CommandId: "big", Mutations: []*orreryv1.Mutation{housekeepMutation(MaxHousekeepRecords + 1)}}, now+2); !errors.Is(orrery.FromProto(out.Receipt.GetResults()[0].GetError()), orrery.ErrValidation) {
+	if out, _ := a.ApplyBatch(v, systemTest, &orreryv1.Batch{CommandId: "big", Mutations: []*orreryv1.Mutation{housekeepMutation(MaxHousekeepRecords + 1)}}, now+2); !errors.Is(orrery.FromProto(out.Receipt.GetResults()[0].GetError()), orrery.ErrValidation) {
 		t.Fatalf("oversized housekeep: %v", out.Receipt)
 	}
 }
 
 func TestHousekeepingDueOnlyWhenSomethingExpired(t *testing.T) {
 	a := applier()
-	v := kv.NewMemory()
+	v := granted(t)
 	if due, err := a.HousekeepingDue(v, t0); err != nil || due {
 		t.Fatalf("empty partition: due=%v err=%v", due, err)
 	}

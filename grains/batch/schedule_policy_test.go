@@ -31,7 +31,7 @@ func overlapConfigure(overlap orreryv1.OverlapPolicy) *orreryv1.Mutation {
 // TestAckReleasesOverlapSlotInSameTransaction: the ack of the occurrence holding a BUFFER_ONE
 // slot frees it in the ack's own batch, and the buffered occurrence is due at once.
 func TestAckReleasesOverlapSlotInSameTransaction(t *testing.T) {
-	v := kv.NewMemory()
+	v := granted(t)
 	applyOne(t, v, "configure", overlapConfigure(orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE), t0)
 	applyOne(t, v, "emit-0", emitMutation(1), t0)
 	applyOne(t, v, "emit-1", emitMutation(1), t0+input.Minute) // buffered
@@ -83,7 +83,7 @@ func TestHousekeepPrunesLedgerPastRetention(t *testing.T) {
 	lim := input.DefaultLimits()
 	lim.LedgerRetentionMicros = input.Hour
 	a := Applier{Limits: lim}
-	v := kv.NewMemory()
+	v := granted(t)
 	apply := func(id string, m *orreryv1.Mutation, now int64) *orreryv1.MutationResult {
 		t.Helper()
 		out, err := a.ApplyBatch(v, "system:test", &orreryv1.Batch{CommandId: id, Mutations: []*orreryv1.Mutation{m}}, now)

@@ -119,13 +119,14 @@ func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orre
 
 // refFailed records a ref whose mutation failed and puts it on backoff. Stale tokens are the
 // expected outcome of a race (the next scan sees the record's new token, a different ref);
-// Expired, Validation and QuotaExceeded are lasting business outcomes; anything else is
-// unexpected and logged.
+// Expired, Validation, QuotaExceeded and Unauthorized (the record's creator lost its grant:
+// the ref stays due, and emits once the grant is restored and its backoff ends) are lasting
+// business outcomes; anything else is unexpected and logged.
 func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error, now time.Time, skips *duebackoff.Backoff) {
 	switch orrery.CodeOf(err) {
 	case orrery.CodeTokenInvalidated, orrery.CodeRevisionConflict, orrery.CodeNotFound:
 		c.counts.stale.Add(1)
-	case orrery.CodeExpired, orrery.CodeValidation, orrery.CodeQuotaExceeded:
+	case orrery.CodeExpired, orrery.CodeValidation, orrery.CodeQuotaExceeded, orrery.CodeUnauthorized:
 		c.counts.skipped.Add(1)
 	default:
 		c.counts.skipped.Add(1)

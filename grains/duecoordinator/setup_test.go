@@ -11,6 +11,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/grains/duecoordinator/coordinatortest"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/queue"
@@ -58,6 +59,9 @@ func setup(t *testing.T, o options) *bench {
 		partitionClock = skewed{fake, o.skew}
 	}
 	b := &bench{t: t, clock: fake, twin: coordinatortest.New(partitionClock, o.limits, o.partitions)}
+	if err := b.twin.Grant(grants.Everything("alice")); err != nil {
+		t.Fatal(err)
+	}
 	cfg := Config{Partitions: b.twin, Clock: fake, CommandIDPrefix: "silo-1", Logger: slog.New(slog.DiscardHandler)}
 	if o.cfg != nil {
 		o.cfg(&cfg)

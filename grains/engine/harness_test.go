@@ -11,6 +11,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/route"
@@ -73,6 +74,9 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 		t: t, now: t0, state: &memState{mem: kv.NewMemory(), term: 3},
 		applier: batch.Applier{Limits: lim, Partitions: 1, Partition: 0},
 		replies: map[string][]*orreryv1.CommandReply{}, timers: map[TimerKind]time.Time{},
+	}
+	if err := grants.ApplyPut(h.state.mem, HousekeepingPrincipal, grants.Everything("alice")); err != nil {
+		t.Fatal(err)
 	}
 	cfg := Config{Partition: 0, Partitions: 1, Applier: h.applier, MaxPending: 100, MaxWaiters: 10,
 		MaxWait: 30 * time.Second, HousekeepEvery: 10 * time.Second, Logger: quiet}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/listing"
@@ -26,6 +27,9 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 	}
 	reply := &orreryv1.InspectReply{}
 	err := e.state.View(func(r kv.Reader) error {
+		if err := grants.AuthorizeInspect(r, req); err != nil {
+			return err
+		}
 		switch t := req.GetTarget().(type) {
 		case *orreryv1.InspectRequest_Schedule:
 			if err := input.Lane("lane", t.Schedule.GetLane(), false); err != nil {

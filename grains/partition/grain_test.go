@@ -18,6 +18,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/route"
 )
@@ -79,6 +80,7 @@ func newHostHarness(t testing.TB, mutateHost func(*HostConfig), mutate func(*Con
 	}
 	h.openHost()
 	h.pid = h.spawn()
+	h.grantAll("alice")
 	h.base = h.status().GetAppliedIndex()
 	t.Cleanup(func() {
 		h.system.Root.StopFuture(h.pid).Wait()
@@ -86,6 +88,24 @@ func newHostHarness(t testing.TB, mutateHost func(*HostConfig), mutate func(*Con
 		_ = h.cfg.Host.Close()
 	})
 	return h
+}
+
+// grantAll gives principal every capability on every namespace in the harness's partition.
+func (h *harness) grantAll(principal string) {
+	h.t.Helper()
+	grantAll(h.t, h.system, h.pid, principal)
+}
+
+// grantAll gives principal every capability on every namespace in the partition of the grain
+// pid, through a PutGrant from an Orrery principal.
+func grantAll(t testing.TB, system *actor.ActorSystem, pid *actor.PID, principal string) {
+	t.Helper()
+	req := &orreryv1.CommandRequest{Principal: input.SystemPrincipalPrefix + "test", Batch: &orreryv1.Batch{CommandId: "grant-" + principal,
+		Mutations: []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_PutGrant{PutGrant: grants.Everything(principal)}}}}}
+	reply := request[*orreryv1.CommandReply](t, system, pid, req)
+	if reply.GetError() != nil {
+		t.Fatalf("grant %s: %v", principal, reply.GetError())
+	}
 }
 
 // openHost opens the host on the harness's data root.
@@ -169,8 +189,16 @@ func request[T proto.Message](t testing.TB, system *actor.ActorSystem, pid *acto
 	return out
 }
 
+// command is a request of the mutations from alice, or from an Orrery principal when they hold
+// an internal command (emit, expire, housekeep), which only Orrery's own principals may send.
 func command(id string, wait time.Duration, mutations ...*orreryv1.Mutation) *orreryv1.CommandRequest {
-	return &orreryv1.CommandRequest{Principal: "alice", Batch: &orreryv1.Batch{CommandId: id, Mutations: mutations}, WaitMicros: wait.Microseconds()}
+	principal := "alice"
+	for _, m := range mutations {
+		if m.GetEmitOccurrences() != nil || m.GetExpireSaga() != nil || m.GetHousekeep() != nil {
+			principal = input.SystemPrincipalPrefix + "test"
+		}
+	}
+	return &orreryv1.CommandRequest{Principal: principal, Batch: &orreryv1.Batch{CommandId: id, Mutations: mutations}, WaitMicros: wait.Microseconds()}
 }
 
 func enqueue(id string) *orreryv1.Mutation {
@@ -222,7 +250,7 @@ func TestCommandCommitsAndReplaysByteIdentical(t *testing.T) {
 
 // lane returns the harness lane's messages.
 func (h *harness) lane() []*orreryv1.QueueMessage {
-	reply := request[*orreryv1.InspectReply](h.t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 1000}}})
+	reply := request[*orreryv1.InspectReply](h.t, h.system, h.pid, &orreryv1.InspectRequest{Principal: "alice", Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 1000}}})
 	return reply.GetMessages()
 }
 
@@ -427,7 +455,7 @@ func (h *harness) appliedIndex() uint64 { return h.status().GetAppliedIndex() - 
 // message reads a message of lane by id through the lane page.
 func (h *harness) message(id string) *orreryv1.QueueMessage {
 	h.t.Helper()
-	page := request[*orreryv1.InspectReply](h.t, h.system, h.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 100}}})
+	page := request[*orreryv1.InspectReply](h.t, h.system, h.pid, &orreryv1.InspectRequest{Principal: "alice", Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 100}}})
 	for _, m := range page.GetMessages() {
 		if m.GetId() == id {
 			return m

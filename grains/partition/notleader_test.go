@@ -102,6 +102,7 @@ func TestAGrainStopsWhenItsProposalFindsItNoLongerLeads(t *testing.T) {
 	first := rs.leader(1)
 	fake := clock.NewFake(time.Now())
 	system, pid := grainOn(t, Config{Host: first, Clock: fake}, 1)
+	grantAll(t, system, pid, "alice")
 	receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c1", 0, enqueue("m1"))))
 	stopped := watchStop(t, system, pid)
 

@@ -25,8 +25,11 @@ type heldLog struct {
 	freeOnce sync.Once
 }
 
+// holdLog wraps the host's log so that its Persists are held once hold is called (the
+// harness's own commands, its grants, pass before).
 func holdLog(cfg *HostConfig) *heldLog {
 	l := &heldLog{entered: make(chan int, 16), release: make(chan error, 16), freed: make(chan struct{})}
+	l.passing.Store(true)
 	cfg.wrapLog = func(inner persistence.RaftLog) persistence.RaftLog {
 		l.RaftLog = inner
 		return l
@@ -58,6 +61,9 @@ func (l *heldLog) Persist(writes []persistence.RaftWrite) error {
 	}
 	return l.RaftLog.Persist(writes)
 }
+
+// hold holds every Persist that writes commands from now on, until released.
+func (l *heldLog) hold() { l.passing.Store(false) }
 
 // free lets every Persist through from now on (so the host can close).
 func (l *heldLog) free() { l.freeOnce.Do(func() { close(l.freed) }) }
@@ -121,6 +127,7 @@ func TestCommandsShareTheRoundAfterAHeldOne(t *testing.T) {
 	var held *heldLog
 	h := newHostHarness(t, func(cfg *HostConfig) { held = holdLog(cfg) }, nil)
 	t.Cleanup(held.free)
+	held.hold()
 	first := h.send(command("c1", 0, enqueue("m1")))
 	if n := held.waitEntered(t); n != 1 {
 		t.Fatalf("the first round writes %d commands, want 1", n)
@@ -148,6 +155,7 @@ func TestAFailedPersistAnswersUnavailableAndFailsTheHost(t *testing.T) {
 	var held *heldLog
 	h := newHostHarness(t, func(cfg *HostConfig) { held = holdLog(cfg) }, nil)
 	t.Cleanup(held.free)
+	held.hold()
 	first := h.send(command("c1", 0, enqueue("m1")))
 	held.waitEntered(t)
 	held.release <- errors.New("disk gone")

@@ -83,6 +83,7 @@ func measureEmission(b *testing.B, leader func(n int) *Host) float64 {
 	refs := grainPartitions{}
 	for n := range grains {
 		system, pid := grainOn(b, Config{Host: leader(n), OnNextDue: notify}, n)
+		grantAll(b, system, pid, "alice")
 		grains[n] = emissionGrain{system: system, pid: pid, lane: laneOf(n, emissionPartitions)}
 		refs[n] = grainRef{system, pid}
 	}
@@ -189,7 +190,7 @@ func lanePages(b *testing.B, g emissionGrain) []*orreryv1.QueueMessage {
 	var msgs []*orreryv1.QueueMessage
 	after := ""
 	for {
-		reply := request[*orreryv1.InspectReply](b, g.system, g.pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{
+		reply := request[*orreryv1.InspectReply](b, g.system, g.pid, &orreryv1.InspectRequest{Principal: "alice", Target: &orreryv1.InspectRequest_Lane{
 			Lane: &orreryv1.InspectLane{Lane: g.lane, AfterId: after, MaxMessages: engine.MaxInspectMessages}}})
 		if reply.GetError() != nil {
 			b.Fatalf("inspect lane %v: %v", g.lane, reply.GetError())

@@ -187,6 +187,7 @@ func TestThreeHostsReplicateAndANewLeaderAnswersRetries(t *testing.T) {
 	rs := newReplicaSet(t)
 	first := rs.leader(1)
 	system, pid := grainOn(t, Config{Host: first}, 1)
+	grantAll(t, system, pid, "alice")
 	do := func(system *actor.ActorSystem, pid *actor.PID, id, message string) *orreryv1.CommandReply {
 		return request[*orreryv1.CommandReply](t, system, pid, command(id, 0, enqueue(message)))
 	}
@@ -235,9 +236,10 @@ func TestReadsAreAnsweredOnlyByAConfirmedLeader(t *testing.T) {
 	rs := newReplicaSet(t)
 	first := rs.leader(1)
 	system, pid := grainOn(t, Config{Host: first}, 1)
+	grantAll(t, system, pid, "alice")
 	receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c1", 0, enqueue("m1"))))
 	inspectLane := func(system *actor.ActorSystem, pid *actor.PID) *orreryv1.InspectReply {
-		return request[*orreryv1.InspectReply](t, system, pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 10}}})
+		return request[*orreryv1.InspectReply](t, system, pid, &orreryv1.InspectRequest{Principal: "alice", Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 10}}})
 	}
 	if page := inspectLane(system, pid); page.GetError() != nil || len(page.GetMessages()) != 1 {
 		t.Fatalf("the leader's read: %v", page)

@@ -16,6 +16,7 @@ import (
 	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/due"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
@@ -77,6 +78,20 @@ func New(c clock.Clock, limits input.Limits, partitions int) *Twin {
 		t.parts = append(t.parts, &part{store: kv.NewMemory()})
 	}
 	return t
+}
+
+// Grant puts a grant on every partition, as a PutGrant fanned out by an Orrery principal
+// would, without a call, a logged time or a hint.
+func (t *Twin) Grant(put *orreryv1.PutGrant) error {
+	for n, p := range t.parts {
+		p.mu.Lock()
+		err := grants.ApplyPut(p.store, input.SystemPrincipalPrefix+"coordinatortest", put)
+		p.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("partition %d: %w", n, err)
+		}
+	}
+	return nil
 }
 
 // SetHooks replaces the hooks.

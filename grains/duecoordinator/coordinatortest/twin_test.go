@@ -10,6 +10,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/clock"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 )
 
@@ -31,6 +32,9 @@ func configure(id string, dueAt time.Time) *orreryv1.Mutation {
 func TestTwin(t *testing.T) {
 	fake := clock.NewFake(t0)
 	twin := New(fake, input.DefaultLimits(), 2)
+	if err := twin.Grant(grants.Everything("alice")); err != nil {
+		t.Fatal(err)
+	}
 	var hints []*orreryv1.NextDueNotice
 	twin.SetNotify(func(n *orreryv1.NextDueNotice) { hints = append(hints, n) })
 	ids := []string{"00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-000000000003"}

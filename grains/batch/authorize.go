@@ -1,0 +1,185 @@
+package batch
+
+import (
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/grants"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
+	"github.com/orreryhq/orrery/grains/schedule"
+)
+
+// need is one capability a mutation needs, for a namespace and queue.
+type need struct {
+	capability       grants.Capability
+	namespace, queue string
+}
+
+// authorize checks, before a mutation applies, that the caller (principal) may send it and
+// that the creator of the schedule or saga it continues still holds what the record's work
+// needs, both from the grants of this partition in the same view (DESIGN §8).
+func authorize(v kv.Reader, principal string, m *orreryv1.Mutation) error {
+	if err := authorizeCaller(v, principal, m); err != nil {
+		return err
+	}
+	return authorizeCreator(v, m)
+}
+
+// authorizeCaller checks the caller's own authority for m: the capabilities of its kind, or,
+// for the internal commands, that the caller is one of Orrery's own principals. PutGrant and
+// DeleteGrant check their authority themselves (grants.ApplyPut), against the grants they
+// change.
+func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error {
+	var needs []need
+	schedules := func(lane *orreryv1.Lane) {
+		needs = append(needs, need{grants.SchedulerManage, lane.GetNamespace(), lane.GetQueue()},
+			need{grants.QueuePublish, lane.GetNamespace(), lane.GetQueue()})
+	}
+	switch k := m.GetKind().(type) {
+	case *orreryv1.Mutation_ConfigureSchedule:
+		schedules(k.ConfigureSchedule.GetDefinition().GetLane())
+	case *orreryv1.Mutation_CancelSchedule:
+		schedules(k.CancelSchedule.GetLane())
+	case *orreryv1.Mutation_DeleteSchedule:
+		schedules(k.DeleteSchedule.GetLane())
+	case *orreryv1.Mutation_PauseSchedule:
+		schedules(k.PauseSchedule.GetLane())
+	case *orreryv1.Mutation_ResumeSchedule:
+		schedules(k.ResumeSchedule.GetLane())
+	case *orreryv1.Mutation_TriggerSchedule:
+		schedules(k.TriggerSchedule.GetLane())
+	case *orreryv1.Mutation_CompareExchangeSaga:
+		needs = sagaNeeds(k.CompareExchangeSaga)
+	case *orreryv1.Mutation_Enqueue:
+		lane := k.Enqueue.GetLane()
+		needs = []need{{grants.QueuePublish, lane.GetNamespace(), lane.GetQueue()}}
+	case *orreryv1.Mutation_Receive:
+		needs = []need{{grants.QueueConsume, k.Receive.GetNamespace(), k.Receive.GetQueue()}}
+	case *orreryv1.Mutation_Ack, *orreryv1.Mutation_Release, *orreryv1.Mutation_ExtendLease:
+		lane := laneOf(m)
+		needs = []need{{grants.QueueConsume, lane.GetNamespace(), lane.GetQueue()}}
+	case *orreryv1.Mutation_EmitOccurrences:
+		return grants.RequireSystem(principal, "emit_occurrences")
+	case *orreryv1.Mutation_ExpireSaga:
+		return grants.RequireSystem(principal, "expire_saga")
+	case *orreryv1.Mutation_Housekeep:
+		return grants.RequireSystem(principal, "housekeep")
+	default: // PutGrant, DeleteGrant; a mutation without a kind fails in dispatch
+		return nil
+	}
+	return require(v, grants.Caller(principal), principal, needs)
+}
+
+// laneOf returns the lane of a lease mutation.
+func laneOf(m *orreryv1.Mutation) *orreryv1.Lane {
+	switch k := m.GetKind().(type) {
+	case *orreryv1.Mutation_Ack:
+		return k.Ack.GetLane()
+	case *orreryv1.Mutation_Release:
+		return k.Release.GetLane()
+	case *orreryv1.Mutation_ExtendLease:
+		return k.ExtendLease.GetLane()
+	}
+	return nil
+}
+
+// sagaNeeds are what writing m's saga needs: SagaManage in its lane, and QueuePublish on its
+// timeout's queue when it has one.
+func sagaNeeds(m *orreryv1.CompareExchangeSaga) []need {
+	lane := m.GetLane()
+	needs := []need{{grants.SagaManage, lane.GetNamespace(), lane.GetQueue()}}
+	if t := m.GetTimeout(); t != nil {
+		needs = append(needs, need{grants.QueuePublish, lane.GetNamespace(), t.GetQueue()})
+	}
+	return needs
+}
+
+// authorizeCreator re-checks the current authority of the creator of the record a mutation
+// continues with the creator's templates or state: an emit, a trigger and a replacement of a
+// schedule (SchedulerManage and QueuePublish in its lane), an update of a saga (SagaManage,
+// QueuePublish on the new timeout's queue) and its expiry (SagaManage, QueuePublish on the
+// stored timeout's queue). It runs after the checks of the record's token (the expected
+// generation or revision, the saga's Waiting phase) would pass: a stale token, a missing
+// record or a terminal saga is left to the mutation to report. Cancel, pause, resume and
+// delete only stop work and need no creator authority.
+func authorizeCreator(v kv.Reader, m *orreryv1.Mutation) error {
+	switch k := m.GetKind().(type) {
+	case *orreryv1.Mutation_EmitOccurrences:
+		e := k.EmitOccurrences
+		return scheduleCreator(v, e.GetLane(), e.GetScheduleId(), func(rec *orreryv1.ScheduleRecord) bool {
+			return rec.GetGeneration() == e.GetExpectedGeneration()
+		})
+	case *orreryv1.Mutation_TriggerSchedule:
+		t := k.TriggerSchedule
+		return scheduleCreator(v, t.GetLane(), t.GetScheduleId(), func(*orreryv1.ScheduleRecord) bool { return true })
+	case *orreryv1.Mutation_ConfigureSchedule:
+		c := k.ConfigureSchedule
+		if c.GetExpectedRevision() == 0 { // a creation: the caller becomes the creator
+			return nil
+		}
+		def := c.GetDefinition()
+		return scheduleCreator(v, def.GetLane(), def.GetScheduleId(), func(rec *orreryv1.ScheduleRecord) bool {
+			return rec.GetRevision() == c.GetExpectedRevision()
+		})
+	case *orreryv1.Mutation_CompareExchangeSaga:
+		x := k.CompareExchangeSaga
+		if x.GetExpectedRevision() == 0 {
+			return nil
+		}
+		rec, err := waitingSaga(v, x.GetLane(), x.GetSagaId(), x.GetExpectedRevision())
+		if rec == nil || err != nil {
+			return err
+		}
+		return require(v, creatorOfSaga, rec.GetCreator(), sagaNeeds(x))
+	case *orreryv1.Mutation_ExpireSaga:
+		x := k.ExpireSaga
+		rec, err := waitingSaga(v, x.GetLane(), x.GetSagaId(), x.GetExpectedRevision())
+		if rec == nil || err != nil {
+			return err
+		}
+		return require(v, creatorOfSaga, rec.GetCreator(), sagaNeeds(&orreryv1.CompareExchangeSaga{Lane: rec.GetLane(), Timeout: rec.GetTimeout()}))
+	}
+	return nil
+}
+
+// scheduleCreator checks the creator of the schedule at lane and id, when it exists and
+// current accepts it, for SchedulerManage and QueuePublish in its lane.
+func scheduleCreator(v kv.Reader, lane *orreryv1.Lane, id string, current func(*orreryv1.ScheduleRecord) bool) error {
+	rec, found, err := schedule.Load(v, lane, id)
+	if err != nil || !found || !current(rec) {
+		return err
+	}
+	lane = rec.GetDefinition().GetLane()
+	return require(v, "the creator of the schedule", rec.GetCreator(), []need{
+		{grants.SchedulerManage, lane.GetNamespace(), lane.GetQueue()},
+		{grants.QueuePublish, lane.GetNamespace(), lane.GetQueue()},
+	})
+}
+
+// waitingSaga returns the saga at lane and id when it is Waiting at exactly revision, or nil.
+func waitingSaga(v kv.Reader, lane *orreryv1.Lane, id string, revision uint64) (*orreryv1.SagaRecord, error) {
+	rec := &orreryv1.SagaRecord{}
+	found, err := record.Load(v, keys.SagaKey(lane, id), rec)
+	if err != nil || !found || rec.GetRevision() != revision || rec.GetPhase() != orreryv1.SagaPhase_SAGA_PHASE_WAITING {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// creatorOfSaga is the subject of a saga creator's denials; no reply names a creator.
+const creatorOfSaga = "the creator of the saga"
+
+// require checks that principal holds every need; subject is who a denial names
+// (grants.Require).
+func require(v kv.Reader, subject, principal string, needs []need) error {
+	grant, err := grants.Load(v, principal)
+	if err != nil {
+		return err
+	}
+	for _, n := range needs {
+		if err := grants.RequireOf(grant, subject, n.capability, n.namespace, n.queue); err != nil {
+			return err
+		}
+	}
+	return nil
+}
