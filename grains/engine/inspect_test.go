@@ -1,0 +1,61 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/grants"
+)
+
+// TestInspectionNeedsQueueInspect: every read of records (schedule, saga, ledger, lane page,
+// lists) is denied Unauthorized to a principal without QueueInspect where it reads, and
+// answered once it holds it; a queue-scoped grant covers that queue's reads but not a list of
+// the whole namespace. Partition status needs no grant.
+func TestInspectionNeedsQueueInspect(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("alice", request("c1", enqueue("m1", 0)))
+	h.commit()
+	ns, q := lane.GetNamespace(), lane.GetQueue()
+	reads := map[string]*orreryv1.InspectRequest{
+		"schedule":       {Target: &orreryv1.InspectRequest_Schedule{Schedule: &orreryv1.InspectSchedule{Lane: lane, ScheduleId: "0f8fad5b-d9cb-469f-a165-70867728950e"}}},
+		"saga":           {Target: &orreryv1.InspectRequest_Saga{Saga: &orreryv1.InspectSaga{Lane: lane, SagaId: "0f8fad5b-d9cb-469f-a165-70867728950e"}}},
+		"ledger":         {Target: &orreryv1.InspectRequest_Ledger{Ledger: &orreryv1.InspectLedger{Lane: lane, ScheduleId: "0f8fad5b-d9cb-469f-a165-70867728950e"}}},
+		"lane":           {Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane}}},
+		"list schedules": {Target: &orreryv1.InspectRequest_ListSchedules{ListSchedules: &orreryv1.ListSchedules{Namespace: ns, Queue: q}}},
+		"list sagas":     {Target: &orreryv1.InspectRequest_ListSagas{ListSagas: &orreryv1.ListSagas{Namespace: ns, Queue: q}}},
+	}
+	put := func(rules ...*orreryv1.GrantRule) {
+		t.Helper()
+		if err := grants.ApplyPut(h.state.mem, HousekeepingPrincipal, &orreryv1.PutGrant{Principal: "carol", Rules: rules}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inspect := func(req *orreryv1.InspectRequest) error {
+		req.Principal = "carol"
+		return orrery.FromProto(h.e.Inspect(h.now, req).GetError())
+	}
+	put(&orreryv1.GrantRule{Namespace: grants.AnyNamespace, Capabilities: uint64(grants.All &^ grants.QueueInspect)})
+	for name, req := range reads {
+		if err := inspect(req); !errors.Is(err, orrery.ErrUnauthorized) {
+			t.Errorf("%s without QueueInspect: %v, want Unauthorized", name, err)
+		}
+	}
+	if err := inspect(&orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}}); err != nil {
+		t.Errorf("partition status: %v", err)
+	}
+	put(&orreryv1.GrantRule{Namespace: ns, Queue: q, Capabilities: uint64(grants.QueueInspect)})
+	for name, req := range reads {
+		if err := inspect(req); err != nil {
+			t.Errorf("%s with QueueInspect on its queue: %v", name, err)
+		}
+	}
+	if reply := h.e.Inspect(h.now, reads["lane"]); len(reply.GetMessages()) != 1 {
+		t.Errorf("lane page %v, want m1", reply)
+	}
+	whole := &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_ListSchedules{ListSchedules: &orreryv1.ListSchedules{Namespace: ns}}}
+	if err := inspect(whole); !errors.Is(err, orrery.ErrUnauthorized) {
+		t.Errorf("a namespace list with a queue's grant: %v, want Unauthorized", err)
+	}
+}
