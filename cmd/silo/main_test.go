@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +236,26 @@ func TestLogFormatFlag(t *testing.T) {
 	newLogger(&out, "text", slog.LevelInfo).Info("silo ready", "partitions", 8)
 	if got := out.String(); !strings.Contains(got, `level=INFO msg="silo ready" partitions=8`) {
 		t.Fatalf("text log line %q", got)
+	}
+}
+
+func TestInsecureDevAndGrantsFileFlags(t *testing.T) {
+	none := func(string) string { return "" }
+	if opts, err := parseConfig(nil, none); err != nil || opts.silo.InsecureDev || len(opts.silo.Grants) != 0 {
+		t.Fatalf("defaults: %+v %v", opts.silo, err)
+	}
+	file := filepath.Join(t.TempDir(), "grants.json")
+	if err := os.WriteFile(file, []byte(`[{"principal": "ops", "rules": [{"namespace": "*", "capabilities": ["PolicyAdmin"]}]}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := parseConfig([]string{"--insecure-dev", "--grants-file", file}, none)
+	if err != nil || !opts.silo.InsecureDev || len(opts.silo.Grants) != 1 || opts.silo.Grants[0].GetPrincipal() != "ops" {
+		t.Fatalf("flags: %+v %v", opts.silo, err)
+	}
+	if err := os.WriteFile(file, []byte(`[{"principal": "ops", "rules": [{"namespace": "*", "capabilities": ["Root"]}]}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseConfig([]string{"--grants-file", file}, none); err == nil || !strings.Contains(err.Error(), "grants-file") {
+		t.Fatalf("a bad grants file: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/duecoordinator/coordinatortest"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/schedule"
 )
@@ -294,5 +295,56 @@ func TestAFullLaneFailsOnlyItsOwnRef(t *testing.T) {
 	msgs := b.messages(0, full)
 	if len(msgs) != 1 || msgs[0].GetOccurrence().GetScheduleId() != scheduleID(1) {
 		t.Fatalf("full lane holds %v, want schedule 1's occurrence", msgs)
+	}
+}
+
+// TestARevokedCreatorsRefBacksOffAndResumesOnceRestored: the emit of a schedule whose creator
+// lost its grant is answered Unauthorized; the coordinator backs the ref off instead of
+// sending it again and again, counts it skipped (no error logged), and once the grant is back
+// the next attempt emits the occurrences that fell due meanwhile, each once.
+func TestARevokedCreatorsRefBacksOffAndResumesOnceRestored(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{hints: true})
+	b.apply(0, configure(lane("revoked"), scheduleID(1), every(t0.Add(time.Minute), time.Minute), 0))
+	if err := b.twin.Grant(&orreryv1.PutGrant{Principal: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	b.start(0)
+	b.runUntil(t0.Add(10 * time.Minute))
+	if got := b.messages(0, lane("revoked")); len(got) != 0 {
+		t.Fatalf("a revoked creator's schedule enqueued %d messages", len(got))
+	}
+	sent := 0
+	for _, c := range b.twin.Calls() {
+		for _, m := range c.Mutations {
+			if m.GetEmitOccurrences() != nil {
+				sent++
+			}
+		}
+	}
+	// Backoff 1 s doubling: at most 10 attempts in the 9 minutes since the first due instant.
+	if sent == 0 || sent > 10 {
+		t.Fatalf("the revoked schedule's emit was sent %d times in 9 minutes", sent)
+	}
+	if s := b.c.Stats(); s.RefsSkipped == 0 || s.Errors != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	if err := b.twin.Grant(grants.Everything("alice")); err != nil {
+		t.Fatal(err)
+	}
+	b.runUntil(t0.Add(20 * time.Minute))
+	msgs := b.messages(0, lane("revoked"))
+	seen := map[uint64]bool{}
+	for _, m := range msgs {
+		o := m.GetOccurrence().GetOrdinal()
+		if seen[o] {
+			t.Fatalf("ordinal %d emitted twice", o)
+		}
+		seen[o] = true
+	}
+	for o := range uint64(20) { // due at minutes 1..20
+		if !seen[o] {
+			t.Fatalf("ordinal %d missing after the grant was restored (%d messages)", o, len(msgs))
+		}
 	}
 }
