@@ -9,10 +9,26 @@ import (
 	"github.com/orreryhq/orrery/grains/schedule"
 )
 
-// need is one capability a mutation needs, for a namespace and queue.
+// need is one capability a mutation needs, for a namespace and queue, and the access its
+// documents need under that capability's field policies (grants.CheckFields).
 type need struct {
 	capability       grants.Capability
 	namespace, queue string
+	access           grants.Access
+	docs             []grants.Document
+}
+
+// templateDocs are the documents of a message template.
+func templateDocs(t *orreryv1.MessageTemplate) []grants.Document {
+	return []grants.Document{{Root: grants.PayloadRoot, JSON: t.GetPayloadJson()}, {Root: grants.HeadersRoot, JSON: t.GetHeadersJson()}}
+}
+
+// scheduleNeeds are what writing a schedule in lane with template needs (access on the
+// template's fields under QueuePublish: write for a caller configuring it, use for the creator
+// whose template is emitted).
+func scheduleNeeds(lane *orreryv1.Lane, template *orreryv1.MessageTemplate, access grants.Access) []need {
+	return []need{{capability: grants.SchedulerManage, namespace: lane.GetNamespace(), queue: lane.GetQueue()},
+		{capability: grants.QueuePublish, namespace: lane.GetNamespace(), queue: lane.GetQueue(), access: access, docs: templateDocs(template)}}
 }
 
 // authorize checks, before a mutation applies, that the caller (principal) may send it and
@@ -31,13 +47,11 @@ func authorize(v kv.Reader, principal string, m *orreryv1.Mutation) error {
 // change.
 func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error {
 	var needs []need
-	schedules := func(lane *orreryv1.Lane) {
-		needs = append(needs, need{grants.SchedulerManage, lane.GetNamespace(), lane.GetQueue()},
-			need{grants.QueuePublish, lane.GetNamespace(), lane.GetQueue()})
-	}
+	schedules := func(lane *orreryv1.Lane) { needs = scheduleNeeds(lane, nil, 0) }
 	switch k := m.GetKind().(type) {
 	case *orreryv1.Mutation_ConfigureSchedule:
-		schedules(k.ConfigureSchedule.GetDefinition().GetLane())
+		def := k.ConfigureSchedule.GetDefinition()
+		needs = scheduleNeeds(def.GetLane(), def.GetTemplate(), grants.Write)
 	case *orreryv1.Mutation_CancelSchedule:
 		schedules(k.CancelSchedule.GetLane())
 	case *orreryv1.Mutation_DeleteSchedule:
@@ -49,15 +63,16 @@ func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error 
 	case *orreryv1.Mutation_TriggerSchedule:
 		schedules(k.TriggerSchedule.GetLane())
 	case *orreryv1.Mutation_CompareExchangeSaga:
-		needs = sagaNeeds(k.CompareExchangeSaga)
+		needs = sagaNeeds(k.CompareExchangeSaga, grants.Write)
 	case *orreryv1.Mutation_Enqueue:
-		lane := k.Enqueue.GetLane()
-		needs = []need{{grants.QueuePublish, lane.GetNamespace(), lane.GetQueue()}}
+		e := k.Enqueue
+		needs = []need{{capability: grants.QueuePublish, namespace: e.GetLane().GetNamespace(), queue: e.GetLane().GetQueue(), access: grants.Write,
+			docs: []grants.Document{{Root: grants.PayloadRoot, JSON: e.GetPayloadJson()}, {Root: grants.HeadersRoot, JSON: e.GetHeadersJson()}}}}
 	case *orreryv1.Mutation_Receive:
-		needs = []need{{grants.QueueConsume, k.Receive.GetNamespace(), k.Receive.GetQueue()}}
+		needs = []need{{capability: grants.QueueConsume, namespace: k.Receive.GetNamespace(), queue: k.Receive.GetQueue()}}
 	case *orreryv1.Mutation_Ack, *orreryv1.Mutation_Release, *orreryv1.Mutation_ExtendLease:
 		lane := laneOf(m)
-		needs = []need{{grants.QueueConsume, lane.GetNamespace(), lane.GetQueue()}}
+		needs = []need{{capability: grants.QueueConsume, namespace: lane.GetNamespace(), queue: lane.GetQueue()}}
 	case *orreryv1.Mutation_EmitOccurrences:
 		return grants.RequireSystem(principal, "emit_occurrences")
 	case *orreryv1.Mutation_ExpireSaga:
@@ -83,13 +98,15 @@ func laneOf(m *orreryv1.Mutation) *orreryv1.Lane {
 	return nil
 }
 
-// sagaNeeds are what writing m's saga needs: SagaManage in its lane, and QueuePublish on its
-// timeout's queue when it has one.
-func sagaNeeds(m *orreryv1.CompareExchangeSaga) []need {
+// sagaNeeds are what writing m's saga needs: SagaManage in its lane with access to the state's
+// fields, and QueuePublish on its timeout's queue with access to the timeout template's fields
+// when it has one (write for the exchange, use for the expiry that enqueues it).
+func sagaNeeds(m *orreryv1.CompareExchangeSaga, access grants.Access) []need {
 	lane := m.GetLane()
-	needs := []need{{grants.SagaManage, lane.GetNamespace(), lane.GetQueue()}}
+	needs := []need{{capability: grants.SagaManage, namespace: lane.GetNamespace(), queue: lane.GetQueue(), access: access,
+		docs: []grants.Document{{Root: grants.StateRoot, JSON: m.GetStateJson()}}}}
 	if t := m.GetTimeout(); t != nil {
-		needs = append(needs, need{grants.QueuePublish, lane.GetNamespace(), t.GetQueue()})
+		needs = append(needs, need{capability: grants.QueuePublish, namespace: lane.GetNamespace(), queue: t.GetQueue(), access: access, docs: templateDocs(t.GetTemplate())})
 	}
 	return needs
 }
@@ -106,19 +123,19 @@ func authorizeCreator(v kv.Reader, m *orreryv1.Mutation) error {
 	switch k := m.GetKind().(type) {
 	case *orreryv1.Mutation_EmitOccurrences:
 		e := k.EmitOccurrences
-		return scheduleCreator(v, e.GetLane(), e.GetScheduleId(), func(rec *orreryv1.ScheduleRecord) bool {
+		return scheduleCreator(v, e.GetLane(), e.GetScheduleId(), nil, func(rec *orreryv1.ScheduleRecord) bool {
 			return rec.GetGeneration() == e.GetExpectedGeneration()
 		})
 	case *orreryv1.Mutation_TriggerSchedule:
 		t := k.TriggerSchedule
-		return scheduleCreator(v, t.GetLane(), t.GetScheduleId(), func(*orreryv1.ScheduleRecord) bool { return true })
+		return scheduleCreator(v, t.GetLane(), t.GetScheduleId(), nil, func(*orreryv1.ScheduleRecord) bool { return true })
 	case *orreryv1.Mutation_ConfigureSchedule:
 		c := k.ConfigureSchedule
 		if c.GetExpectedRevision() == 0 { // a creation: the caller becomes the creator
 			return nil
 		}
 		def := c.GetDefinition()
-		return scheduleCreator(v, def.GetLane(), def.GetScheduleId(), func(rec *orreryv1.ScheduleRecord) bool {
+		return scheduleCreator(v, def.GetLane(), def.GetScheduleId(), def.GetTemplate(), func(rec *orreryv1.ScheduleRecord) bool {
 			return rec.GetRevision() == c.GetExpectedRevision()
 		})
 	case *orreryv1.Mutation_CompareExchangeSaga:
@@ -130,30 +147,33 @@ func authorizeCreator(v kv.Reader, m *orreryv1.Mutation) error {
 		if rec == nil || err != nil {
 			return err
 		}
-		return require(v, creatorOfSaga, rec.GetCreator(), sagaNeeds(x))
+		return require(v, creatorOfSaga, rec.GetCreator(), sagaNeeds(x, grants.Write))
 	case *orreryv1.Mutation_ExpireSaga:
 		x := k.ExpireSaga
 		rec, err := waitingSaga(v, x.GetLane(), x.GetSagaId(), x.GetExpectedRevision())
 		if rec == nil || err != nil {
 			return err
 		}
-		return require(v, creatorOfSaga, rec.GetCreator(), sagaNeeds(&orreryv1.CompareExchangeSaga{Lane: rec.GetLane(), Timeout: rec.GetTimeout()}))
+		return require(v, creatorOfSaga, rec.GetCreator(), sagaNeeds(&orreryv1.CompareExchangeSaga{Lane: rec.GetLane(), Timeout: rec.GetTimeout()}, grants.Use))
 	}
 	return nil
 }
 
 // scheduleCreator checks the creator of the schedule at lane and id, when it exists and
-// current accepts it, for SchedulerManage and QueuePublish in its lane.
-func scheduleCreator(v kv.Reader, lane *orreryv1.Lane, id string, current func(*orreryv1.ScheduleRecord) bool) error {
+// current accepts it, for SchedulerManage and QueuePublish in its lane: with write on the
+// fields of replacement, the template a replacement sets, or else with use on the fields of
+// the stored template its occurrences carry.
+func scheduleCreator(v kv.Reader, lane *orreryv1.Lane, id string, replacement *orreryv1.MessageTemplate, current func(*orreryv1.ScheduleRecord) bool) error {
 	rec, found, err := schedule.Load(v, lane, id)
 	if err != nil || !found || !current(rec) {
 		return err
 	}
 	lane = rec.GetDefinition().GetLane()
-	return require(v, "the creator of the schedule", rec.GetCreator(), []need{
-		{grants.SchedulerManage, lane.GetNamespace(), lane.GetQueue()},
-		{grants.QueuePublish, lane.GetNamespace(), lane.GetQueue()},
-	})
+	needs := scheduleNeeds(lane, rec.GetDefinition().GetTemplate(), grants.Use)
+	if replacement != nil {
+		needs = scheduleNeeds(lane, replacement, grants.Write)
+	}
+	return require(v, "the creator of the schedule", rec.GetCreator(), needs)
 }
 
 // waitingSaga returns the saga at lane and id when it is Waiting at exactly revision, or nil.
@@ -178,6 +198,11 @@ func require(v kv.Reader, subject, principal string, needs []need) error {
 	}
 	for _, n := range needs {
 		if err := grants.RequireOf(grant, subject, n.capability, n.namespace, n.queue); err != nil {
+			return err
+		}
+	}
+	for _, n := range needs {
+		if err := grants.CheckFields(grant, subject, n.capability, n.namespace, n.queue, n.access, n.docs...); err != nil {
 			return err
 		}
 	}

@@ -135,7 +135,7 @@ func matrixWorld(t *testing.T) (v *kv.Memory, token string) {
 // principal. PolicyAdmin implies nothing else.
 func TestCapabilityMutationMatrix(t *testing.T) {
 	ns, jobs := lane.GetNamespace(), lane.GetQueue()
-	schedulerNeeds := []need{{grants.SchedulerManage, ns, jobs}, {grants.QueuePublish, ns, jobs}}
+	schedulerNeeds := []need{{capability: grants.SchedulerManage, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}
 	cases := []struct {
 		name    string
 		prepare func(t *testing.T, v kv.View) // runs as owner before the mutation
@@ -166,32 +166,32 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 			return mutationOf(&orreryv1.DeleteSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 1})
 		}, schedulerNeeds},
 		{"create saga", nil, func(string) *orreryv1.Mutation { return mutationOf(sagaMutation(newSagaID, 0, t0+hour)) },
-			[]need{{grants.SagaManage, ns, jobs}, {grants.QueuePublish, ns, timeoutQueue}}},
+			[]need{{capability: grants.SagaManage, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: timeoutQueue}}},
 		{"update saga", nil, func(string) *orreryv1.Mutation { return mutationOf(sagaMutation(sagaID, 1, t0+2*hour)) },
-			[]need{{grants.SagaManage, ns, jobs}, {grants.QueuePublish, ns, timeoutQueue}}},
+			[]need{{capability: grants.SagaManage, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: timeoutQueue}}},
 		{"complete saga", nil, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.CompareExchangeSaga{Lane: lane, SagaId: sagaID, ExpectedRevision: 1, Phase: orreryv1.SagaPhase_SAGA_PHASE_COMPLETED})
-		}, []need{{grants.SagaManage, ns, jobs}}},
-		{"enqueue", nil, func(string) *orreryv1.Mutation { return enqueueMutation("m2") }, []need{{grants.QueuePublish, ns, jobs}}},
+		}, []need{{capability: grants.SagaManage, namespace: ns, queue: jobs}}},
+		{"enqueue", nil, func(string) *orreryv1.Mutation { return enqueueMutation("m2") }, []need{{capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
 		{"receive", func(t *testing.T, v kv.View) { ownerApply(t, v, enqueueMutation("m2")) }, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.Receive{Namespace: ns, Queue: jobs, Max: 1})
-		}, []need{{grants.QueueConsume, ns, jobs}}},
+		}, []need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}}},
 		{"ack", nil, func(token string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.Ack{Lane: lane, Id: "m1", LeaseToken: token})
-		}, []need{{grants.QueueConsume, ns, jobs}}},
+		}, []need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}}},
 		{"release", nil, func(token string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.Release{Lane: lane, Id: "m1", LeaseToken: token})
-		}, []need{{grants.QueueConsume, ns, jobs}}},
+		}, []need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}}},
 		{"extend lease", nil, func(token string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.ExtendLease{Lane: lane, Id: "m1", LeaseToken: token, LeaseDurationMicros: 60 * sec})
-		}, []need{{grants.QueueConsume, ns, jobs}}},
+		}, []need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}}},
 		{"put grant", nil, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.PutGrant{Principal: "dave", Rules: []*orreryv1.GrantRule{{Namespace: ns, Capabilities: uint64(grants.QueueConsume)}}})
-		}, []need{{grants.PolicyAdmin, ns, ""}}},
+		}, []need{{capability: grants.PolicyAdmin, namespace: ns, queue: ""}}},
 		{"delete grant", func(t *testing.T, v kv.View) {
 			putGrant(t, v, "dave", &orreryv1.GrantRule{Namespace: ns, Queue: jobs, Capabilities: uint64(grants.QueueConsume)})
 		}, func(string) *orreryv1.Mutation { return mutationOf(&orreryv1.DeleteGrant{Principal: "dave"}) },
-			[]need{{grants.PolicyAdmin, ns, jobs}}},
+			[]need{{capability: grants.PolicyAdmin, namespace: ns, queue: jobs}}},
 		{"emit", nil, func(string) *orreryv1.Mutation { return emitMutation(1) }, nil},
 		{"expire saga", nil, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.ExpireSaga{Lane: lane, SagaId: sagaID, ExpectedRevision: 1})

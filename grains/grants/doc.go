@@ -17,6 +17,9 @@
 // internal commands (EmitOccurrences, ExpireSaga, Housekeep) are theirs alone and they may
 // change grants; every other check treats them like any principal.
 //
-// Field policies are stored and validated; enforcing them (write and use in apply, read as
-// redaction on inspection and receive) is not built yet.
+// Field policies refine a capability on JSON paths of a message's payload and headers (under
+// QueuePublish) and a saga's state (under SagaManage), see CheckFields: write bounds what a
+// caller (and, for a replacement or a saga update, the record's creator) sets; use bounds what
+// emission and a saga's timeout carry on the creator's behalf. read is stored but not
+// enforced: redaction of inspection and receive is not built yet.
 package grants

@@ -170,3 +170,43 @@ func TestPutAndDeleteNeedPolicyAdminOverTheRules(t *testing.T) {
 		t.Fatal("the grant key is still there")
 	}
 }
+
+func TestCheckFieldsLongestPolicyDecides(t *testing.T) {
+	fields := func(policies ...*orreryv1.FieldPolicy) *orreryv1.GrantRecord {
+		return &orreryv1.GrantRecord{Rules: []*orreryv1.GrantRule{{Namespace: "acme", Capabilities: uint64(QueuePublish), Fields: policies}}}
+	}
+	protected := fields(&orreryv1.FieldPolicy{Path: "payload.card.number", Use: true})
+	allowList := fields(&orreryv1.FieldPolicy{Path: "payload"}, &orreryv1.FieldPolicy{Path: "payload.public", Write: true})
+	cases := []struct {
+		name  string
+		grant *orreryv1.GrantRecord
+		doc   Document
+		want  bool
+	}{
+		{"unnamed field", protected, Document{PayloadRoot, `{"card":{"exp":"12/30"},"n":1}`}, true},
+		{"protected field", protected, Document{PayloadRoot, `{"card":{"number":"4111"}}`}, false},
+		{"overwrites a protected subtree", protected, Document{PayloadRoot, `{"card":"x"}`}, false},
+		{"another root", protected, Document{HeadersRoot, `{"card":{"number":"4111"}}`}, true},
+		{"empty document", protected, Document{PayloadRoot, ""}, true},
+		{"allowed under a forbidden root", allowList, Document{PayloadRoot, `{"public":{"a":[1,2]}}`}, true},
+		{"outside the allowed path", allowList, Document{PayloadRoot, `{"public":1,"secret":2}`}, false},
+		{"a scalar payload", allowList, Document{PayloadRoot, `"x"`}, false},
+		{"no policies", fields(), Document{PayloadRoot, `{"card":{"number":"4111"}}`}, true},
+	}
+	for _, c := range cases {
+		err := CheckFields(c.grant, Caller("bob"), QueuePublish, "acme", "jobs", Write, c.doc)
+		if (err == nil) != c.want {
+			t.Errorf("%s: %v, want allowed %v", c.name, err, c.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "4111") || !errors.Is(err, orrery.ErrUnauthorized)) {
+			t.Errorf("%s: the denial %q", c.name, err)
+		}
+	}
+	// use is checked on its own flag; a policy of a rule without the capability does not apply.
+	if err := CheckFields(protected, "the creator of the schedule", QueuePublish, "acme", "jobs", Use, Document{PayloadRoot, `{"card":{"number":"4111"}}`}); err != nil {
+		t.Errorf("use of a field with use: %v", err)
+	}
+	if err := CheckFields(protected, Caller("bob"), SagaManage, "acme", "jobs", Write, Document{PayloadRoot, `{"card":{"number":"4111"}}`}); err != nil {
+		t.Errorf("the policy of a rule without the capability applied: %v", err)
+	}
+}
