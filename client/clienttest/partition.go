@@ -90,7 +90,7 @@ func (t *Transport) waitAnswer(p *partition, req *orreryv1.CommandRequest, m *or
 	if _, found, err := p.store.Get(keys.InboxKey(req.GetPrincipal(), req.GetBatch().GetCommandId())); err != nil || found {
 		return t.apply(p, req), 0 // replays the receipt (or reports the conflict or the error)
 	}
-	if err := t.applier.CheckWaiting(req.GetPrincipal(), req.GetBatch(), now); err != nil {
+	if err := t.applier.CheckWaiting(p.store, req.GetPrincipal(), req.GetBatch(), now); err != nil {
 		return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto(), ActivationEpoch: 1}, 0
 	}
 	visible, err := queue.VisibleAt(p.store, m.GetNamespace(), m.GetQueue(), now)

@@ -102,15 +102,20 @@ func (a Applier) ApplyDue(v kv.View, principal string, b *orreryv1.Batch, logged
 }
 
 // CheckWaiting returns the error a batch whose only mutation is a Receive would get from
-// ApplyBatch at loggedNow for a bad envelope or an invalid receive (the receive's error named
-// by its field in the batch, as in a receipt), or nil. It reads and writes nothing: a
-// long-poll receive is checked before it waits, since waiting never applies it.
-func (a Applier) CheckWaiting(principal string, b *orreryv1.Batch, loggedNowMicros int64) error {
+// ApplyBatch at loggedNow for a bad envelope, an invalid receive or a caller without
+// QueueConsume on its queue (the receive's error named by its field in the batch, as in a
+// receipt), or nil. It reads only the caller's grant from r and writes nothing: a long-poll
+// receive is checked before it waits, since waiting never applies it, and whether a queue
+// holds a visible message is for its consumers only.
+func (a Applier) CheckWaiting(r kv.Reader, principal string, b *orreryv1.Batch, loggedNowMicros int64) error {
 	if err := checkEnvelope(principal, b, loggedNowMicros); err != nil {
 		return err
 	}
 	if len(b.GetMutations()) != 1 || b.GetMutations()[0].GetReceive() == nil {
 		return orrery.Invalid("mutations", "a waiting command holds exactly one receive")
+	}
+	if err := authorizeCaller(r, principal, b.GetMutations()[0]); err != nil {
+		return orrery.AsError(err).InField("mutations[0].receive")
 	}
 	if err := queue.CheckReceive(a.Limits, b.GetMutations()[0].GetReceive(), loggedNowMicros); err != nil {
 		return orrery.AsError(err).InField("mutations[0].receive")

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -57,5 +58,21 @@ func TestInspectionNeedsQueueInspect(t *testing.T) {
 	whole := &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_ListSchedules{ListSchedules: &orreryv1.ListSchedules{Namespace: ns}}}
 	if err := inspect(whole); !errors.Is(err, orrery.ErrUnauthorized) {
 		t.Errorf("a namespace list with a queue's grant: %v, want Unauthorized", err)
+	}
+}
+
+// TestALongPollNeedsQueueConsume: a waiting receive of a principal without QueueConsume on its
+// queue is answered Unauthorized at once, without waiting and without telling whether a
+// message is visible.
+func TestALongPollNeedsQueueConsume(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("a", request("c1", enqueue("m1", 0)))
+	h.commit()
+	req := longPoll("r1", 10*time.Second)
+	req.Principal = "carol"
+	h.command("w", req)
+	w := h.answers("w")
+	if len(w) != 1 || w[0].GetVisible() || !errors.Is(orrery.FromProto(w[0].GetError()), orrery.ErrUnauthorized) || len(h.log) != 0 {
+		t.Fatalf("a waiting receive without QueueConsume: %v, %d entries", w, len(h.log))
 	}
 }

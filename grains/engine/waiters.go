@@ -35,8 +35,10 @@ func (e *Engine) park(now time.Time, p *pending) bool {
 		return false
 	}
 	if err == nil {
-		if err := e.cfg.Applier.CheckWaiting(p.req.GetPrincipal(), p.req.GetBatch(), e.readTime(now)); err != nil {
-			e.reply(now, p, errorReply(err))
+		if refused := e.state.View(func(r kv.Reader) error {
+			return e.cfg.Applier.CheckWaiting(r, p.req.GetPrincipal(), p.req.GetBatch(), e.readTime(now))
+		}); refused != nil {
+			e.reply(now, p, errorReply(refused))
 			return true
 		}
 	}
