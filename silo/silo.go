@@ -63,8 +63,10 @@ type Silo struct {
 
 // Start starts a silo and returns once it serves: its store is open with every partition's
 // Raft group replayed (and, for a group whose only voter it is, led), it has joined (or
-// founded) the cluster, its admin endpoint listens, and every partition it leads answers (as
-// /readyz judges). A store that cannot be opened (another process holds it, the directory is not
+// founded) the cluster, its admin endpoint listens, every partition it leads answers (as
+// /readyz judges), and, on the silo that founded the cluster, its bootstrap grants
+// (Config.Grants, Config.InsecureDev) are on every partition; another silo puts them in the
+// background. A store that cannot be opened (another process holds it, the directory is not
 // writable, the data root is in the old layout) fails Start at once; so does a data dir that
 // belongs to another cluster than the silos it reaches. A silo that cannot join its cluster
 // within Config.OpenTimeout, or whose partitions do not lead or answer within it, stops, and
