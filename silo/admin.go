@@ -39,6 +39,12 @@ import (
 //	                                                    active, paused, suspended, cancelled, completed)
 //	GET /v1/sagas/{namespace}?queue=&phase=&after=&max= a page of a namespace's sagas (phase:
 //	                                                    waiting, completed, cancelled, timed_out)
+//	POST /v1/schedules/{namespace}/{queue}/{key}/{id}/pause|resume|trigger
+//	                                                    pause, resume or trigger a schedule at
+//	                                                    whatever revision it is: its result
+//
+// A cross-origin POST (one a page of another site makes the browser send) is refused with 403
+// (http.CrossOriginProtection), so a web page cannot steer a loopback silo.
 //
 // A page (client.ListSchedules, client.ListSagas) is in (queue, key, id) order across every
 // partition; next_after, null on the last page, is the after of the next.
@@ -68,6 +74,9 @@ func (s *Silo) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/schedules/{namespace}", s.listSchedules)
 	mux.HandleFunc("GET /v1/sagas/{namespace}", s.listSagas)
+	for _, action := range scheduleActions {
+		mux.HandleFunc("POST /v1/schedules/{namespace}/{queue}/{key}/{id}/"+action, s.scheduleAction(action))
+	}
 	mux.HandleFunc("GET /v1/lanes/{namespace}/{queue}/{key}", func(w http.ResponseWriter, r *http.Request) {
 		maxMessages := 100
 		if v := r.URL.Query().Get("max"); v != "" {
@@ -93,7 +102,7 @@ func (s *Silo) adminHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, body)
 	})
-	return mux
+	return http.NewCrossOriginProtection().Handler(mux)
 }
 
 // ledger serves a page of a schedule's occurrence ledger.
