@@ -20,6 +20,7 @@ import (
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
+	"github.com/orreryhq/orrery/silo/ui"
 )
 
 // adminHandler serves, on loopback by default:
@@ -42,6 +43,7 @@ import (
 //	POST /v1/schedules/{namespace}/{queue}/{key}/{id}/pause|resume|trigger
 //	                                                    pause, resume or trigger a schedule at
 //	                                                    whatever revision it is: its result
+//	GET /ui/                                            the web UI (package silo/ui); / redirects there
 //
 // A cross-origin POST (one a page of another site makes the browser send) is refused with 403
 // (http.CrossOriginProtection), so a web page cannot steer a loopback silo.
@@ -77,6 +79,8 @@ func (s *Silo) adminHandler() http.Handler {
 	for _, action := range scheduleActions {
 		mux.HandleFunc("POST /v1/schedules/{namespace}/{queue}/{key}/{id}/"+action, s.scheduleAction(action))
 	}
+	mux.Handle("GET "+ui.Prefix, ui.Handler())
+	mux.Handle("GET /{$}", http.RedirectHandler(ui.Prefix, http.StatusFound))
 	mux.HandleFunc("GET /v1/lanes/{namespace}/{queue}/{key}", func(w http.ResponseWriter, r *http.Request) {
 		maxMessages := 100
 		if v := r.URL.Query().Get("max"); v != "" {
