@@ -7,7 +7,7 @@ CLUSTER_PKGS_RE := /(cluster|silo|cmd/silo|cmd/orrery|examples|chaos|bench)(/|$$
 RACE_PKGS    = $(shell $(GO) list ./... | grep -Ev '$(CLUSTER_PKGS_RE)')
 CLUSTER_PKGS = $(shell $(GO) list ./... | grep -E '$(CLUSTER_PKGS_RE)')
 
-.PHONY: help run cluster walkthrough quickstart bench-short test test-race test-cluster cluster-test bench proto verify fuzz
+.PHONY: help run cluster walkthrough quickstart bench-short test test-race test-cluster ui-deps cluster-test bench proto verify fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -31,8 +31,18 @@ test: verify test-race test-cluster bench-short ## the whole test suite (the CI 
 test-race: ## pure, storage and tool packages, with the race detector
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 
-test-cluster: ## packages that start protoactor clusters (no -race: protoactor's own races)
-	@if [ -n "$(CLUSTER_PKGS)" ]; then $(GO) test -count=1 -timeout 10m $(CLUSTER_PKGS); fi
+test-cluster: ui-deps ## packages that start protoactor clusters (no -race: protoactor's own races); the UI test needs chromium
+	@if [ -n "$(CLUSTER_PKGS)" ]; then ORRERY_UI_BROWSER_REQUIRED=1 $(GO) test -count=1 -timeout 10m $(CLUSTER_PKGS); fi
+
+# The web UI's browser test (silo/ui) drives Debian's headless chromium through chromedriver; under
+# test-cluster it fails, never skips, when they are missing.
+ui-deps: ## install Debian's chromium and chromium-driver with apt-get (as root, or through sudo) when missing
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  echo "ui-deps: installing chromium and chromium-driver with apt-get"; \
+	  { $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } >/dev/null \
+	    || echo "ui-deps: could not install chromium and chromium-driver (no apt-get, no root, or offline): the silo/ui browser test will fail"; \
+	fi
 
 cluster-test: ## the chaos process tests at full length (ORRERY_CLUSTER_FULL=1): kills, pauses, lost hosts, rolling restarts
 	ORRERY_CLUSTER_FULL=1 $(GO) test -count=1 -v -timeout 60m ./chaos

@@ -20,6 +20,7 @@ import (
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
+	"github.com/orreryhq/orrery/silo/ui"
 )
 
 // adminHandler serves, on loopback by default:
@@ -39,6 +40,13 @@ import (
 //	                                                    active, paused, suspended, cancelled, completed)
 //	GET /v1/sagas/{namespace}?queue=&phase=&after=&max= a page of a namespace's sagas (phase:
 //	                                                    waiting, completed, cancelled, timed_out)
+//	POST /v1/schedules/{namespace}/{queue}/{key}/{id}/pause|resume|trigger
+//	                                                    pause, resume or trigger a schedule at
+//	                                                    whatever revision it is: its result
+//	GET /ui/                                            the web UI (package silo/ui); / redirects there
+//
+// A cross-origin POST (one a page of another site makes the browser send) is refused with 403
+// (http.CrossOriginProtection), so a web page cannot steer a loopback silo.
 //
 // A page (client.ListSchedules, client.ListSagas) is in (queue, key, id) order across every
 // partition; next_after, null on the last page, is the after of the next.
@@ -68,6 +76,11 @@ func (s *Silo) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/schedules/{namespace}", s.listSchedules)
 	mux.HandleFunc("GET /v1/sagas/{namespace}", s.listSagas)
+	for _, action := range scheduleActions {
+		mux.HandleFunc("POST /v1/schedules/{namespace}/{queue}/{key}/{id}/"+action, s.scheduleAction(action))
+	}
+	mux.Handle("GET "+ui.Prefix, ui.Handler())
+	mux.Handle("GET /{$}", http.RedirectHandler(ui.Prefix, http.StatusFound))
 	mux.HandleFunc("GET /v1/lanes/{namespace}/{queue}/{key}", func(w http.ResponseWriter, r *http.Request) {
 		maxMessages := 100
 		if v := r.URL.Query().Get("max"); v != "" {
@@ -93,7 +106,7 @@ func (s *Silo) adminHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, body)
 	})
-	return mux
+	return http.NewCrossOriginProtection().Handler(mux)
 }
 
 // ledger serves a page of a schedule's occurrence ledger.

@@ -3,8 +3,9 @@
 // transport, cluster/raftnet), runs the replica placement loop (each partition this silo leads
 // moves toward its target replica set and leaderships even out, cluster/placement), runs the
 // silo's due coordinator over the partitions this silo leads, serves the admin HTTP endpoint
-// (health, readiness, inspection, each partition's replica view, Prometheus metrics from the
-// silo's own registry), exposes an in-process client, and shuts down gracefully (stop
-// coordinating, hand leaderships over, close partitions, leave) or fences itself when the
-// cluster dropped it. Failure detection timings come from a named profile (FailureProfiles).
+// (health, readiness, inspection, schedule pause/resume/trigger, each partition's replica view,
+// Prometheus metrics from the silo's own registry, the web UI of silo/ui), exposes an
+// in-process client, and shuts down gracefully (stop coordinating, hand leaderships over, close
+// partitions, leave) or fences itself when the cluster dropped it. Failure detection timings
+// come from a named profile (FailureProfiles).
 package silo

@@ -1,0 +1,87 @@
+package silo
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// post sends a POST with the given headers and decodes the JSON answer.
+func post(t *testing.T, url string, header map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
+// TestAdminPausesResumesAndTriggersSchedules: POST …/pause, …/resume and …/trigger act on a
+// schedule at whatever revision it is and answer its result; pausing a paused schedule is an
+// error, a malformed id 400 naming it; a cross-origin POST is 403 and changes nothing.
+func TestAdminPausesResumesAndTriggersSchedules(t *testing.T) {
+	s := startSilo(t, t.TempDir(), nil)
+	waitReady(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lane := &orreryv1.Lane{Namespace: "actions-test", Queue: "jobs", Key: "k"}
+	id := uuid.NewString()
+	if _, err := s.Client().ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id,
+		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: time.Minute.Microseconds(), FirstDueAtUnixMicros: time.Now().Add(time.Hour).UnixMicro()}}},
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + s.AdminAddress() + "/v1/schedules/actions-test/jobs/k/" + id + "/"
+	paused := func() bool {
+		t.Helper()
+		rec, err := s.Client().InspectSchedule(ctx, lane, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.GetPaused()
+	}
+
+	if code, body := post(t, base+"pause", map[string]string{"Sec-Fetch-Site": "cross-site"}); code != http.StatusForbidden || paused() {
+		t.Fatalf("cross-origin pause: %d %v, paused %v; want 403 and not paused", code, body, paused())
+	}
+	if code, body := post(t, base+"pause", nil); code != http.StatusOK || body["revision"] == nil || !paused() {
+		t.Fatalf("pause: %d %v, paused %v", code, body, paused())
+	}
+	if code, body := post(t, base+"pause", nil); code == http.StatusOK {
+		t.Fatalf("pause of a paused schedule: %d %v, want an error", code, body)
+	}
+	if code, body := post(t, base+"resume", nil); code != http.StatusOK || paused() {
+		t.Fatalf("resume: %d %v, paused %v", code, body, paused())
+	}
+	if code, body := post(t, base+"trigger", nil); code != http.StatusOK {
+		t.Fatalf("trigger: %d %v", code, body)
+	}
+	insp, err := s.Client().ScheduleInspection(ctx, lane, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outs := insp.GetLastOutcomes(); len(outs) == 0 || outs[0].GetOutcome() != orreryv1.LedgerOutcome_LEDGER_OUTCOME_MANUAL {
+		t.Fatalf("after trigger the last outcomes are %v, want a MANUAL one first", outs)
+	}
+	code, body := post(t, "http://"+s.AdminAddress()+"/v1/schedules/actions-test/jobs/k/not-a-uuid/pause", nil)
+	if field, _ := body["error"].(map[string]any)["field"].(string); code != http.StatusBadRequest || !strings.Contains(field, "schedule_id") {
+		t.Fatalf("malformed id: %d %v, want 400 naming schedule_id", code, body)
+	}
+}

@@ -1,0 +1,164 @@
+package ui_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/silo"
+)
+
+// These tests start a silo in-process (a protoactor cluster), so they run without -race.
+
+// screenshotEnv names where TestUIPausesASchedule writes its screenshot (default: a temp dir).
+const screenshotEnv = "ORRERY_UI_SCREENSHOT"
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// startSilo starts a one-silo cluster on free loopback ports in a temp data dir, waits until it
+// is ready and stops it in t.Cleanup.
+func startSilo(t *testing.T) *silo.Silo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Admin: "127.0.0.1:0", Partitions: 4, Logger: quiet})
+	if err != nil {
+		t.Fatalf("start silo: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + s.AdminAddress() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("silo not ready within 30s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestUIPausesASchedule drives headless chromium through the admin endpoint's UI: it loads a
+// namespace, finds a schedule's next fire time (UTC and relative) and last outcome, checks that
+// every request carries the bearer token entered in the token box, pauses the schedule with the
+// page's button and checks through the client that it is paused, writes a screenshot (to
+// $ORRERY_UI_SCREENSHOT or a temp dir; the path is logged), then resumes it.
+func TestUIPausesASchedule(t *testing.T) {
+	b := startBrowser(t)
+	s := startSilo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	const namespace = "ui-test"
+	nextFire := time.Now().Add(time.Hour).Truncate(time.Second)
+	report := client.NamedSchedule(&orreryv1.Lane{Namespace: namespace, Queue: "reports", Key: "eu"}, "hourly-report",
+		client.Every(time.Hour, nextFire), `{"report":"hourly"}`)
+	heartbeat := client.NamedSchedule(&orreryv1.Lane{Namespace: namespace, Queue: "jobs", Key: "heartbeat"}, "heartbeat",
+		client.Every(2*time.Second, time.Now().Truncate(time.Second)), `{"beat":true}`)
+	for _, def := range []*orreryv1.ScheduleDefinition{report, heartbeat} {
+		if _, err := s.Client().ConfigureSchedule(ctx, def, 0); err != nil {
+			t.Fatalf("configure %s: %v", def.GetName(), err)
+		}
+	}
+	if _, err := s.Client().TriggerSchedule(ctx, &orreryv1.TriggerSchedule{Lane: report.GetLane(), ScheduleId: report.GetScheduleId()}); err != nil {
+		t.Fatal(err)
+	}
+	paused := func() bool {
+		t.Helper()
+		rec, err := s.Client().InspectSchedule(ctx, report.GetLane(), report.GetScheduleId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.GetPaused()
+	}
+
+	b.open("http://" + s.AdminAddress() + "/")
+	b.typeInto("#token", "ui-test-token")
+	b.click("#token-form button[type=submit]")
+	var token string
+	b.script(`return sessionStorage.getItem('orrery.token');`, &token)
+	if token != "ui-test-token" {
+		t.Fatalf("the token box stored %q in sessionStorage, want ui-test-token", token)
+	}
+	b.script(`window.sentAuthorization = [];
+		const fetchFirst = window.fetch;
+		window.fetch = (url, init) => { window.sentAuthorization.push(init.headers.Authorization || ''); return fetchFirst(url, init); };
+		`, nil)
+	b.typeInto("#namespace", namespace)
+	b.click("#load")
+
+	row := `tr[data-schedule-id="` + report.GetScheduleId() + `"]`
+	wantFire := nextFire.UTC().Format("2006-01-02 15:04:05") + " UTC"
+	var shown string
+	b.poll("the report's next fire time "+wantFire, func() (bool, error) {
+		shown = b.textOf(row + " td.next-fire")
+		return strings.Contains(shown, wantFire) && strings.Contains(shown, "in "), nil
+	})
+	t.Logf("next fire time shown: %q", shown)
+	var sent []string
+	b.script(`return window.sentAuthorization;`, &sent)
+	if len(sent) == 0 || slices.ContainsFunc(sent, func(h string) bool { return h != "Bearer ui-test-token" }) {
+		t.Fatalf("the page sent Authorization headers %q, want every one to be \"Bearer ui-test-token\"", sent)
+	}
+	b.poll("the report's last outcome", func() (bool, error) {
+		return strings.Contains(b.textOf(row+" td.last-outcome"), "manual"), nil
+	})
+
+	b.click(row + " button.pause")
+	b.poll("the schedule paused through the client", func() (bool, error) { return paused(), nil })
+	b.poll("the page showing it paused", func() (bool, error) {
+		return strings.Contains(b.textOf(row+" .badge"), "paused"), nil
+	})
+	b.click(`tr[data-schedule-id="` + heartbeat.GetScheduleId() + `"] button.details`)
+	b.poll("the heartbeat's details", func() (bool, error) {
+		return strings.Contains(b.textOf("tr.details-row"), "Next fire times"), nil
+	})
+	b.poll("the heartbeat lane's depth", func() (bool, error) {
+		depth := strings.TrimSuffix(b.textOf(`tr[data-lane="jobs/heartbeat"] td.depth`), "+")
+		n, err := strconv.Atoi(depth)
+		return err == nil && n > 0, nil
+	})
+
+	path := os.Getenv(screenshotEnv)
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "orrery-ui.png")
+	}
+	b.screenshot(path)
+	t.Logf("screenshot: %s", path)
+
+	b.click(row + " button.resume")
+	b.poll("the schedule resumed through the client", func() (bool, error) { return !paused(), nil })
+}
+
+// TestAdminServesTheUI: / redirects to /ui/, which serves the page and its script and style.
+func TestAdminServesTheUI(t *testing.T) {
+	s := startSilo(t)
+	for path, want := range map[string]string{"/": "<title>Orrery</title>", "/ui/app.js": "/v1/partitions", "/ui/style.css": "font"} {
+		resp, err := http.Get("http://" + s.AdminAddress() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s (final %s): %d, want 200 with %q", path, resp.Request.URL.Path, resp.StatusCode, want)
+		}
+		if path == "/" && resp.Request.URL.Path != "/ui/" {
+			t.Errorf("GET / ended at %s, want /ui/", resp.Request.URL.Path)
+		}
+	}
+}
