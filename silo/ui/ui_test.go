@@ -31,7 +31,7 @@ func startSilo(t *testing.T) *silo.Silo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Admin: "127.0.0.1:0", Partitions: 4, Logger: quiet})
+	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Admin: "127.0.0.1:0", Partitions: 4, Logger: quiet, InsecureDev: true})
 	if err != nil {
 		t.Fatalf("start silo: %v", err)
 	}
