@@ -2582,6 +2582,69 @@ func (x *Housekeep) GetMaxRecords() uint32 {
 	return 0
 }
 
+// RedriveDeadLetters moves up to max messages (zero means Limits.MaxReceivePerCommand, which
+// bounds it) of lane's dead-letter queue (lane.queue + "$dlq", same namespace and key) back to
+// lane, in the dead-letter lane's id order, stopping early once the payload and header bytes
+// it moved pass Limits.MaxReceiveBytesPerCommand (the first message always goes). Each goes
+// back under its id, visible at logged time, with its delivery count reset and its origin,
+// TTL and max deliveries kept; the tombstone its dead-lettering left in lane is removed, and
+// none is left in the dead-letter lane, so it can be dead-lettered again. A message leased
+// from the dead-letter queue stays there while its lease lasts, and so does one whose id lane
+// holds live; both count in RedriveResult.skipped. The lane's quota applies (QuotaExceeded
+// rolls the batch back). A redrive of an empty dead-letter queue succeeds and moves nothing.
+type RedriveDeadLetters struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The live queue's lane, not its dead-letter queue's.
+	Lane          *Lane  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Max           uint32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDeadLetters) Reset() {
+	*x = RedriveDeadLetters{}
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDeadLetters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDeadLetters) ProtoMessage() {}
+
+func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
+func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RedriveDeadLetters) GetLane() *Lane {
+	if x != nil {
+		return x.Lane
+	}
+	return nil
+}
+
+func (x *RedriveDeadLetters) GetMax() uint32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
 // Mutation is one change in a batch.
 type Mutation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2602,6 +2665,7 @@ type Mutation struct {
 	//	*Mutation_Release
 	//	*Mutation_ExtendLease
 	//	*Mutation_Housekeep
+	//	*Mutation_RedriveDeadLetters
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2609,7 +2673,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2685,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2698,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -2779,6 +2843,15 @@ func (x *Mutation) GetHousekeep() *Housekeep {
 	return nil
 }
 
+func (x *Mutation) GetRedriveDeadLetters() *RedriveDeadLetters {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_RedriveDeadLetters); ok {
+			return x.RedriveDeadLetters
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -2843,6 +2916,10 @@ type Mutation_Housekeep struct {
 	Housekeep *Housekeep `protobuf:"bytes,15,opt,name=housekeep,proto3,oneof"`
 }
 
+type Mutation_RedriveDeadLetters struct {
+	RedriveDeadLetters *RedriveDeadLetters `protobuf:"bytes,18,opt,name=redrive_dead_letters,json=redriveDeadLetters,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -2873,6 +2950,8 @@ func (*Mutation_ExtendLease) isMutation_Kind() {}
 
 func (*Mutation_Housekeep) isMutation_Kind() {}
 
+func (*Mutation_RedriveDeadLetters) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2887,7 +2966,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +2978,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +2991,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -2958,7 +3037,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3049,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3062,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -3048,7 +3127,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3139,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +3152,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -3108,7 +3187,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3199,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3212,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -3164,7 +3243,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3176,7 +3255,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3189,7 +3268,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -3217,7 +3296,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3229,7 +3308,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3242,7 +3321,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -3275,7 +3354,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3366,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3379,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -3338,6 +3417,69 @@ func (x *HousekeepResult) GetIndexRecordsBuilt() uint32 {
 	return 0
 }
 
+// RedriveResult reports a RedriveDeadLetters: the ids moved back, in the order they were
+// moved, how many dead letters it left in place (leased, or their id live in the lane), and
+// whether dead letters remain beyond those it handled (its max or byte budget stopped it).
+type RedriveResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RedrivenIds   []string               `protobuf:"bytes,1,rep,name=redriven_ids,json=redrivenIds,proto3" json:"redriven_ids,omitempty"`
+	Skipped       uint32                 `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	More          bool                   `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveResult) Reset() {
+	*x = RedriveResult{}
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveResult) ProtoMessage() {}
+
+func (x *RedriveResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
+func (*RedriveResult) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RedriveResult) GetRedrivenIds() []string {
+	if x != nil {
+		return x.RedrivenIds
+	}
+	return nil
+}
+
+func (x *RedriveResult) GetSkipped() uint32 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *RedriveResult) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 // MutationResult is the outcome of one mutation: an error or a typed result.
 type MutationResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3350,6 +3492,7 @@ type MutationResult struct {
 	//	*MutationResult_Receive
 	//	*MutationResult_Lease
 	//	*MutationResult_Housekeep
+	//	*MutationResult_Redrive
 	Result        isMutationResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3357,7 +3500,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3369,7 +3512,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3382,7 +3525,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -3453,6 +3596,15 @@ func (x *MutationResult) GetHousekeep() *HousekeepResult {
 	return nil
 }
 
+func (x *MutationResult) GetRedrive() *RedriveResult {
+	if x != nil {
+		if x, ok := x.Result.(*MutationResult_Redrive); ok {
+			return x.Redrive
+		}
+	}
+	return nil
+}
+
 type isMutationResult_Result interface {
 	isMutationResult_Result()
 }
@@ -3481,6 +3633,10 @@ type MutationResult_Housekeep struct {
 	Housekeep *HousekeepResult `protobuf:"bytes,7,opt,name=housekeep,proto3,oneof"`
 }
 
+type MutationResult_Redrive struct {
+	Redrive *RedriveResult `protobuf:"bytes,18,opt,name=redrive,proto3,oneof"`
+}
+
 func (*MutationResult_Schedule) isMutationResult_Result() {}
 
 func (*MutationResult_Saga) isMutationResult_Result() {}
@@ -3492,6 +3648,8 @@ func (*MutationResult_Receive) isMutationResult_Result() {}
 func (*MutationResult_Lease) isMutationResult_Result() {}
 
 func (*MutationResult_Housekeep) isMutationResult_Result() {}
+
+func (*MutationResult_Redrive) isMutationResult_Result() {}
 
 // Receipt is the complete, deterministic result of a batch. Either results holds one entry per
 // mutation, or error is set, the batch was rolled back and results is empty.
@@ -3507,7 +3665,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3519,7 +3677,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3532,7 +3690,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -3746,7 +3904,10 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x15lease_duration_micros\x18\x04 \x01(\x03R\x13leaseDurationMicros\",\n" +
 	"\tHousekeep\x12\x1f\n" +
 	"\vmax_records\x18\x01 \x01(\rR\n" +
-	"maxRecords\"\xbf\a\n" +
+	"maxRecords\"K\n" +
+	"\x12RedriveDeadLetters\x12#\n" +
+	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"\x92\b\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -3764,7 +3925,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x03ack\x18\f \x01(\v2\x0e.orrery.v1.AckH\x00R\x03ack\x12.\n" +
 	"\arelease\x18\r \x01(\v2\x12.orrery.v1.ReleaseH\x00R\arelease\x12;\n" +
 	"\fextend_lease\x18\x0e \x01(\v2\x16.orrery.v1.ExtendLeaseH\x00R\vextendLease\x124\n" +
-	"\thousekeep\x18\x0f \x01(\v2\x14.orrery.v1.HousekeepH\x00R\thousekeepB\x06\n" +
+	"\thousekeep\x18\x0f \x01(\v2\x14.orrery.v1.HousekeepH\x00R\thousekeep\x12Q\n" +
+	"\x14redrive_dead_letters\x18\x12 \x01(\v2\x1d.orrery.v1.RedriveDeadLettersH\x00R\x12redriveDeadLettersB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -3800,7 +3962,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12tombstones_removed\x18\x02 \x01(\rR\x11tombstonesRemoved\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x124\n" +
 	"\x16ledger_records_removed\x18\x04 \x01(\rR\x14ledgerRecordsRemoved\x12.\n" +
-	"\x13index_records_built\x18\x05 \x01(\rR\x11indexRecordsBuilt\"\x80\x03\n" +
+	"\x13index_records_built\x18\x05 \x01(\rR\x11indexRecordsBuilt\"`\n" +
+	"\rRedriveResult\x12!\n" +
+	"\fredriven_ids\x18\x01 \x03(\tR\vredrivenIds\x12\x18\n" +
+	"\askipped\x18\x02 \x01(\rR\askipped\x12\x12\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\"\xb6\x03\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +
@@ -3808,7 +3974,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\aenqueue\x18\x04 \x01(\v2\x18.orrery.v1.EnqueueResultH\x00R\aenqueue\x124\n" +
 	"\areceive\x18\x05 \x01(\v2\x18.orrery.v1.ReceiveResultH\x00R\areceive\x12.\n" +
 	"\x05lease\x18\x06 \x01(\v2\x16.orrery.v1.LeaseResultH\x00R\x05lease\x12:\n" +
-	"\thousekeep\x18\a \x01(\v2\x1a.orrery.v1.HousekeepResultH\x00R\thousekeepB\b\n" +
+	"\thousekeep\x18\a \x01(\v2\x1a.orrery.v1.HousekeepResultH\x00R\thousekeep\x124\n" +
+	"\aredrive\x18\x12 \x01(\v2\x18.orrery.v1.RedriveResultH\x00R\aredriveB\b\n" +
 	"\x06result\"\xbc\x01\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
@@ -3870,7 +4037,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),              // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),          // 1: orrery.v1.CronGapPolicy
@@ -3907,16 +4074,18 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*Release)(nil),             // 32: orrery.v1.Release
 	(*ExtendLease)(nil),         // 33: orrery.v1.ExtendLease
 	(*Housekeep)(nil),           // 34: orrery.v1.Housekeep
-	(*Mutation)(nil),            // 35: orrery.v1.Mutation
-	(*Batch)(nil),               // 36: orrery.v1.Batch
-	(*ScheduleResult)(nil),      // 37: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),          // 38: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),       // 39: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),       // 40: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),         // 41: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),     // 42: orrery.v1.HousekeepResult
-	(*MutationResult)(nil),      // 43: orrery.v1.MutationResult
-	(*Receipt)(nil),             // 44: orrery.v1.Receipt
+	(*RedriveDeadLetters)(nil),  // 35: orrery.v1.RedriveDeadLetters
+	(*Mutation)(nil),            // 36: orrery.v1.Mutation
+	(*Batch)(nil),               // 37: orrery.v1.Batch
+	(*ScheduleResult)(nil),      // 38: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),          // 39: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),       // 40: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),       // 41: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),         // 42: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),     // 43: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),       // 44: orrery.v1.RedriveResult
+	(*MutationResult)(nil),      // 45: orrery.v1.MutationResult
+	(*Receipt)(nil),             // 46: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -3951,38 +4120,41 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	7,  // 29: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
 	7,  // 30: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
 	7,  // 31: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	20, // 32: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	21, // 33: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	22, // 34: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	23, // 35: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	24, // 36: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	25, // 37: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	26, // 38: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	27, // 39: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	28, // 40: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	29, // 41: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	30, // 42: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	31, // 43: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	32, // 44: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	33, // 45: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	34, // 46: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	35, // 47: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	5,  // 48: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	19, // 49: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	6,  // 50: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	37, // 51: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	38, // 52: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	39, // 53: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	40, // 54: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	41, // 55: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	42, // 56: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	43, // 57: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	6,  // 58: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	7,  // 32: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	20, // 33: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	21, // 34: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	22, // 35: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	23, // 36: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	24, // 37: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	25, // 38: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	26, // 39: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	27, // 40: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	28, // 41: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	29, // 42: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	30, // 43: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	31, // 44: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	32, // 45: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	33, // 46: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	34, // 47: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	35, // 48: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	36, // 49: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	5,  // 50: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	19, // 51: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	6,  // 52: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	38, // 53: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	39, // 54: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	40, // 55: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	41, // 56: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	42, // 57: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	43, // 58: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	44, // 59: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	45, // 60: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	6,  // 61: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	62, // [62:62] is the sub-list for method output_type
+	62, // [62:62] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -4000,7 +4172,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[29].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[30].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -4016,14 +4188,16 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_Release)(nil),
 		(*Mutation_ExtendLease)(nil),
 		(*Mutation_Housekeep)(nil),
+		(*Mutation_RedriveDeadLetters)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[37].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[39].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
 		(*MutationResult_Receive)(nil),
 		(*MutationResult_Lease)(nil),
 		(*MutationResult_Housekeep)(nil),
+		(*MutationResult_Redrive)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4031,7 +4205,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -67,6 +67,11 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			msgs, next, err := queue.ListLane(r, t.Lane.GetLane(), t.Lane.GetAfterId(), limit, queue.MaxLanePageBytes)
 			reply.Found, reply.Messages, reply.NextAfterId = len(msgs) > 0, msgs, next
 			return err
+		case *orreryv1.InspectRequest_Queue:
+			q := t.Queue
+			stats, err := queue.Stats(r, q.GetNamespace(), q.GetQueue(), q.GetKey(), e.readTime(now))
+			reply.Found, reply.QueueStats = err == nil, stats
+			return err
 		case *orreryv1.InspectRequest_ListSchedules:
 			listed, next, err := listing.Schedules(r, t.ListSchedules, listing.MaxPageBytes)
 			reply.Found, reply.ListedSchedules, reply.ListContinuation = len(listed) > 0, listed, next
@@ -95,7 +100,7 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			}
 			return err
 		default:
-			return orrery.Invalid("target", "is required (schedule, saga, lane, ledger, list_schedules, list_sagas or partition)")
+			return orrery.Invalid("target", "is required (schedule, saga, lane, queue, ledger, list_schedules, list_sagas or partition)")
 		}
 	})
 	if err != nil {

@@ -65,6 +65,8 @@ func MutationLane(m *orreryv1.Mutation) *orreryv1.Lane {
 		return k.Release.GetLane()
 	case *orreryv1.Mutation_ExtendLease:
 		return k.ExtendLease.GetLane()
+	case *orreryv1.Mutation_RedriveDeadLetters:
+		return k.RedriveDeadLetters.GetLane()
 	default:
 		return nil
 	}
