@@ -104,6 +104,22 @@ func (c *Client) QueueStats(ctx context.Context, namespace, queue, key string) (
 	return out, nil
 }
 
+// ListQueueStats counts the queues holding messages in one partition, at most maxQueues (0:
+// the partition's default, 100) within one scan budget shared by their counts
+// (queue.ListQueueStats); more reports queues it left out.
+func (c *Client) ListQueueStats(ctx context.Context, partition, maxQueues int) (queues []*orreryv1.QueueStats, more bool, err error) {
+	if maxQueues < 0 || maxQueues > math.MaxUint32 {
+		return nil, false, orrery.Invalid("max_queues", "must be between 0 and %d, got %d", uint32(math.MaxUint32), maxQueues)
+	}
+	reply, err := c.inspect(ctx, partition, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_ListQueues{
+		ListQueues: &orreryv1.ListQueues{MaxQueues: uint32(maxQueues)},
+	}})
+	if err != nil {
+		return nil, false, err
+	}
+	return reply.GetQueues(), reply.GetMoreQueues(), nil
+}
+
 // PartitionStatus reads what an operator sees of one partition.
 func (c *Client) PartitionStatus(ctx context.Context, partition int) (*orreryv1.PartitionStatus, error) {
 	reply, err := c.inspect(ctx, partition, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{

@@ -404,6 +404,7 @@ type InspectRequest struct {
 	//	*InspectRequest_ListSchedules
 	//	*InspectRequest_ListSagas
 	//	*InspectRequest_Queue
+	//	*InspectRequest_ListQueues
 	Target        isInspectRequest_Target `protobuf_oneof:"target"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -518,6 +519,15 @@ func (x *InspectRequest) GetQueue() *InspectQueue {
 	return nil
 }
 
+func (x *InspectRequest) GetListQueues() *ListQueues {
+	if x != nil {
+		if x, ok := x.Target.(*InspectRequest_ListQueues); ok {
+			return x.ListQueues
+		}
+	}
+	return nil
+}
+
 type isInspectRequest_Target interface {
 	isInspectRequest_Target()
 }
@@ -554,6 +564,10 @@ type InspectRequest_Queue struct {
 	Queue *InspectQueue `protobuf:"bytes,8,opt,name=queue,proto3,oneof"`
 }
 
+type InspectRequest_ListQueues struct {
+	ListQueues *ListQueues `protobuf:"bytes,9,opt,name=list_queues,json=listQueues,proto3,oneof"`
+}
+
 func (*InspectRequest_Schedule) isInspectRequest_Target() {}
 
 func (*InspectRequest_Saga) isInspectRequest_Target() {}
@@ -569,6 +583,8 @@ func (*InspectRequest_ListSchedules) isInspectRequest_Target() {}
 func (*InspectRequest_ListSagas) isInspectRequest_Target() {}
 
 func (*InspectRequest_Queue) isInspectRequest_Target() {}
+
+func (*InspectRequest_ListQueues) isInspectRequest_Target() {}
 
 // ListSchedules pages through one partition's schedules of a namespace in (queue, key, id)
 // order (keys are length-prefixed: shorter first, then byte order), optionally only those of
@@ -1102,6 +1118,53 @@ func (x *InspectQueue) GetKey() string {
 	return ""
 }
 
+// ListQueues counts the queues that hold messages (live or dead-lettered) in this partition,
+// in visibility-index order, at most max_queues of them (zero means 100; at most 1000), all
+// within one scan budget (queue.ListQueueStatsBudget) that their counts share.
+type ListQueues struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MaxQueues     uint32                 `protobuf:"varint,1,opt,name=max_queues,json=maxQueues,proto3" json:"max_queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQueues) Reset() {
+	*x = ListQueues{}
+	mi := &file_api_v1_partition_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQueues) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQueues) ProtoMessage() {}
+
+func (x *ListQueues) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQueues.ProtoReflect.Descriptor instead.
+func (*ListQueues) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListQueues) GetMaxQueues() uint32 {
+	if x != nil {
+		return x.MaxQueues
+	}
+	return 0
+}
+
 // QueueStats is one queue's depth in one partition at its logged time. Visible messages are
 // what a receive would take now (an ended lease counts as visible), leased ones hold an
 // unexpired lease, delayed ones become visible later. When complete is false the scan budget
@@ -1117,15 +1180,18 @@ type QueueStats struct {
 	LoggedTimeUnixMicros      int64 `protobuf:"varint,6,opt,name=logged_time_unix_micros,json=loggedTimeUnixMicros,proto3" json:"logged_time_unix_micros,omitempty"`
 	Complete                  bool  `protobuf:"varint,7,opt,name=complete,proto3" json:"complete,omitempty"`
 	// For one lane: its live message count and bytes (the quota counters, always exact).
-	LaneMessages  uint64 `protobuf:"varint,8,opt,name=lane_messages,json=laneMessages,proto3" json:"lane_messages,omitempty"`
-	LaneBytes     uint64 `protobuf:"varint,9,opt,name=lane_bytes,json=laneBytes,proto3" json:"lane_bytes,omitempty"`
+	LaneMessages uint64 `protobuf:"varint,8,opt,name=lane_messages,json=laneMessages,proto3" json:"lane_messages,omitempty"`
+	LaneBytes    uint64 `protobuf:"varint,9,opt,name=lane_bytes,json=laneBytes,proto3" json:"lane_bytes,omitempty"`
+	// The queue counted (set by ListQueues).
+	Namespace     string `protobuf:"bytes,10,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_api_v1_partition_proto_msgTypes[14]
+	mi := &file_api_v1_partition_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1203,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[14]
+	mi := &file_api_v1_partition_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1216,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QueueStats) GetVisible() uint64 {
@@ -1216,6 +1282,20 @@ func (x *QueueStats) GetLaneBytes() uint64 {
 	return 0
 }
 
+func (x *QueueStats) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueueStats) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
 // InspectPartition asks for the partition's status.
 type InspectPartition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1225,7 +1305,7 @@ type InspectPartition struct {
 
 func (x *InspectPartition) Reset() {
 	*x = InspectPartition{}
-	mi := &file_api_v1_partition_proto_msgTypes[15]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1317,7 @@ func (x *InspectPartition) String() string {
 func (*InspectPartition) ProtoMessage() {}
 
 func (x *InspectPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[15]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1330,7 @@ func (x *InspectPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectPartition.ProtoReflect.Descriptor instead.
 func (*InspectPartition) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
 }
 
 // PartitionStatus is what an operator sees of one partition.
@@ -1277,7 +1357,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_api_v1_partition_proto_msgTypes[16]
+	mi := &file_api_v1_partition_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1369,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[16]
+	mi := &file_api_v1_partition_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1382,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -1405,7 +1485,7 @@ type CommandLimits struct {
 
 func (x *CommandLimits) Reset() {
 	*x = CommandLimits{}
-	mi := &file_api_v1_partition_proto_msgTypes[17]
+	mi := &file_api_v1_partition_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1497,7 @@ func (x *CommandLimits) String() string {
 func (*CommandLimits) ProtoMessage() {}
 
 func (x *CommandLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[17]
+	mi := &file_api_v1_partition_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1510,7 @@ func (x *CommandLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLimits.ProtoReflect.Descriptor instead.
 func (*CommandLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommandLimits) GetMaxPayloadBytes() uint32 {
@@ -1491,14 +1571,18 @@ type InspectReply struct {
 	ListedSagas      []*SagaRecord     `protobuf:"bytes,12,rep,name=listed_sagas,json=listedSagas,proto3" json:"listed_sagas,omitempty"`
 	ListContinuation []byte            `protobuf:"bytes,13,opt,name=list_continuation,json=listContinuation,proto3" json:"list_continuation,omitempty"`
 	// InspectQueue: the counts.
-	QueueStats    *QueueStats `protobuf:"bytes,14,opt,name=queue_stats,json=queueStats,proto3" json:"queue_stats,omitempty"`
+	QueueStats *QueueStats `protobuf:"bytes,14,opt,name=queue_stats,json=queueStats,proto3" json:"queue_stats,omitempty"`
+	// ListQueues: a count of each queue, and whether queues remain beyond max_queues or the
+	// budget.
+	Queues        []*QueueStats `protobuf:"bytes,15,rep,name=queues,proto3" json:"queues,omitempty"`
+	MoreQueues    bool          `protobuf:"varint,16,opt,name=more_queues,json=moreQueues,proto3" json:"more_queues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectReply) Reset() {
 	*x = InspectReply{}
-	mi := &file_api_v1_partition_proto_msgTypes[18]
+	mi := &file_api_v1_partition_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1594,7 @@ func (x *InspectReply) String() string {
 func (*InspectReply) ProtoMessage() {}
 
 func (x *InspectReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[18]
+	mi := &file_api_v1_partition_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1607,7 @@ func (x *InspectReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectReply.ProtoReflect.Descriptor instead.
 func (*InspectReply) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InspectReply) GetFound() bool {
@@ -1624,6 +1708,20 @@ func (x *InspectReply) GetQueueStats() *QueueStats {
 	return nil
 }
 
+func (x *InspectReply) GetQueues() []*QueueStats {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *InspectReply) GetMoreQueues() bool {
+	if x != nil {
+		return x.MoreQueues
+	}
+	return false
+}
+
 var File_api_v1_partition_proto protoreflect.FileDescriptor
 
 const file_api_v1_partition_proto_rawDesc = "" +
@@ -1654,7 +1752,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\rNextDueNotice\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x124\n" +
 	"\x17next_due_at_unix_micros\x18\x02 \x01(\x03R\x13nextDueAtUnixMicros\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xcc\x03\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\x86\x04\n" +
 	"\x0eInspectRequest\x128\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1a.orrery.v1.InspectScheduleH\x00R\bschedule\x12,\n" +
 	"\x04saga\x18\x02 \x01(\v2\x16.orrery.v1.InspectSagaH\x00R\x04saga\x12,\n" +
@@ -1664,7 +1762,9 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x0elist_schedules\x18\x06 \x01(\v2\x18.orrery.v1.ListSchedulesH\x00R\rlistSchedules\x125\n" +
 	"\n" +
 	"list_sagas\x18\a \x01(\v2\x14.orrery.v1.ListSagasH\x00R\tlistSagas\x12/\n" +
-	"\x05queue\x18\b \x01(\v2\x17.orrery.v1.InspectQueueH\x00R\x05queueB\b\n" +
+	"\x05queue\x18\b \x01(\v2\x17.orrery.v1.InspectQueueH\x00R\x05queue\x128\n" +
+	"\vlist_queues\x18\t \x01(\v2\x15.orrery.v1.ListQueuesH\x00R\n" +
+	"listQueuesB\b\n" +
 	"\x06target\"\xaa\x01\n" +
 	"\rListSchedules\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
@@ -1706,7 +1806,11 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\fInspectQueue\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\"\xd6\x02\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"+\n" +
+	"\n" +
+	"ListQueues\x12\x1d\n" +
+	"\n" +
+	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\x8a\x03\n" +
 	"\n" +
 	"QueueStats\x12\x18\n" +
 	"\avisible\x18\x01 \x01(\x04R\avisible\x12\x16\n" +
@@ -1718,7 +1822,10 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\bcomplete\x18\a \x01(\bR\bcomplete\x12#\n" +
 	"\rlane_messages\x18\b \x01(\x04R\flaneMessages\x12\x1d\n" +
 	"\n" +
-	"lane_bytes\x18\t \x01(\x04R\tlaneBytes\"\x12\n" +
+	"lane_bytes\x18\t \x01(\x04R\tlaneBytes\x12\x1c\n" +
+	"\tnamespace\x18\n" +
+	" \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\v \x01(\tR\x05queue\"\x12\n" +
 	"\x10InspectPartition\"\x85\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12)\n" +
@@ -1741,7 +1848,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x11max_headers_bytes\x18\x02 \x01(\rR\x0fmaxHeadersBytes\x12&\n" +
 	"\x0fmax_state_bytes\x18\x03 \x01(\rR\rmaxStateBytes\x125\n" +
 	"\x17max_mutations_per_batch\x18\x04 \x01(\rR\x14maxMutationsPerBatch\x12*\n" +
-	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\xc7\x05\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\x97\x06\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +
@@ -1760,7 +1867,10 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\flisted_sagas\x18\f \x03(\v2\x15.orrery.v1.SagaRecordR\vlistedSagas\x12+\n" +
 	"\x11list_continuation\x18\r \x01(\fR\x10listContinuation\x126\n" +
 	"\vqueue_stats\x18\x0e \x01(\v2\x15.orrery.v1.QueueStatsR\n" +
-	"queueStatsB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"queueStats\x12-\n" +
+	"\x06queues\x18\x0f \x03(\v2\x15.orrery.v1.QueueStatsR\x06queues\x12\x1f\n" +
+	"\vmore_queues\x18\x10 \x01(\bR\n" +
+	"moreQueuesB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_partition_proto_rawDescOnce sync.Once
@@ -1774,7 +1884,7 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
 	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
@@ -1790,60 +1900,63 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*InspectSaga)(nil),        // 11: orrery.v1.InspectSaga
 	(*InspectLane)(nil),        // 12: orrery.v1.InspectLane
 	(*InspectQueue)(nil),       // 13: orrery.v1.InspectQueue
-	(*QueueStats)(nil),         // 14: orrery.v1.QueueStats
-	(*InspectPartition)(nil),   // 15: orrery.v1.InspectPartition
-	(*PartitionStatus)(nil),    // 16: orrery.v1.PartitionStatus
-	(*CommandLimits)(nil),      // 17: orrery.v1.CommandLimits
-	(*InspectReply)(nil),       // 18: orrery.v1.InspectReply
-	(*Batch)(nil),              // 19: orrery.v1.Batch
-	(*Error)(nil),              // 20: orrery.v1.Error
-	(*DueRef)(nil),             // 21: orrery.v1.DueRef
-	(ScheduleState)(0),         // 22: orrery.v1.ScheduleState
-	(SagaPhase)(0),             // 23: orrery.v1.SagaPhase
-	(*ScheduleRecord)(nil),     // 24: orrery.v1.ScheduleRecord
-	(*Lane)(nil),               // 25: orrery.v1.Lane
-	(*SagaRecord)(nil),         // 26: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 27: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 28: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 29: orrery.v1.LedgerRecord
+	(*ListQueues)(nil),         // 14: orrery.v1.ListQueues
+	(*QueueStats)(nil),         // 15: orrery.v1.QueueStats
+	(*InspectPartition)(nil),   // 16: orrery.v1.InspectPartition
+	(*PartitionStatus)(nil),    // 17: orrery.v1.PartitionStatus
+	(*CommandLimits)(nil),      // 18: orrery.v1.CommandLimits
+	(*InspectReply)(nil),       // 19: orrery.v1.InspectReply
+	(*Batch)(nil),              // 20: orrery.v1.Batch
+	(*Error)(nil),              // 21: orrery.v1.Error
+	(*DueRef)(nil),             // 22: orrery.v1.DueRef
+	(ScheduleState)(0),         // 23: orrery.v1.ScheduleState
+	(SagaPhase)(0),             // 24: orrery.v1.SagaPhase
+	(*ScheduleRecord)(nil),     // 25: orrery.v1.ScheduleRecord
+	(*Lane)(nil),               // 26: orrery.v1.Lane
+	(*SagaRecord)(nil),         // 27: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 28: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 29: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 30: orrery.v1.LedgerRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	19, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	20, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	21, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	20, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	20, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	21, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	22, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	21, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
 	10, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
 	11, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
 	12, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
-	15, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
+	16, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
 	9,  // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
 	6,  // 9: orrery.v1.InspectRequest.list_schedules:type_name -> orrery.v1.ListSchedules
 	7,  // 10: orrery.v1.InspectRequest.list_sagas:type_name -> orrery.v1.ListSagas
 	13, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
-	22, // 12: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
-	23, // 13: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
-	24, // 14: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
-	22, // 15: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
-	25, // 16: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
-	25, // 17: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	25, // 18: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	25, // 19: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	17, // 20: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	24, // 21: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	26, // 22: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	27, // 23: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	16, // 24: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	20, // 25: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	28, // 26: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	29, // 27: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	8,  // 28: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	26, // 29: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	14, // 30: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	14, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
+	23, // 13: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
+	24, // 14: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
+	25, // 15: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
+	23, // 16: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
+	26, // 17: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	26, // 18: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	26, // 19: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	26, // 20: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	18, // 21: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	25, // 22: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	27, // 23: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	28, // 24: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	17, // 25: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	21, // 26: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	29, // 27: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	30, // 28: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	8,  // 29: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	27, // 30: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	15, // 31: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	15, // 32: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -1862,6 +1975,7 @@ func file_api_v1_partition_proto_init() {
 		(*InspectRequest_ListSchedules)(nil),
 		(*InspectRequest_ListSagas)(nil),
 		(*InspectRequest_Queue)(nil),
+		(*InspectRequest_ListQueues)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1869,7 +1983,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -29,28 +30,33 @@ func Stats(v kv.Reader, namespace, queue, key string, nowMicros int64) (*orreryv
 	if err := input.QueueName("queue", queue, false); err != nil {
 		return nil, err
 	}
+	stats, _, err := countQueue(v, namespace, queue, key, nowMicros, StatsScanBudget)
+	return stats, err
+}
+
+// countQueue is Stats within budget index entries; it returns what is left of the budget.
+func countQueue(v kv.Reader, namespace, queue, key string, nowMicros int64, budget int) (*orreryv1.QueueStats, int, error) {
 	stats := &orreryv1.QueueStats{LoggedTimeUnixMicros: nowMicros, Complete: true}
-	budget := StatsScanBudget
 	var lanePrefix []byte
 	wanted := uint64(0) // for one lane: how many messages the scan must find
 	if key != "" {
 		if err := input.Name("key", key, input.MaxKeyBytes); err != nil {
-			return nil, err
+			return nil, budget, err
 		}
 		lane := &orreryv1.Lane{Namespace: namespace, Queue: queue, Key: key}
 		counters, err := LoadCounters(v, lane)
 		if err != nil {
-			return nil, err
+			return nil, budget, err
 		}
 		dead, err := LoadCounters(v, DeadLetterLane(lane))
 		if err != nil {
-			return nil, err
+			return nil, budget, err
 		}
 		stats.LaneMessages, stats.LaneBytes, stats.DeadLettered = counters.GetMessages(), counters.GetBytes(), dead.GetMessages()
 		lanePrefix = keys.Of(keys.Message, keys.AppendLane(nil, lane))
 		wanted = counters.GetMessages()
 		if wanted == 0 {
-			return stats, nil
+			return stats, budget, nil
 		}
 	}
 	prefix := keys.QueuePrefix(namespace, queue)
@@ -90,16 +96,16 @@ func Stats(v kv.Reader, namespace, queue, key string, nowMicros int64) (*orreryv
 		return lanePrefix == nil || stats.Visible+stats.Leased+stats.Delayed < wanted, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, budget, err
 	}
 	if loadErr != nil {
-		return nil, loadErr
+		return nil, budget, loadErr
 	}
 	if lanePrefix != nil {
 		if stats.Visible+stats.Leased+stats.Delayed < wanted {
 			stats.Complete = false
 		}
-		return stats, nil
+		return stats, budget, nil
 	}
 	deadPrefix := keys.QueuePrefix(namespace, queue+input.DeadLetterSuffix)
 	err = v.Scan(deadPrefix, kv.PrefixEnd(deadPrefix), func(_, _ []byte) (bool, error) {
@@ -111,5 +117,55 @@ func Stats(v kv.Reader, namespace, queue, key string, nowMicros int64) (*orreryv
 		stats.DeadLettered++
 		return true, nil
 	})
-	return stats, err
+	return stats, budget, err
+}
+
+// ListQueueStatsBudget bounds the visibility-index entries one ListQueueStats reads, the
+// counts of every queue it lists together.
+const ListQueueStatsBudget = 4 * StatsScanBudget
+
+// ListQueueStats counts, at nowMicros, up to maxQueues queues holding messages in this
+// partition (a queue holding only dead letters included), in the order their first index
+// entry is found, each as Stats counts a whole queue, all within ListQueueStatsBudget index
+// entries (a queue counted past it is not complete). Finding a queue costs one index seek,
+// whatever its depth. more reports queues left out by maxQueues or the budget.
+func ListQueueStats(v kv.Reader, nowMicros int64, maxQueues int) (queues []*orreryv1.QueueStats, more bool, err error) {
+	budget := ListQueueStatsBudget
+	seen := map[string]bool{}
+	start, end := keys.Of(keys.Visibility, nil), kv.PrefixEnd(keys.Visibility)
+	for {
+		var prefix []byte
+		err := v.Scan(start, end, func(key, _ []byte) (bool, error) {
+			p, ok := keys.VisibilityQueuePrefix(key)
+			if !ok {
+				return false, orrery.Errorf(orrery.CodeInternal, "visibility index key %x is malformed", bytes.Clone(key))
+			}
+			prefix = bytes.Clone(p)
+			return false, nil
+		})
+		if err != nil || prefix == nil {
+			return queues, false, err
+		}
+		start = kv.PrefixEnd(prefix)
+		namespace, queue, err := keys.SplitQueuePrefix(prefix)
+		if err != nil {
+			return nil, false, orrery.Wrap(orrery.CodeInternal, err, "visibility index prefix %x", prefix)
+		}
+		queue = strings.TrimSuffix(queue, input.DeadLetterSuffix)
+		id := string(keys.AppendString(keys.AppendString(nil, namespace), queue))
+		if seen[id] {
+			continue
+		}
+		if len(queues) == maxQueues || budget == 0 {
+			return queues, true, nil
+		}
+		seen[id] = true
+		var stats *orreryv1.QueueStats
+		stats, budget, err = countQueue(v, namespace, queue, "", nowMicros, budget)
+		if err != nil {
+			return nil, false, err
+		}
+		stats.Namespace, stats.Queue = namespace, queue
+		queues = append(queues, stats)
+	}
 }

@@ -101,3 +101,44 @@ func TestStatsValidation(t *testing.T) {
 	_, err = Stats(b.store, "", testQueue, "", b.now)
 	wantCode(t, err, orrery.CodeValidation, "namespace")
 }
+
+// TestListQueueStats: every queue holding messages is listed once, a queue holding only dead
+// letters included, with the counts Stats gives it; maxQueues leaves the rest out and says so.
+func TestListQueueStats(t *testing.T) {
+	b := setup(t)
+	b.deadLetters("dead") // jobs holds only a dead letter now
+	for _, queue := range []string{"alpha", "beta"} {
+		if _, err := ApplyEnqueue(b.store, b.lim, &orreryv1.Enqueue{Lane: laneOf(queue, "k"), Id: "x"}, b.now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ApplyEnqueue(b.store, b.lim, &orreryv1.Enqueue{Lane: &orreryv1.Lane{Namespace: "other", Queue: "alpha", Key: "k"}, Id: "y", DelayMicros: input.Minute}, b.now); err != nil {
+		t.Fatal(err)
+	}
+	queues, more, err := ListQueueStats(b.store, b.now, 10)
+	if err != nil || more {
+		t.Fatalf("list: more %v, err %v", more, err)
+	}
+	got := map[string]*orreryv1.QueueStats{}
+	for _, q := range queues {
+		name := q.GetNamespace() + "/" + q.GetQueue()
+		if got[name] != nil {
+			t.Fatalf("%s listed twice", name)
+		}
+		got[name] = q
+		want, err := Stats(b.store, q.GetNamespace(), q.GetQueue(), "", b.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Namespace, want.Queue = q.GetNamespace(), q.GetQueue()
+		if !proto.Equal(q, want) {
+			t.Fatalf("%s listed as %v, Stats gives %v", name, q, want)
+		}
+	}
+	if len(got) != 4 || got["ns/jobs"].GetDeadLettered() != 1 || got["ns/alpha"].GetVisible() != 1 || got["other/alpha"].GetDelayed() != 1 {
+		t.Fatalf("listed %v", queues)
+	}
+	if first, more, _ := ListQueueStats(b.store, b.now, 2); len(first) != 2 || !more {
+		t.Fatalf("list of 2: %d queues, more %v", len(first), more)
+	}
+}
