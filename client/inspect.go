@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"math"
+	"sync"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -56,6 +57,67 @@ func (c *Client) InspectLane(ctx context.Context, lane *orreryv1.Lane, afterID s
 		return nil, "", err
 	}
 	return reply.GetMessages(), reply.GetNextAfterId(), nil
+}
+
+// PartitionQueueStats is one partition's share of a queue.
+type PartitionQueueStats struct {
+	Partition int
+	Stats     *orreryv1.QueueStats
+}
+
+// QueueStats counts queue (namespace, queue): with key, the lane (namespace, queue, key) in the
+// partition it routes to; without, each partition's share, asked in parallel and returned in
+// partition order. Counts are each partition's at its own logged time, read within a budget
+// (QueueStats.complete false: lower bounds).
+func (c *Client) QueueStats(ctx context.Context, namespace, queue, key string) ([]PartitionQueueStats, error) {
+	req := &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Queue{Queue: &orreryv1.InspectQueue{Namespace: namespace, Queue: queue, Key: key}}}
+	var partitions []int
+	if key != "" {
+		p, err := c.partitionOf(&orreryv1.Lane{Namespace: namespace, Queue: queue, Key: key})
+		if err != nil {
+			return nil, err
+		}
+		partitions = []int{p}
+	} else {
+		for p := range c.Partitions() {
+			partitions = append(partitions, p)
+		}
+	}
+	out := make([]PartitionQueueStats, len(partitions))
+	errs := make([]error, len(partitions))
+	var wg sync.WaitGroup
+	for i, p := range partitions {
+		wg.Go(func() {
+			reply, err := c.inspect(ctx, p, req)
+			if err == nil && reply.GetQueueStats() == nil {
+				err = orrery.Errorf(orrery.CodeInternal, "partition %d answered without queue stats", p)
+			}
+			out[i], errs[i] = PartitionQueueStats{Partition: p, Stats: reply.GetQueueStats()}, err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ListQueueStats counts the queues holding messages in one partition, at most maxQueues (0:
+// the partition's default, 100) within one scan budget shared by their counts
+// (queue.ListQueueStats); more reports queues it left out.
+func (c *Client) ListQueueStats(ctx context.Context, partition, maxQueues int) (queues []*orreryv1.QueueStats, more bool, err error) {
+	if maxQueues < 0 || maxQueues > math.MaxUint32 {
+		return nil, false, orrery.Invalid("max_queues", "must be between 0 and %d, got %d", uint32(math.MaxUint32), maxQueues)
+	}
+	reply, err := c.inspect(ctx, partition, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_ListQueues{
+		ListQueues: &orreryv1.ListQueues{MaxQueues: uint32(maxQueues)},
+	}})
+	if err != nil {
+		return nil, false, err
+	}
+	return reply.GetQueues(), reply.GetMoreQueues(), nil
 }
 
 // PartitionStatus reads what an operator sees of one partition.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -156,4 +157,24 @@ func (c *Client) leaseCall(ctx context.Context, lane *orreryv1.Lane, m *orreryv1
 		return nil, unexpected("lease", r)
 	}
 	return r.GetLease(), nil
+}
+
+// RedriveDeadLetters moves up to maxMessages (0: the partition's receive max) dead letters of
+// lane's dead-letter queue back to lane (the live queue's lane), as the RedriveDeadLetters
+// mutation describes. A retry with the same command id (WithCommandID) replays the first
+// result; a new redrive of an emptied dead-letter queue moves nothing. Result.More says another
+// redrive would find more.
+func (c *Client) RedriveDeadLetters(ctx context.Context, lane *orreryv1.Lane, maxMessages int, opts ...CallOption) (*orreryv1.RedriveResult, error) {
+	if maxMessages < 0 || maxMessages > math.MaxUint32 {
+		return nil, orrery.Invalid("max", "must be between 0 and %d, got %d", uint32(math.MaxUint32), maxMessages)
+	}
+	m := &orreryv1.RedriveDeadLetters{Lane: lane, Max: uint32(maxMessages)}
+	r, err := c.mutate(ctx, lane, &orreryv1.Mutation{Kind: &orreryv1.Mutation_RedriveDeadLetters{RedriveDeadLetters: m}}, opts)
+	if err != nil {
+		return nil, err
+	}
+	if r.GetRedrive() == nil {
+		return nil, unexpected("redrive", r)
+	}
+	return r.GetRedrive(), nil
 }

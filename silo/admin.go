@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,7 @@ import (
 //	GET /readyz                                         200 when every owned partition answers
 //	GET /metrics                                        Prometheus metrics (siloMetrics)
 //	GET /v1/partitions                                  the partition table: owner and status
+//	GET /v1/silos                                       the silos: address, alive, partitions led, replicas
 //	GET /v1/coordinator                                 the due coordinator's counters
 //	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule: record, next 10 fire times, last 10 outcomes
 //	GET /v1/ledger/{namespace}/{queue}/{key}/{id}?from=&to=&max=&after=
@@ -62,6 +65,7 @@ func (s *Silo) adminHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", newSiloMetrics(s).handler())
 	mux.HandleFunc("GET /v1/partitions", s.partitionTable)
+	mux.HandleFunc("GET /v1/silos", s.siloTable)
 	mux.HandleFunc("GET /v1/coordinator", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, coordinatorJSON(s.CoordinatorStats()))
 	})
@@ -331,19 +335,85 @@ func (s *Silo) partitionTable(w http.ResponseWriter, r *http.Request) {
 }
 
 // replicaRow is partition n's Raft group as this silo's replica sees it; nil before it opens.
+// On the leader, progress lists every replica (itself included) by silo id: its match index
+// and lag, how many committed entries it is missing (commit_index - match); elsewhere it is
+// null.
 func (s *Silo) replicaRow(n int) map[string]any {
 	st, ok := s.host.Status(n)
 	if !ok {
 		return nil
 	}
 	row := map[string]any{
-		"leader_silo": nil, "term": st.Term, "applied_index": st.AppliedIndex,
+		"leader_silo": nil, "term": st.Term, "applied_index": st.AppliedIndex, "commit_index": st.CommitIndex,
 		"voters": formatIDs(st.Voters), "learners": formatIDs(st.Learners), "leads": st.CanPropose,
+		"leader_transitions": st.LeaderTransitions, "progress": nil,
 	}
 	if st.Leader != 0 {
 		row["leader_silo"] = cluster.FormatID(st.Leader)
 	}
+	if st.Progress != nil {
+		ids := slices.Sorted(maps.Keys(st.Progress))
+		progress := make([]map[string]any, len(ids))
+		for i, id := range ids {
+			pr := st.Progress[id]
+			lag := uint64(0)
+			if st.CommitIndex > pr.Match {
+				lag = st.CommitIndex - pr.Match
+			}
+			progress[i] = map[string]any{"silo": cluster.FormatID(id), "match_index": pr.Match, "lag": lag,
+				"active": pr.Active, "learner": pr.Learner, "caught_up": pr.CaughtUp}
+		}
+		row["progress"] = progress
+	}
 	return row
+}
+
+// siloTable lists the silos this silo knows of: the topology's members (alive, with their actor
+// address) and any other silo its replicas name as a voter, learner or leader (not alive, no
+// address), with how many of the partitions hosted here it leads and replicates, as this silo's
+// replicas see them.
+func (s *Silo) siloTable(w http.ResponseWriter, r *http.Request) {
+	live := s.liveSilos()
+	type counts struct{ leads, replicas int }
+	silos := map[uint64]*counts{}
+	of := func(id uint64) *counts {
+		if silos[id] == nil {
+			silos[id] = &counts{}
+		}
+		return silos[id]
+	}
+	for id := range live {
+		of(id)
+	}
+	hosted := 0
+	for n := range s.cfg.Partitions {
+		st, ok := s.host.Status(n)
+		if !ok {
+			continue
+		}
+		hosted++
+		for _, id := range st.Voters {
+			of(id).replicas++
+		}
+		for _, id := range st.Learners {
+			of(id).replicas++
+		}
+		if st.Leader != 0 {
+			of(st.Leader).leads++
+		}
+	}
+	rows := make([]map[string]any, 0, len(silos))
+	for _, id := range slices.Sorted(maps.Keys(silos)) {
+		address, alive := live[id]
+		row := map[string]any{"silo_id": cluster.FormatID(id), "address": nil, "alive": alive,
+			"leads": silos[id].leads, "replicas": silos[id].replicas, "self": id == s.SiloID()}
+		if alive {
+			row["address"] = address
+		}
+		rows = append(rows, row)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "silo_id": cluster.FormatID(s.SiloID()),
+		"partitions": s.cfg.Partitions, "hosted_here": hosted, "silos": rows})
 }
 
 func (s *Silo) writeRecord(w http.ResponseWriter, rec proto.Message, err error) {

@@ -80,7 +80,7 @@ func TestAdminJSONIsSnakeCaseWithZeroesAndRFC3339Instants(t *testing.T) {
 	}
 	admin := "http://" + s.AdminAddress()
 	docs := map[string]map[string]any{}
-	for _, path := range []string{"/healthz", "/readyz", "/v1/partitions", "/v1/coordinator",
+	for _, path := range []string{"/healthz", "/readyz", "/v1/partitions", "/v1/silos", "/v1/coordinator",
 		"/v1/schedules/admin-test/ticks/k/" + id, "/v1/ledger/admin-test/ticks/k/" + id, "/v1/lanes/admin-test/ticks/k"} {
 		code, body := getJSON(t, admin+path)
 		if code != http.StatusOK {

@@ -95,6 +95,11 @@ type Config struct {
 	OpenTimeout time.Duration
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
+	// MetricsSchedules are the schedule ids whose occurrences /metrics counts on their own
+	// (orrery_schedule_occurrences_enqueued_total and orrery_schedule_enqueue_lateness_seconds,
+	// labelled schedule), at most MaxMetricsSchedules; every other schedule is counted only in
+	// the per-partition and silo-wide series. Default none.
+	MetricsSchedules []string
 	// Logger receives the silo's logs (default slog.Default()); protoactor and memberlist are
 	// kept at WARN.
 	Logger *slog.Logger
@@ -132,6 +137,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Admin == "" {
 		c.Admin = DefaultAdmin
+	}
+	if len(c.MetricsSchedules) > MaxMetricsSchedules {
+		return c, fmt.Errorf("metrics schedules: at most %d, got %d", MaxMetricsSchedules, len(c.MetricsSchedules))
+	}
+	for i, id := range c.MetricsSchedules {
+		if err := input.UUID(fmt.Sprintf("metrics_schedules[%d]", i), id); err != nil {
+			return c, fmt.Errorf("metrics schedules: %w", err)
+		}
 	}
 	if c.Limits.MaxMutationsPerBatch == 0 {
 		c.Limits = input.DefaultLimits()

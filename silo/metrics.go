@@ -1,21 +1,30 @@
 package silo
 
 import (
+	"cmp"
+	"context"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/replication"
 )
 
 // siloMetrics is a silo's Prometheus registry, served at GET /metrics: its own, never the
 // process's default one, since a process may run several silos. Every series of the silo
-// carries the label silo (its stable id, cluster.FormatID); per-partition series add partition.
+// carries the label silo (its stable id, cluster.FormatID); per-partition series add partition
+// (at most the partition count); per-queue series add namespace and queue, for at most
+// MaxMetricsQueues queues of the partitions this silo leads; per-schedule series add schedule,
+// only for the ids of Config.MetricsSchedules (at most MaxMetricsSchedules).
 // Gauges and counters kept elsewhere (the partitions' Raft view, the Raft transport's and the
 // due coordinator's counters, the store's size) are read when scraped; the histograms are fed
 // by the observers the Host calls (Raft rounds, due enqueues).
@@ -27,7 +36,29 @@ type siloMetrics struct {
 	raftEntries         prometheus.Counter
 	enqueueLateness     prometheus.Histogram
 	enqueuedByPartition []prometheus.Counter
+	// bySchedule holds the series of each schedule of Config.MetricsSchedules.
+	bySchedule map[string]scheduleSeries
 }
+
+// scheduleSeries are one allow-listed schedule's series.
+type scheduleSeries struct {
+	enqueued prometheus.Counter
+	lateness prometheus.Observer
+}
+
+const (
+	// MaxMetricsSchedules bounds Config.MetricsSchedules, the schedules with series of their
+	// own.
+	MaxMetricsSchedules = 100
+	// MaxMetricsQueues bounds the queues a silo's /metrics has series for: the deepest of
+	// those the partitions it leads hold (visible + leased + delayed + dead-lettered, then by
+	// name); orrery_queues_omitted counts the rest.
+	MaxMetricsQueues = 100
+	// metricsQueuesPerPartition is how many queues a scrape asks each led partition for.
+	metricsQueuesPerPartition = MaxMetricsQueues
+	// metricsQueueTimeout bounds a scrape's queue counts, asked of the led partitions at once.
+	metricsQueueTimeout = 2 * time.Second
+)
 
 // Bucket layouts: Raft persists and rounds from 100 µs to about 3 s, lateness from 1 ms to
 // about 2 min.
@@ -71,7 +102,20 @@ func newSiloMetrics(s *Silo) *siloMetrics {
 	for n := range m.enqueuedByPartition {
 		m.enqueuedByPartition[n] = enqueued.WithLabelValues(strconv.Itoa(n))
 	}
-	reg.MustRegister(m.raftPersist, m.raftRound, m.raftEntries, m.enqueueLateness, enqueued, newSiloCollector(s))
+	scheduleEnqueued := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orrery_schedule_occurrences_enqueued_total",
+		Help: "Occurrences due commands enqueued for the schedule on partitions this silo led (only schedules of --metrics-schedules).",
+	}, []string{"schedule"})
+	scheduleLateness := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "orrery_schedule_enqueue_lateness_seconds",
+		Help:    "For each occurrence of the schedule enqueued on a partition this silo leads: logged time of the enqueue minus nominal due instant (only schedules of --metrics-schedules).",
+		Buckets: latenessSecondsBuckets,
+	}, []string{"schedule"})
+	m.bySchedule = make(map[string]scheduleSeries, len(s.cfg.MetricsSchedules))
+	for _, id := range s.cfg.MetricsSchedules {
+		m.bySchedule[id] = scheduleSeries{enqueued: scheduleEnqueued.WithLabelValues(id), lateness: scheduleLateness.WithLabelValues(id)}
+	}
+	reg.MustRegister(m.raftPersist, m.raftRound, m.raftEntries, m.enqueueLateness, enqueued, scheduleEnqueued, scheduleLateness, newSiloCollector(s))
 	s.host.ObserveRounds(m.observeRound)
 	s.host.ObserveEnqueueLateness(m.observeEnqueue)
 	return m
@@ -90,16 +134,21 @@ func (m *siloMetrics) observeRound(rt replication.RoundTiming) {
 	m.raftEntries.Add(float64(rt.PersistedEntries))
 }
 
-func (m *siloMetrics) observeEnqueue(partition int, lateness time.Duration) {
+func (m *siloMetrics) observeEnqueue(partition int, scheduleID string, lateness time.Duration) {
 	m.enqueueLateness.Observe(lateness.Seconds())
 	if partition >= 0 && partition < len(m.enqueuedByPartition) {
 		m.enqueuedByPartition[partition].Inc()
 	}
+	if series, ok := m.bySchedule[scheduleID]; ok {
+		series.enqueued.Inc()
+		series.lateness.Observe(lateness.Seconds())
+	}
 }
 
 // siloCollector reads, at each scrape, what the silo's parts keep: every partition's Raft
-// group as this silo's replica sees it, the commands its grain holds, the Raft transport's and
-// the due coordinator's counters, and the store's size on disk.
+// group as this silo's replica sees it, the commands its grain holds and its due head, the Raft
+// transport's and the due coordinator's counters, the store's size on disk, and the depth of
+// the queues the partitions this silo leads hold (asked of them, queue.ListQueueStats).
 type siloCollector struct {
 	s *Silo
 }
@@ -117,6 +166,17 @@ var (
 	descPendingProposals  = prometheus.NewDesc("orrery_partition_pending_proposals", "Proposals this replica made that no round has committed or lost yet.", partitionLabel, nil)
 	descQueuedCommands    = prometheus.NewDesc("orrery_partition_queued_commands", "Commands the partition's grain on this silo holds: proposed and not applied, or parked long polls.", partitionLabel, nil)
 	descLeaderTransitions = prometheus.NewDesc("orrery_partition_leader_transitions_total", "Times this silo's replica became or stopped being the partition's leader since the group opened here.", partitionLabel, nil)
+	descDueHead           = prometheus.NewDesc("orrery_partition_due_head_entries", "Due-index entries the partition's grain on this silo holds in memory: those due within a few seconds of its last due scan, at most 4096.", partitionLabel, nil)
+
+	queueLabels         = []string{"namespace", "queue"}
+	descQueueVisible    = prometheus.NewDesc("orrery_queue_visible_messages", "Messages of the queue a receive would take now (ended leases included), in the partitions this silo leads.", queueLabels, nil)
+	descQueueLeased     = prometheus.NewDesc("orrery_queue_leased_messages", "Messages of the queue under an unexpired lease, in the partitions this silo leads.", queueLabels, nil)
+	descQueueDelayed    = prometheus.NewDesc("orrery_queue_delayed_messages", "Messages of the queue visible only later, in the partitions this silo leads.", queueLabels, nil)
+	descQueueDead       = prometheus.NewDesc("orrery_queue_dead_letter_messages", "Messages in the queue's dead-letter queue, in the partitions this silo leads.", queueLabels, nil)
+	descQueueOldest     = prometheus.NewDesc("orrery_queue_oldest_visible_age_seconds", "How long the queue's longest-visible message has been visible (0: none), in the partitions this silo leads.", queueLabels, nil)
+	descQueueIncomplete = prometheus.NewDesc("orrery_queue_counts_incomplete", "1 when a partition's scan budget cut the queue's counts this scrape (they are lower bounds), else 0.", queueLabels, nil)
+	descQueuesOmitted   = prometheus.NewDesc("orrery_queues_omitted", "Queues of the partitions this silo leads left without series this scrape: beyond MaxMetricsQueues, or a partition's listing cut by its bound or budget (counted once per such partition).", nil, nil)
+	descQueueErrors     = prometheus.NewDesc("orrery_queue_stats_errors", "Partitions led here that did not answer this scrape's queue counts.", nil, nil)
 
 	descRaftnetBatches  = prometheus.NewDesc("orrery_raftnet_batches_sent_total", "Raft message batches sent to other silos.", nil, nil)
 	descRaftnetSent     = prometheus.NewDesc("orrery_raftnet_messages_sent_total", "Raft messages sent to other silos.", nil, nil)
@@ -144,7 +204,9 @@ func newSiloCollector(s *Silo) *siloCollector { return &siloCollector{s: s} }
 func (c *siloCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descLeader, descTerm, descCommitIndex, descAppliedIndex, descVoters, descLearners,
-		descPendingProposals, descQueuedCommands, descLeaderTransitions,
+		descPendingProposals, descQueuedCommands, descLeaderTransitions, descDueHead,
+		descQueueVisible, descQueueLeased, descQueueDelayed, descQueueDead, descQueueOldest, descQueueIncomplete,
+		descQueuesOmitted, descQueueErrors,
 		descRaftnetBatches, descRaftnetSent, descRaftnetDropped, descRaftnetFaulted, descRaftnetReceived,
 		descStoreDisk, descStoreFree,
 		descCoordRounds, descCoordScans, descCoordCommands, descCoordRefs, descCoordStale,
@@ -183,7 +245,9 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descPendingProposals, float64(st.PendingProposals), p)
 		gauge(descQueuedCommands, float64(s.host.Queued(n)), p)
 		counter(descLeaderTransitions, st.LeaderTransitions, p)
+		gauge(descDueHead, float64(s.host.DueHeadEntries(n)), p)
 	}
+	c.collectQueues(gauge)
 	if s.raft != nil {
 		rs := s.raft.Stats()
 		counter(descRaftnetBatches, rs.Batches)
@@ -214,4 +278,87 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCoordErrors, cs.Errors)
 		gauge(descCoordOwned, float64(len(cs.Partitions)))
 	}
+}
+
+// queueDepth is one queue's counts summed over the partitions this silo leads.
+type queueDepth struct {
+	namespace, queue               string
+	visible, leased, delayed, dead uint64
+	oldestAge                      time.Duration
+	incomplete                     bool
+}
+
+func (d *queueDepth) total() uint64 { return d.visible + d.leased + d.delayed + d.dead }
+
+// collectQueues asks each partition this silo leads for its queues' counts, at once and within
+// metricsQueueTimeout, and reports the MaxMetricsQueues deepest.
+func (c *siloCollector) collectQueues(gauge func(*prometheus.Desc, float64, ...string)) {
+	owned := c.s.Owned()
+	ctx, cancel := context.WithTimeout(context.Background(), metricsQueueTimeout)
+	defer cancel()
+	type answer struct {
+		queues []*orreryv1.QueueStats
+		more   bool
+		err    error
+	}
+	answers := make([]answer, len(owned))
+	var wg sync.WaitGroup
+	for i, n := range owned {
+		wg.Go(func() {
+			queues, more, err := c.s.client.ListQueueStats(ctx, n, metricsQueuesPerPartition)
+			answers[i] = answer{queues, more, err}
+		})
+	}
+	wg.Wait()
+	depths := map[[2]string]*queueDepth{}
+	omitted, failed := 0, 0
+	for _, a := range answers {
+		if a.err != nil {
+			failed++
+			continue
+		}
+		if a.more {
+			omitted++
+		}
+		for _, q := range a.queues {
+			id := [2]string{q.GetNamespace(), q.GetQueue()}
+			d := depths[id]
+			if d == nil {
+				d = &queueDepth{namespace: id[0], queue: id[1]}
+				depths[id] = d
+			}
+			d.visible += q.GetVisible()
+			d.leased += q.GetLeased()
+			d.delayed += q.GetDelayed()
+			d.dead += q.GetDeadLettered()
+			d.incomplete = d.incomplete || !q.GetComplete()
+			if at := q.GetOldestVisibleAtUnixMicros(); at != 0 {
+				d.oldestAge = max(d.oldestAge, time.Duration(q.GetLoggedTimeUnixMicros()-at)*time.Microsecond)
+			}
+		}
+	}
+	sorted := slices.SortedFunc(maps.Values(depths), func(a, b *queueDepth) int {
+		if a.total() != b.total() {
+			return cmp.Compare(b.total(), a.total())
+		}
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.queue, b.queue))
+	})
+	if len(sorted) > MaxMetricsQueues {
+		omitted += len(sorted) - MaxMetricsQueues
+		sorted = sorted[:MaxMetricsQueues]
+	}
+	for _, d := range sorted {
+		incomplete := 0.0
+		if d.incomplete {
+			incomplete = 1
+		}
+		gauge(descQueueVisible, float64(d.visible), d.namespace, d.queue)
+		gauge(descQueueLeased, float64(d.leased), d.namespace, d.queue)
+		gauge(descQueueDelayed, float64(d.delayed), d.namespace, d.queue)
+		gauge(descQueueDead, float64(d.dead), d.namespace, d.queue)
+		gauge(descQueueOldest, d.oldestAge.Seconds(), d.namespace, d.queue)
+		gauge(descQueueIncomplete, incomplete, d.namespace, d.queue)
+	}
+	gauge(descQueuesOmitted, float64(omitted))
+	gauge(descQueueErrors, float64(failed))
 }

@@ -3,6 +3,7 @@ package silo
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -79,10 +80,14 @@ func labelOf(m *dto.Metric, name string) string {
 // series names the silo; each partition reports its term (at least 1) and exactly one leader
 // in all (this silo, the only one); and between a scrape before the occurrences and one after
 // three were handled, the enqueue lateness histogram, the per-partition occurrence counters,
-// the due coordinator's commands, the Raft persists and the persisted entries all grew. The
-// worker's own series (WorkerConfig.Metrics) count its handler runs.
+// the due coordinator's commands, the Raft persists and the persisted entries all grew, and so
+// did the series of the schedule named in MetricsSchedules (and no other schedule has any).
+// A backlog queue's depth series appear with its three messages (one delayed) and a growing
+// oldest visible age, and the due head holds the schedule's next occurrence. The worker's own
+// series (WorkerConfig.Metrics) count its handler runs.
 func TestMetricsMoveDuringAWorkload(t *testing.T) {
-	s := startSilo(t, t.TempDir(), nil)
+	watched := uuid.NewString()
+	s := startSilo(t, t.TempDir(), func(cfg *Config) { cfg.MetricsSchedules = []string{watched} })
 	waitReady(t, s)
 	c := s.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -118,9 +123,22 @@ func TestMetricsMoveDuringAWorkload(t *testing.T) {
 		t.Fatalf("store disk bytes %v, want positive", got)
 	}
 
+	if got := before.sum(t, "orrery_schedule_occurrences_enqueued_total"); got != 0 || len(before.samples(t, "orrery_schedule_occurrences_enqueued_total")) != 1 {
+		t.Fatalf("schedule series before any occurrence: %v", before["orrery_schedule_occurrences_enqueued_total"])
+	}
+	if _, ok := before["orrery_queue_visible_messages"]; ok {
+		t.Fatalf("queue series before any message: %v", before["orrery_queue_visible_messages"])
+	}
+	backlog := &orreryv1.Lane{Namespace: "test", Queue: "backlog", Key: "b1"}
+	for i, delay := range []time.Duration{0, 0, time.Hour} {
+		if _, err := c.Enqueue(ctx, &orreryv1.Enqueue{Lane: backlog, Id: strconv.Itoa(i), DelayMicros: delay.Microseconds()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	lane := &orreryv1.Lane{Namespace: "test", Queue: "ticks", Key: "k1"}
 	if _, err := c.ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{
-		Lane: lane, ScheduleId: uuid.NewString(), Template: &orreryv1.MessageTemplate{PayloadJson: `{}`},
+		Lane: lane, ScheduleId: watched, Template: &orreryv1.MessageTemplate{PayloadJson: `{}`},
 		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{
 			IntervalMicros: time.Second.Microseconds(), FirstDueAtUnixMicros: time.Now().Add(time.Second).UnixMicro()}}},
 	}, 0); err != nil {
@@ -173,6 +191,37 @@ func TestMetricsMoveDuringAWorkload(t *testing.T) {
 	if got := after.sum(t, "orrery_partition_leader"); got != 8 {
 		t.Errorf("leader gauges sum to %v after the workload, want 8", got)
 	}
+	grew("orrery_schedule_occurrences_enqueued_total", 3)
+	grew("orrery_schedule_enqueue_lateness_seconds", 3)
+	if n := len(after.samples(t, "orrery_schedule_occurrences_enqueued_total")); n != 1 {
+		t.Errorf("%d schedule series, want only the watched schedule's", n)
+	}
+	queueGauge := func(sc scrape, name string) float64 {
+		t.Helper()
+		for _, m := range sc.samples(t, name) {
+			if labelOf(m, "namespace") == "test" && labelOf(m, "queue") == "backlog" {
+				return m.GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("%s has no series of queue test/backlog", name)
+		return 0
+	}
+	if v, d := queueGauge(after, "orrery_queue_visible_messages"), queueGauge(after, "orrery_queue_delayed_messages"); v != 2 || d != 1 {
+		t.Errorf("backlog: %v visible, %v delayed; want 2 and 1", v, d)
+	}
+	if l, dead, inc := queueGauge(after, "orrery_queue_leased_messages"), queueGauge(after, "orrery_queue_dead_letter_messages"), queueGauge(after, "orrery_queue_counts_incomplete"); l != 0 || dead != 0 || inc != 0 {
+		t.Errorf("backlog: %v leased, %v dead-lettered, incomplete %v; want 0", l, dead, inc)
+	}
+	age := queueGauge(after, "orrery_queue_oldest_visible_age_seconds")
+	eventually(t, "the backlog's oldest visible age grows", 10*time.Second, func() bool {
+		return queueGauge(scrapeMetrics(t, s), "orrery_queue_oldest_visible_age_seconds") > age
+	})
+	if got := after.sum(t, "orrery_queues_omitted") + after.sum(t, "orrery_queue_stats_errors"); got != 0 {
+		t.Errorf("queues omitted or partitions failing: %v", got)
+	}
+	eventually(t, "the due head holds the schedule's next occurrence", 10*time.Second, func() bool {
+		return scrapeMetrics(t, s).sum(t, "orrery_partition_due_head_entries") >= 1
+	})
 	if got := gatheredCount(t, workerMetrics, "orrery_worker_handler_start_lateness_seconds"); got < 3 {
 		t.Errorf("the worker's start lateness histogram counts %d runs, want at least 3", got)
 	}

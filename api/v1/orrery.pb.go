@@ -2829,6 +2829,69 @@ func (x *DeleteGrant) GetPrincipal() string {
 	return ""
 }
 
+// RedriveDeadLetters moves up to max messages (zero means Limits.MaxReceivePerCommand, which
+// bounds it) of lane's dead-letter queue (lane.queue + "$dlq", same namespace and key) back to
+// lane, in the dead-letter lane's id order, stopping early once the payload and header bytes
+// it moved pass Limits.MaxReceiveBytesPerCommand (the first message always goes). Each goes
+// back under its id, visible at logged time, with its delivery count reset and its origin,
+// TTL and max deliveries kept; the tombstone its dead-lettering left in lane is removed, and
+// none is left in the dead-letter lane, so it can be dead-lettered again. A message leased
+// from the dead-letter queue stays there while its lease lasts, and so does one whose id lane
+// holds live; both count in RedriveResult.skipped. The lane's quota applies (QuotaExceeded
+// rolls the batch back). A redrive of an empty dead-letter queue succeeds and moves nothing.
+type RedriveDeadLetters struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The live queue's lane, not its dead-letter queue's.
+	Lane          *Lane  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Max           uint32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDeadLetters) Reset() {
+	*x = RedriveDeadLetters{}
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDeadLetters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDeadLetters) ProtoMessage() {}
+
+func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
+func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RedriveDeadLetters) GetLane() *Lane {
+	if x != nil {
+		return x.Lane
+	}
+	return nil
+}
+
+func (x *RedriveDeadLetters) GetMax() uint32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
 // Mutation is one change in a batch.
 type Mutation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2851,6 +2914,7 @@ type Mutation struct {
 	//	*Mutation_Housekeep
 	//	*Mutation_PutGrant
 	//	*Mutation_DeleteGrant
+	//	*Mutation_RedriveDeadLetters
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2858,7 +2922,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +2934,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +2947,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -3046,6 +3110,15 @@ func (x *Mutation) GetDeleteGrant() *DeleteGrant {
 	return nil
 }
 
+func (x *Mutation) GetRedriveDeadLetters() *RedriveDeadLetters {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_RedriveDeadLetters); ok {
+			return x.RedriveDeadLetters
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -3118,6 +3191,10 @@ type Mutation_DeleteGrant struct {
 	DeleteGrant *DeleteGrant `protobuf:"bytes,17,opt,name=delete_grant,json=deleteGrant,proto3,oneof"`
 }
 
+type Mutation_RedriveDeadLetters struct {
+	RedriveDeadLetters *RedriveDeadLetters `protobuf:"bytes,18,opt,name=redrive_dead_letters,json=redriveDeadLetters,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -3152,6 +3229,8 @@ func (*Mutation_PutGrant) isMutation_Kind() {}
 
 func (*Mutation_DeleteGrant) isMutation_Kind() {}
 
+func (*Mutation_RedriveDeadLetters) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -3166,7 +3245,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3257,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3270,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -3237,7 +3316,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3328,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3341,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -3327,7 +3406,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3418,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3431,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -3387,7 +3466,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3478,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3491,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -3443,7 +3522,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3534,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +3547,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -3496,7 +3575,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3508,7 +3587,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3521,7 +3600,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -3554,7 +3633,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3566,7 +3645,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3579,7 +3658,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -3617,6 +3696,69 @@ func (x *HousekeepResult) GetIndexRecordsBuilt() uint32 {
 	return 0
 }
 
+// RedriveResult reports a RedriveDeadLetters: the ids moved back, in the order they were
+// moved, how many dead letters it left in place (leased, or their id live in the lane), and
+// whether dead letters remain beyond those it handled (its max or byte budget stopped it).
+type RedriveResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RedrivenIds   []string               `protobuf:"bytes,1,rep,name=redriven_ids,json=redrivenIds,proto3" json:"redriven_ids,omitempty"`
+	Skipped       uint32                 `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	More          bool                   `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveResult) Reset() {
+	*x = RedriveResult{}
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveResult) ProtoMessage() {}
+
+func (x *RedriveResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
+func (*RedriveResult) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *RedriveResult) GetRedrivenIds() []string {
+	if x != nil {
+		return x.RedrivenIds
+	}
+	return nil
+}
+
+func (x *RedriveResult) GetSkipped() uint32 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *RedriveResult) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 // MutationResult is the outcome of one mutation: an error or a typed result.
 type MutationResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3629,6 +3771,7 @@ type MutationResult struct {
 	//	*MutationResult_Receive
 	//	*MutationResult_Lease
 	//	*MutationResult_Housekeep
+	//	*MutationResult_Redrive
 	Result        isMutationResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3636,7 +3779,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3648,7 +3791,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3661,7 +3804,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -3732,6 +3875,15 @@ func (x *MutationResult) GetHousekeep() *HousekeepResult {
 	return nil
 }
 
+func (x *MutationResult) GetRedrive() *RedriveResult {
+	if x != nil {
+		if x, ok := x.Result.(*MutationResult_Redrive); ok {
+			return x.Redrive
+		}
+	}
+	return nil
+}
+
 type isMutationResult_Result interface {
 	isMutationResult_Result()
 }
@@ -3760,6 +3912,10 @@ type MutationResult_Housekeep struct {
 	Housekeep *HousekeepResult `protobuf:"bytes,7,opt,name=housekeep,proto3,oneof"`
 }
 
+type MutationResult_Redrive struct {
+	Redrive *RedriveResult `protobuf:"bytes,18,opt,name=redrive,proto3,oneof"`
+}
+
 func (*MutationResult_Schedule) isMutationResult_Result() {}
 
 func (*MutationResult_Saga) isMutationResult_Result() {}
@@ -3771,6 +3927,8 @@ func (*MutationResult_Receive) isMutationResult_Result() {}
 func (*MutationResult_Lease) isMutationResult_Result() {}
 
 func (*MutationResult_Housekeep) isMutationResult_Result() {}
+
+func (*MutationResult_Redrive) isMutationResult_Result() {}
 
 // Receipt is the complete, deterministic result of a batch. Either results holds one entry per
 // mutation, or error is set, the batch was rolled back and results is empty.
@@ -3786,7 +3944,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +3956,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +3969,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -4040,7 +4198,10 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12*\n" +
 	"\x05rules\x18\x02 \x03(\v2\x14.orrery.v1.GrantRuleR\x05rules\"+\n" +
 	"\vDeleteGrant\x12\x1c\n" +
-	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"\xb0\b\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"K\n" +
+	"\x12RedriveDeadLetters\x12#\n" +
+	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"\x83\t\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -4060,7 +4221,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fextend_lease\x18\x0e \x01(\v2\x16.orrery.v1.ExtendLeaseH\x00R\vextendLease\x124\n" +
 	"\thousekeep\x18\x0f \x01(\v2\x14.orrery.v1.HousekeepH\x00R\thousekeep\x122\n" +
 	"\tput_grant\x18\x10 \x01(\v2\x13.orrery.v1.PutGrantH\x00R\bputGrant\x12;\n" +
-	"\fdelete_grant\x18\x11 \x01(\v2\x16.orrery.v1.DeleteGrantH\x00R\vdeleteGrantB\x06\n" +
+	"\fdelete_grant\x18\x11 \x01(\v2\x16.orrery.v1.DeleteGrantH\x00R\vdeleteGrant\x12Q\n" +
+	"\x14redrive_dead_letters\x18\x12 \x01(\v2\x1d.orrery.v1.RedriveDeadLettersH\x00R\x12redriveDeadLettersB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -4096,7 +4258,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12tombstones_removed\x18\x02 \x01(\rR\x11tombstonesRemoved\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x124\n" +
 	"\x16ledger_records_removed\x18\x04 \x01(\rR\x14ledgerRecordsRemoved\x12.\n" +
-	"\x13index_records_built\x18\x05 \x01(\rR\x11indexRecordsBuilt\"\x80\x03\n" +
+	"\x13index_records_built\x18\x05 \x01(\rR\x11indexRecordsBuilt\"`\n" +
+	"\rRedriveResult\x12!\n" +
+	"\fredriven_ids\x18\x01 \x03(\tR\vredrivenIds\x12\x18\n" +
+	"\askipped\x18\x02 \x01(\rR\askipped\x12\x12\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\"\xb6\x03\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +
@@ -4104,7 +4270,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\aenqueue\x18\x04 \x01(\v2\x18.orrery.v1.EnqueueResultH\x00R\aenqueue\x124\n" +
 	"\areceive\x18\x05 \x01(\v2\x18.orrery.v1.ReceiveResultH\x00R\areceive\x12.\n" +
 	"\x05lease\x18\x06 \x01(\v2\x16.orrery.v1.LeaseResultH\x00R\x05lease\x12:\n" +
-	"\thousekeep\x18\a \x01(\v2\x1a.orrery.v1.HousekeepResultH\x00R\thousekeepB\b\n" +
+	"\thousekeep\x18\a \x01(\v2\x1a.orrery.v1.HousekeepResultH\x00R\thousekeep\x124\n" +
+	"\aredrive\x18\x12 \x01(\v2\x18.orrery.v1.RedriveResultH\x00R\aredriveB\b\n" +
 	"\x06result\"\xbc\x01\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
@@ -4166,7 +4333,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),              // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),          // 1: orrery.v1.CronGapPolicy
@@ -4207,16 +4374,18 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*GrantRule)(nil),           // 36: orrery.v1.GrantRule
 	(*PutGrant)(nil),            // 37: orrery.v1.PutGrant
 	(*DeleteGrant)(nil),         // 38: orrery.v1.DeleteGrant
-	(*Mutation)(nil),            // 39: orrery.v1.Mutation
-	(*Batch)(nil),               // 40: orrery.v1.Batch
-	(*ScheduleResult)(nil),      // 41: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),          // 42: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),       // 43: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),       // 44: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),         // 45: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),     // 46: orrery.v1.HousekeepResult
-	(*MutationResult)(nil),      // 47: orrery.v1.MutationResult
-	(*Receipt)(nil),             // 48: orrery.v1.Receipt
+	(*RedriveDeadLetters)(nil),  // 39: orrery.v1.RedriveDeadLetters
+	(*Mutation)(nil),            // 40: orrery.v1.Mutation
+	(*Batch)(nil),               // 41: orrery.v1.Batch
+	(*ScheduleResult)(nil),      // 42: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),          // 43: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),       // 44: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),       // 45: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),         // 46: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),     // 47: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),       // 48: orrery.v1.RedriveResult
+	(*MutationResult)(nil),      // 49: orrery.v1.MutationResult
+	(*Receipt)(nil),             // 50: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -4253,40 +4422,43 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	7,  // 31: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
 	35, // 32: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
 	36, // 33: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	20, // 34: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	21, // 35: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	22, // 36: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	23, // 37: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	24, // 38: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	25, // 39: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	26, // 40: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	27, // 41: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	28, // 42: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	29, // 43: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	30, // 44: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	31, // 45: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	32, // 46: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	33, // 47: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	34, // 48: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	37, // 49: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	38, // 50: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	39, // 51: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	5,  // 52: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	19, // 53: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	6,  // 54: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	41, // 55: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	42, // 56: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	43, // 57: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	44, // 58: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	45, // 59: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	46, // 60: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	47, // 61: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	6,  // 62: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	63, // [63:63] is the sub-list for method output_type
-	63, // [63:63] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	7,  // 34: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	20, // 35: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	21, // 36: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	22, // 37: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	23, // 38: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	24, // 39: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	25, // 40: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	26, // 41: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	27, // 42: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	28, // 43: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	29, // 44: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	30, // 45: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	31, // 46: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	32, // 47: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	33, // 48: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	34, // 49: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	37, // 50: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	38, // 51: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	39, // 52: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	40, // 53: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	5,  // 54: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	19, // 55: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	6,  // 56: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	42, // 57: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	43, // 58: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	44, // 59: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	45, // 60: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	46, // 61: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	47, // 62: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	48, // 63: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	49, // 64: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	6,  // 65: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	66, // [66:66] is the sub-list for method output_type
+	66, // [66:66] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -4304,7 +4476,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[33].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[34].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -4322,14 +4494,16 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_Housekeep)(nil),
 		(*Mutation_PutGrant)(nil),
 		(*Mutation_DeleteGrant)(nil),
+		(*Mutation_RedriveDeadLetters)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[41].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[43].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
 		(*MutationResult_Receive)(nil),
 		(*MutationResult_Lease)(nil),
 		(*MutationResult_Housekeep)(nil),
+		(*MutationResult_Redrive)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4337,7 +4511,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -404,6 +404,8 @@ type InspectRequest struct {
 	//	*InspectRequest_Ledger
 	//	*InspectRequest_ListSchedules
 	//	*InspectRequest_ListSagas
+	//	*InspectRequest_Queue
+	//	*InspectRequest_ListQueues
 	Target        isInspectRequest_Target `protobuf_oneof:"target"`
 	Principal     string                  `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -510,6 +512,24 @@ func (x *InspectRequest) GetListSagas() *ListSagas {
 	return nil
 }
 
+func (x *InspectRequest) GetQueue() *InspectQueue {
+	if x != nil {
+		if x, ok := x.Target.(*InspectRequest_Queue); ok {
+			return x.Queue
+		}
+	}
+	return nil
+}
+
+func (x *InspectRequest) GetListQueues() *ListQueues {
+	if x != nil {
+		if x, ok := x.Target.(*InspectRequest_ListQueues); ok {
+			return x.ListQueues
+		}
+	}
+	return nil
+}
+
 func (x *InspectRequest) GetPrincipal() string {
 	if x != nil {
 		return x.Principal
@@ -549,6 +569,14 @@ type InspectRequest_ListSagas struct {
 	ListSagas *ListSagas `protobuf:"bytes,7,opt,name=list_sagas,json=listSagas,proto3,oneof"`
 }
 
+type InspectRequest_Queue struct {
+	Queue *InspectQueue `protobuf:"bytes,9,opt,name=queue,proto3,oneof"`
+}
+
+type InspectRequest_ListQueues struct {
+	ListQueues *ListQueues `protobuf:"bytes,10,opt,name=list_queues,json=listQueues,proto3,oneof"`
+}
+
 func (*InspectRequest_Schedule) isInspectRequest_Target() {}
 
 func (*InspectRequest_Saga) isInspectRequest_Target() {}
@@ -562,6 +590,10 @@ func (*InspectRequest_Ledger) isInspectRequest_Target() {}
 func (*InspectRequest_ListSchedules) isInspectRequest_Target() {}
 
 func (*InspectRequest_ListSagas) isInspectRequest_Target() {}
+
+func (*InspectRequest_Queue) isInspectRequest_Target() {}
+
+func (*InspectRequest_ListQueues) isInspectRequest_Target() {}
 
 // ListSchedules pages through one partition's schedules of a namespace in (queue, key, id)
 // order (keys are length-prefixed: shorter first, then byte order), optionally only those of
@@ -1032,6 +1064,247 @@ func (x *InspectLane) GetMaxMessages() uint32 {
 	return 0
 }
 
+// InspectQueue counts one queue's messages in this partition, those of one lane when key is
+// set (the lane must route here), every lane's otherwise. It reads the queue's visibility index
+// (and its dead-letter queue's) up to a budget, so a queue of any depth answers at once.
+type InspectQueue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectQueue) Reset() {
+	*x = InspectQueue{}
+	mi := &file_api_v1_partition_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectQueue) ProtoMessage() {}
+
+func (x *InspectQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectQueue.ProtoReflect.Descriptor instead.
+func (*InspectQueue) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *InspectQueue) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *InspectQueue) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *InspectQueue) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// ListQueues counts the queues that hold messages (live or dead-lettered) in this partition,
+// in visibility-index order, at most max_queues of them (zero means 100; at most 1000), all
+// within one scan budget (queue.ListQueueStatsBudget) that their counts share.
+type ListQueues struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MaxQueues     uint32                 `protobuf:"varint,1,opt,name=max_queues,json=maxQueues,proto3" json:"max_queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQueues) Reset() {
+	*x = ListQueues{}
+	mi := &file_api_v1_partition_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQueues) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQueues) ProtoMessage() {}
+
+func (x *ListQueues) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQueues.ProtoReflect.Descriptor instead.
+func (*ListQueues) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListQueues) GetMaxQueues() uint32 {
+	if x != nil {
+		return x.MaxQueues
+	}
+	return 0
+}
+
+// QueueStats is one queue's depth in one partition at its logged time. Visible messages are
+// what a receive would take now (an ended lease counts as visible), leased ones hold an
+// unexpired lease, delayed ones become visible later. When complete is false the scan budget
+// ended first and the counts are lower bounds.
+type QueueStats struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Visible      uint64                 `protobuf:"varint,1,opt,name=visible,proto3" json:"visible,omitempty"`
+	Leased       uint64                 `protobuf:"varint,2,opt,name=leased,proto3" json:"leased,omitempty"`
+	Delayed      uint64                 `protobuf:"varint,3,opt,name=delayed,proto3" json:"delayed,omitempty"`
+	DeadLettered uint64                 `protobuf:"varint,4,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	// When the longest-visible message became visible; zero when none is visible.
+	OldestVisibleAtUnixMicros int64 `protobuf:"varint,5,opt,name=oldest_visible_at_unix_micros,json=oldestVisibleAtUnixMicros,proto3" json:"oldest_visible_at_unix_micros,omitempty"`
+	LoggedTimeUnixMicros      int64 `protobuf:"varint,6,opt,name=logged_time_unix_micros,json=loggedTimeUnixMicros,proto3" json:"logged_time_unix_micros,omitempty"`
+	Complete                  bool  `protobuf:"varint,7,opt,name=complete,proto3" json:"complete,omitempty"`
+	// For one lane: its live message count and bytes (the quota counters, always exact).
+	LaneMessages uint64 `protobuf:"varint,8,opt,name=lane_messages,json=laneMessages,proto3" json:"lane_messages,omitempty"`
+	LaneBytes    uint64 `protobuf:"varint,9,opt,name=lane_bytes,json=laneBytes,proto3" json:"lane_bytes,omitempty"`
+	// The queue counted (set by ListQueues).
+	Namespace     string `protobuf:"bytes,10,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueStats) Reset() {
+	*x = QueueStats{}
+	mi := &file_api_v1_partition_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueStats) ProtoMessage() {}
+
+func (x *QueueStats) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
+func (*QueueStats) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *QueueStats) GetVisible() uint64 {
+	if x != nil {
+		return x.Visible
+	}
+	return 0
+}
+
+func (x *QueueStats) GetLeased() uint64 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
+func (x *QueueStats) GetDelayed() uint64 {
+	if x != nil {
+		return x.Delayed
+	}
+	return 0
+}
+
+func (x *QueueStats) GetDeadLettered() uint64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *QueueStats) GetOldestVisibleAtUnixMicros() int64 {
+	if x != nil {
+		return x.OldestVisibleAtUnixMicros
+	}
+	return 0
+}
+
+func (x *QueueStats) GetLoggedTimeUnixMicros() int64 {
+	if x != nil {
+		return x.LoggedTimeUnixMicros
+	}
+	return 0
+}
+
+func (x *QueueStats) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *QueueStats) GetLaneMessages() uint64 {
+	if x != nil {
+		return x.LaneMessages
+	}
+	return 0
+}
+
+func (x *QueueStats) GetLaneBytes() uint64 {
+	if x != nil {
+		return x.LaneBytes
+	}
+	return 0
+}
+
+func (x *QueueStats) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueueStats) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
 // InspectPartition asks for the partition's status.
 type InspectPartition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1041,7 +1314,7 @@ type InspectPartition struct {
 
 func (x *InspectPartition) Reset() {
 	*x = InspectPartition{}
-	mi := &file_api_v1_partition_proto_msgTypes[13]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1326,7 @@ func (x *InspectPartition) String() string {
 func (*InspectPartition) ProtoMessage() {}
 
 func (x *InspectPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[13]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1339,7 @@ func (x *InspectPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectPartition.ProtoReflect.Descriptor instead.
 func (*InspectPartition) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
 }
 
 // PartitionStatus is what an operator sees of one partition.
@@ -1093,7 +1366,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_api_v1_partition_proto_msgTypes[14]
+	mi := &file_api_v1_partition_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1378,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[14]
+	mi := &file_api_v1_partition_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1391,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -1221,7 +1494,7 @@ type CommandLimits struct {
 
 func (x *CommandLimits) Reset() {
 	*x = CommandLimits{}
-	mi := &file_api_v1_partition_proto_msgTypes[15]
+	mi := &file_api_v1_partition_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1506,7 @@ func (x *CommandLimits) String() string {
 func (*CommandLimits) ProtoMessage() {}
 
 func (x *CommandLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[15]
+	mi := &file_api_v1_partition_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1519,7 @@ func (x *CommandLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLimits.ProtoReflect.Descriptor instead.
 func (*CommandLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommandLimits) GetMaxPayloadBytes() uint32 {
@@ -1306,13 +1579,19 @@ type InspectReply struct {
 	ListedSchedules  []*ListedSchedule `protobuf:"bytes,11,rep,name=listed_schedules,json=listedSchedules,proto3" json:"listed_schedules,omitempty"`
 	ListedSagas      []*SagaRecord     `protobuf:"bytes,12,rep,name=listed_sagas,json=listedSagas,proto3" json:"listed_sagas,omitempty"`
 	ListContinuation []byte            `protobuf:"bytes,13,opt,name=list_continuation,json=listContinuation,proto3" json:"list_continuation,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// InspectQueue: the counts.
+	QueueStats *QueueStats `protobuf:"bytes,14,opt,name=queue_stats,json=queueStats,proto3" json:"queue_stats,omitempty"`
+	// ListQueues: a count of each queue, and whether queues remain beyond max_queues or the
+	// budget.
+	Queues        []*QueueStats `protobuf:"bytes,15,rep,name=queues,proto3" json:"queues,omitempty"`
+	MoreQueues    bool          `protobuf:"varint,16,opt,name=more_queues,json=moreQueues,proto3" json:"more_queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectReply) Reset() {
 	*x = InspectReply{}
-	mi := &file_api_v1_partition_proto_msgTypes[16]
+	mi := &file_api_v1_partition_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1603,7 @@ func (x *InspectReply) String() string {
 func (*InspectReply) ProtoMessage() {}
 
 func (x *InspectReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[16]
+	mi := &file_api_v1_partition_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1616,7 @@ func (x *InspectReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectReply.ProtoReflect.Descriptor instead.
 func (*InspectReply) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InspectReply) GetFound() bool {
@@ -1431,6 +1710,27 @@ func (x *InspectReply) GetListContinuation() []byte {
 	return nil
 }
 
+func (x *InspectReply) GetQueueStats() *QueueStats {
+	if x != nil {
+		return x.QueueStats
+	}
+	return nil
+}
+
+func (x *InspectReply) GetQueues() []*QueueStats {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *InspectReply) GetMoreQueues() bool {
+	if x != nil {
+		return x.MoreQueues
+	}
+	return false
+}
+
 var File_api_v1_partition_proto protoreflect.FileDescriptor
 
 const file_api_v1_partition_proto_rawDesc = "" +
@@ -1461,7 +1761,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\rNextDueNotice\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x124\n" +
 	"\x17next_due_at_unix_micros\x18\x02 \x01(\x03R\x13nextDueAtUnixMicros\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xb9\x03\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xa4\x04\n" +
 	"\x0eInspectRequest\x128\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1a.orrery.v1.InspectScheduleH\x00R\bschedule\x12,\n" +
 	"\x04saga\x18\x02 \x01(\v2\x16.orrery.v1.InspectSagaH\x00R\x04saga\x12,\n" +
@@ -1470,7 +1770,11 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x06ledger\x18\x05 \x01(\v2\x18.orrery.v1.InspectLedgerH\x00R\x06ledger\x12A\n" +
 	"\x0elist_schedules\x18\x06 \x01(\v2\x18.orrery.v1.ListSchedulesH\x00R\rlistSchedules\x125\n" +
 	"\n" +
-	"list_sagas\x18\a \x01(\v2\x14.orrery.v1.ListSagasH\x00R\tlistSagas\x12\x1c\n" +
+	"list_sagas\x18\a \x01(\v2\x14.orrery.v1.ListSagasH\x00R\tlistSagas\x12/\n" +
+	"\x05queue\x18\t \x01(\v2\x17.orrery.v1.InspectQueueH\x00R\x05queue\x128\n" +
+	"\vlist_queues\x18\n" +
+	" \x01(\v2\x15.orrery.v1.ListQueuesH\x00R\n" +
+	"listQueues\x12\x1c\n" +
 	"\tprincipal\x18\b \x01(\tR\tprincipalB\b\n" +
 	"\x06target\"\xaa\x01\n" +
 	"\rListSchedules\x12\x1c\n" +
@@ -1509,7 +1813,30 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\vInspectLane\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x19\n" +
 	"\bafter_id\x18\x02 \x01(\tR\aafterId\x12!\n" +
-	"\fmax_messages\x18\x03 \x01(\rR\vmaxMessages\"\x12\n" +
+	"\fmax_messages\x18\x03 \x01(\rR\vmaxMessages\"T\n" +
+	"\fInspectQueue\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"+\n" +
+	"\n" +
+	"ListQueues\x12\x1d\n" +
+	"\n" +
+	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\x8a\x03\n" +
+	"\n" +
+	"QueueStats\x12\x18\n" +
+	"\avisible\x18\x01 \x01(\x04R\avisible\x12\x16\n" +
+	"\x06leased\x18\x02 \x01(\x04R\x06leased\x12\x18\n" +
+	"\adelayed\x18\x03 \x01(\x04R\adelayed\x12#\n" +
+	"\rdead_lettered\x18\x04 \x01(\x04R\fdeadLettered\x12@\n" +
+	"\x1doldest_visible_at_unix_micros\x18\x05 \x01(\x03R\x19oldestVisibleAtUnixMicros\x125\n" +
+	"\x17logged_time_unix_micros\x18\x06 \x01(\x03R\x14loggedTimeUnixMicros\x12\x1a\n" +
+	"\bcomplete\x18\a \x01(\bR\bcomplete\x12#\n" +
+	"\rlane_messages\x18\b \x01(\x04R\flaneMessages\x12\x1d\n" +
+	"\n" +
+	"lane_bytes\x18\t \x01(\x04R\tlaneBytes\x12\x1c\n" +
+	"\tnamespace\x18\n" +
+	" \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\v \x01(\tR\x05queue\"\x12\n" +
 	"\x10InspectPartition\"\x85\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12)\n" +
@@ -1532,7 +1859,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x11max_headers_bytes\x18\x02 \x01(\rR\x0fmaxHeadersBytes\x12&\n" +
 	"\x0fmax_state_bytes\x18\x03 \x01(\rR\rmaxStateBytes\x125\n" +
 	"\x17max_mutations_per_batch\x18\x04 \x01(\rR\x14maxMutationsPerBatch\x12*\n" +
-	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\x8f\x05\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\x97\x06\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +
@@ -1549,7 +1876,12 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	" \x01(\fR\x12ledgerContinuation\x12D\n" +
 	"\x10listed_schedules\x18\v \x03(\v2\x19.orrery.v1.ListedScheduleR\x0flistedSchedules\x128\n" +
 	"\flisted_sagas\x18\f \x03(\v2\x15.orrery.v1.SagaRecordR\vlistedSagas\x12+\n" +
-	"\x11list_continuation\x18\r \x01(\fR\x10listContinuationB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\x11list_continuation\x18\r \x01(\fR\x10listContinuation\x126\n" +
+	"\vqueue_stats\x18\x0e \x01(\v2\x15.orrery.v1.QueueStatsR\n" +
+	"queueStats\x12-\n" +
+	"\x06queues\x18\x0f \x03(\v2\x15.orrery.v1.QueueStatsR\x06queues\x12\x1f\n" +
+	"\vmore_queues\x18\x10 \x01(\bR\n" +
+	"moreQueuesB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_partition_proto_rawDescOnce sync.Once
@@ -1563,7 +1895,7 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
 	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
@@ -1578,57 +1910,64 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*InspectSchedule)(nil),    // 10: orrery.v1.InspectSchedule
 	(*InspectSaga)(nil),        // 11: orrery.v1.InspectSaga
 	(*InspectLane)(nil),        // 12: orrery.v1.InspectLane
-	(*InspectPartition)(nil),   // 13: orrery.v1.InspectPartition
-	(*PartitionStatus)(nil),    // 14: orrery.v1.PartitionStatus
-	(*CommandLimits)(nil),      // 15: orrery.v1.CommandLimits
-	(*InspectReply)(nil),       // 16: orrery.v1.InspectReply
-	(*Batch)(nil),              // 17: orrery.v1.Batch
-	(*Error)(nil),              // 18: orrery.v1.Error
-	(*DueRef)(nil),             // 19: orrery.v1.DueRef
-	(ScheduleState)(0),         // 20: orrery.v1.ScheduleState
-	(SagaPhase)(0),             // 21: orrery.v1.SagaPhase
-	(*ScheduleRecord)(nil),     // 22: orrery.v1.ScheduleRecord
-	(*Lane)(nil),               // 23: orrery.v1.Lane
-	(*SagaRecord)(nil),         // 24: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 25: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 26: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 27: orrery.v1.LedgerRecord
+	(*InspectQueue)(nil),       // 13: orrery.v1.InspectQueue
+	(*ListQueues)(nil),         // 14: orrery.v1.ListQueues
+	(*QueueStats)(nil),         // 15: orrery.v1.QueueStats
+	(*InspectPartition)(nil),   // 16: orrery.v1.InspectPartition
+	(*PartitionStatus)(nil),    // 17: orrery.v1.PartitionStatus
+	(*CommandLimits)(nil),      // 18: orrery.v1.CommandLimits
+	(*InspectReply)(nil),       // 19: orrery.v1.InspectReply
+	(*Batch)(nil),              // 20: orrery.v1.Batch
+	(*Error)(nil),              // 21: orrery.v1.Error
+	(*DueRef)(nil),             // 22: orrery.v1.DueRef
+	(ScheduleState)(0),         // 23: orrery.v1.ScheduleState
+	(SagaPhase)(0),             // 24: orrery.v1.SagaPhase
+	(*ScheduleRecord)(nil),     // 25: orrery.v1.ScheduleRecord
+	(*Lane)(nil),               // 26: orrery.v1.Lane
+	(*SagaRecord)(nil),         // 27: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 28: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 29: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 30: orrery.v1.LedgerRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	17, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	18, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	19, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	18, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	20, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	21, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	22, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	21, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
 	10, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
 	11, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
 	12, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
-	13, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
+	16, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
 	9,  // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
 	6,  // 9: orrery.v1.InspectRequest.list_schedules:type_name -> orrery.v1.ListSchedules
 	7,  // 10: orrery.v1.InspectRequest.list_sagas:type_name -> orrery.v1.ListSagas
-	20, // 11: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
-	21, // 12: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
-	22, // 13: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
-	20, // 14: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
-	23, // 15: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
-	23, // 16: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	23, // 17: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	23, // 18: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	15, // 19: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	22, // 20: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	24, // 21: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	25, // 22: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	14, // 23: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	18, // 24: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	26, // 25: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	27, // 26: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	8,  // 27: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	24, // 28: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	13, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
+	14, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
+	23, // 13: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
+	24, // 14: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
+	25, // 15: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
+	23, // 16: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
+	26, // 17: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	26, // 18: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	26, // 19: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	26, // 20: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	18, // 21: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	25, // 22: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	27, // 23: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	28, // 24: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	17, // 25: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	21, // 26: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	29, // 27: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	30, // 28: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	8,  // 29: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	27, // 30: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	15, // 31: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	15, // 32: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -1646,6 +1985,8 @@ func file_api_v1_partition_proto_init() {
 		(*InspectRequest_Ledger)(nil),
 		(*InspectRequest_ListSchedules)(nil),
 		(*InspectRequest_ListSagas)(nil),
+		(*InspectRequest_Queue)(nil),
+		(*InspectRequest_ListQueues)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1653,7 +1994,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

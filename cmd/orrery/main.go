@@ -1,6 +1,8 @@
 // Command orrery operates an Orrery cluster through the Go client (client.Dial): it lists,
 // describes, pauses, resumes, triggers, deletes, exports and imports schedules, lists and
-// describes sagas, and shows the partition table a silo's admin endpoint serves.
+// describes sagas, shows a queue's depth, peeks at a lane's messages without leasing them,
+// moves a lane's dead letters back to it, and shows the partition and silo tables a silo's
+// admin endpoint serves.
 //
 //	orrery [--seeds host:port,...] [--cluster name] [-o table|json] [--timeout 30s] [--log-level off] <command>
 //
@@ -11,7 +13,11 @@
 //	orrery schedules import < schedules.jsonl
 //	orrery sagas list --namespace NS [--queue Q] [--phase waiting|completed|cancelled|timed_out] [--max N] [--after TOKEN]
 //	orrery sagas describe NS QUEUE KEY ID
+//	orrery queues stats NS QUEUE [KEY]
+//	orrery queues peek NS QUEUE KEY [-n N] [--after ID]      (QUEUE may be a dead-letter queue, QUEUE$dlq)
+//	orrery queues redrive-dlq NS QUEUE KEY [--max N]
 //	orrery partitions [--admin http://127.0.0.1:7380]
+//	orrery silos [--admin http://127.0.0.1:7380]
 //
 // Every flag can also be set in the environment as ORRERY_<FLAG> (upper case, '-' as '_'; -o
 // as ORRERY_OUTPUT); a flag on the command line wins. Output is a table by default and JSON
@@ -112,7 +118,7 @@ func (c *command) run(args []string) error {
 		return usagef("timeout: must be positive, got %v", c.timeout)
 	}
 	if len(rest) == 0 {
-		return usagef("a command is required: schedules, sagas or partitions")
+		return usagef("a command is required: schedules, sagas, queues, partitions or silos")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -121,10 +127,14 @@ func (c *command) run(args []string) error {
 		return c.schedules(ctx, rest[1:])
 	case "sagas":
 		return c.sagas(ctx, rest[1:])
+	case "queues":
+		return c.queues(ctx, rest[1:])
 	case "partitions":
 		return c.partitions(ctx, rest[1:])
+	case "silos":
+		return c.silos(ctx, rest[1:])
 	}
-	return usagef("unknown command %q: want schedules, sagas or partitions", rest[0])
+	return usagef("unknown command %q: want schedules, sagas, queues, partitions or silos", rest[0])
 }
 
 // flagSet is an empty flag set named name that prints nothing while parsing: parse reports

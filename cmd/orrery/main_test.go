@@ -400,7 +400,7 @@ func TestErrorsExitNonZeroNamingWhatFailed(t *testing.T) {
 }
 
 // TestPartitionsShowsEveryPartition: the table has a row per partition led by the silo, with
-// its term and voters; -o json is the admin endpoint's document.
+// its term, voters and each replica's lag; -o json is the admin endpoint's document.
 func TestPartitionsShowsEveryPartition(t *testing.T) {
 	s := startSilo(t)
 	siloID := cluster.FormatID(s.SiloID())
@@ -412,9 +412,9 @@ func TestPartitionsShowsEveryPartition(t *testing.T) {
 		}
 	}
 	for p := range testPartitions {
-		// PARTITION LEADER VOTERS LEARNERS TERM APPLIED ERROR
+		// PARTITION LEADER VOTERS LEARNERS TERM APPLIED LAG ERROR
 		f := rows[itoa(p)]
-		if len(f) != 7 || f[1] != siloID || f[2] != siloID || f[3] != "-" || f[4] == "0" || f[6] != "-" {
+		if len(f) != 8 || f[1] != siloID || f[2] != siloID || f[3] != "-" || f[4] == "0" || f[6] != siloID+"=0" || f[7] != "-" {
 			t.Errorf("partition %d: row %q\n%s", p, f, out)
 		}
 	}
@@ -427,8 +427,36 @@ func TestPartitionsShowsEveryPartition(t *testing.T) {
 	if len(doc.Partitions) != testPartitions {
 		t.Errorf("partitions -o json: %d partitions, want %d", len(doc.Partitions), testPartitions)
 	}
+	replica, _ := doc.Partitions[0]["replica"].(map[string]any)
+	if progress, _ := replica["progress"].([]any); len(progress) != 1 {
+		t.Errorf("partitions -o json: replica %v, want the leader's progress of its one replica", replica)
+	}
 	if r := cli(t, nil, "", "partitions", "--admin", "http://127.0.0.1:1"); r.code != 1 || !strings.Contains(r.stderr, "/v1/partitions") {
 		t.Errorf("partitions of no silo: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestSilosShowsTheSilo: a one-silo cluster's silo is alive at its actor address and leads and
+// replicates every partition.
+func TestSilosShowsTheSilo(t *testing.T) {
+	s := startSilo(t)
+	out := ok(t, nil, "", "silos", "--admin", s.AdminAddress())
+	// SILO ADDRESS LEADS REPLICAS ALIVE
+	f := strings.Fields(lineOf(out, cluster.FormatID(s.SiloID())+" "))
+	if len(f) != 5 || f[1] != s.ActorAddress() || f[2] != itoa(testPartitions) || f[3] != itoa(testPartitions) || f[4] != "true" {
+		t.Errorf("silos: row %q\n%s", f, out)
+	}
+	var doc struct {
+		Silos []struct {
+			Self  bool `json:"self"`
+			Alive bool `json:"alive"`
+		} `json:"silos"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, nil, "", "-o", "json", "silos", "--admin", s.AdminAddress())), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Silos) != 1 || !doc.Silos[0].Self || !doc.Silos[0].Alive {
+		t.Errorf("silos -o json: %+v", doc.Silos)
 	}
 }
 

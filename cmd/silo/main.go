@@ -123,7 +123,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs := flag.NewFlagSet("silo", flag.ContinueOnError)
 	var opts options
 	cfg := &opts.silo
-	var seeds, level, grantsFile string
+	var seeds, level, grantsFile, metricsSchedules string
 	fs.StringVar(&cfg.DataDir, "data", silo.DefaultDataDir, "data root (the silo store, <data>/store)")
 	fs.StringVar(&cfg.Host, "host", silo.DefaultHost, "address to bind and advertise (actor transport and gossip)")
 	fs.IntVar(&cfg.Port, "port", silo.DefaultPort, "actor transport port (0: a free port)")
@@ -138,6 +138,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&cfg.FailureProfile, "failure-profile", silo.DefaultFailureProfile, "failure detection and election timing: loopback (silos on one host) or lan")
 	fs.DurationVar(&cfg.DeadAfter, "dead-after", silo.DefaultDeadAfter, "how long a silo may be missing before its replicas are re-created on other silos")
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
+	fs.StringVar(&metricsSchedules, "metrics-schedules", "", fmt.Sprintf("comma-separated schedule ids whose occurrences /metrics counts on their own, labelled schedule (at most %d)", silo.MaxMetricsSchedules))
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one object a line)")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
@@ -174,6 +175,11 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 		}
 		if cfg.Grants, err = silo.ParseGrants(data); err != nil {
 			return opts, fmt.Errorf("grants-file %s: %w", grantsFile, err)
+		}
+	}
+	for _, id := range strings.Split(metricsSchedules, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			cfg.MetricsSchedules = append(cfg.MetricsSchedules, id)
 		}
 	}
 	if err := opts.logLevel.UnmarshalText([]byte(level)); err != nil {

@@ -22,13 +22,15 @@ import (
 )
 
 func TestFlagsOverrideEnvironment(t *testing.T) {
-	env := map[string]string{"ORRERY_DATA": "/env/data", "ORRERY_PORT": "9000", "ORRERY_SEEDS": "a:1, b:2", "ORRERY_GOSSIP_PORT": "9001", "ORRERY_OPEN_TIMEOUT": "7s"}
+	env := map[string]string{"ORRERY_DATA": "/env/data", "ORRERY_PORT": "9000", "ORRERY_SEEDS": "a:1, b:2", "ORRERY_GOSSIP_PORT": "9001", "ORRERY_OPEN_TIMEOUT": "7s",
+		"ORRERY_METRICS_SCHEDULES": "x, y"}
 	opts, err := parseConfig([]string{"--port", "9100"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := opts.silo
-	if cfg.DataDir != "/env/data" || cfg.Port != 9100 || cfg.GossipPort != 9001 || strings.Join(cfg.Seeds, ",") != "a:1,b:2" || cfg.OpenTimeout != 7*time.Second {
+	if cfg.DataDir != "/env/data" || cfg.Port != 9100 || cfg.GossipPort != 9001 || strings.Join(cfg.Seeds, ",") != "a:1,b:2" || cfg.OpenTimeout != 7*time.Second ||
+		strings.Join(cfg.MetricsSchedules, ",") != "x,y" {
 		t.Fatalf("config %+v", cfg)
 	}
 }

@@ -318,6 +318,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return leaseResult(queue.ApplyRelease(v, lim, k.Release, now))
 	case *orreryv1.Mutation_ExtendLease:
 		return leaseResult(queue.ApplyExtendLease(v, lim, k.ExtendLease, now))
+	case *orreryv1.Mutation_RedriveDeadLetters:
+		r, err := queue.ApplyRedrive(v, lim, k.RedriveDeadLetters, now)
+		return wrap(err, func() *orreryv1.MutationResult {
+			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Redrive{Redrive: r}}
+		})
 	case *orreryv1.Mutation_Housekeep:
 		r, err := a.housekeep(v, k.Housekeep, now)
 		return wrap(err, func() *orreryv1.MutationResult {

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/keys"
@@ -77,10 +78,17 @@ func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error 
 		return grants.RequireSystem(principal, "emit_occurrences")
 	case *orreryv1.Mutation_ExpireSaga:
 		return grants.RequireSystem(principal, "expire_saga")
+	case *orreryv1.Mutation_RedriveDeadLetters:
+		// It takes messages out of the dead-letter queue and publishes them to the live one.
+		lane := k.RedriveDeadLetters.GetLane()
+		needs = []need{{capability: grants.QueueConsume, namespace: lane.GetNamespace(), queue: lane.GetQueue()},
+			{capability: grants.QueuePublish, namespace: lane.GetNamespace(), queue: lane.GetQueue()}}
 	case *orreryv1.Mutation_Housekeep:
 		return grants.RequireSystem(principal, "housekeep")
-	default: // PutGrant, DeleteGrant; a mutation without a kind fails in dispatch
+	case *orreryv1.Mutation_PutGrant, *orreryv1.Mutation_DeleteGrant, nil: // a mutation without a kind fails in dispatch
 		return nil
+	default:
+		return orrery.Errorf(orrery.CodeUnauthorized, "mutation %T has no authorization rule", k)
 	}
 	return require(v, grants.Caller(principal), principal, needs)
 }

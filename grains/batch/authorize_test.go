@@ -55,6 +55,8 @@ func mutationOf(kind any) *orreryv1.Mutation {
 		m.Kind = &orreryv1.Mutation_ExtendLease{ExtendLease: k}
 	case *orreryv1.PutGrant:
 		m.Kind = &orreryv1.Mutation_PutGrant{PutGrant: k}
+	case *orreryv1.RedriveDeadLetters:
+		m.Kind = &orreryv1.Mutation_RedriveDeadLetters{RedriveDeadLetters: k}
 	case *orreryv1.DeleteGrant:
 		m.Kind = &orreryv1.Mutation_DeleteGrant{DeleteGrant: k}
 	default:
@@ -185,6 +187,8 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 		{"extend lease", nil, func(token string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.ExtendLease{Lane: lane, Id: "m1", LeaseToken: token, LeaseDurationMicros: 60 * sec})
 		}, []need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}}},
+		{"redrive dead letters", nil, func(string) *orreryv1.Mutation { return mutationOf(&orreryv1.RedriveDeadLetters{Lane: lane}) },
+			[]need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
 		{"put grant", nil, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.PutGrant{Principal: "dave", Rules: []*orreryv1.GrantRule{{Namespace: ns, Capabilities: uint64(grants.QueueConsume)}}})
 		}, []need{{capability: grants.PolicyAdmin, namespace: ns, queue: ""}}},

@@ -250,6 +250,11 @@ func (e *Engine) Step(now time.Time, event any) Ready {
 	return rd
 }
 
+// DueHeadEntries is how many due-index entries the engine holds in memory (due.Head): every
+// entry due before the head's horizon, a few seconds past the last scan's read time, at most
+// dueHeadEntries; 0 before a scan loaded it.
+func (e *Engine) DueHeadEntries() int { return e.head.Len() }
+
 // Queued counts the commands waiting: proposed and not applied, and parked.
 func (e *Engine) Queued() int { return len(e.proposing) + len(e.inflight) + len(e.waiters) }
 

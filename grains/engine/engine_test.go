@@ -228,12 +228,18 @@ func TestScanDueIsAnsweredFromTheDueHead(t *testing.T) {
 	if r := h.e.ScanDue(h.now, &orreryv1.ScanDueRequest{MaxRefs: 10}); len(r.GetRefs()) != 1 || r.GetLoggedTimeUnixMicros() <= h.state.logged {
 		t.Fatalf("first scan %v", r)
 	}
+	if n := h.e.DueHeadEntries(); n != 1 {
+		t.Fatalf("due head holds %d entries after the first scan, want 1", n)
+	}
 	h.command("a", request("c2", configure(scheduleID(2), t0.Add(-time.Second))))
 	h.commit()
 	views := h.state.views
 	r := h.e.ScanDue(h.now, &orreryv1.ScanDueRequest{MaxRefs: 10})
 	if len(r.GetRefs()) != 2 || h.state.views != views {
 		t.Fatalf("scan after a new due entry: %d refs, %d reads; want 2 refs, no read", len(r.GetRefs()), h.state.views-views)
+	}
+	if n := h.e.DueHeadEntries(); n != 2 {
+		t.Fatalf("due head holds %d entries after a second due schedule, want 2", n)
 	}
 	emit := &orreryv1.CommandRequest{Principal: input.SystemPrincipalPrefix + "coordinator", Due: true, Batch: batchOf("d1",
 		&orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: scheduleID(1), ExpectedGeneration: 1, Max: 32}}})}

@@ -18,6 +18,12 @@ import (
 // MaxInspectMessages bounds one lane page.
 const MaxInspectMessages = 1000
 
+// DefaultListQueues and MaxListQueues are ListQueues.max_queues's default and bound.
+const (
+	DefaultListQueues = 100
+	MaxListQueues     = 1000
+)
+
 // Inspect answers one bounded inspection read at now from the replica's state. Its caller
 // confirms first that this replica may answer (it leads, and has applied what was committed).
 // A partition status holds what the engine knows; the driver adds the silo's own fields.
@@ -71,6 +77,22 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			msgs, next, err := queue.ListLane(r, t.Lane.GetLane(), t.Lane.GetAfterId(), limit, queue.MaxLanePageBytes)
 			reply.Found, reply.Messages, reply.NextAfterId = len(msgs) > 0, msgs, next
 			return err
+		case *orreryv1.InspectRequest_Queue:
+			q := t.Queue
+			stats, err := queue.Stats(r, q.GetNamespace(), q.GetQueue(), q.GetKey(), e.readTime(now))
+			reply.Found, reply.QueueStats = err == nil, stats
+			return err
+		case *orreryv1.InspectRequest_ListQueues:
+			limit := int(t.ListQueues.GetMaxQueues())
+			if limit == 0 {
+				limit = DefaultListQueues
+			}
+			if limit > MaxListQueues {
+				return orrery.Invalid("max_queues", "must be at most %d, got %d", MaxListQueues, limit)
+			}
+			queues, more, err := queue.ListQueueStats(r, e.readTime(now), limit)
+			reply.Found, reply.Queues, reply.MoreQueues = len(queues) > 0, queues, more
+			return err
 		case *orreryv1.InspectRequest_ListSchedules:
 			listed, next, err := listing.Schedules(r, t.ListSchedules, listing.MaxPageBytes)
 			reply.Found, reply.ListedSchedules, reply.ListContinuation = len(listed) > 0, listed, next
@@ -99,7 +121,7 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			}
 			return err
 		default:
-			return orrery.Invalid("target", "is required (schedule, saga, lane, ledger, list_schedules, list_sagas or partition)")
+			return orrery.Invalid("target", "is required (schedule, saga, lane, queue, list_queues, ledger, list_schedules, list_sagas or partition)")
 		}
 	})
 	if err != nil {

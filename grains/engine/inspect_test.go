@@ -26,6 +26,7 @@ func TestInspectionNeedsQueueInspect(t *testing.T) {
 		"lane":           {Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane}}},
 		"list schedules": {Target: &orreryv1.InspectRequest_ListSchedules{ListSchedules: &orreryv1.ListSchedules{Namespace: ns, Queue: q}}},
 		"list sagas":     {Target: &orreryv1.InspectRequest_ListSagas{ListSagas: &orreryv1.ListSagas{Namespace: ns, Queue: q}}},
+		"queue stats":    {Target: &orreryv1.InspectRequest_Queue{Queue: &orreryv1.InspectQueue{Namespace: ns, Queue: q}}},
 	}
 	put := func(rules ...*orreryv1.GrantRule) {
 		t.Helper()
@@ -58,6 +59,15 @@ func TestInspectionNeedsQueueInspect(t *testing.T) {
 	whole := &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_ListSchedules{ListSchedules: &orreryv1.ListSchedules{Namespace: ns}}}
 	if err := inspect(whole); !errors.Is(err, orrery.ErrUnauthorized) {
 		t.Errorf("a namespace list with a queue's grant: %v, want Unauthorized", err)
+	}
+	everyQueue := &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_ListQueues{ListQueues: &orreryv1.ListQueues{}}}
+	put(&orreryv1.GrantRule{Namespace: ns, Capabilities: uint64(grants.QueueInspect)})
+	if err := inspect(everyQueue); !errors.Is(err, orrery.ErrUnauthorized) {
+		t.Errorf("the partition's queues with one namespace's grant: %v, want Unauthorized", err)
+	}
+	put(&orreryv1.GrantRule{Namespace: grants.AnyNamespace, Capabilities: uint64(grants.QueueInspect)})
+	if err := inspect(everyQueue); err != nil {
+		t.Errorf("the partition's queues with QueueInspect on every namespace: %v", err)
 	}
 }
 

@@ -91,7 +91,8 @@ func RequireSystem(principal, what string) error {
 
 // AuthorizeInspect checks that the principal of req holds QueueInspect where req reads: the
 // lane of a schedule, saga, ledger or lane page, the namespace (and queue, when given) of a
-// list. Partition status needs no grant.
+// list or of a queue's counts, every namespace for the list of a partition's queues. Partition
+// status needs no grant; an inspection without a rule here is refused.
 func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
 	var namespace, queue string
 	switch t := req.GetTarget().(type) {
@@ -107,8 +108,15 @@ func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
 		namespace, queue = t.ListSchedules.GetNamespace(), t.ListSchedules.GetQueue()
 	case *orreryv1.InspectRequest_ListSagas:
 		namespace, queue = t.ListSagas.GetNamespace(), t.ListSagas.GetQueue()
-	default:
+	case *orreryv1.InspectRequest_Queue:
+		namespace, queue = t.Queue.GetNamespace(), t.Queue.GetQueue()
+	case *orreryv1.InspectRequest_ListQueues:
+		// Every queue of the partition, whatever its namespace.
+		namespace = AnyNamespace
+	case *orreryv1.InspectRequest_Partition:
 		return nil
+	default:
+		return orrery.Errorf(orrery.CodeUnauthorized, "inspection %T has no authorization rule", t)
 	}
 	return Require(r, Caller(req.GetPrincipal()), req.GetPrincipal(), QueueInspect, namespace, queue)
 }

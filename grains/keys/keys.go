@@ -200,6 +200,22 @@ func VisibilityQueuePrefix(key []byte) ([]byte, bool) {
 	return key[:at], true
 }
 
+// SplitQueuePrefix decodes the namespace and queue of a QueuePrefix.
+func SplitQueuePrefix(prefix []byte) (namespace, queue string, err error) {
+	if !bytes.HasPrefix(prefix, Visibility) {
+		return "", "", ErrMalformed
+	}
+	namespace, rest, err := readString(prefix[len(Visibility):])
+	if err != nil {
+		return "", "", err
+	}
+	queue, rest, err = readString(rest)
+	if err != nil || len(rest) != 0 {
+		return "", "", ErrMalformed
+	}
+	return namespace, queue, nil
+}
+
 // VisibilityInstant decodes the visible time of a visibility key within queuePrefix.
 func VisibilityInstant(queuePrefix, key []byte) (int64, error) {
 	if len(key) < len(queuePrefix)+16 {

@@ -7,6 +7,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
@@ -36,7 +37,15 @@ func id(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
 // apply applies one mutation as its own command and fails the test on any error.
 func apply(t *testing.T, v kv.View, now int64, m *orreryv1.Mutation) *orreryv1.MutationResult {
 	t.Helper()
-	out, err := applier.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: fmt.Sprintf("c-%d-%p", now, m), Mutations: []*orreryv1.Mutation{m}}, now)
+	if err := grants.ApplyPut(v, input.SystemPrincipalPrefix+"test", grants.Everything("alice")); err != nil {
+		t.Fatal(err)
+	}
+	principal := "alice"
+	switch m.GetKind().(type) {
+	case *orreryv1.Mutation_EmitOccurrences, *orreryv1.Mutation_ExpireSaga, *orreryv1.Mutation_Housekeep:
+		principal = input.SystemPrincipalPrefix + "test"
+	}
+	out, err := applier.ApplyBatch(v, principal, &orreryv1.Batch{CommandId: fmt.Sprintf("c-%d-%p", now, m), Mutations: []*orreryv1.Mutation{m}}, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,7 +167,9 @@ func (g *grain) open(ctx actor.Context) {
 func (g *grain) step(ctx actor.Context, event any) {
 	g.perform(ctx, g.engine.Step(g.cfg.Clock.Now(), event))
 	if g.engine != nil {
-		g.cfg.Host.machines[g.partition].queued.Store(int64(g.engine.Queued()))
+		m := g.cfg.Host.machines[g.partition]
+		m.queued.Store(int64(g.engine.Queued()))
+		m.dueHead.Store(int64(g.engine.DueHeadEntries()))
 	}
 }
 
@@ -225,6 +227,7 @@ func (g *grain) stop(ctx actor.Context) {
 	}
 	g.cfg.Host.detach(g.partition, g)
 	g.cfg.Host.machines[g.partition].queued.Store(0)
+	g.cfg.Host.machines[g.partition].dueHead.Store(0)
 	g.engine = nil
 }
 

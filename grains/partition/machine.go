@@ -42,6 +42,9 @@ type machine struct {
 	// queued is what the attached grain's engine held in flight as of its last step
 	// (Host.Queued).
 	queued atomic.Int64
+	// dueHead is how many due-index entries the attached grain's engine held in memory as of
+	// its last step (Host.DueHeadEntries).
+	dueHead atomic.Int64
 
 	mu    sync.Mutex
 	owner any       // the attached grain, nil when none is

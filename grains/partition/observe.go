@@ -11,9 +11,9 @@ import (
 )
 
 // EnqueueLatenessObserver receives, for each occurrence a due command enqueued on partition,
-// its enqueue lateness: the logged time of the entry that enqueued it minus its nominal due
-// instant.
-type EnqueueLatenessObserver func(partition int, lateness time.Duration)
+// its schedule's id and its enqueue lateness: the logged time of the entry that enqueued it
+// minus its nominal due instant.
+type EnqueueLatenessObserver func(partition int, scheduleID string, lateness time.Duration)
 
 // ObserveEnqueueLateness makes fn receive the enqueue lateness of every occurrence a due
 // command enqueues from now on, on the replica that leads its partition as it applies the
@@ -41,6 +41,17 @@ func (h *Host) Queued(n int) int {
 		return 0
 	}
 	return int(m.queued.Load())
+}
+
+// DueHeadEntries is how many entries of partition n's due index its grain on this silo holds
+// in memory (engine.Engine.DueHeadEntries: those due within a few seconds of its last scan, at
+// most 4096), as of its last step; 0 when no grain is attached.
+func (h *Host) DueHeadEntries(n int) int {
+	m, err := h.machine(n)
+	if err != nil {
+		return 0
+	}
+	return int(m.dueHead.Load())
 }
 
 // DiskBytes is the size of the silo store's files (persistence.SiloStore.DiskBytes).
@@ -74,7 +85,7 @@ func (m *machine) observeEnqueues(v kv.Reader, b *orreryv1.Batch, receipt *orrer
 				continue
 			}
 			lateMicros := msg.GetEnqueuedAtUnixMicros() - msg.GetOccurrence().GetNominalDueAtUnixMicros()
-			(*observe)(m.n, time.Duration(lateMicros)*time.Microsecond)
+			(*observe)(m.n, msg.GetOccurrence().GetScheduleId(), time.Duration(lateMicros)*time.Microsecond)
 		}
 	}
 }

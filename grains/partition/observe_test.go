@@ -10,8 +10,8 @@ import (
 	"github.com/orreryhq/orrery/replication"
 )
 
-// The enqueue lateness observer hears each occurrence a due command enqueues, with the entry's
-// logged time minus the occurrence's nominal due instant, and nothing of ordinary enqueues; the
+// The enqueue lateness observer hears each occurrence a due command enqueues, with its schedule
+// and the entry's logged time minus the occurrence's nominal due instant, and nothing of ordinary enqueues; the
 // round observer hears the rounds that persisted them; after ObserveEnqueueLateness(nil) the
 // lateness observer hears nothing.
 func TestObserversHearEnqueueLatenessAndRounds(t *testing.T) {
@@ -19,11 +19,14 @@ func TestObserversHearEnqueueLatenessAndRounds(t *testing.T) {
 	var mu sync.Mutex
 	var lateness []time.Duration
 	var committed int
-	h.cfg.Host.ObserveEnqueueLateness(func(partition int, late time.Duration) {
+	h.cfg.Host.ObserveEnqueueLateness(func(partition int, schedule string, late time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
 		if partition != 1 {
 			t.Errorf("lateness reported for partition %d, want 1", partition)
+		}
+		if schedule != scheduleID {
+			t.Errorf("lateness reported for schedule %q, want %q", schedule, scheduleID)
 		}
 		lateness = append(lateness, late)
 	})

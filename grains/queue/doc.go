@@ -1,6 +1,7 @@
 // Package queue owns queue messages in a partition: idempotent enqueue by id, per-lane quotas,
 // receive with a lease, ack with the lease token, release, lease extension, lease expiry judged
-// by logged time, and dead-lettering after the maximum number of deliveries. It is pure: it
+// by logged time, dead-lettering after the maximum number of deliveries, redriving dead
+// letters back to their queue, and the counts an operator reads of a queue. It is pure: it
 // reads and writes only through the kv.View it is given and takes the logged time as input.
 //
 // A message lives under m/<lane>/<id>. While it is not leased or its lease has ended, a

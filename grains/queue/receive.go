@@ -176,7 +176,7 @@ func deadLetter(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, loggedN
 	}
 	moved := proto.CloneOf(msg)
 	source := msg.GetLane()
-	moved.Lane = &orreryv1.Lane{Namespace: source.GetNamespace(), Queue: source.GetQueue() + input.DeadLetterSuffix, Key: source.GetKey()}
+	moved.Lane = DeadLetterLane(source)
 	moved.DeadLetteredFrom = source.GetQueue()
 	moved.DeliveryCount = 0
 	moved.Lease = nil

@@ -19,20 +19,8 @@ func Remove(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64, expire
 	if lane == nil {
 		return orrery.Errorf(orrery.CodeInternal, "remove message %q: no lane", id)
 	}
-	stored, found, err := loadMessage(v, lane, id)
+	stored, err := removeLive(v, lane, id)
 	if err != nil {
-		return err
-	}
-	if !found {
-		return orrery.FieldErrorf(orrery.CodeNotFound, "id", "no message %q in the lane", id)
-	}
-	if err := v.Delete(visibilityKey(stored)); err != nil {
-		return err
-	}
-	if err := v.Delete(keys.MessageKey(lane, id)); err != nil {
-		return err
-	}
-	if err := subtractCounters(v, lane, MessageBytes(stored)); err != nil {
 		return err
 	}
 	if o := stored.GetOccurrence(); o != nil && !o.GetManual() {
@@ -45,6 +33,29 @@ func Remove(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64, expire
 		return err
 	}
 	return v.Set(keys.TombstoneAgeKey(loggedNowMicros, lane, id), nil)
+}
+
+// removeLive deletes the live message id of lane, its visibility-index entry and its share of
+// the lane counters, leaving no tombstone, and returns it as it was stored; an absent message
+// is NotFound ("id").
+func removeLive(v kv.View, lane *orreryv1.Lane, id string) (*orreryv1.QueueMessage, error) {
+	stored, found, err := loadMessage(v, lane, id)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, orrery.FieldErrorf(orrery.CodeNotFound, "id", "no message %q in the lane", id)
+	}
+	if err := v.Delete(visibilityKey(stored)); err != nil {
+		return nil, err
+	}
+	if err := v.Delete(keys.MessageKey(lane, id)); err != nil {
+		return nil, err
+	}
+	if err := subtractCounters(v, lane, MessageBytes(stored)); err != nil {
+		return nil, err
+	}
+	return stored, nil
 }
 
 // PruneTombstones removes, oldest first and at most maxRecords, the tombstones of messages

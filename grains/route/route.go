@@ -35,7 +35,7 @@ func JumpHash(key uint64, buckets int) int {
 }
 
 // MutationLane returns the lane a mutation addresses (a schedule definition's lane for
-// ConfigureSchedule), or nil for Receive and Housekeep, which address
+// ConfigureSchedule), or nil for Receive, Housekeep, PutGrant and DeleteGrant, which address
 // their partition as a whole.
 func MutationLane(m *orreryv1.Mutation) *orreryv1.Lane {
 	switch k := m.GetKind().(type) {
@@ -65,6 +65,8 @@ func MutationLane(m *orreryv1.Mutation) *orreryv1.Lane {
 		return k.Release.GetLane()
 	case *orreryv1.Mutation_ExtendLease:
 		return k.ExtendLease.GetLane()
+	case *orreryv1.Mutation_RedriveDeadLetters:
+		return k.RedriveDeadLetters.GetLane()
 	default:
 		return nil
 	}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// defaultAdmin is --admin's default: a silo started with its default flags.
+const defaultAdmin = "http://127.0.0.1:7380"
+
+// adminFlag adds --admin to fs.
+func adminFlag(fs *flag.FlagSet) *string {
+	return fs.String("admin", defaultAdmin, "a silo's admin endpoint (URL or host:port)")
+}
+
+// adminGet reads path from the admin endpoint admin (a URL, or host:port for http) and returns
+// the body of a 200 answer, and the URL it read.
+func adminGet(ctx context.Context, admin, path string) (body []byte, url string, err error) {
+	if !strings.Contains(admin, "://") {
+		admin = "http://" + admin
+	}
+	url = strings.TrimSuffix(admin, "/") + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, url, usagef("admin: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, url, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, url, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, url, fmt.Errorf("GET %s: %s: %s", url, resp.Status, bytes.TrimSpace(body))
+	}
+	return body, url, nil
+}
+
+// writeAdminJSON prints an admin endpoint's JSON document, indented.
+func (c *command) writeAdminJSON(body []byte, url string) error {
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return fmt.Errorf("GET %s: not JSON: %w", url, err)
+	}
+	return writeJSON(c.stdout, doc)
+}
