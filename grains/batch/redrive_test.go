@@ -28,7 +28,7 @@ func snapshot(t *testing.T, v kv.Reader) map[string]string {
 // checks the state it leaves and that a retry of the same command id replays its receipt
 // byte for byte and writes nothing, while a new command finds nothing to move.
 func TestRedriveThroughTheBatchPath(t *testing.T) {
-	v := kv.NewMemory()
+	v := granted(t)
 	now := t0
 	for _, id := range []string{"a", "b"} {
 		enqueue := &orreryv1.Enqueue{Lane: lane, Id: id, PayloadJson: `"x"`, MaxDeliveries: 1}
