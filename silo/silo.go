@@ -167,6 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	} else {
 		go s.putGrantsInBackground(runCtx)
 	}
+	cfg.Failpoints.Begin()
 	s.log.Info("silo ready", "silo_id", cluster.FormatID(s.SiloID()), "cluster_id", cluster.FormatID(s.ClusterID()),
 		"actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr, "data", cfg.DataDir, "partitions", cfg.Partitions, "insecure_dev", cfg.InsecureDev)
 	return s, nil

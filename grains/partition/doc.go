@@ -63,7 +63,8 @@
 // # Failpoints
 //
 // ORRERY_FAILPOINT=<name>[:<n>] arms a crash boundary in a real silo process: at the n-th hit
-// (default 1) of the named point the process kills itself with SIGKILL. Names (DESIGN §3):
+// (default 1) of the named point, counted from the moment the silo is ready, the process kills
+// itself with SIGKILL. Names (DESIGN §3):
 //
 //	entry-appended   a round that wrote command entries was persisted (synced), not yet known committed
 //	entry-committed  committed command entries were handed to their state machines, not yet applied

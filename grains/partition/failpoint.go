@@ -27,16 +27,31 @@ type Failpoints struct {
 	hits  atomic.Int64
 	fire  func(name string)
 	armed bool
+	// held: hits are not counted until Begin.
+	held atomic.Bool
 }
 
 // FailpointsFromEnv arms the failpoint named in ORRERY_FAILPOINT, if any, to SIGKILL the
-// process.
+// process. Its hits count only from Begin, which a silo calls once it is ready, so that the
+// commands of its own start (the bootstrap of its grants) never reach the n-th hit.
 func FailpointsFromEnv() (*Failpoints, error) {
 	spec := os.Getenv(FailpointEnv)
 	if spec == "" {
 		return &Failpoints{}, nil
 	}
-	return NewFailpoints(spec, func(string) { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) })
+	f, err := NewFailpoints(spec, func(string) { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) })
+	if err == nil {
+		f.held.Store(true)
+	}
+	return f, err
+}
+
+// Begin starts counting the hits of failpoints armed by FailpointsFromEnv (those of
+// NewFailpoints count from the start).
+func (f *Failpoints) Begin() {
+	if f != nil {
+		f.held.Store(false)
+	}
 }
 
 // NewFailpoints arms "<name>[:<n>]" to call fire at the n-th hit (tests pass their own fire).
@@ -61,7 +76,7 @@ func NewFailpoints(spec string, fire func(name string)) (*Failpoints, error) {
 
 // Hit records that execution reached the named point.
 func (f *Failpoints) Hit(name string) {
-	if f == nil || !f.armed || name != f.name {
+	if f == nil || !f.armed || name != f.name || f.held.Load() {
 		return
 	}
 	if f.hits.Add(1) == f.at {

@@ -527,6 +527,27 @@ func TestFailpointsFireInOrder(t *testing.T) {
 	}
 }
 
+// TestFailpointsFromEnvCountFromBegin: a silo process's failpoint ignores the hits before the
+// silo is ready (its own bootstrap commands), so its n-th hit is the n-th after Begin.
+func TestFailpointsFromEnvCountFromBegin(t *testing.T) {
+	t.Setenv(FailpointEnv, FailpointEntryApplied+":3")
+	fp, err := FailpointsFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp.Hit(FailpointEntryApplied)
+	fp.Hit(FailpointEntryApplied)
+	if n := fp.hits.Load(); n != 0 {
+		t.Fatalf("%d hits counted before Begin", n)
+	}
+	fp.Begin()
+	fp.Hit(FailpointEntryApplied)
+	fp.Hit(FailpointEntryApplied)
+	if n := fp.hits.Load(); n != 2 {
+		t.Fatalf("%d hits counted after Begin, want 2", n)
+	}
+}
+
 func TestMisroutedLaneIsRefused(t *testing.T) {
 	h := newHarness(t, nil)
 	other := laneOf(2, 4)
