@@ -53,9 +53,13 @@ bench: ## benchmarks at full scale (several minutes), figures via b.ReportMetric
 bench-short: ## the silo benchmarks scaled down (-short), so make test keeps them working
 	$(GO) test -short -count=1 -run '^$$' -bench . -benchtime 1x -timeout 10m ./bench
 
-fuzz: ## run each fuzz target for FUZZTIME (default 5m)
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-5m} ./grains/schedule/cron
-	$(GO) test -run '^$$' -fuzz FuzzValidateDefinition -fuzztime $${FUZZTIME:-5m} ./grains/schedule
+fuzz: ## run each fuzz target for FUZZTIME (default 10m); then scripts/fuzz-corpus.sh PKG TARGET keeps the grown corpus in testdata/fuzz
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-10m} ./grains/schedule/cron
+	$(GO) test -run '^$$' -fuzz FuzzValidateDefinition -fuzztime $${FUZZTIME:-10m} ./grains/schedule
+	$(GO) test -run '^$$' -fuzz FuzzApplyCommand -fuzztime $${FUZZTIME:-10m} ./grains/batch
+	$(GO) test -run '^$$' -fuzz FuzzEngineRequests -fuzztime $${FUZZTIME:-10m} ./grains/engine
+	$(GO) test -run '^$$' -fuzz FuzzSnapshotDecoder -fuzztime $${FUZZTIME:-10m} ./persistence
+	$(GO) test -run '^$$' -fuzz FuzzGossipDecoders -fuzztime $${FUZZTIME:-10m} ./cluster
 
 proto: ## regenerate api/v1 from the .proto files (needs protoc: apt-get install protobuf-compiler)
 	./scripts/gen-proto.sh

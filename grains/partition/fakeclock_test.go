@@ -97,6 +97,24 @@ func (h *harness) startCoordinator(clk clock.Clock) *duecoordinator.Coordinator 
 	return coord
 }
 
+// waitArmed waits until the coordinator's partition waits on its timer, neither queued nor in
+// a round: a timer is set relative to the clock's time, so advancing the fake clock while a
+// round ends would set the next one that much later than the round asked.
+func waitArmed(t *testing.T, coord *duecoordinator.Coordinator) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := coord.Stats()
+		if len(s.Partitions) == 1 && !s.Partitions[0].Queued && !s.Partitions[0].InFlight && !s.Partitions[0].TimerAt.IsZero() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the coordinator never waited on its timer: %+v", s)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestTheCoordinatorEmitsOnTheClock: with every clock fake (host, grain, coordinator), a
 // schedule due an hour ahead is emitted, by the due coordinator's due command, when the clock
 // reaches its due instant and not before, at a logged time not before it.
@@ -107,11 +125,13 @@ func TestTheCoordinatorEmitsOnTheClock(t *testing.T) {
 	receipt(t, h.do(command("configure", 0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
 		Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: scheduleID, Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{
 			Every: &orreryv1.EverySpec{IntervalMicros: 3600 * input.Second, FirstDueAtUnixMicros: due.UnixMicro()}}}}}}})))
+	waitArmed(t, coord)
 	fake.Advance(59 * time.Minute)
 	h.status()
 	if msgs := h.lane(); len(msgs) != 0 {
 		t.Fatalf("%d messages a minute before the due instant", len(msgs))
 	}
+	waitArmed(t, coord)
 	fake.AdvanceTo(due)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(h.lane()) == 0 {
