@@ -156,7 +156,17 @@ func (c *Credentials) WithLogger(logger *slog.Logger) *Credentials {
 // ServerOptions are the gRPC server options of the actor transport: TLS 1.3 requiring a client
 // certificate of the CA that names an identity, and the interceptors of the package doc.
 func (c *Credentials) ServerOptions() []grpc.ServerOption {
-	config := &tls.Config{
+	g := newGuard(c.logger)
+	return []grpc.ServerOption{
+		grpc.Creds(credentials.NewTLS(c.serverConfig())),
+		grpc.StreamInterceptor(g.intercept),
+		grpc.UnaryInterceptor(refuseUnary),
+	}
+}
+
+// serverConfig is the TLS configuration of the transport's server.
+func (c *Credentials) serverConfig() *tls.Config {
+	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
@@ -169,19 +179,18 @@ func (c *Credentials) ServerOptions() []grpc.ServerOption {
 			return err
 		},
 	}
-	g := newGuard(c.logger)
-	return []grpc.ServerOption{
-		grpc.Creds(credentials.NewTLS(config)),
-		grpc.StreamInterceptor(g.intercept),
-		grpc.UnaryInterceptor(refuseUnary),
-	}
 }
 
 // DialOption is the gRPC dial option of the actor transport: TLS 1.3 presenting this node's
 // certificate and verifying the server's against the CA (not its host name, see the package
 // doc); for a client, the server must be a silo.
 func (c *Credentials) DialOption() grpc.DialOption {
-	config := &tls.Config{
+	return grpc.WithTransportCredentials(credentials.NewTLS(c.dialConfig()))
+}
+
+// dialConfig is the TLS configuration of the transport's dialer.
+func (c *Credentials) dialConfig() *tls.Config {
+	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.cert},
 		// The chain is verified in VerifyConnection, without the host name.
@@ -205,7 +214,6 @@ func (c *Credentials) DialOption() grpc.DialOption {
 			return nil
 		},
 	}
-	return grpc.WithTransportCredentials(credentials.NewTLS(config))
 }
 
 // verify checks a DER chain (leaf first) against roots now, for both client and server use.
