@@ -138,6 +138,9 @@ func New(caPEM []byte, cert tls.Certificate) (*Credentials, error) {
 // Identity is who this node's certificate names.
 func (c *Credentials) Identity() Identity { return c.identity }
 
+// Leaf is this node's parsed certificate.
+func (c *Credentials) Leaf() *x509.Certificate { return c.cert.Leaf }
+
 // ForClient returns a copy whose dial credentials accept only silo certificates (a cluster
 // client dials only silos).
 func (c *Credentials) ForClient() *Credentials {
