@@ -49,11 +49,13 @@ func CommandLimits(lim input.Limits) *orreryv1.CommandLimits {
 
 // remoteOptions set the gRPC message limits of both ends of the actor transport to
 // MaxMessageBytes, and its security: mutual TLS with creds (transportauth), or none when creds
-// is nil.
+// is nil. Either way the server refuses protoactor's unimplemented unary methods.
 func remoteOptions(creds *transportauth.Credentials) []remote.ConfigOption {
 	server := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
 	security := grpc.WithTransportCredentials(insecure.NewCredentials())
-	if creds != nil {
+	if creds == nil {
+		server = append(server, transportauth.RefuseUnary())
+	} else {
 		server = append(server, creds.ServerOptions()...)
 		security = creds.DialOption()
 	}

@@ -163,7 +163,7 @@ func (c *Credentials) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(c.serverConfig())),
 		grpc.StreamInterceptor(g.intercept),
-		grpc.UnaryInterceptor(refuseUnary),
+		RefuseUnary(),
 	}
 }
 

@@ -59,6 +59,11 @@ func (g *guard) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServer
 	return handler(srv, &clientStream{ServerStream: ss, principal: id.Principal, guard: g})
 }
 
+// RefuseUnary is a server option refusing the actor transport's unary methods, which
+// protoactor declares and does not implement (they panic, ending the process): a transport
+// without TLS installs it too.
+func RefuseUnary() grpc.ServerOption { return grpc.UnaryInterceptor(refuseUnary) }
+
 // refuseUnary refuses the transport's unary methods, which protoactor does not implement.
 func refuseUnary(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
 	return nil, status.Error(codes.Unimplemented, "the actor transport serves no unary method")
