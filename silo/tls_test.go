@@ -9,7 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -241,5 +246,22 @@ func TestTLSFoundersFormAClusterAndAnswerEveryPartition(t *testing.T) {
 		if _, err := s.Client().PartitionStatus(ctx, partitions-1); err != nil {
 			t.Fatalf("silo %s: %v", s.ID(), err)
 		}
+	}
+}
+
+// TestTransportRefusesUnaryMethods: protoactor declares unary methods on the actor transport
+// and panics in them, which would end the silo's process; the silo refuses them.
+func TestTransportRefusesUnaryMethods(t *testing.T) {
+	s := startSilo(t, t.TempDir(), nil)
+	conn, err := grpc.Dial(s.ActorAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = remote.NewRemotingClient(conn).ListProcesses(ctx, &remote.ListProcessesRequest{})
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("ListProcesses: %v, want Unimplemented", err)
 	}
 }
