@@ -33,7 +33,9 @@ const DefaultPrincipal = "anonymous"
 // Options configure a Client. The zero value is usable.
 type Options struct {
 	// Principal is who the client acts as (default DefaultPrincipal). Command ids are scoped to
-	// it: replaying an id under another principal is a new command.
+	// it: replaying an id under another principal is a new command. With transport TLS the
+	// silos act on the principal of the client's certificate whatever this says, and Dial
+	// sets it to that principal (DialConfig.TLSCert).
 	Principal string
 	// Retry is the schedule of retries of retriable failures.
 	Retry RetryPolicy

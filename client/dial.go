@@ -12,6 +12,7 @@ import (
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/lookup"
+	"github.com/orreryhq/orrery/cluster/transportauth"
 )
 
 // DialConfig configures Dial.
@@ -31,6 +32,13 @@ type DialConfig struct {
 	// fails once it passes (or ctx ends first) with an Unavailable error naming each seed and
 	// what it answered: nothing listening, not a gossip port, another cluster's name.
 	JoinTimeout time.Duration
+	// TLSCA, TLSCert and TLSKey are the PEM files of mutual TLS on the actor transport
+	// (cluster/transportauth), as the silos have them: the cluster CA, this client's
+	// certificate, which names its principal (URI SAN orrery:principal:<p> or common name), and
+	// its key. All three or none. With them the client acts as its certificate's principal:
+	// Options.Principal is ignored (Dial sets it to the certificate's), and the silos overwrite
+	// the principal of every request with the certificate's whatever it carries.
+	TLSCA, TLSCert, TLSKey string
 	// Options configure the client (principal, retries, logger). Options.Logger also receives
 	// the cluster layer's warnings (protoactor, memberlist); when it is nil those go to
 	// slog.Default() while the client's own diagnostics are discarded. When Options.Limits is nil,
@@ -60,8 +68,19 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	var creds *transportauth.Credentials
+	if files := (transportauth.Files{CA: cfg.TLSCA, Cert: cfg.TLSCert, Key: cfg.TLSKey}); files.Enabled() {
+		var err error
+		if creds, err = transportauth.Load(files); err != nil {
+			return nil, err
+		}
+		if creds.Identity().IsSilo() {
+			return nil, orrery.Invalid("tls_cert", "names %s: a client's certificate names its principal", creds.Identity())
+		}
+		cfg.Options.Principal = creds.Identity().Principal
+	}
 	c, provider, err := cluster.NewClient(ctx, cluster.MemberConfig{
-		Name: cfg.ClusterName, Host: cfg.Host, Logger: logger, JoinTimeout: cfg.JoinTimeout,
+		Name: cfg.ClusterName, Host: cfg.Host, Logger: logger, JoinTimeout: cfg.JoinTimeout, TLS: creds,
 		Gossip:         cluster.ProviderConfig{BindHost: cfg.Host, Seeds: cfg.Seeds, Logger: logger},
 		IdentityLookup: lookup.New(lookup.Config{Kind: cluster.PartitionKind, Logger: logger}),
 	})

@@ -1,7 +1,8 @@
 // Package cluster owns Orrery's cluster membership: a protoactor ClusterProvider built on
 // hashicorp/memberlist (Provider), the self-fencing signal a silo uses to learn that the
 // cluster has dropped it, and the bootstrap of a silo's or client's protoactor cluster
-// (NewMember, NewClient, Shutdown).
+// (NewMember, NewClient, Shutdown), whose actor transport runs mutual TLS when
+// MemberConfig.TLS is set (cluster/transportauth).
 //
 // Membership. Each silo and client runs one memberlist node named after its protoactor member
 // id (ActorSystem.ID, unique per process incarnation). The node metadata (JSON, at most 512

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/input"
 )
 
@@ -47,11 +48,20 @@ func CommandLimits(lim input.Limits) *orreryv1.CommandLimits {
 }
 
 // remoteOptions set the gRPC message limits of both ends of the actor transport to
-// MaxMessageBytes (the dial options keep protoactor's default: no transport security).
-func remoteOptions() []remote.ConfigOption {
+// MaxMessageBytes, and its security: mutual TLS with creds (transportauth), or none when creds
+// is nil. Either way the server refuses protoactor's unimplemented unary methods.
+func remoteOptions(creds *transportauth.Credentials) []remote.ConfigOption {
+	server := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+	security := grpc.WithTransportCredentials(insecure.NewCredentials())
+	if creds == nil {
+		server = append(server, transportauth.RefuseUnary())
+	} else {
+		server = append(server, creds.ServerOptions()...)
+		security = creds.DialOption()
+	}
 	return []remote.ConfigOption{
-		remote.WithServerOptions(grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)),
-		remote.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(
+		remote.WithServerOptions(server...),
+		remote.WithDialOptions(security, grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))),
 		remote.WithCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/orreryhq/orrery/actors"
+	"github.com/orreryhq/orrery/cluster/transportauth"
 )
 
 // heartbeatExpiration disables protoactor's own gossip-heartbeat failure detector in effect.
@@ -46,6 +47,10 @@ type MemberConfig struct {
 	// succeed and the cluster id to be known (0: until ctx ends). When it passes first, the
 	// error names each seed and what it answered, or what the cluster-identity rule waits for.
 	JoinTimeout time.Duration
+	// TLS secures the actor transport with mutual TLS (nil: none). A silo's certificate must
+	// name a silo; a client's names its principal, which every silo puts in the client's
+	// requests in place of the one they carry (transportauth).
+	TLS *transportauth.Credentials
 	// Logger receives protoactor's logs (nil: slog.Default()).
 	Logger *slog.Logger
 	// LogLevel drops protoactor records below it (nil: actors.DefaultLogLevel, WARN).
@@ -120,6 +125,19 @@ func startCluster(ctx context.Context, cfg MemberConfig, client bool) (*protoclu
 	if err != nil {
 		return nil, nil, err
 	}
+	creds := cfg.TLS
+	if creds != nil {
+		switch id := creds.Identity(); {
+		case client && id.IsSilo():
+			return nil, nil, fmt.Errorf("tls_cert: a cluster client needs a certificate naming a principal, not %s", id)
+		case !client && !id.IsSilo():
+			return nil, nil, fmt.Errorf("tls_cert: a silo needs a certificate naming a silo, not %s", id)
+		}
+		creds = creds.WithLogger(cfg.Logger)
+		if client {
+			creds = creds.ForClient()
+		}
+	}
 	lookup := cfg.IdentityLookup
 	if lookup == nil {
 		lookup = disthash.New()
@@ -135,7 +153,7 @@ func startCluster(ctx context.Context, cfg MemberConfig, client bool) (*protoclu
 	var c *protocluster.Cluster
 	err = recovered(func() {
 		system := actor.NewActorSystem(actors.LoggerOption(cfg.Logger.Handler(), cfg.LogLevel))
-		config := protocluster.Configure(cfg.Name, provider, lookup, remote.Configure(cfg.Host, cfg.Port, remoteOptions()...), options...)
+		config := protocluster.Configure(cfg.Name, provider, lookup, remote.Configure(cfg.Host, cfg.Port, remoteOptions(creds)...), options...)
 		c = protocluster.New(system, config)
 		if client {
 			c.StartClient()

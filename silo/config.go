@@ -8,6 +8,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/raftnet"
+	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/partition"
@@ -111,6 +112,17 @@ type Config struct {
 	// Start returns on the silo that creates the cluster, in the background on the others.
 	// Putting them again changes nothing; a grant changed since is put back as configured.
 	Grants []*orreryv1.PutGrant
+	// TLSCA, TLSCert and TLSKey are the PEM files of mutual TLS on the actor transport
+	// (cluster/transportauth): the cluster CA, this silo's certificate, which must name a silo
+	// (URI SAN orrery:silo:<name>), and its key. All three or none (an unsecured transport).
+	// With them, silos and clients must present certificates of the CA, and a client acts as
+	// the principal its certificate names.
+	TLSCA, TLSCert, TLSKey string
+}
+
+// transportFiles are the TLS files, or the zero Files when none is set.
+func (c Config) transportFiles() transportauth.Files {
+	return transportauth.Files{CA: c.TLSCA, Cert: c.TLSCert, Key: c.TLSKey}
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -22,6 +22,7 @@ import (
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/lookup"
 	"github.com/orreryhq/orrery/cluster/raftnet"
+	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/partition"
 )
@@ -78,6 +79,12 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		return nil, err
 	}
 	profile, _ := FailureProfileNamed(cfg.FailureProfile) // withDefaults checked it
+	var transportCreds *transportauth.Credentials
+	if files := cfg.transportFiles(); files.Enabled() {
+		if transportCreds, err = transportauth.Load(files); err != nil {
+			return nil, err
+		}
+	}
 	host, err := partition.OpenHost(partition.HostConfig{
 		DataRoot: cfg.DataDir, Partitions: cfg.Partitions, Store: cfg.Store, Limits: cfg.Limits,
 		LeadTimeout: cfg.OpenTimeout, Failpoints: cfg.Failpoints, Logger: cfg.Logger,
@@ -104,7 +111,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	storedClusterID := host.ClusterID()
 	var founded atomic.Bool // set when this silo creates the cluster (before NewMember returns)
 	c, provider, err := cluster.NewMember(ctx, cluster.MemberConfig{
-		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, JoinTimeout: cfg.OpenTimeout,
+		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, JoinTimeout: cfg.OpenTimeout, TLS: transportCreds,
 		Logger: slog.New(actors.NewPeerLossHandler(cfg.Logger.Handler(), s.isMember)),
 		Gossip: cluster.ProviderConfig{
 			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger,

@@ -4,7 +4,7 @@
 // moves a lane's dead letters back to it, and shows the partition and silo tables a silo's
 // admin endpoint serves.
 //
-//	orrery [--seeds host:port,...] [--cluster name] [-o table|json] [--timeout 30s] [--log-level off] <command>
+//	orrery [--seeds host:port,...] [--cluster name] [--tls-ca F --tls-cert F --tls-key F] [-o table|json] [--timeout 30s] [--log-level off] <command>
 //
 //	orrery schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
 //	orrery schedules describe NS QUEUE KEY ID
@@ -87,6 +87,8 @@ type command struct {
 	output      string
 	timeout     time.Duration
 	logLevel    string
+	// tls are the --tls-ca, --tls-cert and --tls-key files (client.DialConfig's).
+	tls struct{ ca, cert, key string }
 }
 
 // defaultSeeds is --seeds's default: a silo started with its default flags.
@@ -100,6 +102,9 @@ func (c *command) run(args []string) error {
 	fs.StringVar(&c.output, "output", "table", "output format: table or json")
 	fs.StringVar(&c.output, "o", "table", "output format: table or json (as --output)")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "bound on the whole command")
+	fs.StringVar(&c.tls.ca, "tls-ca", "", "PEM file of the cluster CA, for silos running mutual TLS (with --tls-cert and --tls-key)")
+	fs.StringVar(&c.tls.cert, "tls-cert", "", "PEM file of this client's certificate; the commands act as the principal it names")
+	fs.StringVar(&c.tls.key, "tls-key", "", "PEM file of this client's private key")
 	fs.StringVar(&c.logLevel, "log-level", "off", "the client's and cluster layer's log lines to stderr: off, debug, info, warn or error")
 	rest, err := c.parse(fs, args, true)
 	if err != nil {
@@ -199,7 +204,8 @@ func (c *command) dial(ctx context.Context) (*client.Client, error) {
 		_ = level.UnmarshalText([]byte(c.logLevel)) // checked in run
 		logger = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 	}
-	cl, err := client.Dial(ctx, client.DialConfig{Seeds: seeds, ClusterName: c.clusterName, Options: client.Options{Logger: logger}})
+	cl, err := client.Dial(ctx, client.DialConfig{Seeds: seeds, ClusterName: c.clusterName,
+		TLSCA: c.tls.ca, TLSCert: c.tls.cert, TLSKey: c.tls.key, Options: client.Options{Logger: logger}})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", strings.Join(seeds, ","), err)
 	}

@@ -5,6 +5,7 @@
 //	silo --data ./data --port 7391 --gossip-port 7392 --admin 127.0.0.1:7390 --seeds 127.0.0.1:7382
 //
 //	silo import --data ./data
+//	silo certs --out ./certs --silos a,b,c --clients alice,bob
 //
 // Every silo of a cluster can take the same --seeds list; three silos with empty data dirs
 // create one cluster together when each is started with --bootstrap-expect 3, and any silo
@@ -25,6 +26,14 @@
 // (persistence.ImportPartitionStores), prints what it copied of each partition and exits; the
 // old files stay, renamed to imported-cluster.json and imported-partitions/. Its flags are
 // --data and --partitions (default: the count cluster.json records), from the environment too.
+//
+// silo certs writes a development CA (ca.pem, ca-key.pem) and one certificate and key per silo
+// (silo-<name>.pem, silo-<name>-key.pem) and per client principal (client-<p>.pem,
+// client-<p>-key.pem) into --out, valid for --valid-for (a year), for loopback and --hosts. A
+// silo started with --tls-ca, --tls-cert and --tls-key secures its actor transport with mutual
+// TLS: silos and clients must present certificates of that CA, and a client acts as the
+// principal its certificate names (cluster/transportauth). The certificates are for
+// development; a deployment issues its own from its own CA.
 //
 // Unless --max-procs or the GOMAXPROCS environment variable says otherwise, it runs with
 // GOMAXPROCS at defaultProcsPerCPU times what Go chose: the Raft loop blocks its thread in
@@ -64,6 +73,9 @@ func main() {
 func run(args []string, getenv func(string) string) error {
 	if len(args) > 0 && args[0] == "import" {
 		return runImport(args[1:], getenv, os.Stdout)
+	}
+	if len(args) > 0 && args[0] == "certs" {
+		return runCerts(args[1:], getenv, os.Stdout)
 	}
 	opts, err := parseConfig(args, getenv)
 	if err != nil {
@@ -143,6 +155,9 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one object a line)")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
 	fs.BoolVar(&cfg.InsecureDev, "insecure-dev", false, "development mode: every capability on every namespace for the default client principal (anonymous) and the silo's own client")
+	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the cluster CA: mutual TLS on the actor transport (with --tls-cert and --tls-key; silo certs writes development ones)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM file of this silo's certificate, naming the silo (URI SAN orrery:silo:<name>)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM file of this silo's private key")
 	fs.StringVar(&grantsFile, "grants-file", "", "JSON file of grants put on every partition at every start (silo.ParseGrants documents the format)")
 	limits := limitFlags(fs, &cfg.Limits)
 	if err := parseFlags(fs, args, getenv); err != nil {

@@ -261,3 +261,14 @@ func TestInsecureDevAndGrantsFileFlags(t *testing.T) {
 		t.Fatalf("a bad grants file: %v", err)
 	}
 }
+
+func TestTLSFlags(t *testing.T) {
+	none := func(string) string { return "" }
+	opts, err := parseConfig([]string{"--tls-ca", "ca.pem", "--tls-cert", "silo-a.pem", "--tls-key", "silo-a-key.pem"}, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := opts.silo; c.TLSCA != "ca.pem" || c.TLSCert != "silo-a.pem" || c.TLSKey != "silo-a-key.pem" {
+		t.Errorf("TLS files %q %q %q", c.TLSCA, c.TLSCert, c.TLSKey)
+	}
+}
