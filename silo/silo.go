@@ -133,6 +133,9 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		s.shutdown(false)
 		return nil, err
 	}
+	if cfg.RaftFaultsFile != "" {
+		go cfg.RaftFaults.Follow(runCtx, cfg.RaftFaultsFile, faultsFileEvery, s.faultsChanged)
+	}
 	s.raft.SetReceiver(host.Receiver())
 	host.SetTransport(s.raft)
 	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
@@ -339,6 +342,19 @@ func (s *Silo) raftAddress(replica uint64) (*actor.PID, bool) {
 		return nil, false
 	}
 	return raftnet.PID(address), true
+}
+
+// faultsFileEvery is how often the silo reads Config.RaftFaultsFile.
+const faultsFileEvery = 100 * time.Millisecond
+
+// faultsChanged logs each change Config.RaftFaultsFile made to the transport faults (at warn:
+// a silo with faults armed is under test), or why the file's change was refused.
+func (s *Silo) faultsChanged(faults string, err error) {
+	if err != nil {
+		s.log.Error("raft transport faults file refused; faults unchanged", "faults", faults, "err", err)
+		return
+	}
+	s.log.Warn("raft transport faults set", "faults", faults)
 }
 
 // refreshEvery is how often trackOwnership looks at the partitions' leadership between

@@ -27,7 +27,9 @@
 // with a refusal. The sender closes the snapshot's Chunks before calling Done, once.
 //
 // Faults. Config.Faults drops (Cut) or delays (Delay) the traffic between this silo and named
-// replicas, both ways, at run time; a silo process arms them from FaultsEnv (ParseFaults).
+// replicas, both ways, at run time; a silo process arms them from FaultsEnv (ParseFaults) as
+// it starts, and from the file FaultsFileEnv names while it runs (Faults.Follow, which swaps
+// the whole set with Faults.Replace on each change of the file).
 // The outbox applies them to what it sends, the actor to what it receives. A snapshot stream
 // fails at once on the sending side (ErrCut) when a cut is in force as it starts or before it
 // sends a chunk; a cut that falls while it waits for the receiver stalls it.
