@@ -55,6 +55,8 @@ type Silo struct {
 	silos atomic.Pointer[map[uint64]string]
 	// placement is the replica placement loop.
 	placement *placer
+	// removal tracks whether the cluster removed this silo from every partition's group.
+	removal removal
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -128,7 +130,8 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.cluster, s.provider = c, provider
 	s.log = cfg.Logger.With("silo", c.ActorSystem.ID)
 	s.refreshSilos()
-	s.raft, err = raftnet.New(raftnet.Config{Self: host.SiloID(), System: c.ActorSystem, Addresses: s.raftAddress, Faults: cfg.RaftFaults})
+	s.raft, err = raftnet.New(raftnet.Config{Self: host.SiloID(), System: c.ActorSystem, Addresses: s.raftAddress, Faults: cfg.RaftFaults,
+		Counts: s.countsReplica, OnRemoved: s.noticeRemoved})
 	if err != nil {
 		s.shutdown(false)
 		return nil, err
@@ -197,12 +200,12 @@ func (s *Silo) SiloID() uint64 { return s.host.SiloID() }
 // ClusterID is the id of the cluster the silo belongs to, recorded in its store.
 func (s *Silo) ClusterID() uint64 { return s.provider.ClusterID() }
 
-// Done is closed when the silo has stopped: Stop, fenced by the cluster, or its partitions
-// failed (Err says which of the last two).
+// Done is closed when the silo has stopped: Stop, fenced by the cluster, removed by the cluster
+// from every partition's group, or its partitions failed (Err says which of the last three).
 func (s *Silo) Done() <-chan struct{} { return s.stopped }
 
-// Err is why the silo stopped on its own: its partitions' failure, or the cause of its fence;
-// nil while it runs and after Stop.
+// Err is why the silo stopped on its own: its partitions' failure, the cause of its fence, or
+// its removal from every partition's group; nil while it runs and after Stop.
 func (s *Silo) Err() error {
 	if err := s.host.Err(); err != nil {
 		return fmt.Errorf("partitions failed: %w", err)
@@ -210,7 +213,7 @@ func (s *Silo) Err() error {
 	if cause := s.provider.FenceCause(); cause != nil {
 		return fmt.Errorf("fenced by the cluster: %w", cause)
 	}
-	return nil
+	return s.removedErr()
 }
 
 // CoordinatorStats returns the due coordinator's counters and per-partition view.
