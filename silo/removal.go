@@ -30,7 +30,10 @@ type removal struct {
 const removedLooks = 2
 
 // countsReplica is the Raft transport's Config.Counts: false only when this silo leads
-// partition group and its configuration has replica neither as a voter nor as a learner.
+// partition group and its configuration has replica neither as a voter nor as a learner. A
+// replica that can propose has applied an entry of its own term, so every configuration
+// committed before it led is applied: a replica it does not count was removed, not one added
+// meanwhile that it has not caught up with.
 func (s *Silo) countsReplica(group int, replica uint64) bool {
 	st, ok := s.host.Status(group)
 	if !ok || !st.CanPropose {

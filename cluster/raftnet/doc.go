@@ -14,6 +14,13 @@
 // RaftBatch remote message (several when they exceed MaxBatchBytes). Delivery is at most
 // once; the receiving actor hands each batch to Receiver.Receive.
 //
+// Removal. A replica removed from a group while it was cut off or down never sees its removal
+// committed: its configuration still counts it, and it campaigns. A vote or pre-vote request
+// from a replica that Config.Counts says the group no longer counts (this silo leads the group
+// and its configuration has the sender neither as a voter nor as a learner) is still handed to
+// the Receiver, and answered with a RaftRemoved naming the group, which the sender's transport
+// hands to its Config.OnRemoved.
+//
 // Snapshots. SendSnapshot streams on a goroutine of its own: a SnapshotOpen carrying the
 // MsgSnap, so that the receiver hands the InboundSnapshot to its Driver at once (and a Driver
 // that refuses it stops the stream before its state is sent); then the chunks, numbered, never
