@@ -37,7 +37,9 @@ type ReplicaView struct {
 	Voters       []string   `json:"voters"`
 	Learners     []string   `json:"learners"`
 	AppliedIndex jsonUint64 `json:"applied_index"`
-	Leads        bool       `json:"leads"`
+	// CommitIndex is the highest log index this replica knows committed.
+	CommitIndex jsonUint64 `json:"commit_index"`
+	Leads       bool       `json:"leads"`
 }
 
 // jsonUint64 reads a JSON number or a decimal string (protojson renders 64-bit integers as

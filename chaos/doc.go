@@ -2,12 +2,14 @@
 // silo processes on loopback with free ports and temp data directories, alone or as a cluster
 // of several silos with their own data directories (StartCluster), reading their partition
 // tables from the admin endpoint to find each partition's leader and Raft group, killing them
-// with SIGKILL, stopping them with SIGTERM, pausing them with SIGSTOP and SIGCONT, and making
+// with SIGKILL, stopping them with SIGTERM, pausing them with SIGSTOP and SIGCONT, cutting their
+// Raft traffic through the faults file they follow (raftnet.FaultsFileEnv), and making
 // sure every process a test started is gone when the test ends, even on failure.
 //
 // Its tests drive those processes through the Go client: restarts of one silo, crash
-// boundaries, and (the TestCluster tests) killed and paused leaders, a lost host, a rolling
-// restart, cluster formation and leader balance, checking that no occurrence is enqueued twice
+// boundaries, and (the TestCluster tests) killed and paused leaders, a network partition, a
+// lost host, a silo removed from its groups, a rolling restart, cluster formation and leader
+// balance, checking that no occurrence is enqueued twice
 // and no schedule has a gap. They run short versions by default; ORRERY_CLUSTER_FULL=1
 // (make cluster-test) runs them at full length.
 package chaos

@@ -3,6 +3,7 @@ package silo
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -73,6 +74,10 @@ type Config struct {
 	// RaftFaults drops or delays the Raft traffic between this silo and named silos (default:
 	// from ORRERY_RAFTNET_FAULTS; see raftnet.ParseFaults).
 	RaftFaults *raftnet.Faults
+	// RaftFaultsFile names a file the silo follows while it runs, replacing RaftFaults with
+	// the ParseFaults spec it holds each time it changes (default: from
+	// ORRERY_RAFTNET_FAULTS_FILE; empty: none; see raftnet.Faults.Follow).
+	RaftFaultsFile string
 	// Replicas is how many replicas each partition has once enough silos are live (default
 	// DefaultReplicas); every silo of a cluster must use the same.
 	Replicas int
@@ -200,6 +205,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 		c.RaftFaults = faults
+	}
+	if c.RaftFaultsFile == "" {
+		c.RaftFaultsFile = os.Getenv(raftnet.FaultsFileEnv)
 	}
 	for i, put := range c.Grants {
 		if err := grants.Validate(put); err != nil {

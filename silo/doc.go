@@ -6,6 +6,7 @@
 // (health, readiness, inspection, schedule pause/resume/trigger, each partition's replica view,
 // Prometheus metrics from the silo's own registry, the web UI of silo/ui), exposes an
 // in-process client, and shuts down gracefully (stop coordinating, hand leaderships over, close
-// partitions, leave) or fences itself when the cluster dropped it. Failure detection timings
+// partitions, leave), fences itself when the cluster dropped it, and stops (closing its
+// replicas) once the cluster has removed it from every partition's Raft group it held. Failure detection timings
 // come from a named profile (FailureProfiles).
 package silo

@@ -33,7 +33,8 @@ func newPlacer(s *Silo) *placer {
 	return &placer{s: s, started: time.Now(), lastSeen: map[uint64]time.Time{}}
 }
 
-// run looks every placementEvery until ctx ends.
+// run looks every placementEvery until ctx ends, and checks each time whether the cluster has
+// removed this silo.
 func (p *placer) run(ctx context.Context) {
 	tick := time.NewTicker(placementEvery)
 	defer tick.Stop()
@@ -44,6 +45,7 @@ func (p *placer) run(ctx context.Context) {
 		case <-tick.C:
 		}
 		p.look(time.Now())
+		p.s.checkRemoved()
 	}
 }
 

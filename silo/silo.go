@@ -56,6 +56,8 @@ type Silo struct {
 	silos atomic.Pointer[map[uint64]string]
 	// placement is the replica placement loop.
 	placement *placer
+	// removal tracks whether the cluster removed this silo from every partition's group.
+	removal removal
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -135,10 +137,14 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.cluster, s.provider = c, provider
 	s.log = cfg.Logger.With("silo", c.ActorSystem.ID)
 	s.refreshSilos()
-	s.raft, err = raftnet.New(raftnet.Config{Self: host.SiloID(), System: c.ActorSystem, Addresses: s.raftAddress, Faults: cfg.RaftFaults})
+	s.raft, err = raftnet.New(raftnet.Config{Self: host.SiloID(), System: c.ActorSystem, Addresses: s.raftAddress, Faults: cfg.RaftFaults,
+		Counts: s.countsReplica, OnRemoved: s.noticeRemoved})
 	if err != nil {
 		s.shutdown(false)
 		return nil, err
+	}
+	if cfg.RaftFaultsFile != "" {
+		go cfg.RaftFaults.Follow(runCtx, cfg.RaftFaultsFile, faultsFileEvery, s.faultsChanged)
 	}
 	s.raft.SetReceiver(host.Receiver())
 	host.SetTransport(s.raft)
@@ -201,12 +207,12 @@ func (s *Silo) SiloID() uint64 { return s.host.SiloID() }
 // ClusterID is the id of the cluster the silo belongs to, recorded in its store.
 func (s *Silo) ClusterID() uint64 { return s.provider.ClusterID() }
 
-// Done is closed when the silo has stopped: Stop, fenced by the cluster, or its partitions
-// failed (Err says which of the last two).
+// Done is closed when the silo has stopped: Stop, fenced by the cluster, removed by the cluster
+// from every partition's group, or its partitions failed (Err says which of the last three).
 func (s *Silo) Done() <-chan struct{} { return s.stopped }
 
-// Err is why the silo stopped on its own: its partitions' failure, or the cause of its fence;
-// nil while it runs and after Stop.
+// Err is why the silo stopped on its own: its partitions' failure, the cause of its fence, or
+// its removal from every partition's group; nil while it runs and after Stop.
 func (s *Silo) Err() error {
 	if err := s.host.Err(); err != nil {
 		return fmt.Errorf("partitions failed: %w", err)
@@ -214,7 +220,7 @@ func (s *Silo) Err() error {
 	if cause := s.provider.FenceCause(); cause != nil {
 		return fmt.Errorf("fenced by the cluster: %w", cause)
 	}
-	return nil
+	return s.removedErr()
 }
 
 // CoordinatorStats returns the due coordinator's counters and per-partition view.
@@ -346,6 +352,19 @@ func (s *Silo) raftAddress(replica uint64) (*actor.PID, bool) {
 		return nil, false
 	}
 	return raftnet.PID(address), true
+}
+
+// faultsFileEvery is how often the silo reads Config.RaftFaultsFile.
+const faultsFileEvery = 100 * time.Millisecond
+
+// faultsChanged logs each change Config.RaftFaultsFile made to the transport faults (at warn:
+// a silo with faults armed is under test), or why the file's change was refused.
+func (s *Silo) faultsChanged(faults string, err error) {
+	if err != nil {
+		s.log.Error("raft transport faults file refused; faults unchanged", "faults", faults, "err", err)
+		return
+	}
+	s.log.Warn("raft transport faults set", "faults", faults)
 }
 
 // refreshEvery is how often trackOwnership looks at the partitions' leadership between

@@ -461,6 +461,69 @@ func (x *SnapshotReply) GetError() *Error {
 	return nil
 }
 
+// RaftRemoved tells a replica that groups it campaigned in no longer count it: the sender
+// leads each of them, and their configuration has neither it as a voter nor as a learner.
+type RaftRemoved struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// from is the leading replica's id.
+	From          uint64   `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint64   `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	Groups        []uint32 `protobuf:"varint,3,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftRemoved) Reset() {
+	*x = RaftRemoved{}
+	mi := &file_api_v1_raftnet_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftRemoved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftRemoved) ProtoMessage() {}
+
+func (x *RaftRemoved) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_raftnet_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftRemoved.ProtoReflect.Descriptor instead.
+func (*RaftRemoved) Descriptor() ([]byte, []int) {
+	return file_api_v1_raftnet_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RaftRemoved) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *RaftRemoved) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *RaftRemoved) GetGroups() []uint32 {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 var File_api_v1_raftnet_proto protoreflect.FileDescriptor
 
 const file_api_v1_raftnet_proto_rawDesc = "" +
@@ -497,7 +560,11 @@ const file_api_v1_raftnet_proto_rawDesc = "" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x1a\n" +
 	"\bconsumed\x18\x03 \x01(\x04R\bconsumed\x12\x18\n" +
 	"\asettled\x18\x04 \x01(\bR\asettled\x12&\n" +
-	"\x05error\x18\x05 \x01(\v2\x10.orrery.v1.ErrorR\x05errorB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\x05error\x18\x05 \x01(\v2\x10.orrery.v1.ErrorR\x05error\"I\n" +
+	"\vRaftRemoved\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x16\n" +
+	"\x06groups\x18\x03 \x03(\rR\x06groupsB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_raftnet_proto_rawDescOnce sync.Once
@@ -511,7 +578,7 @@ func file_api_v1_raftnet_proto_rawDescGZIP() []byte {
 	return file_api_v1_raftnet_proto_rawDescData
 }
 
-var file_api_v1_raftnet_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_api_v1_raftnet_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_api_v1_raftnet_proto_goTypes = []any{
 	(*RaftBatch)(nil),        // 0: orrery.v1.RaftBatch
 	(*RaftGroupMessage)(nil), // 1: orrery.v1.RaftGroupMessage
@@ -519,11 +586,12 @@ var file_api_v1_raftnet_proto_goTypes = []any{
 	(*SnapshotChunk)(nil),    // 3: orrery.v1.SnapshotChunk
 	(*SnapshotEnd)(nil),      // 4: orrery.v1.SnapshotEnd
 	(*SnapshotReply)(nil),    // 5: orrery.v1.SnapshotReply
-	(*Error)(nil),            // 6: orrery.v1.Error
+	(*RaftRemoved)(nil),      // 6: orrery.v1.RaftRemoved
+	(*Error)(nil),            // 7: orrery.v1.Error
 }
 var file_api_v1_raftnet_proto_depIdxs = []int32{
 	1, // 0: orrery.v1.RaftBatch.messages:type_name -> orrery.v1.RaftGroupMessage
-	6, // 1: orrery.v1.SnapshotReply.error:type_name -> orrery.v1.Error
+	7, // 1: orrery.v1.SnapshotReply.error:type_name -> orrery.v1.Error
 	2, // [2:2] is the sub-list for method output_type
 	2, // [2:2] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
@@ -543,7 +611,7 @@ func file_api_v1_raftnet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_raftnet_proto_rawDesc), len(file_api_v1_raftnet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -14,6 +14,13 @@
 // RaftBatch remote message (several when they exceed MaxBatchBytes). Delivery is at most
 // once; the receiving actor hands each batch to Receiver.Receive.
 //
+// Removal. A replica removed from a group while it was cut off or down never sees its removal
+// committed: its configuration still counts it, and it campaigns. A vote or pre-vote request
+// from a replica that Config.Counts says the group no longer counts (this silo leads the group
+// and its configuration has the sender neither as a voter nor as a learner) is still handed to
+// the Receiver, and answered with a RaftRemoved naming the group, which the sender's transport
+// hands to its Config.OnRemoved.
+//
 // Snapshots. SendSnapshot streams on a goroutine of its own: a SnapshotOpen carrying the
 // MsgSnap, so that the receiver hands the InboundSnapshot to its Driver at once (and a Driver
 // that refuses it stops the stream before its state is sent); then the chunks, numbered, never
@@ -27,7 +34,9 @@
 // with a refusal. The sender closes the snapshot's Chunks before calling Done, once.
 //
 // Faults. Config.Faults drops (Cut) or delays (Delay) the traffic between this silo and named
-// replicas, both ways, at run time; a silo process arms them from FaultsEnv (ParseFaults).
+// replicas, both ways, at run time; a silo process arms them from FaultsEnv (ParseFaults) as
+// it starts, and from the file FaultsFileEnv names while it runs (Faults.Follow, which swaps
+// the whole set with Faults.Replace on each change of the file).
 // The outbox applies them to what it sends, the actor to what it receives. A snapshot stream
 // fails at once on the sending side (ErrCut) when a cut is in force as it starts or before it
 // sends a chunk; a cut that falls while it waits for the receiver stalls it.

@@ -1,7 +1,11 @@
 package raftnet
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -15,6 +19,11 @@ import (
 // FaultsEnv is the environment variable a silo process reads its transport faults from
 // (ParseFaults' spec), so that a test can arm them in a real silo.
 const FaultsEnv = "ORRERY_RAFTNET_FAULTS"
+
+// FaultsFileEnv is the environment variable naming a file a silo process follows for its
+// transport faults while it runs (Faults.Follow): a test arms and heals faults in a running
+// silo by rewriting the file with a ParseFaults spec.
+const FaultsFileEnv = "ORRERY_RAFTNET_FAULTS_FILE"
 
 // Faults are transport failpoints: traffic between this silo and a named replica is dropped
 // (Cut) or delayed (Delay), in both directions, until Heal. Naming this silo's own replica id
@@ -69,6 +78,78 @@ func (f *Faults) HealAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cut, f.delay = nil, nil
+}
+
+// Replace swaps all of f's faults for a copy of g's, in one step: a message checked meanwhile
+// sees either the old set or the new one, never a mix. A nil g leaves no faults.
+func (f *Faults) Replace(g *Faults) {
+	var cut map[uint64]bool
+	var delay map[uint64]time.Duration
+	if g != nil {
+		g.mu.Lock()
+		if len(g.cut) > 0 {
+			cut = make(map[uint64]bool, len(g.cut))
+			for r := range g.cut {
+				cut[r] = true
+			}
+		}
+		if len(g.delay) > 0 {
+			delay = make(map[uint64]time.Duration, len(g.delay))
+			for r, d := range g.delay {
+				delay[r] = d
+			}
+		}
+		g.mu.Unlock()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cut, f.delay = cut, delay
+}
+
+// Follow polls the file at path every interval until ctx ends and, each time its content
+// differs from the previous poll's, replaces f's faults (Replace) with the ParseFaults spec it
+// holds. A file that disappears, or is emptied, leaves no faults; one absent from the first
+// poll leaves f's faults as they were until it appears. A spec that does not parse, or a file
+// that cannot be read, leaves the faults as they were. After each change Follow calls
+// changed (when not nil) with the faults in force and a nil error, or with the error that
+// kept them.
+func (f *Faults) Follow(ctx context.Context, path string, interval time.Duration, changed func(faults string, err error)) {
+	report := func(err error) {
+		if changed != nil {
+			changed(f.String(), err)
+		}
+	}
+	var last []byte
+	present := false
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		data, err := os.ReadFile(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if present {
+				present, last = false, nil
+				f.HealAll()
+				report(nil)
+			}
+		case err != nil:
+			report(fmt.Errorf("read %s: %w", path, err))
+		case !present || !bytes.Equal(data, last):
+			present, last = true, data
+			g, err := ParseFaults(string(data))
+			if err != nil {
+				report(fmt.Errorf("%s: %w", path, err))
+				break
+			}
+			f.Replace(g)
+			report(nil)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // between reports whether traffic between self and peer is cut, and by how much it is delayed.

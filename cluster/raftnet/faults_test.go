@@ -1,6 +1,9 @@
 package raftnet
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -65,5 +68,84 @@ func TestFaultsFromEnv(t *testing.T) {
 	}
 	if cut, _ := f.between(1, 7); !cut {
 		t.Fatalf("%s=drop:7 does not cut replica 7: %q", FaultsEnv, f.String())
+	}
+}
+
+func TestReplaceSwapsEveryFault(t *testing.T) {
+	f, _ := ParseFaults("drop:2;delay:3=1s")
+	g, _ := ParseFaults("drop:4")
+	f.Replace(g)
+	if got := f.String(); got != "drop:4" {
+		t.Fatalf("after Replace: %q, want drop:4", got)
+	}
+	g.Cut(5) // f holds a copy
+	if got := f.String(); got != "drop:4" {
+		t.Fatalf("a change to the replacement reached f: %q", got)
+	}
+	f.Replace(nil)
+	if got := f.String(); got != "" {
+		t.Fatalf("after Replace(nil): %q", got)
+	}
+}
+
+// TestFollowAppliesTheFileAsItChanges: Follow leaves the faults alone while the file is absent,
+// replaces them with each new content, keeps them over a spec that does not parse, and heals
+// everything once the file is removed.
+func TestFollowAppliesTheFileAsItChanges(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "faults")
+	f, _ := ParseFaults("drop:9")
+	type change struct {
+		faults string
+		err    error
+	}
+	changes := make(chan change, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Follow(ctx, path, 5*time.Millisecond, func(faults string, err error) { changes <- change{faults, err} })
+	}()
+	defer func() { cancel(); <-done }()
+	next := func(what string) change {
+		t.Helper()
+		select {
+		case c := <-changes:
+			return c
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no change reported after %s", what)
+			return change{}
+		}
+	}
+	write := func(spec string) {
+		t.Helper()
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(spec), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.String(); got != "drop:9" {
+		t.Fatalf("with no file the faults became %q", got)
+	}
+	write("drop:1,2")
+	// The first change reported is the file's: the absent file changed nothing.
+	if c := next("drop:1,2"); c.err != nil || c.faults != "drop:1,2" {
+		t.Fatalf("after writing drop:1,2: %+v", c)
+	}
+	write("nonsense")
+	if c := next("nonsense"); orrery.CodeOf(c.err) != orrery.CodeValidation || c.faults != "drop:1,2" {
+		t.Fatalf("after writing nonsense: %+v, want a Validation error and drop:1,2 kept", c)
+	}
+	write("delay:3=10ms")
+	if c := next("delay:3=10ms"); c.err != nil || c.faults != "delay:3=10ms" {
+		t.Fatalf("after writing delay:3=10ms: %+v", c)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if c := next("removing the file"); c.err != nil || c.faults != "" {
+		t.Fatalf("after removing the file: %+v, want no faults", c)
 	}
 }

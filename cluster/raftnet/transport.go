@@ -3,6 +3,7 @@ package raftnet
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,16 @@ type Config struct {
 	Addresses func(replica uint64) (*actor.PID, bool)
 	// Faults are the failpoints applied to this silo's traffic (nil: none).
 	Faults *Faults
+	// Counts, when set, reports whether this silo's configuration of group still counts
+	// replica, as far as this silo knows it authoritatively (it leads group): false only when
+	// it leads group and replica is neither a voter nor a learner there. A vote or pre-vote
+	// request from a replica the group does not count is answered with a RaftRemoved naming
+	// the group (nil: never).
+	Counts func(group int, replica uint64) bool
+	// OnRemoved, when set, is called with the groups a RaftRemoved from replica from names:
+	// from leads them and their configuration no longer counts this silo. It runs on the
+	// replication actor and must not block.
+	OnRemoved func(from uint64, groups []int)
 	// OutboxMessages bounds the Raft messages waiting to be sent to one replica; Send drops
 	// what does not fit (Raft re-sends). Default DefaultOutboxMessages.
 	OutboxMessages int
@@ -227,6 +238,10 @@ func (t *Transport) receive(ctx actor.Context) {
 		if m.GetTo() == t.cfg.Self {
 			t.arrive(m.GetFrom(), len(m.GetMessages()), func() { t.deliver(m) })
 		}
+	case *orreryv1.RaftRemoved:
+		if m.GetTo() == t.cfg.Self && t.cfg.OnRemoved != nil {
+			t.arrive(m.GetFrom(), 1, func() { t.removed(m) })
+		}
 	case *orreryv1.SnapshotOpen:
 		if m.GetTo() == t.cfg.Self {
 			t.arrive(m.GetFrom(), 1, func() { t.open(m) })
@@ -270,15 +285,41 @@ func (t *Transport) deliver(b *orreryv1.RaftBatch) {
 		return
 	}
 	msgs := make([]replication.Message, 0, len(b.GetMessages()))
+	var uncounted []uint32
 	for _, m := range b.GetMessages() {
 		raft := &raftpb.Message{}
 		if proto.Unmarshal(m.GetRaft(), raft) != nil {
 			continue
 		}
+		if t.uncounted(int(m.GetGroup()), raft) && !slices.Contains(uncounted, m.GetGroup()) {
+			uncounted = append(uncounted, m.GetGroup())
+		}
 		msgs = append(msgs, replication.Message{Group: int(m.GetGroup()), Raft: raft})
 	}
 	t.received.Add(uint64(len(msgs)))
 	r.Receive(msgs)
+	if len(uncounted) > 0 {
+		t.post(b.GetFrom(), nil, &orreryv1.RaftRemoved{From: t.cfg.Self, To: b.GetFrom(), Groups: uncounted})
+	}
+}
+
+// uncounted reports whether m asks for a vote in group from a replica the group's
+// configuration here (Config.Counts) no longer counts: a replica removed from the group that
+// never applied its own removal, and so campaigns with an outdated configuration.
+func (t *Transport) uncounted(group int, m *raftpb.Message) bool {
+	if t.cfg.Counts == nil || (m.GetType() != raftpb.MsgPreVote && m.GetType() != raftpb.MsgVote) {
+		return false
+	}
+	return !t.cfg.Counts(group, m.GetFrom())
+}
+
+// removed hands a RaftRemoved to Config.OnRemoved.
+func (t *Transport) removed(m *orreryv1.RaftRemoved) {
+	groups := make([]int, len(m.GetGroups()))
+	for i, g := range m.GetGroups() {
+		groups[i] = int(g)
+	}
+	t.cfg.OnRemoved(m.GetFrom(), groups)
 }
 
 // unavailable wraps a stream failure.

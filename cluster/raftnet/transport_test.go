@@ -164,3 +164,43 @@ func TestIntegrationDelayHoldsTrafficBack(t *testing.T) {
 		}
 	}
 }
+
+// A vote or pre-vote request in a group whose configuration here no longer counts its sender
+// (Config.Counts) is delivered and answered with a RaftRemoved naming the group, once per
+// batch; other messages from it, and requests in groups that count it, are not.
+func TestIntegrationAnUncountedCampaignerIsToldItWasRemoved(t *testing.T) {
+	n := newNet(t)
+	type notice struct {
+		from   uint64
+		groups []int
+	}
+	notices := make(chan notice, 8)
+	leader := n.start(1, Config{Counts: func(group int, replica uint64) bool { return group != 5 || replica != 2 }})
+	removed := n.start(2, Config{OnRemoved: func(from uint64, groups []int) { notices <- notice{from, groups} }})
+	rec := &recorder{}
+	leader.transport.SetReceiver(rec)
+	removed.transport.SetReceiver(&recorder{})
+	vote := func(group int, kind raftpb.MessageType) replication.Message {
+		return replication.Message{Group: group, Raft: &raftpb.Message{Type: kind.Enum(), From: proto.Uint64(2), To: proto.Uint64(1), Term: proto.Uint64(7)}}
+	}
+	heartbeat := message(2, 1, 1)
+	heartbeat.Group = 5
+	// Not a campaign in group 5, and a campaign in a group that counts replica 2: no notice.
+	removed.transport.Send(1, []replication.Message{heartbeat, vote(4, raftpb.MsgPreVote)})
+	removed.transport.Send(1, []replication.Message{vote(5, raftpb.MsgPreVote), vote(5, raftpb.MsgVote)})
+	select {
+	case got := <-notices:
+		if got.from != 1 || len(got.groups) != 1 || got.groups[0] != 5 {
+			t.Fatalf("RaftRemoved from %d naming %v, want from 1 naming [5]", got.from, got.groups)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no RaftRemoved for a pre-vote in a group that no longer counts its sender")
+	}
+	waitFor(t, 10*time.Second, "the 4 messages delivered", func() bool { _, m := rec.received(); return m == 4 })
+	select {
+	case got := <-notices:
+		t.Fatalf("a second RaftRemoved: %+v", got)
+	default:
+	}
+
+}

@@ -18,8 +18,8 @@
 // answers (when it cannot join or they do not answer within --open-timeout, or the store
 // cannot be opened, it exits with status 2 and the error). It shuts down gracefully on SIGTERM
 // or SIGINT (stop coordinating, stop the partitions, leave the cluster, close the store), and
-// exits with status 1 if the cluster fences it or its partitions fail (a failed write or
-// apply: the next start recovers from the store).
+// exits with status 1 if the cluster fences it, removes it from every partition's Raft group,
+// or its partitions fail (a failed write or apply: the next start recovers from the store).
 //
 // silo import imports a data root of the old layout (cluster.json and one Badger database per
 // partition, partitions/<n>/), which a silo refuses to start on, into the silo store
