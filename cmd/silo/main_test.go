@@ -120,7 +120,7 @@ func TestASecondSiloOnTheSameDataRootExits(t *testing.T) {
 	const bound = 3 * time.Second
 	cmd := exec.Command(chaos.BuildSilo(t), "--data", first.Spec.DataDir, "--partitions", "4",
 		"--port", fmt.Sprint(chaos.FreePort(t)), "--gossip-port", fmt.Sprint(chaos.FreePort(t)),
-		"--admin", "127.0.0.1:0", "--open-timeout", bound.String())
+		"--admin", "127.0.0.1:0", "--open-timeout", bound.String(), "--insecure-dev")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
