@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -117,6 +118,9 @@ func TestASecondSiloOnTheSameDataRootExits(t *testing.T) {
 		t.Skip("starts real silo processes")
 	}
 	first := chaos.StartSilo(t, &chaos.SiloSpec{DataDir: t.TempDir(), Partitions: 4})
+	if mode := first.ReadyField("security"); mode != "INSECURE-DEV" {
+		t.Errorf("an --insecure-dev silo's ready line says security=%q, want INSECURE-DEV", mode)
+	}
 	const bound = 3 * time.Second
 	cmd := exec.Command(chaos.BuildSilo(t), "--data", first.Spec.DataDir, "--partitions", "4",
 		"--port", fmt.Sprint(chaos.FreePort(t)), "--gossip-port", fmt.Sprint(chaos.FreePort(t)),
@@ -259,5 +263,90 @@ func TestInsecureDevAndGrantsFileFlags(t *testing.T) {
 	}
 	if _, err := parseConfig([]string{"--grants-file", file}, none); err == nil || !strings.Contains(err.Error(), "grants-file") {
 		t.Fatalf("a bad grants file: %v", err)
+	}
+}
+
+// TestCredentialFlags: --admin-tokens-file and --gossip-key-file read the silo's credentials
+// (from the environment too); a bad file is refused naming its flag.
+func TestCredentialFlags(t *testing.T) {
+	dir := t.TempDir()
+	tokens, key := filepath.Join(dir, "tokens.json"), filepath.Join(dir, "gossip.key")
+	if err := os.WriteFile(tokens, []byte(`[{"principal": "ops", "sha256": "`+strings.Repeat("ab", 32)+`"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte(strings.Repeat("0f", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"ORRERY_GOSSIP_KEY_FILE": key}
+	opts, err := parseConfig([]string{"--admin-tokens-file", tokens}, func(k string) string { return env[k] })
+	if err != nil || len(opts.silo.AdminTokens) != 1 || opts.silo.AdminTokens[0].Principal != "ops" || len(opts.silo.GossipKey) != 32 {
+		t.Fatalf("credential flags: %+v %v", opts.silo, err)
+	}
+	if err := os.WriteFile(key, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	none := func(string) string { return "" }
+	if _, err := parseConfig([]string{"--gossip-key-file", key}, none); err == nil || !strings.Contains(err.Error(), "gossip-key-file") {
+		t.Errorf("a bad gossip key file: %v", err)
+	}
+	if _, err := parseConfig([]string{"--admin-tokens-file", key}, none); err == nil || !strings.Contains(err.Error(), "admin-tokens-file") {
+		t.Errorf("a bad admin tokens file: %v", err)
+	}
+}
+
+// TestASiloWithoutCredentialsExits: a silo process without credentials and without
+// --insecure-dev exits non-zero naming each missing flag, never ready; with both credential
+// files it starts and its ready line says security=tokens+gossip-key.
+func TestASiloWithoutCredentialsExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real silo process")
+	}
+	out, err := exec.Command(chaos.BuildSilo(t), "--data", t.TempDir(), "--port", "0", "--gossip-port", "0", "--admin", "127.0.0.1:0").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || strings.Contains(string(out), "silo ready") {
+		t.Fatalf("a silo without credentials: %v, want exit 2 and no ready line\n%s", err, out)
+	}
+	for _, want := range []string{"--admin-tokens-file", "--gossip-key-file", "--insecure-dev"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal lacks %s:\n%s", want, out)
+		}
+	}
+
+	dir := t.TempDir()
+	tokens, key := filepath.Join(dir, "tokens.json"), filepath.Join(dir, "gossip.key")
+	if err := os.WriteFile(tokens, []byte(`[{"principal": "ops", "sha256": "`+strings.Repeat("ab", 32)+`"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte(strings.Repeat("0f", 16)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(chaos.BuildSilo(t), "--data", filepath.Join(dir, "data"), "--port", "0", "--gossip-port", "0", "--admin", "127.0.0.1:0",
+		"--partitions", "2", "--admin-tokens-file", tokens, "--gossip-key-file", key)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := make(chan string, 1)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			if line := scanner.Text(); strings.HasPrefix(line, "silo ready") {
+				ready <- line
+				return
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case line := <-ready:
+		if !strings.Contains(line, " security=tokens+gossip-key") {
+			t.Errorf("a silo with credentials is ready with %q, want security=tokens+gossip-key", line)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("a silo with credentials not ready within 60s")
 	}
 }
