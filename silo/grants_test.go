@@ -94,11 +94,14 @@ func TestARevokedCreatorEmitsNothingUntilRestored(t *testing.T) {
 // client principal included.
 func TestTheFounderPutsItsGrantsBeforeItIsReady(t *testing.T) {
 	dave := &orreryv1.PutGrant{Principal: "dave", Rules: []*orreryv1.GrantRule{{Namespace: "bootstrap", Capabilities: uint64(grants.QueuePublish)}}}
-	s := startSilo(t, t.TempDir(), func(c *Config) { c.InsecureDev, c.Grants = false, []*orreryv1.PutGrant{dave} })
+	s := startSilo(t, t.TempDir(), func(c *Config) {
+		c.InsecureDev, c.Grants = false, []*orreryv1.PutGrant{dave}
+		c.GossipKey, c.AdminTokens = testGossipKey, []AdminToken{NewAdminToken("dave-token", "dave")}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, principal := range []string{"dave", client.DefaultPrincipal} {
-		c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{s.GossipAddress()}, Options: client.Options{Principal: principal, Logger: quiet}})
+		c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{s.GossipAddress()}, GossipKey: testGossipKey, Options: client.Options{Principal: principal, Logger: quiet}})
 		if err != nil {
 			t.Fatal(err)
 		}
