@@ -155,6 +155,14 @@ func (c *Client) Partitions() int { return c.transport.Partitions() }
 // Principal reports who the client acts as.
 func (c *Client) Principal() string { return c.principal }
 
+// As returns a client over the same transport and options that acts as principal (the silo's
+// admin endpoint acts as each request's authenticated principal this way).
+func (c *Client) As(principal string) *Client {
+	as := *c
+	as.principal = principal
+	return &as
+}
+
 // CallOption tunes one mutation call.
 type CallOption func(*callOptions)
 

@@ -26,6 +26,9 @@ type DialConfig struct {
 	Host string
 	// Partitions is the cluster's partition count; zero asks the cluster (partition 0).
 	Partitions int
+	// GossipKey is the cluster's gossip encryption key (silo.Config.GossipKey,
+	// cluster.ParseSecretKey); empty for a cluster whose gossip is not encrypted.
+	GossipKey []byte
 	// AttemptTimeout bounds one request attempt (default 2 s).
 	AttemptTimeout time.Duration
 	// JoinTimeout bounds joining the cluster through Seeds (default DefaultJoinTimeout). Dial
@@ -81,7 +84,7 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 	}
 	c, provider, err := cluster.NewClient(ctx, cluster.MemberConfig{
 		Name: cfg.ClusterName, Host: cfg.Host, Logger: logger, JoinTimeout: cfg.JoinTimeout, TLS: creds,
-		Gossip:         cluster.ProviderConfig{BindHost: cfg.Host, Seeds: cfg.Seeds, Logger: logger},
+		Gossip:         cluster.ProviderConfig{BindHost: cfg.Host, Seeds: cfg.Seeds, SecretKey: cfg.GossipKey, Logger: logger},
 		IdentityLookup: lookup.New(lookup.Config{Kind: cluster.PartitionKind, Logger: logger}),
 	})
 	if err != nil {

@@ -346,3 +346,21 @@ func TestReceiveWhoseContextEndsWhileItLeasesReleases(t *testing.T) {
 		})
 	}
 }
+
+// TestAsActsAsAnotherPrincipal: As returns a client whose commands carry the other principal,
+// and leaves the original's alone.
+func TestAsActsAsAnotherPrincipal(t *testing.T) {
+	t.Parallel()
+	tr := clienttest.New(2)
+	c := client.New(tr, client.Options{Principal: "first"})
+	other := c.As("second")
+	if c.Principal() != "first" || other.Principal() != "second" {
+		t.Fatalf("principals %q and %q", c.Principal(), other.Principal())
+	}
+	_, _ = other.Enqueue(ctxFor(t), &orreryv1.Enqueue{Lane: lane(testQueue, "k"), Id: "x"})
+	_, _ = c.Enqueue(ctxFor(t), &orreryv1.Enqueue{Lane: lane(testQueue, "k"), Id: "y"})
+	calls := tr.Calls()
+	if len(calls) != 2 || calls[0].Request.GetPrincipal() != "second" || calls[1].Request.GetPrincipal() != "first" {
+		t.Fatalf("calls %+v, want one as second, then one as first", calls)
+	}
+}

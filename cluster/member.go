@@ -235,5 +235,6 @@ func seedsError(clusterName string, seeds []string, joinErr error) error {
 		answers = append(answers, "no join attempt has finished yet")
 	}
 	return fmt.Errorf("seeds %v answered: %s (a seed must be the gossip address of a silo, its --gossip-port and not its actor --port, "+
-		"in cluster %q: a seed of another cluster name closes the connection, EOF)", seeds, strings.Join(answers, "; "), clusterName)
+		"in cluster %q: a seed of another cluster name closes the connection, EOF; and with the cluster's gossip key, --gossip-key-file: "+
+		"a member with another key or none cannot decrypt or be read)", seeds, strings.Join(answers, "; "), clusterName)
 }

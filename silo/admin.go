@@ -51,6 +51,13 @@ import (
 // A cross-origin POST (one a page of another site makes the browser send) is refused with 403
 // (http.CrossOriginProtection), so a web page cannot steer a loopback silo.
 //
+// Every route but /healthz, /readyz and the UI's files, /metrics included, needs
+// "Authorization: Bearer <token>" of one of Config.AdminTokens, and acts as the token's
+// principal: grants decide what it may read and do (403 Unauthorized otherwise). A missing,
+// malformed or unknown token is 401 with a WWW-Authenticate challenge and the problem in the
+// JSON error (code UNAUTHENTICATED, field authorization). With InsecureDev and no AdminTokens a
+// request without a token acts as client.DefaultPrincipal (authenticate).
+//
 // A page (client.ListSchedules, client.ListSagas) is in (queue, key, id) order across every
 // partition; next_after, null on the last page, is the after of the next.
 //
@@ -70,12 +77,12 @@ func (s *Silo) adminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, coordinatorJSON(s.CoordinatorStats()))
 	})
 	mux.HandleFunc("GET /v1/schedules/{namespace}/{queue}/{key}/{id}", func(w http.ResponseWriter, r *http.Request) {
-		inspection, err := s.client.ScheduleInspection(r.Context(), lanePath(r), r.PathValue("id"))
+		inspection, err := s.adminClient(r).ScheduleInspection(r.Context(), lanePath(r), r.PathValue("id"))
 		s.writeRecord(w, inspection, err)
 	})
 	mux.HandleFunc("GET /v1/ledger/{namespace}/{queue}/{key}/{id}", s.ledger)
 	mux.HandleFunc("GET /v1/sagas/{namespace}/{queue}/{key}/{id}", func(w http.ResponseWriter, r *http.Request) {
-		rec, err := s.client.InspectSaga(r.Context(), lanePath(r), r.PathValue("id"))
+		rec, err := s.adminClient(r).InspectSaga(r.Context(), lanePath(r), r.PathValue("id"))
 		s.writeRecord(w, rec, err)
 	})
 	mux.HandleFunc("GET /v1/schedules/{namespace}", s.listSchedules)
@@ -95,7 +102,7 @@ func (s *Silo) adminHandler() http.Handler {
 			}
 			maxMessages = n
 		}
-		msgs, next, err := s.client.InspectLane(r.Context(), lanePath(r), r.URL.Query().Get("after"), maxMessages)
+		msgs, next, err := s.adminClient(r).InspectLane(r.Context(), lanePath(r), r.URL.Query().Get("after"), maxMessages)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -110,7 +117,7 @@ func (s *Silo) adminHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, body)
 	})
-	return http.NewCrossOriginProtection().Handler(mux)
+	return http.NewCrossOriginProtection().Handler(s.authenticate(mux))
 }
 
 // ledger serves a page of a schedule's occurrence ledger.
@@ -146,7 +153,7 @@ func (s *Silo) ledger(w http.ResponseWriter, r *http.Request) {
 		}
 		q.After = after
 	}
-	records, next, err := s.client.ReadLedger(r.Context(), lanePath(r), r.PathValue("id"), q)
+	records, next, err := s.adminClient(r).ReadLedger(r.Context(), lanePath(r), r.PathValue("id"), q)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -213,7 +220,7 @@ func (s *Silo) listSchedules(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	page, next, err := s.client.ListSchedules(r.Context(), client.ListSchedulesRequest{
+	page, next, err := s.adminClient(r).ListSchedules(r.Context(), client.ListSchedulesRequest{
 		Namespace: r.PathValue("namespace"), Queue: r.URL.Query().Get("queue"),
 		State: orreryv1.ScheduleState(state), MaxRecords: maxRecords, After: after,
 	})
@@ -236,7 +243,7 @@ func (s *Silo) listSagas(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	page, next, err := s.client.ListSagas(r.Context(), client.ListSagasRequest{
+	page, next, err := s.adminClient(r).ListSagas(r.Context(), client.ListSagasRequest{
 		Namespace: r.PathValue("namespace"), Queue: r.URL.Query().Get("queue"),
 		Phase: orreryv1.SagaPhase(phase), MaxRecords: maxRecords, After: after,
 	})
@@ -282,7 +289,7 @@ func (s *Silo) readiness(ctx context.Context) (owned, notReady []int, err error)
 	owned = s.Owned()
 	ctx, cancel := context.WithTimeout(ctx, readinessCheckTimeout)
 	defer cancel()
-	for i, st := range s.statuses(ctx, owned) {
+	for i, st := range s.statuses(ctx, s.client, owned) {
 		if st.err != nil {
 			if err == nil {
 				err = fmt.Errorf("partition %d: %w", owned[i], st.err)
@@ -298,13 +305,13 @@ type partitionStatus struct {
 	err    error
 }
 
-// statuses asks the given partitions for their status concurrently.
-func (s *Silo) statuses(ctx context.Context, partitions []int) []partitionStatus {
+// statuses asks the given partitions for their status concurrently, through c.
+func (s *Silo) statuses(ctx context.Context, c *client.Client, partitions []int) []partitionStatus {
 	out := make([]partitionStatus, len(partitions))
 	var wg sync.WaitGroup
 	for i, n := range partitions {
 		wg.Go(func() {
-			st, err := s.client.PartitionStatus(ctx, n)
+			st, err := c.PartitionStatus(ctx, n)
 			out[i] = partitionStatus{st, err}
 		})
 	}
@@ -322,7 +329,7 @@ func (s *Silo) partitionTable(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	rows := make([]map[string]any, len(all))
-	for i, st := range s.statuses(ctx, all) {
+	for i, st := range s.statuses(ctx, s.adminClient(r), all) {
 		row := map[string]any{"partition": i, "replica": s.replicaRow(i)}
 		if st.err != nil {
 			row["error"] = st.err.Error()

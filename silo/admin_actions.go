@@ -18,11 +18,11 @@ func (s *Silo) scheduleAction(action string) http.HandlerFunc {
 		)
 		switch action {
 		case "pause":
-			res, err = s.client.PauseSchedule(r.Context(), &orreryv1.PauseSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
+			res, err = s.adminClient(r).PauseSchedule(r.Context(), &orreryv1.PauseSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
 		case "resume":
-			res, err = s.client.ResumeSchedule(r.Context(), &orreryv1.ResumeSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
+			res, err = s.adminClient(r).ResumeSchedule(r.Context(), &orreryv1.ResumeSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
 		case "trigger":
-			res, err = s.client.TriggerSchedule(r.Context(), &orreryv1.TriggerSchedule{Lane: lane, ScheduleId: id})
+			res, err = s.adminClient(r).TriggerSchedule(r.Context(), &orreryv1.TriggerSchedule{Lane: lane, ScheduleId: id})
 		}
 		s.writeRecord(w, res, err)
 	}

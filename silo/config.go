@@ -109,10 +109,22 @@ type Config struct {
 	// Logger receives the silo's logs (default slog.Default()); protoactor and memberlist are
 	// kept at WARN.
 	Logger *slog.Logger
-	// InsecureDev runs the silo for development: it also grants every capability on every
-	// namespace to client.DefaultPrincipal (a client that names no principal) and to Principal
-	// (the silo's in-process client, the admin endpoint's reads).
+	// InsecureDev runs the silo for development: it starts without the credentials below, and
+	// grants every capability on every namespace to client.DefaultPrincipal (a client that names
+	// no principal, an admin request without a token when there are no AdminTokens) and to
+	// Principal (the silo's in-process client).
 	InsecureDev bool
+
+	// Credentials: Start refuses a silo missing any of them unless InsecureDev (the error names
+	// each missing flag; see credentials in auth.go).
+
+	// AdminTokens are the admin endpoint's bearer tokens (ParseAdminTokens, --admin-tokens-file),
+	// each bound to the principal its requests act as; not needed with Admin "off".
+	AdminTokens []AdminToken
+	// GossipKey encrypts the cluster's gossip (cluster.ProviderConfig.SecretKey, 16, 24 or 32
+	// bytes; cluster.ParseSecretKey, --gossip-key-file); every silo and client of the cluster
+	// needs the same.
+	GossipKey []byte
 	// Grants are put on every partition (client.PutGrant, as Principal) on every start: before
 	// Start returns on the silo that creates the cluster, in the background on the others.
 	// Putting them again changes nothing; a grant changed since is put back as configured.
@@ -213,6 +225,17 @@ func (c Config) withDefaults() (Config, error) {
 		if err := grants.Validate(put); err != nil {
 			return c, fmt.Errorf("grants[%d]: %w", i, err)
 		}
+	}
+	if err := validateAdminTokens(c.AdminTokens); err != nil {
+		return c, err
+	}
+	switch len(c.GossipKey) {
+	case 0, 16, 24, 32:
+	default:
+		return c, fmt.Errorf("gossip key: must be 16, 24 or 32 bytes, got %d", len(c.GossipKey))
+	}
+	if err := c.checkCredentials(); err != nil {
+		return c, err
 	}
 	if c.Failpoints == nil {
 		fp, err := partition.FailpointsFromEnv()

@@ -20,7 +20,7 @@ func TestStartLeavesGOMAXPROCS(t *testing.T) {
 // TestMetricsSchedulesAreChecked: Config.MetricsSchedules takes schedule ids, at most
 // MaxMetricsSchedules of them.
 func TestMetricsSchedulesAreChecked(t *testing.T) {
-	ok := Config{MetricsSchedules: []string{"0f8fad5b-d9cb-469f-a165-70867728950e"}}
+	ok := Config{MetricsSchedules: []string{"0f8fad5b-d9cb-469f-a165-70867728950e"}, InsecureDev: true}
 	if _, err := ok.withDefaults(); err != nil {
 		t.Fatalf("one id: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/route"
 )
@@ -94,11 +95,17 @@ func TestARevokedCreatorEmitsNothingUntilRestored(t *testing.T) {
 // client principal included.
 func TestTheFounderPutsItsGrantsBeforeItIsReady(t *testing.T) {
 	dave := &orreryv1.PutGrant{Principal: "dave", Rules: []*orreryv1.GrantRule{{Namespace: "bootstrap", Capabilities: uint64(grants.QueuePublish)}}}
-	s := startSilo(t, t.TempDir(), func(c *Config) { c.InsecureDev, c.Grants = false, []*orreryv1.PutGrant{dave} })
+	var tls map[string]transportauth.Files
+	s := startSilo(t, t.TempDir(), func(c *Config) {
+		tls = secure(t, c, "dave", client.DefaultPrincipal)
+		c.Grants, c.AdminTokens = []*orreryv1.PutGrant{dave}, []AdminToken{NewAdminToken("dave-token", "dave")}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, principal := range []string{"dave", client.DefaultPrincipal} {
-		c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{s.GossipAddress()}, Options: client.Options{Principal: principal, Logger: quiet}})
+		f := tls[principal]
+		c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{s.GossipAddress()}, GossipKey: testGossipKey,
+			TLSCA: f.CA, TLSCert: f.Cert, TLSKey: f.Key, Options: client.Options{Logger: quiet}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -119,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger,
 			ProbeInterval: profile.ProbeInterval, ProbeTimeout: profile.ProbeTimeout,
 			SuspicionMult: profile.SuspicionMult, GossipInterval: profile.GossipInterval,
-			SiloID: host.SiloID(), ClusterID: storedClusterID, BootstrapExpect: cfg.BootstrapExpect,
+			SiloID: host.SiloID(), ClusterID: storedClusterID, BootstrapExpect: cfg.BootstrapExpect, SecretKey: cfg.GossipKey,
 			OnClusterID: func(id uint64, minted bool) error {
 				founded.Store(minted)
 				return host.JoinCluster(id, minted)
@@ -182,9 +182,13 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	cfg.Failpoints.Begin()
 	s.log.Info("silo ready", "silo_id", cluster.FormatID(s.SiloID()), "cluster_id", cluster.FormatID(s.ClusterID()),
-		"actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr, "data", cfg.DataDir, "partitions", cfg.Partitions, "insecure_dev", cfg.InsecureDev)
+		"actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr, "data", cfg.DataDir, "partitions", cfg.Partitions, "security", cfg.securityMode())
 	return s, nil
 }
+
+// Security is the silo's security mode, as its ready line says: "INSECURE-DEV", or its
+// credentials joined by "+" ("tokens+gossip-key+mtls").
+func (s *Silo) Security() string { return s.cfg.securityMode() }
 
 // Client returns an in-process client of this silo's cluster.
 func (s *Silo) Client() *client.Client { return s.client }

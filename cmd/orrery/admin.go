@@ -19,9 +19,9 @@ func adminFlag(fs *flag.FlagSet) *string {
 	return fs.String("admin", defaultAdmin, "a silo's admin endpoint (URL or host:port)")
 }
 
-// adminGet reads path from the admin endpoint admin (a URL, or host:port for http) and returns
-// the body of a 200 answer, and the URL it read.
-func adminGet(ctx context.Context, admin, path string) (body []byte, url string, err error) {
+// adminGet reads path from the admin endpoint admin (a URL, or host:port for http), with
+// --token as its bearer token, and returns the body of a 200 answer, and the URL it read.
+func (c *command) adminGet(ctx context.Context, admin, path string) (body []byte, url string, err error) {
 	if !strings.Contains(admin, "://") {
 		admin = "http://" + admin
 	}
@@ -29,6 +29,9 @@ func adminGet(ctx context.Context, admin, path string) (body []byte, url string,
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, url, usagef("admin: %v", err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -4,7 +4,7 @@
 // moves a lane's dead letters back to it, and shows the partition and silo tables a silo's
 // admin endpoint serves.
 //
-//	orrery [--seeds host:port,...] [--cluster name] [--tls-ca F --tls-cert F --tls-key F] [-o table|json] [--timeout 30s] [--log-level off] <command>
+//	orrery [--seeds host:port,...] [--cluster name] [--gossip-key-file FILE] [--tls-ca F --tls-cert F --tls-key F] [--token TOKEN] [-o table|json] [--timeout 30s] [--log-level off] <command>
 //
 //	orrery schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
 //	orrery schedules describe NS QUEUE KEY ID
@@ -18,6 +18,10 @@
 //	orrery queues redrive-dlq NS QUEUE KEY [--max N]
 //	orrery partitions [--admin http://127.0.0.1:7380]
 //	orrery silos [--admin http://127.0.0.1:7380]
+//
+// --gossip-key-file is the cluster's gossip key, for a cluster whose silos encrypt their gossip;
+// --token (or ORRERY_TOKEN) is the bearer token partitions and silos send to the admin
+// endpoint, whose principal the endpoint acts as.
 //
 // Every flag can also be set in the environment as ORRERY_<FLAG> (upper case, '-' as '_'; -o
 // as ORRERY_OUTPUT); a flag on the command line wins. Output is a table by default and JSON
@@ -38,6 +42,7 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/cluster"
 )
 
 func main() {
@@ -89,6 +94,10 @@ type command struct {
 	logLevel    string
 	// tls are the --tls-ca, --tls-cert and --tls-key files (client.DialConfig's).
 	tls struct{ ca, cert, key string }
+	// token is the admin endpoint's bearer token (--token, ORRERY_TOKEN).
+	token string
+	// gossipKeyFile names the file of the cluster's gossip key (--gossip-key-file).
+	gossipKeyFile string
 }
 
 // defaultSeeds is --seeds's default: a silo started with its default flags.
@@ -105,6 +114,8 @@ func (c *command) run(args []string) error {
 	fs.StringVar(&c.tls.ca, "tls-ca", "", "PEM file of the cluster CA, for silos running mutual TLS (with --tls-cert and --tls-key)")
 	fs.StringVar(&c.tls.cert, "tls-cert", "", "PEM file of this client's certificate; the commands act as the principal it names")
 	fs.StringVar(&c.tls.key, "tls-key", "", "PEM file of this client's private key")
+	fs.StringVar(&c.token, "token", "", "bearer token sent to the admin endpoint (partitions, silos)")
+	fs.StringVar(&c.gossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip encryption key, hex or base64 (as the silos' --gossip-key-file)")
 	fs.StringVar(&c.logLevel, "log-level", "off", "the client's and cluster layer's log lines to stderr: off, debug, info, warn or error")
 	rest, err := c.parse(fs, args, true)
 	if err != nil {
@@ -204,7 +215,17 @@ func (c *command) dial(ctx context.Context) (*client.Client, error) {
 		_ = level.UnmarshalText([]byte(c.logLevel)) // checked in run
 		logger = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 	}
-	cl, err := client.Dial(ctx, client.DialConfig{Seeds: seeds, ClusterName: c.clusterName,
+	var gossipKey []byte
+	if c.gossipKeyFile != "" {
+		data, err := os.ReadFile(c.gossipKeyFile)
+		if err != nil {
+			return nil, usagef("gossip-key-file: %v", err)
+		}
+		if gossipKey, err = cluster.ParseSecretKey(data); err != nil {
+			return nil, usagef("gossip-key-file %s: %v", c.gossipKeyFile, err)
+		}
+	}
+	cl, err := client.Dial(ctx, client.DialConfig{Seeds: seeds, ClusterName: c.clusterName, GossipKey: gossipKey,
 		TLSCA: c.tls.ca, TLSCert: c.tls.cert, TLSKey: c.tls.key, Options: client.Options{Logger: logger}})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", strings.Join(seeds, ","), err)

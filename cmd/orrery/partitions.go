@@ -37,7 +37,7 @@ func (c *command) partitions(ctx context.Context, args []string) error {
 	if _, err := c.parse(fs, args, false); err != nil {
 		return err
 	}
-	body, url, err := adminGet(ctx, *admin, "/v1/partitions")
+	body, url, err := c.adminGet(ctx, *admin, "/v1/partitions")
 	if err != nil {
 		return err
 	}

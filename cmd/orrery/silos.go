@@ -28,7 +28,7 @@ func (c *command) silos(ctx context.Context, args []string) error {
 	if _, err := c.parse(fs, args, false); err != nil {
 		return err
 	}
-	body, url, err := adminGet(ctx, *admin, "/v1/silos")
+	body, url, err := c.adminGet(ctx, *admin, "/v1/silos")
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func TestImportSubcommand(t *testing.T) {
 	oldlayout.Write(t, dataRoot, old)
 	bin := chaos.BuildSilo(t)
 
-	out, err := exec.Command(bin, "--data", dataRoot, "--partitions", "2", "--port", "0", "--gossip-port", "0", "--admin", "off").CombinedOutput()
+	out, err := exec.Command(bin, "--data", dataRoot, "--partitions", "2", "--port", "0", "--gossip-port", "0", "--admin", "off", "--insecure-dev").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "silo import --data "+dataRoot) {
 		t.Fatalf("start on the old layout: %v\n%s", err, out)
 	}

@@ -13,6 +13,10 @@
 //
 //	silo --data ./data/1 --port 7381 --gossip-port 7382 --admin 127.0.0.1:7380 --bootstrap-expect 3 --seeds 127.0.0.1:7382,127.0.0.1:7392,127.0.0.1:7402
 //
+// A silo starts only with credentials, --admin-tokens-file and --gossip-key-file, or with
+// --insecure-dev for development (make run, make cluster); its ready line says which
+// (security=tokens+gossip-key+mtls or security=INSECURE-DEV).
+//
 // One silo uses a data root at a time. It prints one line "silo ready ..." with its ids and
 // addresses once it serves: it has joined its cluster, its store is open and every partition
 // answers (when it cannot join or they do not answer within --open-timeout, or the store
@@ -93,8 +97,8 @@ func run(args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("silo ready id=%s silo=%s cluster=%s actor=%s gossip=%s admin=%s data=%s partitions=%d\n",
-		s.ID(), cluster.FormatID(s.SiloID()), cluster.FormatID(s.ClusterID()), s.ActorAddress(), s.GossipAddress(), s.AdminAddress(), cfg.DataDir, cfg.Partitions)
+	fmt.Printf("silo ready id=%s silo=%s cluster=%s actor=%s gossip=%s admin=%s data=%s partitions=%d security=%s\n",
+		s.ID(), cluster.FormatID(s.SiloID()), cluster.FormatID(s.ClusterID()), s.ActorAddress(), s.GossipAddress(), s.AdminAddress(), cfg.DataDir, cfg.Partitions, s.Security())
 	select {
 	case <-ctx.Done():
 		logger.Info("silo stopping (signal)")
@@ -136,6 +140,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	var opts options
 	cfg := &opts.silo
 	var seeds, level, grantsFile, metricsSchedules string
+	var adminTokensFile, gossipKeyFile string
 	fs.StringVar(&cfg.DataDir, "data", silo.DefaultDataDir, "data root (the silo store, <data>/store)")
 	fs.StringVar(&cfg.Host, "host", silo.DefaultHost, "address to bind and advertise (actor transport and gossip)")
 	fs.IntVar(&cfg.Port, "port", silo.DefaultPort, "actor transport port (0: a free port)")
@@ -154,11 +159,13 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one object a line)")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
-	fs.BoolVar(&cfg.InsecureDev, "insecure-dev", false, "development mode: every capability on every namespace for the default client principal (anonymous) and the silo's own client")
+	fs.BoolVar(&cfg.InsecureDev, "insecure-dev", false, "development mode: start without credentials; every capability on every namespace for the default client principal (anonymous) and the silo's own client")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the cluster CA: mutual TLS on the actor transport (with --tls-cert and --tls-key; silo certs writes development ones)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM file of this silo's certificate, naming the silo (URI SAN orrery:silo:<name>)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM file of this silo's private key")
 	fs.StringVar(&grantsFile, "grants-file", "", "JSON file of grants put on every partition at every start (silo.ParseGrants documents the format)")
+	fs.StringVar(&adminTokensFile, "admin-tokens-file", "", "JSON file of the admin endpoint's bearer tokens, by SHA-256 hash, and their principals (silo.ParseAdminTokens documents the format)")
+	fs.StringVar(&gossipKeyFile, "gossip-key-file", "", "file holding the gossip encryption key, 16, 24 or 32 bytes in hex or base64, the same on every silo and client (cluster.ParseSecretKey)")
 	limits := limitFlags(fs, &cfg.Limits)
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return opts, err
@@ -192,6 +199,18 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 			return opts, fmt.Errorf("grants-file %s: %w", grantsFile, err)
 		}
 	}
+	if err := readFlagFile("admin-tokens-file", adminTokensFile, func(data []byte) (err error) {
+		cfg.AdminTokens, err = silo.ParseAdminTokens(data)
+		return err
+	}); err != nil {
+		return opts, err
+	}
+	if err := readFlagFile("gossip-key-file", gossipKeyFile, func(data []byte) (err error) {
+		cfg.GossipKey, err = cluster.ParseSecretKey(data)
+		return err
+	}); err != nil {
+		return opts, err
+	}
 	for _, id := range strings.Split(metricsSchedules, ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			cfg.MetricsSchedules = append(cfg.MetricsSchedules, id)
@@ -204,6 +223,22 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 		return opts, fmt.Errorf("log-format: must be text or json, got %q", opts.logFormat)
 	}
 	return opts, nil
+}
+
+// readFlagFile reads the file a flag names, when it names one, and hands its contents to
+// parse; its errors name the flag and the file.
+func readFlagFile(flag, path string, parse func(data []byte) error) error {
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	if err := parse(data); err != nil {
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	return nil
 }
 
 // newLogger logs to w at level in format ("json": slog's JSON handler; otherwise its text

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/chaos"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/input"
 )
 
@@ -117,10 +119,13 @@ func TestASecondSiloOnTheSameDataRootExits(t *testing.T) {
 		t.Skip("starts real silo processes")
 	}
 	first := chaos.StartSilo(t, &chaos.SiloSpec{DataDir: t.TempDir(), Partitions: 4})
+	if mode := first.ReadyField("security"); mode != "INSECURE-DEV" {
+		t.Errorf("an --insecure-dev silo's ready line says security=%q, want INSECURE-DEV", mode)
+	}
 	const bound = 3 * time.Second
 	cmd := exec.Command(chaos.BuildSilo(t), "--data", first.Spec.DataDir, "--partitions", "4",
 		"--port", fmt.Sprint(chaos.FreePort(t)), "--gossip-port", fmt.Sprint(chaos.FreePort(t)),
-		"--admin", "127.0.0.1:0", "--open-timeout", bound.String())
+		"--admin", "127.0.0.1:0", "--open-timeout", bound.String(), "--insecure-dev")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -270,5 +275,95 @@ func TestTLSFlags(t *testing.T) {
 	}
 	if c := opts.silo; c.TLSCA != "ca.pem" || c.TLSCert != "silo-a.pem" || c.TLSKey != "silo-a-key.pem" {
 		t.Errorf("TLS files %q %q %q", c.TLSCA, c.TLSCert, c.TLSKey)
+	}
+}
+
+// TestCredentialFlags: --admin-tokens-file and --gossip-key-file read the silo's credentials
+// (from the environment too); a bad file is refused naming its flag.
+func TestCredentialFlags(t *testing.T) {
+	dir := t.TempDir()
+	tokens, key := filepath.Join(dir, "tokens.json"), filepath.Join(dir, "gossip.key")
+	if err := os.WriteFile(tokens, []byte(`[{"principal": "ops", "sha256": "`+strings.Repeat("ab", 32)+`"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte(strings.Repeat("0f", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"ORRERY_GOSSIP_KEY_FILE": key}
+	opts, err := parseConfig([]string{"--admin-tokens-file", tokens}, func(k string) string { return env[k] })
+	if err != nil || len(opts.silo.AdminTokens) != 1 || opts.silo.AdminTokens[0].Principal != "ops" || len(opts.silo.GossipKey) != 32 {
+		t.Fatalf("credential flags: %+v %v", opts.silo, err)
+	}
+	if err := os.WriteFile(key, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	none := func(string) string { return "" }
+	if _, err := parseConfig([]string{"--gossip-key-file", key}, none); err == nil || !strings.Contains(err.Error(), "gossip-key-file") {
+		t.Errorf("a bad gossip key file: %v", err)
+	}
+	if _, err := parseConfig([]string{"--admin-tokens-file", key}, none); err == nil || !strings.Contains(err.Error(), "admin-tokens-file") {
+		t.Errorf("a bad admin tokens file: %v", err)
+	}
+}
+
+// TestASiloWithoutCredentialsExits: a silo process without credentials and without
+// --insecure-dev exits non-zero naming each missing flag, never ready; with both credential
+// files it starts and its ready line says security=tokens+gossip-key+mtls.
+func TestASiloWithoutCredentialsExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real silo process")
+	}
+	out, err := exec.Command(chaos.BuildSilo(t), "--data", t.TempDir(), "--port", "0", "--gossip-port", "0", "--admin", "127.0.0.1:0").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || strings.Contains(string(out), "silo ready") {
+		t.Fatalf("a silo without credentials: %v, want exit 2 and no ready line\n%s", err, out)
+	}
+	for _, want := range []string{"--admin-tokens-file", "--gossip-key-file", "--tls-ca/--tls-cert/--tls-key", "--insecure-dev"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal lacks %s:\n%s", want, out)
+		}
+	}
+
+	dir := t.TempDir()
+	tokens, key := filepath.Join(dir, "tokens.json"), filepath.Join(dir, "gossip.key")
+	if err := os.WriteFile(tokens, []byte(`[{"principal": "ops", "sha256": "`+strings.Repeat("ab", 32)+`"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte(strings.Repeat("0f", 16)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := transportauth.WriteDevelopment(dir, []string{"test"}, nil, nil, time.Now(), 0); err != nil {
+		t.Fatal(err)
+	}
+	tls := transportauth.NodeFiles(dir, "silo-test")
+	cmd := exec.Command(chaos.BuildSilo(t), "--data", filepath.Join(dir, "data"), "--port", "0", "--gossip-port", "0", "--admin", "127.0.0.1:0",
+		"--partitions", "2", "--admin-tokens-file", tokens, "--gossip-key-file", key,
+		"--tls-ca", tls.CA, "--tls-cert", tls.Cert, "--tls-key", tls.Key)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := make(chan string, 1)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			if line := scanner.Text(); strings.HasPrefix(line, "silo ready") {
+				ready <- line
+				return
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case line := <-ready:
+		if !strings.Contains(line, " security=tokens+gossip-key+mtls") {
+			t.Errorf("a silo with credentials is ready with %q, want security=tokens+gossip-key+mtls", line)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("a silo with credentials not ready within 60s")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/silo"
 )
 
@@ -25,13 +26,18 @@ const screenshotEnv = "ORRERY_UI_SCREENSHOT"
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// startSilo starts a one-silo cluster on free loopback ports in a temp data dir, waits until it
-// is ready and stops it in t.Cleanup.
+// testToken is the admin token the UI tests enter in the page; its principal holds every
+// capability.
+const testToken = "ui-test-token"
+
+// startSilo starts a one-silo cluster on free loopback ports in a temp data dir, with the admin
+// token testToken, waits until it is ready and stops it in t.Cleanup.
 func startSilo(t *testing.T) *silo.Silo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Admin: "127.0.0.1:0", Partitions: 4, Logger: quiet, InsecureDev: true})
+	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Admin: "127.0.0.1:0", Partitions: 4, Logger: quiet, InsecureDev: true,
+		AdminTokens: []silo.AdminToken{silo.NewAdminToken(testToken, "ui-operator")}, Grants: []*orreryv1.PutGrant{grants.Everything("ui-operator")}})
 	if err != nil {
 		t.Fatalf("start silo: %v", err)
 	}
@@ -87,7 +93,7 @@ func TestUIPausesASchedule(t *testing.T) {
 	}
 
 	b.open("http://" + s.AdminAddress() + "/")
-	b.typeInto("#token", "ui-test-token")
+	b.typeInto("#token", testToken)
 	b.click("#token-form button[type=submit]")
 	var token string
 	b.script(`return sessionStorage.getItem('orrery.token');`, &token)
