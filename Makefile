@@ -60,6 +60,8 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10m); then scripts/fuzz-corp
 	$(GO) test -run '^$$' -fuzz FuzzEngineRequests -fuzztime $${FUZZTIME:-10m} ./grains/engine
 	$(GO) test -run '^$$' -fuzz FuzzSnapshotDecoder -fuzztime $${FUZZTIME:-10m} ./persistence
 	$(GO) test -run '^$$' -fuzz FuzzGossipDecoders -fuzztime $${FUZZTIME:-10m} ./cluster
+	$(GO) test -run '^$$' -fuzz FuzzClientBatch -fuzztime $${FUZZTIME:-10m} ./cluster/transportauth
+	$(GO) test -run '^$$' -fuzz FuzzAdminRequest -fuzztime $${FUZZTIME:-10m} ./silo
 
 proto: ## regenerate api/v1 from the .proto files (needs protoc: apt-get install protobuf-compiler)
 	./scripts/gen-proto.sh

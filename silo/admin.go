@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,14 +94,10 @@ func (s *Silo) adminHandler() http.Handler {
 	mux.Handle("GET "+ui.Prefix, ui.Handler())
 	mux.Handle("GET /{$}", http.RedirectHandler(ui.Prefix, http.StatusFound))
 	mux.HandleFunc("GET /v1/lanes/{namespace}/{queue}/{key}", func(w http.ResponseWriter, r *http.Request) {
-		maxMessages := 100
-		if v := r.URL.Query().Get("max"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				writeError(w, orrery.Invalid("max", "must be a positive integer, got %q", v))
-				return
-			}
-			maxMessages = n
+		maxMessages, err := positiveMax(r.URL.Query(), 100)
+		if err != nil {
+			writeError(w, err)
+			return
 		}
 		msgs, next, err := s.adminClient(r).InspectLane(r.Context(), lanePath(r), r.URL.Query().Get("after"), maxMessages)
 		if err != nil {
@@ -122,36 +119,10 @@ func (s *Silo) adminHandler() http.Handler {
 
 // ledger serves a page of a schedule's occurrence ledger.
 func (s *Silo) ledger(w http.ResponseWriter, r *http.Request) {
-	var q client.LedgerQuery
-	query := r.URL.Query()
-	for _, bound := range []struct {
-		name string
-		at   *time.Time
-	}{{"from", &q.From}, {"to", &q.To}} {
-		if v := query.Get(bound.name); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				writeError(w, orrery.Invalid(bound.name, "must be an RFC 3339 instant, got %q", v))
-				return
-			}
-			*bound.at = t
-		}
-	}
-	if v := query.Get("max"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, orrery.Invalid("max", "must be a positive integer, got %q", v))
-			return
-		}
-		q.MaxRecords = n
-	}
-	if v := query.Get("after"); v != "" {
-		after, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil {
-			writeError(w, orrery.Invalid("after", "must be the next_after of a previous page"))
-			return
-		}
-		q.After = after
+	q, err := ledgerQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	records, next, err := s.adminClient(r).ReadLedger(r.Context(), lanePath(r), r.PathValue("id"), q)
 	if err != nil {
@@ -171,8 +142,7 @@ func (s *Silo) ledger(w http.ResponseWriter, r *http.Request) {
 
 // listQuery reads a list's after (base64url) and max query parameters, and its enum filter
 // parameter (name, one of names with prefix, lower-case and without it: "paused").
-func listQuery(r *http.Request, name, prefix string, names map[string]int32) (filter int32, after []byte, maxRecords int, err error) {
-	query := r.URL.Query()
+func listQuery(query url.Values, name, prefix string, names map[string]int32) (filter int32, after []byte, maxRecords int, err error) {
 	if v := query.Get(name); v != "" {
 		n, known := names[prefix+strings.ToUpper(v)]
 		if !known || n == 0 {
@@ -187,12 +157,61 @@ func listQuery(r *http.Request, name, prefix string, names map[string]int32) (fi
 		}
 		maxRecords = n
 	}
-	if v := query.Get("after"); v != "" {
-		if after, err = base64.RawURLEncoding.DecodeString(v); err != nil {
-			return 0, nil, 0, orrery.Invalid("after", "must be the next_after of a previous page")
-		}
+	if after, err = pageAfter(query); err != nil {
+		return 0, nil, 0, err
 	}
 	return filter, after, maxRecords, nil
+}
+
+// pageAfter reads a page's after query parameter: the base64url next_after of the page before.
+func pageAfter(query url.Values) ([]byte, error) {
+	v := query.Get("after")
+	if v == "" {
+		return nil, nil
+	}
+	after, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return nil, orrery.Invalid("after", "must be the next_after of a previous page")
+	}
+	return after, nil
+}
+
+// positiveMax reads the max query parameter, a positive integer (def when absent).
+func positiveMax(query url.Values, def int) (int, error) {
+	v := query.Get("max")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, orrery.Invalid("max", "must be a positive integer, got %q", v)
+	}
+	return n, nil
+}
+
+// ledgerQuery reads a ledger page's from and to (RFC 3339 instants), max and after.
+func ledgerQuery(query url.Values) (client.LedgerQuery, error) {
+	var q client.LedgerQuery
+	for _, bound := range []struct {
+		name string
+		at   *time.Time
+	}{{"from", &q.From}, {"to", &q.To}} {
+		if v := query.Get(bound.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return client.LedgerQuery{}, orrery.Invalid(bound.name, "must be an RFC 3339 instant, got %q", v)
+			}
+			*bound.at = t
+		}
+	}
+	var err error
+	if q.MaxRecords, err = positiveMax(query, 0); err != nil {
+		return client.LedgerQuery{}, err
+	}
+	if q.After, err = pageAfter(query); err != nil {
+		return client.LedgerQuery{}, err
+	}
+	return q, nil
 }
 
 // enumName is an enum value's name in lower case without its prefix: "paused".
@@ -215,7 +234,7 @@ func writePage(w http.ResponseWriter, key string, items []map[string]any, next [
 // listSchedules serves a page of a namespace's schedules.
 func (s *Silo) listSchedules(w http.ResponseWriter, r *http.Request) {
 	const prefix = "SCHEDULE_STATE_"
-	state, after, maxRecords, err := listQuery(r, "state", prefix, orreryv1.ScheduleState_value)
+	state, after, maxRecords, err := listQuery(r.URL.Query(), "state", prefix, orreryv1.ScheduleState_value)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -238,7 +257,7 @@ func (s *Silo) listSchedules(w http.ResponseWriter, r *http.Request) {
 // listSagas serves a page of a namespace's sagas.
 func (s *Silo) listSagas(w http.ResponseWriter, r *http.Request) {
 	const prefix = "SAGA_PHASE_"
-	phase, after, maxRecords, err := listQuery(r, "phase", prefix, orreryv1.SagaPhase_value)
+	phase, after, maxRecords, err := listQuery(r.URL.Query(), "phase", prefix, orreryv1.SagaPhase_value)
 	if err != nil {
 		writeError(w, err)
 		return
