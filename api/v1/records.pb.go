@@ -491,7 +491,7 @@ type LedgerRecord struct {
 	MessageId string `protobuf:"bytes,8,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// COALESCED_INTO: the ordinal of the occurrence that stands for it.
 	CoalescedIntoOrdinal uint64 `protobuf:"varint,9,opt,name=coalesced_into_ordinal,json=coalescedIntoOrdinal,proto3" json:"coalesced_into_ordinal,omitempty"`
-	// SUSPENDED, DROPPED: why.
+	// SUSPENDED, DROPPED, EXPIRED: why.
 	Reason        string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
