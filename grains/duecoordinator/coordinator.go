@@ -251,6 +251,11 @@ func (c *Coordinator) Stats() Stats {
 // liveness), by partition, lane and id. Each change of a record's state is logged once.
 func (c *Coordinator) Liveness() []Liveness { return c.watch.list() }
 
+// LivenessOf returns the report of one due record, if it is late or failing.
+func (c *Coordinator) LivenessOf(kind orreryv1.DueKind, lane *orreryv1.Lane, id string) (Liveness, bool) {
+	return c.watch.find(recordKey{kind, lane.GetNamespace(), lane.GetQueue(), lane.GetKey(), id})
+}
+
 // worker serves queued partitions, one round each, until the coordinator stops.
 func (c *Coordinator) worker(ctx context.Context) {
 	defer c.workers.Done()

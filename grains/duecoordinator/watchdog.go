@@ -216,6 +216,16 @@ func (w *watchdog) list() []Liveness {
 	return out
 }
 
+// find returns the report of one record.
+func (w *watchdog) find(k recordKey) (Liveness, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e := w.records[k]; e != nil {
+		return e.Liveness, true
+	}
+	return Liveness{}, false
+}
+
 // counts returns how many records of partitionID are late and failing.
 func (w *watchdog) counts(partitionID int) (late, failing int) {
 	w.mu.Lock()
