@@ -32,8 +32,8 @@ import (
 //	GET /metrics                                        Prometheus metrics (siloMetrics)
 //	GET /v1/partitions                                  the partition table: owner and status
 //	GET /v1/silos                                       the silos: address, alive, partitions led, replicas
-//	GET /v1/coordinator                                 the due coordinator's counters
-//	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule: record, next 10 fire times, last 10 outcomes
+//	GET /v1/coordinator                                 the due coordinator's counters and late or failing records
+//	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule: record, next 10 fire times, last 10 outcomes, liveness
 //	GET /v1/ledger/{namespace}/{queue}/{key}/{id}?from=&to=&max=&after=
 //	                                                    a schedule's occurrence ledger (RFC 3339 bounds)
 //	GET /v1/sagas/{namespace}/{queue}/{key}/{id}        a saga record

@@ -113,7 +113,8 @@ const (
 	LedgerOutcome_LEDGER_OUTCOME_BUFFERED LedgerOutcome = 8
 	// It was buffered when its generation was replaced or the schedule deleted.
 	LedgerOutcome_LEDGER_OUTCOME_DROPPED LedgerOutcome = 9
-	// It was buffered until its time to live had passed.
+	// Its time to live had passed before it could be enqueued: when it was emitted, or while it
+	// was buffered (see reason). Never enqueued.
 	LedgerOutcome_LEDGER_OUTCOME_EXPIRED LedgerOutcome = 10
 	// The schedule was paused when it fell due: the resume moved the series past it (it was
 	// older than the resume's logged time minus the catch-up window). Never enqueued.
