@@ -154,6 +154,6 @@ type PartitionStats struct {
 	// ActivationEpoch is the partition's activation epoch from its last reply or hint.
 	ActivationEpoch uint64
 	// LateRecords and FailingRecords count the partition's records the watchdog reports
-	// late and failing (see Coordinator.Liveness).
+	// late and failing (see Coordinator.Liveness; at most MaxWatchedRecords in all).
 	LateRecords, FailingRecords int
 }

@@ -28,6 +28,11 @@ const (
 // read).
 const watchForget = duebackoff.BackoffForget
 
+// MaxWatchedRecords bounds the records the watchdog reports at once (and so its log lines and
+// memory after an outage that left many records due): beyond it a record entering a state is
+// neither logged nor listed, and one warning says the report is cut.
+const MaxWatchedRecords = 1000
+
 // Liveness is the watchdog's report of one due record that is late or failing.
 type Liveness struct {
 	// Partition is the partition holding the record.
@@ -75,6 +80,7 @@ type watchdog struct {
 
 	mu      sync.Mutex
 	records map[recordKey]*watched
+	full    bool // a record was left out since the watchdog last had room
 }
 
 func newWatchdog(lateAfter time.Duration, log *slog.Logger) *watchdog {
@@ -175,6 +181,16 @@ func (w *watchdog) forget(partitionID int) {
 }
 
 func (w *watchdog) enterLocked(k recordKey, partitionID int, ref *orreryv1.DueRef, state, reason string, code orrery.Code, now time.Time) {
+	if w.records[k] == nil && len(w.records) >= MaxWatchedRecords {
+		if !w.full {
+			w.full = true
+			w.log.Warn("due coordinator: more records late or failing than the watchdog reports; the rest are left out", "max", MaxWatchedRecords)
+		}
+		return
+	}
+	if len(w.records) < MaxWatchedRecords/2 {
+		w.full = false
+	}
 	e := &watched{Liveness: Liveness{
 		Partition: partitionID, Kind: ref.GetKind(), Lane: ref.GetLane(), ID: ref.GetId(),
 		State: state, Reason: reason, DueAt: time.UnixMicro(ref.GetDueAtUnixMicros()), Since: now,

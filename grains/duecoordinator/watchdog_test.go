@@ -150,3 +150,28 @@ func TestWatchdogReportsALateScheduleOnce(t *testing.T) {
 		t.Fatalf("%d recovered lines, liveness %+v:\n%s", n, b.c.Liveness(), logs)
 	}
 }
+
+// TestWatchdogReportsAtMostMaxWatchedRecords: past the bound, records are left out with one
+// warning, and a record already reported still changes state.
+func TestWatchdogReportsAtMostMaxWatchedRecords(t *testing.T) {
+	logs := &logLines{}
+	w := newWatchdog(time.Second, slog.New(logs))
+	refs := make([]*orreryv1.DueRef, MaxWatchedRecords+10)
+	for i := range refs {
+		refs[i] = &orreryv1.DueRef{Kind: orreryv1.DueKind_DUE_KIND_SCHEDULE, Lane: lane("a"), Id: scheduleID(i), Token: 1, DueAtUnixMicros: micros(t0)}
+	}
+	w.observe(0, refs, micros(t0.Add(time.Minute)), t0.Add(time.Minute))
+	if got := len(w.list()); got != MaxWatchedRecords {
+		t.Fatalf("%d records reported, want %d", got, MaxWatchedRecords)
+	}
+	if n := logs.count("due coordinator: more records"); n != 1 {
+		t.Fatalf("%d warnings about the bound, want 1", n)
+	}
+	w.failed(0, refs[0], orrery.Errorf(orrery.CodeQuotaExceeded, "lane full"), t0.Add(time.Minute))
+	if l := w.list()[0]; l.ID != scheduleID(0) || l.State != LivenessFailing {
+		t.Fatalf("first record %+v, want it failing", l)
+	}
+	if n := logs.count("due coordinator: schedule late"); n != MaxWatchedRecords {
+		t.Fatalf("%d late lines, want %d", n, MaxWatchedRecords)
+	}
+}
