@@ -33,8 +33,8 @@ import (
 //	GET /metrics                                        Prometheus metrics (siloMetrics)
 //	GET /v1/partitions                                  the partition table: owner and status
 //	GET /v1/silos                                       the silos: address, alive, partitions led, replicas
-//	GET /v1/coordinator                                 the due coordinator's counters
-//	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule: record, next 10 fire times, last 10 outcomes
+//	GET /v1/coordinator                                 the due coordinator's counters and late or failing records
+//	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule: record, next 10 fire times, last 10 outcomes, liveness
 //	GET /v1/ledger/{namespace}/{queue}/{key}/{id}?from=&to=&max=&after=
 //	                                                    a schedule's occurrence ledger (RFC 3339 bounds)
 //	GET /v1/sagas/{namespace}/{queue}/{key}/{id}        a saga record
@@ -75,7 +75,7 @@ func (s *Silo) adminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/partitions", s.partitionTable)
 	mux.HandleFunc("GET /v1/silos", s.siloTable)
 	mux.HandleFunc("GET /v1/coordinator", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, coordinatorJSON(s.CoordinatorStats()))
+		writeJSON(w, http.StatusOK, coordinatorJSON(s.CoordinatorStats(), s.coord.Load().Liveness()))
 	})
 	mux.HandleFunc("GET /v1/schedules/{namespace}/{queue}/{key}/{id}", func(w http.ResponseWriter, r *http.Request) {
 		inspection, err := s.adminClient(r).ScheduleInspection(r.Context(), lanePath(r), r.PathValue("id"))
@@ -372,7 +372,10 @@ func (s *Silo) replicaRow(n int) map[string]any {
 	row := map[string]any{
 		"leader_silo": nil, "term": st.Term, "applied_index": st.AppliedIndex, "commit_index": st.CommitIndex,
 		"voters": formatIDs(st.Voters), "learners": formatIDs(st.Learners), "leads": st.CanPropose,
-		"leader_transitions": st.LeaderTransitions, "progress": nil,
+		"leader_transitions": st.LeaderTransitions, "progress": nil, "without_quorum_since": nil,
+	}
+	if since, without := s.quorum.without(n); without {
+		row["without_quorum_since"] = instant(since)
 	}
 	if st.Leader != 0 {
 		row["leader_silo"] = cluster.FormatID(st.Leader)
@@ -544,8 +547,9 @@ func unixMicros(t time.Time) any {
 
 // coordinatorJSON renders the due coordinator's stats for /v1/coordinator. next_due_at is the
 // coordinator's view as of its last scan of the partition (or hint), and timer_at when it
-// serves the partition next; each is null when none is known.
-func coordinatorJSON(st duecoordinator.Stats) map[string]any {
+// serves the partition next; each is null when none is known. liveness lists the records the
+// coordinator reports late or failing.
+func coordinatorJSON(st duecoordinator.Stats, live []duecoordinator.Liveness) map[string]any {
 	partitions := make([]map[string]any, len(st.Partitions))
 	for i, p := range st.Partitions {
 		partitions[i] = map[string]any{
@@ -559,12 +563,20 @@ func coordinatorJSON(st duecoordinator.Stats) map[string]any {
 			"consecutive_failures":    p.ConsecutiveFailures,
 			"skipped_refs":            p.SkippedRefs,
 			"activation_epoch":        strconv.FormatUint(p.ActivationEpoch, 10),
+			"late_records":            p.LateRecords,
+			"failing_records":         p.FailingRecords,
 		}
+	}
+	liveness := make([]map[string]any, len(live))
+	for i, l := range live {
+		liveness[i] = map[string]any{"partition": l.Partition, "kind": l.Kind.String(), "lane": protoJSON(l.Lane), "id": l.ID,
+			"state": l.State, "reason": l.Reason, "due_at": instant(l.DueAt), "since": instant(l.Since)}
 	}
 	return map[string]any{
 		"rounds": st.Rounds, "scans": st.Scans, "commands_sent": st.CommandsSent,
 		"refs_dispatched": st.RefsDispatched, "stale_ignored": st.StaleIgnored, "refs_skipped": st.RefsSkipped,
 		"retries": st.Retries, "errors": st.Errors, "partitions": partitions,
+		"liveness_changes": st.LivenessChanges, "liveness": liveness,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/cluster/transportauth"
+	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/partition"
@@ -28,6 +29,7 @@ const (
 	DefaultOpenTimeout = 30 * time.Second
 	DefaultReplicas    = 3
 	DefaultDeadAfter   = time.Minute
+	DefaultLateAfter   = duecoordinator.DefaultLateAfter
 )
 
 // Config configures a silo. Start fills zero fields with the defaults; a zero port means a
@@ -101,6 +103,11 @@ type Config struct {
 	OpenTimeout time.Duration
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
+	// LateAfter is the liveness bound (default DefaultLateAfter, 30 s): a schedule or saga
+	// whose due instant is further past without an outcome is reported late, and a partition
+	// replica of this silo whose group has had no leader for longer is reported without
+	// quorum (a log line per change, /metrics, inspection).
+	LateAfter time.Duration
 	// MetricsSchedules are the schedule ids whose occurrences /metrics counts on their own
 	// (orrery_schedule_occurrences_enqueued_total and orrery_schedule_enqueue_lateness_seconds,
 	// labelled schedule), at most MaxMetricsSchedules; every other schedule is counted only in
@@ -204,6 +211,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DeadAfter <= 0 {
 		c.DeadAfter = DefaultDeadAfter
+	}
+	if c.LateAfter <= 0 {
+		c.LateAfter = DefaultLateAfter
 	}
 	if c.FailureProfile == "" {
 		c.FailureProfile = DefaultFailureProfile

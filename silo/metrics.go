@@ -196,6 +196,12 @@ var (
 	descCoordRetries  = prometheus.NewDesc("orrery_due_coordinator_retries_total", "Due commands repeated with the same command id.", nil, nil)
 	descCoordErrors   = prometheus.NewDesc("orrery_due_coordinator_errors_total", "Failed rounds and unexpected per-ref failures.", nil, nil)
 	descCoordOwned    = prometheus.NewDesc("orrery_due_coordinator_partitions", "Partitions the due coordinator serves (those this silo leads).", nil, nil)
+
+	descLate            = prometheus.NewDesc("orrery_due_late_records", "Schedules and sagas of a partition this silo leads that are due longer ago than the late-after bound and not emitted.", partitionLabel, nil)
+	descFailing         = prometheus.NewDesc("orrery_due_failing_records", "Schedules and sagas of a partition this silo leads whose emits keep failing (on backoff).", partitionLabel, nil)
+	descLivenessChanges = prometheus.NewDesc("orrery_due_liveness_changes_total", "Times a due record became late or failing, or recovered, as this silo's due coordinator reported it.", nil, nil)
+	descNoQuorum        = prometheus.NewDesc("orrery_partition_without_quorum", "1 when this silo's replica of the partition has seen no leader for longer than the late-after bound, else 0.", partitionLabel, nil)
+	descQuorumChanges   = prometheus.NewDesc("orrery_partition_quorum_changes_total", "Times a partition hosted here was reported without quorum, or with a leader again.", nil, nil)
 )
 
 func newSiloCollector(s *Silo) *siloCollector { return &siloCollector{s: s} }
@@ -211,6 +217,7 @@ func (c *siloCollector) Describe(ch chan<- *prometheus.Desc) {
 		descStoreDisk, descStoreFree,
 		descCoordRounds, descCoordScans, descCoordCommands, descCoordRefs, descCoordStale,
 		descCoordSkipped, descCoordRetries, descCoordErrors, descCoordOwned,
+		descLate, descFailing, descLivenessChanges, descNoQuorum, descQuorumChanges,
 	} {
 		ch <- d
 	}
@@ -246,7 +253,10 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descQueuedCommands, float64(s.host.Queued(n)), p)
 		counter(descLeaderTransitions, st.LeaderTransitions, p)
 		gauge(descDueHead, float64(s.host.DueHeadEntries(n)), p)
+		_, without := s.quorum.without(n)
+		gauge(descNoQuorum, boolGauge(without), p)
 	}
+	counter(descQuorumChanges, s.quorum.stateChanges())
 	c.collectQueues(gauge)
 	if s.raft != nil {
 		rs := s.raft.Stats()
@@ -277,7 +287,20 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCoordRetries, cs.Retries)
 		counter(descCoordErrors, cs.Errors)
 		gauge(descCoordOwned, float64(len(cs.Partitions)))
+		counter(descLivenessChanges, cs.LivenessChanges)
+		for _, p := range cs.Partitions {
+			gauge(descLate, float64(p.LateRecords), strconv.Itoa(p.Partition))
+			gauge(descFailing, float64(p.FailingRecords), strconv.Itoa(p.Partition))
+		}
 	}
+}
+
+// boolGauge is 1 for true, 0 for false.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // queueDepth is one queue's counts summed over the partitions this silo leads.

@@ -41,6 +41,7 @@ type Silo struct {
 	// needs), so it is read atomically and a notice before it exists is dropped (the
 	// coordinator scans each partition it comes to own anyway).
 	coord     atomic.Pointer[duecoordinator.Coordinator]
+	quorum    *quorumWatch
 	client    *client.Client
 	registry  *partition.Registry
 	admin     *http.Server
@@ -109,6 +110,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 				coord.Notify(n)
 			}
 		},
+		Liveness: s.dueLiveness,
 	}
 	storedClusterID := host.ClusterID()
 	var founded atomic.Bool // set when this silo creates the cluster (before NewMember returns)
@@ -136,6 +138,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	s.cluster, s.provider = c, provider
 	s.log = cfg.Logger.With("silo", c.ActorSystem.ID)
+	s.quorum = newQuorumWatch(cfg.LateAfter, s.log)
 	s.refreshSilos()
 	s.raft, err = raftnet.New(raftnet.Config{Self: host.SiloID(), System: c.ActorSystem, Addresses: s.raftAddress, Faults: cfg.RaftFaults,
 		Counts: s.countsReplica, OnRemoved: s.noticeRemoved})
@@ -151,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
 	coord := duecoordinator.New(duecoordinator.Config{
 		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
-		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers,
+		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers, LateAfter: cfg.LateAfter,
 	})
 	coord.Start(runCtx)
 	s.coord.Store(coord)
@@ -165,6 +168,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.placement = newPlacer(s)
 	go s.placement.run(runCtx)
 	go s.watchHost(runCtx)
+	go s.watchQuorum(runCtx)
 	if err := s.awaitPartitions(ctx); err != nil {
 		s.shutdown(true)
 		return nil, err

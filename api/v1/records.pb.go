@@ -113,7 +113,8 @@ const (
 	LedgerOutcome_LEDGER_OUTCOME_BUFFERED LedgerOutcome = 8
 	// It was buffered when its generation was replaced or the schedule deleted.
 	LedgerOutcome_LEDGER_OUTCOME_DROPPED LedgerOutcome = 9
-	// It was buffered until its time to live had passed.
+	// Its time to live had passed before it could be enqueued: when it was emitted, or while it
+	// was buffered (see reason). Never enqueued.
 	LedgerOutcome_LEDGER_OUTCOME_EXPIRED LedgerOutcome = 10
 	// The schedule was paused when it fell due: the resume moved the series past it (it was
 	// older than the resume's logged time minus the catch-up window). Never enqueued.
@@ -491,7 +492,7 @@ type LedgerRecord struct {
 	MessageId string `protobuf:"bytes,8,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// COALESCED_INTO: the ordinal of the occurrence that stands for it.
 	CoalescedIntoOrdinal uint64 `protobuf:"varint,9,opt,name=coalesced_into_ordinal,json=coalescedIntoOrdinal,proto3" json:"coalesced_into_ordinal,omitempty"`
-	// SUSPENDED, DROPPED: why.
+	// SUSPENDED, DROPPED, EXPIRED: why.
 	Reason        string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -612,8 +613,11 @@ type ScheduleInspection struct {
 	// Set when this silo's evaluator or zone rules differ from the generation's pinned ones:
 	// the next emit will suspend the schedule. Next fire times are then not computed.
 	EvaluatorMismatch string `protobuf:"bytes,5,opt,name=evaluator_mismatch,json=evaluatorMismatch,proto3" json:"evaluator_mismatch,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What the due coordinator of the partition's leader reports of the schedule: null while it
+	// is neither late nor failing. Filled by the silo answering the read, not by the state.
+	Liveness      *DueLiveness `protobuf:"bytes,6,opt,name=liveness,proto3" json:"liveness,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleInspection) Reset() {
@@ -681,6 +685,87 @@ func (x *ScheduleInspection) GetEvaluatorMismatch() string {
 	return ""
 }
 
+func (x *ScheduleInspection) GetLiveness() *DueLiveness {
+	if x != nil {
+		return x.Liveness
+	}
+	return nil
+}
+
+// DueLiveness is the due coordinator's liveness report of one due record (DESIGN §5).
+type DueLiveness struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "late": due longer than the silo's late-after bound ago and not emitted; "failing": its
+	// emits keep failing for a lasting reason (a full lane, a creator without its grant).
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// How late, or the last failed emit's error.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The due instant reported, on the partition's clock.
+	DueAtUnixMicros int64 `protobuf:"varint,3,opt,name=due_at_unix_micros,json=dueAtUnixMicros,proto3" json:"due_at_unix_micros,omitempty"`
+	// When the record entered the state, on the coordinator's clock.
+	SinceUnixMicros int64 `protobuf:"varint,4,opt,name=since_unix_micros,json=sinceUnixMicros,proto3" json:"since_unix_micros,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DueLiveness) Reset() {
+	*x = DueLiveness{}
+	mi := &file_api_v1_records_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DueLiveness) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DueLiveness) ProtoMessage() {}
+
+func (x *DueLiveness) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_records_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DueLiveness.ProtoReflect.Descriptor instead.
+func (*DueLiveness) Descriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DueLiveness) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DueLiveness) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DueLiveness) GetDueAtUnixMicros() int64 {
+	if x != nil {
+		return x.DueAtUnixMicros
+	}
+	return 0
+}
+
+func (x *DueLiveness) GetSinceUnixMicros() int64 {
+	if x != nil {
+		return x.SinceUnixMicros
+	}
+	return 0
+}
+
 // ScheduleTombstone keeps a deleted schedule id from ever being configured again.
 type ScheduleTombstone struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -693,7 +778,7 @@ type ScheduleTombstone struct {
 
 func (x *ScheduleTombstone) Reset() {
 	*x = ScheduleTombstone{}
-	mi := &file_api_v1_records_proto_msgTypes[3]
+	mi := &file_api_v1_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +790,7 @@ func (x *ScheduleTombstone) String() string {
 func (*ScheduleTombstone) ProtoMessage() {}
 
 func (x *ScheduleTombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[3]
+	mi := &file_api_v1_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +803,7 @@ func (x *ScheduleTombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleTombstone.ProtoReflect.Descriptor instead.
 func (*ScheduleTombstone) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ScheduleTombstone) GetLastRevision() uint64 {
@@ -761,7 +846,7 @@ type SagaRecord struct {
 
 func (x *SagaRecord) Reset() {
 	*x = SagaRecord{}
-	mi := &file_api_v1_records_proto_msgTypes[4]
+	mi := &file_api_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +858,7 @@ func (x *SagaRecord) String() string {
 func (*SagaRecord) ProtoMessage() {}
 
 func (x *SagaRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[4]
+	mi := &file_api_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +871,7 @@ func (x *SagaRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaRecord.ProtoReflect.Descriptor instead.
 func (*SagaRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SagaRecord) GetLane() *Lane {
@@ -867,7 +952,7 @@ type DueRef struct {
 
 func (x *DueRef) Reset() {
 	*x = DueRef{}
-	mi := &file_api_v1_records_proto_msgTypes[5]
+	mi := &file_api_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +964,7 @@ func (x *DueRef) String() string {
 func (*DueRef) ProtoMessage() {}
 
 func (x *DueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[5]
+	mi := &file_api_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +977,7 @@ func (x *DueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DueRef.ProtoReflect.Descriptor instead.
 func (*DueRef) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DueRef) GetKind() DueKind {
@@ -944,7 +1029,7 @@ type InboxEntry struct {
 
 func (x *InboxEntry) Reset() {
 	*x = InboxEntry{}
-	mi := &file_api_v1_records_proto_msgTypes[6]
+	mi := &file_api_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1041,7 @@ func (x *InboxEntry) String() string {
 func (*InboxEntry) ProtoMessage() {}
 
 func (x *InboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[6]
+	mi := &file_api_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1054,7 @@ func (x *InboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxEntry.ProtoReflect.Descriptor instead.
 func (*InboxEntry) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InboxEntry) GetRequestHash() []byte {
@@ -1011,7 +1096,7 @@ type LaneCounters struct {
 
 func (x *LaneCounters) Reset() {
 	*x = LaneCounters{}
-	mi := &file_api_v1_records_proto_msgTypes[7]
+	mi := &file_api_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1108,7 @@ func (x *LaneCounters) String() string {
 func (*LaneCounters) ProtoMessage() {}
 
 func (x *LaneCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[7]
+	mi := &file_api_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1121,7 @@ func (x *LaneCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneCounters.ProtoReflect.Descriptor instead.
 func (*LaneCounters) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LaneCounters) GetMessages() uint64 {
@@ -1065,7 +1150,7 @@ type MessageTombstone struct {
 
 func (x *MessageTombstone) Reset() {
 	*x = MessageTombstone{}
-	mi := &file_api_v1_records_proto_msgTypes[8]
+	mi := &file_api_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1162,7 @@ func (x *MessageTombstone) String() string {
 func (*MessageTombstone) ProtoMessage() {}
 
 func (x *MessageTombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[8]
+	mi := &file_api_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1175,7 @@ func (x *MessageTombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageTombstone.ProtoReflect.Descriptor instead.
 func (*MessageTombstone) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MessageTombstone) GetRemovedAtUnixMicros() int64 {
@@ -1119,7 +1204,7 @@ type PartitionCounters struct {
 
 func (x *PartitionCounters) Reset() {
 	*x = PartitionCounters{}
-	mi := &file_api_v1_records_proto_msgTypes[9]
+	mi := &file_api_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1216,7 @@ func (x *PartitionCounters) String() string {
 func (*PartitionCounters) ProtoMessage() {}
 
 func (x *PartitionCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[9]
+	mi := &file_api_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1229,7 @@ func (x *PartitionCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionCounters.ProtoReflect.Descriptor instead.
 func (*PartitionCounters) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PartitionCounters) GetRecords() uint64 {
@@ -1177,7 +1262,7 @@ type ListIndexProgress struct {
 
 func (x *ListIndexProgress) Reset() {
 	*x = ListIndexProgress{}
-	mi := &file_api_v1_records_proto_msgTypes[10]
+	mi := &file_api_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1274,7 @@ func (x *ListIndexProgress) String() string {
 func (*ListIndexProgress) ProtoMessage() {}
 
 func (x *ListIndexProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[10]
+	mi := &file_api_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1287,7 @@ func (x *ListIndexProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIndexProgress.ProtoReflect.Descriptor instead.
 func (*ListIndexProgress) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListIndexProgress) GetComplete() bool {
@@ -1231,7 +1316,7 @@ type GrantRecord struct {
 
 func (x *GrantRecord) Reset() {
 	*x = GrantRecord{}
-	mi := &file_api_v1_records_proto_msgTypes[11]
+	mi := &file_api_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1328,7 @@ func (x *GrantRecord) String() string {
 func (*GrantRecord) ProtoMessage() {}
 
 func (x *GrantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[11]
+	mi := &file_api_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1341,7 @@ func (x *GrantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRecord.ProtoReflect.Descriptor instead.
 func (*GrantRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GrantRecord) GetPrincipal() string {
@@ -1322,13 +1407,19 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"message_id\x18\b \x01(\tR\tmessageId\x124\n" +
 	"\x16coalesced_into_ordinal\x18\t \x01(\x04R\x14coalescedIntoOrdinal\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\x9d\x02\n" +
+	" \x01(\tR\x06reason\"\xd1\x02\n" +
 	"\x12ScheduleInspection\x121\n" +
 	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x12<\n" +
 	"\x1bnext_fire_times_unix_micros\x18\x02 \x03(\x03R\x17nextFireTimesUnixMicros\x12<\n" +
 	"\rlast_outcomes\x18\x03 \x03(\v2\x17.orrery.v1.LedgerRecordR\flastOutcomes\x12)\n" +
 	"\x10suspended_reason\x18\x04 \x01(\tR\x0fsuspendedReason\x12-\n" +
-	"\x12evaluator_mismatch\x18\x05 \x01(\tR\x11evaluatorMismatch\"\x96\x01\n" +
+	"\x12evaluator_mismatch\x18\x05 \x01(\tR\x11evaluatorMismatch\x122\n" +
+	"\bliveness\x18\x06 \x01(\v2\x16.orrery.v1.DueLivenessR\bliveness\"\x94\x01\n" +
+	"\vDueLiveness\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12+\n" +
+	"\x12due_at_unix_micros\x18\x03 \x01(\x03R\x0fdueAtUnixMicros\x12*\n" +
+	"\x11since_unix_micros\x18\x04 \x01(\x03R\x0fsinceUnixMicros\"\x96\x01\n" +
 	"\x11ScheduleTombstone\x12#\n" +
 	"\rlast_revision\x18\x01 \x01(\x04R\flastRevision\x12'\n" +
 	"\x0flast_generation\x18\x02 \x01(\x04R\x0elastGeneration\x123\n" +
@@ -1411,7 +1502,7 @@ func file_api_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_api_v1_records_proto_goTypes = []any{
 	(ScheduleState)(0),         // 0: orrery.v1.ScheduleState
 	(LedgerOutcome)(0),         // 1: orrery.v1.LedgerOutcome
@@ -1419,39 +1510,41 @@ var file_api_v1_records_proto_goTypes = []any{
 	(*ScheduleRecord)(nil),     // 3: orrery.v1.ScheduleRecord
 	(*LedgerRecord)(nil),       // 4: orrery.v1.LedgerRecord
 	(*ScheduleInspection)(nil), // 5: orrery.v1.ScheduleInspection
-	(*ScheduleTombstone)(nil),  // 6: orrery.v1.ScheduleTombstone
-	(*SagaRecord)(nil),         // 7: orrery.v1.SagaRecord
-	(*DueRef)(nil),             // 8: orrery.v1.DueRef
-	(*InboxEntry)(nil),         // 9: orrery.v1.InboxEntry
-	(*LaneCounters)(nil),       // 10: orrery.v1.LaneCounters
-	(*MessageTombstone)(nil),   // 11: orrery.v1.MessageTombstone
-	(*PartitionCounters)(nil),  // 12: orrery.v1.PartitionCounters
-	(*ListIndexProgress)(nil),  // 13: orrery.v1.ListIndexProgress
-	(*GrantRecord)(nil),        // 14: orrery.v1.GrantRecord
-	(*ScheduleDefinition)(nil), // 15: orrery.v1.ScheduleDefinition
-	(*OccurrenceOrigin)(nil),   // 16: orrery.v1.OccurrenceOrigin
-	(*Lane)(nil),               // 17: orrery.v1.Lane
-	(SagaPhase)(0),             // 18: orrery.v1.SagaPhase
-	(*SagaTimeout)(nil),        // 19: orrery.v1.SagaTimeout
-	(*GrantRule)(nil),          // 20: orrery.v1.GrantRule
+	(*DueLiveness)(nil),        // 6: orrery.v1.DueLiveness
+	(*ScheduleTombstone)(nil),  // 7: orrery.v1.ScheduleTombstone
+	(*SagaRecord)(nil),         // 8: orrery.v1.SagaRecord
+	(*DueRef)(nil),             // 9: orrery.v1.DueRef
+	(*InboxEntry)(nil),         // 10: orrery.v1.InboxEntry
+	(*LaneCounters)(nil),       // 11: orrery.v1.LaneCounters
+	(*MessageTombstone)(nil),   // 12: orrery.v1.MessageTombstone
+	(*PartitionCounters)(nil),  // 13: orrery.v1.PartitionCounters
+	(*ListIndexProgress)(nil),  // 14: orrery.v1.ListIndexProgress
+	(*GrantRecord)(nil),        // 15: orrery.v1.GrantRecord
+	(*ScheduleDefinition)(nil), // 16: orrery.v1.ScheduleDefinition
+	(*OccurrenceOrigin)(nil),   // 17: orrery.v1.OccurrenceOrigin
+	(*Lane)(nil),               // 18: orrery.v1.Lane
+	(SagaPhase)(0),             // 19: orrery.v1.SagaPhase
+	(*SagaTimeout)(nil),        // 20: orrery.v1.SagaTimeout
+	(*GrantRule)(nil),          // 21: orrery.v1.GrantRule
 }
 var file_api_v1_records_proto_depIdxs = []int32{
-	15, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
-	16, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
+	16, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
+	17, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
 	1,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
 	3,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
 	4,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
-	17, // 5: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
-	18, // 6: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
-	19, // 7: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
-	2,  // 8: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
-	17, // 9: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
-	20, // 10: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	6,  // 5: orrery.v1.ScheduleInspection.liveness:type_name -> orrery.v1.DueLiveness
+	18, // 6: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
+	19, // 7: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
+	20, // 8: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
+	2,  // 9: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
+	18, // 10: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
+	21, // 11: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_records_proto_init() }
@@ -1466,7 +1559,7 @@ func file_api_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_records_proto_rawDesc), len(file_api_v1_records_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -30,12 +30,16 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // startSilo starts a one-silo cluster on free ports in a temp data dir, waits until every
 // partition answers and stops it in t.Cleanup.
-func startSilo(t *testing.T) *silo.Silo {
+func startSilo(t *testing.T, mutate ...func(*silo.Config)) *silo.Silo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Port: 0, GossipPort: 0, Admin: "127.0.0.1:0", InsecureDev: true,
-		Partitions: testPartitions, Logger: quiet})
+	cfg := silo.Config{DataDir: t.TempDir(), Port: 0, GossipPort: 0, Admin: "127.0.0.1:0", InsecureDev: true,
+		Partitions: testPartitions, Logger: quiet}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	s, err := silo.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start silo: %v", err)
 	}
@@ -212,7 +216,7 @@ func TestSchedulesListDescribePause(t *testing.T) {
 	describeArgs := []string{"schedules", "describe", lane.GetNamespace(), lane.GetQueue(), lane.GetKey(), cron.GetScheduleId()}
 	described := ok(t, s, "", describeArgs...)
 	for _, want := range [][]string{
-		{"spec", `cron "0 9 * * *"`}, {"zone", "Europe/Paris"}, {"dst gap", "skip"}, {"state", "active"}, {"late", "no"},
+		{"spec", `cron "0 9 * * *"`}, {"zone", "Europe/Paris"}, {"dst gap", "skip"}, {"state", "active"}, {"late", "no"}, {"liveness", "ok"},
 		{"partition", itoa(client.PartitionOf(lane, testPartitions))}, {"leader", s.ID()},
 	} {
 		if lineOf(described, want...) == "" {

@@ -132,7 +132,8 @@ func laneArgs(what string, args []string) (*orreryv1.Lane, string, error) {
 }
 
 // describeSchedule prints a schedule's spec, policies, next fire times, last outcomes, owning
-// partition and its leader, and whether it is late.
+// partition and its leader, whether it is late, and what the due coordinator reports of it
+// (late or failing, and why).
 func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	lane, id, err := laneArgs("schedules describe", args)
 	if err != nil {
@@ -160,7 +161,8 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		doc := map[string]any{"inspection": inspection, "partition": partition, "leader_silo": nil, "late": late, "late_by_seconds": lateBy.Seconds()}
+		doc := map[string]any{"inspection": inspection, "partition": partition, "leader_silo": nil, "late": late, "late_by_seconds": lateBy.Seconds(),
+			"liveness": livenessState(in.GetLiveness())}
 		if leader != "" {
 			doc["leader_silo"] = leader
 		}
@@ -196,6 +198,11 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	} else {
 		w.row("late", "no")
 	}
+	if l := in.GetLiveness(); l != nil {
+		w.row("liveness", fmt.Sprintf("%s since %s: %s", l.GetState(), instant(l.GetSinceUnixMicros()), l.GetReason()))
+	} else {
+		w.row("liveness", "ok")
+	}
 	w.row("partition", strconv.Itoa(partition))
 	if leaderErr != "" {
 		w.row("leader silo", "unknown: "+leaderErr)
@@ -219,6 +226,15 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 		w.row(fmt.Sprintf("outcome %d", i+1), fmt.Sprintf("%s ordinal %d: %s", instant(o.GetNominalDueAtUnixMicros()), o.GetOrdinal(), outcome))
 	}
 	return w.flush()
+}
+
+// livenessState is the due coordinator's report of a schedule, "late" or "failing", or "ok"
+// when it reports nothing.
+func livenessState(l *orreryv1.DueLiveness) string {
+	if l == nil {
+		return "ok"
+	}
+	return l.GetState()
 }
 
 // policyName is a policy's lower-case name; "default" when it is unspecified (the silo

@@ -154,6 +154,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.IntVar(&cfg.Replicas, "replicas", silo.DefaultReplicas, "replicas of each partition once enough silos are live (1 to 7), the same on every silo")
 	fs.StringVar(&cfg.FailureProfile, "failure-profile", silo.DefaultFailureProfile, "failure detection and election timing: loopback (silos on one host) or lan")
 	fs.DurationVar(&cfg.DeadAfter, "dead-after", silo.DefaultDeadAfter, "how long a silo may be missing before its replicas are re-created on other silos")
+	fs.DurationVar(&cfg.LateAfter, "late-after", silo.DefaultLateAfter, "liveness bound: a schedule due longer ago without an outcome, or a partition without a leader for longer, is reported (log, /metrics, inspection)")
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&metricsSchedules, "metrics-schedules", "", fmt.Sprintf("comma-separated schedule ids whose occurrences /metrics counts on their own, labelled schedule (at most %d)", silo.MaxMetricsSchedules))
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
@@ -181,6 +182,9 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	}
 	if cfg.DeadAfter <= 0 {
 		return opts, fmt.Errorf("dead-after: must be positive, got %v", cfg.DeadAfter)
+	}
+	if cfg.LateAfter <= 0 {
+		return opts, fmt.Errorf("late-after: must be positive, got %v", cfg.LateAfter)
 	}
 	if _, err := silo.FailureProfileNamed(cfg.FailureProfile); err != nil {
 		return opts, err

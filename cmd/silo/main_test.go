@@ -21,6 +21,7 @@ import (
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/silo"
 )
 
 func TestFlagsOverrideEnvironment(t *testing.T) {
@@ -61,6 +62,16 @@ func TestBootstrapExpectFlag(t *testing.T) {
 	}
 }
 
+func TestLateAfterFlag(t *testing.T) {
+	none := func(string) string { return "" }
+	if opts, err := parseConfig(nil, none); err != nil || opts.silo.LateAfter != silo.DefaultLateAfter {
+		t.Fatalf("default late-after %v (%v)", opts.silo.LateAfter, err)
+	}
+	if opts, err := parseConfig([]string{"--late-after", "2m"}, none); err != nil || opts.silo.LateAfter != 2*time.Minute {
+		t.Fatalf("--late-after 2m: %v (%v)", opts.silo.LateAfter, err)
+	}
+}
+
 func TestBadInputNamesTheSetting(t *testing.T) {
 	_, err := parseConfig(nil, func(k string) string {
 		if k == "ORRERY_PARTITIONS" {
@@ -74,7 +85,7 @@ func TestBadInputNamesTheSetting(t *testing.T) {
 	if _, err := parseConfig([]string{"--log-level", "loud"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "log-level") {
 		t.Fatalf("error %v should name log-level", err)
 	}
-	for _, bad := range [][]string{{"--failure-profile", "wan"}, {"--replicas", "0"}, {"--replicas", "8"}, {"--dead-after", "0s"}} {
+	for _, bad := range [][]string{{"--failure-profile", "wan"}, {"--replicas", "0"}, {"--replicas", "8"}, {"--dead-after", "0s"}, {"--late-after", "0s"}} {
 		name := strings.TrimPrefix(bad[0], "--")
 		if _, err := parseConfig(bad, func(string) string { return "" }); err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), " ", "-"), name) {
 			t.Fatalf("%v: error %v should name %s", bad, err, name)

@@ -34,6 +34,8 @@ const (
 	DefaultRequestTimeout = 5 * time.Second
 	// DefaultWorkers is how many partitions are served at once.
 	DefaultWorkers = 2
+	// DefaultLateAfter is how far past its due instant a record may be before it is late.
+	DefaultLateAfter = 30 * time.Second
 	// MaxRefsPerRound caps RefsPerRound: one round's refs go in one batch, and a partition's
 	// default MaxMutationsPerBatch is 256.
 	MaxRefsPerRound = 256
@@ -65,6 +67,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Workers is how many partitions are served at once (default 2).
 	Workers int
+	// LateAfter is how far past its due instant, by its partition's logged time, a record
+	// seen due may be before the watchdog reports it late (default DefaultLateAfter).
+	LateAfter time.Duration
 }
 
 // withDefaults fills zero fields.
@@ -99,6 +104,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
 	}
+	if cfg.LateAfter <= 0 {
+		cfg.LateAfter = DefaultLateAfter
+	}
 	return cfg
 }
 
@@ -121,6 +129,9 @@ type Stats struct {
 	Retries uint64
 	// Errors counts failed rounds and unexpected per-ref failures.
 	Errors uint64
+	// LivenessChanges counts the watchdog's state changes (a record became late or failing,
+	// or recovered).
+	LivenessChanges uint64
 	// Partitions describes each owned partition, by partition number.
 	Partitions []PartitionStats
 }
@@ -142,4 +153,7 @@ type PartitionStats struct {
 	SkippedRefs int
 	// ActivationEpoch is the partition's activation epoch from its last reply or hint.
 	ActivationEpoch uint64
+	// LateRecords and FailingRecords count the partition's records the watchdog reports
+	// late and failing (see Coordinator.Liveness; at most MaxWatchedRecords in all).
+	LateRecords, FailingRecords int
 }

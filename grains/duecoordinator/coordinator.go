@@ -35,6 +35,7 @@ type Coordinator struct {
 	workers sync.WaitGroup
 	nextID  atomic.Uint64
 	counts  counters
+	watch   *watchdog
 }
 
 // counters are the Stats counters, updated without the lock.
@@ -80,7 +81,8 @@ type stopper interface{ Stop() bool }
 
 // New returns a stopped coordinator owning no partition.
 func New(cfg Config) *Coordinator {
-	c := &Coordinator{cfg: cfg.withDefaults(), owned: map[int]*partition{}}
+	cfg = cfg.withDefaults()
+	c := &Coordinator{cfg: cfg, owned: map[int]*partition{}, watch: newWatchdog(cfg.LateAfter, cfg.Logger)}
 	c.work = sync.NewCond(&c.mu)
 	return c
 }
@@ -142,6 +144,7 @@ func (c *Coordinator) SetOwned(partitions []int) {
 		if !want[id] {
 			c.stopTimerLocked(p)
 			delete(c.owned, id)
+			c.watch.forget(id)
 		}
 	}
 	c.ready = slices.DeleteFunc(c.ready, func(p *partition) bool { return c.owned[p.id] != p })
@@ -224,6 +227,8 @@ func (c *Coordinator) Stats() Stats {
 		RefsSkipped:    c.counts.skipped.Load(),
 		Retries:        c.counts.retries.Load(),
 		Errors:         c.counts.errors.Load(),
+
+		LivenessChanges: c.watch.changes.Load(),
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -235,10 +240,20 @@ func (c *Coordinator) Stats() Stats {
 		if p.timer != nil {
 			ps.TimerAt = p.timerAt
 		}
+		ps.LateRecords, ps.FailingRecords = c.watch.counts(p.id)
 		s.Partitions = append(s.Partitions, ps)
 	}
 	slices.SortFunc(s.Partitions, func(a, b PartitionStats) int { return a.Partition - b.Partition })
 	return s
+}
+
+// Liveness returns the records of the owned partitions that are late or failing (DESIGN §5
+// liveness), by partition, lane and id. Each change of a record's state is logged once.
+func (c *Coordinator) Liveness() []Liveness { return c.watch.list() }
+
+// LivenessOf returns the report of one due record, if it is late or failing.
+func (c *Coordinator) LivenessOf(kind orreryv1.DueKind, lane *orreryv1.Lane, id string) (Liveness, bool) {
+	return c.watch.find(recordKey{kind, lane.GetNamespace(), lane.GetQueue(), lane.GetKey(), id})
 }
 
 // worker serves queued partitions, one round each, until the coordinator stops.

@@ -104,6 +104,7 @@ func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orre
 		}
 		skips.Clear(ref)
 		next := res.GetSchedule().GetNextDueAtUnixMicros()
+		c.watch.succeeded(partitionID, ref, next, logged, sentAt)
 		switch {
 		case next == 0:
 		case next <= logged:
@@ -121,11 +122,15 @@ func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orre
 // expected outcome of a race (the next scan sees the record's new token, a different ref);
 // Expired, Validation, QuotaExceeded and Unauthorized (the record's creator lost its grant:
 // the ref stays due, and emits once the grant is restored and its backoff ends) are lasting
-// business outcomes; anything else is unexpected and logged.
+// business outcomes; anything else is unexpected and logged. The watchdog reports a record
+// failing once, when it starts failing or fails for another reason.
 func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error, now time.Time, skips *duebackoff.Backoff) {
 	switch orrery.CodeOf(err) {
 	case orrery.CodeTokenInvalidated, orrery.CodeRevisionConflict, orrery.CodeNotFound:
 		c.counts.stale.Add(1)
+		c.watch.movedOn(ref, now)
+		skips.Skip(ref, now)
+		return
 	case orrery.CodeExpired, orrery.CodeValidation, orrery.CodeQuotaExceeded, orrery.CodeUnauthorized:
 		c.counts.skipped.Add(1)
 	default:
@@ -133,6 +138,7 @@ func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error
 		c.counts.errors.Add(1)
 		c.cfg.Logger.Warn("due coordinator: ref failed", "partition", partitionID, "kind", ref.GetKind(), "id", ref.GetId(), "token", ref.GetToken(), "error", err)
 	}
+	c.watch.failed(partitionID, ref, err, now)
 	skips.Skip(ref, now)
 }
 

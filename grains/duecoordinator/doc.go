@@ -11,9 +11,11 @@
 // partition alone decides dueness with its own logged time; the coordinator only decides when
 // to ask. A due command keeps no inbox entry (its tokens make it idempotent), and each of its
 // mutations stands alone. Stale tokens are the expected outcome of races and are ignored; refs
-// that keep failing for a lasting reason (an occurrence whose time to live has passed stays
-// due by design) are remembered with a backoff and paged past, so they neither hot-loop a
-// partition nor starve the refs behind them.
+// that keep failing for a lasting reason (a full lane, a creator without its grant: the ref
+// stays due until that changes) are remembered with a backoff and paged past, so they neither
+// hot-loop a partition nor starve the refs behind them. Its watchdog reports the records that
+// are late (seen due longer ago than Config.LateAfter by the partition's logged time) or
+// failing (on backoff), logging each change of state once (Coordinator.Liveness, Stats).
 //
 // Time comes only from an injected clock.Clock, so tests drive it with clock.Fake. The package
 // lives outside grains/ because it starts goroutines and takes locks, which the purity lint of

@@ -2,6 +2,7 @@ package duecoordinator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -187,15 +188,18 @@ func TestGivesUpAfterOneRetryAndBacksOff(t *testing.T) {
 	}
 }
 
-// TestExpiredRefDoesNotHotLoopOrStarve: five schedules whose first occurrence expired before it
-// was emitted stay due forever (by design). With two refs per round they fill the first pages
-// of the due index; the coordinator backs them off, pages past them, emits the healthy
-// schedules behind them on time, and sends the expired ones only a bounded number of times.
-func TestExpiredRefDoesNotHotLoopOrStarve(t *testing.T) {
+// TestStuckRefDoesNotHotLoopOrStarve: five schedules whose lane is full stay due while it is.
+// With two refs per round they fill the first pages of the due index; the coordinator backs
+// them off, pages past them, emits the healthy schedules behind them on time, and sends the
+// stuck ones only a bounded number of times.
+func TestStuckRefDoesNotHotLoopOrStarve(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{hints: true, cfg: func(c *Config) { c.RefsPerRound = 2 }})
+	limits := input.DefaultLimits()
+	limits.MaxLaneMessages = 100
+	b := setup(t, options{limits: limits, hints: true, cfg: func(c *Config) { c.RefsPerRound = 2 }})
+	fillLane(b, lane("stuck"), 100)
 	for i := range 5 {
-		b.apply(0, configure(lane("stuck"), scheduleID(i), every(t0.Add(-30*time.Minute), time.Hour), time.Second))
+		b.apply(0, configure(lane("stuck"), scheduleID(i), every(t0.Add(-30*time.Minute), time.Hour), 0))
 	}
 	b.apply(0, configure(lane("ok"), scheduleID(10), at(t0), 0),
 		configure(lane("ok"), scheduleID(11), every(t0.Add(10*time.Second), 20*time.Second), 0),
@@ -209,8 +213,8 @@ func TestExpiredRefDoesNotHotLoopOrStarve(t *testing.T) {
 	if want := 1 + 90 + 1; len(msgs) != want {
 		t.Fatalf("%d healthy occurrences, want %d", len(msgs), want)
 	}
-	if got := len(b.messages(0, lane("stuck"))); got != 0 {
-		t.Fatalf("%d expired occurrences enqueued", got)
+	if got := len(b.messages(0, lane("stuck"))); got != 100 {
+		t.Fatalf("%d messages in the full lane, want its 100 fillers", got)
 	}
 	sent := map[string]int{}
 	for _, c := range b.twin.Calls() {
@@ -223,7 +227,7 @@ func TestExpiredRefDoesNotHotLoopOrStarve(t *testing.T) {
 	// Backoff 1 s doubling to 5 min: 14 attempts in 30 minutes.
 	for i := range 5 {
 		if n := sent[scheduleID(i)]; n < 5 || n > 16 {
-			t.Errorf("expired schedule %d sent %d times in 30 minutes", i, n)
+			t.Errorf("stuck schedule %d sent %d times in 30 minutes", i, n)
 		}
 	}
 	s := b.c.Stats()
@@ -347,4 +351,14 @@ func TestARevokedCreatorsRefBacksOffAndResumesOnceRestored(t *testing.T) {
 			t.Fatalf("ordinal %d missing after the grant was restored (%d messages)", o, len(msgs))
 		}
 	}
+}
+
+// fillLane enqueues n filler messages into l.
+func fillLane(b *bench, l *orreryv1.Lane, n int) {
+	b.t.Helper()
+	var ms []*orreryv1.Mutation
+	for i := range n {
+		ms = append(ms, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: l, Id: fmt.Sprintf("filler-%d", i), PayloadJson: `{}`}}})
+	}
+	b.apply(0, ms...)
 }

@@ -53,6 +53,7 @@ type roundOutcome struct {
 func (c *Coordinator) serve(ctx context.Context, p *partition) roundOutcome {
 	w := &p.round
 	w.skips.Prune(c.cfg.Clock.Now())
+	c.watch.prune(p.id, c.cfg.Clock.Now())
 	var out roundResult
 	if err := c.takeDispatchErr(p); err != nil {
 		out.failed = err // a dispatch of an earlier round failed: back off before the next
@@ -128,6 +129,7 @@ func (c *Coordinator) round(ctx context.Context, p *partition, w *roundState) ro
 			return out
 		}
 		reply, scannedAt = r, sentAt
+		c.watch.observe(partitionID, r.GetRefs(), r.GetLoggedTimeUnixMicros(), sentAt)
 		var passed bool
 		refs, passed = c.notSending(p, w.skips.Filter(reply.GetRefs(), scannedAt))
 		passedSending = passedSending || passed

@@ -11,6 +11,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/clock"
+	"github.com/orreryhq/orrery/grains/input"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -52,12 +53,15 @@ func TestRelativeInstant(t *testing.T) {
 // earliest due instant after every commit) is coalesced stuckHintDelay ahead; other due-now
 // hints queue the partition at once.
 func TestStuckHintIsDeferred(t *testing.T) {
-	b := setup(t, options{cfg: func(c *Config) { c.SafetyRescan = time.Hour }})
-	b.apply(0, configure(lane("stuck"), scheduleID(1), every(t0.Add(-time.Hour), time.Hour), time.Second))
+	limits := input.DefaultLimits()
+	limits.MaxLaneMessages = 1
+	b := setup(t, options{limits: limits, cfg: func(c *Config) { c.SafetyRescan = time.Hour }})
+	fillLane(b, lane("stuck"), 1)
+	b.apply(0, configure(lane("stuck"), scheduleID(1), every(t0.Add(-time.Hour), time.Hour), 0))
 	b.start(0)
 	s := b.c.Stats()
 	if s.RefsSkipped != 1 || !s.Partitions[0].TimerAt.Equal(t0.Add(time.Second)) {
-		t.Fatalf("stats %+v, want the expired ref on a 1 s backoff", s)
+		t.Fatalf("stats %+v, want the stuck ref on a 1 s backoff", s)
 	}
 	stuck := micros(t0.Add(-time.Hour))
 	b.clock.Advance(100 * time.Millisecond)

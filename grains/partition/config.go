@@ -42,6 +42,10 @@ type Config struct {
 	// OnNextDue receives the partition's earliest due instant after every apply that wrote an
 	// earlier one, and on activation. It must not block (the due coordinator's Notify).
 	OnNextDue func(*orreryv1.NextDueNotice)
+	// Liveness, when set, says what this silo's due coordinator reports of a due record of
+	// the partition (nil: neither late nor failing); a schedule inspection carries it. It must
+	// not block.
+	Liveness func(partition int, kind orreryv1.DueKind, lane *orreryv1.Lane, id string) *orreryv1.DueLiveness
 	// Failpoints arms crash boundaries (default: none).
 	Failpoints *Failpoints
 	// Registry, when set, tracks live activations for a graceful shutdown.

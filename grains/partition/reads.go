@@ -43,12 +43,15 @@ func (g *grain) answerRead(ctx actor.Context, r *confirmedRead) {
 }
 
 // inspect answers one inspection read from the engine, adding this silo's fields to a
-// partition status.
+// partition status and its due coordinator's report to a schedule inspection.
 func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 	if g.engine == nil {
 		return &orreryv1.InspectReply{Error: g.unavailable().Proto()}
 	}
 	reply := g.engine.Inspect(g.cfg.Clock.Now(), req)
+	if in := reply.GetInspection(); in != nil && g.cfg.Liveness != nil {
+		in.Liveness = g.cfg.Liveness(g.partition, orreryv1.DueKind_DUE_KIND_SCHEDULE, req.GetSchedule().GetLane(), req.GetSchedule().GetScheduleId())
+	}
 	if status := reply.GetPartition(); status != nil {
 		status.Silo = g.silo
 		status.CommandLimits = cluster.CommandLimits(g.cfg.Host.machines[g.partition].applier.Limits)

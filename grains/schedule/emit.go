@@ -1,6 +1,8 @@
 package schedule
 
 import (
+	"fmt"
+
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
@@ -28,8 +30,9 @@ func maxPassedPerEmit(lim input.Limits) uint32 {
 // Before passing anything it checks the generation's pinned cron evaluator and zone rules and
 // the clock anomaly guard: either failing suspends the schedule (a SUSPENDED ledger record,
 // the reason in the record and the result, no due entry) and the emit succeeds with nothing
-// enqueued. An occurrence whose TTL has already passed stops the emit there: if it is the
-// first thing the emit would do, the emit fails Expired without advancing.
+// enqueued. An occurrence whose TTL has already passed at the logged time is passed without a
+// message and recorded EXPIRED with the reason: logged time never goes back, so it could never
+// be enqueued, and leaving it due would stop the schedule for good.
 //
 // While ordinals a resume left to be passed PAUSED remain (see passPaused), an emit passes
 // only those, at most Limits.MaxPassedPerEmit, and skips the clock anomaly guard: it
@@ -203,8 +206,7 @@ func (e *emitter) run() error {
 				return err
 			}
 		}
-		stop, err := e.fire(u)
-		if err != nil || stop {
+		if err := e.fire(u); err != nil {
 			return err
 		}
 	}
@@ -260,27 +262,30 @@ func (e *emitter) origin(u unit) *orreryv1.OccurrenceOrigin {
 	return o
 }
 
-// fire passes a unit through the overlap policy: enqueue it, buffer it or skip it, then
-// record the instants it stands for and pass them all. stop is set when an expired
-// occurrence ends the emit before it.
-func (e *emitter) fire(u unit) (stop bool, err error) {
+// fire passes a unit through the overlap policy: enqueue it (or record it EXPIRED when its
+// TTL has passed), buffer it or skip it, then record the instants it stands for and pass them
+// all.
+func (e *emitter) fire(u unit) error {
 	origin := e.origin(u)
 	id := OccurrenceID(origin.GetScheduleId(), origin.GetGeneration(), u.ordinal)
 	outcome := orreryv1.LedgerOutcome_LEDGER_OUTCOME_ENQUEUED
+	reason := ""
 	free := true
 	if e.rec.GetDefinition().GetOverlap() != orreryv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED &&
 		e.rec.GetDefinition().GetOverlap() != orreryv1.OverlapPolicy_OVERLAP_POLICY_ALLOW_ALL {
+		var err error
 		if free, err = e.slotFree(); err != nil {
-			return false, err
+			return err
 		}
 	}
 	switch {
 	case free:
 		if err := e.enqueue(origin); err != nil {
-			if orrery.CodeOf(err) == orrery.CodeExpired && e.changed {
-				return true, nil // emit what precedes the expired occurrence; the next emit reports it
+			if orrery.CodeOf(err) != orrery.CodeExpired {
+				return err
 			}
-			return false, err
+			outcome, id, reason = orreryv1.LedgerOutcome_LEDGER_OUTCOME_EXPIRED, "", expiredReason(e.rec, u.nominal, e.now)
+			e.passed++
 		}
 	case e.rec.GetDefinition().GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE && e.rec.GetBuffered() == nil:
 		outcome = orreryv1.LedgerOutcome_LEDGER_OUTCOME_BUFFERED
@@ -293,19 +298,31 @@ func (e *emitter) fire(u unit) (stop bool, err error) {
 	e.changed = true
 	lane := e.rec.GetDefinition().GetLane()
 	entry := ledgerEntry(e.rec, u.ordinal, u.nominal, outcome)
-	entry.MessageId = id
+	entry.MessageId, entry.Reason = id, reason
 	// Every ordinal fire records is passed here for the first time.
 	if err := writeFreshLedger(e.v, lane, entry, e.now); err != nil {
-		return false, err
+		return err
 	}
 	for _, c := range u.coalesced {
 		member := ledgerEntry(e.rec, c.ordinal, c.nominal, orreryv1.LedgerOutcome_LEDGER_OUTCOME_COALESCED_INTO)
 		member.CoalescedIntoOrdinal = u.ordinal
 		member.MessageId = OccurrenceID(origin.GetScheduleId(), origin.GetGeneration(), u.ordinal)
+		if outcome == orreryv1.LedgerOutcome_LEDGER_OUTCOME_EXPIRED {
+			// The occurrence that stands for it expired, and so (being earlier) did it.
+			member.Outcome, member.CoalescedIntoOrdinal, member.MessageId = outcome, 0, ""
+			member.Reason = expiredReason(e.rec, c.nominal, e.now)
+		}
 		if err := writeFreshLedger(e.v, lane, member, e.now); err != nil {
-			return false, err
+			return err
 		}
 		e.passed++
 	}
-	return false, e.series.pass(u.ordinal, u.nominal)
+	return e.series.pass(u.ordinal, u.nominal)
+}
+
+// expiredReason says why the occurrence due at nominal was passed EXPIRED at logged time now.
+func expiredReason(rec *orreryv1.ScheduleRecord, nominalMicros, loggedNowMicros int64) string {
+	ttl := rec.GetDefinition().GetTemplate().GetTimeToLiveMicros()
+	return fmt.Sprintf("time to live passed: due at %s with a time to live of %s, passed at logged time %s",
+		instant(nominalMicros), duration(ttl), instant(loggedNowMicros))
 }

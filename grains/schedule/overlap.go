@@ -81,6 +81,7 @@ func (e *emitter) flushBuffered() error {
 	switch {
 	case orrery.CodeOf(err) == orrery.CodeExpired:
 		entry.Outcome = orreryv1.LedgerOutcome_LEDGER_OUTCOME_EXPIRED
+		entry.Reason = expiredReason(e.rec, buffered.GetNominalDueAtUnixMicros(), e.now)
 		e.passed++
 		e.changed = true
 	case err != nil:

@@ -228,27 +228,64 @@ func TestEveryEndsAtYear9999(t *testing.T) {
 	wantDue(t, v, 0, 0)
 }
 
-func TestTTLAlreadyExpiredFailsEmitWithoutAdvancing(t *testing.T) {
+func TestTTLAlreadyExpiredIsPassedWithALedgerReason(t *testing.T) {
 	v := kv.NewMemory()
 	def := definition(every(t0, hour))
 	def.Template.TimeToLiveMicros = 10 * 60 * sec
 	configure(t, v, def, 0, t0)
-	before := v.Clone()
-	_, err := emit(v, 1, 32, t0+11*60*sec) // ordinal 0 expired at t0+10min
-	wantCode(t, err, orrery.ErrExpired, "definition.template.time_to_live_micros")
-	if !v.Equal(before) {
-		t.Fatal("an expired emit wrote")
-	}
-	if rec := mustLoad(t, v); rec.GetNextOrdinal() != 0 {
-		t.Fatalf("watermark advanced to %d", rec.GetNextOrdinal())
-	}
-	// Within its TTL it emits with an expiry relative to the due time.
+	// Within its TTL an occurrence emits with an expiry relative to its due time.
 	res, err := emit(v, 1, 1, t0+9*60*sec)
 	if err != nil || len(res.GetEnqueuedIds()) != 1 {
 		t.Fatalf("emit within TTL: %v %v", res, err)
 	}
 	if m := messages(t, v)[res.GetEnqueuedIds()[0]]; m.GetExpiresAtUnixMicros() != t0+10*60*sec {
 		t.Fatalf("expires at %d", m.GetExpiresAtUnixMicros())
+	}
+	// Ordinal 1 (due t0+1h) expired at t0+1h10m; ordinal 2 (t0+2h) is still within its TTL.
+	res, err = emit(v, 1, 32, t0+2*hour+5*60*sec)
+	if err != nil {
+		t.Fatalf("emit past a TTL: %v", err)
+	}
+	if len(res.GetEnqueuedIds()) != 1 || res.GetEnqueuedIds()[0] != OccurrenceID(scheduleID, 1, 2) || res.GetPassedWithoutMessage() != 1 {
+		t.Fatalf("emit past a TTL enqueued %v, passed %d without a message", res.GetEnqueuedIds(), res.GetPassedWithoutMessage())
+	}
+	if rec := mustLoad(t, v); rec.GetNextOrdinal() != 3 {
+		t.Fatalf("watermark at %d, want 3: an expired occurrence must not stop the schedule", rec.GetNextOrdinal())
+	}
+	var expired *orreryv1.LedgerRecord
+	for _, e := range ledgerOf(t, v) {
+		if e.GetOrdinal() == 1 {
+			expired = e
+		}
+	}
+	if expired.GetOutcome() != outExpired || expired.GetRecordedAtUnixMicros() != t0+2*hour+5*60*sec || expired.GetMessageId() != "" ||
+		!strings.Contains(expired.GetReason(), "time to live passed") || !strings.Contains(expired.GetReason(), "10m0s") {
+		t.Fatalf("ledger of the expired ordinal: %v", expired)
+	}
+	if _, found := messages(t, v)[OccurrenceID(scheduleID, 1, 1)]; found {
+		t.Fatal("the expired occurrence was enqueued")
+	}
+}
+
+func TestTTLExpiredUnderCoalesceRecordsEveryMember(t *testing.T) {
+	v := kv.NewMemory()
+	def := definition(every(t0, hour))
+	def.Misfire = orreryv1.MisfirePolicy_MISFIRE_POLICY_COALESCE
+	def.Template.TimeToLiveMicros = 10 * 60 * sec
+	configure(t, v, def, 0, t0)
+	res, err := emit(v, 1, 32, t0+2*hour+30*60*sec) // ordinals 0..2 all expired
+	if err != nil || len(res.GetEnqueuedIds()) != 0 || res.GetPassedWithoutMessage() != 3 {
+		t.Fatalf("coalesced expired emit: %v %v", res, err)
+	}
+	for ordinal, outcome := range outcomesOf(t, v, 1) {
+		if outcome != outExpired {
+			t.Fatalf("ordinal %d recorded %v, want EXPIRED", ordinal, outcome)
+		}
+	}
+	for _, e := range ledgerOf(t, v) {
+		if e.GetReason() == "" || e.GetMessageId() != "" {
+			t.Fatalf("expired member without a reason or with a message: %v", e)
+		}
 	}
 }
 

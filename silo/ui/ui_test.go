@@ -16,6 +16,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/grants"
+	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/silo"
 )
 
@@ -32,12 +33,16 @@ const testToken = "ui-test-token"
 
 // startSilo starts a one-silo cluster on free loopback ports in a temp data dir, with the admin
 // token testToken, waits until it is ready and stops it in t.Cleanup.
-func startSilo(t *testing.T) *silo.Silo {
+func startSilo(t *testing.T, mutate ...func(*silo.Config)) *silo.Silo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := silo.Start(ctx, silo.Config{DataDir: t.TempDir(), Admin: "127.0.0.1:0", Partitions: 4, Logger: quiet, InsecureDev: true,
-		AdminTokens: []silo.AdminToken{silo.NewAdminToken(testToken, "ui-operator")}, Grants: []*orreryv1.PutGrant{grants.Everything("ui-operator")}})
+	cfg := silo.Config{DataDir: t.TempDir(), Admin: "127.0.0.1:0", Partitions: 4, Logger: quiet, InsecureDev: true,
+		AdminTokens: []silo.AdminToken{silo.NewAdminToken(testToken, "ui-operator")}, Grants: []*orreryv1.PutGrant{grants.Everything("ui-operator")}}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	s, err := silo.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start silo: %v", err)
 	}
@@ -148,6 +153,35 @@ func TestUIPausesASchedule(t *testing.T) {
 
 	b.click(row + " button.resume")
 	b.poll("the schedule resumed through the client", func() (bool, error) { return !paused(), nil })
+}
+
+// TestUIShowsAFailingSchedule: a schedule whose lane is full keeps failing; its row shows the
+// due coordinator's "failing" badge with the reason.
+func TestUIShowsAFailingSchedule(t *testing.T) {
+	b := startBrowser(t)
+	limits := input.DefaultLimits()
+	limits.MaxLaneMessages = 1
+	s := startSilo(t, func(c *silo.Config) { c.Limits = limits })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lane := &orreryv1.Lane{Namespace: "ui-watch", Queue: "jobs", Key: "full"}
+	if _, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "filler", PayloadJson: `{}`}); err != nil {
+		t.Fatal(err)
+	}
+	def := client.NamedSchedule(lane, "stuck", client.Every(time.Hour, time.Now()), `{}`)
+	if _, err := s.Client().ConfigureSchedule(ctx, def, 0); err != nil {
+		t.Fatal(err)
+	}
+	b.open("http://" + s.AdminAddress() + "/")
+	b.typeInto("#token", testToken)
+	b.click("#token-form button[type=submit]")
+	b.typeInto("#namespace", lane.GetNamespace())
+	row := `tr[data-schedule-id="` + def.GetScheduleId() + `"]`
+	b.poll("the failing badge", func() (bool, error) {
+		b.click("#load")
+		return strings.Contains(b.textOf(row+" .badge.liveness-failing"), "failing") &&
+			strings.Contains(b.textOf(row+" .liveness-reason"), "lane"), nil
+	})
 }
 
 // TestAdminServesTheUI: / redirects to /ui/, which serves the page and its script and style.

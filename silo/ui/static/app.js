@@ -138,6 +138,15 @@ function lateness(rec) {
   return ms > lateAfterMillis ? ms : null;
 }
 
+// livenessBadge shows what the due coordinator reports of a schedule: "late" or "failing",
+// the reason on hover and below; nothing when it reports nothing.
+function livenessBadge(l) {
+  if (!l) return null;
+  return el('div', { className: 'liveness' },
+    el('span', { className: `badge liveness-${l.state}`, title: l.reason }, l.state),
+    el('div', { className: 'muted liveness-reason' }, l.reason));
+}
+
 async function loadSchedules() {
   if (!ui.namespace) return;
   const q = new URLSearchParams({ max: '50' });
@@ -184,7 +193,8 @@ function renderSchedules() {
         s.inspection && s.inspection.suspended_reason ? el('div', { className: 'muted' }, s.inspection.suspended_reason) : null),
       el('td', {}, specText(def.spec)),
       el('td', { className: 'next-fire' }, when(micros(rec.next_due_at_unix_micros), 'due')),
-      el('td', { className: late == null ? 'lateness' : 'lateness late' }, late == null ? (state === 'active' ? 'on time' : '—') : `late by ${duration(late)}`),
+      el('td', { className: late == null ? 'lateness' : 'lateness late' }, late == null ? (state === 'active' ? 'on time' : '—') : `late by ${duration(late)}`,
+        livenessBadge(s.inspection && s.inspection.liveness)),
       el('td', { className: 'last-outcome' }, last
         ? [el('span', { className: `outcome ${outcomeName(last.outcome).replace(/ /g, '-')}` }, outcomeName(last.outcome)), ' ',
           when(micros(last.nominal_due_at_unix_micros))]
