@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // PartitionTable is a silo's GET /v1/partitions answer.
@@ -86,4 +87,51 @@ func ReadPartitions(ctx context.Context, address string) (*PartitionTable, error
 		return nil, fmt.Errorf("GET %s/v1/partitions: %w", address, err)
 	}
 	return &table, nil
+}
+
+// ReadMetric reads GET /metrics from the admin endpoint at address and returns the value of
+// the sample of series name whose labels include every label of match ("key": "value"), and
+// whether there is one.
+func ReadMetric(ctx context.Context, address, name string, match map[string]string) (float64, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/metrics", nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, false, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, false, fmt.Errorf("GET %s/metrics: %s: %s", address, resp.Status, body)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		metric, labels, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
+		if metric != name {
+			continue
+		}
+		matched := true
+		for k, v := range match {
+			if !strings.Contains(","+labels+",", ","+k+`="`+v+`",`) {
+				matched = false
+			}
+		}
+		if !matched {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("GET %s/metrics: %s: %w", address, line, err)
+		}
+		return f, true, nil
+	}
+	return 0, false, nil
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ func waitFlowing(t *testing.T, k *ticks, partitions int, since time.Time, within
 // TestClusterKillTheLeader: three silos, Every-1s schedules on every partition and a worker
 // consuming them; the silo leading a busy partition is SIGKILLed and restarted on its data
 // directory, several times. Each kill is followed within a bound by the next enqueue of an
-// occurrence on that partition (under a new leader), and at the end no occurrence id was
+// occurrence on that partition (under a new leader), the new leader's /metrics shows it leading
+// and the survivors' leader-transition counters move, and at the end no occurrence id was
 // enqueued twice and no schedule has a gap.
 func TestClusterKillTheLeader(t *testing.T) {
 	kills := 2
@@ -50,6 +52,21 @@ func TestClusterKillTheLeader(t *testing.T) {
 			_, ok := k.log.firstEnqueueAfter(partition, time.Now().Add(-2*time.Second))
 			return ok
 		})
+		transitions := func() float64 {
+			sum := 0.0
+			for i, p := range cl.Silos {
+				if i == leader {
+					continue
+				}
+				v, _, err := ReadMetric(ctx, p.AdminAddress(), "orrery_partition_leader_transitions_total", map[string]string{"partition": fmt.Sprint(partition)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sum += v
+			}
+			return sum
+		}
+		before := transitions()
 		cl.Silos[leader].Kill()
 		killed := time.Now()
 		var next time.Time
@@ -60,6 +77,15 @@ func TestClusterKillTheLeader(t *testing.T) {
 		})
 		latencies = append(latencies, next.Sub(killed))
 		newLeader, _ := cl.LeaderOf(ctx, partition)
+		// The new leader's /metrics says so, and the survivors count the change.
+		waitFor(t, "the leader change on the survivors' /metrics", 30*time.Second, func() bool {
+			now, err := cl.LeaderOf(ctx, partition)
+			if err != nil || now == leader {
+				return false
+			}
+			leads, _, err := ReadMetric(ctx, cl.Silos[now].AdminAddress(), "orrery_partition_leader", map[string]string{"partition": fmt.Sprint(partition)})
+			return err == nil && leads == 1 && transitions() > before
+		})
 		t.Logf("kill %d: silo %d led partition %d; next enqueue there %v after the kill (now led by silo %d)",
 			round+1, leader, partition, next.Sub(killed).Round(time.Millisecond), newLeader)
 		cl.Restart(t, leader)
