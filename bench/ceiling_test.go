@@ -51,7 +51,7 @@ func (v *recordingView) Delete(key []byte) error {
 // builds the due command a coordinator would send from its due index, and applies it,
 // recording its entry and writes.
 func recordDueCommand(b *testing.B) dueCommand {
-	store := kv.NewMemory()
+	store := benchStore(b)
 	a := batch.Applier{Limits: input.DefaultLimits()}
 	now := time.Now()
 	var configure []*orreryv1.Mutation

@@ -17,6 +17,9 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/grains/duecoordinator"
+	"github.com/orreryhq/orrery/grains/grants"
+	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/route"
 	"github.com/orreryhq/orrery/silo"
 )
@@ -242,4 +245,14 @@ func (h *handlerTimes) record(m *client.Message) {
 		seen := h.handled[key]
 		h.handled[key] = handledOccurrence{deliveries: seen.deliveries + 1, dueUnixMicro: occurrence.GetNominalDueAtUnixMicros()}
 	}
+}
+
+// benchStore is an empty in-memory partition in which the principal "bench" holds every
+// capability, as the due coordinator's principal would grant it.
+func benchStore(b *testing.B) *kv.Memory {
+	store := kv.NewMemory()
+	if err := grants.ApplyPut(store, duecoordinator.DefaultPrincipal, grants.Everything("bench")); err != nil {
+		b.Fatal(err)
+	}
+	return store
 }

@@ -10,6 +10,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
@@ -29,7 +30,7 @@ type writeSet struct {
 // occurrenceWriteSet applies EmitOccurrences of 32 occurrences to 64 schedules on an
 // in-memory partition and counts the writes per occurrence.
 func occurrenceWriteSet(b *testing.B) writeSet {
-	store := kv.NewMemory()
+	store := benchStore(b)
 	a := batch.Applier{Limits: input.DefaultLimits()}
 	now := time.Now()
 	var configure, emit []*orreryv1.Mutation
@@ -45,7 +46,7 @@ func occurrenceWriteSet(b *testing.B) writeSet {
 		b.Fatal(err)
 	}
 	writes := &countingView{View: store}
-	out, err := a.ApplyBatch(writes, "bench", &orreryv1.Batch{CommandId: "emit", Mutations: emit[:16]}, now.UnixMicro()+1)
+	out, err := a.ApplyBatch(writes, duecoordinator.DefaultPrincipal, &orreryv1.Batch{CommandId: "emit", Mutations: emit[:16]}, now.UnixMicro()+1)
 	if err != nil {
 		b.Fatal(err)
 	}
