@@ -43,6 +43,8 @@ import (
 //	                                                    active, paused, suspended, cancelled, completed)
 //	GET /v1/sagas/{namespace}?queue=&phase=&after=&max= a page of a namespace's sagas (phase:
 //	                                                    waiting, completed, cancelled, timed_out)
+//	GET /v1/audit?since=&from=&to=&after=&max=          a page of the audit log, oldest first
+//	                                                    (PolicyAdmin on "*"; since: a duration)
 //	POST /v1/schedules/{namespace}/{queue}/{key}/{id}/pause|resume|trigger
 //	                                                    pause, resume or trigger a schedule at
 //	                                                    whatever revision it is: its result
@@ -87,6 +89,7 @@ func (s *Silo) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/schedules/{namespace}", s.listSchedules)
 	mux.HandleFunc("GET /v1/sagas/{namespace}", s.listSagas)
+	mux.HandleFunc("GET /v1/audit", s.auditLog)
 	for _, action := range scheduleActions {
 		mux.HandleFunc("POST /v1/schedules/{namespace}/{queue}/{key}/{id}/"+action, s.scheduleAction(action))
 	}

@@ -49,6 +49,7 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 		return &orreryv1.InspectReply{Error: g.unavailable().Proto()}
 	}
 	reply := g.engine.Inspect(g.cfg.Clock.Now(), req)
+	g.cfg.Host.inspectDenied(g.partition, req, reply)
 	if status := reply.GetPartition(); status != nil {
 		status.Silo = g.silo
 		status.CommandLimits = cluster.CommandLimits(g.cfg.Host.machines[g.partition].applier.Limits)
