@@ -1349,7 +1349,8 @@ type AuditRecord struct {
 	// Where the mutation acts (empty for a grant change).
 	Namespace string `protobuf:"bytes,8,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Queue     string `protobuf:"bytes,9,opt,name=queue,proto3" json:"queue,omitempty"`
-	// A grant change: whose grant, and its rules before and after (audit.SummarizeRules).
+	// A grant change: whose grant (also on a denied one), and its rules before and after
+	// (audit.SummarizeRules).
 	TargetPrincipal string `protobuf:"bytes,10,opt,name=target_principal,json=targetPrincipal,proto3" json:"target_principal,omitempty"`
 	OldRules        string `protobuf:"bytes,11,opt,name=old_rules,json=oldRules,proto3" json:"old_rules,omitempty"`
 	NewRules        string `protobuf:"bytes,12,opt,name=new_rules,json=newRules,proto3" json:"new_rules,omitempty"`

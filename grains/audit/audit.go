@@ -21,14 +21,16 @@ type Trail struct {
 }
 
 // Denied records that mutation m (its kind's field name, at index in the batch) was denied
-// with e, an Unauthorized error; other errors are not recorded.
+// with e, an Unauthorized error; other errors are not recorded. A denied grant change names
+// its target principal.
 func (t *Trail) Denied(index int, kind string, m *orreryv1.Mutation, e *orrery.Error) {
 	if e == nil || e.Code != orrery.CodeUnauthorized {
 		return
 	}
 	namespace, queue := where(m)
 	t.records = append(t.records, &orreryv1.AuditRecord{Kind: orreryv1.AuditKind_AUDIT_KIND_DENIED,
-		Mutation: kind, MutationIndex: uint32(index), Namespace: namespace, Queue: queue, Message: e.Message})
+		Mutation: kind, MutationIndex: uint32(index), Namespace: namespace, Queue: queue, Message: e.Message,
+		TargetPrincipal: m.GetPutGrant().GetPrincipal() + m.GetDeleteGrant().GetPrincipal()})
 }
 
 // GrantChanged records that mutation m at index (a PutGrant or a DeleteGrant) applied, over

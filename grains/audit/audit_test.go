@@ -86,11 +86,13 @@ func TestWriteOfARolledBackCommandKeepsOnlyDenials(t *testing.T) {
 	put := &orreryv1.Mutation{Kind: &orreryv1.Mutation_PutGrant{PutGrant: &orreryv1.PutGrant{Principal: "dave"}}}
 	trail.GrantChanged(0, "put_grant", put, nil)
 	trail.Denied(1, "receive", &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme"}}}, orrery.Errorf(orrery.CodeUnauthorized, "no"))
+	trail.Denied(2, "delete_grant", &orreryv1.Mutation{Kind: &orreryv1.Mutation_DeleteGrant{DeleteGrant: &orreryv1.DeleteGrant{Principal: "erin"}}}, orrery.Errorf(orrery.CodeUnauthorized, "no"))
 	if err := trail.Write(v, "carol", "c1", 5, false); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err := Read(v, &orreryv1.ReadAudit{})
-	if err != nil || len(got) != 1 || got[0].GetKind() != orreryv1.AuditKind_AUDIT_KIND_DENIED || got[0].GetSequence() != 0 {
+	if err != nil || len(got) != 2 || got[0].GetKind() != orreryv1.AuditKind_AUDIT_KIND_DENIED || got[0].GetSequence() != 0 ||
+		got[0].GetNamespace() != "acme" || got[1].GetSequence() != 1 || got[1].GetTargetPrincipal() != "erin" {
 		t.Fatalf("a rolled-back command's log: %v (%v)", got, err)
 	}
 }
