@@ -44,6 +44,8 @@ import (
 //	                                                    active, paused, suspended, cancelled, completed)
 //	GET /v1/sagas/{namespace}?queue=&phase=&after=&max= a page of a namespace's sagas (phase:
 //	                                                    waiting, completed, cancelled, timed_out)
+//	GET /v1/audit?since=&from=&to=&after=&max=          a page of the audit log, oldest first
+//	                                                    (PolicyAdmin on "*"; since: a duration)
 //	POST /v1/schedules/{namespace}/{queue}/{key}/{id}/pause|resume|trigger
 //	                                                    pause, resume or trigger a schedule at
 //	                                                    whatever revision it is: its result
@@ -88,6 +90,7 @@ func (s *Silo) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/schedules/{namespace}", s.listSchedules)
 	mux.HandleFunc("GET /v1/sagas/{namespace}", s.listSagas)
+	mux.HandleFunc("GET /v1/audit", s.auditLog)
 	for _, action := range scheduleActions {
 		mux.HandleFunc("POST /v1/schedules/{namespace}/{queue}/{key}/{id}/"+action, s.scheduleAction(action))
 	}
@@ -189,22 +192,30 @@ func positiveMax(query url.Values, def int) (int, error) {
 	return n, nil
 }
 
-// ledgerQuery reads a ledger page's from and to (RFC 3339 instants), max and after.
-func ledgerQuery(query url.Values) (client.LedgerQuery, error) {
-	var q client.LedgerQuery
+// timeBounds reads the from and to query parameters, RFC 3339 instants (zero when absent).
+func timeBounds(query url.Values) (from, to time.Time, err error) {
 	for _, bound := range []struct {
 		name string
 		at   *time.Time
-	}{{"from", &q.From}, {"to", &q.To}} {
+	}{{"from", &from}, {"to", &to}} {
 		if v := query.Get(bound.name); v != "" {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				return client.LedgerQuery{}, orrery.Invalid(bound.name, "must be an RFC 3339 instant, got %q", v)
+				return time.Time{}, time.Time{}, orrery.Invalid(bound.name, "must be an RFC 3339 instant, got %q", v)
 			}
 			*bound.at = t
 		}
 	}
+	return from, to, nil
+}
+
+// ledgerQuery reads a ledger page's from and to (RFC 3339 instants), max and after.
+func ledgerQuery(query url.Values) (client.LedgerQuery, error) {
+	var q client.LedgerQuery
 	var err error
+	if q.From, q.To, err = timeBounds(query); err != nil {
+		return client.LedgerQuery{}, err
+	}
 	if q.MaxRecords, err = positiveMax(query, 0); err != nil {
 		return client.LedgerQuery{}, err
 	}

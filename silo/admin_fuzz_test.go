@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -19,6 +20,7 @@ func FuzzAdminRequest(f *testing.F) {
 	f.Add("from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00.5Z&max=3", "bearer  viewer-token ")
 	f.Add("phase=waiting&after=%zz", "Basic b3BzOm9wcw==")
 	f.Add("max=-1&max=2", "Bearer")
+	f.Add("since=24h&max=5", "Bearer ops-token")
 	f.Add("", "")
 	tokens := map[string]string{"ops-token": "ops", "viewer-token": "viewer"}
 	s := &Silo{}
@@ -62,6 +64,11 @@ func FuzzAdminRequest(f *testing.F) {
 		validation(t, err, "from", "to", "max", "after")
 		if err == nil && q.MaxRecords < 0 {
 			t.Fatalf("query %q: ledger max %d", rawQuery, q.MaxRecords)
+		}
+		a, err := auditQuery(query, time.Unix(1767225600, 0))
+		validation(t, err, "since", "from", "to", "max", "after")
+		if err == nil && (a.MaxRecords < 0 || a.MaxRecords > client.MaxListMax) {
+			t.Fatalf("query %q: audit max %d", rawQuery, a.MaxRecords)
 		}
 		n, err := positiveMax(query, 100)
 		validation(t, err, "max")

@@ -151,7 +151,8 @@ func publicAdminRoute(r *http.Request) bool {
 // route but the public ones (publicAdminRoute), /metrics included, and serves the request as
 // the token's principal. In InsecureDev without AdminTokens a request without a token acts as
 // client.DefaultPrincipal. A request that is refused gets 401 with a WWW-Authenticate challenge
-// and a JSON error naming the problem.
+// and a JSON error naming the problem. Every 401, and every 403 a handler answers, is a denial
+// on the silo's audit logger (deniedReads).
 func (s *Silo) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if publicAdminRoute(r) {
@@ -165,10 +166,15 @@ func (s *Silo) authenticate(next http.Handler) http.Handler {
 				challenge += `, error="invalid_token"`
 			}
 			w.Header().Set("WWW-Authenticate", challenge)
+			s.denied.record(denialAdmin, "", r.Method+" "+r.URL.Path, problem)
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{"code": "UNAUTHENTICATED", "message": problem, "field": "authorization"}})
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, principal)))
+		recorder := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(recorder, r.WithContext(context.WithValue(r.Context(), principalKey{}, principal)))
+		if recorder.status == http.StatusForbidden {
+			s.denied.record(denialAdmin, principal, r.Method+" "+r.URL.Path, "403 Forbidden")
+		}
 	})
 }
 

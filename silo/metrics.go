@@ -94,6 +94,7 @@ func newSiloMetrics(s *Silo) *siloMetrics {
 			Buckets: latenessSecondsBuckets,
 		}),
 	}
+	reg.MustRegister(s.denied.count)
 	enqueued := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "orrery_partition_occurrences_enqueued_total",
 		Help: "Occurrences due commands enqueued on the partition while this silo led it.",

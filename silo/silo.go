@@ -46,6 +46,8 @@ type Silo struct {
 	registry  *partition.Registry
 	admin     *http.Server
 	adminAddr string
+	// denied logs and counts the denials outside apply.
+	denied *deniedReads
 
 	// ownedMu guards owned and members, the partitions this silo leads and the actor
 	// addresses of the topology's members, as of trackOwnership's last look.
@@ -96,7 +98,10 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the partitions in %s: %w", cfg.DataDir, err)
 	}
-	s := &Silo{cfg: cfg, host: host, registry: partition.NewRegistry(), stopped: make(chan struct{})}
+	s := &Silo{cfg: cfg, host: host, registry: partition.NewRegistry(), stopped: make(chan struct{}), denied: newDeniedReads(cfg.Logger)}
+	host.ObserveInspectDenials(func(_ int, principal, target, message string) {
+		s.denied.record(denialInspect, principal, target, message)
+	})
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 

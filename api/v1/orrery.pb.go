@@ -3627,8 +3627,10 @@ type HousekeepResult struct {
 	// Schedule and saga records stored before the listing index existed that this Housekeep
 	// indexed (ListIndexProgress).
 	IndexRecordsBuilt uint32 `protobuf:"varint,5,opt,name=index_records_built,json=indexRecordsBuilt,proto3" json:"index_records_built,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Audit records past input.Limits.AuditRetentionMicros removed.
+	AuditRecordsRemoved uint32 `protobuf:"varint,6,opt,name=audit_records_removed,json=auditRecordsRemoved,proto3" json:"audit_records_removed,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *HousekeepResult) Reset() {
@@ -3692,6 +3694,13 @@ func (x *HousekeepResult) GetLedgerRecordsRemoved() uint32 {
 func (x *HousekeepResult) GetIndexRecordsBuilt() uint32 {
 	if x != nil {
 		return x.IndexRecordsBuilt
+	}
+	return 0
+}
+
+func (x *HousekeepResult) GetAuditRecordsRemoved() uint32 {
+	if x != nil {
+		return x.AuditRecordsRemoved
 	}
 	return 0
 }
@@ -4252,13 +4261,14 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x04more\x18\x02 \x01(\bR\x04more\"T\n" +
 	"\vLeaseResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
-	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\xe5\x01\n" +
+	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\x99\x02\n" +
 	"\x0fHousekeepResult\x12)\n" +
 	"\x10receipts_removed\x18\x01 \x01(\rR\x0freceiptsRemoved\x12-\n" +
 	"\x12tombstones_removed\x18\x02 \x01(\rR\x11tombstonesRemoved\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x124\n" +
 	"\x16ledger_records_removed\x18\x04 \x01(\rR\x14ledgerRecordsRemoved\x12.\n" +
-	"\x13index_records_built\x18\x05 \x01(\rR\x11indexRecordsBuilt\"`\n" +
+	"\x13index_records_built\x18\x05 \x01(\rR\x11indexRecordsBuilt\x122\n" +
+	"\x15audit_records_removed\x18\x06 \x01(\rR\x13auditRecordsRemoved\"`\n" +
 	"\rRedriveResult\x12!\n" +
 	"\fredriven_ids\x18\x01 \x03(\tR\vredrivenIds\x12\x18\n" +
 	"\askipped\x18\x02 \x01(\rR\askipped\x12\x12\n" +

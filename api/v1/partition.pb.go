@@ -406,6 +406,7 @@ type InspectRequest struct {
 	//	*InspectRequest_ListSagas
 	//	*InspectRequest_Queue
 	//	*InspectRequest_ListQueues
+	//	*InspectRequest_Audit
 	Target        isInspectRequest_Target `protobuf_oneof:"target"`
 	Principal     string                  `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -530,6 +531,15 @@ func (x *InspectRequest) GetListQueues() *ListQueues {
 	return nil
 }
 
+func (x *InspectRequest) GetAudit() *ReadAudit {
+	if x != nil {
+		if x, ok := x.Target.(*InspectRequest_Audit); ok {
+			return x.Audit
+		}
+	}
+	return nil
+}
+
 func (x *InspectRequest) GetPrincipal() string {
 	if x != nil {
 		return x.Principal
@@ -577,6 +587,10 @@ type InspectRequest_ListQueues struct {
 	ListQueues *ListQueues `protobuf:"bytes,10,opt,name=list_queues,json=listQueues,proto3,oneof"`
 }
 
+type InspectRequest_Audit struct {
+	Audit *ReadAudit `protobuf:"bytes,11,opt,name=audit,proto3,oneof"`
+}
+
 func (*InspectRequest_Schedule) isInspectRequest_Target() {}
 
 func (*InspectRequest_Saga) isInspectRequest_Target() {}
@@ -594,6 +608,81 @@ func (*InspectRequest_ListSagas) isInspectRequest_Target() {}
 func (*InspectRequest_Queue) isInspectRequest_Target() {}
 
 func (*InspectRequest_ListQueues) isInspectRequest_Target() {}
+
+func (*InspectRequest_Audit) isInspectRequest_Target() {}
+
+// ReadAudit reads a partition's audit log (AuditRecord) oldest first, for logged times in
+// [from, to] (both inclusive; zero to means no upper bound). Only a principal holding
+// PolicyAdmin on "*" may.
+type ReadAudit struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	FromUnixMicros int64                  `protobuf:"varint,1,opt,name=from_unix_micros,json=fromUnixMicros,proto3" json:"from_unix_micros,omitempty"`
+	ToUnixMicros   int64                  `protobuf:"varint,2,opt,name=to_unix_micros,json=toUnixMicros,proto3" json:"to_unix_micros,omitempty"`
+	// Zero means 100; at most 1000.
+	MaxRecords uint32 `protobuf:"varint,3,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	// Resumes a previous read: its reply's list_continuation.
+	After         []byte `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadAudit) Reset() {
+	*x = ReadAudit{}
+	mi := &file_api_v1_partition_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadAudit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadAudit) ProtoMessage() {}
+
+func (x *ReadAudit) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadAudit.ProtoReflect.Descriptor instead.
+func (*ReadAudit) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReadAudit) GetFromUnixMicros() int64 {
+	if x != nil {
+		return x.FromUnixMicros
+	}
+	return 0
+}
+
+func (x *ReadAudit) GetToUnixMicros() int64 {
+	if x != nil {
+		return x.ToUnixMicros
+	}
+	return 0
+}
+
+func (x *ReadAudit) GetMaxRecords() uint32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
+func (x *ReadAudit) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
 
 // ListSchedules pages through one partition's schedules of a namespace in (queue, key, id)
 // order (keys are length-prefixed: shorter first, then byte order), optionally only those of
@@ -616,7 +705,7 @@ type ListSchedules struct {
 
 func (x *ListSchedules) Reset() {
 	*x = ListSchedules{}
-	mi := &file_api_v1_partition_proto_msgTypes[6]
+	mi := &file_api_v1_partition_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +717,7 @@ func (x *ListSchedules) String() string {
 func (*ListSchedules) ProtoMessage() {}
 
 func (x *ListSchedules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[6]
+	mi := &file_api_v1_partition_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +730,7 @@ func (x *ListSchedules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedules.ProtoReflect.Descriptor instead.
 func (*ListSchedules) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{6}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListSchedules) GetNamespace() string {
@@ -694,7 +783,7 @@ type ListSagas struct {
 
 func (x *ListSagas) Reset() {
 	*x = ListSagas{}
-	mi := &file_api_v1_partition_proto_msgTypes[7]
+	mi := &file_api_v1_partition_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +795,7 @@ func (x *ListSagas) String() string {
 func (*ListSagas) ProtoMessage() {}
 
 func (x *ListSagas) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[7]
+	mi := &file_api_v1_partition_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +808,7 @@ func (x *ListSagas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSagas.ProtoReflect.Descriptor instead.
 func (*ListSagas) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{7}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListSagas) GetNamespace() string {
@@ -768,7 +857,7 @@ type ListedSchedule struct {
 
 func (x *ListedSchedule) Reset() {
 	*x = ListedSchedule{}
-	mi := &file_api_v1_partition_proto_msgTypes[8]
+	mi := &file_api_v1_partition_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +869,7 @@ func (x *ListedSchedule) String() string {
 func (*ListedSchedule) ProtoMessage() {}
 
 func (x *ListedSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[8]
+	mi := &file_api_v1_partition_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +882,7 @@ func (x *ListedSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListedSchedule.ProtoReflect.Descriptor instead.
 func (*ListedSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{8}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListedSchedule) GetRecord() *ScheduleRecord {
@@ -827,7 +916,7 @@ type InspectLedger struct {
 
 func (x *InspectLedger) Reset() {
 	*x = InspectLedger{}
-	mi := &file_api_v1_partition_proto_msgTypes[9]
+	mi := &file_api_v1_partition_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +928,7 @@ func (x *InspectLedger) String() string {
 func (*InspectLedger) ProtoMessage() {}
 
 func (x *InspectLedger) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[9]
+	mi := &file_api_v1_partition_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +941,7 @@ func (x *InspectLedger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectLedger.ProtoReflect.Descriptor instead.
 func (*InspectLedger) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InspectLedger) GetLane() *Lane {
@@ -908,7 +997,7 @@ type InspectSchedule struct {
 
 func (x *InspectSchedule) Reset() {
 	*x = InspectSchedule{}
-	mi := &file_api_v1_partition_proto_msgTypes[10]
+	mi := &file_api_v1_partition_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1009,7 @@ func (x *InspectSchedule) String() string {
 func (*InspectSchedule) ProtoMessage() {}
 
 func (x *InspectSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[10]
+	mi := &file_api_v1_partition_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1022,7 @@ func (x *InspectSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSchedule.ProtoReflect.Descriptor instead.
 func (*InspectSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InspectSchedule) GetLane() *Lane {
@@ -961,7 +1050,7 @@ type InspectSaga struct {
 
 func (x *InspectSaga) Reset() {
 	*x = InspectSaga{}
-	mi := &file_api_v1_partition_proto_msgTypes[11]
+	mi := &file_api_v1_partition_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1062,7 @@ func (x *InspectSaga) String() string {
 func (*InspectSaga) ProtoMessage() {}
 
 func (x *InspectSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[11]
+	mi := &file_api_v1_partition_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1075,7 @@ func (x *InspectSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSaga.ProtoReflect.Descriptor instead.
 func (*InspectSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InspectSaga) GetLane() *Lane {
@@ -1015,7 +1104,7 @@ type InspectLane struct {
 
 func (x *InspectLane) Reset() {
 	*x = InspectLane{}
-	mi := &file_api_v1_partition_proto_msgTypes[12]
+	mi := &file_api_v1_partition_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1116,7 @@ func (x *InspectLane) String() string {
 func (*InspectLane) ProtoMessage() {}
 
 func (x *InspectLane) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[12]
+	mi := &file_api_v1_partition_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1129,7 @@ func (x *InspectLane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectLane.ProtoReflect.Descriptor instead.
 func (*InspectLane) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InspectLane) GetLane() *Lane {
@@ -1078,7 +1167,7 @@ type InspectQueue struct {
 
 func (x *InspectQueue) Reset() {
 	*x = InspectQueue{}
-	mi := &file_api_v1_partition_proto_msgTypes[13]
+	mi := &file_api_v1_partition_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1179,7 @@ func (x *InspectQueue) String() string {
 func (*InspectQueue) ProtoMessage() {}
 
 func (x *InspectQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[13]
+	mi := &file_api_v1_partition_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1192,7 @@ func (x *InspectQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectQueue.ProtoReflect.Descriptor instead.
 func (*InspectQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InspectQueue) GetNamespace() string {
@@ -1139,7 +1228,7 @@ type ListQueues struct {
 
 func (x *ListQueues) Reset() {
 	*x = ListQueues{}
-	mi := &file_api_v1_partition_proto_msgTypes[14]
+	mi := &file_api_v1_partition_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1240,7 @@ func (x *ListQueues) String() string {
 func (*ListQueues) ProtoMessage() {}
 
 func (x *ListQueues) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[14]
+	mi := &file_api_v1_partition_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1253,7 @@ func (x *ListQueues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueues.ProtoReflect.Descriptor instead.
 func (*ListQueues) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListQueues) GetMaxQueues() uint32 {
@@ -1200,7 +1289,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_api_v1_partition_proto_msgTypes[15]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1301,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[15]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1314,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QueueStats) GetVisible() uint64 {
@@ -1314,7 +1403,7 @@ type InspectPartition struct {
 
 func (x *InspectPartition) Reset() {
 	*x = InspectPartition{}
-	mi := &file_api_v1_partition_proto_msgTypes[16]
+	mi := &file_api_v1_partition_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1415,7 @@ func (x *InspectPartition) String() string {
 func (*InspectPartition) ProtoMessage() {}
 
 func (x *InspectPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[16]
+	mi := &file_api_v1_partition_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1428,7 @@ func (x *InspectPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectPartition.ProtoReflect.Descriptor instead.
 func (*InspectPartition) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{17}
 }
 
 // PartitionStatus is what an operator sees of one partition.
@@ -1366,7 +1455,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_api_v1_partition_proto_msgTypes[17]
+	mi := &file_api_v1_partition_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1467,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[17]
+	mi := &file_api_v1_partition_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1480,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -1494,7 +1583,7 @@ type CommandLimits struct {
 
 func (x *CommandLimits) Reset() {
 	*x = CommandLimits{}
-	mi := &file_api_v1_partition_proto_msgTypes[18]
+	mi := &file_api_v1_partition_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1595,7 @@ func (x *CommandLimits) String() string {
 func (*CommandLimits) ProtoMessage() {}
 
 func (x *CommandLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[18]
+	mi := &file_api_v1_partition_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1608,7 @@ func (x *CommandLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLimits.ProtoReflect.Descriptor instead.
 func (*CommandLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommandLimits) GetMaxPayloadBytes() uint32 {
@@ -1583,15 +1672,17 @@ type InspectReply struct {
 	QueueStats *QueueStats `protobuf:"bytes,14,opt,name=queue_stats,json=queueStats,proto3" json:"queue_stats,omitempty"`
 	// ListQueues: a count of each queue, and whether queues remain beyond max_queues or the
 	// budget.
-	Queues        []*QueueStats `protobuf:"bytes,15,rep,name=queues,proto3" json:"queues,omitempty"`
-	MoreQueues    bool          `protobuf:"varint,16,opt,name=more_queues,json=moreQueues,proto3" json:"more_queues,omitempty"`
+	Queues     []*QueueStats `protobuf:"bytes,15,rep,name=queues,proto3" json:"queues,omitempty"`
+	MoreQueues bool          `protobuf:"varint,16,opt,name=more_queues,json=moreQueues,proto3" json:"more_queues,omitempty"`
+	// ReadAudit: the records read (oldest first); list_continuation resumes when more remain.
+	AuditRecords  []*AuditRecord `protobuf:"bytes,17,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectReply) Reset() {
 	*x = InspectReply{}
-	mi := &file_api_v1_partition_proto_msgTypes[19]
+	mi := &file_api_v1_partition_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1694,7 @@ func (x *InspectReply) String() string {
 func (*InspectReply) ProtoMessage() {}
 
 func (x *InspectReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[19]
+	mi := &file_api_v1_partition_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1707,7 @@ func (x *InspectReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectReply.ProtoReflect.Descriptor instead.
 func (*InspectReply) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InspectReply) GetFound() bool {
@@ -1731,6 +1822,13 @@ func (x *InspectReply) GetMoreQueues() bool {
 	return false
 }
 
+func (x *InspectReply) GetAuditRecords() []*AuditRecord {
+	if x != nil {
+		return x.AuditRecords
+	}
+	return nil
+}
+
 var File_api_v1_partition_proto protoreflect.FileDescriptor
 
 const file_api_v1_partition_proto_rawDesc = "" +
@@ -1761,7 +1859,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\rNextDueNotice\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x124\n" +
 	"\x17next_due_at_unix_micros\x18\x02 \x01(\x03R\x13nextDueAtUnixMicros\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xa4\x04\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xd2\x04\n" +
 	"\x0eInspectRequest\x128\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1a.orrery.v1.InspectScheduleH\x00R\bschedule\x12,\n" +
 	"\x04saga\x18\x02 \x01(\v2\x16.orrery.v1.InspectSagaH\x00R\x04saga\x12,\n" +
@@ -1774,9 +1872,16 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x05queue\x18\t \x01(\v2\x17.orrery.v1.InspectQueueH\x00R\x05queue\x128\n" +
 	"\vlist_queues\x18\n" +
 	" \x01(\v2\x15.orrery.v1.ListQueuesH\x00R\n" +
-	"listQueues\x12\x1c\n" +
+	"listQueues\x12,\n" +
+	"\x05audit\x18\v \x01(\v2\x14.orrery.v1.ReadAuditH\x00R\x05audit\x12\x1c\n" +
 	"\tprincipal\x18\b \x01(\tR\tprincipalB\b\n" +
-	"\x06target\"\xaa\x01\n" +
+	"\x06target\"\x92\x01\n" +
+	"\tReadAudit\x12(\n" +
+	"\x10from_unix_micros\x18\x01 \x01(\x03R\x0efromUnixMicros\x12$\n" +
+	"\x0eto_unix_micros\x18\x02 \x01(\x03R\ftoUnixMicros\x12\x1f\n" +
+	"\vmax_records\x18\x03 \x01(\rR\n" +
+	"maxRecords\x12\x14\n" +
+	"\x05after\x18\x04 \x01(\fR\x05after\"\xaa\x01\n" +
 	"\rListSchedules\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
@@ -1859,7 +1964,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x11max_headers_bytes\x18\x02 \x01(\rR\x0fmaxHeadersBytes\x12&\n" +
 	"\x0fmax_state_bytes\x18\x03 \x01(\rR\rmaxStateBytes\x125\n" +
 	"\x17max_mutations_per_batch\x18\x04 \x01(\rR\x14maxMutationsPerBatch\x12*\n" +
-	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\x97\x06\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\xd4\x06\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +
@@ -1881,7 +1986,8 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"queueStats\x12-\n" +
 	"\x06queues\x18\x0f \x03(\v2\x15.orrery.v1.QueueStatsR\x06queues\x12\x1f\n" +
 	"\vmore_queues\x18\x10 \x01(\bR\n" +
-	"moreQueuesB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"moreQueues\x12;\n" +
+	"\raudit_records\x18\x11 \x03(\v2\x16.orrery.v1.AuditRecordR\fauditRecordsB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_partition_proto_rawDescOnce sync.Once
@@ -1895,7 +2001,7 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
 	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
@@ -1903,71 +2009,75 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*ScanDueReply)(nil),       // 3: orrery.v1.ScanDueReply
 	(*NextDueNotice)(nil),      // 4: orrery.v1.NextDueNotice
 	(*InspectRequest)(nil),     // 5: orrery.v1.InspectRequest
-	(*ListSchedules)(nil),      // 6: orrery.v1.ListSchedules
-	(*ListSagas)(nil),          // 7: orrery.v1.ListSagas
-	(*ListedSchedule)(nil),     // 8: orrery.v1.ListedSchedule
-	(*InspectLedger)(nil),      // 9: orrery.v1.InspectLedger
-	(*InspectSchedule)(nil),    // 10: orrery.v1.InspectSchedule
-	(*InspectSaga)(nil),        // 11: orrery.v1.InspectSaga
-	(*InspectLane)(nil),        // 12: orrery.v1.InspectLane
-	(*InspectQueue)(nil),       // 13: orrery.v1.InspectQueue
-	(*ListQueues)(nil),         // 14: orrery.v1.ListQueues
-	(*QueueStats)(nil),         // 15: orrery.v1.QueueStats
-	(*InspectPartition)(nil),   // 16: orrery.v1.InspectPartition
-	(*PartitionStatus)(nil),    // 17: orrery.v1.PartitionStatus
-	(*CommandLimits)(nil),      // 18: orrery.v1.CommandLimits
-	(*InspectReply)(nil),       // 19: orrery.v1.InspectReply
-	(*Batch)(nil),              // 20: orrery.v1.Batch
-	(*Error)(nil),              // 21: orrery.v1.Error
-	(*DueRef)(nil),             // 22: orrery.v1.DueRef
-	(ScheduleState)(0),         // 23: orrery.v1.ScheduleState
-	(SagaPhase)(0),             // 24: orrery.v1.SagaPhase
-	(*ScheduleRecord)(nil),     // 25: orrery.v1.ScheduleRecord
-	(*Lane)(nil),               // 26: orrery.v1.Lane
-	(*SagaRecord)(nil),         // 27: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 28: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 29: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 30: orrery.v1.LedgerRecord
+	(*ReadAudit)(nil),          // 6: orrery.v1.ReadAudit
+	(*ListSchedules)(nil),      // 7: orrery.v1.ListSchedules
+	(*ListSagas)(nil),          // 8: orrery.v1.ListSagas
+	(*ListedSchedule)(nil),     // 9: orrery.v1.ListedSchedule
+	(*InspectLedger)(nil),      // 10: orrery.v1.InspectLedger
+	(*InspectSchedule)(nil),    // 11: orrery.v1.InspectSchedule
+	(*InspectSaga)(nil),        // 12: orrery.v1.InspectSaga
+	(*InspectLane)(nil),        // 13: orrery.v1.InspectLane
+	(*InspectQueue)(nil),       // 14: orrery.v1.InspectQueue
+	(*ListQueues)(nil),         // 15: orrery.v1.ListQueues
+	(*QueueStats)(nil),         // 16: orrery.v1.QueueStats
+	(*InspectPartition)(nil),   // 17: orrery.v1.InspectPartition
+	(*PartitionStatus)(nil),    // 18: orrery.v1.PartitionStatus
+	(*CommandLimits)(nil),      // 19: orrery.v1.CommandLimits
+	(*InspectReply)(nil),       // 20: orrery.v1.InspectReply
+	(*Batch)(nil),              // 21: orrery.v1.Batch
+	(*Error)(nil),              // 22: orrery.v1.Error
+	(*DueRef)(nil),             // 23: orrery.v1.DueRef
+	(ScheduleState)(0),         // 24: orrery.v1.ScheduleState
+	(SagaPhase)(0),             // 25: orrery.v1.SagaPhase
+	(*ScheduleRecord)(nil),     // 26: orrery.v1.ScheduleRecord
+	(*Lane)(nil),               // 27: orrery.v1.Lane
+	(*SagaRecord)(nil),         // 28: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 29: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 30: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 31: orrery.v1.LedgerRecord
+	(*AuditRecord)(nil),        // 32: orrery.v1.AuditRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	20, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	21, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	22, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	21, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
-	10, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
-	11, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
-	12, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
-	16, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
-	9,  // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
-	6,  // 9: orrery.v1.InspectRequest.list_schedules:type_name -> orrery.v1.ListSchedules
-	7,  // 10: orrery.v1.InspectRequest.list_sagas:type_name -> orrery.v1.ListSagas
-	13, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
-	14, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
-	23, // 13: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
-	24, // 14: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
-	25, // 15: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
-	23, // 16: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
-	26, // 17: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
-	26, // 18: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	26, // 19: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	26, // 20: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	18, // 21: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	25, // 22: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	27, // 23: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	28, // 24: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	17, // 25: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	21, // 26: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	29, // 27: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	30, // 28: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	8,  // 29: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	27, // 30: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	15, // 31: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	15, // 32: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	21, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	22, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	23, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	22, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	11, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
+	12, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
+	13, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
+	17, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
+	10, // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
+	7,  // 9: orrery.v1.InspectRequest.list_schedules:type_name -> orrery.v1.ListSchedules
+	8,  // 10: orrery.v1.InspectRequest.list_sagas:type_name -> orrery.v1.ListSagas
+	14, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
+	15, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
+	6,  // 13: orrery.v1.InspectRequest.audit:type_name -> orrery.v1.ReadAudit
+	24, // 14: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
+	25, // 15: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
+	26, // 16: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
+	24, // 17: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
+	27, // 18: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	27, // 19: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	27, // 20: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	27, // 21: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	19, // 22: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	26, // 23: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	28, // 24: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	29, // 25: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	18, // 26: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	22, // 27: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	30, // 28: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	31, // 29: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	9,  // 30: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	28, // 31: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	16, // 32: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	16, // 33: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	32, // 34: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -1987,6 +2097,7 @@ func file_api_v1_partition_proto_init() {
 		(*InspectRequest_ListSagas)(nil),
 		(*InspectRequest_Queue)(nil),
 		(*InspectRequest_ListQueues)(nil),
+		(*InspectRequest_Audit)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1994,7 +2105,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

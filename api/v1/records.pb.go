@@ -230,6 +230,62 @@ func (DueKind) EnumDescriptor() ([]byte, []int) {
 	return file_api_v1_records_proto_rawDescGZIP(), []int{2}
 }
 
+// AuditKind is what an AuditRecord records.
+type AuditKind int32
+
+const (
+	AuditKind_AUDIT_KIND_UNSPECIFIED AuditKind = 0
+	// A PutGrant applied: the target's grant replaced (no new rules: removed).
+	AuditKind_AUDIT_KIND_GRANT_PUT AuditKind = 1
+	// A DeleteGrant applied.
+	AuditKind_AUDIT_KIND_GRANT_DELETE AuditKind = 2
+	// A mutation denied Unauthorized.
+	AuditKind_AUDIT_KIND_DENIED AuditKind = 3
+)
+
+// Enum value maps for AuditKind.
+var (
+	AuditKind_name = map[int32]string{
+		0: "AUDIT_KIND_UNSPECIFIED",
+		1: "AUDIT_KIND_GRANT_PUT",
+		2: "AUDIT_KIND_GRANT_DELETE",
+		3: "AUDIT_KIND_DENIED",
+	}
+	AuditKind_value = map[string]int32{
+		"AUDIT_KIND_UNSPECIFIED":  0,
+		"AUDIT_KIND_GRANT_PUT":    1,
+		"AUDIT_KIND_GRANT_DELETE": 2,
+		"AUDIT_KIND_DENIED":       3,
+	}
+)
+
+func (x AuditKind) Enum() *AuditKind {
+	p := new(AuditKind)
+	*p = x
+	return p
+}
+
+func (x AuditKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AuditKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_v1_records_proto_enumTypes[3].Descriptor()
+}
+
+func (AuditKind) Type() protoreflect.EnumType {
+	return &file_api_v1_records_proto_enumTypes[3]
+}
+
+func (x AuditKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AuditKind.Descriptor instead.
+func (AuditKind) EnumDescriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{3}
+}
+
 // ScheduleRecord is a schedule's stored state.
 type ScheduleRecord struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1358,6 +1414,158 @@ func (x *GrantRecord) GetRules() []*GrantRule {
 	return nil
 }
 
+// AuditRecord is one entry of a partition's audit log (package grains/audit, keys.Audit):
+// a grant change or a denied mutation, written in the transaction that applied (or denied)
+// it. It names who (principal), what and when (the command's logged time), never a payload,
+// header or state value.
+type AuditRecord struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	LoggedTimeUnixMicros int64                  `protobuf:"varint,1,opt,name=logged_time_unix_micros,json=loggedTimeUnixMicros,proto3" json:"logged_time_unix_micros,omitempty"`
+	// The caller: the principal the command was sent as.
+	Principal string `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	CommandId string `protobuf:"bytes,3,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	// The record's place among those its command wrote (from 0).
+	Sequence uint32    `protobuf:"varint,4,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Kind     AuditKind `protobuf:"varint,5,opt,name=kind,proto3,enum=orrery.v1.AuditKind" json:"kind,omitempty"`
+	// The mutation's kind (its field name in Mutation: "put_grant", "enqueue") and index in the
+	// batch.
+	Mutation      string `protobuf:"bytes,6,opt,name=mutation,proto3" json:"mutation,omitempty"`
+	MutationIndex uint32 `protobuf:"varint,7,opt,name=mutation_index,json=mutationIndex,proto3" json:"mutation_index,omitempty"`
+	// Where the mutation acts (empty for a grant change).
+	Namespace string `protobuf:"bytes,8,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue     string `protobuf:"bytes,9,opt,name=queue,proto3" json:"queue,omitempty"`
+	// A grant change: whose grant (also on a denied one), and its rules before and after
+	// (audit.SummarizeRules).
+	TargetPrincipal string `protobuf:"bytes,10,opt,name=target_principal,json=targetPrincipal,proto3" json:"target_principal,omitempty"`
+	OldRules        string `protobuf:"bytes,11,opt,name=old_rules,json=oldRules,proto3" json:"old_rules,omitempty"`
+	NewRules        string `protobuf:"bytes,12,opt,name=new_rules,json=newRules,proto3" json:"new_rules,omitempty"`
+	// A denial: the error's message (who lacks what, where).
+	Message       string `protobuf:"bytes,13,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRecord) Reset() {
+	*x = AuditRecord{}
+	mi := &file_api_v1_records_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRecord) ProtoMessage() {}
+
+func (x *AuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_records_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
+func (*AuditRecord) Descriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AuditRecord) GetLoggedTimeUnixMicros() int64 {
+	if x != nil {
+		return x.LoggedTimeUnixMicros
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetSequence() uint32 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetKind() AuditKind {
+	if x != nil {
+		return x.Kind
+	}
+	return AuditKind_AUDIT_KIND_UNSPECIFIED
+}
+
+func (x *AuditRecord) GetMutation() string {
+	if x != nil {
+		return x.Mutation
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetMutationIndex() uint32 {
+	if x != nil {
+		return x.MutationIndex
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetTargetPrincipal() string {
+	if x != nil {
+		return x.TargetPrincipal
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetOldRules() string {
+	if x != nil {
+		return x.OldRules
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetNewRules() string {
+	if x != nil {
+		return x.NewRules
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
@@ -1462,7 +1670,23 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\tafter_key\x18\x02 \x01(\fR\bafterKey\"W\n" +
 	"\vGrantRecord\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12*\n" +
-	"\x05rules\x18\x02 \x03(\v2\x14.orrery.v1.GrantRuleR\x05rules*\xbf\x01\n" +
+	"\x05rules\x18\x02 \x03(\v2\x14.orrery.v1.GrantRuleR\x05rules\"\xbd\x03\n" +
+	"\vAuditRecord\x125\n" +
+	"\x17logged_time_unix_micros\x18\x01 \x01(\x03R\x14loggedTimeUnixMicros\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x03 \x01(\tR\tcommandId\x12\x1a\n" +
+	"\bsequence\x18\x04 \x01(\rR\bsequence\x12(\n" +
+	"\x04kind\x18\x05 \x01(\x0e2\x14.orrery.v1.AuditKindR\x04kind\x12\x1a\n" +
+	"\bmutation\x18\x06 \x01(\tR\bmutation\x12%\n" +
+	"\x0emutation_index\x18\a \x01(\rR\rmutationIndex\x12\x1c\n" +
+	"\tnamespace\x18\b \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\t \x01(\tR\x05queue\x12)\n" +
+	"\x10target_principal\x18\n" +
+	" \x01(\tR\x0ftargetPrincipal\x12\x1b\n" +
+	"\told_rules\x18\v \x01(\tR\boldRules\x12\x1b\n" +
+	"\tnew_rules\x18\f \x01(\tR\bnewRules\x12\x18\n" +
+	"\amessage\x18\r \x01(\tR\amessage*\xbf\x01\n" +
 	"\rScheduleState\x12\x1e\n" +
 	"\x1aSCHEDULE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCHEDULE_STATE_ACTIVE\x10\x01\x12\x19\n" +
@@ -1487,7 +1711,12 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\aDueKind\x12\x18\n" +
 	"\x14DUE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DUE_KIND_SCHEDULE\x10\x01\x12\x11\n" +
-	"\rDUE_KIND_SAGA\x10\x02B,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\rDUE_KIND_SAGA\x10\x02*u\n" +
+	"\tAuditKind\x12\x1a\n" +
+	"\x16AUDIT_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14AUDIT_KIND_GRANT_PUT\x10\x01\x12\x1b\n" +
+	"\x17AUDIT_KIND_GRANT_DELETE\x10\x02\x12\x15\n" +
+	"\x11AUDIT_KIND_DENIED\x10\x03B,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_records_proto_rawDescOnce sync.Once
@@ -1501,50 +1730,53 @@ func file_api_v1_records_proto_rawDescGZIP() []byte {
 	return file_api_v1_records_proto_rawDescData
 }
 
-var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_api_v1_records_proto_goTypes = []any{
 	(ScheduleState)(0),         // 0: orrery.v1.ScheduleState
 	(LedgerOutcome)(0),         // 1: orrery.v1.LedgerOutcome
 	(DueKind)(0),               // 2: orrery.v1.DueKind
-	(*ScheduleRecord)(nil),     // 3: orrery.v1.ScheduleRecord
-	(*LedgerRecord)(nil),       // 4: orrery.v1.LedgerRecord
-	(*ScheduleInspection)(nil), // 5: orrery.v1.ScheduleInspection
-	(*DueLiveness)(nil),        // 6: orrery.v1.DueLiveness
-	(*ScheduleTombstone)(nil),  // 7: orrery.v1.ScheduleTombstone
-	(*SagaRecord)(nil),         // 8: orrery.v1.SagaRecord
-	(*DueRef)(nil),             // 9: orrery.v1.DueRef
-	(*InboxEntry)(nil),         // 10: orrery.v1.InboxEntry
-	(*LaneCounters)(nil),       // 11: orrery.v1.LaneCounters
-	(*MessageTombstone)(nil),   // 12: orrery.v1.MessageTombstone
-	(*PartitionCounters)(nil),  // 13: orrery.v1.PartitionCounters
-	(*ListIndexProgress)(nil),  // 14: orrery.v1.ListIndexProgress
-	(*GrantRecord)(nil),        // 15: orrery.v1.GrantRecord
-	(*ScheduleDefinition)(nil), // 16: orrery.v1.ScheduleDefinition
-	(*OccurrenceOrigin)(nil),   // 17: orrery.v1.OccurrenceOrigin
-	(*Lane)(nil),               // 18: orrery.v1.Lane
-	(SagaPhase)(0),             // 19: orrery.v1.SagaPhase
-	(*SagaTimeout)(nil),        // 20: orrery.v1.SagaTimeout
-	(*GrantRule)(nil),          // 21: orrery.v1.GrantRule
+	(AuditKind)(0),             // 3: orrery.v1.AuditKind
+	(*ScheduleRecord)(nil),     // 4: orrery.v1.ScheduleRecord
+	(*LedgerRecord)(nil),       // 5: orrery.v1.LedgerRecord
+	(*ScheduleInspection)(nil), // 6: orrery.v1.ScheduleInspection
+	(*DueLiveness)(nil),        // 7: orrery.v1.DueLiveness
+	(*ScheduleTombstone)(nil),  // 8: orrery.v1.ScheduleTombstone
+	(*SagaRecord)(nil),         // 9: orrery.v1.SagaRecord
+	(*DueRef)(nil),             // 10: orrery.v1.DueRef
+	(*InboxEntry)(nil),         // 11: orrery.v1.InboxEntry
+	(*LaneCounters)(nil),       // 12: orrery.v1.LaneCounters
+	(*MessageTombstone)(nil),   // 13: orrery.v1.MessageTombstone
+	(*PartitionCounters)(nil),  // 14: orrery.v1.PartitionCounters
+	(*ListIndexProgress)(nil),  // 15: orrery.v1.ListIndexProgress
+	(*GrantRecord)(nil),        // 16: orrery.v1.GrantRecord
+	(*AuditRecord)(nil),        // 17: orrery.v1.AuditRecord
+	(*ScheduleDefinition)(nil), // 18: orrery.v1.ScheduleDefinition
+	(*OccurrenceOrigin)(nil),   // 19: orrery.v1.OccurrenceOrigin
+	(*Lane)(nil),               // 20: orrery.v1.Lane
+	(SagaPhase)(0),             // 21: orrery.v1.SagaPhase
+	(*SagaTimeout)(nil),        // 22: orrery.v1.SagaTimeout
+	(*GrantRule)(nil),          // 23: orrery.v1.GrantRule
 }
 var file_api_v1_records_proto_depIdxs = []int32{
-	16, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
-	17, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
+	18, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
+	19, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
 	1,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
-	3,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
-	4,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
-	6,  // 5: orrery.v1.ScheduleInspection.liveness:type_name -> orrery.v1.DueLiveness
-	18, // 6: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
-	19, // 7: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
-	20, // 8: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
+	4,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
+	5,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
+	7,  // 5: orrery.v1.ScheduleInspection.liveness:type_name -> orrery.v1.DueLiveness
+	20, // 6: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
+	21, // 7: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
+	22, // 8: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
 	2,  // 9: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
-	18, // 10: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
-	21, // 11: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	20, // 10: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
+	23, // 11: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
+	3,  // 12: orrery.v1.AuditRecord.kind:type_name -> orrery.v1.AuditKind
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_records_proto_init() }
@@ -1558,8 +1790,8 @@ func file_api_v1_records_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_records_proto_rawDesc), len(file_api_v1_records_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   13,
+			NumEnums:      4,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

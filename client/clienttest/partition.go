@@ -7,6 +7,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/audit"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
@@ -189,6 +190,9 @@ func (p *partition) inspect(req *orreryv1.InspectRequest, partitions int, nowMic
 	case *orreryv1.InspectRequest_ListSagas:
 		reply.ListedSagas, reply.ListContinuation, err = listing.Sagas(p.store, target.ListSagas, listing.MaxPageBytes)
 		reply.Found = len(reply.ListedSagas) > 0
+	case *orreryv1.InspectRequest_Audit:
+		reply.AuditRecords, reply.ListContinuation, err = audit.Read(p.store, target.Audit)
+		reply.Found = len(reply.AuditRecords) > 0
 	case *orreryv1.InspectRequest_Partition:
 		reply.Found = true
 		reply.Partition = &orreryv1.PartitionStatus{

@@ -1,8 +1,9 @@
 // Command orrery operates an Orrery cluster through the Go client (client.Dial): it lists,
 // describes, pauses, resumes, triggers, deletes, exports and imports schedules, lists and
 // describes sagas, shows a queue's depth, peeks at a lane's messages without leasing them,
-// moves a lane's dead letters back to it, and shows the partition and silo tables a silo's
-// admin endpoint serves.
+// moves a lane's dead letters back to it, shows the audit log (grant changes and denials, for a
+// principal holding PolicyAdmin on "*"), and shows the partition and silo tables a silo's admin
+// endpoint serves.
 //
 //	orrery [--seeds host:port,...] [--cluster name] [--gossip-key-file FILE] [--tls-ca F --tls-cert F --tls-key F] [--token TOKEN] [-o table|json] [--timeout 30s] [--log-level off] <command>
 //
@@ -16,6 +17,7 @@
 //	orrery queues stats NS QUEUE [KEY]
 //	orrery queues peek NS QUEUE KEY [-n N] [--after ID]      (QUEUE may be a dead-letter queue, QUEUE$dlq)
 //	orrery queues redrive-dlq NS QUEUE KEY [--max N]
+//	orrery audit [--since 24h] [--max N] [--after TOKEN]
 //	orrery partitions [--admin http://127.0.0.1:7380]
 //	orrery silos [--admin http://127.0.0.1:7380]
 //
@@ -134,7 +136,7 @@ func (c *command) run(args []string) error {
 		return usagef("timeout: must be positive, got %v", c.timeout)
 	}
 	if len(rest) == 0 {
-		return usagef("a command is required: schedules, sagas, queues, partitions or silos")
+		return usagef("a command is required: schedules, sagas, queues, audit, partitions or silos")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -145,12 +147,14 @@ func (c *command) run(args []string) error {
 		return c.sagas(ctx, rest[1:])
 	case "queues":
 		return c.queues(ctx, rest[1:])
+	case "audit":
+		return c.audit(ctx, rest[1:])
 	case "partitions":
 		return c.partitions(ctx, rest[1:])
 	case "silos":
 		return c.silos(ctx, rest[1:])
 	}
-	return usagef("unknown command %q: want schedules, sagas, queues, partitions or silos", rest[0])
+	return usagef("unknown command %q: want schedules, sagas, queues, audit, partitions or silos", rest[0])
 }
 
 // flagSet is an empty flag set named name that prints nothing while parsing: parse reports

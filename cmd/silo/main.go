@@ -330,6 +330,7 @@ func limitFlags(fs *flag.FlagSet, lim *input.Limits) limitChecks {
 	intFlag("max-mutations-per-batch", &lim.MaxMutationsPerBatch, "most mutations in one command")
 	durationFlag("receipt-retention", &lim.ReceiptRetentionMicros, "how long a command's receipt is kept for replay")
 	durationFlag("ledger-retention", &lim.LedgerRetentionMicros, "how long an occurrence ledger record is kept after its last write")
+	durationFlag("audit-retention", &lim.AuditRetentionMicros, "how long an audit record (a grant change or a denial) is kept")
 	durationFlag("tombstone-retention", &lim.TombstoneRetentionMicros, "how long an acked or expired message id stays taken")
 	durationFlag("max-lease", &lim.MaxLeaseMicros, "longest lease a receive may ask for")
 	checks = append(checks, func() error {

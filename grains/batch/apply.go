@@ -8,6 +8,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/audit"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
@@ -135,16 +136,21 @@ func checkEnvelope(principal string, b *orreryv1.Batch, loggedNowMicros int64) e
 }
 
 // apply applies the mutations of b over v and returns the receipt. Unless independent, a
-// rollback (QuotaExceeded, or any failure under all_or_nothing) leaves v untouched and the
-// receipt carries the batch's error.
+// rollback (QuotaExceeded, or any failure under all_or_nothing) leaves v untouched but for the
+// audit records of its denials, and the receipt carries the batch's error. The audit records
+// (grant changes applied, mutations denied Unauthorized) go straight to v, outside the
+// buffers a rollback discards.
 func (a Applier) apply(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64, independent bool) (*orreryv1.Receipt, error) {
 	receipt := &orreryv1.Receipt{CommandId: b.GetCommandId(), LoggedTimeUnixMicros: loggedNowMicros}
+	trail := &audit.Trail{}
 	if independent { // nothing rolls the whole batch back: mutations write straight to v
-		_, err := a.applyMutations(v, principal, b, loggedNowMicros, receipt, true)
-		return receipt, err
+		if _, err := a.applyMutations(v, principal, b, loggedNowMicros, receipt, trail, true); err != nil {
+			return receipt, err
+		}
+		return receipt, trail.Write(v, principal, b.GetCommandId(), loggedNowMicros, true)
 	}
 	batchWrites := kv.NewBuffer(v)
-	rollback, err := a.applyMutations(batchWrites, principal, b, loggedNowMicros, receipt, false)
+	rollback, err := a.applyMutations(batchWrites, principal, b, loggedNowMicros, receipt, trail, false)
 	if err != nil {
 		return nil, err
 	}
@@ -156,12 +162,16 @@ func (a Applier) apply(v kv.View, principal string, b *orreryv1.Batch, loggedNow
 		receipt.Results = nil
 		receipt.Error = rollback.Proto()
 	}
+	if err := trail.Write(v, principal, b.GetCommandId(), loggedNowMicros, rollback == nil); err != nil {
+		return nil, err
+	}
 	return receipt, nil
 }
 
-// applyMutations runs each mutation on its own buffer over batchWrites. It returns the error
-// that rolls the whole batch back, if any (never when independent).
-func (a Applier) applyMutations(batchWrites kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64, receipt *orreryv1.Receipt, independent bool) (*orrery.Error, error) {
+// applyMutations runs each mutation on its own buffer over batchWrites, adding its grant
+// changes and denials to trail. It returns the error that rolls the whole batch back, if any
+// (never when independent).
+func (a Applier) applyMutations(batchWrites kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64, receipt *orreryv1.Receipt, trail *audit.Trail, independent bool) (*orrery.Error, error) {
 	if len(b.GetMutations()) == 0 {
 		return orrery.Invalid("mutations", "must not be empty"), nil
 	}
@@ -179,7 +189,9 @@ func (a Applier) applyMutations(batchWrites kv.View, principal string, b *orrery
 			err = MutationSizes(a.Limits, m)
 		}
 		if err == nil {
-			res, err = a.dispatch(writes, principal, m, loggedNowMicros, budget)
+			res, err = a.dispatch(writes, principal, m, loggedNowMicros, budget, func(old *orreryv1.GrantRecord) {
+				trail.GrantChanged(i, kindName(m), m, old)
+			})
 		}
 		field := mutationField(i, m)
 		if err != nil {
@@ -187,6 +199,7 @@ func (a Applier) applyMutations(batchWrites kv.View, principal string, b *orrery
 			if platform(e) {
 				return nil, err
 			}
+			trail.Denied(i, kindName(m), m, e)
 			e = e.InField(field)
 			if !independent && (e.Code == orrery.CodeQuotaExceeded || b.GetAllOrNothing()) {
 				return e, nil
@@ -272,8 +285,9 @@ func platform(e *orrery.Error) bool {
 	return false
 }
 
-// dispatch applies one mutation to its buffer.
-func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now int64, budget *schedule.EmitBudget) (*orreryv1.MutationResult, error) {
+// dispatch applies one mutation to its buffer; a grant change that applies calls changed with
+// the target's old grant.
+func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now int64, budget *schedule.EmitBudget, changed func(old *orreryv1.GrantRecord)) (*orreryv1.MutationResult, error) {
 	lim := a.Limits
 	if err := authorize(v, principal, m); err != nil {
 		return nil, err
@@ -328,13 +342,38 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return wrap(err, func() *orreryv1.MutationResult {
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Housekeep{Housekeep: r}}
 		})
-	case *orreryv1.Mutation_PutGrant:
-		return wrap(grants.ApplyPut(v, principal, k.PutGrant), func() *orreryv1.MutationResult { return &orreryv1.MutationResult{} })
-	case *orreryv1.Mutation_DeleteGrant:
-		return wrap(grants.ApplyDelete(v, principal, k.DeleteGrant), func() *orreryv1.MutationResult { return &orreryv1.MutationResult{} })
+	case *orreryv1.Mutation_PutGrant, *orreryv1.Mutation_DeleteGrant:
+		return a.changeGrant(v, principal, m, changed)
 	default:
 		return nil, orrery.Invalid("", "has no kind")
 	}
+}
+
+// changeGrant applies a PutGrant or DeleteGrant and, when it applies, calls changed with the
+// target's old grant.
+func (a Applier) changeGrant(v kv.View, principal string, m *orreryv1.Mutation, changed func(old *orreryv1.GrantRecord)) (*orreryv1.MutationResult, error) {
+	target := m.GetPutGrant().GetPrincipal()
+	if m.GetDeleteGrant() != nil {
+		target = m.GetDeleteGrant().GetPrincipal()
+	}
+	var old *orreryv1.GrantRecord
+	if input.Name("principal", target, input.MaxIDBytes) == nil { // else the mutation fails on it
+		var err error
+		if old, err = grants.Load(v, target); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if put := m.GetPutGrant(); put != nil {
+		err = grants.ApplyPut(v, principal, put)
+	} else {
+		err = grants.ApplyDelete(v, principal, m.GetDeleteGrant())
+	}
+	if err != nil {
+		return nil, err
+	}
+	changed(old)
+	return &orreryv1.MutationResult{}, nil
 }
 
 func wrap(err error, build func() *orreryv1.MutationResult) (*orreryv1.MutationResult, error) {

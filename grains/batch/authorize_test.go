@@ -85,7 +85,7 @@ func state(t *testing.T, v kv.Reader) string {
 	t.Helper()
 	var b strings.Builder
 	err := v.Scan(nil, nil, func(key, value []byte) (bool, error) {
-		for _, p := range [][]byte{keys.Inbox, keys.InboxExpiry, keys.ReceiptCount, keys.Grant} {
+		for _, p := range [][]byte{keys.Inbox, keys.InboxExpiry, keys.ReceiptCount, keys.Grant, keys.Audit} {
 			if bytes.HasPrefix(key, p) {
 				return true, nil
 			}
@@ -214,7 +214,7 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 			}
 			denied := func(v *kv.Memory, principal string, m *orreryv1.Mutation, lacking string) {
 				t.Helper()
-				before := state(t, v)
+				before, audited := state(t, v), len(auditTrail(t, v))
 				out, err := applier().ApplyBatch(v, principal, &orreryv1.Batch{CommandId: "denied", Mutations: []*orreryv1.Mutation{m}}, now)
 				if err != nil {
 					t.Fatal(err)
@@ -229,6 +229,7 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 				if after := state(t, v); after != before {
 					t.Fatalf("a denied %s changed the state", c.name)
 				}
+				requireDenialAudited(t, v, audited, principal, "denied", now, kindName(m), got)
 			}
 			allowed := func(v *kv.Memory, principal string, m *orreryv1.Mutation) {
 				t.Helper()

@@ -47,7 +47,7 @@ func (w *creatorWorld) ok(principal string, now int64, m *orreryv1.Mutation) *or
 // denied applies m and requires Unauthorized naming subject, with the state unchanged.
 func (w *creatorWorld) denied(principal string, now int64, m *orreryv1.Mutation, subject string) {
 	w.t.Helper()
-	before := state(w.t, w.v)
+	before, audited := state(w.t, w.v), len(auditTrail(w.t, w.v))
 	_, err := w.apply(principal, now, m)
 	if !errors.Is(err, orrery.ErrUnauthorized) || !strings.Contains(err.Error(), subject) {
 		w.t.Fatalf("%s %s: %v, want Unauthorized naming %s", principal, kindName(m), err, subject)
@@ -58,6 +58,7 @@ func (w *creatorWorld) denied(principal string, now int64, m *orreryv1.Mutation,
 	if state(w.t, w.v) != before {
 		w.t.Fatalf("a denied %s changed the state", kindName(m))
 	}
+	requireDenialAudited(w.t, w.v, audited, principal, fmt.Sprint("c", w.seq), now, kindName(m), err)
 }
 
 func (w *creatorWorld) schedule(id string) *orreryv1.ScheduleRecord {

@@ -3,5 +3,7 @@
 // failure (or any failure when the batch asks for all-or-nothing), and keeps the command inbox
 // — the stored, byte-identical receipt under (principal, command id) that makes every retry of
 // a command safe — and ApplyDue, a due coordinator's command: independent mutations and no
-// inbox entry. It is pure, like the state machines it dispatches to.
+// inbox entry. Both write the command's audit records (package audit: grant changes applied,
+// mutations denied Unauthorized) outside the buffers a rollback discards. It is pure, like the
+// state machines it dispatches to.
 package batch

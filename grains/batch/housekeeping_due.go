@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"github.com/orreryhq/orrery/grains/audit"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/listing"
@@ -8,9 +9,8 @@ import (
 
 // HousekeepingDue reports, with a few bounded reads, whether a Housekeep mutation at loggedNow
 // would index or remove anything: records the listing index does not cover yet, a receipt
-// expired or beyond the cap, or a message tombstone past its retention, or a ledger record
-// past its retention. Partitions ask before running one, so an
-// idle partition writes nothing.
+// expired or beyond the cap, or a message tombstone, a ledger record or an audit record past
+// its retention. Partitions ask before running one, so an idle partition writes nothing.
 func (a Applier) HousekeepingDue(r kv.Reader, loggedNowMicros int64) (bool, error) {
 	if build, err := listing.BuildDue(r); err != nil || build {
 		return build, err
@@ -38,5 +38,8 @@ func (a Applier) HousekeepingDue(r kv.Reader, loggedNowMicros int64) (bool, erro
 		due = true
 		return false, nil
 	})
-	return due, err
+	if err != nil || due {
+		return due, err
+	}
+	return audit.PruneDue(r, loggedNowMicros-a.Limits.AuditRetentionMicros)
 }

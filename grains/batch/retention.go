@@ -7,6 +7,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/audit"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
@@ -45,8 +46,8 @@ func (a Applier) storeReceipt(v kv.View, principal, commandID string, hash, enco
 
 // housekeep indexes records the listing index does not cover yet (listing.Build), then removes
 // expired receipts, the soonest-expiring receipts beyond the cap, expired message tombstones
-// and ledger records past their retention, at most m.MaxRecords in all (0 means 1000), in that
-// order.
+// ledger records and audit records past their retention, at most m.MaxRecords in all (0 means
+// 1000), in that order.
 func (a Applier) housekeep(v kv.View, m *orreryv1.Housekeep, loggedNowMicros int64) (*orreryv1.HousekeepResult, error) {
 	budget := int(m.GetMaxRecords())
 	if budget == 0 {
@@ -128,6 +129,16 @@ func (a Applier) housekeep(v kv.View, m *orreryv1.Housekeep, loggedNowMicros int
 			return nil, err
 		}
 		res.LedgerRecordsRemoved = uint32(removed)
+		res.More = more
+	} else {
+		res.More = true
+	}
+	if left := budget - len(doomed) - int(res.TombstonesRemoved) - int(res.LedgerRecordsRemoved); left > 0 && !res.More {
+		removed, more, err := audit.Prune(v, loggedNowMicros-a.Limits.AuditRetentionMicros, left)
+		if err != nil {
+			return nil, err
+		}
+		res.AuditRecordsRemoved = uint32(removed)
 		res.More = more
 	} else {
 		res.More = true

@@ -24,6 +24,7 @@ func fuzzSeedInspections() []*orreryv1.InspectRequest {
 		{Principal: "alice", Target: &orreryv1.InspectRequest_Queue{Queue: &orreryv1.InspectQueue{Namespace: ns, Queue: q}}},
 		{Principal: "alice", Target: &orreryv1.InspectRequest_ListQueues{ListQueues: &orreryv1.ListQueues{}}},
 		{Principal: "carol", Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}},
+		{Principal: "alice", Target: &orreryv1.InspectRequest_Audit{Audit: &orreryv1.ReadAudit{MaxRecords: 5, After: []byte{0, 0, 0, 1}}}},
 	}
 }
 

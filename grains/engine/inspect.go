@@ -5,6 +5,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/audit"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
@@ -101,6 +102,10 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			listed, next, err := listing.Sagas(r, t.ListSagas, listing.MaxPageBytes)
 			reply.Found, reply.ListedSagas, reply.ListContinuation = len(listed) > 0, listed, next
 			return err
+		case *orreryv1.InspectRequest_Audit:
+			records, next, err := audit.Read(r, t.Audit)
+			reply.Found, reply.AuditRecords, reply.ListContinuation = len(records) > 0, records, next
+			return err
 		case *orreryv1.InspectRequest_Partition:
 			counters, err := retained.Load(r)
 			if err != nil {
@@ -121,7 +126,7 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			}
 			return err
 		default:
-			return orrery.Invalid("target", "is required (schedule, saga, lane, queue, list_queues, ledger, list_schedules, list_sagas or partition)")
+			return orrery.Invalid("target", "is required (schedule, saga, lane, queue, list_queues, ledger, list_schedules, list_sagas, audit or partition)")
 		}
 	})
 	if err != nil {

@@ -86,3 +86,40 @@ func TestALongPollNeedsQueueConsume(t *testing.T) {
 		t.Fatalf("a waiting receive without QueueConsume: %v, %d entries", w, len(h.log))
 	}
 }
+
+// TestTheAuditLogIsReadByAPolicyAdminOnEveryNamespace: a denied command leaves its record,
+// which only a principal holding PolicyAdmin on "*" may read; every other capability, or
+// PolicyAdmin on one namespace, is refused Unauthorized.
+func TestTheAuditLogIsReadByAPolicyAdminOnEveryNamespace(t *testing.T) {
+	h := newHarness(t, nil)
+	denied := request("c1", enqueue("m1", 0))
+	denied.Principal = "mallory"
+	h.command("mallory", denied)
+	h.commit()
+	put := func(rules ...*orreryv1.GrantRule) {
+		t.Helper()
+		if err := grants.ApplyPut(h.state.mem, HousekeepingPrincipal, &orreryv1.PutGrant{Principal: "carol", Rules: rules}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() *orreryv1.InspectReply {
+		return h.e.Inspect(h.now, &orreryv1.InspectRequest{Principal: "carol", Target: &orreryv1.InspectRequest_Audit{Audit: &orreryv1.ReadAudit{}}})
+	}
+	put(&orreryv1.GrantRule{Namespace: grants.AnyNamespace, Capabilities: uint64(grants.All &^ grants.PolicyAdmin)})
+	if err := orrery.FromProto(read().GetError()); !errors.Is(err, orrery.ErrUnauthorized) {
+		t.Fatalf("every capability but PolicyAdmin: %v, want Unauthorized", err)
+	}
+	put(&orreryv1.GrantRule{Namespace: lane.GetNamespace(), Capabilities: uint64(grants.PolicyAdmin)})
+	if err := orrery.FromProto(read().GetError()); !errors.Is(err, orrery.ErrUnauthorized) {
+		t.Fatalf("PolicyAdmin on one namespace: %v, want Unauthorized", err)
+	}
+	put(&orreryv1.GrantRule{Namespace: grants.AnyNamespace, Capabilities: uint64(grants.PolicyAdmin)})
+	reply := read()
+	if reply.GetError() != nil || len(reply.GetAuditRecords()) != 1 {
+		t.Fatalf("PolicyAdmin on every namespace: %v", reply)
+	}
+	if r := reply.GetAuditRecords()[0]; r.GetPrincipal() != "mallory" || r.GetCommandId() != "c1" || r.GetKind() != orreryv1.AuditKind_AUDIT_KIND_DENIED ||
+		r.GetMutation() != "enqueue" || r.GetLoggedTimeUnixMicros() == 0 {
+		t.Fatalf("the denial's record: %v", r)
+	}
+}

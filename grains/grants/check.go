@@ -91,8 +91,9 @@ func RequireSystem(principal, what string) error {
 
 // AuthorizeInspect checks that the principal of req holds QueueInspect where req reads: the
 // lane of a schedule, saga, ledger or lane page, the namespace (and queue, when given) of a
-// list or of a queue's counts, every namespace for the list of a partition's queues. Partition
-// status needs no grant; an inspection without a rule here is refused.
+// list or of a queue's counts, every namespace for the list of a partition's queues. The audit
+// log needs PolicyAdmin on "*" instead. Partition status needs no grant; an inspection without
+// a rule here is refused.
 func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
 	var namespace, queue string
 	switch t := req.GetTarget().(type) {
@@ -115,6 +116,8 @@ func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
 		namespace = AnyNamespace
 	case *orreryv1.InspectRequest_Partition:
 		return nil
+	case *orreryv1.InspectRequest_Audit:
+		return Require(r, Caller(req.GetPrincipal()), req.GetPrincipal(), PolicyAdmin, AnyNamespace, "")
 	default:
 		return orrery.Errorf(orrery.CodeUnauthorized, "inspection %T has no authorization rule", t)
 	}

@@ -102,6 +102,9 @@ type Limits struct {
 	// LedgerRetentionMicros is how long an occurrence ledger record is kept after it was
 	// last written; housekeeping removes older ones.
 	LedgerRetentionMicros int64
+	// AuditRetentionMicros is how long an audit record (package grains/audit) is kept after
+	// its logged time; housekeeping removes older ones.
+	AuditRetentionMicros int64
 }
 
 // SystemPrincipalPrefix marks Orrery's own principals (short receipt retention).
@@ -134,6 +137,7 @@ func DefaultLimits() Limits {
 		MaxReceipts:                  1_000_000,
 		TombstoneRetentionMicros:     Day,
 		LedgerRetentionMicros:        30 * Day,
+		AuditRetentionMicros:         30 * Day,
 	}
 }
 

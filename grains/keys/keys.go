@@ -22,6 +22,7 @@
 //	xs/ ns state queue key id → empty (schedules by namespace and ScheduleState, listing)
 //	xg/ ns phase queue key id → empty (sagas by namespace and SagaPhase, listing)
 //	pg/ principal      GrantRecord (the principal's grant in this partition)
+//	au/ loggedAt principal commandId sequence → AuditRecord (audit log, oldest first)
 //	meta/...           partition-wide counters; meta/list-index: ListIndexProgress
 //
 // Listing by namespace (and queue) needs no index: s/ and g/ keys begin with the namespace and
@@ -59,6 +60,7 @@ var (
 	ScheduleIndex     = []byte("xs/")
 	SagaIndex         = []byte("xg/")
 	Grant             = []byte("pg/")
+	Audit             = []byte("au/")
 	// ListIndexProgress holds how far the listing index covers the records
 	// (orreryv1.ListIndexProgress).
 	ListIndexProgress = []byte("meta/list-index")
@@ -253,6 +255,21 @@ func InboxExpiryKey(expiresAtMicros int64, principal, commandID string) []byte {
 // InboxExpiryUpTo is the exclusive end of receipts expiring at or before the instant.
 func InboxExpiryUpTo(atMicros int64) []byte {
 	return AppendUint64(Of(InboxExpiry, nil), uint64(atMicros)+1)
+}
+
+// AuditKey is the key of the sequence-th audit record of a command (principal, commandID)
+// logged at loggedAtMicros: in time order, then by command and sequence.
+func AuditKey(loggedAtMicros int64, principal, commandID string, sequence uint32) []byte {
+	k := AppendString(AppendString(AppendUint64(Of(Audit, nil), uint64(loggedAtMicros)), principal), commandID)
+	return binary.BigEndian.AppendUint32(k, sequence)
+}
+
+// AuditFrom is the first audit key logged at or after the instant.
+func AuditFrom(atMicros int64) []byte { return AppendUint64(Of(Audit, nil), uint64(atMicros)) }
+
+// AuditUpTo is the exclusive end of audit keys logged at or before the instant.
+func AuditUpTo(atMicros int64) []byte {
+	return AppendUint64(Of(Audit, nil), uint64(atMicros)+1)
 }
 
 // TombstoneAgeKey indexes a message tombstone by its removal time.

@@ -78,6 +78,8 @@ type Host struct {
 	transport boundTransport
 	// lateness receives the enqueue lateness of due occurrences (ObserveEnqueueLateness).
 	lateness atomic.Pointer[EnqueueLatenessObserver]
+	// inspectDenials receives the inspections refused Unauthorized (ObserveInspectDenials).
+	inspectDenials atomic.Pointer[InspectDenialObserver]
 
 	// applying counts the Apply calls of the round whose entries are not applied yet, and
 	// applyErr is the first of them to fail (see AwaitApplied).

@@ -249,8 +249,9 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engi
 }
 
 // applyEntry applies one entry's command. ApplyBatch writes nothing before it refuses an
-// envelope (Validation, IdempotencyConflict), which is answered; any other error is a platform
-// failure that ends the transaction.
+// envelope (Validation, IdempotencyConflict) or the replay of a receipt to a caller no longer
+// authorized (Unauthorized), which are answered; any other error is a platform failure that
+// ends the transaction.
 func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, error) {
 	r := engine.Result{Index: e.Index, Term: e.Term}
 	cmd := &orreryv1.PartitionCommand{}
@@ -294,10 +295,10 @@ func receiptReply(receipt *orreryv1.Receipt) (*orreryv1.CommandReply, error) {
 }
 
 // platform reports whether an apply error is a platform failure (it ends the transaction)
-// rather than a refused command envelope (it gets an error reply).
+// rather than a refused command (it gets an error reply).
 func platform(err error) bool {
 	switch orrery.CodeOf(err) {
-	case orrery.CodeValidation, orrery.CodeIdempotencyConflict:
+	case orrery.CodeValidation, orrery.CodeIdempotencyConflict, orrery.CodeUnauthorized:
 		return false
 	}
 	return true

@@ -28,6 +28,35 @@ func (h *Host) ObserveEnqueueLateness(fn EnqueueLatenessObserver) {
 	h.lateness.Store(&fn)
 }
 
+// InspectDenialObserver receives an inspection a grain of this silo refused Unauthorized: its
+// partition, its principal, its target (the InspectRequest field name: "schedule", "audit")
+// and the denial's message. Such a read writes no partition state, so it is not in the audit
+// log (package grains/audit); the silo logs and counts it.
+type InspectDenialObserver func(partition int, principal, target, message string)
+
+// ObserveInspectDenials makes fn receive every inspection this silo's grains refuse
+// Unauthorized from now on; nil stops it. fn runs on the grain's goroutine and must not block.
+func (h *Host) ObserveInspectDenials(fn InspectDenialObserver) {
+	if fn == nil {
+		h.inspectDenials.Store(nil)
+		return
+	}
+	h.inspectDenials.Store(&fn)
+}
+
+// inspectDenied tells the observer, if any, of an inspection refused Unauthorized.
+func (h *Host) inspectDenied(partition int, req *orreryv1.InspectRequest, reply *orreryv1.InspectReply) {
+	fn := h.inspectDenials.Load()
+	if fn == nil || reply.GetError().GetCode() != orreryv1.ErrorCode_ERROR_CODE_UNAUTHORIZED {
+		return
+	}
+	target := ""
+	if f := req.ProtoReflect().WhichOneof(req.ProtoReflect().Descriptor().Oneofs().ByName("target")); f != nil {
+		target = string(f.Name())
+	}
+	(*fn)(partition, req.GetPrincipal(), target, reply.GetError().GetMessage())
+}
+
 // ObserveRounds makes fn receive the timing of every Raft round of this silo's groups from now
 // on (replication.Driver.ObserveRounds).
 func (h *Host) ObserveRounds(fn func(replication.RoundTiming)) { h.driver.ObserveRounds(fn) }

@@ -49,6 +49,7 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 		return &orreryv1.InspectReply{Error: g.unavailable().Proto()}
 	}
 	reply := g.engine.Inspect(g.cfg.Clock.Now(), req)
+	g.cfg.Host.inspectDenied(g.partition, req, reply)
 	if in := reply.GetInspection(); in != nil && g.cfg.Liveness != nil {
 		in.Liveness = g.cfg.Liveness(g.partition, orreryv1.DueKind_DUE_KIND_SCHEDULE, req.GetSchedule().GetLane(), req.GetSchedule().GetScheduleId())
 	}
