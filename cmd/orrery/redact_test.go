@@ -23,7 +23,7 @@ func TestDescribeShowsRedactedPaths(t *testing.T) {
 	defer cancel()
 	lane := &orreryv1.Lane{Namespace: "cli-redact", Queue: "jobs", Key: "k"}
 	scheduleID, sagaID := uuid.NewString(), uuid.NewString()
-	secret := `{"card":"` + canary + `"}`
+	secret := `{"card":"` + canary + `","n":1}`
 	configure(t, s, &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: scheduleID, Template: &orreryv1.MessageTemplate{PayloadJson: secret},
 		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: time.Hour.Microseconds(), FirstDueAtUnixMicros: time.Now().Add(time.Hour).UnixMicro()}}}})
 	if _, err := s.Client().CompareExchangeSaga(ctx, client.WaitingSaga(lane, sagaID, 0, secret, time.Now().Add(time.Hour), client.Timeout("jobs", secret))); err != nil {

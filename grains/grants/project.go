@@ -16,8 +16,8 @@ const CreatorPath = "creator"
 const timeoutPrefix = "timeout."
 
 // ReadsCreator reports whether principal may see the creator of a record in namespace and
-// queue: the creator itself, or a principal holding PolicyAdmin there (who can read and
-// change every grant of the namespace anyway). To anyone else a reply shows no creator.
+// queue: the creator itself, or a principal holding PolicyAdmin there (who decides the
+// grants of every principal there anyway). To anyone else a reply shows no creator.
 func ReadsCreator(grant *orreryv1.GrantRecord, principal, creator, namespace, queue string) bool {
 	return principal == creator || Holds(grant, PolicyAdmin, namespace, queue)
 }
@@ -40,8 +40,9 @@ func ProjectMessage(grant *orreryv1.GrantRecord, capability Capability, msg *orr
 	return out
 }
 
-// projectTemplate projects a message template under capability in namespace and queue, with
-// the removed paths prefixed; visible false removes its payload and headers whole.
+// projectTemplate projects t in place (a template of a record's copy) under capability in
+// namespace and queue and returns the removed paths, prefixed; visible false removes its
+// payload and headers whole.
 func projectTemplate(grant *orreryv1.GrantRecord, capability Capability, namespace, queue, prefix string, visible bool, t *orreryv1.MessageTemplate) (paths []string) {
 	if t == nil {
 		return nil
@@ -75,7 +76,7 @@ func ProjectSchedule(grant *orreryv1.GrantRecord, principal string, rec *orreryv
 	out := proto.Clone(rec).(*orreryv1.ScheduleRecord)
 	lane := rec.GetDefinition().GetLane()
 	paths := projectTemplate(grant, QueueInspect, lane.GetNamespace(), lane.GetQueue(), "", true, out.GetDefinition().GetTemplate())
-	if !ReadsCreator(grant, principal, rec.GetCreator(), lane.GetNamespace(), lane.GetQueue()) {
+	if rec.GetCreator() != "" && !ReadsCreator(grant, principal, rec.GetCreator(), lane.GetNamespace(), lane.GetQueue()) {
 		out.Creator = ""
 		paths = append(paths, CreatorPath)
 	}
@@ -101,7 +102,7 @@ func ProjectSaga(grant *orreryv1.GrantRecord, principal string, rec *orreryv1.Sa
 		visible := Holds(grant, QueueInspect, namespace, t.GetQueue())
 		paths = append(paths, projectTemplate(grant, QueueInspect, namespace, t.GetQueue(), timeoutPrefix, visible, t.GetTemplate())...)
 	}
-	if !ReadsCreator(grant, principal, rec.GetCreator(), namespace, queue) {
+	if rec.GetCreator() != "" && !ReadsCreator(grant, principal, rec.GetCreator(), namespace, queue) {
 		out.Creator = ""
 		paths = append(paths, CreatorPath)
 	}

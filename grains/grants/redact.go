@@ -22,8 +22,10 @@ import (
 // byte-identical with no path. Otherwise the projection is re-encoded (object members in
 // sorted key order, numbers as written, no HTML escaping) even when nothing is removed, so
 // that what is shown is exactly what was decided; an object whose members were all removed
-// is {}; a root removed whole, or a document that is not valid JSON, is returned empty with
-// the root listed.
+// is removed too (a root left without members is withheld whole). A root removed whole, or a
+// document that is not valid JSON, is returned empty with the root listed. Projecting a
+// projection through the same policies returns it unchanged with no path, so a replayed
+// receipt re-projected under unchanged policies is byte-identical to the first answer.
 func Redact(grant *orreryv1.GrantRecord, capability Capability, namespace, queue string, doc Document) (projected string, redacted []string) {
 	policies := fieldPolicies(grant, capability, namespace, queue, doc.Root, Read)
 	if len(policies) == 0 || doc.JSON == "" {
@@ -78,7 +80,9 @@ func project(policies map[string]bool, path string, value any, redacted *[]strin
 			kept[key] = v
 		}
 	}
-	return kept, true
+	// An object left without members goes too (its members are listed): an empty object in
+	// a projection is one the document had, so projecting a projection removes nothing more.
+	return kept, len(kept) > 0
 }
 
 // decide returns the decision of the longest policy path that path lies under (true when

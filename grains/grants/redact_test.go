@@ -1,9 +1,13 @@
 package grants
 
 import (
+	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
@@ -27,8 +31,10 @@ func TestRedactLongestPolicyDecides(t *testing.T) {
 	}{
 		{"subtree removed as one path", hideCard, `{"card":{"number":"4111","exp":"12/30"},"n":1}`, `{"n":1}`, []string{"payload.card"}},
 		{"a leaf under", hideNumber, `{"card":{"number":"4111","exp":"12/30"}}`, `{"card":{"exp":"12/30"}}`, []string{"payload.card.number"}},
-		{"a leaf over a protected path", hideNumber, `{"card":"4111"}`, `{}`, []string{"payload.card"}},
-		{"an array over a protected path", hideNumber, `{"card":[{"number":"4111"}]}`, `{}`, []string{"payload.card"}},
+		{"a leaf over a protected path", hideNumber, `{"card":"4111","n":1}`, `{"n":1}`, []string{"payload.card"}},
+		{"an array over a protected path", hideNumber, `{"card":[{"number":"4111"}],"n":1}`, `{"n":1}`, []string{"payload.card"}},
+		{"an object left empty goes", hideNumber, `{"card":{"number":"4111"},"n":{}}`, `{"n":{}}`, []string{"payload.card.number"}},
+		{"a root left empty is withheld", hideNumber, `{"card":{"number":"4111"}}`, ``, []string{"payload"}},
 		{"allow list", allowList, `{"public":{"a":[1,2]},"secret":"x","z":{"k":1}}`, `{"public":{"a":[1,2]}}`, []string{"payload.secret", "payload.z"}},
 		{"root removed", hideAll, `{"card":{"number":"4111"}}`, ``, []string{"payload"}},
 		{"scalar root removed", allowList, `"4111"`, ``, []string{"payload"}},
@@ -126,4 +132,85 @@ func TestProjectRecordsWithholdDocumentsAndCreator(t *testing.T) {
 	if ProjectMessage(consume, QueueInspect, msg) != msg {
 		t.Error("a message without read policies under the capability was copied")
 	}
+}
+
+// TestRedactProperties: for random documents and read policies, the projection is valid JSON
+// (or empty), holds no leaf value a policy forbids, lists each removed value's path under the
+// root, and projecting it again changes nothing and lists nothing.
+func TestRedactProperties(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	rapid.Check(t, func(t *rapid.T) {
+		leaf := 0
+		var gen func(depth int) any
+		gen = func(depth int) any {
+			if depth == 0 || rapid.IntRange(0, 2).Draw(t, "kind") == 0 {
+				leaf++
+				if rapid.Bool().Draw(t, "array") {
+					return []any{fmt.Sprintf("v%d", leaf)}
+				}
+				return fmt.Sprintf("v%d", leaf)
+			}
+			object := map[string]any{}
+			for _, n := range names {
+				if rapid.Bool().Draw(t, "member") {
+					object[n] = gen(depth - 1)
+				}
+			}
+			return object
+		}
+		raw, err := json.Marshal(gen(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var policies []*orreryv1.FieldPolicy
+		for range rapid.IntRange(1, 4).Draw(t, "policies") {
+			path := "payload"
+			for range rapid.IntRange(0, 3).Draw(t, "depth") {
+				path += "." + rapid.SampledFrom(names).Draw(t, "segment")
+			}
+			policies = append(policies, &orreryv1.FieldPolicy{Path: path, Read: rapid.Bool().Draw(t, "read")})
+		}
+		grant := readGrant(QueueInspect, policies...)
+		decided := fieldPolicies(grant, QueueInspect, "acme", "jobs", PayloadRoot, Read)
+
+		projected, redacted := Redact(grant, QueueInspect, "acme", "jobs", Document{PayloadRoot, string(raw)})
+		if projected != "" {
+			var value any
+			if err := json.Unmarshal([]byte(projected), &value); err != nil {
+				t.Fatalf("projection %q is not JSON: %v", projected, err)
+			}
+			var leaves []string
+			collectLeaves(PayloadRoot, value, &leaves)
+			for _, l := range leaves {
+				if !allowed(decided, l) {
+					t.Fatalf("projection %q of %s keeps the forbidden %s", projected, raw, l)
+				}
+			}
+		}
+		if len(redacted) == 0 && projected != reencode(t, string(raw)) {
+			t.Fatalf("%s projected to %q with no path", raw, projected)
+		}
+		for _, p := range redacted {
+			if p != PayloadRoot && !strings.HasPrefix(p, PayloadRoot+".") {
+				t.Fatalf("path %q outside the root", p)
+			}
+		}
+		again, more := Redact(grant, QueueInspect, "acme", "jobs", Document{PayloadRoot, projected})
+		if again != projected || len(more) != 0 {
+			t.Fatalf("projecting %q again gave %q %q", projected, again, more)
+		}
+	})
+}
+
+// reencode is doc in Redact's encoding.
+func reencode(t *rapid.T, doc string) string {
+	var value any
+	if err := json.Unmarshal([]byte(doc), &value); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
