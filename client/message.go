@@ -23,11 +23,17 @@ func (m *Message) Lane() *orreryv1.Lane { return m.msg.GetLane() }
 // Partition is the partition the message was received from.
 func (m *Message) Partition() int { return m.partition }
 
-// Payload is the payload JSON (empty when the message has none).
+// Payload is the payload JSON as the consumer's read policies show it (empty when the
+// message has none, or when the consumer may not read it: see RedactedPaths).
 func (m *Message) Payload() json.RawMessage { return json.RawMessage(m.msg.GetPayloadJson()) }
 
-// Headers is the headers JSON object (empty when the message has none).
+// Headers is the headers JSON object as the consumer's read policies show it (empty when the
+// message has none, or when the consumer may not read them: see RedactedPaths).
 func (m *Message) Headers() json.RawMessage { return json.RawMessage(m.msg.GetHeadersJson()) }
+
+// RedactedPaths are the paths of the payload and headers the consumer's read policies
+// withheld ("payload", "headers.x-secret"), sorted; empty when it received them whole.
+func (m *Message) RedactedPaths() []string { return m.msg.GetRedactedPaths() }
 
 // OrderingKey is the message's ordering key, if any.
 func (m *Message) OrderingKey() string { return m.msg.GetOrderingKey() }

@@ -1356,7 +1356,10 @@ type QueueMessage struct {
 	// Set when the message was moved to a dead-letter queue: the queue it came from.
 	DeadLetteredFrom string `protobuf:"bytes,14,opt,name=dead_lettered_from,json=deadLetteredFrom,proto3" json:"dead_lettered_from,omitempty"`
 	// The partition's enqueue sequence number: FIFO order among messages visible at one instant.
-	Sequence      uint64 `protobuf:"varint,15,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Sequence uint64 `protobuf:"varint,15,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Set only in replies (inspection, receive), never stored with the message: the paths the
+	// caller's read policies removed ("payload.card", "headers"), sorted (grants.Redact).
+	RedactedPaths []string `protobuf:"bytes,16,rep,name=redacted_paths,json=redactedPaths,proto3" json:"redacted_paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1505,6 +1508,13 @@ func (x *QueueMessage) GetSequence() uint64 {
 		return x.Sequence
 	}
 	return 0
+}
+
+func (x *QueueMessage) GetRedactedPaths() []string {
+	if x != nil {
+		return x.RedactedPaths
+	}
+	return nil
 }
 
 type isQueueMessage_Origin interface {
@@ -4084,7 +4094,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12*\n" +
-	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\x99\x05\n" +
+	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xc0\x05\n" +
 	"\fQueueMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12!\n" +
@@ -4103,7 +4113,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"occurrence\x12A\n" +
 	"\fsaga_timeout\x18\r \x01(\v2\x1c.orrery.v1.SagaTimeoutOriginH\x00R\vsagaTimeout\x12,\n" +
 	"\x12dead_lettered_from\x18\x0e \x01(\tR\x10deadLetteredFrom\x12\x1a\n" +
-	"\bsequence\x18\x0f \x01(\x04R\bsequenceB\b\n" +
+	"\bsequence\x18\x0f \x01(\x04R\bsequence\x12%\n" +
+	"\x0eredacted_paths\x18\x10 \x03(\tR\rredactedPathsB\b\n" +
 	"\x06origin\"\x7f\n" +
 	"\x11ConfigureSchedule\x12=\n" +
 	"\n" +

@@ -336,8 +336,12 @@ type ScheduleRecord struct {
 	// the schedule was paused; they are passed PAUSED, at most Limits.MaxPassedPerEmit per
 	// command (the resume, then emits that pass nothing else), before anything else is due.
 	PausedFloorUnixMicros int64 `protobuf:"varint,23,opt,name=paused_floor_unix_micros,json=pausedFloorUnixMicros,proto3" json:"paused_floor_unix_micros,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Set only in inspection replies, never stored: the paths of the template (under "payload"
+	// and "headers") the caller's read policies removed, and "creator" when the creator is
+	// withheld, sorted (grants.ProjectSchedule).
+	RedactedPaths []string `protobuf:"bytes,24,rep,name=redacted_paths,json=redactedPaths,proto3" json:"redacted_paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleRecord) Reset() {
@@ -529,6 +533,13 @@ func (x *ScheduleRecord) GetPausedFloorUnixMicros() int64 {
 		return x.PausedFloorUnixMicros
 	}
 	return 0
+}
+
+func (x *ScheduleRecord) GetRedactedPaths() []string {
+	if x != nil {
+		return x.RedactedPaths
+	}
+	return nil
 }
 
 // LedgerRecord is the durable outcome of one nominal instant a schedule passed (one per
@@ -896,8 +907,12 @@ type SagaRecord struct {
 	Creator            string                 `protobuf:"bytes,8,opt,name=creator,proto3" json:"creator,omitempty"`
 	// Set once TimedOut: the timeout message id.
 	TimeoutMessageId string `protobuf:"bytes,9,opt,name=timeout_message_id,json=timeoutMessageId,proto3" json:"timeout_message_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set only in inspection replies, never stored: the paths of the state (under "state") and
+	// of the timeout's template (under "timeout.payload", "timeout.headers") the caller's read
+	// policies removed, and "creator" when the creator is withheld, sorted (grants.ProjectSaga).
+	RedactedPaths []string `protobuf:"bytes,10,rep,name=redacted_paths,json=redactedPaths,proto3" json:"redacted_paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SagaRecord) Reset() {
@@ -991,6 +1006,13 @@ func (x *SagaRecord) GetTimeoutMessageId() string {
 		return x.TimeoutMessageId
 	}
 	return ""
+}
+
+func (x *SagaRecord) GetRedactedPaths() []string {
+	if x != nil {
+		return x.RedactedPaths
+	}
+	return nil
 }
 
 // DueRef is a due-index entry: a record that is due at due_at, with its CAS token (the
@@ -1570,7 +1592,7 @@ var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xc1\b\n" +
+	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xe8\b\n" +
 	"\x0eScheduleRecord\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.orrery.v1.ScheduleDefinitionR\n" +
@@ -1599,7 +1621,8 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x14in_flight_message_id\x18\x14 \x01(\tR\x11inFlightMessageId\x12E\n" +
 	" in_flight_expires_at_unix_micros\x18\x15 \x01(\x03R\x1binFlightExpiresAtUnixMicros\x127\n" +
 	"\bbuffered\x18\x16 \x01(\v2\x1b.orrery.v1.OccurrenceOriginR\bbuffered\x127\n" +
-	"\x18paused_floor_unix_micros\x18\x17 \x01(\x03R\x15pausedFloorUnixMicros\"\x95\x03\n" +
+	"\x18paused_floor_unix_micros\x18\x17 \x01(\x03R\x15pausedFloorUnixMicros\x12%\n" +
+	"\x0eredacted_paths\x18\x18 \x03(\tR\rredactedPaths\"\x95\x03\n" +
 	"\fLedgerRecord\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x1e\n" +
@@ -1631,7 +1654,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x11ScheduleTombstone\x12#\n" +
 	"\rlast_revision\x18\x01 \x01(\x04R\flastRevision\x12'\n" +
 	"\x0flast_generation\x18\x02 \x01(\x04R\x0elastGeneration\x123\n" +
-	"\x16deleted_at_unix_micros\x18\x03 \x01(\x03R\x13deletedAtUnixMicros\"\xdd\x02\n" +
+	"\x16deleted_at_unix_micros\x18\x03 \x01(\x03R\x13deletedAtUnixMicros\"\x84\x03\n" +
 	"\n" +
 	"SagaRecord\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x17\n" +
@@ -1643,7 +1666,9 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x14deadline_unix_micros\x18\x06 \x01(\x03R\x12deadlineUnixMicros\x120\n" +
 	"\atimeout\x18\a \x01(\v2\x16.orrery.v1.SagaTimeoutR\atimeout\x12\x18\n" +
 	"\acreator\x18\b \x01(\tR\acreator\x12,\n" +
-	"\x12timeout_message_id\x18\t \x01(\tR\x10timeoutMessageId\"\xa8\x01\n" +
+	"\x12timeout_message_id\x18\t \x01(\tR\x10timeoutMessageId\x12%\n" +
+	"\x0eredacted_paths\x18\n" +
+	" \x03(\tR\rredactedPaths\"\xa8\x01\n" +
 	"\x06DueRef\x12&\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x12.orrery.v1.DueKindR\x04kind\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +

@@ -205,6 +205,9 @@ func (p *partition) inspect(req *orreryv1.InspectRequest, partitions int, nowMic
 	default:
 		reply.Error = orrery.Invalid("target", "is required").Proto()
 	}
+	if err == nil {
+		err = grants.ProjectInspect(p.store, req.GetPrincipal(), reply)
+	}
 	if err != nil {
 		return &orreryv1.InspectReply{Error: orrery.AsError(err).Proto()}
 	}

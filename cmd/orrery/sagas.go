@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
@@ -114,6 +115,7 @@ func (c *command) describeSaga(ctx context.Context, args []string) error {
 	w.row("timeout message", rec.GetTimeoutMessageId())
 	w.row("creator", rec.GetCreator())
 	w.row("state", rec.GetStateJson())
+	w.row("redacted", strings.Join(rec.GetRedactedPaths(), ", "))
 	w.row("partition", strconv.Itoa(partition))
 	return w.flush()
 }

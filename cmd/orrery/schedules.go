@@ -192,6 +192,7 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	}
 	w.row("misfire", policyName(def.GetMisfire().String(), "MISFIRE_POLICY_"))
 	w.row("overlap", policyName(def.GetOverlap().String(), "OVERLAP_POLICY_"))
+	w.row("redacted", strings.Join(rec.GetRedactedPaths(), ", "))
 	w.row("next due", instant(rec.GetNextDueAtUnixMicros()))
 	if late {
 		w.row("late", "yes, by "+lateBy.Round(time.Second).String())

@@ -15,6 +15,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/grains/grants"
 )
 
 // Export writes schedule definitions as JSON lines, one ScheduleDefinition in protobuf JSON a
@@ -53,6 +54,9 @@ func (c *command) exportSchedules(ctx context.Context, args []string) error {
 			return fmt.Errorf("list schedules of namespace %q: %w", namespace, err)
 		}
 		for _, s := range page {
+			if err := exportable(s.Record); err != nil {
+				return err
+			}
 			b, err := line.Marshal(s.Record.GetDefinition())
 			if err != nil {
 				return fmt.Errorf("render schedule %s: %w", s.Record.GetDefinition().GetScheduleId(), err)
@@ -69,6 +73,23 @@ func (c *command) exportSchedules(ctx context.Context, args []string) error {
 		}
 		after = next
 	}
+}
+
+// exportable refuses a schedule whose template the caller's read policies redacted: its
+// definition as listed is not the schedule's, and importing it would create another one. A
+// withheld creator does not matter, a definition carries none.
+func exportable(rec *orreryv1.ScheduleRecord) error {
+	var withheld []string
+	for _, p := range rec.GetRedactedPaths() {
+		if p != grants.CreatorPath {
+			withheld = append(withheld, p)
+		}
+	}
+	if len(withheld) == 0 {
+		return nil
+	}
+	return fmt.Errorf("schedule %s: its template's %s are redacted for this principal; an export needs read on them",
+		rec.GetDefinition().GetScheduleId(), strings.Join(withheld, ", "))
 }
 
 // compactJSON strips the insignificant spaces protojson may add.

@@ -56,6 +56,9 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 		if err == nil {
 			err = reauthorize(v, principal, b)
 		}
+		if err == nil {
+			err = reproject(v, principal, b, replay)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -318,6 +321,9 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		})
 	case *orreryv1.Mutation_Receive:
 		r, err := queue.ApplyReceive(v, lim, k.Receive, now)
+		if err == nil {
+			err = projectReceive(v, principal, r)
+		}
 		return wrap(err, func() *orreryv1.MutationResult {
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Receive{Receive: r}}
 		})

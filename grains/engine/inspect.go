@@ -33,10 +33,15 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 		return &orreryv1.InspectReply{Error: orrery.Errorf(orrery.CodeUnavailable, "partition %d is stopping", e.cfg.Partition).Proto()}
 	}
 	reply := &orreryv1.InspectReply{}
-	err := e.state.View(func(r kv.Reader) error {
+	err := e.state.View(func(r kv.Reader) (err error) {
 		if err := grants.AuthorizeInspect(r, req); err != nil {
 			return err
 		}
+		defer func() { // what the reply shows passes the caller's read policies of this view
+			if err == nil {
+				err = grants.ProjectInspect(r, req.GetPrincipal(), reply)
+			}
+		}()
 		switch t := req.GetTarget().(type) {
 		case *orreryv1.InspectRequest_Schedule:
 			if err := input.Lane("lane", t.Schedule.GetLane(), false); err != nil {

@@ -20,6 +20,18 @@
 // Field policies refine a capability on JSON paths of a message's payload and headers (under
 // QueuePublish) and a saga's state (under SagaManage), see CheckFields: write bounds what a
 // caller (and, for a replacement or a saga update, the record's creator) sets; use bounds what
-// emission and a saga's timeout carry on the creator's behalf. read is stored but not
-// enforced: redaction of inspection and receive is not built yet.
+// emission and a saga's timeout carry on the creator's behalf; read bounds what a caller is
+// shown (Redact).
+//
+// Redaction: every reply that carries a document passes the caller's current read policies,
+// read in the same view as the records — under QueueInspect for inspection (ProjectInspect:
+// a schedule's template, a saga's state and its timeout's template, lane pages, list pages)
+// and under QueueConsume for receive (ProjectMessage, applied in the receive's transaction
+// and again to a replayed receipt). Removed paths are listed in the record's or message's
+// redacted_paths. A receive without read permission keeps the message's id, lease and
+// delivery count, with empty payload and headers. A saga's timeout template is shown only to
+// a caller holding QueueInspect on the timeout's queue. A record's creator is shown only to
+// the creator itself or to a principal holding PolicyAdmin on the record's namespace and
+// queue (ReadsCreator); to anyone else it is blank and redacted_paths lists "creator".
+// Ledger records, queue counts and denials carry no document or creator.
 package grants

@@ -18,11 +18,16 @@ const (
 	Write Access = iota + 1
 	// Use: emission and timeouts carry the path's value on the principal's behalf.
 	Use
+	// Read: inspection and receive show the path's value to the principal (Redact).
+	Read
 )
 
 func (a Access) String() string {
-	if a == Use {
+	switch a {
+	case Use:
 		return "use"
+	case Read:
+		return "read"
 	}
 	return "write"
 }
@@ -92,8 +97,11 @@ func fieldPolicies(grant *orreryv1.GrantRecord, capability Capability, namespace
 				policies = map[string]bool{}
 			}
 			ok := f.GetWrite()
-			if access == Use {
+			switch access {
+			case Use:
 				ok = f.GetUse()
+			case Read:
+				ok = f.GetRead()
 			}
 			policies[f.GetPath()] = policies[f.GetPath()] || ok
 		}
