@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/clock"
 )
@@ -65,6 +67,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Workers is how many partitions are served at once (default 2).
 	Workers int
+	// TracerProvider, when set, receives an emission span per enqueued occurrence (package
+	// tracing; build it with tracing.IDGenerator so the spans get their derived ids).
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults fills zero fields.

@@ -29,3 +29,18 @@ func TestEmitResultCarriesNominalsAndName(t *testing.T) {
 		t.Fatalf("name %q, want %q", res.GetName(), "nightly report")
 	}
 }
+
+// TestOccurrenceOrdinal checks that the ordinal an occurrence id names is read back, and that
+// other ids are refused.
+func TestOccurrenceOrdinal(t *testing.T) {
+	for _, ordinal := range []uint64{0, 1, 0xabc, 1<<64 - 1} {
+		if got, ok := OccurrenceOrdinal(OccurrenceID(scheduleID, 7, ordinal)); !ok || got != ordinal {
+			t.Errorf("OccurrenceOrdinal(OccurrenceID(..., %d)) = %d, %v", ordinal, got, ok)
+		}
+	}
+	for _, id := range []string{"", "m1", ManualID(scheduleID, 1, t0), "recurring-x-0000000000000001-000000000000000g", "recurring-0000000000000001"} {
+		if _, ok := OccurrenceOrdinal(id); ok {
+			t.Errorf("OccurrenceOrdinal(%q) accepted", id)
+		}
+	}
+}
