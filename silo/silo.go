@@ -62,6 +62,8 @@ type Silo struct {
 	stopOnce sync.Once
 	stopped  chan struct{}
 	cancel   context.CancelFunc
+	// stopTraces flushes and stops the silo's own TracerProvider (nil without one).
+	stopTraces func(context.Context) error
 }
 
 // Start starts a silo and returns once it serves: its store is open with every partition's
@@ -95,7 +97,12 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the partitions in %s: %w", cfg.DataDir, err)
 	}
-	s := &Silo{cfg: cfg, host: host, registry: partition.NewRegistry(), stopped: make(chan struct{})}
+	tracerProvider, stopTraces, err := cfg.startTraces(ctx)
+	if err != nil {
+		_ = host.Close()
+		return nil, err
+	}
+	s := &Silo{cfg: cfg, host: host, registry: partition.NewRegistry(), stopped: make(chan struct{}), stopTraces: stopTraces}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 
@@ -131,6 +138,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	})
 	if err != nil {
 		cancel()
+		s.flushTraces()
 		_ = host.Close()
 		return nil, joinError(cfg, host.SiloID(), storedClusterID, err)
 	}
@@ -151,7 +159,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
 	coord := duecoordinator.New(duecoordinator.Config{
 		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
-		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers,
+		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers, TracerProvider: tracerProvider,
 	})
 	coord.Start(runCtx)
 	s.coord.Store(coord)
@@ -265,6 +273,7 @@ func (s *Silo) shutdown(graceful bool) {
 		if coord := s.coord.Load(); coord != nil {
 			coord.Stop()
 		}
+		s.flushTraces()
 		if graceful && s.raft != nil {
 			s.drain()
 		}

@@ -1,7 +1,7 @@
 // Package tracing owns Orrery's OpenTelemetry traces of occurrences: the emission span the due
 // coordinator records for each occurrence a schedule enqueues, the trace context a worker
-// derives from a delivered occurrence to make its handling span the emission span's child, the
-// span attributes both carry, and the OTLP exporter a silo sends them to.
+// derives from a delivered occurrence to make its handling span the emission span's child, and
+// the span names and attributes of Orrery's spans (the client's calls included).
 //
 // # Propagation by derivation
 //
@@ -22,5 +22,5 @@
 // The emission span is exported with exactly the derived ids through IDGenerator, an SDK
 // IDGenerator that returns ids a context carries (see RecordEmission) and random ones
 // otherwise: a TracerProvider that records emission spans must be built with it
-// (NewOTLPProvider does so; tests pass sdktrace.WithIDGenerator(tracing.IDGenerator())).
+// (the silo's OTLP provider does so; tests pass sdktrace.WithIDGenerator(tracing.IDGenerator())).
 package tracing

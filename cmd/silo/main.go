@@ -156,6 +156,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.DurationVar(&cfg.DeadAfter, "dead-after", silo.DefaultDeadAfter, "how long a silo may be missing before its replicas are re-created on other silos")
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&metricsSchedules, "metrics-schedules", "", fmt.Sprintf("comma-separated schedule ids whose occurrences /metrics counts on their own, labelled schedule (at most %d)", silo.MaxMetricsSchedules))
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", `OTLP/HTTP collector receiving the silo's traces, host:port or an http(s) URL (path default /v1/traces); empty: no traces`)
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one object a line)")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
