@@ -163,7 +163,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	})
 	coord.Start(runCtx)
 	s.coord.Store(coord)
-	s.client = client.New(s.transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits))})
+	s.client = client.New(s.transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits)), TracerProvider: tracerProvider})
 	if err := s.startAdmin(); err != nil {
 		s.shutdown(false)
 		return nil, err

@@ -20,6 +20,10 @@ const (
 	EmitSpanName = "orrery.emit"
 	// HandleSpanName names a worker's handling of one delivered message (a consumer span).
 	HandleSpanName = "orrery.handle"
+	// CommandSpanName and InspectSpanName name a client's Command and Inspect calls, retries
+	// included (client spans).
+	CommandSpanName = "orrery.command"
+	InspectSpanName = "orrery.inspect"
 )
 
 // Attribute keys of occurrence spans. Instants are RFC 3339 strings in UTC.
@@ -36,6 +40,8 @@ const (
 	AttrKey           = attribute.Key("orrery.key")
 	AttrPartition     = attribute.Key("orrery.partition")
 	AttrDeliveryCount = attribute.Key("orrery.message.delivery_count")
+	AttrCommandID     = attribute.Key("orrery.command.id")
+	AttrMutations     = attribute.Key("orrery.command.mutations")
 )
 
 // Occurrence is what an occurrence span says about its occurrence.

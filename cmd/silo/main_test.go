@@ -378,7 +378,9 @@ func TestOTLPEndpointFlag(t *testing.T) {
 	if opts, err := parseConfig([]string{"--otlp-endpoint", "collector:4318"}, none); err != nil || opts.silo.OTLPEndpoint != "collector:4318" {
 		t.Fatalf("flag endpoint %q (%v)", opts.silo.OTLPEndpoint, err)
 	}
-	env := func(k string) string { return map[string]string{"ORRERY_OTLP_ENDPOINT": "https://c.example/v1/traces"}[k] }
+	env := func(k string) string {
+		return map[string]string{"ORRERY_OTLP_ENDPOINT": "https://c.example/v1/traces"}[k]
+	}
 	if opts, err := parseConfig(nil, env); err != nil || opts.silo.OTLPEndpoint != "https://c.example/v1/traces" {
 		t.Fatalf("environment endpoint %q (%v)", opts.silo.OTLPEndpoint, err)
 	}
