@@ -15,6 +15,9 @@
 // due by design) are remembered with a backoff and paged past, so they neither hot-loop a
 // partition nor starve the refs behind them.
 //
+// With a TracerProvider, each occurrence a receipt reports enqueued gets an emission span
+// (package tracing) whose ids derive from the occurrence's message id.
+//
 // Time comes only from an injected clock.Clock, so tests drive it with clock.Fake. The package
 // lives outside grains/ because it starts goroutines and takes locks, which the purity lint of
 // the deterministic core forbids there.
