@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/tracing"
 )
 
 // command sends one batch to partition with the retry policy and decodes its receipt. Every
@@ -31,6 +33,9 @@ func (c *Client) command(ctx context.Context, partition int, mutations []*orrery
 	if err := c.checkSizes(req); err != nil {
 		return nil, nil, false, err
 	}
+	ctx, span := c.tracer.Start(ctx, tracing.CommandSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		tracing.AttrPartition.Int(partition), tracing.AttrCommandID.String(o.commandID), tracing.AttrMutations.Int(len(mutations))))
+	defer func() { tracing.EndWithError(span, err) }()
 	err = c.retrying(ctx, "command", partition, o.onRetry, func() error {
 		reply, err := c.transport.Command(ctx, partition, req)
 		if err != nil {
@@ -65,6 +70,7 @@ func (c *Client) inspect(ctx context.Context, partition int, req *orreryv1.Inspe
 		return nil, err
 	}
 	req.Principal = c.principal
+	ctx, span := c.tracer.Start(ctx, tracing.InspectSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(tracing.AttrPartition.Int(partition)))
 	var reply *orreryv1.InspectReply
 	err := c.retrying(ctx, "inspect", partition, nil, func() error {
 		r, err := c.transport.Inspect(ctx, partition, req)
@@ -80,6 +86,7 @@ func (c *Client) inspect(ctx context.Context, partition int, req *orreryv1.Inspe
 		reply = r
 		return nil
 	})
+	tracing.EndWithError(span, err)
 	return reply, err
 }
 

@@ -7,7 +7,11 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/tracing"
 )
 
 // Transport reaches partition grains. The silo provides one over the protoactor cluster;
@@ -46,6 +50,10 @@ type Options struct {
 	// Limits are the cluster's command limits, checked before every send (default: Dial
 	// learns them from the cluster; otherwise DefaultLimits()).
 	Limits *Limits
+	// TracerProvider, when set, receives a client span per Command and Inspect call (retries
+	// included) and a Worker's handling span per delivered message, the child of the
+	// occurrence's emission span for an occurrence (package tracing). Nil: no tracing.
+	TracerProvider trace.TracerProvider
 }
 
 // RetryPolicy is an exponential backoff with jitter: the wait before retry n (n = 0 after the
@@ -114,6 +122,7 @@ type Client struct {
 	log        *slog.Logger
 	commandIDs func() string
 	limits     Limits
+	tracer     trace.Tracer // a no-op tracer without Options.TracerProvider
 }
 
 // New returns a client over t.
@@ -133,6 +142,10 @@ func New(t Transport, opts Options) *Client {
 	}
 	if c.commandIDs == nil {
 		c.commandIDs = NewID
+	}
+	c.tracer = noop.NewTracerProvider().Tracer(tracing.ScopeName)
+	if opts.TracerProvider != nil {
+		c.tracer = opts.TracerProvider.Tracer(tracing.ScopeName)
 	}
 	c.limits = DefaultLimits()
 	if opts.Limits != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/tracing"
 )
 
 // delivery is one received message from receipt to settlement. Its lease is tracked on the
@@ -83,10 +84,12 @@ func (r *run) abandon(partition int, msgs []*orreryv1.QueueMessage) {
 func (r *run) deliver(d *delivery) {
 	handlerCtx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
+	handlerCtx, span := tracing.StartHandling(handlerCtx, r.w.c.tracer, d.msg.msg, d.msg.partition)
 	done := make(chan error, 1)
 	r.w.metrics.started(d.msg, time.Now())
 	go func() {
 		err := callHandler(handlerCtx, r.cfg.Handler, d.msg)
+		tracing.EndWithError(span, err)
 		r.w.metrics.handled(err)
 		done <- err
 	}()

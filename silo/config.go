@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/raftnet"
@@ -142,6 +144,14 @@ type Config struct {
 	// With them, silos and clients must present certificates of the CA, and a client acts as
 	// the principal its certificate names.
 	TLSCA, TLSCert, TLSKey string
+	// OTLPEndpoint, when set, sends the silo's traces (an emission span per occurrence its due
+	// coordinator enqueues; package tracing) to this OTLP/HTTP collector, "host:port" (plain
+	// HTTP) or an http:// or https:// URL (path default /v1/traces), as service
+	// TraceServiceName. Default empty: no traces.
+	OTLPEndpoint string
+	// TracerProvider, when set, receives the silo's spans instead (an embedder's or a test's
+	// provider; build it with tracing.IDGenerator so emission spans get their derived ids).
+	TracerProvider trace.TracerProvider
 }
 
 // transportFiles are the TLS files, or the zero Files when none is set.
@@ -164,6 +174,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Partitions < 1 || c.Partitions > 4096 {
 		return c, fmt.Errorf("partitions: must be between 1 and 4096, got %d", c.Partitions)
+	}
+	if _, err := endpointOptions(c.OTLPEndpoint); c.OTLPEndpoint != "" && err != nil {
+		return c, err
 	}
 	if c.Port < 0 || c.Port > 65535 || c.GossipPort < 0 || c.GossipPort > 65535 {
 		return c, fmt.Errorf("port and gossip port must be between 0 and 65535, got %d and %d", c.Port, c.GossipPort)

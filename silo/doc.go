@@ -2,7 +2,8 @@
 // as a member hosting partition grains, connects the replicas to the other silos' (the Raft
 // transport, cluster/raftnet), runs the replica placement loop (each partition this silo leads
 // moves toward its target replica set and leaderships even out, cluster/placement), runs the
-// silo's due coordinator over the partitions this silo leads, serves the admin HTTP endpoint
+// silo's due coordinator over the partitions this silo leads (its emission spans exported over
+// OTLP when configured, package tracing), serves the admin HTTP endpoint
 // (health, readiness, inspection, schedule pause/resume/trigger, each partition's replica view,
 // Prometheus metrics from the silo's own registry, the web UI of silo/ui), exposes an
 // in-process client, and shuts down gracefully (stop coordinating, hand leaderships over, close

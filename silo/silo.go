@@ -65,6 +65,8 @@ type Silo struct {
 	stopOnce sync.Once
 	stopped  chan struct{}
 	cancel   context.CancelFunc
+	// stopTraces flushes and stops the silo's own TracerProvider (nil without one).
+	stopTraces func(context.Context) error
 }
 
 // Start starts a silo and returns once it serves: its store is open with every partition's
@@ -98,7 +100,12 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the partitions in %s: %w", cfg.DataDir, err)
 	}
-	s := &Silo{cfg: cfg, host: host, registry: partition.NewRegistry(), stopped: make(chan struct{}), denied: newDeniedReads(cfg.Logger)}
+	tracerProvider, stopTraces, err := cfg.startTraces(ctx)
+	if err != nil {
+		_ = host.Close()
+		return nil, err
+	}
+	s := &Silo{cfg: cfg, host: host, registry: partition.NewRegistry(), stopped: make(chan struct{}), stopTraces: stopTraces, denied: newDeniedReads(cfg.Logger)}
 	host.ObserveInspectDenials(func(_ int, principal, target, message string) {
 		s.denied.record(denialInspect, principal, target, message)
 	})
@@ -138,6 +145,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	})
 	if err != nil {
 		cancel()
+		s.flushTraces()
 		_ = host.Close()
 		return nil, joinError(cfg, host.SiloID(), storedClusterID, err)
 	}
@@ -159,11 +167,11 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
 	coord := duecoordinator.New(duecoordinator.Config{
 		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
-		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers, LateAfter: cfg.LateAfter,
+		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers, LateAfter: cfg.LateAfter, TracerProvider: tracerProvider,
 	})
 	coord.Start(runCtx)
 	s.coord.Store(coord)
-	s.client = client.New(s.transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits))})
+	s.client = client.New(s.transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits)), TracerProvider: tracerProvider})
 	if err := s.startAdmin(); err != nil {
 		s.shutdown(false)
 		return nil, err
@@ -274,6 +282,7 @@ func (s *Silo) shutdown(graceful bool) {
 		if coord := s.coord.Load(); coord != nil {
 			coord.Stop()
 		}
+		s.flushTraces()
 		if graceful && s.raft != nil {
 			s.drain()
 		}

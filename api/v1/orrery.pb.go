@@ -3320,8 +3320,13 @@ type ScheduleResult struct {
 	// How many ordinals this mutation passed without enqueuing a message (missed, skipped,
 	// coalesced, buffered or suspended; see the occurrence ledger).
 	PassedWithoutMessage uint32 `protobuf:"varint,7,opt,name=passed_without_message,json=passedWithoutMessage,proto3" json:"passed_without_message,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The nominal instant of each enqueued occurrence, parallel to enqueued_ids: what the due
+	// coordinator's emission spans carry without reading the messages back.
+	EnqueuedNominalDueAtUnixMicros []int64 `protobuf:"varint,8,rep,packed,name=enqueued_nominal_due_at_unix_micros,json=enqueuedNominalDueAtUnixMicros,proto3" json:"enqueued_nominal_due_at_unix_micros,omitempty"`
+	// The definition's name (empty when it has none).
+	Name          string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleResult) Reset() {
@@ -3401,6 +3406,20 @@ func (x *ScheduleResult) GetPassedWithoutMessage() uint32 {
 		return x.PassedWithoutMessage
 	}
 	return 0
+}
+
+func (x *ScheduleResult) GetEnqueuedNominalDueAtUnixMicros() []int64 {
+	if x != nil {
+		return x.EnqueuedNominalDueAtUnixMicros
+	}
+	return nil
+}
+
+func (x *ScheduleResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
 }
 
 // SagaResult reports a saga after a mutation.
@@ -4248,7 +4267,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x121\n" +
 	"\tmutations\x18\x02 \x03(\v2\x13.orrery.v1.MutationR\tmutations\x12$\n" +
-	"\x0eall_or_nothing\x18\x03 \x01(\bR\fallOrNothing\"\xa9\x02\n" +
+	"\x0eall_or_nothing\x18\x03 \x01(\bR\fallOrNothing\"\x8a\x03\n" +
 	"\x0eScheduleResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x1e\n" +
 	"\n" +
@@ -4258,7 +4277,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x17next_due_at_unix_micros\x18\x04 \x01(\x03R\x13nextDueAtUnixMicros\x12!\n" +
 	"\fenqueued_ids\x18\x05 \x03(\tR\venqueuedIds\x12)\n" +
 	"\x10suspended_reason\x18\x06 \x01(\tR\x0fsuspendedReason\x124\n" +
-	"\x16passed_without_message\x18\a \x01(\rR\x14passedWithoutMessage\"\x82\x01\n" +
+	"\x16passed_without_message\x18\a \x01(\rR\x14passedWithoutMessage\x12K\n" +
+	"#enqueued_nominal_due_at_unix_micros\x18\b \x03(\x03R\x1eenqueuedNominalDueAtUnixMicros\x12\x12\n" +
+	"\x04name\x18\t \x01(\tR\x04name\"\x82\x01\n" +
 	"\n" +
 	"SagaResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12*\n" +

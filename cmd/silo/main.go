@@ -157,6 +157,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.DurationVar(&cfg.LateAfter, "late-after", silo.DefaultLateAfter, "liveness bound: a schedule due longer ago without an outcome, or a partition without a leader for longer, is reported (log, /metrics, inspection)")
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&metricsSchedules, "metrics-schedules", "", fmt.Sprintf("comma-separated schedule ids whose occurrences /metrics counts on their own, labelled schedule (at most %d)", silo.MaxMetricsSchedules))
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", `OTLP/HTTP collector receiving the silo's traces, host:port or an http(s) URL (path default /v1/traces); empty: no traces`)
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one object a line)")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")

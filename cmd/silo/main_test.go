@@ -379,3 +379,21 @@ func TestASiloWithoutCredentialsExits(t *testing.T) {
 		t.Fatal("a silo with credentials not ready within 60s")
 	}
 }
+
+// TestOTLPEndpointFlag: --otlp-endpoint (or ORRERY_OTLP_ENDPOINT) sets the silo's collector;
+// traces are off by default.
+func TestOTLPEndpointFlag(t *testing.T) {
+	none := func(string) string { return "" }
+	if opts, err := parseConfig(nil, none); err != nil || opts.silo.OTLPEndpoint != "" {
+		t.Fatalf("default endpoint %q (%v), want none", opts.silo.OTLPEndpoint, err)
+	}
+	if opts, err := parseConfig([]string{"--otlp-endpoint", "collector:4318"}, none); err != nil || opts.silo.OTLPEndpoint != "collector:4318" {
+		t.Fatalf("flag endpoint %q (%v)", opts.silo.OTLPEndpoint, err)
+	}
+	env := func(k string) string {
+		return map[string]string{"ORRERY_OTLP_ENDPOINT": "https://c.example/v1/traces"}[k]
+	}
+	if opts, err := parseConfig(nil, env); err != nil || opts.silo.OTLPEndpoint != "https://c.example/v1/traces" {
+		t.Fatalf("environment endpoint %q (%v)", opts.silo.OTLPEndpoint, err)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/clock"
 )
@@ -70,6 +72,9 @@ type Config struct {
 	// LateAfter is how far past its due instant, by its partition's logged time, a record
 	// seen due may be before the watchdog reports it late (default DefaultLateAfter).
 	LateAfter time.Duration
+	// TracerProvider, when set, receives an emission span per enqueued occurrence (package
+	// tracing; build it with tracing.IDGenerator so the spans get their derived ids).
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults fills zero fields.

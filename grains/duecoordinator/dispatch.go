@@ -103,6 +103,7 @@ func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orre
 			continue
 		}
 		skips.Clear(ref)
+		c.traceEmitted(partitionID, ref, res.GetSchedule(), sentAt)
 		next := res.GetSchedule().GetNextDueAtUnixMicros()
 		c.watch.succeeded(partitionID, ref, next, logged, sentAt)
 		switch {

@@ -17,6 +17,9 @@
 // are late (seen due longer ago than Config.LateAfter by the partition's logged time) or
 // failing (on backoff), logging each change of state once (Coordinator.Liveness, Stats).
 //
+// With a TracerProvider, each occurrence a receipt reports enqueued gets an emission span
+// (package tracing) whose ids derive from the occurrence's message id.
+//
 // Time comes only from an injected clock.Clock, so tests drive it with clock.Fake. The package
 // lives outside grains/ because it starts goroutines and takes locks, which the purity lint of
 // the deterministic core forbids there.

@@ -120,7 +120,7 @@ func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, l
 		return nil, err
 	}
 	res := result(rec, e.enqueued)
-	res.PassedWithoutMessage = e.passed
+	res.PassedWithoutMessage, res.EnqueuedNominalDueAtUnixMicros = e.passed, e.nominals
 	return res, nil
 }
 
@@ -134,7 +134,8 @@ type emitter struct {
 	maxEmit   uint32
 	maxPassed uint32
 	enqueued  []string
-	passed    uint32 // ordinals passed without a message
+	nominals  []int64 // the nominal instant of each enqueued occurrence
+	passed    uint32  // ordinals passed without a message
 	changed   bool
 	budget    *EmitBudget // the batch's byte budget (nil: none)
 }

@@ -2,6 +2,8 @@ package schedule
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -22,6 +24,16 @@ func OccurrenceID(scheduleID string, generation, ordinal uint64) string {
 	b = appendHex16(append(b, '-'), generation)
 	b = appendHex16(append(b, '-'), ordinal)
 	return string(b)
+}
+
+// OccurrenceOrdinal is the ordinal an OccurrenceID names, and whether id is one.
+func OccurrenceOrdinal(id string) (uint64, bool) {
+	const hexLen = 16
+	if !strings.HasPrefix(id, "recurring-") || len(id) < len("recurring-")+2*(hexLen+1) || id[len(id)-hexLen-1] != '-' {
+		return 0, false
+	}
+	ordinal, err := strconv.ParseUint(id[len(id)-hexLen:], 16, 64)
+	return ordinal, err == nil
 }
 
 // appendHex16 appends v as 16 lowercase hexadecimal digits (%016x).

@@ -186,5 +186,7 @@ func ApplyTrigger(v kv.View, lim input.Limits, m *orreryv1.TriggerSchedule, logg
 	if err := writeLedger(v, def.GetLane(), entry, loggedNowMicros); err != nil {
 		return nil, err
 	}
-	return result(rec, []string{id}), nil
+	res := result(rec, []string{id})
+	res.EnqueuedNominalDueAtUnixMicros = []int64{loggedNowMicros}
+	return res, nil
 }

@@ -59,7 +59,7 @@ func (e *emitter) enqueue(origin *orreryv1.OccurrenceOrigin) error {
 	if tracksSlot(def) {
 		e.rec.InFlightMessageId, e.rec.InFlightExpiresAtUnixMicros = id, msg.GetExpiresAtUnixMicros()
 	}
-	e.enqueued = append(e.enqueued, id)
+	e.enqueued, e.nominals = append(e.enqueued, id), append(e.nominals, origin.GetNominalDueAtUnixMicros())
 	e.changed = true
 	return nil
 }

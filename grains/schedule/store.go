@@ -110,6 +110,7 @@ func result(rec *orreryv1.ScheduleRecord, enqueued []string) *orreryv1.ScheduleR
 		NextDueAtUnixMicros: rec.GetNextDueAtUnixMicros(),
 		EnqueuedIds:         enqueued,
 		SuspendedReason:     rec.GetSuspendedReason(),
+		Name:                rec.GetDefinition().GetName(),
 	}
 }
 
