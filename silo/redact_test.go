@@ -2,7 +2,9 @@ package silo
 
 import (
 	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/grants"
 )
@@ -18,7 +21,8 @@ import (
 // template, a saga's state and timeout template and a message's payload and headers never
 // appears in the admin endpoint's JSON (schedule, saga, ledger, lane page, both lists) for a
 // token whose principal has no read on those fields, nor does the creator; the redacted_paths
-// name what was withheld; a principal with read sees the canary.
+// name what was withheld; a principal with read sees the canary. Denials of blind, a refused
+// command holding the canary among them, show it neither in their errors nor in the silo's log.
 func TestAdminJSONShowsOnlyWhatTheTokensPrincipalMayRead(t *testing.T) {
 	const (
 		namespace = "admin-redact"
@@ -28,8 +32,10 @@ func TestAdminJSONShowsOnlyWhatTheTokensPrincipalMayRead(t *testing.T) {
 	rule := func(c grants.Capability, fields ...*orreryv1.FieldPolicy) []*orreryv1.GrantRule {
 		return []*orreryv1.GrantRule{{Namespace: namespace, Capabilities: uint64(c), Fields: fields}}
 	}
+	var logs syncBuffer
 	s := startSilo(t, t.TempDir(), func(c *Config) {
 		secure(t, c)
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		c.AdminTokens = []AdminToken{NewAdminToken("blind-token", "blind"), NewAdminToken("reader-token", "reader")}
 		c.Grants = []*orreryv1.PutGrant{
 			{Principal: creator, Rules: rule(grants.All)},
@@ -105,5 +111,19 @@ func TestAdminJSONShowsOnlyWhatTheTokensPrincipalMayRead(t *testing.T) {
 		if code != http.StatusOK || strings.Contains(body, creator) || (name != "ledger" && !strings.Contains(body, canary)) {
 			t.Errorf("%s for reader: %d %s", name, code, body)
 		}
+	}
+	// Denials carry no canary either, in the error or in the log (the audit logger's lines
+	// included): blind may not publish, and its refused command holds the canary.
+	if _, err := s.Client().As("blind").Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "m2", PayloadJson: secret, HeadersJson: headers}); !errors.Is(err, orrery.ErrUnauthorized) || strings.Contains(err.Error(), canary) {
+		t.Errorf("blind's enqueue: %v, want Unauthorized without the canary", err)
+	}
+	if _, _, err := s.Client().As("blind").ListQueueStats(ctx, 0, 10); !errors.Is(err, orrery.ErrUnauthorized) {
+		t.Errorf("blind listed every queue: %v, want Unauthorized", err)
+	}
+	if !strings.Contains(logs.String(), "blind") {
+		t.Fatalf("the silo logged no denial of blind; the log check would prove nothing:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), canary) {
+		t.Errorf("the silo's log shows the canary:\n%s", logs.String())
 	}
 }
