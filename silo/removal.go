@@ -30,11 +30,17 @@ import (
 //     membership, and it is forgotten once the silo hears the group's leader while the group
 //     counts it again (a later re-add);
 //   - inside the target, the removal is held against the silo for the rest of the process's
-//     life, even when the group's leader re-adds it afterwards. This settles the race of a
-//     silo paused (or cut off) beyond --dead-after: on resuming it is in its own target and
-//     learns its removal by a RaftRemoved or by applying the leader's configurations, while
-//     the leader, seeing it live again, may already be adding it back. It exits either way, as
-//     DESIGN says, whichever of the two it sees first.
+//     life, even when the group's leader adds it back afterwards: the silo exits, as DESIGN
+//     says, whichever of its removal and its re-add it sees first.
+//
+// A silo paused or cut off beyond --dead-after is fenced as soon as it is heard again (the
+// cluster dropped its member) and exits before this matters. Restarted on the same data dir,
+// its replica still counts itself, and the leader, seeing it live and in its target, adds it
+// back as a learner at once: the silo exits when a check finds its removal (the leader
+// answering its campaign, the removal applied, or it counted as a learner after a voter; the
+// configurations it opened with are looked at before any message arrives), but when the
+// removal and the re-add and the promotion all apply between two checks it sees nothing and
+// serves as the replica added back, which Raft brings up to date like any new one.
 //
 // The silo stops once removedLooks consecutive checks found a held removal and no other
 // partition's group counting it (a silo still holding other replicas keeps serving them). A
