@@ -22,21 +22,27 @@ const removedLine = "silo removed by the cluster from every partition's group"
 // noticedLine is what a silo logs when a group's leader told it the group no longer counts it.
 const noticedLine = "partition's group no longer counts this silo"
 
-// TestClusterRemovedSiloExits: three silos hold one partition's group, three voters. All three
-// are restarted with --replicas 2, so the silo ranked last for the partition leaves its target
-// set and the leader removes it while it runs. That silo learns it, closes its replicas and
-// exits with status 1, saying why; the other two keep the group, two voters, and stay up. In
-// "applies", the removed silo learns it by applying its removal; in "told", its Raft traffic
-// is cut (the transport failpoint) from its restart until the others have removed it, so it
-// never sees its removal committed, and it learns it when the leader answers its campaign
-// after the heal.
-func TestClusterRemovedSiloExits(t *testing.T) {
-	t.Run("applies", func(t *testing.T) { testRemovedSiloExits(t, false) })
-	t.Run("told", func(t *testing.T) { testRemovedSiloExits(t, true) })
+// fencedLine is what a silo logs when the cluster dropped its member (declared it dead).
+const fencedLine = "silo fenced by the cluster"
+
+// spareUp is how long a silo left out of every target set must stay up to pass.
+const spareUp = 20 * time.Second
+
+// TestClusterLeftOutSiloStaysUp: three silos hold one partition's group, three voters. All
+// three are restarted with --replicas 2, so the silo ranked last for the partition leaves its
+// target set and the leader removes its replica while it runs. That silo is a spare, not a
+// silo the cluster removed: it stays up, holding no replica, while the other two keep the
+// group, two voters, and serve; restarted, it stays up again. In "applies", the spare learns
+// its removal by applying it; in "told", its Raft traffic is cut (the transport failpoint) from
+// its restart until the others have removed it, so it never sees its removal committed, and
+// the leader answers its campaigns after the heal, and again after its own restart.
+func TestClusterLeftOutSiloStaysUp(t *testing.T) {
+	t.Run("applies", func(t *testing.T) { testLeftOutSiloStaysUp(t, false) })
+	t.Run("told", func(t *testing.T) { testLeftOutSiloStaysUp(t, true) })
 }
 
-func testRemovedSiloExits(t *testing.T, cut bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+func testLeftOutSiloStaysUp(t *testing.T, cut bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	faultsFile := filepath.Join(t.TempDir(), "raftnet-faults")
 	cl := startReplicated(t, ctx, 3, SiloSpec{Partitions: 1, Replicas: 3, Env: []string{raftnet.FaultsFileEnv + "=" + faultsFile}})
@@ -45,8 +51,8 @@ func testRemovedSiloExits(t *testing.T, cut bool) {
 		ids[i] = replicaID(t, p.SiloID())
 	}
 	target := placement.Target(0, ids, 2)
-	removed := slices.IndexFunc(ids, func(id uint64) bool { return !slices.Contains(target, id) })
-	t.Logf("with two replicas partition 0's target is %v: silo %d (%s) leaves it", target, removed, cl.Silos[removed].SiloID())
+	spare := slices.IndexFunc(ids, func(id uint64) bool { return !slices.Contains(target, id) })
+	t.Logf("with two replicas partition 0's target is %v: silo %d (%s) leaves it", target, spare, cl.Silos[spare].SiloID())
 
 	for i, p := range cl.Silos {
 		if err := p.Terminate(30 * time.Second); err != nil {
@@ -55,7 +61,7 @@ func testRemovedSiloExits(t *testing.T, cut bool) {
 		cl.Specs[i].Replicas = 2
 	}
 	if cut {
-		writeFaults(t, faultsFile, fmt.Sprintf("drop:%d", ids[removed]))
+		writeFaults(t, faultsFile, fmt.Sprintf("drop:%d", ids[spare]))
 	}
 	restarted := time.Now()
 	for i := range cl.Silos {
@@ -68,38 +74,115 @@ func testRemovedSiloExits(t *testing.T, cut bool) {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		// The removed silo may be removed before it prints its ready line.
-		if err != nil && !(i == removed && strings.Contains(cl.Silos[i].Log(), removedLine)) {
-			t.Fatalf("silo %d restarted with --replicas 2: %v", i, err)
+		if err != nil {
+			t.Fatalf("silo %d restarted with --replicas 2: %v\n%s", i, err, cl.Silos[i].Log())
 		}
 	}
-	p := cl.Silos[removed]
+	p := cl.Silos[spare]
+	waitReplicated(t, ctx, cl, 2, 60*time.Second, p.SiloID())
+	shrunk := time.Now()
+	t.Logf("the group shrank to two voters without silo %d %v after the restart", spare, shrunk.Sub(restarted).Round(time.Millisecond))
 	if cut {
-		// The others remove it; cut off, it cannot know, and keeps running.
-		waitReplicated(t, ctx, cl, 2, 60*time.Second, p.SiloID())
-		if p.Exited() {
-			t.Fatalf("the removed silo exited while cut off, before it could know\n%s", p.Log())
-		}
 		writeFaults(t, faultsFile, "")
+		waitFor(t, "the leader to tell the spare that its group no longer counts it", 60*time.Second, func() bool {
+			return strings.Contains(p.Log(), noticedLine) || p.Exited()
+		})
 	}
+	stayUp(t, cl, spare, "left out of the target set")
+	t.Logf("silo %d, left out, up %v after the group shrank (told by the leader: %v)",
+		spare, time.Since(shrunk).Round(time.Millisecond), strings.Contains(p.Log(), noticedLine))
 
-	exit := p.Wait(90 * time.Second)
-	var exitErr *exec.ExitError
-	if !errors.As(exit, &exitErr) || exitErr.ExitCode() != 1 {
-		t.Fatalf("the removed silo %d: %v, want exit status 1\n%s", removed, exit, cl.logs())
+	if err := p.Terminate(30 * time.Second); err != nil {
+		t.Fatalf("the spare on SIGTERM: %v\n%s", err, p.Log())
 	}
-	if !strings.Contains(p.Log(), removedLine) {
-		t.Fatalf("the removed silo %d exited (%v) without saying it was removed\n%s", removed, exit, p.Log())
+	p = cl.Restart(t, spare)
+	again := time.Now()
+	if cut {
+		// Its replica still holds the configuration counting it, campaigns, and is told again.
+		waitFor(t, "the leader to tell the restarted spare again", 60*time.Second, func() bool {
+			return strings.Contains(p.Log(), noticedLine) || p.Exited()
+		})
 	}
-	if cut && !strings.Contains(p.Log(), noticedLine) {
-		t.Fatalf("the removed silo %d was not told by the leader\n%s", removed, p.Log())
+	stayUp(t, cl, spare, "restarted")
+	t.Logf("silo %d, restarted, up %v after its restart (told again: %v)",
+		spare, time.Since(again).Round(time.Millisecond), strings.Contains(p.Log(), noticedLine))
+}
+
+// stayUp fails the test unless silo i of cl, which no group counts, runs for spareUp without
+// saying it was removed, while the others keep partition 0's group, two voters without it,
+// and answer for it.
+func stayUp(t *testing.T, cl *Cluster, i int, what string) {
+	t.Helper()
+	p := cl.Silos[i]
+	for deadline := time.Now().Add(spareUp); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if p.Exited() {
+			t.Fatalf("silo %d, %s, exited (%v) within %v\n%s", i, what, p.Wait(time.Second), spareUp, p.Log())
+		}
 	}
-	t.Logf("silo %d removed and exited with status 1 %v after the restart (told by the leader: %v)",
-		removed, time.Since(restarted).Round(time.Millisecond), strings.Contains(p.Log(), noticedLine))
+	if strings.Contains(p.Log(), removedLine) {
+		t.Fatalf("silo %d, %s, says it was removed\n%s", i, what, p.Log())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitReplicated(t, ctx, cl, 2, 60*time.Second, p.SiloID())
+	c := dialSeeds(t, cl.Seeds()...)
+	if _, err := c.PartitionStatus(ctx, 0); err != nil {
+		t.Fatalf("partition 0 with silo %d %s: %v", i, what, err)
+	}
+	for j, q := range cl.Silos {
+		if j != i && q.Exited() {
+			t.Fatalf("silo %d, in the group, exited\n%s", j, q.Log())
+		}
+	}
+}
+
+// TestClusterDeadSiloRemovedExits: three silos hold one partition's group, three voters, with
+// a short --dead-after. A follower is paused (SIGSTOP) until the other two, having declared it
+// dead for longer than the bound, removed its replica (two voters); resumed, in its own view
+// it belongs in the partition's target set, and it exits with status 1: fenced (the cluster
+// dropped its member, which a peer tells it within moments) or removed, whichever it learns
+// first. The other two keep the group.
+func TestClusterDeadSiloRemovedExits(t *testing.T) {
+	const deadAfter = 3 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl := startReplicated(t, ctx, 3, SiloSpec{Partitions: 1, Replicas: 3, DeadAfter: deadAfter})
+	leader, err := cl.LeaderOf(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := (leader + 1) % len(cl.Silos)
+	p := cl.Silos[dead]
+	if err := p.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	waitReplicated(t, ctx, cl, 2, deadAfter+90*time.Second, p.SiloID())
+	t.Logf("silo %d paused; its replica removed %v later", dead, time.Since(paused).Round(time.Millisecond))
+	if err := p.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	wantExit1(t, cl, dead, "resumed", 60*time.Second)
+	if !strings.Contains(p.Log(), fencedLine) && !strings.Contains(p.Log(), removedLine) {
+		t.Fatalf("silo %d exited without saying it was fenced or removed\n%s", dead, p.Log())
+	}
+	t.Logf("silo %d resumed; exited with status 1 %v later (fenced: %v, removed: %v)", dead, time.Since(resumed).Round(time.Millisecond),
+		strings.Contains(p.Log(), fencedLine), strings.Contains(p.Log(), removedLine))
 	waitReplicated(t, ctx, cl, 2, 60*time.Second, p.SiloID())
 	for i, q := range cl.Silos {
-		if i != removed && q.Exited() {
+		if i != dead && q.Exited() {
 			t.Fatalf("silo %d, still in the group, exited\n%s", i, q.Log())
 		}
+	}
+}
+
+// wantExit1 fails the test unless silo i of cl exits with status 1 within bound.
+func wantExit1(t *testing.T, cl *Cluster, i int, what string, bound time.Duration) {
+	t.Helper()
+	exit := cl.Silos[i].Wait(bound)
+	var exitErr *exec.ExitError
+	if !errors.As(exit, &exitErr) || exitErr.ExitCode() != 1 {
+		t.Fatalf("silo %d, %s: %v, want exit status 1\n%s", i, what, exit, cl.logs())
 	}
 }

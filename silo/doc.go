@@ -8,6 +8,8 @@
 // Prometheus metrics from the silo's own registry, the web UI of silo/ui), exposes an
 // in-process client, and shuts down gracefully (stop coordinating, hand leaderships over, close
 // partitions, leave), fences itself when the cluster dropped it, and stops (closing its
-// replicas) once the cluster has removed it from every partition's Raft group it held. Failure detection timings
+// replicas) once the cluster has removed it from every partition's Raft group it held although,
+// by its own view of the live silos, it belongs in those partitions' target sets; a silo that
+// placement leaves out of every target set stays up as a spare. Failure detection timings
 // come from a named profile (FailureProfiles).
 package silo

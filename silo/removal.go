@@ -6,21 +6,61 @@ import (
 	"sync"
 
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/cluster/placement"
 )
 
-// removal tracks whether the cluster has removed this silo from the Raft group of every
-// partition it held (DESIGN §6: a removed silo closes its replicas and exits). A partition's
-// group has removed this silo when its leader said so (a RaftRemoved answering this replica's
-// campaign: a voter removed while it was cut off or down never applies its own removal, and
-// campaigns with its outdated configuration), or when this replica applied a configuration
-// that no longer counts it after one that did. A silo that no group counts and no group
-// removed (a joiner not added yet) is not removed.
+// removal tracks whether the cluster has removed this silo (DESIGN §6: a removed silo closes
+// its replicas and exits): removed its replicas although, by this silo's own view of the live
+// silos, it belongs in those partitions' target sets (the cluster declared it dead for longer
+// than --dead-after, or its identity is gone). A live silo that placement leaves out of a
+// partition's target set (--replicas lowered, or more silos than a partition needs) is a
+// spare, not removed: it loses that replica and stays up, ready to receive replicas again.
+//
+// Evidence that a partition's group removed this silo's replica is any of: its leader said so
+// (a RaftRemoved answering this replica's campaign: a voter removed while it was cut off, down
+// or paused never applies its own removal, and campaigns with its outdated configuration);
+// this replica applied a configuration that no longer counts it after one that did; or it
+// applied one that counts it as a learner after one that counted it as a voter (removed and
+// added again as a new replica: placement never turns a voter into a learner).
+//
+// Each piece of evidence is judged once, at the first check that finds it, against the
+// partition's target by the silo's live view at that check (placement.Target over the live
+// silos and itself, Config.Replicas):
+//   - outside the target, the removal is a rebalance: the partition no longer counts toward
+//     membership, and it is forgotten once the silo hears the group's leader while the group
+//     counts it again (a later re-add);
+//   - inside the target, the removal is held against the silo for the rest of the process's
+//     life, even when the group's leader adds it back afterwards: the silo exits, as DESIGN
+//     says, whichever of its removal and its re-add it sees first.
+//
+// A silo paused or cut off beyond --dead-after is fenced as soon as it is heard again (the
+// cluster dropped its member) and exits before this matters. Restarted on the same data dir,
+// its replica still counts itself, and the leader, seeing it live and in its target, adds it
+// back as a learner at once: the silo exits when a check finds its removal (the leader
+// answering its campaign, the removal applied, or it counted as a learner after a voter; the
+// configurations it opened with are looked at before any message arrives), but when the
+// removal and the re-add and the promotion all apply between two checks it sees nothing and
+// serves as the replica added back, which Raft brings up to date like any new one.
+//
+// The silo stops once removedLooks consecutive checks found a held removal and no other
+// partition's group counting it (a silo still holding other replicas keeps serving them). A
+// silo no group counts and none removed (a joiner not added yet) is not removed. The judgement
+// assumes this silo's live view agrees with the leader's by the time a removal commits: a
+// removal follows adding and catching up a replacement, seconds after any membership change,
+// while gossip spreads one in well under a second.
 type removal struct {
 	mu sync.Mutex
-	// noticed maps a partition to the leader that said its group no longer counts this silo.
+	// noticed maps a partition to the leader that said its group no longer counts this silo,
+	// until the next check judges it.
 	noticed map[int]uint64
-	// counted lists the partitions whose configuration counted this silo at some look.
-	counted map[int]bool
+	// counted and voted list the partitions whose configuration counted this silo (as a
+	// voter or learner, as a voter) at some check since its last judged removal.
+	counted, voted map[int]bool
+	// left lists the partitions whose removal of this silo was a rebalance and that have not
+	// counted it again since.
+	left map[int]bool
+	// held lists the partitions whose removal of this silo was judged inside its target.
+	held map[int]bool
 	// looks counts the consecutive checks that found the silo removed.
 	looks int
 	err   error
@@ -28,6 +68,75 @@ type removal struct {
 
 // removedLooks is how many consecutive checks must find the silo removed before it stops.
 const removedLooks = 2
+
+// groupLook is what one check sees of one partition's group on this silo.
+type groupLook struct {
+	partition int
+	// voter and learner: the replica's applied configuration counts this silo so.
+	voter, learner bool
+	// leader: the replica knows the group's leader.
+	leader bool
+	// inTarget: the partition's target set by this silo's live view holds this silo.
+	inTarget bool
+}
+
+// judged is a removal the check judged, for the log.
+type judged struct {
+	partition int
+	held      bool
+}
+
+// look is one check over groups: it judges the new evidence of removals and reports the
+// removals judged at this check, and, once the silo is removed, the partitions held against it
+// and true (see removal). The caller holds r.mu.
+func (r *removal) look(groups []groupLook) (judgedNow []judged, heldParts []int, stop bool) {
+	if r.counted == nil {
+		r.counted, r.voted, r.left, r.held = map[int]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}
+	}
+	member := false
+	for _, g := range groups {
+		n := g.partition
+		counts := g.voter || g.learner
+		_, noticed := r.noticed[n]
+		delete(r.noticed, n)
+		switch {
+		case r.held[n]:
+		case r.left[n]:
+			if counts && g.leader {
+				delete(r.left, n) // added back: a member again
+				member = true
+			}
+		case noticed || (r.counted[n] && !counts) || (r.voted[n] && g.learner):
+			judgedNow = append(judgedNow, judged{partition: n, held: g.inTarget})
+			if g.inTarget {
+				r.held[n] = true
+			} else {
+				r.left[n] = true
+			}
+			delete(r.counted, n)
+			delete(r.voted, n)
+			continue
+		case counts:
+			member = true
+		}
+		if counts && !r.held[n] && !r.left[n] {
+			r.counted[n] = true
+		}
+		if g.voter && !r.held[n] && !r.left[n] {
+			r.voted[n] = true
+		}
+	}
+	if member || len(r.held) == 0 {
+		r.looks = 0
+		return judgedNow, nil, false
+	}
+	r.looks++
+	for n := range r.held {
+		heldParts = append(heldParts, n)
+	}
+	slices.Sort(heldParts)
+	return judgedNow, heldParts, r.looks >= removedLooks
+}
 
 // countsReplica is the Raft transport's Config.Counts: false only when this silo leads
 // partition group and its configuration has replica neither as a voter nor as a learner. A
@@ -51,56 +160,52 @@ func (s *Silo) noticeRemoved(from uint64, groups []int) {
 		s.removal.noticed = map[int]uint64{}
 	}
 	for _, n := range groups {
-		if _, ok := s.removal.noticed[n]; !ok {
+		if _, ok := s.removal.noticed[n]; !ok && !s.removal.left[n] && !s.removal.held[n] {
 			s.log.Warn("partition's group no longer counts this silo", "partition", n, "leader", cluster.FormatID(from))
 		}
 		s.removal.noticed[n] = from
 	}
 }
 
-// checkRemoved stops the silo, its Err naming why, once removedLooks consecutive checks found
-// that no partition's group still counts it and at least one has removed it (see removal).
+// checkRemoved looks at every partition's group on this silo (see removal) and stops the
+// silo, its Err naming why, once the cluster has removed it.
 func (s *Silo) checkRemoved() {
 	self := s.SiloID()
-	r := &s.removal
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.counted == nil {
-		r.counted = map[int]bool{}
+	live := []uint64{self}
+	for id := range s.liveSilos() {
+		live = append(live, id)
 	}
-	var removed []int
-	member := false
+	groups := make([]groupLook, 0, s.cfg.Partitions)
 	for n := range s.cfg.Partitions {
 		st, ok := s.host.Status(n)
 		if !ok {
 			continue
 		}
-		counts := slices.Contains(st.Voters, self) || slices.Contains(st.Learners, self)
-		if _, ok := r.noticed[n]; ok && st.Leader != 0 {
-			delete(r.noticed, n) // it hears from a leader again: added back
-		}
-		_, noticed := r.noticed[n]
-		switch {
-		case noticed || (r.counted[n] && !counts):
-			removed = append(removed, n)
-		case counts:
-			member = true
-		}
-		if counts {
-			r.counted[n] = true
+		groups = append(groups, groupLook{
+			partition: n,
+			voter:     slices.Contains(st.Voters, self),
+			learner:   slices.Contains(st.Learners, self),
+			leader:    st.Leader != 0,
+			inTarget:  slices.Contains(placement.Target(n, live, s.cfg.Replicas), self),
+		})
+	}
+	r := &s.removal
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	judgedNow, held, stop := r.look(groups)
+	for _, j := range judgedNow {
+		if j.held {
+			s.log.Warn("partition's group removed this silo although it is in the partition's target set", "partition", j.partition)
+		} else {
+			s.log.Info("partition's group removed this silo, which is outside the partition's target set: a rebalance", "partition", j.partition)
 		}
 	}
-	if member || len(removed) == 0 {
-		r.looks = 0
+	if !stop || r.err != nil {
 		return
 	}
-	r.looks++
-	if r.looks < removedLooks || r.err != nil {
-		return
-	}
-	r.err = fmt.Errorf("removed from the Raft group of every partition it held (partitions %v): its replicas are closed; "+
-		"a silo the cluster removed does not serve again with this data dir", removed)
-	s.log.Error("silo removed by the cluster from every partition's group; closing its replicas and stopping", "partitions", removed)
+	r.err = fmt.Errorf("removed by the cluster from the Raft group of every partition it held (partitions %v) although in their target sets: "+
+		"its replicas are closed; a silo the cluster removed does not serve again with this data dir", held)
+	s.log.Error("silo removed by the cluster from every partition's group; closing its replicas and stopping", "partitions", held)
 	go s.shutdown(true)
 }
 

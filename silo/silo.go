@@ -162,6 +162,10 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	if cfg.RaftFaultsFile != "" {
 		go cfg.RaftFaults.Follow(runCtx, cfg.RaftFaultsFile, faultsFileEvery, s.faultsChanged)
 	}
+	// The configurations the replicas opened with, seen before any message can change them: a
+	// replica the cluster removed while this silo was down and adds back at once is then seen
+	// to have been a voter (see removal).
+	s.checkRemoved()
 	s.raft.SetReceiver(host.Receiver())
 	host.SetTransport(s.raft)
 	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
