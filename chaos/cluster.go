@@ -52,6 +52,11 @@ func StartCluster(t testing.TB, n int, base SiloSpec) *Cluster {
 		wg.Go(func() { errs[i] = p.awaitReady(readyTimeout) })
 	}
 	wg.Wait()
+	for i, err := range errs {
+		if err != nil && c.Silos[i].clashedPort() != 0 {
+			c.Silos[i], errs[i] = relaunchOnPortClash(t, c.Specs[i], c.Silos[i])
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +73,8 @@ func (c *Cluster) Restart(t testing.TB, i int) *SiloProcess {
 	if !c.Silos[i].Exited() {
 		t.Fatalf("restart silo %d: its process %d still runs", i, c.Silos[i].PID())
 	}
-	c.Silos[i] = launchSilo(t, c.Specs[i])
-	if err := c.Silos[i].awaitReady(readyTimeout); err != nil {
+	var err error
+	if c.Silos[i], err = relaunchOnPortClash(t, c.Specs[i], launchSilo(t, c.Specs[i])); err != nil {
 		t.Fatalf("restart silo %d: %v\n%s", i, err, c.logs())
 	}
 	return c.Silos[i]

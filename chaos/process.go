@@ -178,11 +178,55 @@ const readyTimeout = 60 * time.Second
 // is killed when the test ends.
 func StartSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
 	t.Helper()
-	p := launchSilo(t, spec)
-	if err := p.awaitReady(readyTimeout); err != nil {
+	p, err := relaunchOnPortClash(t, spec, launchSilo(t, spec))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// portClashRelaunches is how many times relaunchOnPortClash starts a silo again.
+const portClashRelaunches = 3
+
+// relaunchOnPortClash waits for p's ready line; when p exited because its admin or actor port
+// was taken meanwhile (FreePort's port was free a moment before, but another test process may
+// bind it first), it chooses that port again in spec and launches the silo again, up to
+// portClashRelaunches times. The gossip port is never changed: other silos' seeds name it.
+func relaunchOnPortClash(t testing.TB, spec *SiloSpec, p *SiloProcess) (*SiloProcess, error) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		err := p.awaitReady(readyTimeout)
+		if err == nil || attempt == portClashRelaunches {
+			return p, err
+		}
+		port := p.clashedPort()
+		switch {
+		case port == 0:
+			return p, err
+		case port == spec.AdminPort:
+			spec.AdminPort = FreePort(t)
+		case port == spec.Port:
+			spec.Port = FreePort(t)
+		}
+		t.Logf("silo %s: port %d was taken before it could listen; choosing another", p.GossipAddress(), port)
+		p = launchSilo(t, spec)
+	}
+}
+
+// clashedPort is the process's admin or actor port when its log says that port was already in
+// use, 0 otherwise.
+func (p *SiloProcess) clashedPort() int {
+	for line := range strings.Lines(p.log.String()) {
+		if !strings.Contains(line, "address already in use") {
+			continue
+		}
+		for _, port := range []int{p.Spec.AdminPort, p.Spec.Port} {
+			if strings.Contains(line, fmt.Sprintf("127.0.0.1:%d:", port)) || strings.Contains(line, fmt.Sprintf("127.0.0.1:%d ", port)) {
+				return port
+			}
+		}
+	}
+	return 0
 }
 
 // launchSilo starts a silo process without waiting for it to be ready, choosing the spec's
