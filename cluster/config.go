@@ -65,6 +65,15 @@ type ProviderConfig struct {
 	// partitions' Raft groups. An error refuses the start (see Provider.Refused). It is not
 	// called for a ClusterID given in the config.
 	OnClusterID func(clusterID uint64, minted bool) error
+	// Retired are the silos the member's store records as retired from its cluster
+	// (persistence.SiloStore.RetiredSilos; see retired.go). A member whose own SiloID is among
+	// them refuses to start.
+	Retired []uint64
+	// OnRetired, when set, persists the retired silos this member knows (all of them, ascending:
+	// persistence.SiloStore.RecordRetired) before it acts on them: called by Provider.Retire,
+	// and from the provider's goroutine for those peers reported. An error fails the Retire;
+	// peers' reports are retried at the next sync.
+	OnRetired func(retired []uint64) error
 
 	// ProbeInterval is memberlist's failure-probe period (default 400 ms).
 	ProbeInterval time.Duration

@@ -5,8 +5,8 @@ import "github.com/hashicorp/memberlist"
 // memberlistNode is memberlist's view of one node.
 type memberlistNode = memberlist.Node
 
-// delegate is the provider's memberlist.Delegate: it announces the node metadata and receives
-// fence notices. memberlist calls it from its own goroutines, some while holding its locks, so
+// delegate is the provider's memberlist.Delegate: it announces the node metadata, receives
+// fence notices, and exchanges the retired silos (retired.go). memberlist calls it from its own goroutines, some while holding its locks, so
 // nothing here blocks or calls back into memberlist.
 type delegate struct{ p *Provider }
 
@@ -19,17 +19,27 @@ func (d delegate) NodeMeta(limit int) []byte {
 	return *meta
 }
 
-// NotifyMsg receives user messages: fence notices.
-func (d delegate) NotifyMsg(buf []byte) { d.p.onNotice(buf) }
+// NotifyMsg receives user messages: fence notices and retired silos.
+func (d delegate) NotifyMsg(buf []byte) {
+	if s, ok := decodeRetired(buf); ok {
+		d.p.mergeRetired(s)
+		return
+	}
+	d.p.onNotice(buf)
+}
 
 // GetBroadcasts has nothing to piggyback.
 func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 
-// LocalState has no state for push/pull.
-func (d delegate) LocalState(join bool) []byte { return nil }
+// LocalState is the push/pull state: the retired silos.
+func (d delegate) LocalState(join bool) []byte { return d.p.retiredBuf() }
 
-// MergeRemoteState ignores remote push/pull state.
-func (d delegate) MergeRemoteState(buf []byte, join bool) {}
+// MergeRemoteState takes a peer's retired silos.
+func (d delegate) MergeRemoteState(buf []byte, join bool) {
+	if s, ok := decodeRetired(buf); ok {
+		d.p.mergeRetired(s)
+	}
+}
 
 // events is the provider's memberlist.EventDelegate. memberlist invokes it while holding its
 // node lock, with the node's state as of the event: it copies the node into the provider's own

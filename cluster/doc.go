@@ -1,6 +1,6 @@
 // Package cluster owns Orrery's cluster membership: a protoactor ClusterProvider built on
 // hashicorp/memberlist (Provider), the self-fencing signal a silo uses to learn that the
-// cluster has dropped it, and the bootstrap of a silo's or client's protoactor cluster
+// cluster has dropped it, the cluster-wide record of retired silos, and the bootstrap of a silo's or client's protoactor cluster
 // (NewMember, NewClient, Shutdown), whose actor transport runs mutual TLS when
 // MemberConfig.TLS is set (cluster/transportauth).
 //
@@ -56,10 +56,17 @@
 // of a silo that was paused, or cut off, long enough to be declared dead, and came back). The
 // silo reacts by closing its partitions and exiting; a restarted silo has a new id.
 //
+// Retired silos. A silo that the cluster gave up on (its replicas removed after it was missing
+// beyond the dead bound) is retired: Provider.Retire records its silo id, persisted through
+// OnRetired, and the grow-only set travels to every peer (a message when an id is added,
+// memberlist's push/pull state, and a message to any live peer whose silo is retired). A silo
+// that hears its own id refuses to join, or fences itself once joined; one whose store records
+// it (ProviderConfig.Retired) does not start. See retired.go.
+//
 // Shutdown. cluster.Cluster.Shutdown(false) never calls the provider, so Shutdown here stops
 // memberlist itself (without Leave, so peers detect a failure) before tearing protoactor down;
 // Shutdown(c, p, true) goes through protoactor's graceful path, which leaves memberlist first.
 //
-// The in-process tests run without -race: protoactor's cluster code has known data races
+// The in-process tests that start protoactor run without -race: its cluster code has known data races
 // (MemberList, disthash's rendezvous, BlockList, grpclog.SetLoggerV2 per remote).
 package cluster

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 )
 
 // startIdentity sets up the cluster-identity rule and the metadata to announce; start calls it
@@ -16,6 +17,9 @@ func (p *Provider) startIdentity(seedless bool) error {
 	}
 	p.form = formation{seedless: seedless, client: env.client}
 	if !env.client {
+		if slices.Contains(p.cfg.Retired, p.cfg.SiloID) {
+			return errRetired(p.cfg.SiloID, p.cfg.ClusterID)
+		}
 		p.metaBase.Silo = hexID(p.cfg.SiloID)
 		p.form.silo, p.form.clusterID = p.cfg.SiloID, p.cfg.ClusterID
 		p.form.expect = p.cfg.BootstrapExpect

@@ -74,14 +74,24 @@ type Provider struct {
 	fenceOnce  sync.Once
 	fenceCause error
 
+	// retired are the retired silos persisted through OnRetired, learned those peers reported
+	// and not yet persisted, heard those reported by cluster id before this member had one
+	// (nil once it has); see retired.go. saveMu serializes the saves.
+	retiredMu sync.Mutex
+	retired   map[uint64]bool
+	learned   map[uint64]bool
+	heard     map[uint64]map[uint64]bool
+	saveMu    sync.Mutex
+
 	joinMu      sync.Mutex
 	lastJoinErr error // the last failed join's error, nil once a join succeeded
 
 	// Owned by the run goroutine.
-	form        formation
-	inTopology  bool
-	lastNotice  map[string]time.Time
-	foreignSeen map[string]bool
+	form              formation
+	inTopology        bool
+	lastNotice        map[string]time.Time
+	lastRetiredNotice map[string]time.Time
+	foreignSeen       map[string]bool
 }
 
 var _ protocluster.ClusterProvider = (*Provider)(nil)
@@ -110,17 +120,25 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	}
 	logger := slog.New(actors.NewLevelHandler(cfg.LogLevel, cfg.Logger.Handler()))
 	cfg.Logger = logger
+	retired := map[uint64]bool{}
+	for _, id := range cfg.Retired {
+		retired[id] = true
+	}
 	return &Provider{
-		cfg:         cfg,
-		logger:      logger.With(slog.String("lib", "orrery/cluster")),
-		nodes:       map[string]memberlistNode{},
-		changed:     make(chan struct{}, 1),
-		stop:        make(chan struct{}),
-		ready:       make(chan struct{}),
-		fenced:      make(chan struct{}),
-		refused:     make(chan struct{}),
-		lastNotice:  map[string]time.Time{},
-		foreignSeen: map[string]bool{},
+		cfg:               cfg,
+		logger:            logger.With(slog.String("lib", "orrery/cluster")),
+		nodes:             map[string]memberlistNode{},
+		changed:           make(chan struct{}, 1),
+		stop:              make(chan struct{}),
+		ready:             make(chan struct{}),
+		fenced:            make(chan struct{}),
+		refused:           make(chan struct{}),
+		lastNotice:        map[string]time.Time{},
+		lastRetiredNotice: map[string]time.Time{},
+		foreignSeen:       map[string]bool{},
+		retired:           retired,
+		learned:           map[uint64]bool{},
+		heard:             map[uint64]map[uint64]bool{},
 	}, nil
 }
 
@@ -356,6 +374,15 @@ func (p *Provider) sync() {
 	if p.isRefused() {
 		return
 	}
+	if p.settleRetired() {
+		cause := errRetired(p.cfg.SiloID, p.ClusterID())
+		if p.gateOpen.Load() {
+			p.fence(cause)
+		} else {
+			p.refuse(cause)
+		}
+		return
+	}
 	view := p.view()
 	if !p.gateOpen.Load() && !p.formStep(view) {
 		return
@@ -368,6 +395,7 @@ func (p *Provider) sync() {
 	p.readyOnce.Do(func() { close(p.ready) })
 	p.checkSelf(slices.ContainsFunc(topology, func(m *protocluster.Member) bool { return m.Id == p.env.selfID }))
 	p.noticeBlocked(peers)
+	p.noticeRetiredPeers(peers, silos)
 }
 
 // viewNode is one live memberlist node of this cluster name other than this one.

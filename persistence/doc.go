@@ -26,6 +26,7 @@
 //	s/silo-id                 8-byte big-endian random non-zero id, created by the first open (SiloID)
 //	s/partitions              8-byte big-endian partition count given at creation; another count fails the open
 //	s/cluster-id              8-byte big-endian non-zero id of the cluster the silo belongs to, written once (SetClusterID); absent: none yet
+//	s/retired                 the retired silos' ids, 8 bytes big-endian each, ascending (RecordRetired); absent: none
 //	r/<n>/e/<index>           partition n's Raft log entry (raftpb.Entry)
 //	r/<n>/hard-state          its Raft hard state (raftpb.HardState)
 //	r/<n>/snapshot            its last snapshot (raftpb.Snapshot: metadata with the conf state; data)

@@ -9,6 +9,7 @@ var (
 	siloIDKey         = []byte("s/silo-id")
 	siloPartitionsKey = []byte("s/partitions")
 	siloClusterIDKey  = []byte("s/cluster-id")
+	siloRetiredKey    = []byte("s/retired")
 )
 
 // groupPrefix is where partition n's keys of one kind start: kind, then n.

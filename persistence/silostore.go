@@ -31,6 +31,9 @@ type SiloStore struct {
 	partitions int
 	// clusterID is the stored cluster id (0: none yet); SetClusterID writes it under writeMu.
 	clusterID atomic.Uint64
+	// retired are the retired silos' ids, ascending (RecordRetired writes them under writeMu).
+	retiredMu sync.Mutex
+	retired   []uint64
 	raftLog   *BadgerRaftLog
 
 	// versions numbers commits and reads (the database is opened in managed mode).
@@ -112,7 +115,10 @@ func (s *SiloStore) loadMeta() error {
 					"the count cannot change for an existing store", s.dir, stored, s.partitions)
 		}
 		s.siloID = binary.BigEndian.Uint64(id)
-		return s.loadClusterID(txn)
+		if err := s.loadClusterID(txn); err != nil {
+			return err
+		}
+		return s.loadRetired(txn)
 	case idFound || countFound:
 		return orrery.Errorf(orrery.CodeInternal, "silo store %s: damaged silo metadata (silo id or partition count missing)", s.dir)
 	}

@@ -20,7 +20,9 @@ const balanceEvery = 2 * time.Second
 
 // placer is the silo's replica placement loop (DESIGN §6): for each partition this silo
 // leads, it performs the step package placement decides from the group's configuration and the
-// membership, one step per group per look; and it moves leaderships to even them out.
+// membership, one step per group per look; and it moves leaderships to even them out. A
+// retired silo (cluster.Provider.Retire) counts as gone, never live; a replica removed because
+// its silo has been missing beyond Config.DeadAfter retires that silo first.
 type placer struct {
 	s       *Silo
 	started time.Time
@@ -54,11 +56,17 @@ func (p *placer) look(now time.Time) {
 	s := p.s
 	live := make([]uint64, 0, 8)
 	for id := range s.liveSilos() {
+		if s.provider.Retired(id) {
+			continue // in the topology until it learns it is retired and stops
+		}
 		p.lastSeen[id] = now
 		live = append(live, id)
 	}
 	slices.Sort(live)
 	membership := placement.Membership{Live: live, Gone: func(id uint64) bool {
+		if s.provider.Retired(id) {
+			return true
+		}
 		seen, ok := p.lastSeen[id]
 		if !ok {
 			seen = p.started // a silo not seen since this one started gets the whole bound
@@ -91,6 +99,15 @@ func (p *placer) look(now time.Time) {
 		}
 		if step.Action == placement.None {
 			continue
+		}
+		if step.Action == placement.Remove && !slices.Contains(live, step.Replica) && membership.Gone(step.Replica) {
+			// Missing beyond the bound: retired for good before its replica goes, so that no
+			// group adds it back should its process return on the same data dir.
+			if err := s.provider.Retire(step.Replica); err != nil {
+				s.log.Warn("could not retire a silo missing beyond the dead bound; its replica stays", "partition", n,
+					"replica", cluster.FormatID(step.Replica), "err", err)
+				continue
+			}
 		}
 		if err := p.perform(n, step); err != nil {
 			if !errors.Is(err, replication.ErrConfChangePending) && !errors.Is(err, replication.ErrNotLeader) {

@@ -33,14 +33,11 @@ import (
 //     life, even when the group's leader adds it back afterwards: the silo exits, as DESIGN
 //     says, whichever of its removal and its re-add it sees first.
 //
-// A silo paused or cut off beyond --dead-after is fenced as soon as it is heard again (the
-// cluster dropped its member) and exits before this matters. Restarted on the same data dir,
-// its replica still counts itself, and the leader, seeing it live and in its target, adds it
-// back as a learner at once: the silo exits when a check finds its removal (the leader
-// answering its campaign, the removal applied, or it counted as a learner after a voter; the
-// configurations it opened with are looked at before any message arrives), but when the
-// removal and the re-add and the promotion all apply between two checks it sees nothing and
-// serves as the replica added back, which Raft brings up to date like any new one.
+// A silo missing beyond --dead-after is retired before any group removes its replica for that
+// reason (placer.look, cluster.Provider.Retire): paused or cut off, it is fenced as soon as it
+// is heard again; restarted on the same data dir, it refuses or fences itself once a peer tells
+// it, and no group adds it back meanwhile. The evidence above is Raft's own and needs no
+// gossip.
 //
 // The silo stops once removedLooks consecutive checks found a held removal and no other
 // partition's group counting it (a silo still holding other replicas keeps serving them). A
@@ -173,7 +170,9 @@ func (s *Silo) checkRemoved() {
 	self := s.SiloID()
 	live := []uint64{self}
 	for id := range s.liveSilos() {
-		live = append(live, id)
+		if !s.provider.Retired(id) {
+			live = append(live, id)
+		}
 	}
 	groups := make([]groupLook, 0, s.cfg.Partitions)
 	for n := range s.cfg.Partitions {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,10 +110,16 @@ func TestFoundersReplicateEveryPartitionAndSpreadLeadership(t *testing.T) {
 
 // TestALostSilosReplicasAreRecreatedElsewhere: four silos, three replicas per partition; one
 // silo stops for good (no graceful leave); once it has been missing for DeadAfter, every
-// partition's voters are three live silos, and a command to every partition is answered.
+// partition's voters are three live silos, and a command to every partition is answered. The
+// lost silo was retired: restarted on its data dir it stops with an error saying so, no group
+// counts it again meanwhile, and started once more it refuses at once.
 func TestALostSilosReplicasAreRecreatedElsewhere(t *testing.T) {
 	const partitions = 8
-	silos := startFounders(t, 4, partitions, func(c *Config) { c.DeadAfter = 2 * time.Second })
+	var cfgs []Config
+	silos := startFounders(t, 4, partitions, func(c *Config) {
+		c.DeadAfter = 2 * time.Second
+		cfgs = append(cfgs, *c)
+	})
 	settled := func(live []*Silo, what string) {
 		t.Helper()
 		eventually(t, what, 90*time.Second, func() bool {
@@ -158,6 +165,58 @@ func TestALostSilosReplicasAreRecreatedElsewhere(t *testing.T) {
 		if _, err := live[0].Client().PartitionStatus(ctx, n); err != nil {
 			t.Errorf("partition %d: %v", n, err)
 		}
+	}
+	for _, s := range live {
+		if !s.provider.Retired(lost.SiloID()) {
+			t.Errorf("silo %s does not know that the lost silo %s is retired", cluster.FormatID(s.SiloID()), cluster.FormatID(lost.SiloID()))
+		}
+	}
+
+	var cfg Config
+	for _, c := range cfgs {
+		if c.DataDir == lost.cfg.DataDir {
+			cfg = c
+		}
+	}
+	counted := func() bool {
+		for _, s := range live {
+			for n := range partitions {
+				if st, ok := s.host.Status(n); ok && (slices.Contains(st.Voters, lost.SiloID()) || slices.Contains(st.Learners, lost.SiloID())) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	startCtx, cancelStart := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelStart()
+	again, err := Start(startCtx, cfg)
+	if err == nil {
+		t.Cleanup(again.Stop)
+		deadline := time.After(30 * time.Second)
+	watch:
+		for {
+			if counted() {
+				t.Fatal("a group counts the retired silo again")
+			}
+			select {
+			case <-again.Done():
+				err = again.Err()
+				break watch
+			case <-deadline:
+				t.Fatal("the retired silo, restarted on its data dir, is still serving after 30 s")
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "was retired") {
+		t.Fatalf("the retired silo restarted on its data dir: %v, want an error saying it was retired", err)
+	}
+	if counted() {
+		t.Error("a group counts the retired silo again")
+	}
+	if _, err := Start(startCtx, cfg); err == nil || !strings.Contains(err.Error(), "was retired") {
+		t.Errorf("the retired silo started once more: %v, want a refusal saying it was retired", err)
 	}
 }
 

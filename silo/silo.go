@@ -139,6 +139,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 				return host.JoinCluster(id, minted)
 			},
 			OnFenced: func(cause error) { s.fenced(cause) },
+			Retired:  host.RetiredSilos(), OnRetired: host.RecordRetired,
 		},
 		Kinds:          []*protocluster.Kind{partition.NewKind(pcfg)},
 		IdentityLookup: lookup.New(lookup.Config{Kind: partition.Kind, Leadership: host, Logger: cfg.Logger}),
