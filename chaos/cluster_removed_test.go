@@ -186,3 +186,60 @@ func wantExit1(t *testing.T, cl *Cluster, i int, what string, bound time.Duratio
 		t.Fatalf("silo %d, %s: %v, want exit status 1\n%s", i, what, exit, cl.logs())
 	}
 }
+
+// retiredLine is what a silo says when the cluster has retired it.
+const retiredLine = "was retired by cluster"
+
+// TestClusterRetiredSiloRestartedExits: three silos hold two partitions' groups, three voters
+// each, with a short --dead-after. A silo is SIGKILLed and stays down until the other two have
+// removed its replicas (two voters each), which retires it. Started again on its data dir with
+// the same flags, it exits non-zero saying it was retired, and no group counts it meanwhile;
+// started once more, it refuses the same way. The other two keep the groups.
+func TestClusterRetiredSiloRestartedExits(t *testing.T) {
+	const deadAfter, partitions = 3 * time.Second, 2
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl := startReplicated(t, ctx, 3, SiloSpec{Partitions: partitions, Replicas: 3, DeadAfter: deadAfter})
+	leader, err := cl.LeaderOf(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := (leader + 1) % len(cl.Silos)
+	id := cl.Silos[lost].SiloID()
+	cl.Silos[lost].Kill()
+	killed := time.Now()
+	waitReplicated(t, ctx, cl, 2, deadAfter+90*time.Second, id)
+	t.Logf("silo %d killed; its replicas removed %v later", lost, time.Since(killed).Round(time.Millisecond))
+
+	counted := func() bool {
+		for _, r := range cl.Replications(ctx) {
+			if slices.Contains(r.Voters, id) || slices.Contains(r.Learners, id) {
+				return true
+			}
+		}
+		return false
+	}
+	for attempt, what := range []string{"restarted on its data dir", "started once more"} {
+		p := launchSilo(t, cl.Specs[lost])
+		cl.Silos[lost] = p
+		started := time.Now()
+		for !p.Exited() {
+			if counted() {
+				t.Fatalf("silo %d, %s: a group counts it again\n%s", lost, what, cl.logs())
+			}
+			if time.Since(started) > 60*time.Second {
+				t.Fatalf("silo %d, %s: still running after 60 s\n%s", lost, what, cl.logs())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var exitErr *exec.ExitError
+		if exit := p.Wait(time.Second); !errors.As(exit, &exitErr) || exitErr.ExitCode() == 0 || !strings.Contains(p.Log(), retiredLine) {
+			t.Fatalf("silo %d, %s: exit %v, want a non-zero status and %q in its log\n%s", lost, what, exit, retiredLine, p.Log())
+		}
+		t.Logf("silo %d, %s (attempt %d): %v, %v after its start", lost, what, attempt+1, p.Wait(time.Second), time.Since(started).Round(time.Millisecond))
+	}
+	if counted() {
+		t.Fatal("a group counts the retired silo again")
+	}
+	waitReplicated(t, ctx, cl, 2, 60*time.Second, id)
+}

@@ -19,11 +19,12 @@
 //
 // One silo uses a data root at a time. It prints one line "silo ready ..." with its ids and
 // addresses once it serves: it has joined its cluster, its store is open and every partition
-// answers (when it cannot join or they do not answer within --open-timeout, or the store
-// cannot be opened, it exits with status 2 and the error). It shuts down gracefully on SIGTERM
-// or SIGINT (stop coordinating, stop the partitions, leave the cluster, close the store), and
-// exits with status 1 if the cluster fences it, removes it from every partition's Raft group,
-// or its partitions fail (a failed write or apply: the next start recovers from the store).
+// answers (when it cannot join or they do not answer within --open-timeout, the store cannot
+// be opened, or the cluster has retired this silo, it exits with status 2 and the error). It
+// shuts down gracefully on SIGTERM or SIGINT (stop coordinating, stop the partitions, leave
+// the cluster, close the store), and exits with status 1 if the cluster fences it (retired
+// included), removes it from every partition's Raft group, or its partitions fail (a failed
+// write or apply: the next start recovers from the store).
 //
 // silo import imports a data root of the old layout (cluster.json and one Badger database per
 // partition, partitions/<n>/), which a silo refuses to start on, into the silo store
