@@ -411,7 +411,7 @@ func (s *Silo) replicaRow(n int) map[string]any {
 // siloTable lists the silos this silo knows of: the topology's members (alive, with their actor
 // address) and any other silo its replicas name as a voter, learner or leader (not alive, no
 // address), with how many of the partitions hosted here it leads and replicates, as this silo's
-// replicas see them.
+// replicas see them, and the retired silos (cluster.Provider.Retire) it knows.
 func (s *Silo) siloTable(w http.ResponseWriter, r *http.Request) {
 	live := s.liveSilos()
 	type counts struct{ leads, replicas int }
@@ -446,14 +446,18 @@ func (s *Silo) siloTable(w http.ResponseWriter, r *http.Request) {
 	for _, id := range slices.Sorted(maps.Keys(silos)) {
 		address, alive := live[id]
 		row := map[string]any{"silo_id": cluster.FormatID(id), "address": nil, "alive": alive,
-			"leads": silos[id].leads, "replicas": silos[id].replicas, "self": id == s.SiloID()}
+			"leads": silos[id].leads, "replicas": silos[id].replicas, "self": id == s.SiloID(), "retired": s.provider.Retired(id)}
 		if alive {
 			row["address"] = address
 		}
 		rows = append(rows, row)
 	}
+	retired := []string{}
+	for _, id := range s.provider.RetiredSilos() {
+		retired = append(retired, cluster.FormatID(id))
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "silo_id": cluster.FormatID(s.SiloID()),
-		"partitions": s.cfg.Partitions, "hosted_here": hosted, "silos": rows})
+		"partitions": s.cfg.Partitions, "hosted_here": hosted, "silos": rows, "retired_silos": retired})
 }
 
 func (s *Silo) writeRecord(w http.ResponseWriter, rec proto.Message, err error) {

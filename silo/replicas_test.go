@@ -167,8 +167,9 @@ func TestALostSilosReplicasAreRecreatedElsewhere(t *testing.T) {
 		}
 	}
 	for _, s := range live {
-		if !s.provider.Retired(lost.SiloID()) {
-			t.Errorf("silo %s does not know that the lost silo %s is retired", cluster.FormatID(s.SiloID()), cluster.FormatID(lost.SiloID()))
+		_, table := getJSON(t, "http://"+s.AdminAddress()+"/v1/silos")
+		if got, want := fmt.Sprint(table["retired_silos"]), fmt.Sprint([]any{cluster.FormatID(lost.SiloID())}); got != want {
+			t.Errorf("silo %s lists retired silos %s, want the lost silo %s", cluster.FormatID(s.SiloID()), got, want)
 		}
 	}
 
