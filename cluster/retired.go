@@ -57,7 +57,8 @@ func errRetired(silo, clusterID uint64) error {
 }
 
 // Retire records that silo is retired from the cluster: persisted through OnRetired before it
-// returns nil, then told to every live peer. Retiring a retired silo does nothing.
+// returns nil, then told to every live silo of the cluster name (receivers check the cluster
+// id). Retiring a retired silo does nothing.
 func (p *Provider) Retire(silo uint64) error {
 	switch {
 	case p.env == nil || p.env.client:
@@ -75,7 +76,7 @@ func (p *Provider) Retire(silo uint64) error {
 		slog.String("member", p.env.selfID), slog.String("retired_silo", FormatID(silo)))
 	peers := map[string]*memberlistNode{}
 	for _, v := range p.view() {
-		if !v.meta.Client && uint64(v.meta.ClusterID) == p.ClusterID() {
+		if !v.meta.Client { // a peer whose cluster id has not reached this node yet included
 			peers[v.meta.ID] = v.node
 		}
 	}
