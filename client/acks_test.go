@@ -3,7 +3,10 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +31,17 @@ func TestWorkerBatchesAcks(t *testing.T) {
 	var mu sync.Mutex
 	handled := 0
 	release := make(chan struct{})
+	// The first ack command is held until every other ack waits in the worker's acker, so they
+	// queue behind one in flight however fast the twin answers: without batching each would
+	// still go alone.
+	var held atomic.Bool
+	var heldErr error
+	tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if muts := req.GetBatch().GetMutations(); len(muts) > 0 && muts[0].GetAck() != nil && held.CompareAndSwap(false, true) {
+			heldErr = pollUntil(ctx, func() bool { return goroutinesIn("client.(*acker).ack(") >= n })
+		}
+		return clienttest.FaultNone, nil
+	})
 	runCtx, stop := context.WithCancel(ctx)
 	w := c.NewWorker(client.WorkerConfig{Namespace: "ns", Queue: "acks", Concurrency: n, Wait: time.Second, Handler: func(context.Context, *client.Message) error {
 		mu.Lock()
@@ -53,7 +67,11 @@ func TestWorkerBatchesAcks(t *testing.T) {
 	}
 	stop()
 	<-done
+	if heldErr != nil {
+		t.Fatalf("the first ack command waited for the other acks to queue: %v", heldErr)
+	}
 	ackCommands, acks := 0, 0
+	var sizes []int
 	for _, call := range tr.Calls() {
 		if call.Request == nil {
 			continue
@@ -61,10 +79,43 @@ func TestWorkerBatchesAcks(t *testing.T) {
 		if muts := call.Request.GetBatch().GetMutations(); len(muts) > 0 && muts[0].GetAck() != nil {
 			ackCommands++
 			acks += len(muts)
+			sizes = append(sizes, len(muts))
 		}
 	}
-	if acks != n || ackCommands >= n/2 {
-		t.Fatalf("%d acks in %d commands; want %d acks sharing far fewer commands", acks, ackCommands, n)
+	if acks != n || ackCommands != 2 {
+		t.Fatalf("%d acks in %d commands (sizes %v); want %d acks in 2 commands (the held one, then all the rest)", acks, ackCommands, sizes, n)
 	}
 	t.Logf("%d acks in %d commands", acks, ackCommands)
+}
+
+// goroutinesIn counts the goroutines whose stack has a frame whose name contains frame.
+func goroutinesIn(frame string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, frame) {
+			count++
+		}
+	}
+	return count
+}
+
+// pollUntil checks cond every few milliseconds until it holds or ctx ends.
+func pollUntil(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
 }
