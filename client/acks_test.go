@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,17 +89,8 @@ func TestWorkerBatchesAcks(t *testing.T) {
 
 // goroutinesIn counts the goroutines whose stack has a frame whose name contains frame.
 func goroutinesIn(frame string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range goroutineStacks() {
 		if strings.Contains(g, frame) {
 			count++
 		}

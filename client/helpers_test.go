@@ -141,22 +141,25 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 // clientGoroutines returns the stacks of goroutines running code of package client or
 // clienttest (other than test code).
 func clientGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range goroutineStacks() {
 		if strings.Contains(g, "orreryhq/orrery/client.") || strings.Contains(g, "orreryhq/orrery/client/clienttest.") {
 			out = append(out, g)
 		}
 	}
 	return out
+}
+
+// goroutineStacks returns the stack of every goroutine, one string each.
+func goroutineStacks() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 func everySchedule(l *orreryv1.Lane, id string, interval time.Duration, firstDue time.Time) *orreryv1.ScheduleDefinition {
