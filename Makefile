@@ -44,8 +44,9 @@ ui-deps: ## install Debian's chromium and chromium-driver with apt-get (as root,
 	    || echo "ui-deps: could not install chromium and chromium-driver (no apt-get, no root, or offline): the silo/ui browser test will fail"; \
 	fi
 
-cluster-test: ## the chaos process tests at full length (ORRERY_CLUSTER_FULL=1): kills, pauses, network partitions, lost hosts, removed silos, rolling restarts
+cluster-test: ## the cluster tests at full length (ORRERY_CLUSTER_FULL=1): kills, pauses, network partitions, lost hosts and disks, removed silos, rolling restarts, saturated cores
 	ORRERY_CLUSTER_FULL=1 $(GO) test -count=1 -v -timeout 60m ./chaos
+	ORRERY_CLUSTER_FULL=1 $(GO) test -count=1 -v -timeout 10m -run 'TestNoElectionWhileTheCoresAreSaturated|TestASiloWhoseDiskWasLostRejoinsAsANewSilo' ./silo
 
 bench: ## benchmarks at full scale (several minutes), figures via b.ReportMetric
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...

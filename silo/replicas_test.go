@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -330,11 +331,14 @@ func TestNoElectionWhileTheCoresAreSaturated(t *testing.T) {
 			}
 		})
 	}
+	var enqueued atomic.Int64
 	wg.Go(func() {
 		c := silos[0].Client()
 		for i := 0; ctx.Err() == nil; i++ {
 			lane := &orreryv1.Lane{Namespace: "ns", Queue: "busy", Key: fmt.Sprint("k", i%16)}
-			_, _ = c.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: fmt.Sprint("m", i), PayloadJson: "{}"})
+			if _, err := c.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: fmt.Sprint("m", i), PayloadJson: "{}"}); err == nil {
+				enqueued.Add(1)
+			}
 		}
 	})
 	wg.Wait()
@@ -344,6 +348,8 @@ func TestNoElectionWhileTheCoresAreSaturated(t *testing.T) {
 			t.Errorf("partition %d: term %d → %d while the cores were saturated", n, before[n], after[n])
 		}
 	}
+	t.Logf("%v with %d spinning goroutines on %d cores: %d enqueues, no term changed in %d partitions",
+		span, 2*runtime.GOMAXPROCS(0), runtime.GOMAXPROCS(0), enqueued.Load(), partitions)
 }
 
 // TestASiloWhoseDiskWasLostRejoinsAsANewSilo: a silo stops, its data dir is deleted, and it
@@ -381,11 +387,13 @@ func TestASiloWhoseDiskWasLostRejoinsAsANewSilo(t *testing.T) {
 	}
 	oldID := lost.SiloID()
 	lost.Stop()
+	stopped := time.Now()
 	if err := os.RemoveAll(cfg.DataDir); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	started := time.Now()
 	reborn, err := Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -397,6 +405,8 @@ func TestASiloWhoseDiskWasLostRejoinsAsANewSilo(t *testing.T) {
 	eventually(t, "the new silo to hold every partition and the old id to be gone", 60*time.Second, func() bool {
 		return fullyReplicated([]*Silo{silos[0], silos[1], reborn})
 	})
+	t.Logf("restarted on an empty data dir as %s (was %s): a voter of every partition and the old id gone %v after its start, %v after the old one's Stop returned (dead after %v; it left the membership during Stop)",
+		cluster.FormatID(reborn.SiloID()), cluster.FormatID(oldID), time.Since(started).Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond), cfg.DeadAfter)
 }
 
 // TestEverySiloRestartsIntoTheCluster: each of three founders in turn, the one that created the
