@@ -15,8 +15,8 @@ import (
 // the suspicion then lasts SuspicionMult × ProbeInterval = 1.2 s (memberlist's minimum for
 // clusters under 10 nodes; Lifeguard's confirmation speed-up needs more peers than we have).
 // Memberlist DefaultLocalConfig needs about 4 s. Shorter settings detect faster but turn more
-// CPU stalls into false deaths, and with protoactor a false death is permanent: the member's id
-// is blocked and it must restart (see Fenced).
+// CPU stalls into false deaths, and with protoactor a false death is permanent for the member
+// id: it is blocked and the silo rejoins under a new one (see Lost).
 const (
 	DefaultProbeInterval  = 400 * time.Millisecond
 	DefaultProbeTimeout   = 200 * time.Millisecond
@@ -102,8 +102,11 @@ type ProviderConfig struct {
 	// LogLevel drops records below it (nil: WARN).
 	LogLevel slog.Leveler
 	// OnFenced, when set, is called once, in its own goroutine, when this member fences itself
-	// (see Provider.Fenced).
+	// because its silo was retired (see Provider.Fenced).
 	OnFenced func(cause error)
+	// OnLost, when set, is called once, in its own goroutine, when the cluster no longer accepts
+	// this member id (see Provider.Lost): the silo rejoins under a new one.
+	OnLost func(cause error)
 }
 
 // withDefaults fills zero fields and validates the rest.

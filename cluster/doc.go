@@ -1,6 +1,7 @@
 // Package cluster owns Orrery's cluster membership: a protoactor ClusterProvider built on
-// hashicorp/memberlist (Provider), the self-fencing signal a silo uses to learn that the
-// cluster has dropped it, the cluster-wide record of retired silos, and the bootstrap of a silo's or client's protoactor cluster
+// hashicorp/memberlist (Provider), the signal a silo uses to learn that the cluster no longer
+// accepts its member id (Lost) or has retired it (Fenced), the cluster-wide record of retired
+// silos, and the bootstrap of a silo's or client's protoactor cluster
 // (NewMember, NewClient, Shutdown), whose actor transport runs mutual TLS when
 // MemberConfig.TLS is set (cluster/transportauth).
 //
@@ -48,13 +49,19 @@
 // before the node announces it or publishes anything. Provider.Ready is closed at the first
 // publish.
 //
-// Self-fencing. Protoactor never tells a member that its peers have dropped it (its peers
-// block its id; it keeps serving its activations). The provider closes Provider.Fenced when
-// this member's id is on its own protoactor block list, when its id disappears from the
-// topology it publishes after having been in it, or when a peer tells it so: every resync a
-// member sends a small memberlist message to each live node whose id it has blocked (the case
-// of a silo that was paused, or cut off, long enough to be declared dead, and came back). The
-// silo reacts by closing its partitions and exiting; a restarted silo has a new id.
+// Lost member ids. Protoactor never tells a member that its peers have dropped it (its peers
+// block its id for good; it keeps serving its activations). The provider closes Provider.Lost
+// when this member's id is on its own protoactor block list, when its id disappears from the
+// topology it publishes after having been in it, or when it can no longer work with a majority
+// of its cluster (lost.go): every resync a member sends a small memberlist message to each
+// live node whose id it has blocked (the case of a silo that was paused, or cut off, long
+// enough to be declared dead, and came back), saying whether the sender works with a strict
+// majority of the live silos it sees. A notice from a sender with a majority loses the
+// receiver its id at once; one from a sender without (itself cut off) only counts against the
+// receiver's own reach, so an isolated silo that blocked the others never stops them at the
+// heal, while it finds itself working with one silo of three and loses its own id. The silo
+// reacts by rejoining in-process under a new member id, its store and Raft groups open; the
+// Raft term, not membership, fences writes.
 //
 // Retired silos. A silo that the cluster gave up on (its replicas removed after it was missing
 // beyond the dead bound) is retired: Provider.Retire records its silo id, persisted through

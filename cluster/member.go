@@ -104,6 +104,22 @@ func Shutdown(c *protocluster.Cluster, p *Provider, graceful bool) error {
 	return err
 }
 
+// Leave stops a member whose id the cluster no longer accepts (Provider.Lost) so that its silo
+// can start a new one on the same ports: memberlist leaves (peers drop the old id at once
+// instead of detecting a failure) and shuts down, then protoactor tears down remoting without
+// stopping grains (the silo stopped its partition grains already). Unlike Shutdown(c, p, true)
+// it does not wait for protoactor's graceful path, which sleeps 2 s and hands grains over.
+func Leave(c *protocluster.Cluster, p *Provider) error {
+	err := p.Shutdown(true)
+	c.Shutdown(false)
+	return err
+}
+
+// ErrRefused marks an error of NewMember whose cause is that the cluster refuses this silo
+// (its data belongs to another cluster, or the silo was retired): starting it again cannot
+// succeed.
+var ErrRefused = errors.New("refused by the cluster")
+
 func startCluster(ctx context.Context, cfg MemberConfig, client bool) (*protocluster.Cluster, *Provider, error) {
 	if cfg.Name == "" {
 		return nil, nil, errors.New("cluster name is required")
@@ -177,8 +193,8 @@ func startCluster(ctx context.Context, cfg MemberConfig, client bool) (*protoclu
 	case <-provider.Refused():
 		id := c.ActorSystem.ID
 		abandon(c, provider)
-		return nil, nil, fmt.Errorf("member %s (silo %s) refused to join cluster %q: %w",
-			id, FormatID(provider.SiloID()), cfg.Name, provider.RefuseCause())
+		return nil, nil, fmt.Errorf("member %s (silo %s) refused to join cluster %q: %w (%w)",
+			id, FormatID(provider.SiloID()), cfg.Name, provider.RefuseCause(), ErrRefused)
 	case <-wait.Done():
 		joinErr, waiting := provider.JoinError(), provider.waitingFor()
 		id := c.ActorSystem.ID

@@ -91,8 +91,11 @@ func (m nodeMeta) member() *protocluster.Member {
 }
 
 // blockedNotice is the memberlist user message a member sends to a live node whose id it has
-// blocked: "you are no longer part of my topology". Receivers check both fields against
-// themselves, so a stray or stale notice cannot fence the wrong node.
+// blocked: "you are no longer part of my topology". Receivers check the cluster name and the
+// id against themselves, so a stray or stale notice cannot reach the wrong node. A notice
+// only makes its receiver give up its member id when the sender works with a majority of its
+// cluster's live silos (Majority), or when the receiver itself no longer does (see lost.go):
+// a member that is cut off never decides the fate of the others.
 type blockedNotice struct {
 	// Type is always noticeBlocked.
 	Type string `json:"t"`
@@ -100,8 +103,14 @@ type blockedNotice struct {
 	Cluster string `json:"c"`
 	// ID is the blocked member id (the receiver's).
 	ID string `json:"i"`
-	// From is the sender's member id, for the log.
+	// From is the sender's member id.
 	From string `json:"f"`
+	// Majority: the sender works with a strict majority of the live silos it sees (Working of
+	// Live, itself included).
+	Majority bool `json:"m,omitempty"`
+	// Working and Live are the sender's counts, for the receiver's log.
+	Working int `json:"w,omitempty"`
+	Live    int `json:"l,omitempty"`
 }
 
 const noticeBlocked = "blocked"

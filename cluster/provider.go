@@ -74,6 +74,13 @@ type Provider struct {
 	fenceOnce  sync.Once
 	fenceCause error
 
+	lost      chan struct{}
+	lostOnce  sync.Once
+	lostCause error
+	// noticedBy holds when each live peer last reported that it blocked this member (lost.go).
+	noticeMu  sync.Mutex
+	noticedBy map[string]time.Time
+
 	// retired are the retired silos persisted through OnRetired, learned those peers reported
 	// and not yet persisted, heard those reported by cluster id before this member had one
 	// (nil once it has); see retired.go. saveMu serializes the saves.
@@ -132,6 +139,8 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		stop:              make(chan struct{}),
 		ready:             make(chan struct{}),
 		fenced:            make(chan struct{}),
+		lost:              make(chan struct{}),
+		noticedBy:         map[string]time.Time{},
 		refused:           make(chan struct{}),
 		lastNotice:        map[string]time.Time{},
 		lastRetiredNotice: map[string]time.Time{},
@@ -368,8 +377,8 @@ func (p *Provider) run() {
 }
 
 // sync applies the cluster-identity rule until the gate opens, then publishes the current
-// member set, checks whether this member has been fenced, and notifies live nodes that this
-// member has blocked.
+// member set, checks whether this member id is lost (lost.go), and notifies live nodes that
+// this member has blocked.
 func (p *Provider) sync() {
 	if p.isRefused() {
 		return
@@ -394,7 +403,9 @@ func (p *Provider) sync() {
 	p.topologyMu.Unlock()
 	p.readyOnce.Do(func() { close(p.ready) })
 	p.checkSelf(slices.ContainsFunc(topology, func(m *protocluster.Member) bool { return m.Id == p.env.selfID }))
-	p.noticeBlocked(peers)
+	r := p.reachOf(peers)
+	p.checkReach(r)
+	p.noticeBlocked(peers, r)
 	p.noticeRetiredPeers(peers, silos)
 }
 
@@ -480,12 +491,14 @@ func (p *Provider) joinLoop(seeds []string) {
 				p.signal()
 				joined, failures = true, 0
 			} else {
-				p.setJoinError(err)
-				failures++
+				// One line per change of state: the first failure, and each time the seeds
+				// answer something else; the retries in between log at debug.
 				level := slog.LevelDebug
-				if failures%10 == 0 {
+				if failures == 0 || p.JoinError() == nil || p.JoinError().Error() != err.Error() {
 					level = slog.LevelWarn
 				}
+				p.setJoinError(err)
+				failures++
 				p.logger.Log(context.Background(), level, "join failed, retrying",
 					slog.String("member", p.env.selfID), slog.Int("attempt", failures), slog.Any("error", err))
 				delay = p.cfg.JoinRetry << min(failures-1, 16)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -155,63 +156,146 @@ func TestGracefulLeaveIsFast(t *testing.T) {
 	}
 }
 
-func TestFenceWhenPeerReportsBlocked(t *testing.T) {
+// startTrio starts three silo members of one cluster and waits until each sees all three.
+func startTrio(t *testing.T, name string) ([]*Provider, []*fakeTopology) {
+	t.Helper()
+	a, aTop := startFake(t, ProviderConfig{}, name, false)
+	b, bTop := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}}, name, false)
+	c, cTop := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}}, name, false)
+	ps, tops := []*Provider{a, b, c}, []*fakeTopology{aTop, bTop, cTop}
+	for i, top := range tops {
+		waitFor(t, 5*time.Second, fmt.Sprintf("member %d to see three members", i), func() bool {
+			ids, _ := top.snapshot()
+			return len(ids) == 3
+		})
+	}
+	return ps, tops
+}
+
+// A member that the two others blocked (as after it was declared dead while paused), while its
+// memberlist node is alive again, is told so by members with a majority and loses its id.
+func TestLostWhenAMajorityReportsBlocked(t *testing.T) {
 	t.Parallel()
-	var fencedCause error
+	var lostCause error
 	called := make(chan struct{})
-	a, aTop := startFake(t, ProviderConfig{}, "fence", false)
-	b, _ := startFake(t, ProviderConfig{
-		Seeds:    []string{a.GossipAddress()},
-		OnFenced: func(cause error) { fencedCause = cause; close(called) },
-	}, "fence", false)
+	a, aTop := startFake(t, ProviderConfig{}, "lost", false)
+	b, bTop := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}}, "lost", false)
+	x, _ := startFake(t, ProviderConfig{
+		Seeds:  []string{a.GossipAddress()},
+		OnLost: func(cause error) { lostCause = cause; close(called) },
+	}, "lost", false)
+	waitFor(t, 5*time.Second, "three members", func() bool {
+		ids, _ := aTop.snapshot()
+		return len(ids) == 3
+	})
+	if isClosed(x.Lost()) || x.LostCause() != nil {
+		t.Fatal("lost before anything happened")
+	}
+	aTop.block(x.MemberID())
+	bTop.block(x.MemberID())
+	waitClosed(t, x.Lost(), 5*time.Second, "the blocked member to lose its id")
+	waitClosed(t, called, time.Second, "OnLost")
+	if cause := x.LostCause(); cause == nil || !strings.Contains(cause.Error(), "reports that it has blocked") {
+		t.Fatalf("lost cause %v does not name a report", cause)
+	}
+	if lostCause == nil {
+		t.Fatal("OnLost got a nil cause")
+	}
+	for _, p := range []*Provider{a, b} {
+		if isClosed(p.Lost()) || isClosed(p.Fenced()) {
+			t.Fatalf("reporting member %s lost its id (%v) or was fenced (%v)", p.MemberID(), p.LostCause(), p.FenceCause())
+		}
+	}
+	if isClosed(x.Fenced()) {
+		t.Fatalf("a lost member was fenced: %v", x.FenceCause())
+	}
+}
+
+// An isolated member blocked the two others while it was cut off, and they blocked it; at the
+// heal every member sees the others live again. The isolated one reports its blocks, but
+// without a majority: the two others keep their ids, and the isolated one loses its own,
+// because it works with one of three.
+func TestAMinorityNeverLosesTheMajority(t *testing.T) {
+	t.Parallel()
+	ps, tops := startTrio(t, "minority")
+	a, b, x := ps[0], ps[1], ps[2]
+	tops[2].block(a.MemberID())
+	tops[2].block(b.MemberID())
+	waitClosed(t, x.Lost(), 5*time.Second, "the isolated member to lose its id")
+	if cause := x.LostCause(); !strings.Contains(cause.Error(), "works with 1 of the 3 live silos") {
+		t.Fatalf("cause %v", cause)
+	}
+	// x's notices (no majority) reach a and b for a while: neither loses its id.
+	time.Sleep(10 * 50 * time.Millisecond)
+	for _, p := range []*Provider{a, b} {
+		if isClosed(p.Lost()) {
+			t.Fatalf("member %s lost its id to a minority's notice: %v", p.MemberID(), p.LostCause())
+		}
+	}
+}
+
+// One peer with a majority that blocked a member is enough: it never accepts that id again,
+// so the member must take a new one even though it blocked nobody and the third member still
+// accepts it. The peer that blocked it keeps its own id.
+func TestOneMajorityPeerIsEnough(t *testing.T) {
+	t.Parallel()
+	ps, tops := startTrio(t, "one-peer")
+	a, b, x := ps[0], ps[1], ps[2]
+	tops[2].block(a.MemberID())
+	waitClosed(t, a.Lost(), 5*time.Second, "a member blocked by a peer with a majority to lose its id")
+	if cause := a.LostCause(); !strings.Contains(cause.Error(), x.MemberID()) || !strings.Contains(cause.Error(), "2 of the 3") {
+		t.Fatalf("cause %v does not name the peer and its majority", cause)
+	}
+	time.Sleep(10 * 50 * time.Millisecond)
+	if isClosed(x.Lost()) || isClosed(b.Lost()) {
+		t.Fatalf("a member that kept a majority lost its id: %v %v", x.LostCause(), b.LostCause())
+	}
+}
+
+// Two members that blocked each other each work with one of two: both lose their ids, so
+// neither side stays blocked forever.
+func TestATieLosesBothSides(t *testing.T) {
+	t.Parallel()
+	a, aTop := startFake(t, ProviderConfig{}, "tie", false)
+	b, bTop := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}}, "tie", false)
 	waitFor(t, 5*time.Second, "two members", func() bool {
 		ids, _ := aTop.snapshot()
 		return len(ids) == 2
 	})
-	if isClosed(b.Fenced()) || b.FenceCause() != nil {
-		t.Fatal("fenced before anything happened")
-	}
-	// a's protoactor blocks b (as after b was declared dead while paused) while b's memberlist
-	// node is still alive: a must tell b, and b must fence itself.
 	aTop.block(b.MemberID())
-	waitClosed(t, b.Fenced(), 5*time.Second, "the blocked member to fence itself")
-	waitClosed(t, called, time.Second, "OnFenced")
-	if cause := b.FenceCause(); cause == nil || !strings.Contains(cause.Error(), a.MemberID()) {
-		t.Fatalf("fence cause %v does not name the reporting member %s", cause, a.MemberID())
-	}
-	if fencedCause == nil {
-		t.Fatal("OnFenced got a nil cause")
-	}
-	if isClosed(a.Fenced()) {
-		t.Fatalf("the reporting member fenced itself: %v", a.FenceCause())
-	}
+	bTop.block(a.MemberID())
+	waitClosed(t, a.Lost(), 5*time.Second, "a to lose its id")
+	waitClosed(t, b.Lost(), 5*time.Second, "b to lose its id")
 }
 
-func TestFenceWhenSelfBlocked(t *testing.T) {
+func TestLostWhenSelfBlocked(t *testing.T) {
 	t.Parallel()
 	p, top := startFake(t, ProviderConfig{}, "self-blocked", false)
 	waitFor(t, 2*time.Second, "a topology", func() bool { _, n := top.snapshot(); return n > 0 })
 	top.block(p.MemberID())
-	waitClosed(t, p.Fenced(), 2*time.Second, "a self-blocked member to fence itself")
-	if !strings.Contains(p.FenceCause().Error(), "block list") {
-		t.Fatalf("cause %v", p.FenceCause())
+	waitClosed(t, p.Lost(), 2*time.Second, "a self-blocked member to lose its id")
+	if !strings.Contains(p.LostCause().Error(), "block list") {
+		t.Fatalf("cause %v", p.LostCause())
+	}
+	if isClosed(p.Fenced()) {
+		t.Fatal("a self-blocked member was fenced")
 	}
 }
 
-func TestFenceWhenDroppedFromTopology(t *testing.T) {
+func TestLostWhenDroppedFromTopology(t *testing.T) {
 	t.Parallel()
 	p, top := startFake(t, ProviderConfig{}, "dropped", false)
 	waitFor(t, 2*time.Second, "itself in the topology", func() bool {
 		ids, _ := top.snapshot()
 		return slices.Contains(ids, p.MemberID())
 	})
-	if isClosed(p.Fenced()) {
-		t.Fatal("fenced while in the topology")
+	if isClosed(p.Lost()) {
+		t.Fatal("lost while in the topology")
 	}
 	top.setDropSelf()
-	waitClosed(t, p.Fenced(), 2*time.Second, "a member dropped from the topology to fence itself")
-	if !strings.Contains(p.FenceCause().Error(), "dropped out") {
-		t.Fatalf("cause %v", p.FenceCause())
+	waitClosed(t, p.Lost(), 2*time.Second, "a member dropped from the topology to lose its id")
+	if !strings.Contains(p.LostCause().Error(), "dropped out") {
+		t.Fatalf("cause %v", p.LostCause())
 	}
 }
 

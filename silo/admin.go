@@ -117,7 +117,38 @@ func (s *Silo) adminHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, body)
 	})
-	return http.NewCrossOriginProtection().Handler(s.authenticate(mux))
+	full := http.NewCrossOriginProtection().Handler(s.authenticate(mux))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.joined.Load() {
+			full.ServeHTTP(w, r)
+			return
+		}
+		s.joining(w, r)
+	})
+}
+
+// joining answers the admin endpoint while the silo has not joined its cluster yet: /healthz
+// is ok (the process is alive), /readyz is 503 saying what the silo waits for, and every other
+// path is 503 Unavailable.
+func (s *Silo) joining(w http.ResponseWriter, r *http.Request) {
+	reason := fmt.Sprintf("joining cluster %q (silo %s, %s; seeds %v): waiting for a live peer of its cluster, or to form it",
+		s.cfg.ClusterName, cluster.FormatID(s.host.SiloID()), storedCluster(s.host.ClusterID()), s.cfg.Seeds)
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/healthz":
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "silo": nil, "joining": true})
+	case r.Method == http.MethodGet && r.URL.Path == "/readyz":
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": reason})
+	default:
+		writeError(w, orrery.Errorf(orrery.CodeUnavailable, "%s", reason))
+	}
+}
+
+// storedCluster describes the cluster id a store records.
+func storedCluster(id uint64) string {
+	if id == 0 {
+		return "no cluster yet"
+	}
+	return "cluster " + cluster.FormatID(id)
 }
 
 // ledger serves a page of a schedule's occurrence ledger.
@@ -301,6 +332,10 @@ func (s *Silo) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 	}
+	if s.Rejoining() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": errRejoining.Error()})
+		return
+	}
 	owned, notReady, err := s.readiness(r.Context())
 	if len(notReady) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "owned": owned, "not_ready": notReady, "reason": err.Error()})
@@ -446,14 +481,14 @@ func (s *Silo) siloTable(w http.ResponseWriter, r *http.Request) {
 	for _, id := range slices.Sorted(maps.Keys(silos)) {
 		address, alive := live[id]
 		row := map[string]any{"silo_id": cluster.FormatID(id), "address": nil, "alive": alive,
-			"leads": silos[id].leads, "replicas": silos[id].replicas, "self": id == s.SiloID(), "retired": s.provider.Retired(id)}
+			"leads": silos[id].leads, "replicas": silos[id].replicas, "self": id == s.SiloID(), "retired": s.member().provider.Retired(id)}
 		if alive {
 			row["address"] = address
 		}
 		rows = append(rows, row)
 	}
 	retired := []string{}
-	for _, id := range s.provider.RetiredSilos() {
+	for _, id := range s.member().provider.RetiredSilos() {
 		retired = append(retired, cluster.FormatID(id))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "silo_id": cluster.FormatID(s.SiloID()),

@@ -90,7 +90,7 @@ func TestSilosStartedTogetherFormOneCluster(t *testing.T) {
 	}
 	eventually(t, "every silo to see all three", 10*time.Second, func() bool {
 		for _, s := range silos {
-			if len(s.provider.Topology()) != 3 {
+			if len(s.member().provider.Topology()) != 3 {
 				return false
 			}
 		}

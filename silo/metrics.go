@@ -203,6 +203,8 @@ var (
 	descLivenessChanges = prometheus.NewDesc("orrery_due_liveness_changes_total", "Times a due record became late or failing, or recovered, as this silo's due coordinator reported it.", nil, nil)
 	descNoQuorum        = prometheus.NewDesc("orrery_partition_without_quorum", "1 when this silo's replica of the partition has seen no leader for longer than the late-after bound, else 0.", partitionLabel, nil)
 	descQuorumChanges   = prometheus.NewDesc("orrery_partition_quorum_changes_total", "Times a partition hosted here was reported without quorum, or with a leader again.", nil, nil)
+	descMemberRejoins   = prometheus.NewDesc("orrery_member_rejoins_total", "Times this silo rejoined its cluster under a new member id because the cluster no longer accepted the previous one (after a pause or a network cut).", nil, nil)
+	descMemberRejoining = prometheus.NewDesc("orrery_member_rejoining", "1 while this silo rejoins its cluster under a new member id.", nil, nil)
 )
 
 func newSiloCollector(s *Silo) *siloCollector { return &siloCollector{s: s} }
@@ -218,7 +220,7 @@ func (c *siloCollector) Describe(ch chan<- *prometheus.Desc) {
 		descStoreDisk, descStoreFree,
 		descCoordRounds, descCoordScans, descCoordCommands, descCoordRefs, descCoordStale,
 		descCoordSkipped, descCoordRetries, descCoordErrors, descCoordOwned,
-		descLate, descFailing, descLivenessChanges, descNoQuorum, descQuorumChanges,
+		descLate, descFailing, descLivenessChanges, descNoQuorum, descQuorumChanges, descMemberRejoins, descMemberRejoining,
 	} {
 		ch <- d
 	}
@@ -258,9 +260,11 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descNoQuorum, boolGauge(without), p)
 	}
 	counter(descQuorumChanges, s.quorum.stateChanges())
+	counter(descMemberRejoins, uint64(s.Rejoins()))
+	gauge(descMemberRejoining, boolGauge(s.Rejoining()))
 	c.collectQueues(gauge)
-	if s.raft != nil {
-		rs := s.raft.Stats()
+	if m := s.member(); m != nil {
+		rs := m.raft.Stats()
 		counter(descRaftnetBatches, rs.Batches)
 		counter(descRaftnetSent, rs.Messages)
 		counter(descRaftnetDropped, rs.Dropped)

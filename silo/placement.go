@@ -56,7 +56,7 @@ func (p *placer) look(now time.Time) {
 	s := p.s
 	live := make([]uint64, 0, 8)
 	for id := range s.liveSilos() {
-		if s.provider.Retired(id) {
+		if s.member().provider.Retired(id) {
 			continue // in the topology until it learns it is retired and stops
 		}
 		p.lastSeen[id] = now
@@ -64,7 +64,7 @@ func (p *placer) look(now time.Time) {
 	}
 	slices.Sort(live)
 	membership := placement.Membership{Live: live, Gone: func(id uint64) bool {
-		if s.provider.Retired(id) {
+		if s.member().provider.Retired(id) {
 			return true
 		}
 		seen, ok := p.lastSeen[id]
@@ -103,7 +103,7 @@ func (p *placer) look(now time.Time) {
 		if step.Action == placement.Remove && !slices.Contains(live, step.Replica) && membership.Gone(step.Replica) {
 			// Missing beyond the bound: retired for good before its replica goes, so that no
 			// group adds it back should its process return on the same data dir.
-			if err := s.provider.Retire(step.Replica); err != nil {
+			if err := s.member().provider.Retire(step.Replica); err != nil {
 				s.log.Warn("could not retire a silo missing beyond the dead bound; its replica stays", "partition", n,
 					"replica", cluster.FormatID(step.Replica), "err", err)
 				continue

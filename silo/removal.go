@@ -170,7 +170,7 @@ func (s *Silo) checkRemoved() {
 	self := s.SiloID()
 	live := []uint64{self}
 	for id := range s.liveSilos() {
-		if !s.provider.Retired(id) {
+		if !s.member().provider.Retired(id) {
 			live = append(live, id)
 		}
 	}

@@ -64,18 +64,16 @@ func startFounders(t *testing.T, n, partitions int, mutate ...func(*Config)) []*
 	return silos
 }
 
-// TestFoundersReplicateEveryPartitionAndSpreadLeadership: three founders end with every
-// partition's group holding the three of them as voters, leaderships differing by at most one
-// between silos, and a command to every partition answered through each silo's client.
-func TestFoundersReplicateEveryPartitionAndSpreadLeadership(t *testing.T) {
-	const partitions = 8
-	silos := startFounders(t, 3, partitions)
+// waitAllVoters waits until every partition's group, as each silo's replica sees it, has
+// exactly the given silos as voters and no learner.
+func waitAllVoters(t *testing.T, silos []*Silo, partitions int) {
+	t.Helper()
 	ids := make([]uint64, len(silos))
 	for i, s := range silos {
 		ids[i] = s.SiloID()
 	}
 	slices.Sort(ids)
-	eventually(t, "every partition to have the three silos as voters", 60*time.Second, func() bool {
+	eventually(t, fmt.Sprintf("every partition to have the %d silos as voters", len(silos)), 60*time.Second, func() bool {
 		for _, s := range silos {
 			for n := range partitions {
 				st, ok := s.host.Status(n)
@@ -86,6 +84,15 @@ func TestFoundersReplicateEveryPartitionAndSpreadLeadership(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestFoundersReplicateEveryPartitionAndSpreadLeadership: three founders end with every
+// partition's group holding the three of them as voters, leaderships differing by at most one
+// between silos, and a command to every partition answered through each silo's client.
+func TestFoundersReplicateEveryPartitionAndSpreadLeadership(t *testing.T) {
+	const partitions = 8
+	silos := startFounders(t, 3, partitions)
+	waitAllVoters(t, silos, partitions)
 	eventually(t, "leaderships to spread evenly", 60*time.Second, func() bool {
 		led := map[uint64]int{}
 		for _, s := range silos {

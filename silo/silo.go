@@ -15,12 +15,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/orreryhq/orrery/actors"
-	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/cluster"
-	"github.com/orreryhq/orrery/cluster/lookup"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
@@ -29,13 +26,18 @@ import (
 
 // Silo is a running silo.
 type Silo struct {
-	cfg       Config
-	log       *slog.Logger
-	host      *partition.Host
-	cluster   *protocluster.Cluster
-	provider  *cluster.Provider
-	transport *cluster.PartitionTransport
-	raft      *raftnet.Transport
+	cfg  Config
+	log  *slog.Logger
+	host *partition.Host
+	// profile and transportCreds are what each member is started with.
+	profile        FailureProfile
+	transportCreds *transportauth.Credentials
+	// mem is the silo's current member in its cluster (member.go). rejoinMu serializes rejoins,
+	// rejoining is set while one replaces the member, and rejoins counts those that succeeded.
+	mem       atomic.Pointer[member]
+	rejoinMu  sync.Mutex
+	rejoining atomic.Bool
+	rejoins   atomic.Int64
 	// coord is set once, after the cluster has started; partition grains may activate and
 	// call OnNextDue before that (the cluster is what builds the transport the coordinator
 	// needs), so it is read atomically and a notice before it exists is dropped (the
@@ -64,7 +66,16 @@ type Silo struct {
 
 	stopOnce sync.Once
 	stopped  chan struct{}
-	cancel   context.CancelFunc
+	// joined is set once Start has joined the cluster and built the coordinator and client:
+	// before that the admin endpoint answers only /healthz and /readyz (joining).
+	joined atomic.Bool
+	// runCtx lives until the silo stops; cancel ends it.
+	runCtx context.Context
+	cancel context.CancelFunc
+	// stopCause is why the silo stopped on its own when neither its partitions, a fence nor a
+	// removal says so: its cluster refused it at a rejoin.
+	stopCauseMu sync.Mutex
+	stopCause   error
 	// stopTraces flushes and stops the silo's own TracerProvider (nil without one).
 	stopTraces func(context.Context) error
 }
@@ -76,10 +87,17 @@ type Silo struct {
 // (Config.Grants, Config.InsecureDev) are on every partition; another silo puts them in the
 // background. A store that cannot be opened (another process holds it, the directory is not
 // writable, the data root is in the old layout) fails Start at once; so does a data dir that
-// belongs to another cluster than the silos it reaches. A silo that cannot join its cluster
-// within Config.OpenTimeout, or whose partitions do not lead or answer within it, stops, and
-// Start returns an error naming what it waited for (the data dir and its ids, or the
-// partitions and the first one's reason).
+// belongs to another cluster than the silos it reaches, or to a silo the cluster retired. A silo
+// whose store records its cluster waits to join it until ctx ends, however long its peers are
+// down (its admin endpoint answers meanwhile, /readyz saying what it waits for); one with an
+// empty store that cannot form or join a cluster within Config.OpenTimeout, or whose partitions
+// do not lead or answer within it once joined, stops, and Start returns an error naming what
+// it waited for (the data dir and its ids, or the partitions and the first one's reason).
+//
+// Once started, a silo stops on its own only when the cluster retires it, removes it from
+// every partition's group, or refuses it, or when its partitions fail (Done, Err). When the
+// cluster no longer accepts its member id (it was paused or cut off long enough to be
+// declared dead), it rejoins in-process under a new one (Rejoins).
 func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -105,84 +123,59 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		_ = host.Close()
 		return nil, err
 	}
-	s := &Silo{cfg: cfg, host: host, registry: partition.NewRegistry(), stopped: make(chan struct{}), stopTraces: stopTraces, denied: newDeniedReads(cfg.Logger)}
+	s := &Silo{cfg: cfg, host: host, profile: profile, transportCreds: transportCreds, registry: partition.NewRegistry(),
+		stopped: make(chan struct{}), stopTraces: stopTraces, denied: newDeniedReads(cfg.Logger)}
 	host.ObserveInspectDenials(func(_ int, principal, target, message string) {
 		s.denied.record(denialInspect, principal, target, message)
 	})
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.runCtx, s.cancel = context.WithCancel(context.Background())
+	// The silo id, not the member id: the member id changes when the silo rejoins.
+	s.log = cfg.Logger.With("silo_id", cluster.FormatID(host.SiloID()))
 
 	// The coordinator needs the transport, the transport needs the cluster, and the cluster
 	// needs the partition kind, whose grains notify the coordinator: wire through the silo.
-	pcfg := partition.Config{
-		Host:       host,
-		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger,
-		OnNextDue: func(n *orreryv1.NextDueNotice) {
-			if coord := s.coord.Load(); coord != nil {
-				coord.Notify(n)
-			}
-		},
-		Liveness: s.dueLiveness,
-	}
 	storedClusterID := host.ClusterID()
-	var founded atomic.Bool // set when this silo creates the cluster (before NewMember returns)
-	c, provider, err := cluster.NewMember(ctx, cluster.MemberConfig{
-		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, JoinTimeout: cfg.OpenTimeout, TLS: transportCreds,
-		Logger: slog.New(actors.NewPeerLossHandler(cfg.Logger.Handler(), s.isMember)),
-		Gossip: cluster.ProviderConfig{
-			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger,
-			ProbeInterval: profile.ProbeInterval, ProbeTimeout: profile.ProbeTimeout,
-			SuspicionMult: profile.SuspicionMult, GossipInterval: profile.GossipInterval,
-			SiloID: host.SiloID(), ClusterID: storedClusterID, BootstrapExpect: cfg.BootstrapExpect, SecretKey: cfg.GossipKey,
-			OnClusterID: func(id uint64, minted bool) error {
-				founded.Store(minted)
-				return host.JoinCluster(id, minted)
-			},
-			OnFenced: func(cause error) { s.fenced(cause) },
-			Retired:  host.RetiredSilos(), OnRetired: host.RecordRetired,
-		},
-		Kinds:          []*protocluster.Kind{partition.NewKind(pcfg)},
-		IdentityLookup: lookup.New(lookup.Config{Kind: partition.Kind, Leadership: host, Logger: cfg.Logger}),
-	})
+	// The admin endpoint answers while the silo joins: /readyz says what it waits for.
+	if err := s.startAdmin(); err != nil {
+		s.cancel()
+		s.flushTraces()
+		_ = host.Close()
+		return nil, err
+	}
+	// A silo whose store records its cluster waits for it as long as it takes (its peers may
+	// all be down and come back one at a time, in any order); OpenTimeout bounds the formation
+	// of a new cluster and the join of an empty store.
+	joinTimeout := cfg.OpenTimeout
+	if storedClusterID != 0 {
+		joinTimeout = 0
+	}
+	var founded atomic.Bool // set when this silo creates the cluster (before join returns)
+	m, err := s.join(ctx, joinTimeout, &founded)
 	if err != nil {
-		cancel()
+		s.cancel()
+		s.stopAdmin()
 		s.flushTraces()
 		_ = host.Close()
 		return nil, joinError(cfg, host.SiloID(), storedClusterID, err)
 	}
-	s.cluster, s.provider = c, provider
-	s.log = cfg.Logger.With("silo", c.ActorSystem.ID)
 	s.quorum = newQuorumWatch(cfg.LateAfter, s.log)
-	s.refreshSilos()
-	s.raft, err = raftnet.New(raftnet.Config{Self: host.SiloID(), System: c.ActorSystem, Addresses: s.raftAddress, Faults: cfg.RaftFaults,
-		Counts: s.countsReplica, OnRemoved: s.noticeRemoved})
-	if err != nil {
-		s.shutdown(false)
-		return nil, err
-	}
-	if cfg.RaftFaultsFile != "" {
-		go cfg.RaftFaults.Follow(runCtx, cfg.RaftFaultsFile, faultsFileEvery, s.faultsChanged)
-	}
 	// The configurations the replicas opened with, seen before any message can change them: a
 	// replica the cluster removed while this silo was down and adds back at once is then seen
 	// to have been a voter (see removal).
+	s.mem.Store(m)
 	s.checkRemoved()
-	s.raft.SetReceiver(host.Receiver())
-	host.SetTransport(s.raft)
-	s.transport = cluster.NewPartitionTransport(c, cfg.Partitions, cfg.RequestTimeout)
+	s.attach(m, s.runCtx)
+	runCtx := s.runCtx
+	transport := memberTransport{s}
 	coord := duecoordinator.New(duecoordinator.Config{
-		Partitions: s.transport, Clock: clock.Real(), CommandIDPrefix: "due-" + c.ActorSystem.ID,
+		Partitions: transport, Clock: clock.Real(), CommandIDPrefix: "due-" + m.ID(),
 		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers, LateAfter: cfg.LateAfter, TracerProvider: tracerProvider,
 	})
 	coord.Start(runCtx)
 	s.coord.Store(coord)
-	s.client = client.New(s.transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits)), TracerProvider: tracerProvider})
-	if err := s.startAdmin(); err != nil {
-		s.shutdown(false)
-		return nil, err
-	}
-	s.refreshOwned()
-	go s.trackOwnership(runCtx)
+	s.client = client.New(transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits)), TracerProvider: tracerProvider})
+	s.joined.Store(true)
+	s.track(m)
 	s.placement = newPlacer(s)
 	go s.placement.run(runCtx)
 	go s.watchHost(runCtx)
@@ -216,22 +209,30 @@ func (s *Silo) Security() string { return s.cfg.securityMode() }
 func (s *Silo) Client() *client.Client { return s.client }
 
 // ActorAddress is the actor transport address (host:port).
-func (s *Silo) ActorAddress() string { return s.cluster.ActorSystem.Address() }
+func (s *Silo) ActorAddress() string { return s.member().cluster.ActorSystem.Address() }
 
 // GossipAddress is the memberlist address (host:port) other silos and clients join.
-func (s *Silo) GossipAddress() string { return s.provider.GossipAddress() }
+func (s *Silo) GossipAddress() string { return s.member().provider.GossipAddress() }
 
 // AdminAddress is the admin HTTP address, or "" when disabled.
 func (s *Silo) AdminAddress() string { return s.adminAddr }
 
-// ID is this silo incarnation's member id.
-func (s *Silo) ID() string { return s.cluster.ActorSystem.ID }
+// ID is the silo's current member id: a new one each process start, and each time the silo
+// rejoins its cluster after the cluster stopped accepting the previous one (Rejoins).
+func (s *Silo) ID() string { return s.member().ID() }
+
+// Rejoins counts the times this silo rejoined its cluster under a new member id since it
+// started.
+func (s *Silo) Rejoins() int64 { return s.rejoins.Load() }
+
+// Rejoining reports whether the silo is rejoining its cluster right now.
+func (s *Silo) Rejoining() bool { return s.rejoining.Load() }
 
 // SiloID is the silo's stable id, kept in its store across restarts.
 func (s *Silo) SiloID() uint64 { return s.host.SiloID() }
 
 // ClusterID is the id of the cluster the silo belongs to, recorded in its store.
-func (s *Silo) ClusterID() uint64 { return s.provider.ClusterID() }
+func (s *Silo) ClusterID() uint64 { return s.member().provider.ClusterID() }
 
 // Done is closed when the silo has stopped: Stop, fenced by the cluster, removed by the cluster
 // from every partition's group, or its partitions failed (Err says which of the last three).
@@ -243,8 +244,14 @@ func (s *Silo) Err() error {
 	if err := s.host.Err(); err != nil {
 		return fmt.Errorf("partitions failed: %w", err)
 	}
-	if cause := s.provider.FenceCause(); cause != nil {
+	if cause := s.member().provider.FenceCause(); cause != nil {
 		return fmt.Errorf("fenced by the cluster: %w", cause)
+	}
+	s.stopCauseMu.Lock()
+	cause := s.stopCause
+	s.stopCauseMu.Unlock()
+	if cause != nil {
+		return cause
 	}
 	return s.removedErr()
 }
@@ -275,10 +282,19 @@ func (s *Silo) watchHost(ctx context.Context) {
 	}
 }
 
-// fenced is called when the cluster dropped this member: it must stop serving at once.
+// fenced is called when the cluster retired this silo: it must stop serving at once, for good.
 func (s *Silo) fenced(cause error) {
 	s.cfg.Logger.Error("silo fenced by the cluster; stopping", "cause", cause)
 	go s.shutdown(false)
+}
+
+// setStopCause records why the silo stops on its own, for Err, when no other cause says so.
+func (s *Silo) setStopCause(err error) {
+	s.stopCauseMu.Lock()
+	defer s.stopCauseMu.Unlock()
+	if s.stopCause == nil {
+		s.stopCause = err
+	}
 }
 
 func (s *Silo) shutdown(graceful bool) {
@@ -288,22 +304,25 @@ func (s *Silo) shutdown(graceful bool) {
 			coord.Stop()
 		}
 		s.flushTraces()
-		if graceful && s.raft != nil {
+		// A rejoin in progress ends with runCtx; once it has, the member is the last one it
+		// attached, or the one it detached when it gave up.
+		s.rejoinMu.Lock()
+		defer s.rejoinMu.Unlock()
+		m := s.member()
+		if graceful && !m.detached {
 			s.drain()
 		}
-		if s.admin != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = s.admin.Shutdown(ctx)
-			cancel()
-		}
-		if s.cluster != nil {
-			s.registry.StopAll(s.cluster.ActorSystem)
-			if err := cluster.Shutdown(s.cluster, s.provider, graceful); err != nil {
+		s.stopAdmin()
+		if !m.detached {
+			if m.stop != nil {
+				m.stop()
+			}
+			s.registry.StopAll(m.cluster.ActorSystem)
+			if err := cluster.Shutdown(m.cluster, m.provider, graceful); err != nil {
 				s.cfg.Logger.Warn("cluster shutdown", "err", err)
 			}
-		}
-		if s.raft != nil {
-			_ = s.raft.Close()
+			_ = m.transport.Close()
+			_ = m.raft.Close()
 		}
 		if err := s.host.Close(); err != nil {
 			s.cfg.Logger.Error("closing the silo store", "err", err)
@@ -348,8 +367,9 @@ func (s *Silo) refreshOwned() {
 // refreshSilos records the silo ids and actor addresses of the topology's members, and
 // returns the members' addresses.
 func (s *Silo) refreshSilos() map[string]bool {
-	topology := s.provider.Topology()
-	ids := s.provider.SiloIDs()
+	m := s.member()
+	topology := m.provider.Topology()
+	ids := m.provider.SiloIDs()
 	members := make(map[string]bool, len(topology))
 	silos := make(map[uint64]string, len(topology))
 	for _, m := range topology {
@@ -425,11 +445,11 @@ func (s *Silo) awaitPartitions(ctx context.Context) error {
 	}
 }
 
-// trackOwnership recomputes the partitions placed on this silo on every topology change and
-// every second, and hands them to the coordinator.
-func (s *Silo) trackOwnership(ctx context.Context) {
+// trackOwnership recomputes the partitions placed on this silo on every topology change of
+// member m and every refreshEvery, and hands them to the coordinator, until ctx ends.
+func (s *Silo) trackOwnership(ctx context.Context, m *member) {
 	changed := make(chan struct{}, 1)
-	sub := s.cluster.ActorSystem.EventStream.Subscribe(func(evt any) {
+	sub := m.cluster.ActorSystem.EventStream.Subscribe(func(evt any) {
 		if _, ok := evt.(*protocluster.ClusterTopology); ok {
 			select {
 			case changed <- struct{}{}:
@@ -437,7 +457,7 @@ func (s *Silo) trackOwnership(ctx context.Context) {
 			}
 		}
 	})
-	defer s.cluster.ActorSystem.EventStream.Unsubscribe(sub)
+	defer m.cluster.ActorSystem.EventStream.Unsubscribe(sub)
 	tick := time.NewTicker(refreshEvery)
 	defer tick.Stop()
 	for {
@@ -448,6 +468,15 @@ func (s *Silo) trackOwnership(ctx context.Context) {
 		case <-changed:
 		case <-tick.C:
 		}
+	}
+}
+
+// stopAdmin closes the admin endpoint, waiting up to 2 s for requests in flight.
+func (s *Silo) stopAdmin() {
+	if s.admin != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.admin.Shutdown(ctx)
+		cancel()
 	}
 }
 

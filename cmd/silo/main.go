@@ -22,9 +22,12 @@
 // answers (when it cannot join or they do not answer within --open-timeout, the store cannot
 // be opened, or the cluster has retired this silo, it exits with status 2 and the error). It
 // shuts down gracefully on SIGTERM or SIGINT (stop coordinating, stop the partitions, leave
-// the cluster, close the store), and exits with status 1 if the cluster fences it (retired
-// included), removes it from every partition's Raft group, or its partitions fail (a failed
-// write or apply: the next start recovers from the store).
+// the cluster, close the store), and exits with status 1 if the cluster retires it (it was
+// missing longer than --dead-after), removes it from every partition's Raft group, refuses it
+// when it rejoins, or its partitions fail (a failed write or apply: the next start recovers
+// from the store). A pause or a network cut shorter than --dead-after never ends the process:
+// when the cluster no longer accepts the silo's member id, the silo rejoins in-process under a
+// new one (orrery_member_rejoins_total counts it).
 //
 // silo import imports a data root of the old layout (cluster.json and one Badger database per
 // partition, partitions/<n>/), which a silo refuses to start on, into the silo store

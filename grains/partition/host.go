@@ -492,8 +492,15 @@ func (b *boundTransport) SendSnapshot(to uint64, snap replication.OutboundSnapsh
 }
 
 // SetTransport makes t carry this replica's Raft messages and snapshots to the other replicas;
-// what they send reaches Receiver.
-func (h *Host) SetTransport(t replication.Transport) { h.transport.t.Store(&t) }
+// what they send reaches Receiver. A nil t detaches the transport: messages are dropped (Raft
+// re-sends them) and snapshots fail, as before the first SetTransport.
+func (h *Host) SetTransport(t replication.Transport) {
+	if t == nil {
+		h.transport.t.Store(nil)
+		return
+	}
+	h.transport.t.Store(&t)
+}
 
 // failpointLog hits FailpointEntryAppended after each Persist that wrote entries.
 type failpointLog struct {
