@@ -160,7 +160,7 @@ func (s *Silo) rejoin(cause error) {
 	defer s.rejoinMu.Unlock()
 	old := s.member()
 	runCtx := s.runCtx
-	if runCtx.Err() != nil || old.provider.LostCause() == nil {
+	if runCtx.Err() != nil || old == nil || old.provider.LostCause() == nil {
 		return // stopping, or a second report for a member already replaced
 	}
 	start := time.Now()

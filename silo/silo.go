@@ -150,8 +150,12 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		joinTimeout = 0
 	}
 	var founded atomic.Bool // set when this silo creates the cluster (before join returns)
+	// A loss of the member id, a fence or a stop reported while Start joins waits until the
+	// member is in place (rejoin and shutdown take rejoinMu).
+	s.rejoinMu.Lock()
 	m, err := s.join(ctx, joinTimeout, &founded)
 	if err != nil {
+		s.rejoinMu.Unlock()
 		s.cancel()
 		s.stopAdmin()
 		s.flushTraces()
@@ -176,6 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.client = client.New(transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits)), TracerProvider: tracerProvider})
 	s.joined.Store(true)
 	s.track(m)
+	s.rejoinMu.Unlock()
 	s.placement = newPlacer(s)
 	go s.placement.run(runCtx)
 	go s.watchHost(runCtx)
@@ -309,6 +314,10 @@ func (s *Silo) shutdown(graceful bool) {
 		s.rejoinMu.Lock()
 		defer s.rejoinMu.Unlock()
 		m := s.member()
+		if m == nil { // Start failed to join and released everything
+			close(s.stopped)
+			return
+		}
 		if graceful && !m.detached {
 			s.drain()
 		}
