@@ -7,7 +7,7 @@ CLUSTER_PKGS_RE := /(cluster|silo|cmd/silo|cmd/orrery|examples|chaos|bench)(/|$$
 RACE_PKGS    = $(shell $(GO) list ./... | grep -Ev '$(CLUSTER_PKGS_RE)')
 CLUSTER_PKGS = $(shell $(GO) list ./... | grep -E '$(CLUSTER_PKGS_RE)')
 
-.PHONY: help run cluster walkthrough quickstart bench-short test test-race test-cluster ui-deps cluster-test bench proto verify fuzz
+.PHONY: help run cluster walkthrough quickstart bench-short test test-race test-cluster ui-deps chaos-deps cluster-test bench proto verify fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -31,8 +31,8 @@ test: verify test-race test-cluster bench-short ## the whole test suite (the CI 
 test-race: ## pure, storage and tool packages, with the race detector
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 
-test-cluster: ui-deps ## packages that start protoactor clusters (no -race: protoactor's own races); the UI test needs chromium
-	@if [ -n "$(CLUSTER_PKGS)" ]; then ORRERY_UI_BROWSER_REQUIRED=1 $(GO) test -count=1 -timeout 10m $(CLUSTER_PKGS); fi
+test-cluster: ui-deps chaos-deps ## packages that start protoactor clusters (no -race: protoactor's own races); the UI test needs chromium, the silo isolation tests nft
+	@if [ -n "$(CLUSTER_PKGS)" ]; then ORRERY_UI_BROWSER_REQUIRED=1 ORRERY_NETCUT_REQUIRED=1 $(GO) test -count=1 -timeout 15m $(CLUSTER_PKGS); fi
 
 # The web UI's browser test (silo/ui) drives Debian's headless chromium through chromedriver; under
 # test-cluster it fails, never skips, when they are missing.
@@ -44,9 +44,19 @@ ui-deps: ## install Debian's chromium and chromium-driver with apt-get (as root,
 	    || echo "ui-deps: could not install chromium and chromium-driver (no apt-get, no root, or offline): the silo/ui browser test will fail"; \
 	fi
 
-cluster-test: ## the cluster tests at full length (ORRERY_CLUSTER_FULL=1): kills, pauses, network partitions, lost hosts and disks, removed silos, rolling restarts, saturated cores
-	ORRERY_CLUSTER_FULL=1 $(GO) test -count=1 -v -timeout 60m ./chaos
-	ORRERY_CLUSTER_FULL=1 $(GO) test -count=1 -v -timeout 10m -run 'TestNoElectionWhileTheCoresAreSaturated|TestASiloWhoseDiskWasLostRejoinsAsANewSilo' ./silo
+# The chaos tests that isolate a silo at the network level (chaos/netcut.go) need root, cgroup v2
+# and nft; under test-cluster and cluster-test they fail, never skip, when one is missing.
+chaos-deps: ## install Debian's nftables (nft) with apt-get (as root, or through sudo) when missing
+	@if ! command -v nft >/dev/null && [ ! -x /usr/sbin/nft ] && [ ! -x /sbin/nft ]; then \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  echo "chaos-deps: installing nftables with apt-get"; \
+	  { $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables; } >/dev/null \
+	    || echo "chaos-deps: could not install nftables (no apt-get, no root, or offline): the chaos tests that isolate a silo will fail"; \
+	fi
+
+cluster-test: chaos-deps ## the cluster tests at full length (ORRERY_CLUSTER_FULL=1): kills, pauses, network partitions, isolated silos, lost hosts and disks, removed silos, rolling restarts, saturated cores
+	ORRERY_CLUSTER_FULL=1 ORRERY_NETCUT_REQUIRED=1 $(GO) test -count=1 -v -timeout 60m ./chaos
+	ORRERY_CLUSTER_FULL=1 ORRERY_NETCUT_REQUIRED=1 $(GO) test -count=1 -v -timeout 10m -run 'TestNoElectionWhileTheCoresAreSaturated|TestASiloWhoseDiskWasLostRejoinsAsANewSilo' ./silo
 
 bench: ## benchmarks at full scale (several minutes), figures via b.ReportMetric
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...

@@ -66,7 +66,13 @@ func (v *jsonUint64) UnmarshalJSON(b []byte) error {
 
 // ReadPartitions reads GET /v1/partitions from the admin endpoint at address (host:port).
 func ReadPartitions(ctx context.Context, address string) (*PartitionTable, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+"/v1/partitions", nil)
+	return readAdmin[PartitionTable](ctx, address, "/v1/partitions")
+}
+
+// readAdmin GETs path from the admin endpoint at address and decodes its JSON answer into a T;
+// an answer other than 200 is an error quoting the body.
+func readAdmin[T any](ctx context.Context, address, path string) (*T, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -80,13 +86,37 @@ func ReadPartitions(ctx context.Context, address string) (*PartitionTable, error
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s/v1/partitions: %s: %s", address, resp.Status, body)
+		return nil, fmt.Errorf("GET %s%s: %s: %s", address, path, resp.Status, body)
 	}
-	var table PartitionTable
-	if err := json.Unmarshal(body, &table); err != nil {
-		return nil, fmt.Errorf("GET %s/v1/partitions: %w", address, err)
+	var out T
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("GET %s%s: %w", address, path, err)
 	}
-	return &table, nil
+	return &out, nil
+}
+
+// SiloTable is a silo's GET /v1/silos answer: the silos it knows.
+type SiloTable struct {
+	// SiloID is the answering silo's id, 16 hex digits.
+	SiloID string    `json:"silo_id"`
+	Silos  []SiloRow `json:"silos"`
+}
+
+// SiloRow is one silo of a SiloTable.
+type SiloRow struct {
+	// SiloID is the silo's id, 16 hex digits.
+	SiloID string `json:"silo_id"`
+	// Alive is whether the answering silo's membership lists the silo live.
+	Alive bool `json:"alive"`
+	// Self is whether the row is the answering silo's own.
+	Self bool `json:"self"`
+	// Retired is whether the answering silo knows the silo retired.
+	Retired bool `json:"retired"`
+}
+
+// ReadSilos reads GET /v1/silos from the admin endpoint at address (host:port).
+func ReadSilos(ctx context.Context, address string) (*SiloTable, error) {
+	return readAdmin[SiloTable](ctx, address, "/v1/silos")
 }
 
 // ReadMetric reads GET /metrics from the admin endpoint at address and returns the value of

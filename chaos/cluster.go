@@ -21,12 +21,16 @@ type Cluster struct {
 // StartCluster starts n silos at the same instant from base, each with its own temp data
 // directory and free ports, all with the same seed list (every silo's gossip address) and
 // --bootstrap-expect n, and waits until each has printed its ready line. Every process is
-// killed when the test ends.
+// killed when the test ends. With base.Isolatable each silo gets a cgroup of its own.
 func StartCluster(t testing.TB, n int, base SiloSpec) *Cluster {
 	t.Helper()
+	if base.Isolatable {
+		RequireNetcut(t)
+	}
 	c := &Cluster{}
 	for range n {
 		spec := base
+		spec.cut = nil // each silo its own cgroup
 		spec.DataDir = t.TempDir()
 		spec.Port, spec.GossipPort, spec.AdminPort = 0, 0, 0
 		spec.choosePorts(t)
@@ -54,7 +58,7 @@ func StartCluster(t testing.TB, n int, base SiloSpec) *Cluster {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil && c.Silos[i].clashedPort() != 0 {
-			c.Silos[i], errs[i] = relaunchOnPortClash(t, c.Specs[i], c.Silos[i])
+			c.Silos[i], errs[i] = relaunchOnPortClash(t, c.Specs[i], c.Silos[i], readyTimeout)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -66,25 +70,50 @@ func StartCluster(t testing.TB, n int, base SiloSpec) *Cluster {
 // Seeds are the gossip addresses of every silo of the cluster (what each silo was given).
 func (c *Cluster) Seeds() []string { return slices.Clone(c.Specs[0].Seeds) }
 
-// Restart starts silo i again with its spec (flags, ports and data directory) and waits for
-// its ready line. The previous process must have exited.
+// Restart starts silo i again with its spec (flags, ports, data directory and, when
+// Isolatable, cgroup: isolated still if it was) and waits for its ready line. The previous
+// process must have exited.
 func (c *Cluster) Restart(t testing.TB, i int) *SiloProcess {
 	t.Helper()
 	if !c.Silos[i].Exited() {
 		t.Fatalf("restart silo %d: its process %d still runs", i, c.Silos[i].PID())
 	}
 	var err error
-	if c.Silos[i], err = relaunchOnPortClash(t, c.Specs[i], launchSilo(t, c.Specs[i])); err != nil {
+	if c.Silos[i], err = relaunchOnPortClash(t, c.Specs[i], launchSilo(t, c.Specs[i]), readyTimeout); err != nil {
 		t.Fatalf("restart silo %d: %v\n%s", i, err, c.logs())
 	}
 	return c.Silos[i]
 }
 
-// Serving lists the silos whose process runs and is not paused.
+// RestartWithoutWaiting starts silo i again with its spec, as Restart does, but returns at
+// once, without waiting for its ready line: a silo whose data dir records its cluster waits
+// for a live peer of it without bound (its admin endpoint answering meanwhile, /readyz 503
+// saying so), so one started while every other silo is down prints its ready line only once a
+// peer is back. AwaitReady waits for the line. The previous process must have exited.
+func (c *Cluster) RestartWithoutWaiting(t testing.TB, i int) *SiloProcess {
+	t.Helper()
+	if !c.Silos[i].Exited() {
+		t.Fatalf("restart silo %d: its process %d still runs", i, c.Silos[i].PID())
+	}
+	c.Silos[i] = launchSilo(t, c.Specs[i])
+	return c.Silos[i]
+}
+
+// AwaitReady waits up to within for silo i's ready line (at once when it was seen before), and
+// launches the silo again, as Restart does, if it exited because a port of its was taken
+// meanwhile. The error, when the process exited or was not ready in time, carries its log.
+func (c *Cluster) AwaitReady(t testing.TB, i int, within time.Duration) error {
+	t.Helper()
+	var err error
+	c.Silos[i], err = relaunchOnPortClash(t, c.Specs[i], c.Silos[i], within)
+	return err
+}
+
+// Serving lists the silos whose process runs and is neither paused nor isolated.
 func (c *Cluster) Serving() []int {
 	var out []int
 	for i, p := range c.Silos {
-		if !p.Exited() && !p.Paused() {
+		if !p.Exited() && !p.Paused() && !p.Isolated() {
 			out = append(out, i)
 		}
 	}
@@ -275,6 +304,92 @@ func (c *Cluster) WaitRejoined(ctx context.Context, i, partitions int) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// Served is how long after its start WaitServes saw each condition of a silo serving first
+// hold.
+type Served struct {
+	// Ready is until the silo's /readyz answered 200.
+	Ready time.Duration
+	// Listed is until every other serving silo listed it alive (GET /v1/silos).
+	Listed time.Duration
+	// Rejoined is until WaitRejoined returned for it.
+	Rejoined time.Duration
+}
+
+// All is until every condition held.
+func (s Served) All() time.Duration { return max(s.Ready, s.Listed, s.Rejoined) }
+
+// WaitServes polls until silo i serves: its /readyz answers 200, every other serving silo
+// lists it alive in GET /v1/silos, and it has rejoined every group that counts it
+// (WaitRejoined), or until ctx ends. It reports when each condition first held; the error,
+// when ctx ends first, names each condition that did not. The conditions are polled at once,
+// each request within 2 s.
+func (c *Cluster) WaitServes(ctx context.Context, i, partitions int) (Served, error) {
+	started := time.Now()
+	p := c.Silos[i]
+	var served Served
+	var readyErr, listedErr, rejoinedErr error
+	poll := func(took *time.Duration, failed *error, check func(context.Context) error) {
+		for {
+			attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := check(attempt)
+			cancel()
+			if err == nil {
+				*took = time.Since(started)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				*failed = err
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		poll(&served.Ready, &readyErr, func(ctx context.Context) error {
+			if ok, err := httpOK(ctx, "http://"+p.AdminAddress()+"/readyz"); !ok {
+				return fmt.Errorf("its /readyz does not answer 200 (%v)", err)
+			}
+			return nil
+		})
+	})
+	wg.Go(func() {
+		poll(&served.Listed, &listedErr, func(ctx context.Context) error {
+			for _, j := range c.Serving() {
+				if j == i {
+					continue
+				}
+				table, err := ReadSilos(ctx, c.Silos[j].AdminAddress())
+				if err != nil {
+					return fmt.Errorf("silo %d's /v1/silos: %w", j, err)
+				}
+				if !slices.ContainsFunc(table.Silos, func(r SiloRow) bool { return r.SiloID == p.SiloID() && r.Alive }) {
+					return fmt.Errorf("silo %d does not list it alive", j)
+				}
+			}
+			return nil
+		})
+	})
+	wg.Go(func() {
+		// WaitRejoined has its own loop; it is given the whole wait.
+		if rejoinedErr = c.WaitRejoined(ctx, i, partitions); rejoinedErr == nil {
+			served.Rejoined = time.Since(started)
+		}
+	})
+	wg.Wait()
+	var errs []error
+	for _, e := range []struct {
+		what string
+		err  error
+	}{{"ready", readyErr}, {"listed alive", listedErr}, {"rejoined", rejoinedErr}} {
+		if e.err != nil {
+			errs = append(errs, fmt.Errorf("silo %d not %s: %w", i, e.what, e.err))
+		}
+	}
+	return served, errors.Join(errs...)
 }
 
 // rowOf is the replica view of partition in table, nil when there is none.

@@ -3,13 +3,19 @@
 // of several silos with their own data directories (StartCluster), reading their partition
 // tables from the admin endpoint to find each partition's leader and Raft group, killing them
 // with SIGKILL, stopping them with SIGTERM, pausing them with SIGSTOP and SIGCONT, cutting their
-// Raft traffic through the faults file they follow (raftnet.FaultsFileEnv), and making
-// sure every process a test started is gone when the test ends, even on failure.
+// Raft traffic through the faults file they follow (raftnet.FaultsFileEnv), isolating a silo at
+// the network level (SiloSpec.Isolatable, SiloProcess.Isolate and Heal: the process runs in a
+// cgroup v2 of its own, and an nftables table drops all of its traffic on loopback, actor,
+// gossip and admin, both ways, until healed; this needs root, cgroup v2 and nft, see
+// RequireNetcut), and making sure every process a test started is gone when the test ends,
+// even on failure, and that no cgroup, mount or nftables rule outlives it.
 //
 // Its tests drive those processes through the Go client: restarts of one silo, crash
 // boundaries, and (the TestCluster tests) killed and paused leaders, a network partition, a
-// lost host, a silo removed from its groups, a rolling restart, cluster formation and leader
-// balance, checking that no occurrence is enqueued twice
+// silo isolated and healed, a lost host, a silo removed from its groups, a rolling restart
+// (also under compare-and-set load, each call within a deadline), every silo stopped and
+// started again one at a time, cluster formation and leader balance, checking that no
+// occurrence is enqueued twice
 // and no schedule has a gap. They run short versions by default; ORRERY_CLUSTER_FULL=1
 // (make cluster-test) runs them at full length.
 package chaos

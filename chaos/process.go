@@ -116,6 +116,15 @@ type SiloSpec struct {
 	Args []string
 	// Env is added to the process environment (e.g. ORRERY_FAILPOINT=batch-committed).
 	Env []string
+	// Isolatable starts the process in a cgroup v2 of its own, so that SiloProcess.Isolate can
+	// cut all of its network traffic (see netcut.go). The cgroup is created at the first launch
+	// and kept for the spec's later launches (Cluster.Restart), and removed when the test ends.
+	// A test with isolatable silos is skipped, or fails under ORRERY_NETCUT_REQUIRED=1, where
+	// the machine cannot isolate (RequireNetcut).
+	Isolatable bool
+
+	// cut is the cgroup of an Isolatable spec, from its first launch on.
+	cut *netcut
 }
 
 // args renders the spec as the silo's command line.
@@ -178,7 +187,7 @@ const readyTimeout = 60 * time.Second
 // is killed when the test ends.
 func StartSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
 	t.Helper()
-	p, err := relaunchOnPortClash(t, spec, launchSilo(t, spec))
+	p, err := relaunchOnPortClash(t, spec, launchSilo(t, spec), readyTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,14 +197,15 @@ func StartSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
 // portClashRelaunches is how many times relaunchOnPortClash starts a silo again.
 const portClashRelaunches = 3
 
-// relaunchOnPortClash waits for p's ready line; when p exited because its admin or actor port
-// was taken meanwhile (FreePort's port was free a moment before, but another test process may
-// bind it first), it chooses that port again in spec and launches the silo again, up to
-// portClashRelaunches times. The gossip port is never changed: other silos' seeds name it.
-func relaunchOnPortClash(t testing.TB, spec *SiloSpec, p *SiloProcess) (*SiloProcess, error) {
+// relaunchOnPortClash waits up to timeout for p's ready line; when p exited because its admin
+// or actor port was taken meanwhile (FreePort's port was free a moment before, but another
+// test process may bind it first), it chooses that port again in spec and launches the silo
+// again, up to portClashRelaunches times, each launch waited for up to timeout. The gossip
+// port is never changed: other silos' seeds name it.
+func relaunchOnPortClash(t testing.TB, spec *SiloSpec, p *SiloProcess, timeout time.Duration) (*SiloProcess, error) {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
-		err := p.awaitReady(readyTimeout)
+		err := p.awaitReady(timeout)
 		if err == nil || attempt == portClashRelaunches {
 			return p, err
 		}
@@ -230,7 +240,8 @@ func (p *SiloProcess) clashedPort() int {
 }
 
 // launchSilo starts a silo process without waiting for it to be ready, choosing the spec's
-// zero ports first. The process is killed when the test ends.
+// zero ports first, in the spec's cgroup when it is Isolatable (created at its first launch).
+// The process is killed when the test ends.
 func launchSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
 	t.Helper()
 	bin := BuildSilo(t)
@@ -238,6 +249,16 @@ func launchSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
 	cmd := exec.Command(bin, spec.args()...)
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if spec.Isolatable {
+		if spec.cut == nil {
+			spec.cut = newNetcut(t)
+		}
+		dir, err := spec.cut.startIn(cmd.SysProcAttr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dir.Close() // once the process started in it
+	}
 	p := &SiloProcess{Spec: *spec, cmd: cmd, ready: make(chan string, 1), exit: make(chan error, 1), log: &lockedBuffer{}}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -262,8 +283,12 @@ func launchSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
 	return p
 }
 
-// awaitReady waits up to timeout for the "silo ready" line; the error carries the log.
+// awaitReady waits up to timeout for the "silo ready" line (at once when it was seen before);
+// the error carries the log.
 func (p *SiloProcess) awaitReady(timeout time.Duration) error {
+	if p.readyLine != "" {
+		return nil
+	}
 	select {
 	case line := <-p.ready:
 		p.readyLine = line
@@ -273,6 +298,21 @@ func (p *SiloProcess) awaitReady(timeout time.Duration) error {
 		return fmt.Errorf("silo %s exited before ready: %v\n%s", p.GossipAddress(), err, p.log.String())
 	case <-time.After(timeout):
 		return fmt.Errorf("silo %s not ready within %v\n%s", p.GossipAddress(), timeout, p.log.String())
+	}
+}
+
+// PrintedReady reports, without waiting, whether the process has printed its "silo ready"
+// line so far (from then on ReadyField and SiloID read it).
+func (p *SiloProcess) PrintedReady() bool {
+	if p.readyLine != "" {
+		return true
+	}
+	select {
+	case line := <-p.ready:
+		p.readyLine = line
+		return true
+	default:
+		return false
 	}
 }
 
