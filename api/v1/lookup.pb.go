@@ -80,12 +80,15 @@ func (x *PartitionActivationRequest) GetIdentity() string {
 
 // PartitionActivationReply names the activation (pid_address and pid_id) when the answering
 // silo's replica leads the partition; otherwise leader_silo is the silo id that replica
-// believes leads (0: it knows none).
+// believes leads (0: it knows none), and leader_address that silo's actor address as the
+// answering silo's topology has it ("" when it has none), so that a caller whose own topology
+// has not seen that silo yet (one that just rejoined) can still ask it.
 type PartitionActivationReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	PidAddress    string                 `protobuf:"bytes,1,opt,name=pid_address,json=pidAddress,proto3" json:"pid_address,omitempty"`
 	PidId         string                 `protobuf:"bytes,2,opt,name=pid_id,json=pidId,proto3" json:"pid_id,omitempty"`
 	LeaderSilo    uint64                 `protobuf:"varint,3,opt,name=leader_silo,json=leaderSilo,proto3" json:"leader_silo,omitempty"`
+	LeaderAddress string                 `protobuf:"bytes,4,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -141,6 +144,13 @@ func (x *PartitionActivationReply) GetLeaderSilo() uint64 {
 	return 0
 }
 
+func (x *PartitionActivationReply) GetLeaderAddress() string {
+	if x != nil {
+		return x.LeaderAddress
+	}
+	return ""
+}
+
 var File_api_v1_lookup_proto protoreflect.FileDescriptor
 
 const file_api_v1_lookup_proto_rawDesc = "" +
@@ -148,13 +158,14 @@ const file_api_v1_lookup_proto_rawDesc = "" +
 	"\x13api/v1/lookup.proto\x12\torrery.v1\"L\n" +
 	"\x1aPartitionActivationRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
-	"\bidentity\x18\x02 \x01(\tR\bidentity\"s\n" +
+	"\bidentity\x18\x02 \x01(\tR\bidentity\"\x9a\x01\n" +
 	"\x18PartitionActivationReply\x12\x1f\n" +
 	"\vpid_address\x18\x01 \x01(\tR\n" +
 	"pidAddress\x12\x15\n" +
 	"\x06pid_id\x18\x02 \x01(\tR\x05pidId\x12\x1f\n" +
 	"\vleader_silo\x18\x03 \x01(\x04R\n" +
-	"leaderSiloB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"leaderSilo\x12%\n" +
+	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddressB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_lookup_proto_rawDescOnce sync.Once

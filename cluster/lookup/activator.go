@@ -18,13 +18,15 @@ type activator struct {
 	kind       string
 	leadership Leadership
 	log        *slog.Logger
+	// silos are the live silos' actor addresses by silo id, for the leader's address.
+	silos func() map[uint64]string
 
 	// active holds the grains by identity until they terminate.
 	active map[string]*actor.PID
 }
 
-func newActivator(c *protocluster.Cluster, cfg Config, log *slog.Logger) *activator {
-	return &activator{cluster: c, kind: cfg.Kind, leadership: cfg.Leadership, log: log,
+func newActivator(c *protocluster.Cluster, cfg Config, silos func() map[uint64]string, log *slog.Logger) *activator {
+	return &activator{cluster: c, kind: cfg.Kind, leadership: cfg.Leadership, silos: silos, log: log,
 		active: map[string]*actor.PID{}}
 }
 
@@ -41,8 +43,8 @@ func (a *activator) Receive(ctx actor.Context) {
 }
 
 // activate answers req: the grain's PID when this silo's replica leads its partition
-// (activating it if needed), otherwise the leader this replica believes in, after telling a
-// grain it holds for the partition to stop.
+// (activating it if needed), otherwise the leader this replica believes in and its actor
+// address, after telling a grain it holds for the partition to stop.
 func (a *activator) activate(ctx actor.Context, req *orreryv1.PartitionActivationRequest) *orreryv1.PartitionActivationReply {
 	identity := req.GetIdentity()
 	n, err := strconv.Atoi(identity)
@@ -55,7 +57,8 @@ func (a *activator) activate(ctx actor.Context, req *orreryv1.PartitionActivatio
 		if active {
 			ctx.Poison(pid)
 		}
-		return &orreryv1.PartitionActivationReply{LeaderSilo: a.leadership.Leader(n)}
+		leader := a.leadership.Leader(n)
+		return &orreryv1.PartitionActivationReply{LeaderSilo: leader, LeaderAddress: a.silos()[leader]}
 	}
 	if active {
 		return &orreryv1.PartitionActivationReply{PidAddress: pid.GetAddress(), PidId: pid.GetId()}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -85,7 +86,7 @@ func (l *Lookup) Setup(c *protocluster.Cluster, _ []string, isClient bool) {
 	if isClient || l.cfg.Leadership == nil {
 		return
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return newActivator(c, l.cfg, l.log) })
+	props := actor.PropsFromProducer(func() actor.Actor { return newActivator(c, l.cfg, l.silos, l.log) })
 	pid, err := c.ActorSystem.Root.SpawnNamed(props, ActivatorName)
 	if err != nil {
 		panic(err)
@@ -150,7 +151,7 @@ func (l *Lookup) Get(identity *protocluster.ClusterIdentity) *actor.PID {
 		l.log.Error("not a partition identity", "identity", identity.GetIdentity())
 		return nil
 	}
-	silos := l.silos()
+	silos := maps.Clone(l.silos())
 	ranked := rank(n, silos)
 	asked := map[uint64]bool{}
 	next := l.hint(n)
@@ -181,6 +182,11 @@ func (l *Lookup) Get(identity *protocluster.ClusterIdentity) *actor.PID {
 			return actor.NewPID(reply.GetPidAddress(), reply.GetPidId())
 		}
 		next = reply.GetLeaderSilo()
+		if _, known := silos[next]; !known && next != 0 && reply.GetLeaderAddress() != "" {
+			// A leader this caller's topology has not seen yet (it just rejoined): the
+			// answering silo's topology has, so ask it at the address it gave.
+			silos[next] = reply.GetLeaderAddress()
+		}
 		l.Hint(n, next)
 	}
 	l.log.Debug("no silo asked leads the partition", "partition", n, "asked", len(asked), "silos", len(silos))
