@@ -42,6 +42,7 @@ func (p *Provider) startIdentity(seedless bool) error {
 func (p *Provider) announce() error {
 	meta := p.metaBase
 	meta.ClusterID = hexID(p.form.clusterID)
+	meta.Draining = p.draining.Load()
 	if p.form.clusterID == 0 {
 		meta.Expect = p.form.expect
 	}

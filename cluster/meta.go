@@ -34,6 +34,9 @@ type nodeMeta struct {
 	// Expect is the member's BootstrapExpect while it has no cluster id; founding silos count
 	// only each other when they announce the same value.
 	Expect int `json:"e,omitempty"`
+	// Draining marks a silo that is handing its leaderships over before it stops: no leadership
+	// is moved to it.
+	Draining bool `json:"dr,omitempty"`
 }
 
 // hexID is a silo or cluster id, 16 hex digits in the metadata (FormatID).

@@ -93,6 +93,10 @@ type Provider struct {
 	joinMu      sync.Mutex
 	lastJoinErr error // the last failed join's error, nil once a join succeeded
 
+	// draining is set by SetDraining; announcedDraining (run goroutine) once announced.
+	draining          atomic.Bool
+	announcedDraining bool
+
 	// Owned by the run goroutine.
 	form              formation
 	inTopology        bool
@@ -396,6 +400,7 @@ func (p *Provider) sync() {
 	if !p.gateOpen.Load() && !p.formStep(view) {
 		return
 	}
+	p.announceDraining()
 	members, silos, peers := p.members(view)
 	topology := p.env.publish(members)
 	p.topologyMu.Lock()

@@ -312,3 +312,23 @@ func TestShutdownBeforeStart(t *testing.T) {
 		t.Fatal("an unstarted provider reports an address or id")
 	}
 }
+
+// A silo that announces it drains (before its graceful stop) is listed draining by its peers,
+// by silo id; nobody else is.
+func TestADrainingSiloIsAnnounced(t *testing.T) {
+	t.Parallel()
+	ps, _ := startTrio(t, "draining")
+	a, b, x := ps[0], ps[1], ps[2]
+	if got := a.DrainingSilos(); len(got) != 0 {
+		t.Fatalf("draining before anyone drains: %v", got)
+	}
+	x.SetDraining()
+	for _, p := range []*Provider{a, b} {
+		waitFor(t, 5*time.Second, "the peers to list the draining silo", func() bool {
+			return slices.Equal(p.DrainingSilos(), []uint64{x.SiloID()})
+		})
+	}
+	if got := x.DrainingSilos(); len(got) != 0 {
+		t.Fatalf("the draining silo lists %v, want none (itself is not a peer)", got)
+	}
+}

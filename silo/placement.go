@@ -80,6 +80,7 @@ func (p *placer) look(now time.Time) {
 		}
 	}
 	self := s.SiloID()
+	draining := s.member().provider.DrainingSilos()
 	for n := range s.cfg.Partitions {
 		st, ok := s.host.Status(n)
 		if !ok || !st.CanPropose || st.ConfChangePending {
@@ -87,9 +88,12 @@ func (p *placer) look(now time.Time) {
 		}
 		g := placement.Group{Partition: n, Leader: self, Voters: st.Voters, Learners: st.Learners, CaughtUp: map[uint64]bool{}}
 		for id, pr := range st.Progress {
-			// A replica that stopped answering (paused, cut off) is no place to move a
-			// leadership or promote a learner to, however far its log had come.
-			g.CaughtUp[id] = pr.CaughtUp && pr.Active
+			// A replica that stopped answering (paused, cut off), whose silo left the live
+			// view (Raft's activity lags it by up to an election timeout, and a leadership
+			// moved there stalls the group's proposals until the transfer gives up), or whose
+			// silo is draining before it stops, is no place to move a leadership or promote a
+			// learner to, however far its log had come.
+			g.CaughtUp[id] = pr.CaughtUp && pr.Active && slices.Contains(live, id) && !slices.Contains(draining, id)
 		}
 		step := placement.Next(g, membership, s.cfg.Replicas)
 		if step.Action == placement.None && now.Sub(p.lastTransfer) >= balanceEvery {
@@ -149,8 +153,14 @@ const drainTimeout = 5 * time.Second
 // until it leads none or drainTimeout passed: the partitions are served by their new leaders
 // without waiting for an election timeout once this silo is gone.
 func (s *Silo) drain() {
+	// Peers move no leadership here once they have heard the announcement: give it one
+	// placement period to spread and for every look that began before it to end, so that a
+	// leadership a peer was about to hand here is handed before this silo hands its own over.
+	s.member().provider.SetDraining()
+	time.Sleep(placementEvery)
 	deadline := time.Now().Add(drainTimeout)
 	self := s.SiloID()
+	draining := s.member().provider.DrainingSilos()
 	for {
 		led := 0
 		for n := range s.cfg.Partitions {
@@ -161,7 +171,8 @@ func (s *Silo) drain() {
 			led++
 			var to uint64
 			for _, v := range st.Voters {
-				if pr := st.Progress[v]; v != self && pr.Active && pr.CaughtUp && (to == 0 || v < to) {
+				_, live := s.liveSilos()[v]
+				if pr := st.Progress[v]; v != self && pr.Active && pr.CaughtUp && live && !slices.Contains(draining, v) && (to == 0 || v < to) {
 					to = v
 				}
 			}

@@ -320,6 +320,9 @@ func (s *Silo) shutdown(graceful bool) {
 		}
 		if graceful && !m.detached {
 			s.drain()
+			// The peers elect at once for a partition the drain could not hand over: this
+			// replica sends nothing more, while the member below takes seconds to leave.
+			s.host.SetTransport(nil)
 		}
 		s.stopAdmin()
 		if !m.detached {

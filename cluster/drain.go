@@ -1,0 +1,44 @@
+package cluster
+
+import (
+	"log/slog"
+	"slices"
+)
+
+// SetDraining announces that this silo is handing its leaderships over before it stops
+// (silo.Silo's graceful stop): its node metadata says so at the next sync, and peers'
+// placement moves no leadership to it (DrainingSilos). It cannot be undone; the silo stops.
+func (p *Provider) SetDraining() {
+	if p.draining.CompareAndSwap(false, true) {
+		p.signal()
+	}
+}
+
+// announceDraining re-announces the metadata once SetDraining was called (run goroutine).
+func (p *Provider) announceDraining() {
+	if p.announcedDraining || !p.draining.Load() || p.env.client {
+		return
+	}
+	p.announcedDraining = true
+	if err := p.announce(); err != nil {
+		p.logger.Warn("announcing that the silo drains", slog.Any("error", err))
+		return
+	}
+	if err := p.ml.UpdateNode(p.cfg.ResyncInterval); err != nil {
+		p.logger.Debug("announcing that the silo drains", slog.String("member", p.env.selfID), slog.Any("error", err))
+	}
+}
+
+// DrainingSilos returns the silo ids of the live peers of this member's cluster that announce
+// they are draining (SetDraining), ascending.
+func (p *Provider) DrainingSilos() []uint64 {
+	own := p.clusterID.Load()
+	var out []uint64
+	for _, v := range p.view() {
+		if v.meta.Draining && !v.meta.Client && uint64(v.meta.ClusterID) == own && own != 0 {
+			out = append(out, uint64(v.meta.Silo))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
