@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -22,12 +23,25 @@ import (
 // what make cluster-test sets); otherwise they run their short versions.
 func clusterFull() bool { return os.Getenv("ORRERY_CLUSTER_FULL") == "1" }
 
+// clientLogEnv names a file that the clients of dialSeeds log to at debug level (each
+// retry, each lookup that found no leader), to see why a call was slow or failed.
+const clientLogEnv = "ORRERY_CHAOS_CLIENT_LOG"
+
 // dialSeeds dials the cluster through seeds; the client is closed when the test ends.
 func dialSeeds(t *testing.T, seeds ...string) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.DialConfig{Seeds: seeds, Options: client.Options{Logger: quiet}})
+	logger := quiet
+	if path := os.Getenv(clientLogEnv); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatalf("%s: %v", clientLogEnv, err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	c, err := client.Dial(ctx, client.DialConfig{Seeds: seeds, Options: client.Options{Logger: logger}})
 	if err != nil {
 		t.Fatalf("dial %v: %v", seeds, err)
 	}
