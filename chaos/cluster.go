@@ -50,17 +50,15 @@ func StartCluster(t testing.TB, n int, base SiloSpec) *Cluster {
 	for _, spec := range c.Specs {
 		c.Silos = append(c.Silos, launchSilo(t, spec))
 	}
+	// A founder whose port another process took exits at once; it is launched again on a new
+	// port at once too, while the others wait for it to form the cluster (they give up after
+	// their --open-timeout).
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, p := range c.Silos {
-		wg.Go(func() { errs[i] = p.awaitReady(readyTimeout) })
+		wg.Go(func() { c.Silos[i], errs[i] = relaunchOnPortClash(t, c.Specs[i], p, readyTimeout) })
 	}
 	wg.Wait()
-	for i, err := range errs {
-		if err != nil && c.Silos[i].clashedPort() != 0 {
-			c.Silos[i], errs[i] = relaunchOnPortClash(t, c.Specs[i], c.Silos[i], readyTimeout)
-		}
-	}
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -547,4 +548,85 @@ func TestClusterRollingRestartUnderCASLoad(t *testing.T) {
 	}
 	k.finish(t, ctx)
 	requireUp(t, cl, func() string { return "by the end of the test" })
+}
+
+// TestClusterLostDiskUnderCASLoad: the same CAS load as TestClusterRollingRestartUnderCASLoad on
+// three silos with a short --dead-after. One silo is SIGKILLed and its data dir deleted; once
+// the other two have removed its replicas (two voters everywhere), it is started again on the
+// empty dir, as a new silo: the groups add it as a learner, catch it up by snapshot, promote it
+// and move leaderships to it. The kill is a fault, and calls sent before the groups settled
+// without it are only logged; from then on (the planned moves: add, promote, balance) no call
+// may fail. One silo in the short form, each in turn with ORRERY_CLUSTER_FULL=1.
+func TestClusterLostDiskUnderCASLoad(t *testing.T) {
+	const callDeadline = 3 * time.Second
+	const callers = 4
+	const apart = 8 * time.Second
+	const deadAfter = 3 * time.Second
+	victims := []int{1}
+	if clusterFull() {
+		victims = []int{0, 1, 2}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(4+3*len(victims))*time.Minute)
+	defer cancel()
+	spec := clusterSpec()
+	spec.DeadAfter = deadAfter
+	cl := startReplicated(t, ctx, 3, spec)
+	c := dialSeeds(t, cl.Seeds()...)
+	k := startTicks(t, ctx, c, allPartitions(clusterPartitions), 1)
+	waitFlowing(t, k, clusterPartitions, time.Now(), 60*time.Second)
+	phases := &phaseLog{}
+	phases.set("steady, before the lost disk")
+	load := startCASLoad(t, ctx, c, callers, clusterPartitions, callDeadline, phases)
+	time.Sleep(apart)
+
+	var planned [][2]time.Time // from the groups settling without the lost silo until the end of its pause
+	for _, i := range victims {
+		old := cl.Silos[i].SiloID()
+		phases.set(fmt.Sprintf("silo %d (%s) killed, its disk lost", i, old))
+		killed := time.Now()
+		cl.Silos[i].Kill()
+		_ = cl.Silos[i].Wait(10 * time.Second)
+		if err := os.RemoveAll(cl.Specs[i].DataDir); err != nil {
+			t.Fatal(err)
+		}
+		waitReplicated(t, ctx, cl, 2, 90*time.Second, old)
+		settled := time.Now()
+		phases.set(fmt.Sprintf("silo %d's replicas removed; restarting it on an empty data dir", i))
+		cl.Restart(t, i)
+		fresh := cl.Silos[i].SiloID()
+		served := awaitServes(t, ctx, cl, i, 90*time.Second, time.Now(), fmt.Sprintf("its restart as silo %s", fresh))
+		waitReplicated(t, ctx, cl, 3, 90*time.Second, old)
+		t.Logf("silo %d (%s) killed and its disk lost: its replicas removed %v later; started again as silo %s, serving %v after its ready line, "+
+			"a voter of every partition %v after its old replicas were removed",
+			i, old, settled.Sub(killed).Round(time.Millisecond), fresh, served.All().Round(time.Millisecond), time.Since(settled).Round(time.Millisecond))
+		phases.set(fmt.Sprintf("silo %d serving again as a new silo, leaderships moving to it", i))
+		time.Sleep(apart)
+		planned = append(planned, [2]time.Time{settled, time.Now()})
+		requireUp(t, cl, func() string { return fmt.Sprintf("after silo %d came back as a new silo", i) })
+	}
+	phases.set("after the lost disks")
+	time.Sleep(2 * time.Second)
+	load.halt()
+
+	failures := load.report(t)
+	problems, applied := load.check(t, ctx)
+	var inPlanned []casFailure
+	for _, f := range failures {
+		for _, w := range planned {
+			if !f.sent.Before(w[0]) && f.sent.Before(w[1]) {
+				inPlanned = append(inPlanned, f)
+			}
+		}
+	}
+	t.Logf("%d CAS calls by %d callers in %v: %d failed, %d of them while the groups added, promoted and balanced the new silo; %d transitions applied",
+		load.calls, callers, time.Since(load.began).Round(time.Second), len(failures), len(inPlanned), applied)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if len(inPlanned) > 0 {
+		t.Errorf("%d CAS calls failed while the groups added, promoted and balanced a new silo (planned moves)", len(inPlanned))
+		t.Logf("phases:\n  %s", phases.timeline(load.began))
+		t.Logf("every silo's log now:\n%s", cl.logs())
+	}
+	k.finish(t, ctx)
 }
