@@ -49,8 +49,8 @@ func (m *member) ID() string { return m.cluster.ActorSystem.ID }
 // member returns the silo's current member (the last one while a rejoin builds the next).
 func (s *Silo) member() *member { return s.mem.Load() }
 
-// joinTimeouts: a rejoin retries a failed start of the member this long after the first
-// failure, doubling up to rejoinRetryMax.
+// rejoinRetry is how long a rejoin waits after the first failed start of a member before it
+// tries again, doubling up to rejoinRetryMax.
 const (
 	rejoinRetry    = 500 * time.Millisecond
 	rejoinRetryMax = 5 * time.Second
@@ -166,8 +166,7 @@ func (s *Silo) rejoin(cause error) {
 	start := time.Now()
 	s.rejoining.Store(true)
 	defer s.rejoining.Store(false)
-	s.log.Warn("silo rejoining its cluster under a new member id", "member", old.ID(),
-		"silo_id", cluster.FormatID(s.SiloID()), "cause", cause)
+	s.log.Warn("silo rejoining its cluster under a new member id", "member", old.ID(), "cause", cause)
 	s.detach(old)
 	delay := rejoinRetry
 	for attempt := 1; ; attempt++ {
@@ -180,7 +179,7 @@ func (s *Silo) rejoin(cause error) {
 			s.track(m)
 			s.rejoins.Add(1)
 			s.log.Info("silo rejoined its cluster", "member", m.ID(), "previous_member", old.ID(),
-				"silo_id", cluster.FormatID(s.SiloID()), "took", time.Since(start).Round(time.Millisecond), "attempts", attempt)
+				"took", time.Since(start).Round(time.Millisecond), "attempts", attempt)
 			return
 		}
 		if runCtx.Err() != nil {
