@@ -426,10 +426,7 @@ func TestClusterRollingRestartUnderCASLoad(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(4+4*rounds)*time.Minute)
 	defer cancel()
-	cl := startReplicated(t, ctx, 3, clusterSpec())
-	c := dialSeeds(t, cl.Seeds()...)
-	k := startTicks(t, ctx, c, allPartitions(clusterPartitions), 1)
-	waitFlowing(t, k, clusterPartitions, time.Now(), 60*time.Second)
+	cl, c, k := startTicking(t, ctx, 3, clusterSpec(), 1)
 
 	var addresses []string
 	for _, p := range cl.Silos {
@@ -570,10 +567,7 @@ func TestClusterLostDiskUnderCASLoad(t *testing.T) {
 	defer cancel()
 	spec := clusterSpec()
 	spec.DeadAfter = deadAfter
-	cl := startReplicated(t, ctx, 3, spec)
-	c := dialSeeds(t, cl.Seeds()...)
-	k := startTicks(t, ctx, c, allPartitions(clusterPartitions), 1)
-	waitFlowing(t, k, clusterPartitions, time.Now(), 60*time.Second)
+	cl, c, k := startTicking(t, ctx, 3, spec, 1)
 	phases := &phaseLog{}
 	phases.set("steady, before the lost disk")
 	load := startCASLoad(t, ctx, c, callers, clusterPartitions, callDeadline, phases)

@@ -58,10 +58,7 @@ func TestClusterLoseAHost(t *testing.T) {
 func TestClusterRollingRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cl := startReplicated(t, ctx, 3, clusterSpec())
-	c := dialSeeds(t, cl.Seeds()...)
-	k := startTicks(t, ctx, c, allPartitions(clusterPartitions), 1)
-	waitFlowing(t, k, clusterPartitions, time.Now(), 60*time.Second)
+	cl, _, k := startTicking(t, ctx, 3, clusterSpec(), 1)
 
 	// One command every 50 ms, round robin over the partitions, each waited for.
 	stopSending := make(chan struct{})

@@ -104,10 +104,7 @@ func TestClusterIsolatedSiloRejoins(t *testing.T) {
 	defer cancel()
 	spec := clusterSpec()
 	spec.Isolatable = true
-	cl := startReplicated(t, ctx, 3, spec)
-	c := dialSeeds(t, cl.Seeds()...)
-	k := startTicks(t, ctx, c, allPartitions(clusterPartitions), 2)
-	waitFlowing(t, k, clusterPartitions, time.Now(), 60*time.Second)
+	cl, _, k := startTicking(t, ctx, 3, spec, 2)
 
 	var toServe []time.Duration
 	for round := range rounds {

@@ -34,10 +34,7 @@ func TestClusterKillTheLeader(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(3+2*kills)*time.Minute)
 	defer cancel()
-	cl := startReplicated(t, ctx, 3, clusterSpec())
-	c := dialSeeds(t, cl.Seeds()...)
-	k := startTicks(t, ctx, c, allPartitions(clusterPartitions), 3)
-	waitFlowing(t, k, clusterPartitions, time.Now(), 60*time.Second)
+	cl, _, k := startTicking(t, ctx, 3, clusterSpec(), 3)
 
 	var latencies []time.Duration
 	for round := range kills {
@@ -111,10 +108,7 @@ func TestClusterPauseTheLeader(t *testing.T) {
 	const servedWithin = 10 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl := startReplicated(t, ctx, 3, clusterSpec())
-	c := dialSeeds(t, cl.Seeds()...)
-	k := startTicks(t, ctx, c, allPartitions(clusterPartitions), 2)
-	waitFlowing(t, k, clusterPartitions, time.Now(), 60*time.Second)
+	cl, _, k := startTicking(t, ctx, 3, clusterSpec(), 2)
 
 	const partition = 0
 	leader, err := cl.LeaderOf(ctx, partition)

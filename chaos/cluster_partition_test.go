@@ -80,10 +80,7 @@ func TestClusterNetworkPartition(t *testing.T) {
 	faultsFile := filepath.Join(t.TempDir(), "raftnet-faults")
 	spec := clusterSpec()
 	spec.Env = append(spec.Env, raftnet.FaultsFileEnv+"="+faultsFile)
-	cl := startReplicated(t, ctx, 3, spec)
-	c := dialSeeds(t, cl.Seeds()...)
-	k := startTicks(t, ctx, c, allPartitions(clusterPartitions), 2)
-	waitFlowing(t, k, clusterPartitions, time.Now(), 60*time.Second)
+	cl, _, k := startTicking(t, ctx, 3, spec, 2)
 
 	changes := 0
 	for round := range rounds {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/orreryhq/orrery/client"
 )
 
 // The TestCluster tests run clusters of real silo processes, each silo with its own data
@@ -31,6 +33,18 @@ func startReplicated(t *testing.T, ctx context.Context, n int, base SiloSpec) *C
 	}
 	waitReplicated(t, ctx, cl, base.Replicas, 90*time.Second)
 	return cl
+}
+
+// startTicking starts n silos from base as startReplicated does, dials a client through
+// their seeds, starts perPartition Every-1s schedules on every partition with a worker
+// (startTicks), and waits until occurrences flow from every partition.
+func startTicking(t *testing.T, ctx context.Context, n int, base SiloSpec, perPartition int) (*Cluster, *client.Client, *ticks) {
+	t.Helper()
+	cl := startReplicated(t, ctx, n, base)
+	c := dialSeeds(t, cl.Seeds()...)
+	k := startTicks(t, ctx, c, allPartitions(clusterPartitions), perPartition)
+	waitFlowing(t, k, clusterPartitions, time.Now(), 60*time.Second)
+	return cl, c, k
 }
 
 // waitReplicated fails the test unless every partition reaches voters voters (none of
