@@ -2,7 +2,7 @@
 GO       ?= go
 DATA     ?= ./data
 # Packages whose tests start protoactor clusters run without -race: protoactor-go's cluster code
-# has data races of its own (shared/research/protoactor-go.md §4), which would fail every run.
+# has data races of its own (the cluster package doc names them), which would fail every run.
 CLUSTER_PKGS_RE := /(cluster|silo|cmd/silo|cmd/orrery|examples|chaos|bench)(/|$$)
 RACE_PKGS    = $(shell $(GO) list ./... | grep -Ev '$(CLUSTER_PKGS_RE)')
 CLUSTER_PKGS = $(shell $(GO) list ./... | grep -E '$(CLUSTER_PKGS_RE)')

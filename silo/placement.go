@@ -18,7 +18,7 @@ const placementEvery = 500 * time.Millisecond
 // each one's effect is seen before the next is decided.
 const balanceEvery = 2 * time.Second
 
-// placer is the silo's replica placement loop (DESIGN §6): for each partition this silo
+// placer is the silo's replica placement loop (docs/architecture.md, "Replicas"): for each partition this silo
 // leads, it performs the step package placement decides from the group's configuration and the
 // membership, one step per group per look; and it moves leaderships to even them out. A
 // retired silo (cluster.Provider.Retire) counts as gone, never live; a replica removed because

@@ -9,8 +9,8 @@ import (
 	"github.com/orreryhq/orrery/cluster/placement"
 )
 
-// removal tracks whether the cluster has removed this silo (DESIGN §6: a removed silo closes
-// its replicas and exits): removed its replicas although, by this silo's own view of the live
+// removal tracks whether the cluster has removed this silo (a removed silo closes its
+// replicas and exits; docs/architecture.md, "Replicas"): removed its replicas although, by this silo's own view of the live
 // silos, it belongs in those partitions' target sets (the cluster declared it dead for longer
 // than --dead-after, or its identity is gone). A live silo that placement leaves out of a
 // partition's target set (--replicas lowered, or more silos than a partition needs) is a
@@ -30,8 +30,8 @@ import (
 //     membership, and it is forgotten once the silo hears the group's leader while the group
 //     counts it again (a later re-add);
 //   - inside the target, the removal is held against the silo for the rest of the process's
-//     life, even when the group's leader adds it back afterwards: the silo exits, as DESIGN
-//     says, whichever of its removal and its re-add it sees first.
+//     life, even when the group's leader adds it back afterwards: the silo exits,
+//     whichever of its removal and its re-add it sees first.
 //
 // A silo missing beyond --dead-after is retired before any group removes its replica for that
 // reason (placer.look, cluster.Provider.Retire): paused or cut off, it is fenced as soon as it

@@ -1,4 +1,4 @@
-// The partition lookup's protocol (cluster/lookup, DESIGN §6): what a silo's or client's
+// The partition lookup's protocol (cluster/lookup; docs/architecture.md, "Placement of grains"): what a silo's or client's
 // identity lookup asks a silo's partition activator, which activates the grain partition/<n>
 // only where this silo's replica of partition n leads.
 
