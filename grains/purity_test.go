@@ -20,19 +20,28 @@ var forbiddenDeps = []string{
 	"math/rand",
 	"net",
 	"os/exec",
+	"time/tzdata",
 }
 
 // forbiddenImports may not be imported directly by core source: I/O, randomness, concurrency.
 var forbiddenImports = map[string]bool{
 	"os": true, "io/ioutil": true, "net": true, "net/http": true, "syscall": true, "sync": true,
 	"sync/atomic": true, "math/rand": true, "math/rand/v2": true, "crypto/rand": true, "unsafe": true,
+	"time/tzdata": true,
 }
 
-// forbiddenTimeCalls read the clock or start timers.
+// forbiddenTimeCalls read the clock, start timers or read the silo's zone database (which
+// differs between hosts: zone rules reach apply only in the entry or the state, see
+// schedule.ZoneRulesFor).
 var forbiddenTimeCalls = map[string]bool{
 	"Now": true, "Since": true, "Until": true, "Sleep": true, "After": true, "AfterFunc": true,
-	"Tick": true, "NewTimer": true, "NewTicker": true,
+	"Tick": true, "NewTimer": true, "NewTicker": true, "LoadLocation": true, "Local": true,
 }
+
+// zoneRulesImporters are the only core files that may read the zone rules compiled into the
+// binary (package zonerules): what a leader carries into the entries it proposes. Anything
+// else reading them would apply this binary's rules instead of the entry's or the state's.
+var zoneRulesImporters = map[string]bool{"schedule/zone.go": true}
 
 // infrastructure are the grains/ directories of DESIGN §2 layer 3 (the partition grain's
 // commit pipeline and the due coordinators): they run goroutines and do I/O by design, so the
@@ -77,6 +86,9 @@ func violations(fset *token.FileSet, name string, src any) ([]string, error) {
 		if forbiddenImports[path] {
 			out = append(out, fset.Position(imp.Pos()).String()+": imports "+path)
 		}
+		if strings.HasSuffix(path, "/grains/schedule/zonerules") && !zoneRulesImporters[filepath.ToSlash(name)] {
+			out = append(out, fset.Position(imp.Pos()).String()+": imports the binary's zone rules (only a proposer may: schedule.ZoneRulesFor)")
+		}
 		if path == "time" {
 			timeName = "time"
 			if imp.Name != nil {
@@ -88,6 +100,10 @@ func violations(fset *token.FileSet, name string, src any) ([]string, error) {
 		switch n := n.(type) {
 		case *ast.GoStmt:
 			out = append(out, fset.Position(n.Pos()).String()+": starts a goroutine")
+		case *ast.CallExpr:
+			if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Local" && len(n.Args) == 0 {
+				out = append(out, fset.Position(n.Pos()).String()+": converts to the silo's local zone (.Local())")
+			}
 		case *ast.SelectorExpr:
 			if id, ok := n.X.(*ast.Ident); ok && timeName != "" && id.Name == timeName && forbiddenTimeCalls[n.Sel.Name] {
 				out = append(out, fset.Position(n.Pos()).String()+": uses time."+n.Sel.Name)
@@ -142,6 +158,8 @@ import (
 	clock "time"
 	"math/rand"
 	"os"
+	_ "time/tzdata"
+	"github.com/orreryhq/orrery/grains/schedule/zonerules"
 )
 func f() {
 	_ = clock.Now()
@@ -149,12 +167,18 @@ func f() {
 	go func() {}()
 	_ = rand.Int()
 	_, _ = os.ReadFile("x")
+	_ = os.Getenv("ZONEINFO")
+	_, _ = clock.LoadLocation("Europe/Berlin")
+	_ = clock.Unix(0, 0).In(clock.Local)
+	_ = clock.Unix(0, 0).Local()
+	_, _ = zonerules.Lookup("Europe/Berlin")
 }`
 	bad, err := violations(token.NewFileSet(), "bad.go", src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"imports math/rand", "imports os", "uses time.Now", "uses time.Sleep", "starts a goroutine"}
+	want := []string{"imports math/rand", "imports os", "uses time.Now", "uses time.Sleep", "starts a goroutine",
+		"imports time/tzdata", "uses time.LoadLocation", "uses time.Local", "local zone (.Local())", "imports the binary's zone rules"}
 	joined := strings.Join(bad, "\n")
 	for _, w := range want {
 		if !strings.Contains(joined, w) {

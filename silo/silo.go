@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,8 @@ import (
 	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/partition"
+	"github.com/orreryhq/orrery/grains/schedule/cron"
+	"github.com/orreryhq/orrery/grains/schedule/zonerules"
 )
 
 // Silo is a running silo.
@@ -131,6 +134,11 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.runCtx, s.cancel = context.WithCancel(context.Background())
 	// The silo id, not the member id: the member id changes when the silo rejoins.
 	s.log = cfg.Logger.With("silo_id", cluster.FormatID(host.SiloID()))
+	if path, set := os.LookupEnv("ZONEINFO"); set {
+		// The host's zone database never reaches apply; say so to whoever set it expecting it to.
+		s.log.Warn("ZONEINFO is ignored: cron schedules evaluate with the zone rules their partition holds, from the tzdata release compiled into Orrery",
+			"zoneinfo", path, "zone_rules", zonerules.Version)
+	}
 
 	// The coordinator needs the transport, the transport needs the cluster, and the cluster
 	// needs the partition kind, whose grains notify the coordinator: wire through the silo.
@@ -202,7 +210,8 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	cfg.Failpoints.Begin()
 	s.log.Info("silo ready", "silo_id", cluster.FormatID(s.SiloID()), "cluster_id", cluster.FormatID(s.ClusterID()),
-		"actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr, "data", cfg.DataDir, "partitions", cfg.Partitions, "security", cfg.securityMode())
+		"actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr, "data", cfg.DataDir, "partitions", cfg.Partitions, "security", cfg.securityMode(),
+		"zone_rules", zonerules.Version, "cron_evaluator", cron.EvaluatorVersion)
 	return s, nil
 }
 

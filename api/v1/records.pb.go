@@ -314,11 +314,10 @@ type ScheduleRecord struct {
 	NextNominalUnixMicros int64 `protobuf:"varint,13,opt,name=next_nominal_unix_micros,json=nextNominalUnixMicros,proto3" json:"next_nominal_unix_micros,omitempty"`
 	// Set when the series has no instant at next_ordinal (one-shot fired, year 9999 reached).
 	SeriesEnded bool `protobuf:"varint,14,opt,name=series_ended,json=seriesEnded,proto3" json:"series_ended,omitempty"`
-	// Cron only: the evaluator version and the fingerprint of the zone's rules over
-	// [generation start - 1 day, generation start + 5 years] this generation was configured
-	// with. A silo that computes either differently suspends the schedule.
+	// Cron only: the cron evaluator version this generation was configured with, taken from the
+	// partition's state (never from the applying silo). A replica whose binary does not know it
+	// stops applying the partition instead of computing other instants.
 	EvaluatorVersion uint32 `protobuf:"varint,15,opt,name=evaluator_version,json=evaluatorVersion,proto3" json:"evaluator_version,omitempty"`
-	ZoneFingerprint  string `protobuf:"bytes,16,opt,name=zone_fingerprint,json=zoneFingerprint,proto3" json:"zone_fingerprint,omitempty"`
 	// Set when the schedule was suspended (evaluator or zone rules changed, clock anomaly):
 	// it emits nothing until a new ConfigureSchedule starts a new generation.
 	Suspended             bool   `protobuf:"varint,17,opt,name=suspended,proto3" json:"suspended,omitempty"`
@@ -477,13 +476,6 @@ func (x *ScheduleRecord) GetEvaluatorVersion() uint32 {
 		return x.EvaluatorVersion
 	}
 	return 0
-}
-
-func (x *ScheduleRecord) GetZoneFingerprint() string {
-	if x != nil {
-		return x.ZoneFingerprint
-	}
-	return ""
 }
 
 func (x *ScheduleRecord) GetSuspended() bool {
@@ -677,14 +669,17 @@ type ScheduleInspection struct {
 	LastOutcomes []*LedgerRecord `protobuf:"bytes,3,rep,name=last_outcomes,json=lastOutcomes,proto3" json:"last_outcomes,omitempty"`
 	// Why the schedule is suspended ("" when it is not).
 	SuspendedReason string `protobuf:"bytes,4,opt,name=suspended_reason,json=suspendedReason,proto3" json:"suspended_reason,omitempty"`
-	// Set when this silo's evaluator or zone rules differ from the generation's pinned ones:
-	// the next emit will suspend the schedule. Next fire times are then not computed.
+	// Set when the generation's cron evaluator version is one this silo's binary does not know:
+	// next fire times are then not computed (and the silo cannot apply the partition).
 	EvaluatorMismatch string `protobuf:"bytes,5,opt,name=evaluator_mismatch,json=evaluatorMismatch,proto3" json:"evaluator_mismatch,omitempty"`
 	// What the due coordinator of the partition's leader reports of the schedule: null while it
 	// is neither late nor failing. Filled by the silo answering the read, not by the state.
-	Liveness      *DueLiveness `protobuf:"bytes,6,opt,name=liveness,proto3" json:"liveness,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Liveness *DueLiveness `protobuf:"bytes,6,opt,name=liveness,proto3" json:"liveness,omitempty"`
+	// Cron in a zone other than UTC: the tzdata release of the zone rules the partition
+	// evaluates the schedule with ("" otherwise, or when the partition holds no rules for it).
+	ZoneRulesVersion string `protobuf:"bytes,7,opt,name=zone_rules_version,json=zoneRulesVersion,proto3" json:"zone_rules_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ScheduleInspection) Reset() {
@@ -757,6 +752,13 @@ func (x *ScheduleInspection) GetLiveness() *DueLiveness {
 		return x.Liveness
 	}
 	return nil
+}
+
+func (x *ScheduleInspection) GetZoneRulesVersion() string {
+	if x != nil {
+		return x.ZoneRulesVersion
+	}
+	return ""
 }
 
 // DueLiveness is the due coordinator's liveness report of one due record (DESIGN §5).
@@ -1588,11 +1590,77 @@ func (x *AuditRecord) GetMessage() string {
 	return ""
 }
 
+// ZoneRules are one IANA zone's rules as a partition holds them (keys.ZoneRulesKey): compiled
+// (TZif, zic's output format) from the tzdata release version. A partition's leader carries
+// its binary's rules for a zone in the entry that configures a cron schedule there
+// (PartitionCommand.zone_rules); every replica keeps the newest release it has applied and
+// evaluates the zone's schedules with those rules only, whatever its own zone database says.
+type ZoneRules struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Zone  string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	// The IANA tzdata release, e.g. "2025c"; releases order as strings.
+	Version       string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Tzif          []byte `protobuf:"bytes,3,opt,name=tzif,proto3" json:"tzif,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ZoneRules) Reset() {
+	*x = ZoneRules{}
+	mi := &file_api_v1_records_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ZoneRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ZoneRules) ProtoMessage() {}
+
+func (x *ZoneRules) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_records_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ZoneRules.ProtoReflect.Descriptor instead.
+func (*ZoneRules) Descriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ZoneRules) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *ZoneRules) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ZoneRules) GetTzif() []byte {
+	if x != nil {
+		return x.Tzif
+	}
+	return nil
+}
+
 var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xe8\b\n" +
+	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xd5\b\n" +
 	"\x0eScheduleRecord\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.orrery.v1.ScheduleDefinitionR\n" +
@@ -1613,8 +1681,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x17cron_cursor_unix_micros\x18\f \x01(\x03R\x14cronCursorUnixMicros\x127\n" +
 	"\x18next_nominal_unix_micros\x18\r \x01(\x03R\x15nextNominalUnixMicros\x12!\n" +
 	"\fseries_ended\x18\x0e \x01(\bR\vseriesEnded\x12+\n" +
-	"\x11evaluator_version\x18\x0f \x01(\rR\x10evaluatorVersion\x12)\n" +
-	"\x10zone_fingerprint\x18\x10 \x01(\tR\x0fzoneFingerprint\x12\x1c\n" +
+	"\x11evaluator_version\x18\x0f \x01(\rR\x10evaluatorVersion\x12\x1c\n" +
 	"\tsuspended\x18\x11 \x01(\bR\tsuspended\x12)\n" +
 	"\x10suspended_reason\x18\x12 \x01(\tR\x0fsuspendedReason\x127\n" +
 	"\x18suspended_at_unix_micros\x18\x13 \x01(\x03R\x15suspendedAtUnixMicros\x12/\n" +
@@ -1622,7 +1689,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	" in_flight_expires_at_unix_micros\x18\x15 \x01(\x03R\x1binFlightExpiresAtUnixMicros\x127\n" +
 	"\bbuffered\x18\x16 \x01(\v2\x1b.orrery.v1.OccurrenceOriginR\bbuffered\x127\n" +
 	"\x18paused_floor_unix_micros\x18\x17 \x01(\x03R\x15pausedFloorUnixMicros\x12%\n" +
-	"\x0eredacted_paths\x18\x18 \x03(\tR\rredactedPaths\"\x95\x03\n" +
+	"\x0eredacted_paths\x18\x18 \x03(\tR\rredactedPathsJ\x04\b\x10\x10\x11R\x10zone_fingerprint\"\x95\x03\n" +
 	"\fLedgerRecord\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x1e\n" +
@@ -1638,14 +1705,15 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"message_id\x18\b \x01(\tR\tmessageId\x124\n" +
 	"\x16coalesced_into_ordinal\x18\t \x01(\x04R\x14coalescedIntoOrdinal\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\xd1\x02\n" +
+	" \x01(\tR\x06reason\"\xff\x02\n" +
 	"\x12ScheduleInspection\x121\n" +
 	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x12<\n" +
 	"\x1bnext_fire_times_unix_micros\x18\x02 \x03(\x03R\x17nextFireTimesUnixMicros\x12<\n" +
 	"\rlast_outcomes\x18\x03 \x03(\v2\x17.orrery.v1.LedgerRecordR\flastOutcomes\x12)\n" +
 	"\x10suspended_reason\x18\x04 \x01(\tR\x0fsuspendedReason\x12-\n" +
 	"\x12evaluator_mismatch\x18\x05 \x01(\tR\x11evaluatorMismatch\x122\n" +
-	"\bliveness\x18\x06 \x01(\v2\x16.orrery.v1.DueLivenessR\bliveness\"\x94\x01\n" +
+	"\bliveness\x18\x06 \x01(\v2\x16.orrery.v1.DueLivenessR\bliveness\x12,\n" +
+	"\x12zone_rules_version\x18\a \x01(\tR\x10zoneRulesVersion\"\x94\x01\n" +
 	"\vDueLiveness\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12+\n" +
@@ -1711,7 +1779,11 @@ const file_api_v1_records_proto_rawDesc = "" +
 	" \x01(\tR\x0ftargetPrincipal\x12\x1b\n" +
 	"\told_rules\x18\v \x01(\tR\boldRules\x12\x1b\n" +
 	"\tnew_rules\x18\f \x01(\tR\bnewRules\x12\x18\n" +
-	"\amessage\x18\r \x01(\tR\amessage*\xbf\x01\n" +
+	"\amessage\x18\r \x01(\tR\amessage\"M\n" +
+	"\tZoneRules\x12\x12\n" +
+	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +
+	"\x04tzif\x18\x03 \x01(\fR\x04tzif*\xbf\x01\n" +
 	"\rScheduleState\x12\x1e\n" +
 	"\x1aSCHEDULE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCHEDULE_STATE_ACTIVE\x10\x01\x12\x19\n" +
@@ -1756,7 +1828,7 @@ func file_api_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_api_v1_records_proto_goTypes = []any{
 	(ScheduleState)(0),         // 0: orrery.v1.ScheduleState
 	(LedgerOutcome)(0),         // 1: orrery.v1.LedgerOutcome
@@ -1776,26 +1848,27 @@ var file_api_v1_records_proto_goTypes = []any{
 	(*ListIndexProgress)(nil),  // 15: orrery.v1.ListIndexProgress
 	(*GrantRecord)(nil),        // 16: orrery.v1.GrantRecord
 	(*AuditRecord)(nil),        // 17: orrery.v1.AuditRecord
-	(*ScheduleDefinition)(nil), // 18: orrery.v1.ScheduleDefinition
-	(*OccurrenceOrigin)(nil),   // 19: orrery.v1.OccurrenceOrigin
-	(*Lane)(nil),               // 20: orrery.v1.Lane
-	(SagaPhase)(0),             // 21: orrery.v1.SagaPhase
-	(*SagaTimeout)(nil),        // 22: orrery.v1.SagaTimeout
-	(*GrantRule)(nil),          // 23: orrery.v1.GrantRule
+	(*ZoneRules)(nil),          // 18: orrery.v1.ZoneRules
+	(*ScheduleDefinition)(nil), // 19: orrery.v1.ScheduleDefinition
+	(*OccurrenceOrigin)(nil),   // 20: orrery.v1.OccurrenceOrigin
+	(*Lane)(nil),               // 21: orrery.v1.Lane
+	(SagaPhase)(0),             // 22: orrery.v1.SagaPhase
+	(*SagaTimeout)(nil),        // 23: orrery.v1.SagaTimeout
+	(*GrantRule)(nil),          // 24: orrery.v1.GrantRule
 }
 var file_api_v1_records_proto_depIdxs = []int32{
-	18, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
-	19, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
+	19, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
+	20, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
 	1,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
 	4,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
 	5,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
 	7,  // 5: orrery.v1.ScheduleInspection.liveness:type_name -> orrery.v1.DueLiveness
-	20, // 6: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
-	21, // 7: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
-	22, // 8: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
+	21, // 6: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
+	22, // 7: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
+	23, // 8: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
 	2,  // 9: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
-	20, // 10: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
-	23, // 11: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
+	21, // 10: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
+	24, // 11: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
 	3,  // 12: orrery.v1.AuditRecord.kind:type_name -> orrery.v1.AuditKind
 	13, // [13:13] is the sub-list for method output_type
 	13, // [13:13] is the sub-list for method input_type
@@ -1816,7 +1889,7 @@ func file_api_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_records_proto_rawDesc), len(file_api_v1_records_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -101,7 +101,11 @@ type PartitionCommand struct {
 	// stores no inbox entry or receipt (its tokens make it idempotent: applied again, it answers
 	// stale), each of its mutations stands alone (a full lane fails that mutation, not the
 	// command), and its emits enqueue at most 512 occurrences in all (batch.DueBatchOccurrences).
-	Due           bool `protobuf:"varint,2,opt,name=due,proto3" json:"due,omitempty"`
+	Due bool `protobuf:"varint,2,opt,name=due,proto3" json:"due,omitempty"`
+	// zone_rules are the leader's rules (its binary's, package zonerules) of every zone other
+	// than UTC that a ConfigureSchedule of the batch names for a cron spec, one per zone. The
+	// leader sets them when it proposes; apply reads them instead of any zone database.
+	ZoneRules     []*ZoneRules `protobuf:"bytes,3,rep,name=zone_rules,json=zoneRules,proto3" json:"zone_rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -150,18 +154,27 @@ func (x *PartitionCommand) GetDue() bool {
 	return false
 }
 
+func (x *PartitionCommand) GetZoneRules() []*ZoneRules {
+	if x != nil {
+		return x.ZoneRules
+	}
+	return nil
+}
+
 var File_api_v1_replication_proto protoreflect.FileDescriptor
 
 const file_api_v1_replication_proto_rawDesc = "" +
 	"\n" +
-	"\x18api/v1/replication.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\x7f\n" +
+	"\x18api/v1/replication.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\x1a\x14api/v1/records.proto\"\x7f\n" +
 	"\x0ePartitionEntry\x125\n" +
 	"\x17logged_time_unix_micros\x18\x01 \x01(\x03R\x14loggedTimeUnixMicros\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x18\n" +
-	"\acommand\x18\x03 \x01(\fR\acommand\"L\n" +
+	"\acommand\x18\x03 \x01(\fR\acommand\"\x81\x01\n" +
 	"\x10PartitionCommand\x12&\n" +
 	"\x05batch\x18\x01 \x01(\v2\x10.orrery.v1.BatchR\x05batch\x12\x10\n" +
-	"\x03due\x18\x02 \x01(\bR\x03dueB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\x03due\x18\x02 \x01(\bR\x03due\x123\n" +
+	"\n" +
+	"zone_rules\x18\x03 \x03(\v2\x14.orrery.v1.ZoneRulesR\tzoneRulesB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_replication_proto_rawDescOnce sync.Once
@@ -180,14 +193,16 @@ var file_api_v1_replication_proto_goTypes = []any{
 	(*PartitionEntry)(nil),   // 0: orrery.v1.PartitionEntry
 	(*PartitionCommand)(nil), // 1: orrery.v1.PartitionCommand
 	(*Batch)(nil),            // 2: orrery.v1.Batch
+	(*ZoneRules)(nil),        // 3: orrery.v1.ZoneRules
 }
 var file_api_v1_replication_proto_depIdxs = []int32{
 	2, // 0: orrery.v1.PartitionCommand.batch:type_name -> orrery.v1.Batch
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3, // 1: orrery.v1.PartitionCommand.zone_rules:type_name -> orrery.v1.ZoneRules
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_replication_proto_init() }
@@ -196,6 +211,7 @@ func file_api_v1_replication_proto_init() {
 		return
 	}
 	file_api_v1_orrery_proto_init()
+	file_api_v1_records_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

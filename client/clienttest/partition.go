@@ -123,7 +123,7 @@ func (t *Transport) apply(p *partition, req *orreryv1.CommandRequest) *orreryv1.
 	}
 	logged := t.nextLogged(p)
 	writes := kv.NewBuffer(p.store)
-	out, err := t.applier.ApplyBatch(writes, req.GetPrincipal(), req.GetBatch(), logged)
+	out, err := t.applier.AsLeader(req.GetBatch()).ApplyBatch(writes, req.GetPrincipal(), req.GetBatch(), logged)
 	if err != nil {
 		return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto(), ActivationEpoch: 1}
 	}

@@ -213,6 +213,9 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	if r := in.GetSuspendedReason(); r != "" {
 		w.row("suspended", r)
 	}
+	if v := in.GetZoneRulesVersion(); v != "" {
+		w.row("zone rules", "tzdata "+v)
+	}
 	if m := in.GetEvaluatorMismatch(); m != "" {
 		w.row("evaluator mismatch", m)
 	}

@@ -48,7 +48,8 @@ func (p *partition) apply(what string, mutations ...*orreryv1.Mutation) *orreryv
 	if strings.HasPrefix(what, "coordinator:") || strings.HasPrefix(what, "grant") {
 		principal = coordinatorPrincipal
 	}
-	out, err := p.applier.ApplyBatch(p.view, principal, &orreryv1.Batch{CommandId: fmt.Sprintf("cmd-%d", p.seq), Mutations: mutations}, p.now)
+	b := &orreryv1.Batch{CommandId: fmt.Sprintf("cmd-%d", p.seq), Mutations: mutations}
+	out, err := p.applier.AsLeader(b).ApplyBatch(p.view, principal, b, p.now)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "apply:", err)
 		os.Exit(1)

@@ -29,6 +29,18 @@ type Applier struct {
 	// one partition, so a misrouted lane must never be written here.
 	Partitions int
 	Partition  int
+	// ZoneRules are the zone rules the entry being applied carries (PartitionCommand.zone_rules,
+	// schedule.ZoneRulesFor): set them per entry. A ConfigureSchedule evaluates its cron zone
+	// with them or with the rules the partition holds, never with a zone database.
+	ZoneRules []*orreryv1.ZoneRules
+}
+
+// AsLeader returns a copy of a that carries what a leader proposing b would carry with it
+// (its binary's zone rules, schedule.ZoneRulesFor): for a twin that proposes and applies at
+// once. A replica applying a logged entry sets ZoneRules from the entry instead.
+func (a Applier) AsLeader(b *orreryv1.Batch) Applier {
+	a.ZoneRules = schedule.ZoneRulesFor(b.GetMutations())
+	return a
 }
 
 // Outcome is the result of ApplyBatch: the receipt, its deterministic encoding (what is
@@ -297,7 +309,7 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	}
 	switch k := m.GetKind().(type) {
 	case *orreryv1.Mutation_ConfigureSchedule:
-		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, now))
+		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, a.ZoneRules, now))
 	case *orreryv1.Mutation_EmitOccurrences:
 		return scheduleResult(schedule.ApplyEmitWithin(v, lim, k.EmitOccurrences, now, budget))
 	case *orreryv1.Mutation_CancelSchedule:

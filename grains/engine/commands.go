@@ -11,6 +11,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/schedule"
 )
 
 // admit proposes a command or parks a long-poll receive, answering at once when the engine
@@ -53,7 +54,11 @@ func checkDue(req *orreryv1.CommandRequest) error {
 
 // propose hands p's entry out in Ready.Propose; its Proposed event says where it went.
 func (e *Engine) propose(now time.Time, p *pending) {
-	cmd, err := proto.MarshalOptions{Deterministic: true}.Marshal(&orreryv1.PartitionCommand{Batch: p.req.GetBatch(), Due: p.req.GetDue()})
+	// The leader decides what may differ between silos and carries it: the zone rules of the
+	// cron schedules the batch configures (from this binary, never from the replicas' own).
+	cmd, err := proto.MarshalOptions{Deterministic: true}.Marshal(&orreryv1.PartitionCommand{
+		Batch: p.req.GetBatch(), Due: p.req.GetDue(), ZoneRules: schedule.ZoneRulesFor(p.req.GetBatch().GetMutations()),
+	})
 	if err != nil {
 		e.reply(now, p, errorReply(orrery.Wrap(orrery.CodeInternal, err, "partition %d: encode a command", e.cfg.Partition)))
 		return

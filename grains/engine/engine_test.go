@@ -10,6 +10,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/schedule/zonerules"
 )
 
 // TestACommandIsAnsweredOnceItsEntryApplies: a command is proposed, answered nothing while its
@@ -252,5 +253,31 @@ func TestScanDueIsAnsweredFromTheDueHead(t *testing.T) {
 	r = h.e.ScanDue(h.now, &orreryv1.ScanDueRequest{MaxRefs: 10})
 	if len(r.GetRefs()) != 1 || r.GetRefs()[0].GetId() != scheduleID(2) || h.state.views != views {
 		t.Fatalf("scan after the emit: refs %v, %d reads; want schedule 2 only, no read", r.GetRefs(), h.state.views-views)
+	}
+}
+
+// TestTheLeaderCarriesTheZoneRulesOfWhatItConfigures: a proposed configure of a cron schedule
+// in a zone carries this binary's rules of that zone (once per zone), which apply then uses;
+// other commands carry none.
+func TestTheLeaderCarriesTheZoneRulesOfWhatItConfigures(t *testing.T) {
+	h := newHarness(t, nil)
+	cronIn := func(id, zone string) *orreryv1.Mutation {
+		return &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
+			Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id, Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Cron{
+				Cron: &orreryv1.CronSpec{Expression: "0 22 * * *", TimeZone: zone}}}}}}}
+	}
+	h.command("a", request("c1", cronIn(scheduleID(1), "Europe/Berlin"), cronIn(scheduleID(2), "Europe/Berlin"), cronIn(scheduleID(3), "UTC")))
+	h.command("b", request("c2", enqueue("m1", 0)))
+	carried := h.log[0].cmd.GetZoneRules()
+	want, _ := zonerules.Lookup("Europe/Berlin")
+	if len(carried) != 1 || carried[0].GetZone() != "Europe/Berlin" || carried[0].GetVersion() != zonerules.Version || !bytes.Equal(carried[0].GetTzif(), want) {
+		t.Fatalf("carried %v, want Europe/Berlin's rules of %s once", carried, zonerules.Version)
+	}
+	if other := h.log[1].cmd.GetZoneRules(); len(other) != 0 {
+		t.Fatalf("an enqueue carried zone rules: %v", other)
+	}
+	h.commit()
+	if rc := receiptOf(t, h.answers("a")[0]); rc.GetResults()[0].GetError() != nil || rc.GetResults()[1].GetError() != nil {
+		t.Fatalf("configures refused: %v", rc)
 	}
 }

@@ -135,7 +135,9 @@ func (h *harness) commit() {
 			b, _ := proto.Marshal(rc)
 			reply = &orreryv1.CommandReply{Receipt: b}
 		} else {
-			out, err := h.applier.ApplyBatch(rec, e.principal, e.cmd.GetBatch(), logged)
+			applier := h.applier
+			applier.ZoneRules = e.cmd.GetZoneRules()
+			out, err := applier.ApplyBatch(rec, e.principal, e.cmd.GetBatch(), logged)
 			if err != nil {
 				reply = &orreryv1.CommandReply{Error: orrery.AsError(err).Proto()}
 			} else {

@@ -23,6 +23,7 @@
 //	xg/ ns phase queue key id → empty (sagas by namespace and SagaPhase, listing)
 //	pg/ principal      GrantRecord (the principal's grant in this partition)
 //	au/ loggedAt principal commandId sequence → AuditRecord (audit log, oldest first)
+//	zr/ zone           ZoneRules (the rules the partition evaluates the zone's cron schedules with)
 //	meta/...           partition-wide counters; meta/list-index: ListIndexProgress
 //
 // Listing by namespace (and queue) needs no index: s/ and g/ keys begin with the namespace and
@@ -61,6 +62,7 @@ var (
 	SagaIndex         = []byte("xg/")
 	Grant             = []byte("pg/")
 	Audit             = []byte("au/")
+	ZoneRules         = []byte("zr/")
 	// ListIndexProgress holds how far the listing index covers the records
 	// (orreryv1.ListIndexProgress).
 	ListIndexProgress = []byte("meta/list-index")
@@ -147,6 +149,9 @@ func Of(prefix, suffix []byte) []byte {
 	k := make([]byte, 0, len(prefix)+len(suffix))
 	return append(append(k, prefix...), suffix...)
 }
+
+// ZoneRulesKey is the key of the rules the partition holds for an IANA zone.
+func ZoneRulesKey(zone string) []byte { return AppendString(Of(ZoneRules, nil), zone) }
 
 // ScheduleKey is the key of a schedule record.
 func ScheduleKey(lane *orreryv1.Lane, id string) []byte { return Of(Schedule, LaneID(lane, id)) }

@@ -273,7 +273,9 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, err
 		}
 		return r, nil
 	}
-	outcome, err := m.applier.ApplyBatch(v, e.GetPrincipal(), cmd.GetBatch(), logged)
+	applier := m.applier
+	applier.ZoneRules = cmd.GetZoneRules() // the leader's, carried in the entry
+	outcome, err := applier.ApplyBatch(v, e.GetPrincipal(), cmd.GetBatch(), logged)
 	if err != nil {
 		if platform(err) {
 			return r, err

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -16,12 +17,25 @@ import (
 // a schedule. Replacement increments revision and generation, resets the ordinal (and the
 // cron cursor) to the new generation's start, clears cancelled, paused and suspended, drops a
 // buffered occurrence (ledger DROPPED) and keeps the original creator and the overlap slot's
-// in-flight occurrence (still un-acked, it still overlaps). A cron generation pins this
-// silo's evaluator version and zone fingerprint.
-func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.ConfigureSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
+// in-flight occurrence (still un-acked, it still overlaps). A cron generation pins the
+// partition's evaluator version, and its zone is evaluated with the rules the partition holds,
+// which the carried rules (PartitionCommand.zone_rules, see ZoneRulesFor) replace when they are
+// of a newer release; a zone that neither holds is unknown (Validation on
+// definition.spec.cron.time_zone).
+func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.ConfigureSchedule, carried []*orreryv1.ZoneRules, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
 	def := m.GetDefinition()
 	if err := ValidateDefinition(def, lim); err != nil {
 		return nil, err.InField("definition")
+	}
+	location, adopt := time.UTC, (*orreryv1.ZoneRules)(nil)
+	if c := def.GetSpec().GetCron(); c != nil {
+		var err error
+		if location, adopt, err = configureZone(v, c.GetTimeZone(), carried); err != nil {
+			return nil, orrery.AsError(err).InField("definition.spec.cron")
+		}
+		if err := validateCron(c, def.GetScheduleId(), location); err != nil {
+			return nil, err.InField("definition.spec.cron")
+		}
 	}
 	lane, id := def.GetLane(), def.GetScheduleId()
 	if _, deleted, err := v.Get(keys.ScheduleTombstoneKey(lane, id)); err != nil {
@@ -61,10 +75,8 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 		// Occurrences at or after the generation's start.
 		rec.CronCursorUnixMicros = loggedNowMicros - 1
 	}
-	if err := pinEvaluator(rec); err != nil {
-		return nil, err
-	}
-	s, err := newSeries(rec)
+	pinEvaluator(rec)
+	s, err := newSeries(rec, location)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +89,9 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 		if err := dropBuffered(v, old, reason, loggedNowMicros); err != nil {
 			return nil, err
 		}
+	}
+	if err := storeZoneRules(v, adopt); err != nil {
+		return nil, err
 	}
 	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err

@@ -117,7 +117,7 @@ func TestCronValidationNamesFieldAndPosition(t *testing.T) {
 		t.Run(c.spec.GetExpression()+"/"+c.field, func(t *testing.T) {
 			v := kv.NewMemory()
 			def := definition(&orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Cron{Cron: c.spec}})
-			_, err := ApplyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def}, t0)
+			_, err := applyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def}, t0)
 			wantCode(t, err, orrery.ErrValidation, c.field)
 			if !strings.Contains(orrery.AsError(err).Message, c.message) {
 				t.Fatalf("message %q does not say %q", orrery.AsError(err).Message, c.message)

@@ -50,13 +50,25 @@
 // from the first ordinal at or after the floor. Pausing a paused schedule, resuming one that
 // is not paused, and either on a cancelled one are refused (Suspended, schedule_id).
 //
+// # Zone rules and the evaluator
+//
+// Apply reads nothing but the entry and the state, so every replica computes the same
+// instants. A cron schedule's zone is evaluated with the rules its partition holds
+// (keys.ZoneRulesKey, one ZoneRules per zone), never with a silo's zone database: the leader
+// carries its binary's rules (package zonerules, ZoneRulesFor) in every entry that configures a
+// cron schedule in a zone, and the configure keeps them when the partition holds none of the
+// zone or an older tzdata release (an older binary leading never takes a zone back). Every
+// schedule of the zone follows the newest rules from its next instant on. A cron generation
+// pins the partition's evaluator version (the first, until a cluster-wide step exists); a
+// binary that does not know a generation's version stops applying (an Internal error) rather
+// than compute other instants.
+//
 // # Suspension
 //
-// A cron generation pins cron.EvaluatorVersion and the fingerprint of its zone's rules over
-// [generation start − 1 day, generation start + 5 years]. An emit (or resume) on a silo that
-// computes either differently, or an emit whose logged time trips the definition's clock
-// anomaly window, suspends the schedule instead of reinterpreting or flooding: reason in the
-// record, a SUSPENDED ledger record, no due entry. Only a new ConfigureSchedule releases it.
+// An emit (or resume) of a cron schedule whose partition holds no rules of its zone (one
+// configured before the rules were kept), or an emit whose logged time trips the definition's
+// clock anomaly window, suspends the schedule instead of reinterpreting or flooding: reason in
+// the record, a SUSPENDED ledger record, no due entry. Only a new ConfigureSchedule releases it.
 //
 // # Ledger
 //

@@ -27,8 +27,8 @@ func maxPassedPerEmit(lim input.Limits) uint32 {
 // due. A stale generation fails TokenInvalidated; nothing due (or a cancelled, paused or
 // suspended schedule) succeeds with the revision unchanged and writes nothing.
 //
-// Before passing anything it checks the generation's pinned cron evaluator and zone rules and
-// the clock anomaly guard: either failing suspends the schedule (a SUSPENDED ledger record,
+// Before passing anything it checks that the partition holds the rules of a cron generation's
+// zone, and the clock anomaly guard: either failing suspends the schedule (a SUSPENDED ledger record,
 // the reason in the record and the result, no due entry) and the emit succeeds with nothing
 // enqueued. An occurrence whose TTL has already passed at the logged time is passed without a
 // message and recorded EXPIRED with the reason: logged time never goes back, so it could never
@@ -99,7 +99,11 @@ func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, l
 		return result(rec, nil), nil
 	}
 	oldDueAt := rec.GetNextDueAtUnixMicros()
-	reason := evaluatorMismatch(rec)
+	s, reason, err := evaluate(v, rec)
+	if err != nil {
+		return nil, err
+	}
+	e.series = s
 	if reason == "" && !pausedBacklog(rec) {
 		reason = clockAnomaly(rec, loggedNowMicros)
 	}
@@ -161,13 +165,10 @@ func (e *emitter) room() bool {
 // remain; otherwise it flushes a buffered occurrence whose slot is free, then passes due
 // ordinals.
 func (e *emitter) run() error {
-	s, err := newSeries(e.rec)
-	if err != nil {
-		return err
-	}
-	e.series = s
+	s, err := e.series, error(nil)
 	if pausedBacklog(e.rec) {
-		passed, err := passPaused(e.v, e.rec, s, e.maxPassed, e.now)
+		var passed uint32
+		passed, err = passPaused(e.v, e.rec, s, e.maxPassed, e.now)
 		e.passed += passed
 		e.changed = e.changed || passed > 0
 		return err

@@ -7,24 +7,19 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/schedule/cron"
 )
 
-// Fingerprint horizon around a generation's start, in the zone's rules.
-const (
-	// FingerprintLookbackSeconds reaches back before the generation start, so a transition
-	// just before it (which decides the first instants) is covered.
-	FingerprintLookbackSeconds = 24 * 3600
-	// FingerprintYears is how far past the generation start the fingerprint reaches.
-	FingerprintYears = 5
-	// lastFingerprintUnix is 9999-12-31T23:59:59Z, the end of the evaluator's range.
-	lastFingerprintUnix int64 = 253402300799
-)
+// pinnedEvaluatorVersion is the cron evaluator version a new cron generation pins: the
+// partition's, never the applying binary's. It is the first version until a newer one exists
+// and a cluster-wide step moves partitions onto it.
+const pinnedEvaluatorVersion = 1
 
-// parseCron parses a cron spec with the schedule id as its hash key. Errors are Validation
-// errors on "expression" (with the field number and position), "time_zone", "gap_policy" or
+// parseCron parses a cron spec in location with the schedule id as its hash key. Errors are
+// Validation errors on "expression" (with the field number and position), "gap_policy" or
 // "repeat_policy".
-func parseCron(c *orreryv1.CronSpec, scheduleID string) (*cron.Schedule, error) {
+func parseCron(c *orreryv1.CronSpec, scheduleID string, location *time.Location) (*cron.Schedule, error) {
 	opts := cron.Options{HashKey: scheduleID}
 	switch c.GetGapPolicy() {
 	case orreryv1.CronGapPolicy_CRON_GAP_POLICY_UNSPECIFIED, orreryv1.CronGapPolicy_CRON_GAP_POLICY_SHIFT:
@@ -46,12 +41,13 @@ func parseCron(c *orreryv1.CronSpec, scheduleID string) (*cron.Schedule, error) 
 	default:
 		return nil, orrery.Invalid("repeat_policy", "unknown repeat policy %d", c.GetRepeatPolicy())
 	}
-	return cron.Parse(c.GetExpression(), c.GetTimeZone(), opts)
+	return cron.Parse(c.GetExpression(), location, opts)
 }
 
-// validateCron checks a cron spec at configure time: it parses, and it matches some instant.
-func validateCron(c *orreryv1.CronSpec, scheduleID string) *orrery.Error {
-	parsed, err := parseCron(c, scheduleID)
+// validateCron checks a cron spec at configure time in location: it parses, and it matches
+// some instant.
+func validateCron(c *orreryv1.CronSpec, scheduleID string, location *time.Location) *orrery.Error {
+	parsed, err := parseCron(c, scheduleID, location)
 	if err != nil {
 		return orrery.AsError(err)
 	}
@@ -61,67 +57,39 @@ func validateCron(c *orreryv1.CronSpec, scheduleID string) *orrery.Error {
 	return nil
 }
 
-// fingerprintHorizon is [generation start - 1 day, generation start + 5 years] in Unix
-// seconds, clamped to the evaluator's range.
-func fingerprintHorizon(generationStartMicros int64) (fromUnix, toUnix int64) {
-	start := time.UnixMicro(generationStartMicros).UTC()
-	fromUnix = start.Unix() - FingerprintLookbackSeconds
-	toUnix = min(start.AddDate(FingerprintYears, 0, 0).Unix(), lastFingerprintUnix)
-	return fromUnix, toUnix
-}
-
-// zoneFingerprint is this silo's fingerprint of the record's zone over its generation's
-// horizon.
-func zoneFingerprint(rec *orreryv1.ScheduleRecord) (string, error) {
-	from, to := fingerprintHorizon(rec.GetGenerationStartedAtUnixMicros())
-	return cron.Fingerprint(rec.GetDefinition().GetSpec().GetCron().GetTimeZone(), from, to)
-}
-
-// pinEvaluator stores this silo's evaluator version and zone fingerprint in a new cron
-// generation (nothing for the other kinds).
-func pinEvaluator(rec *orreryv1.ScheduleRecord) error {
-	rec.EvaluatorVersion, rec.ZoneFingerprint = 0, ""
-	if rec.GetDefinition().GetSpec().GetCron() == nil {
-		return nil
+// pinEvaluator stores the partition's cron evaluator version in a new cron generation
+// (nothing for the other kinds).
+func pinEvaluator(rec *orreryv1.ScheduleRecord) {
+	rec.EvaluatorVersion = 0
+	if rec.GetDefinition().GetSpec().GetCron() != nil {
+		rec.EvaluatorVersion = pinnedEvaluatorVersion
 	}
-	fingerprint, err := zoneFingerprint(rec)
-	if err != nil {
-		return orrery.AsError(err).InField("definition.spec.cron")
-	}
-	rec.EvaluatorVersion, rec.ZoneFingerprint = cron.EvaluatorVersion, fingerprint
-	return nil
 }
 
-// evaluatorMismatch says why this silo must not compute the record's cron instants: its
-// evaluator version or its zone rules over the generation's horizon differ from the pinned
-// ones. It is "" when they agree (and always for the other kinds).
-func evaluatorMismatch(rec *orreryv1.ScheduleRecord) string {
-	c := rec.GetDefinition().GetSpec().GetCron()
-	if c == nil {
+// unknownEvaluator says why this binary cannot compute the record's instants: its generation
+// pins a cron evaluator version newer than the binary knows. It is "" otherwise.
+func unknownEvaluator(rec *orreryv1.ScheduleRecord) string {
+	if rec.GetDefinition().GetSpec().GetCron() == nil || rec.GetEvaluatorVersion() <= cron.EvaluatorVersion {
 		return ""
 	}
-	if rec.GetEvaluatorVersion() != cron.EvaluatorVersion {
-		return fmt.Sprintf("generation %d was configured with cron evaluator version %d; this silo runs version %d",
-			rec.GetGeneration(), rec.GetEvaluatorVersion(), cron.EvaluatorVersion)
-	}
-	fingerprint, err := zoneFingerprint(rec)
-	if err != nil {
-		return fmt.Sprintf("time zone %q cannot be evaluated on this silo: %v", c.GetTimeZone(), err)
-	}
-	if fingerprint != rec.GetZoneFingerprint() {
-		from, to := fingerprintHorizon(rec.GetGenerationStartedAtUnixMicros())
-		return fmt.Sprintf("the rules of time zone %q between %s and %s differ from those generation %d was configured with (fingerprint %.12s…, this silo %.12s…): tzdata changed",
-			zoneName(c.GetTimeZone()), time.Unix(from, 0).UTC().Format(time.DateOnly), time.Unix(to, 0).UTC().Format(time.DateOnly),
-			rec.GetGeneration(), rec.GetZoneFingerprint(), fingerprint)
-	}
-	return ""
+	return fmt.Sprintf("generation %d pins cron evaluator version %d; this binary evaluates versions up to %d: run a binary that knows it",
+		rec.GetGeneration(), rec.GetEvaluatorVersion(), cron.EvaluatorVersion)
 }
 
-func zoneName(zone string) string {
-	if zone == "" {
-		return "UTC"
+// evaluate prepares the record's series from the state alone. blocked is why the schedule
+// must be suspended instead (the partition holds no rules of its zone). A generation whose
+// evaluator version this binary does not know is an Internal error: the replica stops applying
+// rather than compute instants the others would not.
+func evaluate(r kv.Reader, rec *orreryv1.ScheduleRecord) (s series, blocked string, err error) {
+	if reason := unknownEvaluator(rec); reason != "" {
+		return series{}, "", orrery.Errorf(orrery.CodeInternal, "schedule %s: %s", rec.GetDefinition().GetScheduleId(), reason)
 	}
-	return zone
+	location, _, blocked, err := recordZone(r, rec)
+	if err != nil || blocked != "" {
+		return series{}, blocked, err
+	}
+	s, err = newSeries(rec, location)
+	return s, "", err
 }
 
 // clockAnomaly says why the emit's logged time is a clock anomaly for the record: further

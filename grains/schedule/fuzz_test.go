@@ -66,7 +66,7 @@ func FuzzValidateDefinition(f *testing.F) {
 		}
 		v := kv.NewMemory()
 		now := t0
-		if _, err := ApplyConfigure(v, lim, "fuzz", &orreryv1.ConfigureSchedule{Definition: def}, now); err != nil {
+		if _, err := applyConfigure(v, lim, "fuzz", &orreryv1.ConfigureSchedule{Definition: def}, now); err != nil {
 			t.Fatalf("an accepted definition failed to configure: %v", err)
 		}
 		l, id := def.GetLane(), def.GetScheduleId()

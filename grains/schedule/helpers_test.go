@@ -44,7 +44,7 @@ func definition(spec *orreryv1.ScheduleSpec) *orreryv1.ScheduleDefinition {
 
 func configure(t *testing.T, v kv.View, def *orreryv1.ScheduleDefinition, expected uint64, now int64) *orreryv1.ScheduleResult {
 	t.Helper()
-	res, err := ApplyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def, ExpectedRevision: expected}, now)
+	res, err := applyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def, ExpectedRevision: expected}, now)
 	if err != nil {
 		t.Fatalf("configure: %v", err)
 	}
@@ -126,4 +126,10 @@ func wantDue(t *testing.T, v kv.Reader, dueAt int64, generation uint64) {
 	if len(refs) != 1 || refs[0].GetDueAtUnixMicros() != dueAt || refs[0].GetToken() != generation || refs[0].GetId() != scheduleID {
 		t.Fatalf("due index %v, want one entry at %d token %d", refs, dueAt, generation)
 	}
+}
+
+// applyConfigure applies m as a partition does: with the zone rules its leader carries.
+func applyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.ConfigureSchedule, now int64) (*orreryv1.ScheduleResult, error) {
+	carried := ZoneRulesFor([]*orreryv1.Mutation{{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: m}}})
+	return ApplyConfigure(v, lim, principal, m, carried, now)
 }

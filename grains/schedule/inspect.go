@@ -1,6 +1,8 @@
 package schedule
 
 import (
+	"time"
+
 	"google.golang.org/protobuf/proto"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -19,8 +21,9 @@ const (
 // The fire times are the nominal instants ahead of the watermark that will fire, or be
 // back-filled (the first may be overdue), so not those a resume left to be passed PAUSED;
 // for a paused schedule, those a resume at loggedNow would start from; none while it is
-// cancelled or suspended, or when this silo's evaluator or zone rules differ from the
-// generation's (EvaluatorMismatch says so: the next emit will suspend it). It returns nil
+// cancelled or suspended, when the generation pins a cron evaluator version this binary does
+// not know (EvaluatorMismatch says so), or when the partition holds no rules of its zone (the
+// next emit suspends it). ZoneRulesVersion names the release of those rules. It returns nil
 // when there is no such schedule. It only reads, within a fixed bound.
 func Inspect(r kv.Reader, lane *orreryv1.Lane, scheduleID string, loggedNowMicros int64) (*orreryv1.ScheduleInspection, error) {
 	if err := input.Lane("lane", lane, false); err != nil {
@@ -42,19 +45,24 @@ func Inspect(r kv.Reader, lane *orreryv1.Lane, scheduleID string, loggedNowMicro
 	if rec.GetCancelled() || rec.GetSuspended() {
 		return insp, nil
 	}
-	if insp.EvaluatorMismatch = evaluatorMismatch(rec); insp.EvaluatorMismatch != "" {
+	if insp.EvaluatorMismatch = unknownEvaluator(rec); insp.EvaluatorMismatch != "" {
 		return insp, nil
 	}
-	insp.NextFireTimesUnixMicros, err = nextFireTimes(rec, loggedNowMicros)
+	location, version, blocked, err := recordZone(r, rec)
+	if err != nil || blocked != "" {
+		return insp, err
+	}
+	insp.ZoneRulesVersion = version
+	insp.NextFireTimesUnixMicros, err = nextFireTimes(rec, location, loggedNowMicros)
 	return insp, err
 }
 
 // nextFireTimes walks the series from the watermark on a copy of the record: from where a
 // resume at loggedNow would start when paused, and past the instants a resume left to be
 // passed PAUSED.
-func nextFireTimes(rec *orreryv1.ScheduleRecord, loggedNowMicros int64) ([]int64, error) {
+func nextFireTimes(rec *orreryv1.ScheduleRecord, location *time.Location, loggedNowMicros int64) ([]int64, error) {
 	preview := proto.Clone(rec).(*orreryv1.ScheduleRecord)
-	s, err := newSeries(preview)
+	s, err := newSeries(preview, location)
 	if err != nil {
 		return nil, err
 	}

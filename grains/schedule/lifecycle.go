@@ -120,17 +120,19 @@ func ApplyResume(v kv.View, lim input.Limits, m *orreryv1.ResumeSchedule, logged
 	rec.ResumeFloorUnixMicros = loggedNowMicros
 	rec.Revision++
 	var passed uint32
-	switch reason := evaluatorMismatch(rec); {
+	s, reason, err := series{}, "", error(nil)
+	if !rec.GetSuspended() {
+		if s, reason, err = evaluate(v, rec); err != nil {
+			return nil, err
+		}
+	}
+	switch {
 	case rec.GetSuspended(): // stays suspended: nothing to compute
 	case reason != "":
 		if passed, err = suspend(v, rec, reason, loggedNowMicros); err != nil {
 			return nil, err
 		}
 	default:
-		s, err := newSeries(rec)
-		if err != nil {
-			return nil, err
-		}
 		rec.PausedFloorUnixMicros = max(0, loggedNowMicros-rec.GetDefinition().GetCatchUpWindowMicros())
 		if passed, err = passPaused(v, rec, s, maxPassedPerEmit(lim), loggedNowMicros); err != nil {
 			return nil, err

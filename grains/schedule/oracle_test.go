@@ -80,7 +80,7 @@ func TestDueTimesMatchBruteForceOracle(t *testing.T) {
 		createdAt := t0 + rapid.Int64Range(-input.Day, input.Day).Draw(t, "createdAt")
 		v := kv.NewMemory()
 		def := definition(spec)
-		if _, err := ApplyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def}, createdAt); err != nil {
+		if _, err := applyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def}, createdAt); err != nil {
 			t.Fatalf("configure: %v", err)
 		}
 		unit := input.Day

@@ -20,12 +20,12 @@ func TestConfigureRevisionZeroCreatesOnlyWhenAbsent(t *testing.T) {
 		t.Fatalf("create result %v", res)
 	}
 	before := v.Clone()
-	_, err := ApplyConfigure(v, input.DefaultLimits(), "bob", &orreryv1.ConfigureSchedule{Definition: definition(every(t0, hour))}, t0)
+	_, err := applyConfigure(v, input.DefaultLimits(), "bob", &orreryv1.ConfigureSchedule{Definition: definition(every(t0, hour))}, t0)
 	wantCode(t, err, orrery.ErrRevisionConflict, "expected_revision")
 	if !v.Equal(before) {
 		t.Fatal("a refused create wrote")
 	}
-	_, err = ApplyConfigure(kv.NewMemory(), input.DefaultLimits(), "bob", &orreryv1.ConfigureSchedule{Definition: definition(every(t0, hour)), ExpectedRevision: 3}, t0)
+	_, err = applyConfigure(kv.NewMemory(), input.DefaultLimits(), "bob", &orreryv1.ConfigureSchedule{Definition: definition(every(t0, hour)), ExpectedRevision: 3}, t0)
 	wantCode(t, err, orrery.ErrNotFound, "definition.schedule_id")
 }
 
@@ -39,10 +39,10 @@ func TestReplacementBumpsRevisionAndGenerationResetsOrdinalKeepsCreator(t *testi
 	if rec.GetNextOrdinal() != 3 || rec.GetRevision() != 2 {
 		t.Fatalf("after emit: %v", rec)
 	}
-	_, err := ApplyConfigure(v, input.DefaultLimits(), "bob", &orreryv1.ConfigureSchedule{Definition: definition(every(t0+5*hour, hour)), ExpectedRevision: 1}, t0+2*hour)
+	_, err := applyConfigure(v, input.DefaultLimits(), "bob", &orreryv1.ConfigureSchedule{Definition: definition(every(t0+5*hour, hour)), ExpectedRevision: 1}, t0+2*hour)
 	wantCode(t, err, orrery.ErrRevisionConflict, "expected_revision")
 
-	res, err := ApplyConfigure(v, input.DefaultLimits(), "bob", &orreryv1.ConfigureSchedule{Definition: definition(every(t0+5*hour, hour)), ExpectedRevision: 2}, t0+2*hour)
+	res, err := applyConfigure(v, input.DefaultLimits(), "bob", &orreryv1.ConfigureSchedule{Definition: definition(every(t0+5*hour, hour)), ExpectedRevision: 2}, t0+2*hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestDeleteTombstonesIDAndKeepsEnqueuedOccurrences(t *testing.T) {
 	if len(messages(t, v)) != 1 {
 		t.Fatal("delete removed an enqueued occurrence")
 	}
-	_, err := ApplyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: definition(every(t0, hour))}, t0)
+	_, err := applyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: definition(every(t0, hour))}, t0)
 	wantCode(t, err, orrery.ErrRevisionConflict, "definition.schedule_id")
 }
 
@@ -200,7 +200,7 @@ func TestEveryOverflowIsValidationBeforeAnyWrite(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := kv.NewMemory()
-			_, err := ApplyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: definition(c.spec)}, t0)
+			_, err := applyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: definition(c.spec)}, t0)
 			wantCode(t, err, orrery.ErrValidation, c.field)
 			if v.Len() != 0 {
 				t.Fatal("a refused configure wrote")
@@ -425,7 +425,7 @@ func TestValidationNamesFieldAndWritesNothing(t *testing.T) {
 			d := good()
 			c.mutate(d)
 			v := kv.NewMemory()
-			_, err := ApplyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: d}, t0)
+			_, err := applyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: d}, t0)
 			wantCode(t, err, orrery.ErrValidation, c.field)
 			if v.Len() != 0 {
 				t.Fatal("a refused configure wrote")

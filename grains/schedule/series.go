@@ -68,14 +68,14 @@ type series struct {
 	cron *cron.Schedule // set for cron specs
 }
 
-// newSeries prepares the record's series. For cron it parses the expression with this
-// silo's evaluator: callers check evaluatorMismatch first.
-func newSeries(rec *orreryv1.ScheduleRecord) (series, error) {
+// newSeries prepares the record's series; a cron expression is parsed in location, the
+// zone's from the partition's rules (see evaluate).
+func newSeries(rec *orreryv1.ScheduleRecord, location *time.Location) (series, error) {
 	c := rec.GetDefinition().GetSpec().GetCron()
 	if c == nil {
 		return series{rec: rec}, nil
 	}
-	parsed, err := parseCron(c, rec.GetDefinition().GetScheduleId())
+	parsed, err := parseCron(c, rec.GetDefinition().GetScheduleId(), location)
 	if err != nil {
 		return series{}, orrery.AsError(err).InField("definition.spec.cron")
 	}

@@ -1,6 +1,8 @@
 package schedule
 
 import (
+	"time"
+
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
@@ -78,7 +80,7 @@ func validateSpec(spec *orreryv1.ScheduleSpec, scheduleID string, lim input.Limi
 		}
 		return orrery.AsError(input.Instant("every.first_due_at_unix_micros", kind.Every.GetFirstDueAtUnixMicros()))
 	case *orreryv1.ScheduleSpec_Cron:
-		if err := validateCron(kind.Cron, scheduleID); err != nil {
+		if err := validateCron(kind.Cron, scheduleID, time.UTC); err != nil { // the zone: see ApplyConfigure
 			return err.InField("cron")
 		}
 		return nil

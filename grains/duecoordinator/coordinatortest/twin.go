@@ -211,7 +211,7 @@ func (t *Twin) apply(partition int, principal string, b *orreryv1.Batch, due boo
 		}
 	} else {
 		var out *batch.Outcome
-		if out, err = t.applier.ApplyBatch(writes, principal, b, logged); err == nil {
+		if out, err = t.applier.AsLeader(b).ApplyBatch(writes, principal, b, logged); err == nil {
 			encoded = out.ReceiptBytes
 		}
 	}

@@ -88,7 +88,7 @@ func TestCronosDSTFacts(t *testing.T) {
 		for _, fact := range group.facts {
 			count++
 			name := fmt.Sprintf("%s %q from %s inclusive=%v", group.zone, fact.expression, fact.from, fact.inclusive)
-			schedule, err := Parse(fact.expression, group.zone, Options{HashKey: key})
+			schedule, err := parseIn(fact.expression, group.zone, Options{HashKey: key})
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue
@@ -164,7 +164,7 @@ func TestCronosLocalFacts(t *testing.T) {
 		for _, fact := range group.facts {
 			count++
 			name := fmt.Sprintf("%s %q from %s", group.zone, fact.expression, fact.from)
-			schedule, err := Parse(fact.expression, group.zone, Options{})
+			schedule, err := parseIn(fact.expression, group.zone, Options{})
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue
@@ -239,7 +239,7 @@ func TestCronosMakesProgress(t *testing.T) {
 func TestCronosInvalid(t *testing.T) {
 	t.Parallel()
 	for _, c := range cronosInvalid {
-		_, err := Parse(c.expression, "", Options{HashKey: "k"})
+		_, err := parseIn(c.expression, "", Options{HashKey: "k"})
 		var e *orrery.Error
 		if !errors.As(err, &e) || e.Code != orrery.CodeValidation || e.Field != "expression" {
 			t.Errorf("%q: got %v, want a validation error on expression", c.expression, err)
@@ -255,7 +255,7 @@ func TestCronosInvalid(t *testing.T) {
 func TestCronosValid(t *testing.T) {
 	t.Parallel()
 	for _, expression := range cronosValid {
-		if _, err := Parse(expression, "", Options{}); err != nil {
+		if _, err := parseIn(expression, "", Options{}); err != nil {
 			t.Errorf("%q: %v", expression, err)
 		}
 	}
@@ -275,9 +275,9 @@ func TestCronosEquivalent(t *testing.T) {
 
 func mustParse(t testing.TB, expression, zone string, opts Options) *Schedule {
 	t.Helper()
-	schedule, err := Parse(expression, zone, opts)
+	schedule, err := parseIn(expression, zone, opts)
 	if err != nil {
-		t.Fatalf("Parse(%q, %q): %v", expression, zone, err)
+		t.Fatalf("parseIn(%q, %q): %v", expression, zone, err)
 	}
 	return schedule
 }

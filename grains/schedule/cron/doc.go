@@ -29,12 +29,11 @@
 //
 // # Time zone and DST
 //
-// Matching happens on the wall clock of the schedule's IANA zone (default UTC). The zone rules
-// come from the Go runtime; time/tzdata is embedded so a silo without system zoneinfo still
-// resolves every zone, but note that time.LoadLocation prefers $ZONEINFO and the system database
-// when present. Silos can therefore disagree, which is why Fingerprint exists: the schedule
-// state machine pins EvaluatorVersion and the zone fingerprint per generation and suspends a
-// schedule whose silo computes a different one.
+// Matching happens on the wall clock of the schedule's IANA zone (default UTC), a location
+// LoadZone builds from the zone's compiled rules alone (TZif bytes), never from $ZONEINFO or a
+// host's zone database: the caller says which rules. The schedule state machine passes the
+// rules its partition's state holds, which the leader carried in from its binary (package
+// zonerules), so every replica computes the same instants.
 //
 // When the wall clock jumps forward (a gap), an occurrence whose local time does not exist fires
 // once, at the first instant after the gap (GapShift, the Cronos rule), or not at all (GapSkip).

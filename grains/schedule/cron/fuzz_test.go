@@ -24,14 +24,14 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, expression string, zoneIndex uint8, afterUnix int64, policy uint8) {
 		opts := Options{HashKey: "fuzz", Gap: GapPolicy(policy & 1), Repeat: RepeatPolicy(policy >> 1 & 3)}
 		zone := fuzzZones[int(zoneIndex)%len(fuzzZones)]
-		schedule, err := Parse(expression, zone, opts)
+		schedule, err := parseIn(expression, zone, opts)
 		if err != nil {
 			var e *orrery.Error
 			if !errors.As(err, &e) || e.Code != orrery.CodeValidation || e.Field != "expression" {
-				t.Fatalf("Parse(%q): %v is not a validation error on expression", expression, err)
+				t.Fatalf("parseIn(%q): %v is not a validation error on expression", expression, err)
 			}
 			if !strings.Contains(e.Message, "position ") && !strings.Contains(e.Message, "UTF-8") {
-				t.Fatalf("Parse(%q): %q names no position", expression, e.Message)
+				t.Fatalf("parseIn(%q): %q names no position", expression, e.Message)
 			}
 			return
 		}

@@ -195,7 +195,7 @@ func oracleOccurrences(c oracleCase) ([]int64, oracleExercise) {
 
 // productionOccurrences enumerates the same window with Next.
 func productionOccurrences(t *testing.T, c oracleCase) ([]int64, error) {
-	schedule, err := Parse(c.expr.String(), c.location.String(), c.options)
+	schedule, err := parseIn(c.expr.String(), c.location.String(), c.options)
 	if err != nil {
 		return nil, err
 	}

@@ -117,7 +117,7 @@ func TestParseInvalid(t *testing.T) {
 		{"@daily x", "", "position 8: unexpected text after macro"},
 		{"@", "", "position 1: unknown macro"},
 	} {
-		_, err := Parse(c.expression, "", Options{HashKey: c.hashKey})
+		_, err := parseIn(c.expression, "", Options{HashKey: c.hashKey})
 		var e *orrery.Error
 		if !errors.As(err, &e) || !errors.Is(err, orrery.ErrValidation) || e.Field != "expression" {
 			t.Errorf("%q: got %v, want a validation error on expression", c.expression, err)
@@ -143,14 +143,14 @@ func TestParseZoneAndOptions(t *testing.T) {
 		{"UTC", Options{Repeat: -1}, "repeat_policy"},
 		{"UTC", Options{Repeat: RepeatBoth + 1}, "repeat_policy"},
 	} {
-		_, err := Parse("* * * * *", c.zone, c.opts)
+		_, err := parseIn("* * * * *", c.zone, c.opts)
 		var e *orrery.Error
 		if !errors.As(err, &e) || e.Code != orrery.CodeValidation || e.Field != c.field {
 			t.Errorf("zone %q opts %+v: got %v, want validation on %s", c.zone, c.opts, err, c.field)
 		}
 	}
 	for _, zone := range []string{"", "UTC", "Etc/UTC", "America/New_York", "Pacific/Apia", "Asia/Kolkata"} {
-		if _, err := Parse("* * * * *", zone, Options{}); err != nil {
+		if _, err := parseIn("* * * * *", zone, Options{}); err != nil {
 			t.Errorf("zone %q: %v", zone, err)
 		}
 	}

@@ -2,13 +2,14 @@ package cron
 
 import (
 	"time"
-	_ "time/tzdata" // every silo can resolve every zone, with or without system zoneinfo
 
 	"github.com/orreryhq/orrery"
 )
 
-// EvaluatorVersion identifies the semantics of Parse and Next. A schedule generation stores it;
-// a silo whose version differs must not compute that generation's occurrences.
+// EvaluatorVersion identifies the semantics of Parse and Next, the newest this binary
+// evaluates. A schedule generation pins the version its partition runs; a binary that does not
+// know a generation's version must not compute that generation's occurrences. A new version
+// keeps every older one's semantics available (the generations that pinned them go on).
 const EvaluatorVersion = 1
 
 // GapPolicy says what happens to an occurrence whose local time falls in a spring-forward gap.
@@ -55,39 +56,44 @@ type Schedule struct {
 	never    bool // no date ever matches (e.g. 30 February)
 }
 
-// Parse parses a cron expression for an IANA zone ("" means UTC). Errors are Validation
+// Parse parses a cron expression for zone, a location from LoadZone. Errors are Validation
 // *orrery.Error values with Field "expression" (the message names the 1-based field number and
-// character position), "time_zone", "gap_policy" or "repeat_policy".
-func Parse(expression, zone string, opts Options) (*Schedule, error) {
+// character position), "gap_policy" or "repeat_policy".
+func Parse(expression string, zone *time.Location, opts Options) (*Schedule, error) {
 	if opts.Gap != GapShift && opts.Gap != GapSkip {
 		return nil, orrery.Invalid("gap_policy", "unknown gap policy %d", int(opts.Gap))
 	}
 	if opts.Repeat < RepeatAuto || opts.Repeat > RepeatBoth {
 		return nil, orrery.Invalid("repeat_policy", "unknown repeat policy %d", int(opts.Repeat))
 	}
+	if zone == nil {
+		zone = time.UTC
+	}
 	sp, err := parseExpression(expression, opts.HashKey)
 	if err != nil {
 		return nil, err
 	}
-	location, err := loadZone(zone)
-	if err != nil {
-		return nil, err
-	}
-	return &Schedule{spec: sp, location: location, options: opts, never: !sp.satisfiable()}, nil
+	return &Schedule{spec: sp, location: zone, options: opts, never: !sp.satisfiable()}, nil
 }
 
-// loadZone resolves an IANA zone name; "" and "UTC" are UTC. "Local" is refused: it would
-// differ between silos.
-func loadZone(zone string) (*time.Location, error) {
-	switch zone {
+// LoadZone returns the location of the IANA zone named name, built from tzif alone: its
+// compiled rules, in the format zic writes, as package zonerules and a partition's state hold
+// them. No zone database is read, so every caller given the same bytes gets the same rules.
+// "" and "UTC" are UTC and need no rules; "Local" is refused (it would differ between silos).
+// Errors are Validation *orrery.Error values with Field "time_zone".
+func LoadZone(name string, tzif []byte) (*time.Location, error) {
+	switch name {
 	case "", "UTC":
 		return time.UTC, nil
 	case "Local":
-		return nil, orrery.Invalid("time_zone", "time zone %q is not allowed; name an IANA zone", zone)
+		return nil, orrery.Invalid("time_zone", "time zone %q is not allowed; name an IANA zone", name)
 	}
-	location, err := time.LoadLocation(zone)
+	if len(tzif) == 0 {
+		return nil, orrery.Invalid("time_zone", "unknown time zone %q", name)
+	}
+	location, err := time.LoadLocationFromTZData(name, tzif)
 	if err != nil {
-		return nil, orrery.Invalid("time_zone", "unknown time zone %q", zone)
+		return nil, orrery.Invalid("time_zone", "the rules of time zone %q do not decode: %v", name, err)
 	}
 	return location, nil
 }

@@ -1,12 +1,7 @@
 package cron
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"time"
-
-	"github.com/orreryhq/orrery"
 )
 
 const (
@@ -17,8 +12,8 @@ const (
 	// lookbackSeconds bounds how far apart two periods can be and still overlap on the wall
 	// clock: offsets differ by far less than this.
 	lookbackSeconds = 4 * secondsPerDay
-	// minSupportedUnix and maxSupportedUnix are 0001-01-01 and 9999-12-31T23:59:59 UTC: the
-	// range of Fingerprint's horizon and, give or take an offset, of Next.
+	// minSupportedUnix and maxSupportedUnix are 0001-01-01 and 9999-12-31T23:59:59 UTC: give
+	// or take an offset, the range of Next.
 	minSupportedUnix int64 = -62135596800
 	maxSupportedUnix int64 = 253402300799
 )
@@ -107,49 +102,4 @@ func minCivilStartFrom(location *time.Location, end int64) int64 {
 		t = q.end
 	}
 	return best
-}
-
-// Fingerprint returns a stable hex hash (SHA-256) of zone's rules between two instants (Unix
-// seconds, within years 1-9999): fromUnix with the offset and DST flag in force then, and every
-// later instant up to toUnix where either changes, with the new offset and flag. Compare
-// fingerprints of the same horizon: two silos whose tzdata disagree on it get different ones.
-// It uses only Location lookups (the zone's own period bounds); changes of the abbreviation
-// alone do not count, so neither does the layout of the tzdata files.
-func Fingerprint(zone string, fromUnix, toUnix int64) (string, error) {
-	location, err := loadZone(zone)
-	if err != nil {
-		return "", err
-	}
-	if fromUnix > toUnix {
-		return "", orrery.Invalid("horizon", "horizon start %d is after its end %d", fromUnix, toUnix)
-	}
-	if fromUnix < minSupportedUnix || toUnix > maxSupportedUnix {
-		return "", orrery.Invalid("horizon", "horizon %d-%d is outside years 1-9999", fromUnix, toUnix)
-	}
-	return fingerprintLocation(location, fromUnix, toUnix), nil
-}
-
-// fingerprintLocation hashes the location's offset changes in [fromUnix, toUnix].
-func fingerprintLocation(location *time.Location, fromUnix, toUnix int64) string {
-	digest := sha256.New()
-	digest.Write([]byte("orrery/cron/zone-fingerprint/v1\n"))
-	record := func(at int64, p period) {
-		var buf [17]byte
-		binary.BigEndian.PutUint64(buf[0:8], uint64(at))
-		binary.BigEndian.PutUint64(buf[8:16], uint64(p.offset))
-		if p.isDST {
-			buf[16] = 1
-		}
-		digest.Write(buf[:])
-	}
-	current := periodAt(location, fromUnix)
-	record(fromUnix, current)
-	for current.end != farFuture && current.end <= toUnix {
-		next := periodAt(location, current.end)
-		if next.offset != current.offset || next.isDST != current.isDST {
-			record(current.end, next)
-		}
-		current = next
-	}
-	return hex.EncodeToString(digest.Sum(nil))
 }

@@ -223,7 +223,8 @@ function detailsRow(s, rec) {
       el('div', {},
         el('h3', {}, 'Next fire times'),
         fires.length ? el('ol', {}, fires) : el('p', { className: 'muted' }, insp.evaluator_mismatch || 'none ahead'),
-        el('p', { className: 'muted' }, `id ${def.schedule_id} · revision ${rec.revision} · generation ${rec.generation} · partition ${s.item.partition}`)),
+        el('p', { className: 'muted' }, `id ${def.schedule_id} · revision ${rec.revision} · generation ${rec.generation} · partition ${s.item.partition}` +
+          (insp.zone_rules_version ? ` · zone rules tzdata ${insp.zone_rules_version}` : ''))),
       el('div', {},
         el('h3', {}, 'Last outcomes'),
         outcomes.length
