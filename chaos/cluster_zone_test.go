@@ -1,0 +1,241 @@
+package chaos
+
+import (
+	"archive/zip"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/grains/schedule/zonerules"
+)
+
+// fakeZoneinfo writes a zone database (the zip layout $ZONEINFO names) in which
+// Europe/Berlin has UTC's rules: what a host whose tzdata another update changed looks like.
+func fakeZoneinfo(t *testing.T) string {
+	t.Helper()
+	asUTC, ok := zonerules.Lookup("UTC")
+	if !ok {
+		t.Fatal("no UTC in the embedded zone rules")
+	}
+	path := filepath.Join(t.TempDir(), "zoneinfo.zip")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := zip.NewWriter(f)
+	for _, name := range []string{"Europe/Berlin", "UTC"} {
+		entry, err := w.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store}) // time reads stored entries only
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := entry.Write(asUTC); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// zoneSchedule is one cron schedule of TestClusterOtherZoneRulesNeverReachApply and what was
+// last seen of it.
+type zoneSchedule struct {
+	name      string
+	lane      *orreryv1.Lane
+	id        string
+	partition int
+	revision  uint64
+	next      uint64
+	ids       []string // its lane's occurrence ids, by ordinal
+}
+
+// TestClusterOtherZoneRulesNeverReachApply: three silos, one restarted with a zone database
+// ($ZONEINFO) in which Europe/Berlin is UTC. Cron schedules in Europe/Berlin, configured on
+// partitions another silo leads, some before that restart and some after: one due every 2 s
+// under either rules, one due now only under the real ones. Leadership is moved by killing
+// leaders until the silo with the other rules has led every one of those partitions (at full
+// length, until every silo has). Under every leader every schedule is active, its revision
+// and next ordinal never go back, and its lane holds ordinals 0..n-1 once each, keeping every
+// id seen before: no occurrence lost, none doubled. The silo with the other rules says that
+// they are ignored.
+func TestClusterOtherZoneRulesNeverReachApply(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	cl := startReplicated(t, ctx, 3, clusterSpec())
+	c := dialSeeds(t, cl.Seeds()...)
+	const other = 2 // the silo with the other rules
+	berlinRules, _ := zonerules.Lookup("Europe/Berlin")
+	berlin, err := time.LoadLocationFromTZData("Europe/Berlin", berlinRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := time.Now().In(berlin).Hour()
+	// Due every 2 s in this Berlin hour and the next: under UTC's rules not before the next
+	// UTC hour.
+	nowOnlyInBerlin := fmt.Sprintf("*/2 * %d,%d * * *", hour, (hour+1)%24)
+	namespace := "zones-" + uuid.NewString()[:8]
+	var schedules []*zoneSchedule
+	configure := func(stage string) {
+		t.Helper()
+		for _, kind := range []struct{ name, expression string }{{"every-2s", "*/2 * * * * *"}, {"berlin-hour", nowOnlyInBerlin}} {
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				if time.Now().After(deadline) {
+					t.Fatalf("no partition led by a silo other than %d within 60 s: %v", other, cl.Leaders(ctx))
+				}
+				leaders := cl.Leaders(ctx)
+				lane := &orreryv1.Lane{Namespace: namespace, Queue: "zones", Key: "k-" + uuid.NewString()}
+				p := route.Partition(lane, c.Partitions())
+				if leader, ok := leaders[p]; !ok || leader == other {
+					continue // a partition led first by another silo
+				}
+				s := &zoneSchedule{name: kind.name + "/" + stage, lane: lane, id: uuid.NewString(), partition: p}
+				if _, err := c.ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: s.id,
+					Template: &orreryv1.MessageTemplate{PayloadJson: `{}`},
+					Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Cron{Cron: &orreryv1.CronSpec{
+						Expression: kind.expression, TimeZone: "Europe/Berlin"}}},
+				}, 0); err != nil {
+					t.Fatalf("configure %s: %v", s.name, err)
+				}
+				t.Logf("%s: %q on partition %d, led by silo %d", s.name, kind.expression, p, leaders[p])
+				schedules = append(schedules, s)
+				break
+			}
+		}
+	}
+	configure("before")
+	// The silo restarts with the other rules after its replicas applied the first configures.
+	cl.Specs[other].Env = append(cl.Specs[other].Env, "ZONEINFO="+fakeZoneinfo(t))
+	cl.Silos[other].Kill()
+	cl.Restart(t, other)
+	waitRejoined(t, ctx, cl, other)
+	waitReplicated(t, ctx, cl, 3, 90*time.Second)
+	configure("after")
+
+	// led[p] are the silos seen leading partition p while its schedules were checked.
+	led := map[int]map[int]bool{}
+	firstLed := map[int]int{}
+	observe := func(when string) {
+		t.Helper()
+		time.Sleep(3 * time.Second) // a couple of instants under the leader checked
+		leaders := cl.Leaders(ctx)
+		for _, s := range schedules {
+			var rec *orreryv1.ScheduleRecord
+			waitFor(t, "inspect "+s.name, 60*time.Second, func() bool {
+				callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				var err error
+				rec, err = c.InspectSchedule(callCtx, s.lane, s.id)
+				return err == nil
+			})
+			msgs := occurrences(t, ctx, c, s.lane)
+			leader, ok := leaders[s.partition]
+			if ok {
+				if led[s.partition] == nil {
+					led[s.partition], firstLed[s.partition] = map[int]bool{}, leader
+				}
+				led[s.partition][leader] = true
+			}
+			where := fmt.Sprintf("%s, %s (partition %d led by silo %d)", when, s.name, s.partition, leader)
+			if rec.GetSuspended() {
+				t.Fatalf("%s: suspended: %s", where, rec.GetSuspendedReason())
+			}
+			if rec.GetRevision() < s.revision || rec.GetNextOrdinal() < s.next {
+				t.Fatalf("%s: at revision %d, next ordinal %d; seen before at %d, %d", where, rec.GetRevision(), rec.GetNextOrdinal(), s.revision, s.next)
+			}
+			ids := make([]string, 0, len(msgs))
+			for i, m := range msgs {
+				if got := m.GetOccurrence().GetOrdinal(); got != uint64(i) {
+					t.Fatalf("%s: the lane's %d-th message has ordinal %d (%d messages, next ordinal %d)", where, i, got, len(msgs), rec.GetNextOrdinal())
+				}
+				ids = append(ids, m.GetId())
+			}
+			if uint64(len(ids)) != rec.GetNextOrdinal() {
+				t.Fatalf("%s: the lane holds %d occurrences, the schedule passed %d ordinals", where, len(ids), rec.GetNextOrdinal())
+			}
+			if len(ids) < len(s.ids) || !slices.Equal(ids[:len(s.ids)], s.ids) {
+				t.Fatalf("%s: the lane holds %d occurrences; %d seen before, not all kept", where, len(ids), len(s.ids))
+			}
+			s.revision, s.next, s.ids = rec.GetRevision(), rec.GetNextOrdinal(), ids
+		}
+	}
+	observe("at the start")
+	// Done once silo 2 has led every partition of the schedules (at full length: every silo
+	// has led every one).
+	done := func() bool {
+		for _, s := range schedules {
+			silos := led[s.partition]
+			if !silos[other] || (clusterFull() && len(silos) < len(cl.Silos)) {
+				return false
+			}
+		}
+		return true
+	}
+	for round := 1; !done(); round++ {
+		if round > 12 {
+			t.Fatalf("after %d leader kills, leaders seen per partition of the schedules: %v", round-1, led)
+		}
+		// The victim: the silo leading the most of the schedules' partitions that some silo has
+		// not led yet (silo 2 first).
+		leaders, count := cl.Leaders(ctx), map[int]int{}
+		for _, s := range schedules {
+			l, ok := leaders[s.partition]
+			if ok && !led[s.partition][other] && l != other {
+				count[l] += 2
+			} else if ok && clusterFull() && len(led[s.partition]) < len(cl.Silos) {
+				count[l]++
+			}
+		}
+		victim := -1
+		for silo, n := range count {
+			if victim < 0 || n > count[victim] {
+				victim = silo
+			}
+		}
+		if victim < 0 {
+			victim = leaders[schedules[0].partition]
+		}
+		cl.Silos[victim].Kill()
+		t.Logf("round %d: killed silo %d", round, victim)
+		waitFor(t, "a leader for every partition of the schedules", 60*time.Second, func() bool {
+			now := cl.Leaders(ctx)
+			for _, s := range schedules {
+				if l, ok := now[s.partition]; !ok || l == victim {
+					return false
+				}
+			}
+			return true
+		})
+		observe(fmt.Sprintf("round %d, silo %d killed", round, victim))
+		cl.Restart(t, victim)
+		waitRejoined(t, ctx, cl, victim)
+		waitReplicated(t, ctx, cl, 3, 90*time.Second)
+		observe(fmt.Sprintf("round %d, silo %d back", round, victim))
+	}
+	fired := 0
+	for _, s := range schedules {
+		if strings.HasPrefix(s.name, "berlin-hour") && s.next > 0 {
+			fired++
+		}
+	}
+	if fired == 0 {
+		t.Fatalf("no schedule due only under Berlin's real rules fired")
+	}
+	t.Logf("leaders seen per partition: %v; every check consistent", led)
+	if log := cl.Silos[other].Log(); !strings.Contains(log, "ZONEINFO is ignored") {
+		t.Fatalf("silo %d does not say that its ZONEINFO is ignored:\n%s", other, log)
+	}
+}
