@@ -50,7 +50,7 @@ func fakeZoneinfo(t *testing.T) string {
 	return path
 }
 
-// zoneSchedule is one cron schedule of TestClusterOtherZoneRulesNeverReachApply and what was
+// zoneSchedule is one cron schedule of TestClusterOtherRulesNeverReachApply and what was
 // last seen of it.
 type zoneSchedule struct {
 	name      string
@@ -62,16 +62,43 @@ type zoneSchedule struct {
 	ids       []string // its lane's occurrence ids, by ordinal
 }
 
-// TestClusterOtherZoneRulesNeverReachApply: three silos, one restarted with a zone database
-// ($ZONEINFO) in which Europe/Berlin is UTC. Cron schedules in Europe/Berlin, configured on
-// partitions another silo leads, some before that restart and some after: one due every 2 s
-// under either rules, one due now only under the real ones. Leadership is moved by killing
-// leaders until the silo with the other rules has led every one of those partitions (at full
-// length, until every silo has). Under every leader every schedule is active, its revision
-// and next ordinal never go back, and its lane holds ordinals 0..n-1 once each, keeping every
-// id seen before: no occurrence lost, none doubled. The silo with the other rules says that
-// they are ignored.
-func TestClusterOtherZoneRulesNeverReachApply(t *testing.T) {
+// otherRules is how TestClusterOtherRulesNeverReachApply gives one silo other rules than the
+// others': a change of its spec before it restarts, and what it must then say about them.
+type otherRules struct {
+	name  string
+	apply func(t *testing.T, spec *SiloSpec)
+	says  func(p *SiloProcess) bool
+}
+
+// TestClusterOtherRulesNeverReachApply: three silos, one restarted with other rules than the
+// others: a zone database ($ZONEINFO) in which Europe/Berlin is UTC, or a binary that claims a
+// newer cron evaluator version. Cron schedules in Europe/Berlin, configured on partitions
+// another silo leads, some before that restart and some after: one due every 2 s under either
+// rules, one due now only under the real ones. Leadership is moved by killing leaders until
+// the silo with the other rules has led every one of those partitions (at full length, until
+// every silo has). Under every leader every schedule is active, its revision and next ordinal
+// never go back, and its lane holds ordinals 0..n-1 once each, keeping every id seen before: no
+// occurrence lost, none doubled. The silo with the other rules says what it runs.
+func TestClusterOtherRulesNeverReachApply(t *testing.T) {
+	for _, c := range []otherRules{
+		{
+			name:  "zoneinfo",
+			apply: func(t *testing.T, spec *SiloSpec) { spec.Env = append(spec.Env, "ZONEINFO="+fakeZoneinfo(t)) },
+			says:  func(p *SiloProcess) bool { return strings.Contains(p.Log(), "ZONEINFO is ignored") },
+		},
+		{
+			name: "evaluator",
+			apply: func(t *testing.T, spec *SiloSpec) {
+				spec.Binary = BuildSiloVariant(t, "-X github.com/orreryhq/orrery/grains/schedule/cron.evaluatorVersionAtLink=2")
+			},
+			says: func(p *SiloProcess) bool { return p.ReadyField("cron_evaluator") == "2" },
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) { otherRulesNeverReachApply(t, c) })
+	}
+}
+
+func otherRulesNeverReachApply(t *testing.T, rules otherRules) {
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	cl := startReplicated(t, ctx, 3, clusterSpec())
@@ -118,7 +145,7 @@ func TestClusterOtherZoneRulesNeverReachApply(t *testing.T) {
 	}
 	configure("before")
 	// The silo restarts with the other rules after its replicas applied the first configures.
-	cl.Specs[other].Env = append(cl.Specs[other].Env, "ZONEINFO="+fakeZoneinfo(t))
+	rules.apply(t, cl.Specs[other])
 	cl.Silos[other].Kill()
 	cl.Restart(t, other)
 	waitRejoined(t, ctx, cl, other)
@@ -235,7 +262,7 @@ func TestClusterOtherZoneRulesNeverReachApply(t *testing.T) {
 		t.Fatalf("no schedule due only under Berlin's real rules fired")
 	}
 	t.Logf("leaders seen per partition: %v; every check consistent", led)
-	if log := cl.Silos[other].Log(); !strings.Contains(log, "ZONEINFO is ignored") {
-		t.Fatalf("silo %d does not say that its ZONEINFO is ignored:\n%s", other, log)
+	if !rules.says(cl.Silos[other]) {
+		t.Fatalf("silo %d does not say what rules it runs:\n%s", other, cl.Silos[other].Log())
 	}
 }

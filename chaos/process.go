@@ -19,34 +19,55 @@ import (
 // BuildSilo compiles cmd/silo once per test binary and returns its path.
 func BuildSilo(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "orrery-silo-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "silo")
-		root, err := moduleRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/silo")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/silo: %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(func() { binPath, buildErr = buildSilo("silo") })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
 }
 
+// BuildSiloVariant builds ./cmd/silo once per ldflags (go build -ldflags), for a silo that
+// stands for another build of Orrery (SiloSpec.Binary), and returns the binary's path.
+func BuildSiloVariant(t testing.TB, ldflags string) string {
+	t.Helper()
+	variantsMu.Lock()
+	defer variantsMu.Unlock()
+	if path, ok := variants[ldflags]; ok {
+		return path
+	}
+	path, err := buildSilo("silo-variant", "-ldflags", ldflags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants[ldflags] = path
+	return path
+}
+
+// buildSilo builds ./cmd/silo with the build flags into a new temporary directory.
+func buildSilo(name string, flags ...string) (string, error) {
+	dir, err := os.MkdirTemp("", "orrery-silo-bin-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", append(append([]string{"build", "-o", path}, flags...), "./cmd/silo")...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/silo %v: %v\n%s", flags, err, out)
+	}
+	return path, nil
+}
+
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	buildOnce  sync.Once
+	binPath    string
+	buildErr   error
+	variantsMu sync.Mutex
+	variants   = map[string]string{} // ldflags → binary
 )
 
 func moduleRoot() (string, error) {
@@ -114,8 +135,10 @@ type SiloSpec struct {
 	LogLevel string
 	// Args are further flags, appended after the others.
 	Args []string
-	// Env is added to the process environment (e.g. ORRERY_FAILPOINT=batch-committed).
+	// Env is added to the process environment (e.g. ORRERY_FAILPOINT=entry-applied).
 	Env []string
+	// Binary is the silo binary to run (BuildSiloVariant); "" runs BuildSilo's.
+	Binary string
 	// Isolatable starts the process in a cgroup v2 of its own, so that SiloProcess.Isolate can
 	// cut all of its network traffic (see netcut.go). The cgroup is created at the first launch
 	// and kept for the spec's later launches (Cluster.Restart), and removed when the test ends.
@@ -244,7 +267,10 @@ func (p *SiloProcess) clashedPort() int {
 // The process is killed when the test ends.
 func launchSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
 	t.Helper()
-	bin := BuildSilo(t)
+	bin := spec.Binary
+	if bin == "" {
+		bin = BuildSilo(t)
+	}
 	spec.choosePorts(t)
 	cmd := exec.Command(bin, spec.args()...)
 	cmd.Env = append(os.Environ(), spec.Env...)

@@ -65,6 +65,8 @@ import (
 
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/schedule/cron"
+	"github.com/orreryhq/orrery/grains/schedule/zonerules"
 	"github.com/orreryhq/orrery/silo"
 )
 
@@ -101,8 +103,8 @@ func run(args []string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("silo ready id=%s silo=%s cluster=%s actor=%s gossip=%s admin=%s data=%s partitions=%d security=%s\n",
-		s.ID(), cluster.FormatID(s.SiloID()), cluster.FormatID(s.ClusterID()), s.ActorAddress(), s.GossipAddress(), s.AdminAddress(), cfg.DataDir, cfg.Partitions, s.Security())
+	fmt.Printf("silo ready id=%s silo=%s cluster=%s actor=%s gossip=%s admin=%s data=%s partitions=%d security=%s zone_rules=%s cron_evaluator=%d\n",
+		s.ID(), cluster.FormatID(s.SiloID()), cluster.FormatID(s.ClusterID()), s.ActorAddress(), s.GossipAddress(), s.AdminAddress(), cfg.DataDir, cfg.Partitions, s.Security(), zonerules.Version, cron.EvaluatorVersion)
 	select {
 	case <-ctx.Done():
 		logger.Info("silo stopping (signal)")

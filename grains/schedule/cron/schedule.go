@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/orreryhq/orrery"
@@ -10,7 +11,22 @@ import (
 // evaluates. A schedule generation pins the version its partition runs; a binary that does not
 // know a generation's version must not compute that generation's occurrences. A new version
 // keeps every older one's semantics available (the generations that pinned them go on).
-const EvaluatorVersion = 1
+var EvaluatorVersion = linkedEvaluatorVersion(evaluatorVersionAtLink)
+
+// evaluatorVersionAtLink, set at link time (go build -ldflags "-X
+// github.com/orreryhq/orrery/grains/schedule/cron.evaluatorVersionAtLink=2"), makes a binary
+// that claims a newer evaluator version with version 1's semantics: what a mixed-version
+// cluster's tests run to stand for the next binary. Unset, the version is 1.
+var evaluatorVersionAtLink string
+
+// linkedEvaluatorVersion parses evaluatorVersionAtLink (1 when unset or not a number above 1).
+func linkedEvaluatorVersion(s string) uint32 {
+	v, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || v < 1 {
+		return 1
+	}
+	return uint32(v)
+}
 
 // GapPolicy says what happens to an occurrence whose local time falls in a spring-forward gap.
 type GapPolicy int
