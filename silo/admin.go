@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -23,6 +24,7 @@ import (
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
+	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/silo/ui"
 )
 
@@ -439,6 +441,25 @@ func (s *Silo) replicaRow(n int) map[string]any {
 				"active": pr.Active, "learner": pr.Learner, "caught_up": pr.CaughtUp}
 		}
 		row["progress"] = progress
+	}
+	row["consistency"] = consistencyRow(s.host.Consistency(n))
+	return row
+}
+
+// consistencyRow is a partition's consistency as this silo knows it: this replica's last
+// checksum (checked_index, checksum) and, where this silo led a check, its last verdict.
+func consistencyRow(c partition.ConsistencyStatus) map[string]any {
+	row := map[string]any{"checked_index": c.Own.Index, "checksum": nil, "inconsistencies": c.Inconsistencies, "last_verdict": nil}
+	if c.Own.Index != 0 {
+		row["checksum"] = hex.EncodeToString(c.Own.Sum)
+	}
+	if v := c.Last; v.Index != 0 {
+		sums := map[string]string{}
+		for r, sum := range v.Sums {
+			sums[cluster.FormatID(r)] = hex.EncodeToString(sum)
+		}
+		row["last_verdict"] = map[string]any{"index": v.Index, "at": v.At.UTC().Format(time.RFC3339Nano), "consistent": v.Consistent(),
+			"checksums": sums, "divergent": formatIDs(v.Divergent), "missing": formatIDs(v.Missing)}
 	}
 	return row
 }

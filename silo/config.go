@@ -105,6 +105,10 @@ type Config struct {
 	OpenTimeout time.Duration
 	// RequestTimeout bounds one attempt of an internal request (default 2 s).
 	RequestTimeout time.Duration
+	// ConsistencyCheckEvery is how often each partition's leader checks that its replicas hold
+	// the same state (a CheckConsistency entry, every replica's checksum of its state as of it,
+	// compared by the leader): default partition.DefaultCheckEvery; negative: never.
+	ConsistencyCheckEvery time.Duration
 	// LateAfter is the liveness bound (default DefaultLateAfter, 30 s): a schedule or saga
 	// whose due instant is further past without an outcome is reported late, and a partition
 	// replica of this silo whose group has had no leader for longer is reported without

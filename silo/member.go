@@ -62,7 +62,7 @@ const (
 func (s *Silo) join(ctx context.Context, joinTimeout time.Duration, founded *atomic.Bool) (*member, error) {
 	cfg, host := s.cfg, s.host
 	pcfg := partition.Config{
-		Host:       host,
+		Host: host, CheckEvery: cfg.ConsistencyCheckEvery,
 		Failpoints: cfg.Failpoints, Registry: s.registry, Logger: cfg.Logger,
 		OnNextDue: func(n *orreryv1.NextDueNotice) {
 			if coord := s.coord.Load(); coord != nil {
@@ -97,7 +97,7 @@ func (s *Silo) join(ctx context.Context, joinTimeout time.Duration, founded *ato
 	}
 	m := &member{cluster: c, provider: provider}
 	m.raft, err = raftnet.New(raftnet.Config{Self: host.SiloID(), System: c.ActorSystem, Addresses: s.raftAddress, Faults: cfg.RaftFaults,
-		Counts: s.countsReplica, OnRemoved: s.noticeRemoved})
+		Counts: s.countsReplica, OnRemoved: s.noticeRemoved, OnChecksum: host.ChecksumReported})
 	if err != nil {
 		if err := cluster.Shutdown(c, provider, false); err != nil {
 			s.cfg.Logger.Warn("cluster shutdown", "err", err)

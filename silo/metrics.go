@@ -167,6 +167,8 @@ var (
 	descPendingProposals  = prometheus.NewDesc("orrery_partition_pending_proposals", "Proposals this replica made that no round has committed or lost yet.", partitionLabel, nil)
 	descQueuedCommands    = prometheus.NewDesc("orrery_partition_queued_commands", "Commands the partition's grain on this silo holds: proposed and not applied, or parked long polls.", partitionLabel, nil)
 	descLeaderTransitions = prometheus.NewDesc("orrery_partition_leader_transitions_total", "Times this silo's replica became or stopped being the partition's leader since the group opened here.", partitionLabel, nil)
+	descInconsistencies   = prometheus.NewDesc("orrery_replica_inconsistencies_total", "Replicas of the partition whose state checksum differed from the majority's at a consistency check this silo led.", partitionLabel, nil)
+	descCheckedIndex      = prometheus.NewDesc("orrery_partition_checked_index", "Log index of the last consistency check whose checksum this replica computed (0: none yet).", partitionLabel, nil)
 	descDueHead           = prometheus.NewDesc("orrery_partition_due_head_entries", "Due-index entries the partition's grain on this silo holds in memory: those due within a few seconds of its last due scan, at most 4096.", partitionLabel, nil)
 
 	queueLabels         = []string{"namespace", "queue"}
@@ -213,7 +215,7 @@ func newSiloCollector(s *Silo) *siloCollector { return &siloCollector{s: s} }
 func (c *siloCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descLeader, descTerm, descCommitIndex, descAppliedIndex, descVoters, descLearners,
-		descPendingProposals, descQueuedCommands, descLeaderTransitions, descDueHead,
+		descPendingProposals, descQueuedCommands, descLeaderTransitions, descDueHead, descInconsistencies, descCheckedIndex,
 		descQueueVisible, descQueueLeased, descQueueDelayed, descQueueDead, descQueueOldest, descQueueIncomplete,
 		descQueuesOmitted, descQueueErrors,
 		descRaftnetBatches, descRaftnetSent, descRaftnetDropped, descRaftnetFaulted, descRaftnetReceived,
@@ -256,6 +258,9 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descQueuedCommands, float64(s.host.Queued(n)), p)
 		counter(descLeaderTransitions, st.LeaderTransitions, p)
 		gauge(descDueHead, float64(s.host.DueHeadEntries(n)), p)
+		consistency := s.host.Consistency(n)
+		counter(descInconsistencies, consistency.Inconsistencies, p)
+		gauge(descCheckedIndex, float64(consistency.Own.Index), p)
 		_, without := s.quorum.without(n)
 		gauge(descNoQuorum, boolGauge(without), p)
 	}

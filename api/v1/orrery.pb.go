@@ -2592,6 +2592,46 @@ func (x *Housekeep) GetMaxRecords() uint32 {
 	return 0
 }
 
+// CheckConsistency asks every replica of the partition for a checksum of its state as of the
+// entry that carries it: it changes nothing, and each replica hashes the state it has applied
+// up to that entry (every key and value, in order), which the leader compares. A partition's
+// leader proposes one periodically; Orrery's own principals only.
+type CheckConsistency struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckConsistency) Reset() {
+	*x = CheckConsistency{}
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckConsistency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckConsistency) ProtoMessage() {}
+
+func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
+func (*CheckConsistency) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+}
+
 // FieldPolicy is what a principal may do with one JSON path of a message's payload, its
 // headers or a saga's state: "payload", "headers" or "state", optionally followed by
 // ".name" segments ("payload.card.number").
@@ -2610,7 +2650,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2662,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2675,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -2683,7 +2723,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +2735,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +2748,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -2752,7 +2792,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +2804,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +2817,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -2804,7 +2844,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2856,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +2869,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -2860,7 +2900,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +2912,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +2925,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -2925,6 +2965,7 @@ type Mutation struct {
 	//	*Mutation_PutGrant
 	//	*Mutation_DeleteGrant
 	//	*Mutation_RedriveDeadLetters
+	//	*Mutation_CheckConsistency
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2932,7 +2973,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +2985,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +2998,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -3129,6 +3170,15 @@ func (x *Mutation) GetRedriveDeadLetters() *RedriveDeadLetters {
 	return nil
 }
 
+func (x *Mutation) GetCheckConsistency() *CheckConsistency {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_CheckConsistency); ok {
+			return x.CheckConsistency
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -3205,6 +3255,10 @@ type Mutation_RedriveDeadLetters struct {
 	RedriveDeadLetters *RedriveDeadLetters `protobuf:"bytes,18,opt,name=redrive_dead_letters,json=redriveDeadLetters,proto3,oneof"`
 }
 
+type Mutation_CheckConsistency struct {
+	CheckConsistency *CheckConsistency `protobuf:"bytes,19,opt,name=check_consistency,json=checkConsistency,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -3241,6 +3295,8 @@ func (*Mutation_DeleteGrant) isMutation_Kind() {}
 
 func (*Mutation_RedriveDeadLetters) isMutation_Kind() {}
 
+func (*Mutation_CheckConsistency) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -3255,7 +3311,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +3323,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +3336,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -3331,7 +3387,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3399,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3412,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -3435,7 +3491,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3503,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3516,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -3495,7 +3551,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3507,7 +3563,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3520,7 +3576,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -3551,7 +3607,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3563,7 +3619,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3576,7 +3632,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -3604,7 +3660,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3616,7 +3672,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3629,7 +3685,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -3664,7 +3720,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3732,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3745,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -3748,7 +3804,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3760,7 +3816,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3773,7 +3829,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -3817,7 +3873,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3829,7 +3885,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3842,7 +3898,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -3982,7 +4038,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3994,7 +4050,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4007,7 +4063,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -4222,7 +4278,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x15lease_duration_micros\x18\x04 \x01(\x03R\x13leaseDurationMicros\",\n" +
 	"\tHousekeep\x12\x1f\n" +
 	"\vmax_records\x18\x01 \x01(\rR\n" +
-	"maxRecords\"]\n" +
+	"maxRecords\"\x12\n" +
+	"\x10CheckConsistency\"]\n" +
 	"\vFieldPolicy\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04read\x18\x02 \x01(\bR\x04read\x12\x14\n" +
@@ -4240,7 +4297,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"K\n" +
 	"\x12RedriveDeadLetters\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\rR\x03max\"\x83\t\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"\xcf\t\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -4261,7 +4318,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\thousekeep\x18\x0f \x01(\v2\x14.orrery.v1.HousekeepH\x00R\thousekeep\x122\n" +
 	"\tput_grant\x18\x10 \x01(\v2\x13.orrery.v1.PutGrantH\x00R\bputGrant\x12;\n" +
 	"\fdelete_grant\x18\x11 \x01(\v2\x16.orrery.v1.DeleteGrantH\x00R\vdeleteGrant\x12Q\n" +
-	"\x14redrive_dead_letters\x18\x12 \x01(\v2\x1d.orrery.v1.RedriveDeadLettersH\x00R\x12redriveDeadLettersB\x06\n" +
+	"\x14redrive_dead_letters\x18\x12 \x01(\v2\x1d.orrery.v1.RedriveDeadLettersH\x00R\x12redriveDeadLetters\x12J\n" +
+	"\x11check_consistency\x18\x13 \x01(\v2\x1b.orrery.v1.CheckConsistencyH\x00R\x10checkConsistencyB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -4375,7 +4433,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),              // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),          // 1: orrery.v1.CronGapPolicy
@@ -4412,22 +4470,23 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*Release)(nil),             // 32: orrery.v1.Release
 	(*ExtendLease)(nil),         // 33: orrery.v1.ExtendLease
 	(*Housekeep)(nil),           // 34: orrery.v1.Housekeep
-	(*FieldPolicy)(nil),         // 35: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),           // 36: orrery.v1.GrantRule
-	(*PutGrant)(nil),            // 37: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),         // 38: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),  // 39: orrery.v1.RedriveDeadLetters
-	(*Mutation)(nil),            // 40: orrery.v1.Mutation
-	(*Batch)(nil),               // 41: orrery.v1.Batch
-	(*ScheduleResult)(nil),      // 42: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),          // 43: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),       // 44: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),       // 45: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),         // 46: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),     // 47: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),       // 48: orrery.v1.RedriveResult
-	(*MutationResult)(nil),      // 49: orrery.v1.MutationResult
-	(*Receipt)(nil),             // 50: orrery.v1.Receipt
+	(*CheckConsistency)(nil),    // 35: orrery.v1.CheckConsistency
+	(*FieldPolicy)(nil),         // 36: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),           // 37: orrery.v1.GrantRule
+	(*PutGrant)(nil),            // 38: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),         // 39: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),  // 40: orrery.v1.RedriveDeadLetters
+	(*Mutation)(nil),            // 41: orrery.v1.Mutation
+	(*Batch)(nil),               // 42: orrery.v1.Batch
+	(*ScheduleResult)(nil),      // 43: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),          // 44: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),       // 45: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),       // 46: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),         // 47: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),     // 48: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),       // 49: orrery.v1.RedriveResult
+	(*MutationResult)(nil),      // 50: orrery.v1.MutationResult
+	(*Receipt)(nil),             // 51: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -4462,8 +4521,8 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	7,  // 29: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
 	7,  // 30: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
 	7,  // 31: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	35, // 32: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	36, // 33: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	36, // 32: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	37, // 33: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
 	7,  // 34: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
 	20, // 35: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
 	21, // 36: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
@@ -4480,27 +4539,28 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	32, // 47: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
 	33, // 48: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
 	34, // 49: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	37, // 50: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	38, // 51: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	39, // 52: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	40, // 53: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	5,  // 54: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	19, // 55: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	6,  // 56: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	42, // 57: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	43, // 58: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	44, // 59: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	45, // 60: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	46, // 61: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	47, // 62: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	48, // 63: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	49, // 64: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	6,  // 65: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	66, // [66:66] is the sub-list for method output_type
-	66, // [66:66] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	38, // 50: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	39, // 51: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	40, // 52: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	35, // 53: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	41, // 54: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	5,  // 55: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	19, // 56: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	6,  // 57: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	43, // 58: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	44, // 59: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	45, // 60: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	46, // 61: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	47, // 62: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	48, // 63: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	49, // 64: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	50, // 65: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	6,  // 66: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	67, // [67:67] is the sub-list for method output_type
+	67, // [67:67] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -4518,7 +4578,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[34].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[35].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -4537,8 +4597,9 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_PutGrant)(nil),
 		(*Mutation_DeleteGrant)(nil),
 		(*Mutation_RedriveDeadLetters)(nil),
+		(*Mutation_CheckConsistency)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[43].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[44].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -4553,7 +4614,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -524,6 +524,86 @@ func (x *RaftRemoved) GetGroups() []uint32 {
 	return nil
 }
 
+// ChecksumReport is a replica's checksum of its partition state as of a CheckConsistency
+// entry, sent to the silo it takes for the group's leader, which compares the replicas'.
+type ChecksumReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	To    uint64                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	Group uint32                 `protobuf:"varint,3,opt,name=group,proto3" json:"group,omitempty"`
+	// index is the log index of the CheckConsistency entry; checksum the SHA-256 of the
+	// partition's state stream (persistence.StateSnapshot) with every entry up to it applied.
+	Index         uint64 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	Checksum      []byte `protobuf:"bytes,5,opt,name=checksum,proto3" json:"checksum,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChecksumReport) Reset() {
+	*x = ChecksumReport{}
+	mi := &file_api_v1_raftnet_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChecksumReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChecksumReport) ProtoMessage() {}
+
+func (x *ChecksumReport) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_raftnet_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChecksumReport.ProtoReflect.Descriptor instead.
+func (*ChecksumReport) Descriptor() ([]byte, []int) {
+	return file_api_v1_raftnet_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ChecksumReport) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ChecksumReport) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *ChecksumReport) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *ChecksumReport) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ChecksumReport) GetChecksum() []byte {
+	if x != nil {
+		return x.Checksum
+	}
+	return nil
+}
+
 var File_api_v1_raftnet_proto protoreflect.FileDescriptor
 
 const file_api_v1_raftnet_proto_rawDesc = "" +
@@ -564,7 +644,13 @@ const file_api_v1_raftnet_proto_rawDesc = "" +
 	"\vRaftRemoved\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x16\n" +
-	"\x06groups\x18\x03 \x03(\rR\x06groupsB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\x06groups\x18\x03 \x03(\rR\x06groups\"|\n" +
+	"\x0eChecksumReport\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\rR\x05group\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x1a\n" +
+	"\bchecksum\x18\x05 \x01(\fR\bchecksumB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_raftnet_proto_rawDescOnce sync.Once
@@ -578,7 +664,7 @@ func file_api_v1_raftnet_proto_rawDescGZIP() []byte {
 	return file_api_v1_raftnet_proto_rawDescData
 }
 
-var file_api_v1_raftnet_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_api_v1_raftnet_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_api_v1_raftnet_proto_goTypes = []any{
 	(*RaftBatch)(nil),        // 0: orrery.v1.RaftBatch
 	(*RaftGroupMessage)(nil), // 1: orrery.v1.RaftGroupMessage
@@ -587,11 +673,12 @@ var file_api_v1_raftnet_proto_goTypes = []any{
 	(*SnapshotEnd)(nil),      // 4: orrery.v1.SnapshotEnd
 	(*SnapshotReply)(nil),    // 5: orrery.v1.SnapshotReply
 	(*RaftRemoved)(nil),      // 6: orrery.v1.RaftRemoved
-	(*Error)(nil),            // 7: orrery.v1.Error
+	(*ChecksumReport)(nil),   // 7: orrery.v1.ChecksumReport
+	(*Error)(nil),            // 8: orrery.v1.Error
 }
 var file_api_v1_raftnet_proto_depIdxs = []int32{
 	1, // 0: orrery.v1.RaftBatch.messages:type_name -> orrery.v1.RaftGroupMessage
-	7, // 1: orrery.v1.SnapshotReply.error:type_name -> orrery.v1.Error
+	8, // 1: orrery.v1.SnapshotReply.error:type_name -> orrery.v1.Error
 	2, // [2:2] is the sub-list for method output_type
 	2, // [2:2] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
@@ -611,7 +698,7 @@ func file_api_v1_raftnet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_raftnet_proto_rawDesc), len(file_api_v1_raftnet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

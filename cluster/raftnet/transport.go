@@ -76,6 +76,10 @@ type Config struct {
 	// from leads them and their configuration no longer counts this silo. It runs on the
 	// replication actor and must not block.
 	OnRemoved func(from uint64, groups []int)
+	// OnChecksum, when set, is called with each ChecksumReport another silo's replica sends
+	// (SendChecksum): its checksum of group's state at the CheckConsistency entry index. It runs
+	// on the replication actor and must not block.
+	OnChecksum func(from uint64, group int, index uint64, checksum []byte)
 	// OutboxMessages bounds the Raft messages waiting to be sent to one replica; Send drops
 	// what does not fit (Raft re-sends). Default DefaultOutboxMessages.
 	OutboxMessages int
@@ -220,6 +224,13 @@ func (t *Transport) Send(to uint64, msgs []replication.Message) {
 	ob.pushMessages(encoded)
 }
 
+// SendChecksum sends this replica's checksum of group's state at the CheckConsistency entry
+// index to replica to (the group's leader), behind the Raft messages queued there; like them
+// it may be lost (the leader then names this replica missing).
+func (t *Transport) SendChecksum(to uint64, group int, index uint64, checksum []byte) {
+	t.post(to, nil, &orreryv1.ChecksumReport{From: t.cfg.Self, To: to, Group: uint32(group), Index: index, Checksum: checksum})
+}
+
 // post queues a snapshot stream message for replica to (sent to target, or to Addresses(to)
 // when target is nil), behind what is already queued there; it reports false once closed.
 func (t *Transport) post(to uint64, target *actor.PID, m proto.Message) bool {
@@ -241,6 +252,10 @@ func (t *Transport) receive(ctx actor.Context) {
 	case *orreryv1.RaftRemoved:
 		if m.GetTo() == t.cfg.Self && t.cfg.OnRemoved != nil {
 			t.arrive(m.GetFrom(), 1, func() { t.removed(m) })
+		}
+	case *orreryv1.ChecksumReport:
+		if m.GetTo() == t.cfg.Self && t.cfg.OnChecksum != nil {
+			t.arrive(m.GetFrom(), 1, func() { t.cfg.OnChecksum(m.GetFrom(), int(m.GetGroup()), m.GetIndex(), m.GetChecksum()) })
 		}
 	case *orreryv1.SnapshotOpen:
 		if m.GetTo() == t.cfg.Self {

@@ -65,6 +65,7 @@ import (
 
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/grains/schedule/cron"
 	"github.com/orreryhq/orrery/grains/schedule/zonerules"
 	"github.com/orreryhq/orrery/silo"
@@ -161,6 +162,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&cfg.FailureProfile, "failure-profile", silo.DefaultFailureProfile, "failure detection and election timing: loopback (silos on one host) or lan")
 	fs.DurationVar(&cfg.DeadAfter, "dead-after", silo.DefaultDeadAfter, "how long a silo may be missing before its replicas are re-created on other silos")
 	fs.DurationVar(&cfg.LateAfter, "late-after", silo.DefaultLateAfter, "liveness bound: a schedule due longer ago without an outcome, or a partition without a leader for longer, is reported (log, /metrics, inspection)")
+	fs.DurationVar(&cfg.ConsistencyCheckEvery, "consistency-check-every", partition.DefaultCheckEvery, "how often each partition's leader compares its replicas' state checksums (0: never)")
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&metricsSchedules, "metrics-schedules", "", fmt.Sprintf("comma-separated schedule ids whose occurrences /metrics counts on their own, labelled schedule (at most %d)", silo.MaxMetricsSchedules))
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", `OTLP/HTTP collector receiving the silo's traces, host:port or an http(s) URL (path default /v1/traces); empty: no traces`)
@@ -186,6 +188,12 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	}
 	if cfg.Replicas < 1 || cfg.Replicas > 7 {
 		return opts, fmt.Errorf("replicas: must be between 1 and 7, got %d", cfg.Replicas)
+	}
+	switch {
+	case cfg.ConsistencyCheckEvery < 0:
+		return opts, fmt.Errorf("consistency-check-every: must not be negative, got %v", cfg.ConsistencyCheckEvery)
+	case cfg.ConsistencyCheckEvery == 0:
+		cfg.ConsistencyCheckEvery = -1 // never
 	}
 	if cfg.DeadAfter <= 0 {
 		return opts, fmt.Errorf("dead-after: must be positive, got %v", cfg.DeadAfter)

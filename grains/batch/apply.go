@@ -360,6 +360,9 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return wrap(err, func() *orreryv1.MutationResult {
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Housekeep{Housekeep: r}}
 		})
+	case *orreryv1.Mutation_CheckConsistency:
+		// Changes nothing: each replica's state machine hashes its state as of the entry.
+		return &orreryv1.MutationResult{}, nil
 	case *orreryv1.Mutation_PutGrant, *orreryv1.Mutation_DeleteGrant:
 		return a.changeGrant(v, principal, m, changed)
 	default:

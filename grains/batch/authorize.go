@@ -85,6 +85,8 @@ func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error 
 			{capability: grants.QueuePublish, namespace: lane.GetNamespace(), queue: lane.GetQueue()}}
 	case *orreryv1.Mutation_Housekeep:
 		return grants.RequireSystem(principal, "housekeep")
+	case *orreryv1.Mutation_CheckConsistency:
+		return grants.RequireSystem(principal, "check_consistency")
 	case *orreryv1.Mutation_PutGrant, *orreryv1.Mutation_DeleteGrant, nil: // a mutation without a kind fails in dispatch
 		return nil
 	default:

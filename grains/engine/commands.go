@@ -112,7 +112,7 @@ func (e *Engine) applied(now time.Time, ev *Applied) {
 			continue
 		}
 		delete(e.inflight, r.Index)
-		if !p.housekeep {
+		if !p.housekeep && !p.check {
 			e.ready.AnsweredApplied = true
 		}
 		e.reply(now, p, r.Reply)
@@ -153,6 +153,7 @@ func (e *Engine) stop(now time.Time) {
 	e.stopped = true
 	e.arm(WaitTimer, time.Time{})
 	e.arm(HousekeepTimer, time.Time{})
+	e.arm(CheckTimer, time.Time{})
 	for _, index := range sortedKeys(e.inflight) {
 		e.reply(now, e.inflight[index], e.stoppedReply())
 	}

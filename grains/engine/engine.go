@@ -38,6 +38,8 @@ type Config struct {
 	// HousekeepEvery is how often the engine proposes a Housekeep command when something has
 	// expired; it proposes the next at once while one reports more.
 	HousekeepEvery time.Duration
+	// CheckEvery is how often the engine proposes a CheckConsistency command (0: never).
+	CheckEvery time.Duration
 	// Logger receives the engine's warnings.
 	Logger *slog.Logger
 }
@@ -97,6 +99,8 @@ type Engine struct {
 	readFloors *kv.Floors
 	// housekeeping is set while a Housekeep command is proposed and not answered.
 	housekeeping bool
+	// checking is set while a CheckConsistency command is proposed and not answered.
+	checking bool
 
 	ready Ready
 }
@@ -105,8 +109,9 @@ type Engine struct {
 type pending struct {
 	req  *orreryv1.CommandRequest
 	from any // where the reply goes; nil for the engine's own housekeeping command
-	// housekeep marks the engine's own Housekeep command, whose reply it takes itself.
-	housekeep bool
+	// housekeep and check mark the engine's own Housekeep and CheckConsistency commands, whose
+	// replies it takes itself.
+	housekeep, check bool
 	deadline  time.Time // a parked receive's end of wait
 	index     uint64    // the accepted proposal's log index and term
 	term      uint64
@@ -158,6 +163,8 @@ const (
 	WaitTimer TimerKind = iota + 1
 	// HousekeepTimer runs housekeeping: step HousekeepTimerFired.
 	HousekeepTimer
+	// CheckTimer proposes a consistency check: step CheckTimerFired.
+	CheckTimer
 )
 
 // Timer arms Kind at At, replacing its earlier instant; a zero At disarms it.
@@ -199,9 +206,10 @@ type (
 	HostFailed struct{ Err error }
 	// StateReplaced reports that a snapshot replaced the partition's state.
 	StateReplaced struct{}
-	// WaitTimerFired and HousekeepTimerFired are the engine's timers firing.
+	// WaitTimerFired, HousekeepTimerFired and CheckTimerFired are the engine's timers firing.
 	WaitTimerFired      struct{}
 	HousekeepTimerFired struct{}
+	CheckTimerFired     struct{}
 	// Stop answers everything in flight and parked; the engine answers nothing after it.
 	Stop struct{}
 )
@@ -240,6 +248,8 @@ func (e *Engine) Step(now time.Time, event any) Ready {
 		e.wakeWaiters(now)
 	case HousekeepTimerFired:
 		e.housekeep(now)
+	case CheckTimerFired:
+		e.check(now)
 	case Stop:
 		e.stop(now)
 	default:
@@ -258,9 +268,12 @@ func (e *Engine) DueHeadEntries() int { return e.head.Len() }
 // Queued counts the commands waiting: proposed and not applied, and parked.
 func (e *Engine) Queued() int { return len(e.proposing) + len(e.inflight) + len(e.waiters) }
 
-// open reads the next due instant and arms housekeeping.
+// open reads the next due instant and arms housekeeping and the consistency checks.
 func (e *Engine) open(now time.Time) {
 	e.arm(HousekeepTimer, now.Add(e.cfg.HousekeepEvery))
+	if e.cfg.CheckEvery > 0 {
+		e.arm(CheckTimer, now.Add(e.cfg.CheckEvery))
+	}
 	e.reportNextDue()
 }
 
@@ -294,6 +307,10 @@ func (e *Engine) reply(now time.Time, p *pending, r *orreryv1.CommandReply) {
 	r.ActivationEpoch = e.state.Term()
 	if p.housekeep {
 		e.housekept(now, r)
+		return
+	}
+	if p.check {
+		e.checked(now)
 		return
 	}
 	if p.from != nil {

@@ -281,3 +281,32 @@ func TestTheLeaderCarriesTheZoneRulesOfWhatItConfigures(t *testing.T) {
 		t.Fatalf("configures refused: %v", rc)
 	}
 }
+
+// TestConsistencyChecksAreProposedEveryCheckEvery: with CheckEvery set, Open arms the check
+// timer; its firing proposes one CheckConsistency command as ConsistencyPrincipal (a second
+// firing while it is in flight proposes nothing), whose reply goes to nobody and arms the next
+// one. Without CheckEvery no timer is armed.
+func TestConsistencyChecksAreProposedEveryCheckEvery(t *testing.T) {
+	if at := newHarness(t, nil).timers[CheckTimer]; !at.IsZero() {
+		t.Fatalf("check timer armed at %v without CheckEvery", at)
+	}
+	h := newHarness(t, func(c *Config) { c.CheckEvery = time.Minute })
+	if at := h.timers[CheckTimer]; !at.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("check armed at %v after Open, want CheckEvery", at.Sub(t0))
+	}
+	h.fire(CheckTimer)
+	if len(h.log) != 1 || h.log[0].principal != ConsistencyPrincipal || h.log[0].cmd.GetBatch().GetMutations()[0].GetCheckConsistency() == nil {
+		t.Fatalf("log %v, want one CheckConsistency command", h.log)
+	}
+	h.step(CheckTimerFired{})
+	if len(h.log) != 1 {
+		t.Fatalf("%d entries: a second check while one is in flight", len(h.log))
+	}
+	h.commit()
+	if at := h.timers[CheckTimer]; !at.Equal(h.now.Add(time.Minute)) {
+		t.Fatalf("after the check applied, timer at %v", at.Sub(h.now))
+	}
+	if h.answeredApplied != 0 {
+		t.Fatal("the check's reply counted as a caller's")
+	}
+}

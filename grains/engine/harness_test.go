@@ -177,6 +177,8 @@ func (h *harness) fire(kind TimerKind) {
 		h.step(WaitTimerFired{})
 	case HousekeepTimer:
 		h.step(HousekeepTimerFired{})
+	case CheckTimer:
+		h.step(CheckTimerFired{})
 	}
 }
 

@@ -17,6 +17,7 @@ const (
 	DefaultMaxWait        = 30 * time.Second
 	DefaultMaxWaiters     = 4096
 	DefaultHousekeepEvery = 10 * time.Second
+	DefaultCheckEvery     = 10 * time.Minute
 )
 
 // Config configures every partition grain of a silo.
@@ -36,6 +37,10 @@ type Config struct {
 	// and message tombstones); it repeats at once while one reports more (default
 	// DefaultHousekeepEvery).
 	HousekeepEvery time.Duration
+	// CheckEvery is how often the grain of a partition's leader proposes a CheckConsistency
+	// command: every replica hashes its state as of it and the leader compares the checksums
+	// (Host.Consistency). Default DefaultCheckEvery; negative: never.
+	CheckEvery time.Duration
 	// Clock is the time the grain steps its engine at and runs the engine's timers on (default
 	// clock.Real()); entries are stamped by the Host's clock, which should be the same.
 	Clock clock.Clock
@@ -66,6 +71,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HousekeepEvery <= 0 {
 		c.HousekeepEvery = DefaultHousekeepEvery
+	}
+	if c.CheckEvery == 0 {
+		c.CheckEvery = DefaultCheckEvery
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real()

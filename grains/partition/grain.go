@@ -125,6 +125,8 @@ func (g *grain) Receive(ctx actor.Context) {
 			g.step(ctx, engine.WaitTimerFired{})
 		case engine.HousekeepTimer:
 			g.step(ctx, engine.HousekeepTimerFired{})
+		case engine.CheckTimer:
+			g.step(ctx, engine.CheckTimerFired{})
 		}
 	case *actor.Stopping:
 		g.stop(ctx)
@@ -156,7 +158,7 @@ func (g *grain) open(ctx actor.Context) {
 	g.engine = engine.New(engine.Config{
 		Partition: g.partition, Partitions: g.partitions(), Applier: g.cfg.Host.machines[g.partition].applier,
 		MaxPending: g.cfg.MaxPending, MaxWaiters: g.cfg.MaxWaiters, MaxWait: g.cfg.MaxWait,
-		HousekeepEvery: g.cfg.HousekeepEvery, Logger: log,
+		HousekeepEvery: g.cfg.HousekeepEvery, CheckEvery: max(g.cfg.CheckEvery, 0), Logger: log,
 	}, replicaState{state: state, host: g.cfg.Host, n: g.partition})
 	mark := state.Applied()
 	log.Info("partition open", "term", g.cfg.Host.term(g.partition), "logged_time", mark.LoggedTimeMicros, "applied_index", mark.Index)

@@ -76,6 +76,10 @@ type Host struct {
 
 	// transport is where the driver's sends go: the Transport SetTransport set, or nothing.
 	transport boundTransport
+	// checks are the replica consistency checks (consistency.go); hashing counts the
+	// checksums being computed, which Close waits for before it closes the store.
+	checks  *consistency
+	hashing sync.WaitGroup
 	// lateness receives the enqueue lateness of due occurrences (ObserveEnqueueLateness).
 	lateness atomic.Pointer[EnqueueLatenessObserver]
 	// inspectDenials receives the inspections refused Unauthorized (ObserveInspectDenials).
@@ -120,7 +124,7 @@ func OpenHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, log: cfg.Logger.With("silo_store", store.Dir()), store: store, failed: make(chan struct{})}
+	h := &Host{cfg: cfg, log: cfg.Logger.With("silo_store", store.Dir()), store: store, failed: make(chan struct{}), checks: newConsistency()}
 	if err := h.open(); err != nil {
 		h.driverStop()
 		_ = store.Close()
@@ -322,6 +326,7 @@ func (h *Host) Close() error {
 				m.stop()
 			}
 		}
+		h.hashing.Wait()
 		err = h.store.Close()
 	})
 	return err

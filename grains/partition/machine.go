@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -45,6 +46,10 @@ type machine struct {
 	// dueHead is how many due-index entries the attached grain's engine held in memory as of
 	// its last step (Host.DueHeadEntries).
 	dueHead atomic.Int64
+
+	// tamper, set by tests, writes behind the state machine's back in the next apply's
+	// transaction (then clears itself): a replica whose state diverged.
+	tamper atomic.Pointer[func(*persistence.Txn) error]
 
 	mu    sync.Mutex
 	owner any       // the attached grain, nil when none is
@@ -174,12 +179,68 @@ func (m *machine) apply(c replication.Committed) error {
 		return m.state.Apply(mark, func(*persistence.Txn) error { return nil })
 	}
 	out := &engine.Applied{Results: make([]engine.Result, 0, len(c.Entries))}
-	if err := m.applySplit(c.Entries, c.AppliedIndex, out); err != nil {
-		return err
+	// A CheckConsistency entry ends its transaction, so that the state is read for its
+	// checksum exactly as of that entry.
+	entries := c.Entries
+	for len(entries) > 0 {
+		end := slices.IndexFunc(entries, isCheck)
+		if end < 0 {
+			if err := m.applySplit(entries, c.AppliedIndex, out); err != nil {
+				return err
+			}
+			break
+		}
+		check := entries[end]
+		if err := m.applySplit(entries[:end+1], check.Index, out); err != nil {
+			return err
+		}
+		m.checksum(check.Index)
+		entries = entries[end+1:]
 	}
 	m.host.cfg.Failpoints.Hit(FailpointEntryApplied)
 	m.deliver(out)
 	return nil
+}
+
+// maxCheckCommandBytes is more than a CheckConsistency command encodes to: larger commands
+// are not decoded to look for one.
+const maxCheckCommandBytes = 256
+
+// isCheck reports whether e carries a CheckConsistency mutation.
+func isCheck(e replication.Entry) bool {
+	if len(e.GetCommand()) > maxCheckCommandBytes {
+		return false
+	}
+	cmd := &orreryv1.PartitionCommand{}
+	if proto.Unmarshal(e.GetCommand(), cmd) != nil {
+		return false
+	}
+	for _, mut := range cmd.GetBatch().GetMutations() {
+		if mut.GetCheckConsistency() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// checksum starts hashing the state as just applied, through the CheckConsistency entry at
+// index (Host.checksumState). The read begins here, on the apply goroutine, before the next
+// apply; the hashing runs on a goroutine of its own.
+func (m *machine) checksum(index uint64) {
+	snap, err := m.state.Snapshot()
+	if err != nil {
+		m.host.log.Warn("consistency check: the partition state did not open for reading", "partition", m.n, "index", index, "err", err)
+		return
+	}
+	if snap.Mark().Index != index {
+		_ = snap.Close()
+		return
+	}
+	m.host.hashing.Add(1)
+	go func() {
+		defer m.host.hashing.Done()
+		m.host.checksumState(m.n, index, snap)
+	}()
 }
 
 // applySplit applies entries in one transaction whose mark is index, halving them while the
@@ -232,6 +293,9 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engi
 				return err
 			}
 			results = append(results, r)
+		}
+		if tamper := m.tamper.Swap(nil); tamper != nil {
+			return (*tamper)(txn)
 		}
 		return nil
 	})

@@ -1,0 +1,114 @@
+package partition
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/persistence"
+	"github.com/orreryhq/orrery/replication"
+)
+
+// checksumTransport is the network twin's transport with the checksum reports of
+// ChecksumSender delivered straight to the destination host.
+type checksumTransport struct {
+	replication.Transport
+	rs   *replicaSet
+	from uint64
+}
+
+func (c checksumTransport) SendChecksum(to uint64, group int, index uint64, sum []byte) {
+	c.rs.mu.Lock()
+	h := c.rs.hosts[to]
+	c.rs.mu.Unlock()
+	if h != nil {
+		h.ChecksumReported(c.from, group, index, sum)
+	}
+}
+
+// checkCommand is a CheckConsistency command as Orrery's own principal.
+func checkCommand(id string) *orreryv1.CommandRequest {
+	return &orreryv1.CommandRequest{Principal: input.SystemPrincipalPrefix + "test", Batch: &orreryv1.Batch{CommandId: id,
+		Mutations: []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_CheckConsistency{CheckConsistency: &orreryv1.CheckConsistency{}}}}}}
+}
+
+// waitVerdict waits until leader has concluded a check of partition n after index after.
+func waitVerdict(t *testing.T, leader *Host, n int, after uint64) Verdict {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if v := leader.Consistency(n).Last; v.Index > after {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no verdict on partition %d after index %d within 20 s", n, after)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTheConsistencyCheckFindsAReplicaWrittenBehindItsStateMachine: three replicas of a
+// partition checked after the same commands agree (every replica's checksum at the check's
+// index equal, the leader's verdict consistent); after one follower's state took a key its
+// state machine never wrote, the next check names that follower, and only it, divergent, and
+// the leader counts one inconsistency.
+func TestTheConsistencyCheckFindsAReplicaWrittenBehindItsStateMachine(t *testing.T) {
+	rs := newReplicaSet(t)
+	for id, h := range rs.hosts {
+		h.SetTransport(checksumTransport{Transport: rs.net.Transport(id), rs: rs, from: id})
+	}
+	leader := rs.leader(1)
+	system, pid := grainOn(t, Config{Host: leader}, 1)
+	grantAll(t, system, pid, "alice")
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c1", 0, enqueue("m1"))))
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, checkCommand("check-1")))
+
+	v := waitVerdict(t, leader, 1, 0)
+	if !v.Consistent() || len(v.Sums) != 3 || len(v.Missing) != 0 {
+		t.Fatalf("first check: %+v, want three equal checksums", v)
+	}
+	for _, h := range rs.hosts {
+		waitFor(t, "every replica's checksum", func() bool { return h.Consistency(1).Own.Index == v.Index })
+		if own := h.Consistency(1).Own; !bytes.Equal(own.Sum, v.Majority) {
+			t.Fatalf("silo %x's own checksum %x differs from the verdict's %x", h.SiloID(), own.Sum, v.Majority)
+		}
+	}
+
+	var follower *Host
+	for _, h := range rs.hosts {
+		if h != leader {
+			follower = h
+			break
+		}
+	}
+	tamper := func(txn *persistence.Txn) error { return txn.Set([]byte("zz/injected"), []byte("behind the state machine")) }
+	follower.machines[1].tamper.Store(&tamper)
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c2", 0, enqueue("m2"))))
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, checkCommand("check-2")))
+
+	v2 := waitVerdict(t, leader, 1, v.Index)
+	if v2.Consistent() || !slices.Equal(v2.Divergent, []uint64{follower.SiloID()}) || v2.Majority == nil {
+		t.Fatalf("after the injection: %+v, want silo %x alone divergent", v2, follower.SiloID())
+	}
+	if got := leader.Consistency(1).Inconsistencies; got != 1 {
+		t.Fatalf("the leader counted %d inconsistencies, want 1", got)
+	}
+	if bytes.Equal(v2.Sums[follower.SiloID()], v2.Majority) {
+		t.Fatal("the divergent replica's checksum equals the majority's")
+	}
+}
+
+// waitFor polls cond for up to 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 20 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
