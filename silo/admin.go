@@ -24,6 +24,7 @@ import (
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
+	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/silo/ui"
 )
@@ -34,6 +35,9 @@ import (
 //	GET /readyz                                         200 when every owned partition answers
 //	GET /metrics                                        Prometheus metrics (siloMetrics)
 //	GET /v1/partitions                                  the partition table: owner and status
+//	POST /v1/partitions/check                           a consistency check of every partition now: each
+//	                                                    leader's verdict (consistent, divergent and
+//	                                                    missing replicas, checksums)
 //	GET /v1/silos                                       the silos: address, alive, partitions led, replicas
 //	GET /v1/coordinator                                 the due coordinator's counters and late or failing records
 //	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule: record, next 10 fire times, last 10 outcomes, liveness
@@ -77,6 +81,7 @@ func (s *Silo) adminHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", newSiloMetrics(s).handler())
 	mux.HandleFunc("GET /v1/partitions", s.partitionTable)
+	mux.HandleFunc("POST /v1/partitions/check", s.checkPartitions)
 	mux.HandleFunc("GET /v1/silos", s.siloTable)
 	mux.HandleFunc("GET /v1/coordinator", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, coordinatorJSON(s.CoordinatorStats(), s.coord.Load().Liveness()))
@@ -408,6 +413,55 @@ func (s *Silo) partitionTable(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "silo_id": cluster.FormatID(s.SiloID()), "partitions": rows, "owned_here": s.Owned()})
 }
 
+// checkPartitions runs a consistency check of every partition now: it proposes a
+// CheckConsistency command to each (as engine.ConsistencyPrincipal) and waits, up to
+// partition.CheckTimeout and a margin, for its leader's verdict on a check concluded after the
+// request began. "consistent" is true when every partition's verdict is.
+func (s *Silo) checkPartitions(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), partition.CheckTimeout+15*time.Second)
+	defer cancel()
+	started := time.Now().UnixMicro()
+	checker, reader := s.client.As(engine.ConsistencyPrincipal), s.adminClient(r)
+	rows := make([]map[string]any, s.cfg.Partitions)
+	var wg sync.WaitGroup
+	for n := range s.cfg.Partitions {
+		wg.Go(func() {
+			row := map[string]any{"partition": n, "check": nil, "error": nil}
+			rows[n] = row
+			check := []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_CheckConsistency{CheckConsistency: &orreryv1.CheckConsistency{}}}}
+			if _, _, err := checker.Batch(ctx, n, check); err != nil {
+				row["error"] = err.Error()
+				return
+			}
+			for {
+				st, err := reader.PartitionStatus(ctx, n)
+				if c := st.GetLastCheck(); err == nil && c != nil && c.GetAtUnixMicros() >= started {
+					row["check"] = json.RawMessage(protoJSON(c))
+					return
+				}
+				select {
+				case <-ctx.Done():
+					row["error"] = fmt.Sprintf("no verdict from partition %d's leader within %v", n, partition.CheckTimeout+15*time.Second)
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		})
+	}
+	wg.Wait()
+	consistent := true
+	for _, row := range rows {
+		raw, ok := row["check"].(json.RawMessage)
+		var c struct {
+			Consistent bool `json:"consistent"`
+		}
+		if !ok || json.Unmarshal(raw, &c) != nil || !c.Consistent {
+			consistent = false
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "consistent": consistent, "partitions": rows})
+}
+
 // replicaRow is partition n's Raft group as this silo's replica sees it; nil before it opens.
 // On the leader, progress lists every replica (itself included) by silo id: its match index
 // and lag, how many committed entries it is missing (commit_index - match); elsewhere it is
@@ -454,9 +508,9 @@ func consistencyRow(c partition.ConsistencyStatus) map[string]any {
 		row["checksum"] = hex.EncodeToString(c.Own.Sum)
 	}
 	if v := c.Last; v.Index != 0 {
-		sums := map[string]string{}
-		for r, sum := range v.Sums {
-			sums[cluster.FormatID(r)] = hex.EncodeToString(sum)
+		sums := []map[string]any{}
+		for _, r := range slices.Sorted(maps.Keys(v.Sums)) {
+			sums = append(sums, map[string]any{"silo": cluster.FormatID(r), "checksum": hex.EncodeToString(v.Sums[r])})
 		}
 		row["last_verdict"] = map[string]any{"index": v.Index, "at": v.At.UTC().Format(time.RFC3339Nano), "consistent": v.Consistent(),
 			"checksums": sums, "divergent": formatIDs(v.Divergent), "missing": formatIDs(v.Missing)}

@@ -1449,6 +1449,8 @@ type PartitionStatus struct {
 	EnqueuedTotal uint64 `protobuf:"varint,11,opt,name=enqueued_total,json=enqueuedTotal,proto3" json:"enqueued_total,omitempty"`
 	// The limits a client checks every command against before sending it.
 	CommandLimits *CommandLimits `protobuf:"bytes,12,opt,name=command_limits,json=commandLimits,proto3" json:"command_limits,omitempty"`
+	// The last consistency check the answering leader concluded (null: none since it leads).
+	LastCheck     *ConsistencyCheck `protobuf:"bytes,13,opt,name=last_check,json=lastCheck,proto3" json:"last_check,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1567,6 +1569,167 @@ func (x *PartitionStatus) GetCommandLimits() *CommandLimits {
 	return nil
 }
 
+func (x *PartitionStatus) GetLastCheck() *ConsistencyCheck {
+	if x != nil {
+		return x.LastCheck
+	}
+	return nil
+}
+
+// ReplicaChecksum is one replica's checksum of its partition state at a consistency check.
+type ReplicaChecksum struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The replica's silo id (16 hex digits) and its SHA-256 of the state (hex).
+	Silo          string `protobuf:"bytes,1,opt,name=silo,proto3" json:"silo,omitempty"`
+	Checksum      string `protobuf:"bytes,2,opt,name=checksum,proto3" json:"checksum,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaChecksum) Reset() {
+	*x = ReplicaChecksum{}
+	mi := &file_api_v1_partition_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaChecksum) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaChecksum) ProtoMessage() {}
+
+func (x *ReplicaChecksum) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaChecksum.ProtoReflect.Descriptor instead.
+func (*ReplicaChecksum) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReplicaChecksum) GetSilo() string {
+	if x != nil {
+		return x.Silo
+	}
+	return ""
+}
+
+func (x *ReplicaChecksum) GetChecksum() string {
+	if x != nil {
+		return x.Checksum
+	}
+	return ""
+}
+
+// ConsistencyCheck is what a partition's leader concluded from its voters' checksums of their
+// state as of one CheckConsistency entry.
+type ConsistencyCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The CheckConsistency entry's log index, and when the leader concluded.
+	Index        uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	AtUnixMicros int64  `protobuf:"varint,2,opt,name=at_unix_micros,json=atUnixMicros,proto3" json:"at_unix_micros,omitempty"`
+	// Set when a strict majority of the voters reported one checksum and none differed from it.
+	Consistent bool `protobuf:"varint,3,opt,name=consistent,proto3" json:"consistent,omitempty"`
+	// Each replica's checksum that arrived, by silo id.
+	Checksums []*ReplicaChecksum `protobuf:"bytes,4,rep,name=checksums,proto3" json:"checksums,omitempty"`
+	// The replicas whose checksum differs from the majority's (without a majority: all that
+	// reported, when they disagree), and the voters that did not report within 30 s.
+	Divergent []string `protobuf:"bytes,5,rep,name=divergent,proto3" json:"divergent,omitempty"`
+	Missing   []string `protobuf:"bytes,6,rep,name=missing,proto3" json:"missing,omitempty"`
+	// How many divergent replicas the leader's checks have found since it opened.
+	Inconsistencies uint64 `protobuf:"varint,7,opt,name=inconsistencies,proto3" json:"inconsistencies,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ConsistencyCheck) Reset() {
+	*x = ConsistencyCheck{}
+	mi := &file_api_v1_partition_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsistencyCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsistencyCheck) ProtoMessage() {}
+
+func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
+func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ConsistencyCheck) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ConsistencyCheck) GetAtUnixMicros() int64 {
+	if x != nil {
+		return x.AtUnixMicros
+	}
+	return 0
+}
+
+func (x *ConsistencyCheck) GetConsistent() bool {
+	if x != nil {
+		return x.Consistent
+	}
+	return false
+}
+
+func (x *ConsistencyCheck) GetChecksums() []*ReplicaChecksum {
+	if x != nil {
+		return x.Checksums
+	}
+	return nil
+}
+
+func (x *ConsistencyCheck) GetDivergent() []string {
+	if x != nil {
+		return x.Divergent
+	}
+	return nil
+}
+
+func (x *ConsistencyCheck) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *ConsistencyCheck) GetInconsistencies() uint64 {
+	if x != nil {
+		return x.Inconsistencies
+	}
+	return 0
+}
+
 // CommandLimits are the cluster's size limits on a command, which a client checks before it
 // sends (a command beyond them is a Validation error at once, never a retry loop).
 type CommandLimits struct {
@@ -1583,7 +1746,7 @@ type CommandLimits struct {
 
 func (x *CommandLimits) Reset() {
 	*x = CommandLimits{}
-	mi := &file_api_v1_partition_proto_msgTypes[19]
+	mi := &file_api_v1_partition_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1758,7 @@ func (x *CommandLimits) String() string {
 func (*CommandLimits) ProtoMessage() {}
 
 func (x *CommandLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[19]
+	mi := &file_api_v1_partition_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1771,7 @@ func (x *CommandLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLimits.ProtoReflect.Descriptor instead.
 func (*CommandLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CommandLimits) GetMaxPayloadBytes() uint32 {
@@ -1682,7 +1845,7 @@ type InspectReply struct {
 
 func (x *InspectReply) Reset() {
 	*x = InspectReply{}
-	mi := &file_api_v1_partition_proto_msgTypes[20]
+	mi := &file_api_v1_partition_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1857,7 @@ func (x *InspectReply) String() string {
 func (*InspectReply) ProtoMessage() {}
 
 func (x *InspectReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[20]
+	mi := &file_api_v1_partition_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1870,7 @@ func (x *InspectReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectReply.ProtoReflect.Descriptor instead.
 func (*InspectReply) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InspectReply) GetFound() bool {
@@ -1942,7 +2105,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\tnamespace\x18\n" +
 	" \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\v \x01(\tR\x05queue\"\x12\n" +
-	"\x10InspectPartition\"\x85\x04\n" +
+	"\x10InspectPartition\"\xc1\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12)\n" +
 	"\x10activation_epoch\x18\x02 \x01(\x04R\x0factivationEpoch\x125\n" +
@@ -1958,7 +2121,22 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	" \x01(\x05R\n" +
 	"partitions\x12%\n" +
 	"\x0eenqueued_total\x18\v \x01(\x04R\renqueuedTotal\x12?\n" +
-	"\x0ecommand_limits\x18\f \x01(\v2\x18.orrery.v1.CommandLimitsR\rcommandLimits\"\xf2\x01\n" +
+	"\x0ecommand_limits\x18\f \x01(\v2\x18.orrery.v1.CommandLimitsR\rcommandLimits\x12:\n" +
+	"\n" +
+	"last_check\x18\r \x01(\v2\x1b.orrery.v1.ConsistencyCheckR\tlastCheck\"A\n" +
+	"\x0fReplicaChecksum\x12\x12\n" +
+	"\x04silo\x18\x01 \x01(\tR\x04silo\x12\x1a\n" +
+	"\bchecksum\x18\x02 \x01(\tR\bchecksum\"\x8a\x02\n" +
+	"\x10ConsistencyCheck\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12$\n" +
+	"\x0eat_unix_micros\x18\x02 \x01(\x03R\fatUnixMicros\x12\x1e\n" +
+	"\n" +
+	"consistent\x18\x03 \x01(\bR\n" +
+	"consistent\x128\n" +
+	"\tchecksums\x18\x04 \x03(\v2\x1a.orrery.v1.ReplicaChecksumR\tchecksums\x12\x1c\n" +
+	"\tdivergent\x18\x05 \x03(\tR\tdivergent\x12\x18\n" +
+	"\amissing\x18\x06 \x03(\tR\amissing\x12(\n" +
+	"\x0finconsistencies\x18\a \x01(\x04R\x0finconsistencies\"\xf2\x01\n" +
 	"\rCommandLimits\x12*\n" +
 	"\x11max_payload_bytes\x18\x01 \x01(\rR\x0fmaxPayloadBytes\x12*\n" +
 	"\x11max_headers_bytes\x18\x02 \x01(\rR\x0fmaxHeadersBytes\x12&\n" +
@@ -2001,7 +2179,7 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
 	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
@@ -2022,26 +2200,28 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*QueueStats)(nil),         // 16: orrery.v1.QueueStats
 	(*InspectPartition)(nil),   // 17: orrery.v1.InspectPartition
 	(*PartitionStatus)(nil),    // 18: orrery.v1.PartitionStatus
-	(*CommandLimits)(nil),      // 19: orrery.v1.CommandLimits
-	(*InspectReply)(nil),       // 20: orrery.v1.InspectReply
-	(*Batch)(nil),              // 21: orrery.v1.Batch
-	(*Error)(nil),              // 22: orrery.v1.Error
-	(*DueRef)(nil),             // 23: orrery.v1.DueRef
-	(ScheduleState)(0),         // 24: orrery.v1.ScheduleState
-	(SagaPhase)(0),             // 25: orrery.v1.SagaPhase
-	(*ScheduleRecord)(nil),     // 26: orrery.v1.ScheduleRecord
-	(*Lane)(nil),               // 27: orrery.v1.Lane
-	(*SagaRecord)(nil),         // 28: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 29: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 30: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 31: orrery.v1.LedgerRecord
-	(*AuditRecord)(nil),        // 32: orrery.v1.AuditRecord
+	(*ReplicaChecksum)(nil),    // 19: orrery.v1.ReplicaChecksum
+	(*ConsistencyCheck)(nil),   // 20: orrery.v1.ConsistencyCheck
+	(*CommandLimits)(nil),      // 21: orrery.v1.CommandLimits
+	(*InspectReply)(nil),       // 22: orrery.v1.InspectReply
+	(*Batch)(nil),              // 23: orrery.v1.Batch
+	(*Error)(nil),              // 24: orrery.v1.Error
+	(*DueRef)(nil),             // 25: orrery.v1.DueRef
+	(ScheduleState)(0),         // 26: orrery.v1.ScheduleState
+	(SagaPhase)(0),             // 27: orrery.v1.SagaPhase
+	(*ScheduleRecord)(nil),     // 28: orrery.v1.ScheduleRecord
+	(*Lane)(nil),               // 29: orrery.v1.Lane
+	(*SagaRecord)(nil),         // 30: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 31: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 32: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 33: orrery.v1.LedgerRecord
+	(*AuditRecord)(nil),        // 34: orrery.v1.AuditRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	21, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	22, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	23, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	22, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	23, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	24, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	25, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	24, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
 	11, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
 	12, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
 	13, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
@@ -2052,32 +2232,34 @@ var file_api_v1_partition_proto_depIdxs = []int32{
 	14, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
 	15, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
 	6,  // 13: orrery.v1.InspectRequest.audit:type_name -> orrery.v1.ReadAudit
-	24, // 14: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
-	25, // 15: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
-	26, // 16: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
-	24, // 17: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
-	27, // 18: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
-	27, // 19: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	27, // 20: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	27, // 21: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	19, // 22: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	26, // 23: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	28, // 24: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	29, // 25: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	18, // 26: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	22, // 27: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	30, // 28: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	31, // 29: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	9,  // 30: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	28, // 31: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	16, // 32: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	16, // 33: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
-	32, // 34: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	26, // 14: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
+	27, // 15: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
+	28, // 16: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
+	26, // 17: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
+	29, // 18: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	29, // 19: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	29, // 20: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	29, // 21: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	21, // 22: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	20, // 23: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
+	19, // 24: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
+	28, // 25: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	30, // 26: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	31, // 27: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	18, // 28: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	24, // 29: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	32, // 30: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	33, // 31: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	9,  // 32: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	30, // 33: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	16, // 34: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	16, // 35: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	34, // 36: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -2105,7 +2287,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

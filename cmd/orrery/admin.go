@@ -22,11 +22,20 @@ func adminFlag(fs *flag.FlagSet) *string {
 // adminGet reads path from the admin endpoint admin (a URL, or host:port for http), with
 // --token as its bearer token, and returns the body of a 200 answer, and the URL it read.
 func (c *command) adminGet(ctx context.Context, admin, path string) (body []byte, url string, err error) {
+	return c.adminDo(ctx, http.MethodGet, admin, path)
+}
+
+// adminPost is adminGet with POST (and no request body).
+func (c *command) adminPost(ctx context.Context, admin, path string) (body []byte, url string, err error) {
+	return c.adminDo(ctx, http.MethodPost, admin, path)
+}
+
+func (c *command) adminDo(ctx context.Context, method, admin, path string) (body []byte, url string, err error) {
 	if !strings.Contains(admin, "://") {
 		admin = "http://" + admin
 	}
 	url = strings.TrimSuffix(admin, "/") + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return nil, url, usagef("admin: %v", err)
 	}
@@ -35,15 +44,15 @@ func (c *command) adminGet(ctx context.Context, admin, path string) (body []byte
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, url, fmt.Errorf("GET %s: %w", url, err)
+		return nil, url, fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	defer resp.Body.Close()
 	body, err = io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, url, fmt.Errorf("GET %s: %w", url, err)
+		return nil, url, fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, url, fmt.Errorf("GET %s: %s: %s", url, resp.Status, bytes.TrimSpace(body))
+		return nil, url, fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, bytes.TrimSpace(body))
 	}
 	return body, url, nil
 }

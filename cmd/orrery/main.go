@@ -19,6 +19,7 @@
 //	orrery queues redrive-dlq NS QUEUE KEY [--max N]
 //	orrery audit [--since 24h] [--max N] [--after TOKEN]
 //	orrery partitions [--admin http://127.0.0.1:7380]
+//	orrery partitions check [--admin http://127.0.0.1:7380]  (exit 1 unless every partition is consistent)
 //	orrery silos [--admin http://127.0.0.1:7380]
 //
 // --gossip-key-file is the cluster's gossip key, for a cluster whose silos encrypt their gossip;

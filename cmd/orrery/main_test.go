@@ -440,6 +440,56 @@ func TestPartitionsShowsEveryPartition(t *testing.T) {
 	}
 }
 
+// TestPartitionsCheckRunsAConsistencyCheckOfEveryPartition: `partitions check` has a row per
+// partition with its leader's verdict on a check it just proposed: consistent, with the one
+// replica's checksum; the admin document says so too, and /v1/partitions then shows this
+// replica's checksum at that index.
+func TestPartitionsCheckRunsAConsistencyCheckOfEveryPartition(t *testing.T) {
+	s := startSilo(t)
+	out := ok(t, nil, "", "partitions", "check", "--admin", s.AdminAddress())
+	for p := range testPartitions {
+		// PARTITION INDEX CONSISTENT REPLICAS DIVERGENT MISSING ERROR
+		f := strings.Fields(lineOf(out, itoa(p)+" "))
+		if len(f) != 7 || f[1] == "-" || f[2] != "true" || f[3] != "1" || f[4] != "-" || f[5] != "-" || f[6] != "-" {
+			t.Errorf("partition %d: row %q\n%s", p, f, out)
+		}
+	}
+	var doc struct {
+		Consistent bool `json:"consistent"`
+		Partitions []struct {
+			Check struct {
+				Index     string `json:"index"`
+				Checksums []struct {
+					Checksum string `json:"checksum"`
+				} `json:"checksums"`
+			} `json:"check"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, nil, "", "-o", "json", "partitions", "check", "--admin", s.AdminAddress())), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if !doc.Consistent || len(doc.Partitions) != testPartitions || len(doc.Partitions[0].Check.Checksums) != 1 {
+		t.Fatalf("partitions check -o json: %+v", doc)
+	}
+	var table struct {
+		Partitions []struct {
+			Replica struct {
+				Consistency struct {
+					CheckedIndex uint64 `json:"checked_index"`
+					Checksum     string `json:"checksum"`
+				} `json:"consistency"`
+			} `json:"replica"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, nil, "", "-o", "json", "partitions", "--admin", s.AdminAddress())), &table); err != nil {
+		t.Fatal(err)
+	}
+	own := table.Partitions[0].Replica.Consistency
+	if itoa(int(own.CheckedIndex)) != doc.Partitions[0].Check.Index || own.Checksum != doc.Partitions[0].Check.Checksums[0].Checksum {
+		t.Fatalf("/v1/partitions shows checksum %s at %d; the check was %+v", own.Checksum, own.CheckedIndex, doc.Partitions[0].Check)
+	}
+}
+
 // TestSilosShowsTheSilo: a one-silo cluster's silo is alive at its actor address and leads and
 // replicates every partition.
 func TestSilosShowsTheSilo(t *testing.T) {

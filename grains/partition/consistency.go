@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/persistence"
 )
 
@@ -60,6 +61,20 @@ type ConsistencyStatus struct {
 	Last Verdict
 	// Inconsistencies counts the divergent replicas this silo's verdicts named.
 	Inconsistencies uint64
+}
+
+// Proto is the last verdict as a PartitionStatus carries it (nil before the first).
+func (c ConsistencyStatus) Proto() *orreryv1.ConsistencyCheck {
+	v := c.Last
+	if v.Index == 0 {
+		return nil
+	}
+	sums := make([]*orreryv1.ReplicaChecksum, 0, len(v.Sums))
+	for _, r := range slices.Sorted(maps.Keys(v.Sums)) {
+		sums = append(sums, &orreryv1.ReplicaChecksum{Silo: formatReplica(r), Checksum: hex.EncodeToString(v.Sums[r])})
+	}
+	return &orreryv1.ConsistencyCheck{Index: v.Index, AtUnixMicros: v.At.UnixMicro(), Consistent: v.Consistent(), Checksums: sums,
+		Divergent: formatReplicas(v.Divergent), Missing: formatReplicas(v.Missing), Inconsistencies: c.Inconsistencies}
 }
 
 // consistency is the host's replica consistency checker (see checksumState).
