@@ -41,6 +41,11 @@ type ReplicaView struct {
 	// CommitIndex is the highest log index this replica knows committed.
 	CommitIndex jsonUint64 `json:"commit_index"`
 	Leads       bool       `json:"leads"`
+	// Consistency is the replica's last checksum of its state at a consistency check.
+	Consistency struct {
+		CheckedIndex jsonUint64 `json:"checked_index"`
+		Checksum     *string    `json:"checksum"`
+	} `json:"consistency"`
 }
 
 // jsonUint64 reads a JSON number or a decimal string (protojson renders 64-bit integers as
@@ -69,10 +74,41 @@ func ReadPartitions(ctx context.Context, address string) (*PartitionTable, error
 	return readAdmin[PartitionTable](ctx, address, "/v1/partitions")
 }
 
+// CheckTable is a silo's POST /v1/partitions/check answer: every partition leader's verdict on a
+// consistency check run for it.
+type CheckTable struct {
+	Consistent bool `json:"consistent"`
+	Partitions []struct {
+		Partition int `json:"partition"`
+		Check     *struct {
+			Index      jsonUint64 `json:"index"`
+			Consistent bool       `json:"consistent"`
+			Checksums  []struct {
+				Silo     string `json:"silo"`
+				Checksum string `json:"checksum"`
+			} `json:"checksums"`
+			Divergent []string `json:"divergent"`
+			Missing   []string `json:"missing"`
+		} `json:"check"`
+		Error *string `json:"error"`
+	} `json:"partitions"`
+}
+
+// CheckPartitions runs POST /v1/partitions/check on the admin endpoint at address.
+func CheckPartitions(ctx context.Context, address string) (*CheckTable, error) {
+	return callAdmin[CheckTable](ctx, http.MethodPost, address, "/v1/partitions/check")
+}
+
 // readAdmin GETs path from the admin endpoint at address and decodes its JSON answer into a T;
 // an answer other than 200 is an error quoting the body.
 func readAdmin[T any](ctx context.Context, address, path string) (*T, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+path, nil)
+	return callAdmin[T](ctx, http.MethodGet, address, path)
+}
+
+// callAdmin sends method path (no body) to the admin endpoint at address and decodes its JSON
+// answer into a T; an answer other than 200 is an error quoting the body.
+func callAdmin[T any](ctx context.Context, method, address, path string) (*T, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+address+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -86,11 +122,11 @@ func readAdmin[T any](ctx context.Context, address, path string) (*T, error) {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s%s: %s: %s", address, path, resp.Status, body)
+		return nil, fmt.Errorf("%s %s%s: %s: %s", method, address, path, resp.Status, body)
 	}
 	var out T
 	if err := json.Unmarshal(body, &out); err != nil {
-		return nil, fmt.Errorf("GET %s%s: %w", address, path, err)
+		return nil, fmt.Errorf("%s %s%s: %w", method, address, path, err)
 	}
 	return &out, nil
 }
@@ -112,6 +148,10 @@ type SiloRow struct {
 	Self bool `json:"self"`
 	// Retired is whether the answering silo knows the silo retired.
 	Retired bool `json:"retired"`
+	// Build is what the silo announces of its binary (zone rules, cron evaluator version), and
+	// BuildDiffers whether it differs from the answering silo's.
+	Build        *string `json:"build"`
+	BuildDiffers bool    `json:"build_differs"`
 }
 
 // ReadSilos reads GET /v1/silos from the admin endpoint at address (host:port).

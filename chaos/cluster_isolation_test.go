@@ -226,6 +226,7 @@ func TestClusterIsolatedSiloRejoins(t *testing.T) {
 		requireUp(t, cl, func() string { return fmt.Sprintf("in round %d, once every group was whole again", round+1) })
 	}
 	k.finish(t, ctx)
+	requireConsistent(t, ctx, cl) // nothing the faults did left two replicas apart
 	requireUp(t, cl, func() string { return "by the end of the test" })
 	median, maximum := medianMax(toServe)
 	t.Logf("%d rounds of a silo isolated for %v: heal → serving again median %v, max %v", rounds, isolateFor, median.Round(time.Millisecond), maximum.Round(time.Millisecond))

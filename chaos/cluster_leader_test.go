@@ -89,6 +89,7 @@ func TestClusterKillTheLeader(t *testing.T) {
 		waitReplicated(t, ctx, cl, 3, 90*time.Second)
 	}
 	k.finish(t, ctx)
+	requireConsistent(t, ctx, cl) // nothing the faults did left two replicas apart
 	median, maximum := medianMax(latencies)
 	t.Logf("%d kills of a partition's leader: kill → next enqueue on it median %v, max %v", kills, median.Round(time.Millisecond), maximum.Round(time.Millisecond))
 }
@@ -149,6 +150,7 @@ func TestClusterPauseTheLeader(t *testing.T) {
 		leader, resumed.Sub(paused).Round(time.Millisecond), served.All().Round(time.Millisecond), served.Ready.Round(time.Millisecond),
 		served.Listed.Round(time.Millisecond), served.Rejoined.Round(time.Millisecond))
 	k.finish(t, ctx)
+	requireConsistent(t, ctx, cl) // nothing the faults did left two replicas apart
 	requireUp(t, cl, func() string {
 		return fmt.Sprintf("by the end of the test, %v after SIGCONT", time.Since(resumed).Round(time.Millisecond))
 	})

@@ -68,6 +68,8 @@ type otherRules struct {
 	name  string
 	apply func(t *testing.T, spec *SiloSpec)
 	says  func(p *SiloProcess) bool
+	// seen is what another silo's GET /v1/silos must say of it.
+	seen func(row SiloRow) bool
 }
 
 // TestClusterOtherRulesNeverReachApply: three silos, one restarted with other rules than the
@@ -75,16 +77,21 @@ type otherRules struct {
 // newer cron evaluator version. Cron schedules in Europe/Berlin, configured on partitions
 // another silo leads, some before that restart and some after: one due every 2 s under either
 // rules, one due now only under the real ones. Leadership is moved by killing leaders until
-// the silo with the other rules has led every one of those partitions (at full length, until
-// every silo has). Under every leader every schedule is active, its revision and next ordinal
-// never go back, and its lane holds ordinals 0..n-1 once each, keeping every id seen before: no
-// occurrence lost, none doubled. The silo with the other rules says what it runs.
+// the silo with the other rules has led a partition of a schedule configured before its
+// restart, and two of those partitions (at full length, until every silo has led every one).
+// Under every leader every schedule is active, its revision and next ordinal never go back,
+// and its lane holds ordinals 0..n-1 once each, keeping every id seen before: no occurrence
+// lost, none doubled. Every silo checks its partitions' consistency every 2 s: replicas seen
+// at the same check index hold the same state checksum, and a last check finds every
+// partition consistent. The silo with the other rules says what it runs.
 func TestClusterOtherRulesNeverReachApply(t *testing.T) {
 	for _, c := range []otherRules{
 		{
 			name:  "zoneinfo",
 			apply: func(t *testing.T, spec *SiloSpec) { spec.Env = append(spec.Env, "ZONEINFO="+fakeZoneinfo(t)) },
 			says:  func(p *SiloProcess) bool { return strings.Contains(p.Log(), "ZONEINFO is ignored") },
+			// $ZONEINFO changes nothing Orrery applies with: the same build as the others.
+			seen: func(row SiloRow) bool { return !row.BuildDiffers && row.Build != nil },
 		},
 		{
 			name: "evaluator",
@@ -92,6 +99,9 @@ func TestClusterOtherRulesNeverReachApply(t *testing.T) {
 				spec.Binary = BuildSiloVariant(t, "-X github.com/orreryhq/orrery/grains/schedule/cron.evaluatorVersionAtLink=2")
 			},
 			says: func(p *SiloProcess) bool { return p.ReadyField("cron_evaluator") == "2" },
+			seen: func(row SiloRow) bool {
+				return row.BuildDiffers && row.Build != nil && strings.Contains(*row.Build, "cron 2")
+			},
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) { otherRulesNeverReachApply(t, c) })
@@ -101,7 +111,9 @@ func TestClusterOtherRulesNeverReachApply(t *testing.T) {
 func otherRulesNeverReachApply(t *testing.T, rules otherRules) {
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
-	cl := startReplicated(t, ctx, 3, clusterSpec())
+	spec := clusterSpec()
+	spec.Args = append(spec.Args, "--consistency-check-every=2s")
+	cl := startReplicated(t, ctx, 3, spec)
 	c := dialSeeds(t, cl.Seeds()...)
 	const other = 2 // the silo with the other rules
 	berlinRules, _ := zonerules.Lookup("Europe/Berlin")
@@ -152,6 +164,32 @@ func otherRulesNeverReachApply(t *testing.T, rules otherRules) {
 	waitReplicated(t, ctx, cl, 3, 90*time.Second)
 	configure("after")
 
+	// compared counts the pairs of replicas seen with a checksum at the same check index.
+	compared := 0
+	sameChecksums := func(where string) {
+		t.Helper()
+		for _, s := range schedules {
+			byIndex := map[uint64]map[string]int{} // check index → checksum → silo index
+			for i, table := range cl.Tables(ctx) {
+				r := rowOf(table, s.partition)
+				if r == nil || r.Consistency.Checksum == nil {
+					continue
+				}
+				index, sum := uint64(r.Consistency.CheckedIndex), *r.Consistency.Checksum
+				if byIndex[index] == nil {
+					byIndex[index] = map[string]int{}
+				}
+				for other, j := range byIndex[index] {
+					compared++
+					if other != sum {
+						t.Fatalf("%s: partition %d at check index %d: silo %d's state checksum %.16s…, silo %d's %.16s…", where, s.partition, index, j, other, i, sum)
+					}
+				}
+				byIndex[index][sum] = i
+			}
+		}
+	}
+
 	// led[p] are the silos seen leading partition p while its schedules were checked.
 	led := map[int]map[int]bool{}
 	firstLed := map[int]int{}
@@ -198,18 +236,25 @@ func otherRulesNeverReachApply(t *testing.T, rules otherRules) {
 			}
 			s.revision, s.next, s.ids = rec.GetRevision(), rec.GetNextOrdinal(), ids
 		}
+		sameChecksums(when)
 	}
 	observe("at the start")
-	// Done once silo 2 has led every partition of the schedules (at full length: every silo
-	// has led every one).
+	// Done at full length once every silo has led every partition of the schedules; in the
+	// short form once silo 2 has led the partition of a schedule configured before its restart
+	// and at least two of the schedules' partitions.
 	done := func() bool {
+		ledBefore, otherLed := false, map[int]bool{}
 		for _, s := range schedules {
 			silos := led[s.partition]
-			if !silos[other] || (clusterFull() && len(silos) < len(cl.Silos)) {
+			if clusterFull() && len(silos) < len(cl.Silos) {
 				return false
 			}
+			if silos[other] {
+				otherLed[s.partition] = true
+				ledBefore = ledBefore || strings.HasSuffix(s.name, "/before")
+			}
 		}
-		return true
+		return ledBefore && len(otherLed) >= min(2, len(led))
 	}
 	for round := 1; !done(); round++ {
 		if round > 12 {
@@ -261,8 +306,24 @@ func otherRulesNeverReachApply(t *testing.T, rules otherRules) {
 	if fired == 0 {
 		t.Fatalf("no schedule due only under Berlin's real rules fired")
 	}
-	t.Logf("leaders seen per partition: %v; every check consistent", led)
+	t.Logf("leaders seen per partition: %v; every check consistent; %d pairs of replicas compared at the same check index", led, compared)
+	if compared == 0 {
+		t.Fatal("no two replicas were seen with a checksum at the same check index")
+	}
+	requireConsistent(t, ctx, cl)
 	if !rules.says(cl.Silos[other]) {
 		t.Fatalf("silo %d does not say what rules it runs:\n%s", other, cl.Silos[other].Log())
 	}
+	waitFor(t, "silo 0's /v1/silos row of the silo with other rules", 30*time.Second, func() bool {
+		table, err := ReadSilos(ctx, cl.Silos[0].AdminAddress())
+		if err != nil {
+			return false
+		}
+		for _, row := range table.Silos {
+			if row.SiloID == cl.Silos[other].SiloID() {
+				return rules.seen(row)
+			}
+		}
+		return false
+	})
 }

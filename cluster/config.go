@@ -31,6 +31,10 @@ const (
 
 // ProviderConfig configures the memberlist provider. Zero fields take the defaults above.
 type ProviderConfig struct {
+	// Build, for a silo, names what of its binary decides how it applies entries (its zone
+	// rules release and cron evaluator version, "tzdata 2025c, cron 1"); peers list it
+	// (Provider.SiloBuilds). Keep it short: it travels in the node metadata (512 bytes in all).
+	Build string
 	// BindHost is the gossip address, used for both UDP and TCP (default 127.0.0.1). It is also
 	// advertised unless AdvertiseHost is set, so it must be an address peers can reach, not a
 	// wildcard.

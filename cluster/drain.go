@@ -42,3 +42,16 @@ func (p *Provider) DrainingSilos() []uint64 {
 	slices.Sort(out)
 	return out
 }
+
+// SiloBuilds returns what each live silo of this member's cluster announces of its build
+// (ProviderConfig.Build), by silo id; a silo that announces none is absent.
+func (p *Provider) SiloBuilds() map[uint64]string {
+	own := p.clusterID.Load()
+	out := map[uint64]string{}
+	for _, v := range p.view() {
+		if !v.meta.Client && v.meta.Build != "" && uint64(v.meta.ClusterID) == own && own != 0 {
+			out[uint64(v.meta.Silo)] = v.meta.Build
+		}
+	}
+	return out
+}

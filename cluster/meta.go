@@ -37,6 +37,8 @@ type nodeMeta struct {
 	// Draining marks a silo that is handing its leaderships over before it stops: no leadership
 	// is moved to it.
 	Draining bool `json:"dr,omitempty"`
+	// Build is the silo's ProviderConfig.Build.
+	Build string `json:"b,omitempty"`
 }
 
 // hexID is a silo or cluster id, 16 hex digits in the metadata (FormatID).

@@ -38,7 +38,9 @@ import (
 //	POST /v1/partitions/check                           a consistency check of every partition now: each
 //	                                                    leader's verdict (consistent, divergent and
 //	                                                    missing replicas, checksums)
-//	GET /v1/silos                                       the silos: address, alive, partitions led, replicas
+//	GET /v1/silos                                       the silos: address, alive, partitions led, replicas,
+//	                                                    build (zone rules, cron evaluator) and whether it
+//	                                                    differs from this silo's
 //	GET /v1/coordinator                                 the due coordinator's counters and late or failing records
 //	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule: record, next 10 fire times, last 10 outcomes, liveness
 //	GET /v1/ledger/{namespace}/{queue}/{key}/{id}?from=&to=&max=&after=
@@ -553,10 +555,16 @@ func (s *Silo) siloTable(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rows := make([]map[string]any, 0, len(silos))
+	builds := s.siloBuilds()
 	for _, id := range slices.Sorted(maps.Keys(silos)) {
 		address, alive := live[id]
+		build, known := builds[id]
 		row := map[string]any{"silo_id": cluster.FormatID(id), "address": nil, "alive": alive,
-			"leads": silos[id].leads, "replicas": silos[id].replicas, "self": id == s.SiloID(), "retired": s.member().provider.Retired(id)}
+			"leads": silos[id].leads, "replicas": silos[id].replicas, "self": id == s.SiloID(), "retired": s.member().provider.Retired(id),
+			"build": nil, "build_differs": known && build != Build()}
+		if known {
+			row["build"] = build
+		}
 		if alive {
 			row["address"] = address
 		}

@@ -75,7 +75,7 @@ func (s *Silo) join(ctx context.Context, joinTimeout time.Duration, founded *ato
 		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, JoinTimeout: joinTimeout, TLS: s.transportCreds,
 		Logger: slog.New(actors.NewPeerLossHandler(cfg.Logger.Handler(), s.isMember)),
 		Gossip: cluster.ProviderConfig{
-			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger,
+			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger, Build: Build(),
 			ProbeInterval: s.profile.ProbeInterval, ProbeTimeout: s.profile.ProbeTimeout,
 			SuspicionMult: s.profile.SuspicionMult, GossipInterval: s.profile.GossipInterval,
 			SiloID: host.SiloID(), ClusterID: host.ClusterID(), BootstrapExpect: cfg.BootstrapExpect, SecretKey: cfg.GossipKey,

@@ -206,6 +206,7 @@ var (
 	descNoQuorum        = prometheus.NewDesc("orrery_partition_without_quorum", "1 when this silo's replica of the partition has seen no leader for longer than the late-after bound, else 0.", partitionLabel, nil)
 	descQuorumChanges   = prometheus.NewDesc("orrery_partition_quorum_changes_total", "Times a partition hosted here was reported without quorum, or with a leader again.", nil, nil)
 	descMemberRejoins   = prometheus.NewDesc("orrery_member_rejoins_total", "Times this silo rejoined its cluster under a new member id because the cluster no longer accepted the previous one (after a pause or a network cut).", nil, nil)
+	descOtherBuilds     = prometheus.NewDesc("orrery_silos_with_other_build", "Live silos whose build (zone rules release, cron evaluator version) differs from this silo's: an unfinished rolling upgrade.", nil, nil)
 	descMemberRejoining = prometheus.NewDesc("orrery_member_rejoining", "1 while this silo rejoins its cluster under a new member id.", nil, nil)
 )
 
@@ -222,7 +223,7 @@ func (c *siloCollector) Describe(ch chan<- *prometheus.Desc) {
 		descStoreDisk, descStoreFree,
 		descCoordRounds, descCoordScans, descCoordCommands, descCoordRefs, descCoordStale,
 		descCoordSkipped, descCoordRetries, descCoordErrors, descCoordOwned,
-		descLate, descFailing, descLivenessChanges, descNoQuorum, descQuorumChanges, descMemberRejoins, descMemberRejoining,
+		descLate, descFailing, descLivenessChanges, descNoQuorum, descQuorumChanges, descMemberRejoins, descMemberRejoining, descOtherBuilds,
 	} {
 		ch <- d
 	}
@@ -267,6 +268,13 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descQuorumChanges, s.quorum.stateChanges())
 	counter(descMemberRejoins, uint64(s.Rejoins()))
 	gauge(descMemberRejoining, boolGauge(s.Rejoining()))
+	others := 0
+	for _, build := range s.siloBuilds() {
+		if build != Build() {
+			others++
+		}
+	}
+	gauge(descOtherBuilds, float64(others))
 	c.collectQueues(gauge)
 	if m := s.member(); m != nil {
 		rs := m.raft.Stats()

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +64,10 @@ type Silo struct {
 	// silos maps the silo id of each member of the topology to its actor address, as of
 	// trackOwnership's last look: where the Raft transport sends.
 	silos atomic.Pointer[map[uint64]string]
+	// builds are the live silos' builds (Build) as refreshSilos last saw them; buildsDiffer
+	// names those that differ from this silo's, as last logged.
+	builds       atomic.Pointer[map[uint64]string]
+	buildsDiffer atomic.Pointer[string]
 	// placement is the replica placement loop.
 	placement *placer
 	// removal tracks whether the cluster removed this silo from every partition's group.
@@ -209,6 +215,16 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		go s.putGrantsInBackground(runCtx)
 	}
 	cfg.Failpoints.Begin()
+	if n, ok, err := partition.DivergeFromEnv(); err != nil || ok {
+		if err == nil {
+			err = host.Diverge(n)
+		}
+		if err != nil {
+			s.log.Error("cannot make a replica diverge", "err", err)
+		} else {
+			s.log.Warn("this replica's state will diverge on purpose (a test of the consistency checker)", "partition", n, "env", partition.DivergeEnv)
+		}
+	}
 	s.log.Info("silo ready", "silo_id", cluster.FormatID(s.SiloID()), "cluster_id", cluster.FormatID(s.ClusterID()),
 		"actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr, "data", cfg.DataDir, "partitions", cfg.Partitions, "security", cfg.securityMode(),
 		"zone_rules", zonerules.Version, "cron_evaluator", cron.EvaluatorVersion)
@@ -401,7 +417,45 @@ func (s *Silo) refreshSilos() map[string]bool {
 	}
 	silos[s.SiloID()] = s.ActorAddress()
 	s.silos.Store(&silos)
+	s.noticeBuilds(m.provider.SiloBuilds())
 	return members
+}
+
+// Build is what of this silo's binary decides how it applies entries: its zone rules release
+// and cron evaluator version. Silos announce it to each other (GET /v1/silos).
+func Build() string {
+	return fmt.Sprintf("tzdata %s, cron %d", zonerules.Version, cron.EvaluatorVersion)
+}
+
+// noticeBuilds records the builds other live silos announce and logs, once per change, the
+// silos whose build differs from this one's. A difference is harmless to apply (zone rules
+// reach it through the entries and the state, and every binary evaluates the older cron
+// versions), but it is what an unfinished rolling upgrade looks like.
+func (s *Silo) noticeBuilds(builds map[uint64]string) {
+	own := Build()
+	var differ []string
+	for _, id := range slices.Sorted(maps.Keys(builds)) {
+		if builds[id] != own {
+			differ = append(differ, fmt.Sprintf("%s (%s)", cluster.FormatID(id), builds[id]))
+		}
+	}
+	builds[s.SiloID()] = own
+	s.builds.Store(&builds)
+	summary := strings.Join(differ, ", ")
+	if old := s.buildsDiffer.Swap(&summary); old != nil && *old == summary {
+		return
+	}
+	if summary != "" {
+		s.log.Warn("other silos run another build (zone rules or cron evaluator version); this one runs "+own, "silos", summary)
+	}
+}
+
+// siloBuilds is every live silo's build as last seen, this silo's included.
+func (s *Silo) siloBuilds() map[uint64]string {
+	if b := s.builds.Load(); b != nil {
+		return *b
+	}
+	return map[uint64]string{s.SiloID(): Build()}
 }
 
 // liveSilos returns the silo ids of the topology's members (this silo included), as of

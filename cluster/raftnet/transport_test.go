@@ -1,6 +1,7 @@
 package raftnet
 
 import (
+	"bytes"
 	"sync"
 	"testing"
 	"time"
@@ -203,4 +204,37 @@ func TestIntegrationAnUncountedCampaignerIsToldItWasRemoved(t *testing.T) {
 	default:
 	}
 
+}
+
+// A checksum a replica sends (SendChecksum) reaches the destination's OnChecksum with its
+// sender, group, index and bytes; one a cut separates does not.
+func TestIntegrationAChecksumReachesTheLeader(t *testing.T) {
+	n := newNet(t)
+	type report struct {
+		from  uint64
+		group int
+		index uint64
+		sum   []byte
+	}
+	reports := make(chan report, 8)
+	leader := n.start(1, Config{OnChecksum: func(from uint64, group int, index uint64, sum []byte) { reports <- report{from, group, index, sum} }})
+	follower := n.start(2, Config{})
+	leader.transport.SetReceiver(&recorder{})
+	follower.transport.SetReceiver(&recorder{})
+	follower.transport.SendChecksum(1, 3, 42, []byte{0xab, 0xcd})
+	select {
+	case got := <-reports:
+		if got.from != 2 || got.group != 3 || got.index != 42 || !bytes.Equal(got.sum, []byte{0xab, 0xcd}) {
+			t.Fatalf("report %+v, want from 2, group 3, index 42, abcd", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no checksum report arrived")
+	}
+	follower.faults.Cut(1)
+	follower.transport.SendChecksum(1, 3, 43, []byte{1})
+	select {
+	case got := <-reports:
+		t.Fatalf("a report crossed a cut: %+v", got)
+	case <-time.After(500 * time.Millisecond):
+	}
 }

@@ -118,6 +118,22 @@ func (h *Host) Consistency(n int) ConsistencyStatus {
 	return out
 }
 
+// DivergedKey is the key Diverge writes.
+var DivergedKey = []byte("zz/diverged")
+
+// Diverge makes this replica's next apply of partition n also write DivergedKey, which no
+// state machine writes: its state then differs from the other replicas', as a nondeterministic
+// apply would make it. It exists to test the consistency checker (DivergeEnv).
+func (h *Host) Diverge(n int) error {
+	m, err := h.machine(n)
+	if err != nil {
+		return err
+	}
+	write := func(txn *persistence.Txn) error { return txn.Set(DivergedKey, []byte("written behind the state machine")) }
+	m.tamper.Store(&write)
+	return nil
+}
+
 // checksumState hashes snap, partition n's state right after it applied the CheckConsistency
 // entry at index, and hands the checksum to the group's leader: to this silo's own checker
 // when it leads, otherwise through the transport (ChecksumSender). It runs on a goroutine of

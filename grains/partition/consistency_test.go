@@ -8,7 +8,6 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
-	"github.com/orreryhq/orrery/persistence"
 	"github.com/orreryhq/orrery/replication"
 )
 
@@ -84,8 +83,9 @@ func TestTheConsistencyCheckFindsAReplicaWrittenBehindItsStateMachine(t *testing
 			break
 		}
 	}
-	tamper := func(txn *persistence.Txn) error { return txn.Set([]byte("zz/injected"), []byte("behind the state machine")) }
-	follower.machines[1].tamper.Store(&tamper)
+	if err := follower.Diverge(1); err != nil {
+		t.Fatal(err)
+	}
 	receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c2", 0, enqueue("m2"))))
 	receipt(t, request[*orreryv1.CommandReply](t, system, pid, checkCommand("check-2")))
 

@@ -20,6 +20,24 @@ const (
 // FailpointEnv is the environment variable that arms a failpoint in a silo process.
 const FailpointEnv = "ORRERY_FAILPOINT"
 
+// DivergeEnv names a partition (a number) whose state this silo's replica changes behind its
+// state machine's back once the silo is ready: a key the state machine never writes, in the
+// replica's next apply (Host.Diverge). It exists to test the consistency checker.
+const DivergeEnv = "ORRERY_DIVERGE"
+
+// DivergeFromEnv returns the partition DivergeEnv names; false when it is unset.
+func DivergeFromEnv() (int, bool, error) {
+	spec := os.Getenv(DivergeEnv)
+	if spec == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(spec)
+	if err != nil || n < 0 {
+		return 0, false, fmt.Errorf("%s=%q: want a partition number", DivergeEnv, spec)
+	}
+	return n, true, nil
+}
+
 // Failpoints decides what happens at a crash boundary. The zero value does nothing.
 type Failpoints struct {
 	name  string

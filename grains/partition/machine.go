@@ -47,7 +47,7 @@ type machine struct {
 	// its last step (Host.DueHeadEntries).
 	dueHead atomic.Int64
 
-	// tamper, set by tests, writes behind the state machine's back in the next apply's
+	// tamper, set by Diverge, writes behind the state machine's back in the next apply's
 	// transaction (then clears itself): a replica whose state diverged.
 	tamper atomic.Pointer[func(*persistence.Txn) error]
 
