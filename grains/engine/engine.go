@@ -112,9 +112,9 @@ type pending struct {
 	// housekeep and check mark the engine's own Housekeep and CheckConsistency commands, whose
 	// replies it takes itself.
 	housekeep, check bool
-	deadline  time.Time // a parked receive's end of wait
-	index     uint64    // the accepted proposal's log index and term
-	term      uint64
+	deadline         time.Time // a parked receive's end of wait
+	index            uint64    // the accepted proposal's log index and term
+	term             uint64
 }
 
 // New returns the engine of a partition whose replica state is state. Step it with Open first.

@@ -129,7 +129,9 @@ func (h *Host) Diverge(n int) error {
 	if err != nil {
 		return err
 	}
-	write := func(txn *persistence.Txn) error { return txn.Set(DivergedKey, []byte("written behind the state machine")) }
+	write := func(txn *persistence.Txn) error {
+		return txn.Set(DivergedKey, []byte("written behind the state machine"))
+	}
 	m.tamper.Store(&write)
 	return nil
 }

@@ -56,10 +56,10 @@ func TestConfigurePinsEvaluatorAndKeepsZoneRules(t *testing.T) {
 	}
 }
 
-// TestZoneRulesComeOnlyFromTheEntryAndTheState is the determinism of issue "every replica
-// applies every entry to the same result": the instants follow the rules the entry carries or
-// the partition holds, never the applying process's zone database; newer carried rules
-// replace held ones (and move the zone's schedules), older or equal ones do not.
+// TestZoneRulesComeOnlyFromTheEntryAndTheState: every replica computes the same instants
+// because they follow the rules the entry carries or the partition holds, never the applying
+// process's zone database; newer carried rules replace held ones (and move the zone's
+// schedules), older or equal ones do not.
 func TestZoneRulesComeOnlyFromTheEntryAndTheState(t *testing.T) {
 	t.Setenv("ZONEINFO", t.TempDir()) // the process's own database: empty, and never read
 	real, _ := zonerules.Lookup("Europe/Berlin")
