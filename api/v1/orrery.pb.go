@@ -2592,6 +2592,283 @@ func (x *Housekeep) GetMaxRecords() uint32 {
 	return 0
 }
 
+// PartitionLimits are the limits a partition's state machines apply under (input.Limits, one
+// field each), kept in the partition's state (keys.PartitionLimits). A partition's leader
+// proposes its configured limits (SetLimits) when they differ from the partition's, so every
+// replica applies under the same limits whatever its own flags say.
+type PartitionLimits struct {
+	state                        protoimpl.MessageState `protogen:"open.v1"`
+	MaxPayloadBytes              int64                  `protobuf:"varint,1,opt,name=max_payload_bytes,json=maxPayloadBytes,proto3" json:"max_payload_bytes,omitempty"`
+	MaxHeadersBytes              int64                  `protobuf:"varint,2,opt,name=max_headers_bytes,json=maxHeadersBytes,proto3" json:"max_headers_bytes,omitempty"`
+	MaxStateBytes                int64                  `protobuf:"varint,3,opt,name=max_state_bytes,json=maxStateBytes,proto3" json:"max_state_bytes,omitempty"`
+	MaxLaneMessages              uint64                 `protobuf:"varint,4,opt,name=max_lane_messages,json=maxLaneMessages,proto3" json:"max_lane_messages,omitempty"`
+	MaxLaneBytes                 uint64                 `protobuf:"varint,5,opt,name=max_lane_bytes,json=maxLaneBytes,proto3" json:"max_lane_bytes,omitempty"`
+	MaxPartitionRecords          uint64                 `protobuf:"varint,6,opt,name=max_partition_records,json=maxPartitionRecords,proto3" json:"max_partition_records,omitempty"`
+	MaxPartitionRecordBytes      uint64                 `protobuf:"varint,7,opt,name=max_partition_record_bytes,json=maxPartitionRecordBytes,proto3" json:"max_partition_record_bytes,omitempty"`
+	MaxMutationsPerBatch         int64                  `protobuf:"varint,8,opt,name=max_mutations_per_batch,json=maxMutationsPerBatch,proto3" json:"max_mutations_per_batch,omitempty"`
+	MaxEmitPerCommand            uint32                 `protobuf:"varint,9,opt,name=max_emit_per_command,json=maxEmitPerCommand,proto3" json:"max_emit_per_command,omitempty"`
+	MaxEmitBytesPerBatch         int64                  `protobuf:"varint,10,opt,name=max_emit_bytes_per_batch,json=maxEmitBytesPerBatch,proto3" json:"max_emit_bytes_per_batch,omitempty"`
+	MaxPassedPerEmit             uint32                 `protobuf:"varint,11,opt,name=max_passed_per_emit,json=maxPassedPerEmit,proto3" json:"max_passed_per_emit,omitempty"`
+	MaxReceivePerCommand         uint32                 `protobuf:"varint,12,opt,name=max_receive_per_command,json=maxReceivePerCommand,proto3" json:"max_receive_per_command,omitempty"`
+	MaxReceiveBytesPerCommand    int64                  `protobuf:"varint,13,opt,name=max_receive_bytes_per_command,json=maxReceiveBytesPerCommand,proto3" json:"max_receive_bytes_per_command,omitempty"`
+	MaxLeaseMicros               int64                  `protobuf:"varint,14,opt,name=max_lease_micros,json=maxLeaseMicros,proto3" json:"max_lease_micros,omitempty"`
+	DefaultLeaseMicros           int64                  `protobuf:"varint,15,opt,name=default_lease_micros,json=defaultLeaseMicros,proto3" json:"default_lease_micros,omitempty"`
+	DefaultMaxDeliveries         uint32                 `protobuf:"varint,16,opt,name=default_max_deliveries,json=defaultMaxDeliveries,proto3" json:"default_max_deliveries,omitempty"`
+	MaxMaxDeliveries             uint32                 `protobuf:"varint,17,opt,name=max_max_deliveries,json=maxMaxDeliveries,proto3" json:"max_max_deliveries,omitempty"`
+	MaxDelayMicros               int64                  `protobuf:"varint,18,opt,name=max_delay_micros,json=maxDelayMicros,proto3" json:"max_delay_micros,omitempty"`
+	ReceiptRetentionMicros       int64                  `protobuf:"varint,19,opt,name=receipt_retention_micros,json=receiptRetentionMicros,proto3" json:"receipt_retention_micros,omitempty"`
+	SystemReceiptRetentionMicros int64                  `protobuf:"varint,20,opt,name=system_receipt_retention_micros,json=systemReceiptRetentionMicros,proto3" json:"system_receipt_retention_micros,omitempty"`
+	MaxReceipts                  uint64                 `protobuf:"varint,21,opt,name=max_receipts,json=maxReceipts,proto3" json:"max_receipts,omitempty"`
+	TombstoneRetentionMicros     int64                  `protobuf:"varint,22,opt,name=tombstone_retention_micros,json=tombstoneRetentionMicros,proto3" json:"tombstone_retention_micros,omitempty"`
+	LedgerRetentionMicros        int64                  `protobuf:"varint,23,opt,name=ledger_retention_micros,json=ledgerRetentionMicros,proto3" json:"ledger_retention_micros,omitempty"`
+	AuditRetentionMicros         int64                  `protobuf:"varint,24,opt,name=audit_retention_micros,json=auditRetentionMicros,proto3" json:"audit_retention_micros,omitempty"`
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
+}
+
+func (x *PartitionLimits) Reset() {
+	*x = PartitionLimits{}
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionLimits) ProtoMessage() {}
+
+func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionLimits.ProtoReflect.Descriptor instead.
+func (*PartitionLimits) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PartitionLimits) GetMaxPayloadBytes() int64 {
+	if x != nil {
+		return x.MaxPayloadBytes
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxHeadersBytes() int64 {
+	if x != nil {
+		return x.MaxHeadersBytes
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxStateBytes() int64 {
+	if x != nil {
+		return x.MaxStateBytes
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxLaneMessages() uint64 {
+	if x != nil {
+		return x.MaxLaneMessages
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxLaneBytes() uint64 {
+	if x != nil {
+		return x.MaxLaneBytes
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxPartitionRecords() uint64 {
+	if x != nil {
+		return x.MaxPartitionRecords
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxPartitionRecordBytes() uint64 {
+	if x != nil {
+		return x.MaxPartitionRecordBytes
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxMutationsPerBatch() int64 {
+	if x != nil {
+		return x.MaxMutationsPerBatch
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxEmitPerCommand() uint32 {
+	if x != nil {
+		return x.MaxEmitPerCommand
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxEmitBytesPerBatch() int64 {
+	if x != nil {
+		return x.MaxEmitBytesPerBatch
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxPassedPerEmit() uint32 {
+	if x != nil {
+		return x.MaxPassedPerEmit
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxReceivePerCommand() uint32 {
+	if x != nil {
+		return x.MaxReceivePerCommand
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxReceiveBytesPerCommand() int64 {
+	if x != nil {
+		return x.MaxReceiveBytesPerCommand
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxLeaseMicros() int64 {
+	if x != nil {
+		return x.MaxLeaseMicros
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetDefaultLeaseMicros() int64 {
+	if x != nil {
+		return x.DefaultLeaseMicros
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetDefaultMaxDeliveries() uint32 {
+	if x != nil {
+		return x.DefaultMaxDeliveries
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxMaxDeliveries() uint32 {
+	if x != nil {
+		return x.MaxMaxDeliveries
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxDelayMicros() int64 {
+	if x != nil {
+		return x.MaxDelayMicros
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetReceiptRetentionMicros() int64 {
+	if x != nil {
+		return x.ReceiptRetentionMicros
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetSystemReceiptRetentionMicros() int64 {
+	if x != nil {
+		return x.SystemReceiptRetentionMicros
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetMaxReceipts() uint64 {
+	if x != nil {
+		return x.MaxReceipts
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetTombstoneRetentionMicros() int64 {
+	if x != nil {
+		return x.TombstoneRetentionMicros
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetLedgerRetentionMicros() int64 {
+	if x != nil {
+		return x.LedgerRetentionMicros
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetAuditRetentionMicros() int64 {
+	if x != nil {
+		return x.AuditRetentionMicros
+	}
+	return 0
+}
+
+// SetLimits makes limits the partition's (PartitionLimits). Orrery's own principals only.
+type SetLimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limits        *PartitionLimits       `protobuf:"bytes,1,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLimits) Reset() {
+	*x = SetLimits{}
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLimits) ProtoMessage() {}
+
+func (x *SetLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLimits.ProtoReflect.Descriptor instead.
+func (*SetLimits) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SetLimits) GetLimits() *PartitionLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 // CheckConsistency asks every replica of the partition for a checksum of its state as of the
 // entry that carries it: it changes nothing, and each replica hashes the state it has applied
 // up to that entry (every key and value, in order), which the leader compares. A partition's
@@ -2604,7 +2881,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2893,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2906,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 // FieldPolicy is what a principal may do with one JSON path of a message's payload, its
@@ -2650,7 +2927,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2939,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2952,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -2723,7 +3000,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +3012,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +3025,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -2792,7 +3069,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +3081,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +3094,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -2844,7 +3121,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3133,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3146,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -2900,7 +3177,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3189,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3202,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -2966,6 +3243,7 @@ type Mutation struct {
 	//	*Mutation_DeleteGrant
 	//	*Mutation_RedriveDeadLetters
 	//	*Mutation_CheckConsistency
+	//	*Mutation_SetLimits
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2973,7 +3251,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3263,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3276,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -3179,6 +3457,15 @@ func (x *Mutation) GetCheckConsistency() *CheckConsistency {
 	return nil
 }
 
+func (x *Mutation) GetSetLimits() *SetLimits {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_SetLimits); ok {
+			return x.SetLimits
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -3259,6 +3546,10 @@ type Mutation_CheckConsistency struct {
 	CheckConsistency *CheckConsistency `protobuf:"bytes,19,opt,name=check_consistency,json=checkConsistency,proto3,oneof"`
 }
 
+type Mutation_SetLimits struct {
+	SetLimits *SetLimits `protobuf:"bytes,20,opt,name=set_limits,json=setLimits,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -3297,6 +3588,8 @@ func (*Mutation_RedriveDeadLetters) isMutation_Kind() {}
 
 func (*Mutation_CheckConsistency) isMutation_Kind() {}
 
+func (*Mutation_SetLimits) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -3311,7 +3604,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3323,7 +3616,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3336,7 +3629,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -3387,7 +3680,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3692,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3705,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -3491,7 +3784,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3796,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3809,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -3551,7 +3844,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3563,7 +3856,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3576,7 +3869,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -3607,7 +3900,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3912,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3925,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -3660,7 +3953,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3672,7 +3965,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3685,7 +3978,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -3720,7 +4013,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3732,7 +4025,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3745,7 +4038,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -3804,7 +4097,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +4109,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +4122,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -3873,7 +4166,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3885,7 +4178,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3898,7 +4191,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -4038,7 +4331,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4050,7 +4343,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4063,7 +4356,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -4278,7 +4571,35 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x15lease_duration_micros\x18\x04 \x01(\x03R\x13leaseDurationMicros\",\n" +
 	"\tHousekeep\x12\x1f\n" +
 	"\vmax_records\x18\x01 \x01(\rR\n" +
-	"maxRecords\"\x12\n" +
+	"maxRecords\"\xd6\t\n" +
+	"\x0fPartitionLimits\x12*\n" +
+	"\x11max_payload_bytes\x18\x01 \x01(\x03R\x0fmaxPayloadBytes\x12*\n" +
+	"\x11max_headers_bytes\x18\x02 \x01(\x03R\x0fmaxHeadersBytes\x12&\n" +
+	"\x0fmax_state_bytes\x18\x03 \x01(\x03R\rmaxStateBytes\x12*\n" +
+	"\x11max_lane_messages\x18\x04 \x01(\x04R\x0fmaxLaneMessages\x12$\n" +
+	"\x0emax_lane_bytes\x18\x05 \x01(\x04R\fmaxLaneBytes\x122\n" +
+	"\x15max_partition_records\x18\x06 \x01(\x04R\x13maxPartitionRecords\x12;\n" +
+	"\x1amax_partition_record_bytes\x18\a \x01(\x04R\x17maxPartitionRecordBytes\x125\n" +
+	"\x17max_mutations_per_batch\x18\b \x01(\x03R\x14maxMutationsPerBatch\x12/\n" +
+	"\x14max_emit_per_command\x18\t \x01(\rR\x11maxEmitPerCommand\x126\n" +
+	"\x18max_emit_bytes_per_batch\x18\n" +
+	" \x01(\x03R\x14maxEmitBytesPerBatch\x12-\n" +
+	"\x13max_passed_per_emit\x18\v \x01(\rR\x10maxPassedPerEmit\x125\n" +
+	"\x17max_receive_per_command\x18\f \x01(\rR\x14maxReceivePerCommand\x12@\n" +
+	"\x1dmax_receive_bytes_per_command\x18\r \x01(\x03R\x19maxReceiveBytesPerCommand\x12(\n" +
+	"\x10max_lease_micros\x18\x0e \x01(\x03R\x0emaxLeaseMicros\x120\n" +
+	"\x14default_lease_micros\x18\x0f \x01(\x03R\x12defaultLeaseMicros\x124\n" +
+	"\x16default_max_deliveries\x18\x10 \x01(\rR\x14defaultMaxDeliveries\x12,\n" +
+	"\x12max_max_deliveries\x18\x11 \x01(\rR\x10maxMaxDeliveries\x12(\n" +
+	"\x10max_delay_micros\x18\x12 \x01(\x03R\x0emaxDelayMicros\x128\n" +
+	"\x18receipt_retention_micros\x18\x13 \x01(\x03R\x16receiptRetentionMicros\x12E\n" +
+	"\x1fsystem_receipt_retention_micros\x18\x14 \x01(\x03R\x1csystemReceiptRetentionMicros\x12!\n" +
+	"\fmax_receipts\x18\x15 \x01(\x04R\vmaxReceipts\x12<\n" +
+	"\x1atombstone_retention_micros\x18\x16 \x01(\x03R\x18tombstoneRetentionMicros\x126\n" +
+	"\x17ledger_retention_micros\x18\x17 \x01(\x03R\x15ledgerRetentionMicros\x124\n" +
+	"\x16audit_retention_micros\x18\x18 \x01(\x03R\x14auditRetentionMicros\"?\n" +
+	"\tSetLimits\x122\n" +
+	"\x06limits\x18\x01 \x01(\v2\x1a.orrery.v1.PartitionLimitsR\x06limits\"\x12\n" +
 	"\x10CheckConsistency\"]\n" +
 	"\vFieldPolicy\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
@@ -4297,7 +4618,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"K\n" +
 	"\x12RedriveDeadLetters\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\rR\x03max\"\xcf\t\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"\x86\n" +
+	"\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -4319,7 +4641,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\tput_grant\x18\x10 \x01(\v2\x13.orrery.v1.PutGrantH\x00R\bputGrant\x12;\n" +
 	"\fdelete_grant\x18\x11 \x01(\v2\x16.orrery.v1.DeleteGrantH\x00R\vdeleteGrant\x12Q\n" +
 	"\x14redrive_dead_letters\x18\x12 \x01(\v2\x1d.orrery.v1.RedriveDeadLettersH\x00R\x12redriveDeadLetters\x12J\n" +
-	"\x11check_consistency\x18\x13 \x01(\v2\x1b.orrery.v1.CheckConsistencyH\x00R\x10checkConsistencyB\x06\n" +
+	"\x11check_consistency\x18\x13 \x01(\v2\x1b.orrery.v1.CheckConsistencyH\x00R\x10checkConsistency\x125\n" +
+	"\n" +
+	"set_limits\x18\x14 \x01(\v2\x14.orrery.v1.SetLimitsH\x00R\tsetLimitsB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -4433,7 +4757,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),              // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),          // 1: orrery.v1.CronGapPolicy
@@ -4470,23 +4794,25 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*Release)(nil),             // 32: orrery.v1.Release
 	(*ExtendLease)(nil),         // 33: orrery.v1.ExtendLease
 	(*Housekeep)(nil),           // 34: orrery.v1.Housekeep
-	(*CheckConsistency)(nil),    // 35: orrery.v1.CheckConsistency
-	(*FieldPolicy)(nil),         // 36: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),           // 37: orrery.v1.GrantRule
-	(*PutGrant)(nil),            // 38: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),         // 39: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),  // 40: orrery.v1.RedriveDeadLetters
-	(*Mutation)(nil),            // 41: orrery.v1.Mutation
-	(*Batch)(nil),               // 42: orrery.v1.Batch
-	(*ScheduleResult)(nil),      // 43: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),          // 44: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),       // 45: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),       // 46: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),         // 47: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),     // 48: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),       // 49: orrery.v1.RedriveResult
-	(*MutationResult)(nil),      // 50: orrery.v1.MutationResult
-	(*Receipt)(nil),             // 51: orrery.v1.Receipt
+	(*PartitionLimits)(nil),     // 35: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),           // 36: orrery.v1.SetLimits
+	(*CheckConsistency)(nil),    // 37: orrery.v1.CheckConsistency
+	(*FieldPolicy)(nil),         // 38: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),           // 39: orrery.v1.GrantRule
+	(*PutGrant)(nil),            // 40: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),         // 41: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),  // 42: orrery.v1.RedriveDeadLetters
+	(*Mutation)(nil),            // 43: orrery.v1.Mutation
+	(*Batch)(nil),               // 44: orrery.v1.Batch
+	(*ScheduleResult)(nil),      // 45: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),          // 46: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),       // 47: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),       // 48: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),         // 49: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),     // 50: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),       // 51: orrery.v1.RedriveResult
+	(*MutationResult)(nil),      // 52: orrery.v1.MutationResult
+	(*Receipt)(nil),             // 53: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -4521,46 +4847,48 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	7,  // 29: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
 	7,  // 30: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
 	7,  // 31: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	36, // 32: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	37, // 33: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	7,  // 34: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	20, // 35: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	21, // 36: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	22, // 37: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	23, // 38: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	24, // 39: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	25, // 40: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	26, // 41: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	27, // 42: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	28, // 43: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	29, // 44: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	30, // 45: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	31, // 46: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	32, // 47: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	33, // 48: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	34, // 49: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	38, // 50: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	39, // 51: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	40, // 52: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	35, // 53: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	41, // 54: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	5,  // 55: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	19, // 56: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	6,  // 57: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	43, // 58: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	44, // 59: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	45, // 60: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	46, // 61: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	47, // 62: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	48, // 63: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	49, // 64: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	50, // 65: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	6,  // 66: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	67, // [67:67] is the sub-list for method output_type
-	67, // [67:67] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	35, // 32: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	38, // 33: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	39, // 34: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	7,  // 35: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	20, // 36: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	21, // 37: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	22, // 38: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	23, // 39: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	24, // 40: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	25, // 41: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	26, // 42: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	27, // 43: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	28, // 44: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	29, // 45: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	30, // 46: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	31, // 47: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	32, // 48: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	33, // 49: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	34, // 50: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	40, // 51: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	41, // 52: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	42, // 53: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	37, // 54: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	36, // 55: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	43, // 56: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	5,  // 57: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	19, // 58: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	6,  // 59: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	45, // 60: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	46, // 61: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	47, // 62: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	48, // 63: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	49, // 64: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	50, // 65: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	51, // 66: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	52, // 67: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	6,  // 68: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	69, // [69:69] is the sub-list for method output_type
+	69, // [69:69] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -4578,7 +4906,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[35].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[37].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -4598,8 +4926,9 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_DeleteGrant)(nil),
 		(*Mutation_RedriveDeadLetters)(nil),
 		(*Mutation_CheckConsistency)(nil),
+		(*Mutation_SetLimits)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[44].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[46].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -4614,7 +4943,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -307,8 +307,8 @@ func (c limitChecks) validate() error {
 }
 
 // limitFlags defines the flags of the limits an operator has a reason to change, defaulting
-// to input.DefaultLimits(), and returns their checks. Every silo of a cluster must run with
-// the same limits.
+// to input.DefaultLimits(), and returns their checks. They are what this silo proposes to the
+// partitions it leads (engine.Config.Limits); replicas apply under the partition's.
 func limitFlags(fs *flag.FlagSet, lim *input.Limits) limitChecks {
 	*lim = input.DefaultLimits()
 	var checks limitChecks

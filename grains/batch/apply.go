@@ -20,8 +20,8 @@ import (
 	"github.com/orreryhq/orrery/grains/schedule"
 )
 
-// Applier applies commands under a set of limits. Every copy of a partition must use the
-// same limits for apply to stay deterministic.
+// Applier applies commands under a set of limits. Every replica of a partition must use the
+// same limits for apply to stay deterministic: the partition's (LoadLimits), never a silo's.
 type Applier struct {
 	Limits input.Limits
 	// Partitions and Partition, when Partitions is positive, make every mutation whose lane
@@ -363,6 +363,9 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_CheckConsistency:
 		// Changes nothing: each replica's state machine hashes its state as of the entry.
 		return &orreryv1.MutationResult{}, nil
+	case *orreryv1.Mutation_SetLimits:
+		// The state machine applies later entries under them (see LoadLimits).
+		return wrap(applySetLimits(v, k.SetLimits), func() *orreryv1.MutationResult { return &orreryv1.MutationResult{} })
 	case *orreryv1.Mutation_PutGrant, *orreryv1.Mutation_DeleteGrant:
 		return a.changeGrant(v, principal, m, changed)
 	default:

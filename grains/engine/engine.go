@@ -40,6 +40,10 @@ type Config struct {
 	HousekeepEvery time.Duration
 	// CheckEvery is how often the engine proposes a CheckConsistency command (0: never).
 	CheckEvery time.Duration
+	// Limits are this silo's configured limits: on Open the engine proposes them (SetLimits)
+	// when the partition applies under others (zero: never). Applier.Limits are replaced by
+	// the partition's own.
+	Limits input.Limits
 	// Logger receives the engine's warnings.
 	Logger *slog.Logger
 }
@@ -109,12 +113,12 @@ type Engine struct {
 type pending struct {
 	req  *orreryv1.CommandRequest
 	from any // where the reply goes; nil for the engine's own housekeeping command
-	// housekeep and check mark the engine's own Housekeep and CheckConsistency commands, whose
-	// replies it takes itself.
-	housekeep, check bool
-	deadline         time.Time // a parked receive's end of wait
-	index            uint64    // the accepted proposal's log index and term
-	term             uint64
+	// housekeep, check and limits mark the engine's own Housekeep, CheckConsistency and
+	// SetLimits commands, whose replies it takes itself.
+	housekeep, check, limits bool
+	deadline                 time.Time // a parked receive's end of wait
+	index                    uint64    // the accepted proposal's log index and term
+	term                     uint64
 }
 
 // New returns the engine of a partition whose replica state is state. Step it with Open first.
@@ -268,8 +272,10 @@ func (e *Engine) DueHeadEntries() int { return e.head.Len() }
 // Queued counts the commands waiting: proposed and not applied, and parked.
 func (e *Engine) Queued() int { return len(e.proposing) + len(e.inflight) + len(e.waiters) }
 
-// open reads the next due instant and arms housekeeping and the consistency checks.
+// open adopts the partition's limits (proposing this silo's when they differ), reads the next
+// due instant and arms housekeeping and the consistency checks.
 func (e *Engine) open(now time.Time) {
+	e.adoptLimits(now)
 	e.arm(HousekeepTimer, now.Add(e.cfg.HousekeepEvery))
 	if e.cfg.CheckEvery > 0 {
 		e.arm(CheckTimer, now.Add(e.cfg.CheckEvery))
@@ -284,6 +290,7 @@ func (e *Engine) reload(now time.Time) {
 	index, logged := e.state.Applied()
 	e.cfg.Logger.Info("partition state replaced by a snapshot", "applied_index", index, "logged_time", logged)
 	e.head.Reset()
+	e.readLimits()
 	e.readFloors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
 	e.dueFloor = 0
 	e.reportNextDue()
@@ -311,6 +318,10 @@ func (e *Engine) reply(now time.Time, p *pending, r *orreryv1.CommandReply) {
 	}
 	if p.check {
 		e.checked(now)
+		return
+	}
+	if p.limits {
+		e.limitsSet(r)
 		return
 	}
 	if p.from != nil {

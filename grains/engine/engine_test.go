@@ -310,3 +310,31 @@ func TestConsistencyChecksAreProposedEveryCheckEvery(t *testing.T) {
 		t.Fatal("the check's reply counted as a caller's")
 	}
 }
+
+// TestTheLeaderProposesItsLimitsWhenThePartitionsDiffer: on Open, an engine whose silo is
+// configured with other limits than the partition applies under proposes them, once, as
+// LimitsPrincipal; once that applies, the partition's limits are the silo's, and an engine
+// opened on them proposes nothing.
+func TestTheLeaderProposesItsLimitsWhenThePartitionsDiffer(t *testing.T) {
+	want := input.DefaultLimits()
+	want.MaxPayloadBytes = 1 << 20
+	h := newHarness(t, func(c *Config) { c.Limits = want })
+	if len(h.log) != 1 || h.log[0].principal != LimitsPrincipal || h.log[0].cmd.GetBatch().GetMutations()[0].GetSetLimits() == nil {
+		t.Fatalf("log %v, want one SetLimits command", h.log)
+	}
+	if got := input.LimitsOf(h.log[0].cmd.GetBatch().GetMutations()[0].GetSetLimits().GetLimits()); got != want {
+		t.Fatalf("proposed %+v, want %+v", got, want)
+	}
+	h.commit()
+	if h.answeredApplied != 0 {
+		t.Fatal("the SetLimits reply counted as a caller's")
+	}
+	again := New(Config{Partition: 0, Partitions: 1, Applier: h.applier, Limits: want, MaxPending: 10, MaxWaiters: 1,
+		MaxWait: time.Second, HousekeepEvery: time.Second, Logger: quiet}, h.state)
+	if rd := again.Step(h.now, Open{}); len(rd.Propose) != 0 {
+		t.Fatalf("an engine opened on its own limits proposed %d commands", len(rd.Propose))
+	}
+	if same := newHarness(t, func(c *Config) { c.Limits = input.DefaultLimits() }); len(same.log) != 0 {
+		t.Fatalf("an engine configured with the partition's limits proposed %v", same.log)
+	}
+}

@@ -24,7 +24,8 @@
 //	pg/ principal      GrantRecord (the principal's grant in this partition)
 //	au/ loggedAt principal commandId sequence → AuditRecord (audit log, oldest first)
 //	zr/ zone           ZoneRules (the rules the partition evaluates the zone's cron schedules with)
-//	meta/...           partition-wide counters; meta/list-index: ListIndexProgress
+//	meta/...           partition-wide counters; meta/list-index: ListIndexProgress; meta/limits:
+//	                   PartitionLimits (the limits the partition applies under)
 //
 // Listing by namespace (and queue) needs no index: s/ and g/ keys begin with the namespace and
 // the queue. The xs/ and xg/ indexes serve lists filtered by state, so that every key such a
@@ -72,6 +73,8 @@ var (
 	Sequence = []byte("meta/sequence")
 	// PartitionCounters holds the retained record count and bytes.
 	PartitionCounters = []byte("meta/counters")
+	// PartitionLimits holds the limits the partition applies under (orreryv1.PartitionLimits).
+	PartitionLimits = []byte("meta/limits")
 )
 
 // ListPosition is a record's place in a namespace's list order: queue, key, id.

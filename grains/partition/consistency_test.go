@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,51 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not within 20 s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReplicasApplyUnderThePartitionsLimitsNotTheirOwn: three hosts configured with three
+// different payload limits (1,000, 2,000 and 3,000 bytes). Whichever leads proposes its limits
+// and every replica applies under them: a 1,500-byte payload is taken or refused alike on
+// every replica, the replicas hold the same messages, a consistency check finds them equal, and
+// the partition's status reports the leader's limit to clients.
+func TestReplicasApplyUnderThePartitionsLimitsNotTheirOwn(t *testing.T) {
+	rs := newReplicaSetWith(t, func(i int, cfg *HostConfig) {
+		cfg.Limits = input.DefaultLimits()
+		cfg.Limits.MaxPayloadBytes = 1000 * (i + 1)
+	})
+	for id, h := range rs.hosts {
+		h.SetTransport(checksumTransport{Transport: rs.net.Transport(id), rs: rs, from: id})
+	}
+	leader := rs.leader(1)
+	system, pid := grainOn(t, Config{Host: leader}, 1)
+	grantAll(t, system, pid, "alice")
+	limit := leader.cfg.Limits.MaxPayloadBytes
+	waitFor(t, "the leader's limits applied", func() bool { return leader.machines[1].Limits().MaxPayloadBytes == limit })
+	payload := `"` + strings.Repeat("x", 1498) + `"`
+	big := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: lane, Id: "big", PayloadJson: payload}}}
+	rc := receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c1", 0, big)))
+	taken := rc.GetResults()[0].GetError() == nil
+	if taken != (limit >= len(payload)) {
+		t.Fatalf("leader's limit %d: a %d-byte payload taken %v (%v)", limit, len(payload), taken, rc.GetResults()[0].GetError())
+	}
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c2", 0, enqueue("m2"))))
+	want := []string{"m2"}
+	if taken {
+		want = []string{"big", "m2"}
+	}
+	for _, h := range rs.hosts {
+		waitFor(t, "every message on every replica", func() bool { return slices.Equal(slices.Sorted(slices.Values(laneMessages(t, h))), want) })
+		if got := h.machines[1].Limits().MaxPayloadBytes; got != limit {
+			t.Fatalf("silo %x (configured %d) applies under %d, want the leader's %d", h.SiloID(), h.cfg.Limits.MaxPayloadBytes, got, limit)
+		}
+	}
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, checkCommand("check-1")))
+	if v := waitVerdict(t, leader, 1, 0); !v.Consistent() || len(v.Sums) != 3 {
+		t.Fatalf("check: %+v", v)
+	}
+	status := request[*orreryv1.InspectReply](t, system, pid, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})
+	if got := status.GetPartition().GetCommandLimits().GetMaxPayloadBytes(); int(got) != limit {
+		t.Fatalf("status reports a payload limit of %d, want the partition's %d", got, limit)
 	}
 }

@@ -156,7 +156,7 @@ func (g *grain) open(ctx actor.Context) {
 	g.openErr = nil
 	g.timers, g.timerGn = map[engine.TimerKind]clock.Timer{}, map[engine.TimerKind]uint64{}
 	g.engine = engine.New(engine.Config{
-		Partition: g.partition, Partitions: g.partitions(), Applier: g.cfg.Host.machines[g.partition].applier,
+		Partition: g.partition, Partitions: g.partitions(), Applier: g.cfg.Host.machines[g.partition].applier, Limits: g.cfg.Host.cfg.Limits,
 		MaxPending: g.cfg.MaxPending, MaxWaiters: g.cfg.MaxWaiters, MaxWait: g.cfg.MaxWait,
 		HousekeepEvery: g.cfg.HousekeepEvery, CheckEvery: max(g.cfg.CheckEvery, 0), Logger: log,
 	}, replicaState{state: state, host: g.cfg.Host, n: g.partition})

@@ -12,6 +12,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/engine"
+	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
@@ -29,10 +30,14 @@ const machineQueue = 256
 // results to the grain attached to it. A platform failure of an apply is fatal to the host: a
 // committed entry cannot be skipped, and the next start applies it again from the log.
 type machine struct {
-	host    *Host
-	n       int
-	state   *persistence.PartitionState
+	host  *Host
+	n     int
+	state *persistence.PartitionState
+	// applier applies under limits, the partition's (batch.LoadLimits): read from the state
+	// when the machine starts or a snapshot replaces it, and again after an entry that set
+	// them; the grain reads them too (Limits).
 	applier batch.Applier
+	limits  atomic.Pointer[input.Limits]
 	// warm and floors are what applied entries read and wrote, for the next ones' reads
 	// (kv.Warm, kv.Floors); only the apply goroutine touches them.
 	warm   *kv.Warm
@@ -59,15 +64,33 @@ type machine struct {
 func newMachine(h *Host, n int, state *persistence.PartitionState) *machine {
 	m := &machine{
 		host: h, n: n, state: state,
-		applier: batch.Applier{Limits: h.cfg.Limits, Partitions: h.cfg.Partitions, Partition: n},
+		applier: batch.Applier{Partitions: h.cfg.Partitions, Partition: n},
 		warm:    kv.NewWarm(h.cfg.WarmCacheBytes),
 		floors:  kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors),
 		queue:   make(chan applyJob, machineQueue),
 		done:    make(chan struct{}),
 	}
+	if err := m.loadLimits(); err != nil {
+		h.log.Warn("partition limits did not read; applying under the defaults", "partition", n, "err", err)
+	}
 	go m.run()
 	return m
 }
+
+// loadLimits reads the partition's limits from its state (batch.LoadLimits).
+func (m *machine) loadLimits() error {
+	lim := input.DefaultLimits()
+	err := m.state.View(func(r kv.Reader) error {
+		var err error
+		lim, err = batch.LoadLimits(r)
+		return err
+	})
+	m.limits.Store(&lim)
+	return err
+}
+
+// Limits are the limits the partition applies under.
+func (m *machine) Limits() input.Limits { return *m.limits.Load() }
 
 // attach makes sink receive the partition's results from now on, on behalf of owner,
 // replacing any earlier one.
@@ -159,6 +182,9 @@ func (m *machine) install(mark persistence.AppliedMark, chunks replication.Chunk
 		if err != nil {
 			return err
 		}
+		if err := m.loadLimits(); err != nil {
+			return err
+		}
 		m.deliver(engine.StateReplaced{})
 		return nil
 	}}
@@ -200,6 +226,11 @@ func (m *machine) apply(c replication.Committed) error {
 	m.host.cfg.Failpoints.Hit(FailpointEntryApplied)
 	m.deliver(out)
 	return nil
+}
+
+// setsLimits reports whether b carries a SetLimits mutation.
+func setsLimits(b *orreryv1.Batch) bool {
+	return slices.ContainsFunc(b.GetMutations(), func(m *orreryv1.Mutation) bool { return m.GetSetLimits() != nil })
 }
 
 // maxCheckCommandBytes is more than a CheckConsistency command encodes to: larger commands
@@ -283,6 +314,7 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engi
 	var recorded *engine.DueRecorder
 	var floored *kv.FloorView
 	mark := persistence.AppliedMark{Index: index, LoggedTimeMicros: entries[len(entries)-1].GetLoggedTimeUnixMicros()}
+	before := m.limits.Load() // an entry may set them; a failed transaction takes that back
 	err := m.state.Apply(mark, func(txn *persistence.Txn) error {
 		floored = m.floors.View(txn)
 		recorded = &engine.DueRecorder{View: floored}
@@ -300,6 +332,7 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engi
 		return nil
 	})
 	if err != nil {
+		m.limits.Store(before)
 		return err
 	}
 	cached.Promote() // applied: the next applies read what this one read and wrote
@@ -323,8 +356,10 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, err
 		return r, orrery.Wrap(orrery.CodeInternal, err, "partition %d: entry %d: decode its command", m.n, e.Index)
 	}
 	logged := e.GetLoggedTimeUnixMicros()
+	applier := m.applier
+	applier.Limits = *m.limits.Load() // the partition's, never this silo's flags
 	if cmd.GetDue() {
-		receipt, err := m.applier.ApplyDue(v, e.GetPrincipal(), cmd.GetBatch(), logged)
+		receipt, err := applier.ApplyDue(v, e.GetPrincipal(), cmd.GetBatch(), logged)
 		if err == nil {
 			m.observeEnqueues(v, cmd.GetBatch(), receipt)
 			r.Reply, err = receiptReply(receipt)
@@ -337,9 +372,14 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, err
 		}
 		return r, nil
 	}
-	applier := m.applier
 	applier.ZoneRules = cmd.GetZoneRules() // the leader's, carried in the entry
 	outcome, err := applier.ApplyBatch(v, e.GetPrincipal(), cmd.GetBatch(), logged)
+	if err == nil && setsLimits(cmd.GetBatch()) {
+		var lim input.Limits
+		if lim, err = batch.LoadLimits(v); err == nil {
+			m.limits.Store(&lim)
+		}
+	}
 	if err != nil {
 		if platform(err) {
 			return r, err

@@ -55,7 +55,7 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 	}
 	if status := reply.GetPartition(); status != nil {
 		status.Silo = g.silo
-		status.CommandLimits = cluster.CommandLimits(g.cfg.Host.machines[g.partition].applier.Limits)
+		status.CommandLimits = cluster.CommandLimits(g.cfg.Host.machines[g.partition].Limits())
 		status.LastCheck = g.cfg.Host.Consistency(g.partition).Proto()
 	}
 	return reply

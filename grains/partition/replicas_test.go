@@ -31,7 +31,11 @@ type replicaSet struct {
 	done  chan struct{}
 }
 
-func newReplicaSet(t testing.TB) *replicaSet {
+func newReplicaSet(t testing.TB) *replicaSet { return newReplicaSetWith(t, nil) }
+
+// newReplicaSetWith is newReplicaSet with each host's configuration changed by configure
+// (given the host's place, 0 to 2) before it opens.
+func newReplicaSetWith(t testing.TB, configure func(i int, cfg *HostConfig)) *replicaSet {
 	rs := &replicaSet{t: t, net: replication.NewNetwork(uint64(time.Now().UnixNano())), hosts: map[uint64]*Host{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	dirs := make([]string, 3)
@@ -63,7 +67,11 @@ func newReplicaSet(t testing.TB) *replicaSet {
 		}
 	}
 	for i, dir := range dirs {
-		host, err := OpenHost(HostConfig{DataRoot: dir, Partitions: 4, Logger: quiet})
+		cfg := HostConfig{DataRoot: dir, Partitions: 4, Logger: quiet}
+		if configure != nil {
+			configure(i, &cfg)
+		}
+		host, err := OpenHost(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,63 @@
+package input
+
+import orreryv1 "github.com/orreryhq/orrery/api/v1"
+
+// Proto is l as a partition keeps it (PartitionLimits).
+func (l Limits) Proto() *orreryv1.PartitionLimits {
+	return &orreryv1.PartitionLimits{
+		MaxPayloadBytes:              int64(l.MaxPayloadBytes),
+		MaxHeadersBytes:              int64(l.MaxHeadersBytes),
+		MaxStateBytes:                int64(l.MaxStateBytes),
+		MaxLaneMessages:              l.MaxLaneMessages,
+		MaxLaneBytes:                 l.MaxLaneBytes,
+		MaxPartitionRecords:          l.MaxPartitionRecords,
+		MaxPartitionRecordBytes:      l.MaxPartitionRecordBytes,
+		MaxMutationsPerBatch:         int64(l.MaxMutationsPerBatch),
+		MaxEmitPerCommand:            l.MaxEmitPerCommand,
+		MaxEmitBytesPerBatch:         int64(l.MaxEmitBytesPerBatch),
+		MaxPassedPerEmit:             l.MaxPassedPerEmit,
+		MaxReceivePerCommand:         l.MaxReceivePerCommand,
+		MaxReceiveBytesPerCommand:    int64(l.MaxReceiveBytesPerCommand),
+		MaxLeaseMicros:               l.MaxLeaseMicros,
+		DefaultLeaseMicros:           l.DefaultLeaseMicros,
+		DefaultMaxDeliveries:         l.DefaultMaxDeliveries,
+		MaxMaxDeliveries:             l.MaxMaxDeliveries,
+		MaxDelayMicros:               l.MaxDelayMicros,
+		ReceiptRetentionMicros:       l.ReceiptRetentionMicros,
+		SystemReceiptRetentionMicros: l.SystemReceiptRetentionMicros,
+		MaxReceipts:                  l.MaxReceipts,
+		TombstoneRetentionMicros:     l.TombstoneRetentionMicros,
+		LedgerRetentionMicros:        l.LedgerRetentionMicros,
+		AuditRetentionMicros:         l.AuditRetentionMicros,
+	}
+}
+
+// LimitsOf is the Limits a PartitionLimits holds.
+func LimitsOf(p *orreryv1.PartitionLimits) Limits {
+	return Limits{
+		MaxPayloadBytes:              int(p.GetMaxPayloadBytes()),
+		MaxHeadersBytes:              int(p.GetMaxHeadersBytes()),
+		MaxStateBytes:                int(p.GetMaxStateBytes()),
+		MaxLaneMessages:              p.GetMaxLaneMessages(),
+		MaxLaneBytes:                 p.GetMaxLaneBytes(),
+		MaxPartitionRecords:          p.GetMaxPartitionRecords(),
+		MaxPartitionRecordBytes:      p.GetMaxPartitionRecordBytes(),
+		MaxMutationsPerBatch:         int(p.GetMaxMutationsPerBatch()),
+		MaxEmitPerCommand:            p.GetMaxEmitPerCommand(),
+		MaxEmitBytesPerBatch:         int(p.GetMaxEmitBytesPerBatch()),
+		MaxPassedPerEmit:             p.GetMaxPassedPerEmit(),
+		MaxReceivePerCommand:         p.GetMaxReceivePerCommand(),
+		MaxReceiveBytesPerCommand:    int(p.GetMaxReceiveBytesPerCommand()),
+		MaxLeaseMicros:               p.GetMaxLeaseMicros(),
+		DefaultLeaseMicros:           p.GetDefaultLeaseMicros(),
+		DefaultMaxDeliveries:         p.GetDefaultMaxDeliveries(),
+		MaxMaxDeliveries:             p.GetMaxMaxDeliveries(),
+		MaxDelayMicros:               p.GetMaxDelayMicros(),
+		ReceiptRetentionMicros:       p.GetReceiptRetentionMicros(),
+		SystemReceiptRetentionMicros: p.GetSystemReceiptRetentionMicros(),
+		MaxReceipts:                  p.GetMaxReceipts(),
+		TombstoneRetentionMicros:     p.GetTombstoneRetentionMicros(),
+		LedgerRetentionMicros:        p.GetLedgerRetentionMicros(),
+		AuditRetentionMicros:         p.GetAuditRetentionMicros(),
+	}
+}
