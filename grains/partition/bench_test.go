@@ -38,3 +38,35 @@ func BenchmarkEmitCommand(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*schedules*32)/time.Since(start).Seconds(), "occurrences/s")
 }
+
+// BenchmarkConsistencyChecksum measures what one replica does for a consistency check: read
+// its partition's whole state (here 20,000 queued messages and their indexes) from a snapshot
+// and hash it, as Host.checksumState does.
+func BenchmarkConsistencyChecksum(b *testing.B) {
+	h := newHarness(b, nil)
+	const messages, perCommand = 20_000, 250
+	for c := range messages / perCommand {
+		muts := make([]*orreryv1.Mutation, perCommand)
+		for i := range muts {
+			muts[i] = enqueue(fmt.Sprintf("m-%d-%d", c, i))
+		}
+		receipt(b, h.do(command(fmt.Sprint("fill-", c), 0, muts...)))
+	}
+	host := h.cfg.Host
+	b.ResetTimer()
+	var bytes int64
+	for range b.N {
+		snap, err := host.machines[1].state.Snapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, size, err := hashState(snap)
+		_ = snap.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		bytes = size
+	}
+	b.ReportMetric(float64(bytes)/(1<<20), "state-MiB")
+	b.ReportMetric(float64(messages)*float64(b.N)/b.Elapsed().Seconds(), "messages/s")
+}

@@ -142,19 +142,11 @@ func (h *Host) Diverge(n int) error {
 // its own and closes snap.
 func (h *Host) checksumState(n int, index uint64, snap *persistence.StateSnapshot) {
 	defer snap.Close()
-	digest := sha256.New()
-	for {
-		chunk, err := snap.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			h.log.Warn("consistency check: the partition state did not read", "partition", n, "index", index, "err", err)
-			return
-		}
-		digest.Write(chunk)
+	sum, _, err := hashState(snap)
+	if err != nil {
+		h.log.Warn("consistency check: the partition state did not read", "partition", n, "index", index, "err", err)
+		return
 	}
-	sum := digest.Sum(nil)
 	h.checks.mu.Lock()
 	h.checks.of(n).Own = Checksum{Index: index, Sum: sum}
 	h.checks.mu.Unlock()
@@ -169,6 +161,22 @@ func (h *Host) checksumState(n int, index uint64, snap *persistence.StateSnapsho
 				sender.SendChecksum(st.Leader, n, index, sum)
 			}
 		}
+	}
+}
+
+// hashState is the SHA-256 of a state snapshot's stream, and the stream's length in bytes.
+func hashState(snap *persistence.StateSnapshot) (sum []byte, size int64, err error) {
+	digest := sha256.New()
+	for {
+		chunk, err := snap.Next()
+		if errors.Is(err, io.EOF) {
+			return digest.Sum(nil), size, nil
+		}
+		if err != nil {
+			return nil, size, err
+		}
+		size += int64(len(chunk))
+		digest.Write(chunk)
 	}
 }
 
