@@ -184,6 +184,37 @@ func TestUIShowsAFailingSchedule(t *testing.T) {
 	})
 }
 
+// TestUIShowsEachPartitionsConsistency: after a consistency check of every partition, the
+// partitions table shows each partition's verdict: consistent, at the check's index.
+func TestUIShowsEachPartitionsConsistency(t *testing.T) {
+	b := startBrowser(t)
+	s := startSilo(t)
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.AdminAddress()+"/v1/partitions/check", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"consistent":true`) {
+		t.Fatalf("POST /v1/partitions/check: %s %s", resp.Status, body)
+	}
+	b.open("http://" + s.AdminAddress() + "/")
+	b.typeInto("#token", testToken)
+	b.click("#token-form button[type=submit]")
+	for p := range 4 {
+		row := `#partitions tr[data-partition="` + strconv.Itoa(p) + `"]`
+		b.poll("partition "+strconv.Itoa(p)+"'s consistency", func() (bool, error) {
+			b.click("#load")
+			return strings.Contains(b.textOf(row), "consistent at index"), nil
+		})
+	}
+}
+
 // TestAdminServesTheUI: / redirects to /ui/, which serves the page and its script and style.
 func TestAdminServesTheUI(t *testing.T) {
 	s := startSilo(t)

@@ -328,6 +328,18 @@ async function loadSagas() {
 
 // ---- partitions
 
+// consistency renders a partition leader's last consistency check: the divergent replicas in
+// red, the missing ones, or that every replica agreed.
+function consistency(check) {
+  if (!check) return el('span', { className: 'muted' }, 'not checked yet');
+  const at = `at index ${check.index}`;
+  if ((check.divergent || []).length > 0 || !check.consistent) {
+    return el('span', { className: 'error' }, `DIVERGENT ${(check.divergent || []).join(', ') || '(no majority)'} ${at}`);
+  }
+  if ((check.missing || []).length > 0) return `consistent, ${check.missing.join(', ')} missing, ${at}`;
+  return `consistent ${at}`;
+}
+
 async function loadPartitions() {
   const table = await api('GET', '/v1/partitions');
   $('silo').textContent = `silo ${table.silo} (${table.silo_id}) · leads ${table.owned_here.length} of ${table.partitions.length} partitions`;
@@ -343,7 +355,8 @@ async function loadPartitions() {
       el('td', {}, (r.learners || []).join(', ') || '—'),
       el('td', {}, p.error ? el('span', { className: 'error' }, p.error) : when(micros(st.logged_time_unix_micros))),
       el('td', {}, when(micros(st.next_due_at_unix_micros), 'due')),
-      el('td', {}, st.pending_commands == null ? '' : String(st.pending_commands)));
+      el('td', {}, st.pending_commands == null ? '' : String(st.pending_commands)),
+      el('td', {}, consistency(st.last_check)));
   });
   $('partitions').tBodies[0].replaceChildren(...rows);
 }
