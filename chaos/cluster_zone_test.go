@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/route"
 	"github.com/orreryhq/orrery/grains/schedule/zonerules"
 )
@@ -59,7 +60,8 @@ type zoneSchedule struct {
 	partition int
 	revision  uint64
 	next      uint64
-	ids       []string // its lane's occurrence ids, by ordinal
+	ids       []string          // its lane's occurrence ids, by ordinal
+	ledger    map[uint64]string // its ledger: each ordinal's outcome and message
 }
 
 // otherRules is how TestClusterOtherRulesNeverReachApply gives one silo other rules than the
@@ -80,8 +82,8 @@ type otherRules struct {
 // the silo with the other rules has led a partition of a schedule configured before its
 // restart, and two of those partitions (at full length, until every silo has led every one).
 // Under every leader every schedule is active, its revision and next ordinal never go back,
-// and its lane holds ordinals 0..n-1 once each, keeping every id seen before: no occurrence
-// lost, none doubled. Every silo checks its partitions' consistency every 2 s: replicas seen
+// its lane holds ordinals 0..n-1 once each and its ledger one record for each, keeping every
+// id and record seen before: no occurrence lost, none doubled. Every silo checks its partitions' consistency every 2 s: replicas seen
 // at the same check index hold the same state checksum, and a last check finds every
 // partition consistent. The silo with the other rules says what it runs.
 func TestClusterOtherRulesNeverReachApply(t *testing.T) {
@@ -234,7 +236,29 @@ func otherRulesNeverReachApply(t *testing.T, rules otherRules) {
 			if len(ids) < len(s.ids) || !slices.Equal(ids[:len(s.ids)], s.ids) {
 				t.Fatalf("%s: the lane holds %d occurrences; %d seen before, not all kept", where, len(ids), len(s.ids))
 			}
-			s.revision, s.next, s.ids = rec.GetRevision(), rec.GetNextOrdinal(), ids
+			ledger := map[uint64]string{}
+			for after := []byte(nil); ; {
+				records, next, err := c.ReadLedger(ctx, s.lane, s.id, client.LedgerQuery{After: after})
+				if err != nil {
+					t.Fatalf("%s: read the ledger: %v", where, err)
+				}
+				for _, r := range records {
+					ledger[r.GetOrdinal()] = r.GetOutcome().String() + " " + r.GetMessageId()
+				}
+				if next == nil {
+					break
+				}
+				after = next
+			}
+			if uint64(len(ledger)) != rec.GetNextOrdinal() {
+				t.Fatalf("%s: the ledger holds %d ordinals, the schedule passed %d", where, len(ledger), rec.GetNextOrdinal())
+			}
+			for ordinal, was := range s.ledger {
+				if ledger[ordinal] != was {
+					t.Fatalf("%s: ordinal %d's ledger record was %q, is %q", where, ordinal, was, ledger[ordinal])
+				}
+			}
+			s.revision, s.next, s.ids, s.ledger = rec.GetRevision(), rec.GetNextOrdinal(), ids, ledger
 		}
 		sameChecksums(when)
 	}
