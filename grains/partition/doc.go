@@ -50,6 +50,21 @@
 // applied by batch.Applier.ApplyDue: no inbox entry or receipt is stored (their CAS tokens
 // make them idempotent) and each mutation stands alone; the reply carries the receipt.
 //
+// # Consistency checks
+//
+// A CheckConsistency entry ends its apply transaction; each replica hashes its state as of it
+// (Host.checksumState) and hands the checksum to the group's leader (over the transport,
+// ChecksumSender), whose Host compares the voters' and records a Verdict (Host.Consistency):
+// a replica that differs from the majority is logged at ERROR and counted. The engine of the
+// leader's grain proposes the checks (Config.CheckEvery). ORRERY_DIVERGE (Host.Diverge) makes
+// a replica diverge on purpose, to test the checker.
+//
+// # Limits
+//
+// A partition applies under the limits its state holds (batch.LoadLimits), never the host's
+// configured ones: those are what the engine of a leader proposes (SetLimits) when they
+// differ. The state machine re-reads the partition's after an entry that set them.
+//
 // # Observing
 //
 // The silo's metrics read the Host: each group's Raft view (Status), the commands each grain
