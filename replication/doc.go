@@ -114,6 +114,25 @@
 // leader completeness keeps this replica from leading before its log reaches A). A crash
 // after the persist leaves both at A.
 //
+// # Rebuilds
+//
+// A replica whose state diverged from the others' although its log is the same (a
+// nondeterministic apply, a write behind the state machine's back; the partition's
+// consistency checker finds it) is repaired by a rebuild: a replica holding the majority's
+// state streams a consistent read of it, at its applied index I and logged time, to the
+// divergent one (OutboundSnapshot.Rebuild, headed by RebuildMessage). Raft is not involved:
+// only the state machine's state was wrong, and the replica's log, vote and place in the
+// group stay, so it never stops counting in quorums and is never left with an empty log. At
+// the start of its next round the receiving driver refuses the rebuild while it leads or
+// campaigns (ErrRebuildLeader: a divergent leader hands its leadership over first) or when
+// its log starts after I+1 (ErrRebuildTooOld: the entries between could not be applied onto
+// it); otherwise it installs the state (StateMachine.Install, atomic across crashes as for a
+// snapshot) and reopens the group from its persisted Raft state with I as the state's applied
+// index (Groups.rebuilt): the committed entries after I are handed out again, whether I is
+// behind or ahead of what it had applied, and those up to I are not. What Raft held in memory
+// and had not persisted is lost as in a crash; nothing of it was sent. The sender hears the
+// outcome through the stream's Done.
+//
 // # Membership
 //
 // A group's configuration (voters and learners) changes one replica at a time. Bootstrap

@@ -40,13 +40,16 @@ type Driver struct {
 	cfg     DriverConfig
 	mu      sync.Mutex // guards the engine, inbound and reads
 	inbound []InboundSnapshot
-	reads   driverReads
-	wake    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	err     error // the fatal error that stopped the loop; read after done is closed
-	tick    clock.Timer
-	started bool
+	// rebuilds are the rebuild streams delivered (ReceiveSnapshot), installed at the start
+	// of the next round.
+	rebuilds []InboundSnapshot
+	reads    driverReads
+	wake     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	err      error // the fatal error that stopped the loop; read after done is closed
+	tick     clock.Timer
+	started  bool
 	// observer receives each round's timing (ObserveRounds); nil when none does.
 	observer atomic.Pointer[func(RoundTiming)]
 }
@@ -188,12 +191,61 @@ func (d *Driver) Receive(msgs []Message) {
 }
 
 // ReceiveSnapshot queues a snapshot a Transport delivered; the next round steps it and, if
-// Raft accepts it, installs its state. in.Done is called once that is settled.
+// Raft accepts it, installs its state. A rebuild (in.Rebuild) is installed at the start of the
+// next round unless refused (see the package doc, "Rebuilds"). in.Done is called once that is
+// settled.
 func (d *Driver) ReceiveSnapshot(in InboundSnapshot) {
 	d.mu.Lock()
-	d.inbound = append(d.inbound, in)
+	if in.Rebuild {
+		d.rebuilds = append(d.rebuilds, in)
+	} else {
+		d.inbound = append(d.inbound, in)
+	}
 	d.mu.Unlock()
 	d.signal()
+}
+
+// rebuild installs the rebuild streams delivered since the last round: each one's state
+// replaces its group's (StateMachine.Install at the header's index and logged time) and the
+// group reopens from its log above that index. One refused (ErrRebuildLeader,
+// ErrRebuildTooOld, an unknown group) or whose chunks fail leaves the state as it was; its
+// Done says why. It runs at the start of a round, when none is outstanding.
+func (d *Driver) rebuild() error {
+	d.mu.Lock()
+	rebuilds := d.rebuilds
+	d.rebuilds = nil
+	d.mu.Unlock()
+	for _, in := range rebuilds {
+		meta, err := snapshotMeta(in.Raft.GetSnapshot())
+		if err == nil {
+			d.mu.Lock()
+			err = d.cfg.Groups.rebuildable(in.Group, meta.Index)
+			d.mu.Unlock()
+		}
+		if err != nil {
+			in.Done(err)
+			continue
+		}
+		chunks := &watchedChunks{Chunks: in.Chunks}
+		if err := d.cfg.StateMachine.Install(in.Group, meta, chunks); err != nil {
+			if chunks.err == nil || !errors.Is(err, chunks.err) {
+				return fmt.Errorf("rebuild raft group %d at %d: %w", in.Group, meta.Index, err)
+			}
+			in.Done(chunks.err)
+			continue
+		}
+		d.mu.Lock()
+		lost, err := d.cfg.Groups.rebuilt(in.Group, Applied{Index: meta.Index, LoggedTimeMicros: meta.LoggedTimeMicros})
+		d.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("rebuild raft group %d at %d: %w", in.Group, meta.Index, err)
+		}
+		if len(lost) > 0 {
+			d.cfg.StateMachine.Settle(lost)
+		}
+		in.Done(nil)
+	}
+	return nil
 }
 
 // ReportSnapshot tells the engine how a snapshot this replica sent to replica to for group
@@ -235,6 +287,9 @@ var ErrSnapshotRefused = errors.New("snapshot refused by raft")
 // round; an error is fatal (never continue after a failed Persist: what reached the disk is
 // unknown).
 func (d *Driver) RunRound() (bool, error) {
+	if err := d.rebuild(); err != nil {
+		return false, err
+	}
 	observe := d.observer.Load()
 	var timing RoundTiming
 	var roundStart time.Time

@@ -34,6 +34,9 @@ type OutboundSnapshot struct {
 	// Raft is the MsgSnap: metadata at the state's applied index, no state.
 	Raft   *raftpb.Message
 	Chunks SnapshotReader
+	// Rebuild marks a rebuild of a divergent replica's state (RebuildMessage; the package
+	// doc, "Rebuilds") rather than a snapshot Raft asked for.
+	Rebuild bool
 	// Done receives the outcome, once.
 	Done func(err error)
 }
@@ -44,7 +47,9 @@ type InboundSnapshot struct {
 	Group  int
 	Raft   *raftpb.Message
 	Chunks Chunks
-	Done   func(err error)
+	// Rebuild is the sender's OutboundSnapshot.Rebuild.
+	Rebuild bool
+	Done    func(err error)
 }
 
 // Receiver is what a Network delivers to: a replica's Driver.
@@ -85,7 +90,8 @@ type Faults struct {
 // and duplicates dropped; a chunk lost or still delayed then fails the stream at that chunk
 // (ErrChunkLost), and a lost last envelope fails it at once (ErrStreamBroken). The stream's
 // outcome reaches the sender on a later Deliver, whatever the faults, as a real stream's
-// status would. It is safe for concurrent use.
+// status would: through its receiver's ReportSnapshot, or for a rebuild through the
+// OutboundSnapshot's Done. It is safe for concurrent use.
 type Network struct {
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -126,6 +132,7 @@ type stream struct {
 	group     int
 	chunks    [][]byte
 	arrived   []bool
+	rebuild   bool
 	delivered bool // the receiver got it
 	finished  bool // its outcome is decided
 	err       error
@@ -211,7 +218,7 @@ func (e endpoint) SendSnapshot(to uint64, snap OutboundSnapshot) {
 	defer n.mu.Unlock()
 	n.streamID++
 	id := n.streamID
-	st := &stream{from: e.from, to: to, group: snap.Group, chunks: make([][]byte, len(chunks)), arrived: make([]bool, len(chunks)), done: snap.Done}
+	st := &stream{from: e.from, to: to, group: snap.Group, rebuild: snap.Rebuild, chunks: make([][]byte, len(chunks)), arrived: make([]bool, len(chunks)), done: snap.Done}
 	n.streams[id] = st
 	if readErr != nil {
 		n.finish(id, readErr)
@@ -338,10 +345,11 @@ func (n *Network) Deliver(receiver func(to uint64) Receiver) int {
 				to uint64
 				in InboundSnapshot
 			}{env.to, InboundSnapshot{
-				Group:  env.group,
-				Raft:   decodeMessage(env.data),
-				Chunks: &streamChunks{chunks: st.chunks, arrived: st.arrived},
-				Done:   func(err error) { n.settle(id, err) },
+				Group:   env.group,
+				Raft:    decodeMessage(env.data),
+				Chunks:  &streamChunks{chunks: st.chunks, arrived: st.arrived},
+				Rebuild: st.rebuild,
+				Done:    func(err error) { n.settle(id, err) },
 			}})
 			continue
 		case kindStatus:
@@ -364,6 +372,11 @@ func (n *Network) Deliver(receiver func(to uint64) Receiver) int {
 		st := n.streams[env.stream]
 		delete(n.streams, env.stream)
 		r, from, err := receiver(env.to), env.from, st.err
+		if st.rebuild { // no Raft sent it: its sender hears through Done
+			done := st.done
+			reports = append(reports, func() { done(err) })
+			continue
+		}
 		reports = append(reports, func() { r.ReportSnapshot(env.group, from, err) })
 	}
 	n.mu.Unlock()
