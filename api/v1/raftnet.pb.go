@@ -155,8 +155,12 @@ type SnapshotOpen struct {
 	// raft is the MsgSnap (raftpb.Message), encoded.
 	Raft []byte `protobuf:"bytes,5,opt,name=raft,proto3" json:"raft,omitempty"`
 	// reply_address and reply_id name the sender's replication actor, where SnapshotReply goes.
-	ReplyAddress  string `protobuf:"bytes,6,opt,name=reply_address,json=replyAddress,proto3" json:"reply_address,omitempty"`
-	ReplyId       string `protobuf:"bytes,7,opt,name=reply_id,json=replyId,proto3" json:"reply_id,omitempty"`
+	ReplyAddress string `protobuf:"bytes,6,opt,name=reply_address,json=replyAddress,proto3" json:"reply_address,omitempty"`
+	ReplyId      string `protobuf:"bytes,7,opt,name=reply_id,json=replyId,proto3" json:"reply_id,omitempty"`
+	// rebuild marks a rebuild of a divergent replica's state from the sender's, which Raft did
+	// not ask for (replication.OutboundSnapshot.Rebuild); raft then only carries the state's
+	// applied index and logged time.
+	Rebuild       bool `protobuf:"varint,8,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -238,6 +242,13 @@ func (x *SnapshotOpen) GetReplyId() string {
 		return x.ReplyId
 	}
 	return ""
+}
+
+func (x *SnapshotOpen) GetRebuild() bool {
+	if x != nil {
+		return x.Rebuild
+	}
+	return false
 }
 
 // SnapshotChunk is one chunk of a stream's state, numbered from 0.
@@ -604,6 +615,78 @@ func (x *ChecksumReport) GetChecksum() []byte {
 	return nil
 }
 
+// RepairRequest asks a replica to rebuild another's state of a group from its own (a rebuild
+// stream, SnapshotOpen.rebuild): sent by a leader whose consistency check found its own
+// replica divergent and the receiver's in the majority, once it has handed the leadership over.
+type RepairRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	To    uint64                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	Group uint32                 `protobuf:"varint,3,opt,name=group,proto3" json:"group,omitempty"`
+	// replica is the divergent replica's id.
+	Replica       uint64 `protobuf:"varint,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairRequest) Reset() {
+	*x = RepairRequest{}
+	mi := &file_api_v1_raftnet_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairRequest) ProtoMessage() {}
+
+func (x *RepairRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_raftnet_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairRequest.ProtoReflect.Descriptor instead.
+func (*RepairRequest) Descriptor() ([]byte, []int) {
+	return file_api_v1_raftnet_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RepairRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *RepairRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *RepairRequest) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *RepairRequest) GetReplica() uint64 {
+	if x != nil {
+		return x.Replica
+	}
+	return 0
+}
+
 var File_api_v1_raftnet_proto protoreflect.FileDescriptor
 
 const file_api_v1_raftnet_proto_rawDesc = "" +
@@ -615,7 +698,7 @@ const file_api_v1_raftnet_proto_rawDesc = "" +
 	"\bmessages\x18\x03 \x03(\v2\x1b.orrery.v1.RaftGroupMessageR\bmessages\"<\n" +
 	"\x10RaftGroupMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\rR\x05group\x12\x12\n" +
-	"\x04raft\x18\x02 \x01(\fR\x04raft\"\xb4\x01\n" +
+	"\x04raft\x18\x02 \x01(\fR\x04raft\"\xce\x01\n" +
 	"\fSnapshotOpen\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\x04R\x06stream\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
@@ -623,7 +706,8 @@ const file_api_v1_raftnet_proto_rawDesc = "" +
 	"\x05group\x18\x04 \x01(\rR\x05group\x12\x12\n" +
 	"\x04raft\x18\x05 \x01(\fR\x04raft\x12#\n" +
 	"\rreply_address\x18\x06 \x01(\tR\freplyAddress\x12\x19\n" +
-	"\breply_id\x18\a \x01(\tR\areplyId\"a\n" +
+	"\breply_id\x18\a \x01(\tR\areplyId\x12\x18\n" +
+	"\arebuild\x18\b \x01(\bR\arebuild\"a\n" +
 	"\rSnapshotChunk\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\x04R\x06stream\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x10\n" +
@@ -650,7 +734,12 @@ const file_api_v1_raftnet_proto_rawDesc = "" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\rR\x05group\x12\x14\n" +
 	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x1a\n" +
-	"\bchecksum\x18\x05 \x01(\fR\bchecksumB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\bchecksum\x18\x05 \x01(\fR\bchecksum\"c\n" +
+	"\rRepairRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\rR\x05group\x12\x18\n" +
+	"\areplica\x18\x04 \x01(\x04R\areplicaB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_raftnet_proto_rawDescOnce sync.Once
@@ -664,7 +753,7 @@ func file_api_v1_raftnet_proto_rawDescGZIP() []byte {
 	return file_api_v1_raftnet_proto_rawDescData
 }
 
-var file_api_v1_raftnet_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_api_v1_raftnet_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_api_v1_raftnet_proto_goTypes = []any{
 	(*RaftBatch)(nil),        // 0: orrery.v1.RaftBatch
 	(*RaftGroupMessage)(nil), // 1: orrery.v1.RaftGroupMessage
@@ -674,11 +763,12 @@ var file_api_v1_raftnet_proto_goTypes = []any{
 	(*SnapshotReply)(nil),    // 5: orrery.v1.SnapshotReply
 	(*RaftRemoved)(nil),      // 6: orrery.v1.RaftRemoved
 	(*ChecksumReport)(nil),   // 7: orrery.v1.ChecksumReport
-	(*Error)(nil),            // 8: orrery.v1.Error
+	(*RepairRequest)(nil),    // 8: orrery.v1.RepairRequest
+	(*Error)(nil),            // 9: orrery.v1.Error
 }
 var file_api_v1_raftnet_proto_depIdxs = []int32{
 	1, // 0: orrery.v1.RaftBatch.messages:type_name -> orrery.v1.RaftGroupMessage
-	8, // 1: orrery.v1.SnapshotReply.error:type_name -> orrery.v1.Error
+	9, // 1: orrery.v1.SnapshotReply.error:type_name -> orrery.v1.Error
 	2, // [2:2] is the sub-list for method output_type
 	2, // [2:2] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
@@ -698,7 +788,7 @@ func file_api_v1_raftnet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_raftnet_proto_rawDesc), len(file_api_v1_raftnet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

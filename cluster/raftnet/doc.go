@@ -31,7 +31,13 @@
 // Unavailable error wrapping ErrRefused. A stream with no progress for Config.StallTimeout
 // fails at both ends (ErrStalled): a receiver gone mid-stream, a sender gone, a cut. A
 // receiver that no longer knows a stream (it restarted, or settled it) answers its next chunk
-// with a refusal. The sender closes the snapshot's Chunks before calling Done, once.
+// with a refusal. The sender closes the snapshot's Chunks before calling Done, once. A
+// rebuild of a divergent replica's state (replication.OutboundSnapshot.Rebuild) streams the
+// same way, marked in its SnapshotOpen.
+//
+// Consistency checks. SendChecksum carries a replica's checksum of its state to the group's
+// leader (Config.OnChecksum on arrival), SendRepairRequest a request to rebuild a divergent
+// replica from the receiver's state (Config.OnRepairRequest); both are at most once.
 //
 // Faults. Config.Faults drops (Cut) or delays (Delay) the traffic between this silo and named
 // replicas, both ways, at run time; a silo process arms them from FaultsEnv (ParseFaults) as

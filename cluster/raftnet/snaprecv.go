@@ -59,7 +59,7 @@ func (t *Transport) open(m *orreryv1.SnapshotOpen) {
 	if old != nil {
 		old.fail(unavailable(ErrAborted, "stream %d from replica %d opened again", key.stream, key.from))
 	}
-	r.ReceiveSnapshot(replication.InboundSnapshot{Group: int(m.GetGroup()), Raft: raft, Chunks: in, Done: in.done})
+	r.ReceiveSnapshot(replication.InboundSnapshot{Group: int(m.GetGroup()), Raft: raft, Chunks: in, Rebuild: m.GetRebuild(), Done: in.done})
 }
 
 // lookup returns the inbound stream key names; for a stream it does not know it tells the

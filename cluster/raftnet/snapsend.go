@@ -75,7 +75,7 @@ func (t *Transport) stream(to, id uint64, st *outStream, snap replication.Outbou
 	}
 	t.post(to, nil, &orreryv1.SnapshotOpen{
 		Stream: id, From: t.cfg.Self, To: to, Group: uint32(snap.Group), Raft: raft,
-		ReplyAddress: t.pid.GetAddress(), ReplyId: t.pid.GetId(),
+		ReplyAddress: t.pid.GetAddress(), ReplyId: t.pid.GetId(), Rebuild: snap.Rebuild,
 	})
 	window := uint64(t.cfg.SnapshotWindow)
 	var sent, consumed uint64

@@ -265,3 +265,48 @@ func TestIntegrationCutFailsASnapshot(t *testing.T) {
 		t.Fatalf("Done for an unknown replica: %v, want ErrUnknownReplica", err)
 	}
 }
+
+// A rebuild stream arrives marked as one (InboundSnapshot.Rebuild) with its header, a
+// snapshot Raft asked for arrives unmarked, and a RepairRequest reaches OnRepairRequest.
+func TestIntegrationARebuildArrivesMarkedAndARepairRequestArrives(t *testing.T) {
+	n := newNet(t)
+	type request struct {
+		from, replica uint64
+		group         int
+	}
+	requests := make(chan request, 4)
+	a := n.start(1, Config{})
+	b := n.start(2, Config{OnRepairRequest: func(from uint64, group int, replica uint64) { requests <- request{from, replica, group} }})
+	marks := make(chan bool, 2)
+	b.transport.SetReceiver(&recorder{onSnapshot: func(in replication.InboundSnapshot) {
+		for {
+			if _, err := in.Chunks.Next(); err != nil {
+				break
+			}
+		}
+		marks <- in.Rebuild
+		in.Done(nil)
+	}})
+	for _, rebuild := range []bool{true, false} {
+		o := newOutcome()
+		var closedAtDone atomic.Bool
+		snap := outbound(&chunkReader{count: 2, size: 16}, o, &closedAtDone)
+		snap.Rebuild = rebuild
+		a.transport.SendSnapshot(2, snap)
+		if err := o.wait(t, 30*time.Second); err != nil {
+			t.Fatalf("rebuild %v: sender's Done: %v", rebuild, err)
+		}
+		if got := <-marks; got != rebuild {
+			t.Fatalf("a stream sent with Rebuild %v arrived with %v", rebuild, got)
+		}
+	}
+	a.transport.SendRepairRequest(2, 7, 3)
+	select {
+	case got := <-requests:
+		if got != (request{from: 1, replica: 3, group: 7}) {
+			t.Fatalf("repair request %+v, want from 1, group 7, replica 3", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no repair request arrived")
+	}
+}

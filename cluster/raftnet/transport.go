@@ -80,6 +80,10 @@ type Config struct {
 	// (SendChecksum): its checksum of group's state at the CheckConsistency entry index. It runs
 	// on the replication actor and must not block.
 	OnChecksum func(from uint64, group int, index uint64, checksum []byte)
+	// OnRepairRequest, when set, is called with each RepairRequest another silo sends
+	// (SendRepairRequest): rebuild replica's state of group from this silo's. It runs on the
+	// replication actor and must not block.
+	OnRepairRequest func(from uint64, group int, replica uint64)
 	// OutboxMessages bounds the Raft messages waiting to be sent to one replica; Send drops
 	// what does not fit (Raft re-sends). Default DefaultOutboxMessages.
 	OutboxMessages int
@@ -231,6 +235,12 @@ func (t *Transport) SendChecksum(to uint64, group int, index uint64, checksum []
 	t.post(to, nil, &orreryv1.ChecksumReport{From: t.cfg.Self, To: to, Group: uint32(group), Index: index, Checksum: checksum})
 }
 
+// SendRepairRequest asks replica to's silo to rebuild replica's state of group from its own
+// (a rebuild stream); like a checksum report it may be lost.
+func (t *Transport) SendRepairRequest(to uint64, group int, replica uint64) {
+	t.post(to, nil, &orreryv1.RepairRequest{From: t.cfg.Self, To: to, Group: uint32(group), Replica: replica})
+}
+
 // post queues a snapshot stream message for replica to (sent to target, or to Addresses(to)
 // when target is nil), behind what is already queued there; it reports false once closed.
 func (t *Transport) post(to uint64, target *actor.PID, m proto.Message) bool {
@@ -256,6 +266,10 @@ func (t *Transport) receive(ctx actor.Context) {
 	case *orreryv1.ChecksumReport:
 		if m.GetTo() == t.cfg.Self && t.cfg.OnChecksum != nil {
 			t.arrive(m.GetFrom(), 1, func() { t.cfg.OnChecksum(m.GetFrom(), int(m.GetGroup()), m.GetIndex(), m.GetChecksum()) })
+		}
+	case *orreryv1.RepairRequest:
+		if m.GetTo() == t.cfg.Self && t.cfg.OnRepairRequest != nil {
+			t.arrive(m.GetFrom(), 1, func() { t.cfg.OnRepairRequest(m.GetFrom(), int(m.GetGroup()), m.GetReplica()) })
 		}
 	case *orreryv1.SnapshotOpen:
 		if m.GetTo() == t.cfg.Self {
