@@ -503,11 +503,20 @@ func (s *Silo) replicaRow(n int) map[string]any {
 }
 
 // consistencyRow is a partition's consistency as this silo knows it: this replica's last
-// checksum (checked_index, checksum) and, where this silo led a check, its last verdict.
+// checksum (checked_index, checksum), where this silo led a check its last verdict, and the
+// rebuilds of divergent replicas it sent from its state (repairs, last_repair).
 func consistencyRow(c partition.ConsistencyStatus) map[string]any {
-	row := map[string]any{"checked_index": c.Own.Index, "checksum": nil, "inconsistencies": c.Inconsistencies, "last_verdict": nil}
+	row := map[string]any{"checked_index": c.Own.Index, "checksum": nil, "inconsistencies": c.Inconsistencies, "last_verdict": nil,
+		"repairs": c.Repairs, "last_repair": nil}
 	if c.Own.Index != 0 {
 		row["checksum"] = hex.EncodeToString(c.Own.Sum)
+	}
+	if r := c.LastRepair; r.Replica != 0 {
+		repair := map[string]any{"silo": cluster.FormatID(r.Replica), "index": r.Index, "at": r.At.UTC().Format(time.RFC3339Nano), "installed": r.Err == nil, "error": nil}
+		if r.Err != nil {
+			repair["error"] = r.Err.Error()
+		}
+		row["last_repair"] = repair
 	}
 	if v := c.Last; v.Index != 0 {
 		sums := []map[string]any{}

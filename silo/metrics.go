@@ -168,6 +168,7 @@ var (
 	descQueuedCommands    = prometheus.NewDesc("orrery_partition_queued_commands", "Commands the partition's grain on this silo holds: proposed and not applied, or parked long polls.", partitionLabel, nil)
 	descLeaderTransitions = prometheus.NewDesc("orrery_partition_leader_transitions_total", "Times this silo's replica became or stopped being the partition's leader since the group opened here.", partitionLabel, nil)
 	descInconsistencies   = prometheus.NewDesc("orrery_replica_inconsistencies_total", "Replicas of the partition whose state checksum differed from the majority's at a consistency check this silo led.", partitionLabel, nil)
+	descRepairs           = prometheus.NewDesc("orrery_replica_repairs_total", "Divergent replicas of the partition rebuilt from this replica's state (they installed it).", partitionLabel, nil)
 	descCheckedIndex      = prometheus.NewDesc("orrery_partition_checked_index", "Log index of the last consistency check whose checksum this replica computed (0: none yet).", partitionLabel, nil)
 	descDueHead           = prometheus.NewDesc("orrery_partition_due_head_entries", "Due-index entries the partition's grain on this silo holds in memory: those due within a few seconds of its last due scan, at most 4096.", partitionLabel, nil)
 
@@ -216,7 +217,7 @@ func newSiloCollector(s *Silo) *siloCollector { return &siloCollector{s: s} }
 func (c *siloCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descLeader, descTerm, descCommitIndex, descAppliedIndex, descVoters, descLearners,
-		descPendingProposals, descQueuedCommands, descLeaderTransitions, descDueHead, descInconsistencies, descCheckedIndex,
+		descPendingProposals, descQueuedCommands, descLeaderTransitions, descDueHead, descInconsistencies, descRepairs, descCheckedIndex,
 		descQueueVisible, descQueueLeased, descQueueDelayed, descQueueDead, descQueueOldest, descQueueIncomplete,
 		descQueuesOmitted, descQueueErrors,
 		descRaftnetBatches, descRaftnetSent, descRaftnetDropped, descRaftnetFaulted, descRaftnetReceived,
@@ -261,6 +262,7 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descDueHead, float64(s.host.DueHeadEntries(n)), p)
 		consistency := s.host.Consistency(n)
 		counter(descInconsistencies, consistency.Inconsistencies, p)
+		counter(descRepairs, consistency.Repairs, p)
 		gauge(descCheckedIndex, float64(consistency.Own.Index), p)
 		_, without := s.quorum.without(n)
 		gauge(descNoQuorum, boolGauge(without), p)

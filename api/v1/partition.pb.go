@@ -1647,8 +1647,11 @@ type ConsistencyCheck struct {
 	Missing   []string `protobuf:"bytes,6,rep,name=missing,proto3" json:"missing,omitempty"`
 	// How many divergent replicas the leader's checks have found since it opened.
 	Inconsistencies uint64 `protobuf:"varint,7,opt,name=inconsistencies,proto3" json:"inconsistencies,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How many rebuilds of divergent replicas from the leader's state they installed since it
+	// opened (a divergent replica is rebuilt from the majority's state).
+	Repairs       uint64 `protobuf:"varint,8,opt,name=repairs,proto3" json:"repairs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsistencyCheck) Reset() {
@@ -1726,6 +1729,13 @@ func (x *ConsistencyCheck) GetMissing() []string {
 func (x *ConsistencyCheck) GetInconsistencies() uint64 {
 	if x != nil {
 		return x.Inconsistencies
+	}
+	return 0
+}
+
+func (x *ConsistencyCheck) GetRepairs() uint64 {
+	if x != nil {
+		return x.Repairs
 	}
 	return 0
 }
@@ -2126,7 +2136,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"last_check\x18\r \x01(\v2\x1b.orrery.v1.ConsistencyCheckR\tlastCheck\"A\n" +
 	"\x0fReplicaChecksum\x12\x12\n" +
 	"\x04silo\x18\x01 \x01(\tR\x04silo\x12\x1a\n" +
-	"\bchecksum\x18\x02 \x01(\tR\bchecksum\"\x8a\x02\n" +
+	"\bchecksum\x18\x02 \x01(\tR\bchecksum\"\xa4\x02\n" +
 	"\x10ConsistencyCheck\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12$\n" +
 	"\x0eat_unix_micros\x18\x02 \x01(\x03R\fatUnixMicros\x12\x1e\n" +
@@ -2136,7 +2146,8 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\tchecksums\x18\x04 \x03(\v2\x1a.orrery.v1.ReplicaChecksumR\tchecksums\x12\x1c\n" +
 	"\tdivergent\x18\x05 \x03(\tR\tdivergent\x12\x18\n" +
 	"\amissing\x18\x06 \x03(\tR\amissing\x12(\n" +
-	"\x0finconsistencies\x18\a \x01(\x04R\x0finconsistencies\"\xf2\x01\n" +
+	"\x0finconsistencies\x18\a \x01(\x04R\x0finconsistencies\x12\x18\n" +
+	"\arepairs\x18\b \x01(\x04R\arepairs\"\xf2\x01\n" +
 	"\rCommandLimits\x12*\n" +
 	"\x11max_payload_bytes\x18\x01 \x01(\rR\x0fmaxPayloadBytes\x12*\n" +
 	"\x11max_headers_bytes\x18\x02 \x01(\rR\x0fmaxHeadersBytes\x12&\n" +

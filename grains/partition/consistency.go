@@ -61,6 +61,10 @@ type ConsistencyStatus struct {
 	Last Verdict
 	// Inconsistencies counts the divergent replicas this silo's verdicts named.
 	Inconsistencies uint64
+	// Repairs counts the rebuilds of divergent replicas from this replica's state that they
+	// installed (repair.go); LastRepair is the last rebuild's outcome (Replica 0: none yet).
+	Repairs    uint64
+	LastRepair Repair
 }
 
 // Proto is the last verdict as a PartitionStatus carries it (nil before the first).
@@ -74,7 +78,7 @@ func (c ConsistencyStatus) Proto() *orreryv1.ConsistencyCheck {
 		sums = append(sums, &orreryv1.ReplicaChecksum{Silo: formatReplica(r), Checksum: hex.EncodeToString(v.Sums[r])})
 	}
 	return &orreryv1.ConsistencyCheck{Index: v.Index, AtUnixMicros: v.At.UnixMicro(), Consistent: v.Consistent(), Checksums: sums,
-		Divergent: formatReplicas(v.Divergent), Missing: formatReplicas(v.Missing), Inconsistencies: c.Inconsistencies}
+		Divergent: formatReplicas(v.Divergent), Missing: formatReplicas(v.Missing), Inconsistencies: c.Inconsistencies, Repairs: c.Repairs}
 }
 
 // consistency is the host's replica consistency checker (see checksumState).
@@ -217,7 +221,8 @@ func (h *Host) ChecksumReported(from uint64, n int, index uint64, sum []byte) {
 }
 
 // decide concludes the collection of partition n's check at index, if it is still open:
-// records the verdict, counts and logs every divergent replica at ERROR.
+// records the verdict, counts and logs every divergent replica at ERROR, and rebuilds them
+// from the majority's state (repair).
 func (h *Host) decide(n int, index uint64) {
 	c := h.checks
 	c.mu.Lock()
@@ -238,8 +243,9 @@ func (h *Host) decide(n int, index uint64) {
 		for _, r := range v.Divergent {
 			h.log.Error("replica inconsistency: a replica's partition state differs from the majority's at the same applied index",
 				"partition", n, "index", index, "replica", formatReplica(r), "checksum", shortSum(v.Sums[r]), "majority", shortSum(v.Majority),
-				"replicas", describeSums(v.Sums), "missing", formatReplicas(v.Missing))
+				"replicas", describeSums(v.Sums), "missing", formatReplicas(v.Missing), "repaired", v.Majority != nil)
 		}
+		h.repair(n, v)
 	case len(v.Missing) > 0:
 		h.log.Warn("consistency check incomplete: some replicas did not report their checksum", "partition", n, "index", index,
 			"missing", formatReplicas(v.Missing), "replicas", describeSums(v.Sums))

@@ -9,6 +9,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/replication"
 )
 
@@ -21,12 +22,37 @@ type checksumTransport struct {
 }
 
 func (c checksumTransport) SendChecksum(to uint64, group int, index uint64, sum []byte) {
-	c.rs.mu.Lock()
-	h := c.rs.hosts[to]
-	c.rs.mu.Unlock()
-	if h != nil {
+	if h := c.rs.host(to); h != nil {
 		h.ChecksumReported(c.from, group, index, sum)
 	}
+}
+
+func (c checksumTransport) SendRepairRequest(to uint64, group int, replica uint64) {
+	if h := c.rs.host(to); h != nil {
+		h.RepairRequested(c.from, group, replica)
+	}
+}
+
+// host is the host of silo id when it is up.
+func (rs *replicaSet) host(id uint64) *Host {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.hosts[id]
+}
+
+// hasDivergedKey reports whether h's state of partition n holds DivergedKey.
+func hasDivergedKey(t *testing.T, h *Host, n int) bool {
+	t.Helper()
+	found := false
+	err := h.machines[n].state.View(func(r kv.Reader) error {
+		_, ok, err := r.Get(DivergedKey)
+		found = ok
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
 
 // checkCommand is a CheckConsistency command as Orrery's own principal.
@@ -54,7 +80,9 @@ func waitVerdict(t *testing.T, leader *Host, n int, after uint64) Verdict {
 // partition checked after the same commands agree (every replica's checksum at the check's
 // index equal, the leader's verdict consistent); after one follower's state took a key its
 // state machine never wrote, the next check names that follower, and only it, divergent, and
-// the leader counts one inconsistency.
+// the leader counts one inconsistency. The leader then rebuilds the follower from its state:
+// the key is gone, the follower applies what follows like the others, and the next check finds
+// every replica equal.
 func TestTheConsistencyCheckFindsAReplicaWrittenBehindItsStateMachine(t *testing.T) {
 	rs := newReplicaSet(t)
 	for id, h := range rs.hosts {
@@ -99,6 +127,65 @@ func TestTheConsistencyCheckFindsAReplicaWrittenBehindItsStateMachine(t *testing
 	}
 	if bytes.Equal(v2.Sums[follower.SiloID()], v2.Majority) {
 		t.Fatal("the divergent replica's checksum equals the majority's")
+	}
+
+	waitFor(t, "the leader's rebuild of the divergent replica", func() bool { return leader.Consistency(1).Repairs == 1 })
+	if r := leader.Consistency(1).LastRepair; r.Replica != follower.SiloID() || r.Err != nil || r.Index < v2.Index {
+		t.Fatalf("last repair %+v, want silo %x installed at or after %d", r, follower.SiloID(), v2.Index)
+	}
+	if hasDivergedKey(t, follower, 1) {
+		t.Fatal("the rebuilt replica still holds the key written behind its state machine")
+	}
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c3", 0, enqueue("m3"))))
+	waitMessages(t, follower, "m1", "m2", "m3")
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, checkCommand("check-3")))
+	if v3 := waitVerdict(t, leader, 1, v2.Index); !v3.Consistent() || len(v3.Sums) != 3 {
+		t.Fatalf("the check after the rebuild: %+v, want three equal checksums", v3)
+	}
+}
+
+// TestADivergentLeaderHandsOverAndIsRebuilt: when the check finds the leader's own replica
+// divergent, it hands the leadership to a replica of the majority and asks it for a rebuild;
+// the old leader's state loses the key written behind its state machine, and a check by the
+// new leader finds every replica equal.
+func TestADivergentLeaderHandsOverAndIsRebuilt(t *testing.T) {
+	rs := newReplicaSet(t)
+	for id, h := range rs.hosts {
+		h.SetTransport(checksumTransport{Transport: rs.net.Transport(id), rs: rs, from: id})
+	}
+	leader := rs.leader(1)
+	system, pid := grainOn(t, Config{Host: leader}, 1)
+	grantAll(t, system, pid, "alice")
+	if err := leader.Diverge(1); err != nil {
+		t.Fatal(err)
+	}
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c1", 0, enqueue("m1"))))
+	receipt(t, request[*orreryv1.CommandReply](t, system, pid, checkCommand("check-1")))
+	v := waitVerdict(t, leader, 1, 0)
+	if !slices.Equal(v.Divergent, []uint64{leader.SiloID()}) || v.Majority == nil {
+		t.Fatalf("verdict %+v, want the leader %x alone divergent", v, leader.SiloID())
+	}
+	waitFor(t, "the divergent leader's rebuild", func() bool { return !leader.Leads(1) && !hasDivergedKey(t, leader, 1) })
+	var repairer *Host
+	waitFor(t, "a replica of the majority counting the rebuild", func() bool {
+		for _, h := range rs.hosts {
+			if h != leader && h.Consistency(1).Repairs == 1 {
+				repairer = h
+			}
+		}
+		return repairer != nil
+	})
+	if r := repairer.Consistency(1).LastRepair; r.Replica != leader.SiloID() || r.Err != nil {
+		t.Fatalf("last repair %+v, want silo %x installed", r, leader.SiloID())
+	}
+	next := rs.leader(1)
+	system2, pid2 := grainOn(t, Config{Host: next}, 1)
+	grantAll(t, system2, pid2, "alice")
+	receipt(t, request[*orreryv1.CommandReply](t, system2, pid2, command("c2", 0, enqueue("m2"))))
+	waitMessages(t, leader, "m1", "m2")
+	receipt(t, request[*orreryv1.CommandReply](t, system2, pid2, checkCommand("check-2")))
+	if v2 := waitVerdict(t, next, 1, 0); !v2.Consistent() || len(v2.Sums) != 3 {
+		t.Fatalf("the new leader's check after the rebuild: %+v, want three equal checksums", v2)
 	}
 }
 

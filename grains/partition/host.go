@@ -80,6 +80,10 @@ type Host struct {
 	// checksums being computed, which Close waits for before it closes the store.
 	checks  *consistency
 	hashing sync.WaitGroup
+	// repairing counts the goroutines of repairs (repair.go), which stopping, closed as Close
+	// begins, ends; Close waits for them.
+	repairing sync.WaitGroup
+	stopping  chan struct{}
 	// lateness receives the enqueue lateness of due occurrences (ObserveEnqueueLateness).
 	lateness atomic.Pointer[EnqueueLatenessObserver]
 	// inspectDenials receives the inspections refused Unauthorized (ObserveInspectDenials).
@@ -124,7 +128,7 @@ func OpenHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, log: cfg.Logger.With("silo_store", store.Dir()), store: store, failed: make(chan struct{}), checks: newConsistency()}
+	h := &Host{cfg: cfg, log: cfg.Logger.With("silo_store", store.Dir()), store: store, failed: make(chan struct{}), checks: newConsistency(), stopping: make(chan struct{})}
 	if err := h.open(); err != nil {
 		h.driverStop()
 		_ = store.Close()
@@ -320,6 +324,8 @@ func (h *Host) Leader(n int) uint64 {
 func (h *Host) Close() error {
 	var err error
 	h.closed.Do(func() {
+		close(h.stopping)
+		h.repairing.Wait()
 		h.driverStop()
 		for _, m := range h.machines {
 			if m != nil {
