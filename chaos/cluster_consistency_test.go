@@ -51,8 +51,10 @@ func requireConsistent(t *testing.T, ctx context.Context, cl *Cluster) {
 // TestClusterConsistencyCheckFindsADivergedReplica: three silos; one is restarted with
 // ORRERY_DIVERGE naming a partition, so its replica of it takes a key no state machine writes.
 // A consistency check through another silo's admin endpoint names that silo, and only it,
-// divergent on that partition, and every other partition consistent; the partition's leader
-// logs the inconsistency at ERROR and counts it on /metrics.
+// divergent on that partition; the leader that concluded it logs the inconsistency at ERROR
+// and counts it on /metrics. The diverged replica is then
+// rebuilt from the majority's state: a silo counts the repair on /metrics and logs it, and the
+// next check finds every partition's replicas equal, the other partitions' included.
 func TestClusterConsistencyCheckFindsADivergedReplica(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -66,44 +68,62 @@ func TestClusterConsistencyCheckFindsADivergedReplica(t *testing.T) {
 	waitReplicated(t, ctx, cl, 3, 90*time.Second)
 
 	divergedID := cl.Silos[diverged].SiloID()
-	var table *CheckTable
-	// A check of every partition that concluded everywhere (a leadership moving under one, as
-	// the restarted silo takes some back, leaves it without a verdict: checked again).
-	waitFor(t, "a complete check naming the diverged replica", 90*time.Second, func() bool {
-		var err error
-		table, err = CheckPartitions(ctx, cl.Silos[0].AdminAddress())
+	// Checks until one names the diverged replica (a leadership moving under a partition, as
+	// the restarted silo takes some back, leaves that partition without a verdict; the repair
+	// follows the first verdict that names it, so later checks find it consistent again).
+	var divergent []string
+	waitFor(t, "a check naming the diverged replica", 90*time.Second, func() bool {
+		table, err := CheckPartitions(ctx, cl.Silos[0].AdminAddress())
 		if err != nil {
 			t.Fatalf("consistency check: %v", err)
 		}
 		for _, p := range table.Partitions {
-			if p.Check == nil || len(p.Check.Missing) > 0 {
-				return false
+			if c := p.Check; p.Partition == partition && c != nil && len(c.Divergent) > 0 {
+				if c.Consistent {
+					t.Fatalf("partition %d: consistent with divergent replicas %v", partition, c.Divergent)
+				}
+				divergent = c.Divergent
 			}
 		}
-		return len(table.Partitions[partition].Check.Divergent) > 0
+		return divergent != nil
 	})
-	for _, p := range table.Partitions {
-		c := p.Check
-		if p.Partition == partition {
-			if c.Consistent || !slices.Equal(c.Divergent, []string{divergedID}) {
-				t.Fatalf("partition %d: consistent %v, divergent %v; want silo %s alone divergent", partition, c.Consistent, c.Divergent, divergedID)
+	if !slices.Equal(divergent, []string{divergedID}) {
+		t.Fatalf("partition %d: divergent %v; want silo %s alone", partition, divergent, divergedID)
+	}
+	// The leader that concluded counts it and logs it; the leadership may have moved since (the
+	// restarted silo takes leaderships back), so every silo is looked at.
+	counter := -1
+	for i, s := range cl.Silos {
+		count, _, err := ReadMetric(ctx, s.AdminAddress(), "orrery_replica_inconsistencies_total", map[string]string{"partition": fmt.Sprint(partition)})
+		if err == nil && count >= 1 {
+			counter = i
+		}
+	}
+	if counter < 0 {
+		t.Fatalf("no silo counts an inconsistency of partition %d", partition)
+	}
+	if log := cl.Silos[counter].Log(); !strings.Contains(log, "replica inconsistency") {
+		t.Fatalf("silo %d counts an inconsistency of partition %d but logged none:\n%s", counter, partition, log)
+	}
+	t.Logf("partition %d: silo %s divergent, found by silo %d's check and counted by the leader that concluded it, silo %d", partition, divergedID, 0, counter)
+
+	repairer := -1
+	waitFor(t, "a silo counting the diverged replica's rebuild", 60*time.Second, func() bool {
+		for i, s := range cl.Silos {
+			if i == diverged {
+				continue
 			}
-			continue
+			n, _, err := ReadMetric(ctx, s.AdminAddress(), "orrery_replica_repairs_total", map[string]string{"partition": fmt.Sprint(partition)})
+			if err == nil && n >= 1 {
+				repairer = i
+				return true
+			}
 		}
-		if !c.Consistent {
-			t.Errorf("partition %d: %+v, want consistent", p.Partition, c)
-		}
+		return false
+	})
+	if log := cl.Silos[repairer].Log(); !strings.Contains(log, "divergent replica rebuilt") {
+		t.Fatalf("silo %d counted a repair but did not log it:\n%s", repairer, log)
 	}
-	leader, err := cl.LeaderOf(ctx, partition)
-	if err != nil {
-		t.Fatal(err)
-	}
-	count, _, err := ReadMetric(ctx, cl.Silos[leader].AdminAddress(), "orrery_replica_inconsistencies_total", map[string]string{"partition": fmt.Sprint(partition)})
-	if err != nil || count < 1 {
-		t.Fatalf("partition %d's leader (silo %d) counts %v inconsistencies (%v)", partition, leader, count, err)
-	}
-	if log := cl.Silos[leader].Log(); !strings.Contains(log, "replica inconsistency") {
-		t.Fatalf("partition %d's leader (silo %d) logged no inconsistency:\n%s", partition, leader, log)
-	}
-	t.Logf("partition %d: silo %s divergent, found by silo %d's check and counted by its leader, silo %d", partition, divergedID, 0, leader)
+	requireConsistent(t, ctx, cl)
+	t.Logf("partition %d: silo %s rebuilt from silo %d's state; every partition consistent again", partition, divergedID, repairer)
 }

@@ -415,10 +415,15 @@ func (s *Silo) partitionTable(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "silo_id": cluster.FormatID(s.SiloID()), "partitions": rows, "owned_here": s.Owned()})
 }
 
+// maxCheckAgain bounds the checks checkPartitions proposes again to a partition whose
+// leadership moved before its verdict.
+const maxCheckAgain = 3
+
 // checkPartitions runs a consistency check of every partition now: it proposes a
 // CheckConsistency command to each (as engine.ConsistencyPrincipal) and waits, up to
 // partition.CheckTimeout and a margin, for its leader's verdict on a check concluded after the
-// request began. "consistent" is true when every partition's verdict is.
+// request began, proposing the check again (at most maxCheckAgain times) when the partition's
+// leadership moves first. "consistent" is true when every partition's verdict is.
 func (s *Silo) checkPartitions(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), partition.CheckTimeout+15*time.Second)
 	defer cancel()
@@ -435,11 +440,24 @@ func (s *Silo) checkPartitions(w http.ResponseWriter, r *http.Request) {
 				row["error"] = err.Error()
 				return
 			}
-			for {
+			// A leadership that moves before the verdict takes the check's collection with it:
+			// the new leader (a new activation epoch) is asked for a check of its own.
+			var epoch uint64
+			for again := 0; ; {
 				st, err := reader.PartitionStatus(ctx, n)
 				if c := st.GetLastCheck(); err == nil && c != nil && c.GetAtUnixMicros() >= started {
 					row["check"] = json.RawMessage(protoJSON(c))
 					return
+				}
+				if e := st.GetActivationEpoch(); err == nil && e != epoch {
+					if epoch != 0 && again < maxCheckAgain {
+						again++
+						if _, _, err := checker.Batch(ctx, n, check); err != nil {
+							row["error"] = err.Error()
+							return
+						}
+					}
+					epoch = e
 				}
 				select {
 				case <-ctx.Done():

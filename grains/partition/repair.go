@@ -158,7 +158,8 @@ func (h *Host) rebuilt(n int, to, index uint64, attempt int, err error) {
 	c.mu.Unlock()
 	switch {
 	case err == nil:
-		h.log.Info("divergent replica rebuilt: it installed this replica's state", "partition", n, "replica", formatReplica(to), "index", index)
+		// WARN, as the ERROR that found it: an operator reading warnings sees the repair.
+		h.log.Warn("divergent replica rebuilt: it installed this replica's state", "partition", n, "replica", formatReplica(to), "index", index)
 	case attempt < RepairAttempts:
 		h.log.Warn("rebuild of a divergent replica failed; trying again", "partition", n, "replica", formatReplica(to),
 			"attempt", attempt, "retry_in", RepairRetry, "err", err)
