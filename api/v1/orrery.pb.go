@@ -2909,6 +2909,57 @@ func (*CheckConsistency) Descriptor() ([]byte, []int) {
 	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
+// RefreshZoneRules makes the rules of each named zone that the entry carries
+// (PartitionCommand.zone_rules) the partition's, where the partition holds rules of that zone of
+// an older release; a zone it holds no rules of, or newer or equal ones, is left as it is. The
+// zone's cron schedules follow them from their next instant on. A partition's leader proposes
+// one when its binary's tzdata is newer than rules its partition holds; Orrery's own principals
+// only.
+type RefreshZoneRules struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 64 IANA zone names (a leader refreshes more in several commands).
+	Zones         []string `protobuf:"bytes,1,rep,name=zones,proto3" json:"zones,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshZoneRules) Reset() {
+	*x = RefreshZoneRules{}
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshZoneRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshZoneRules) ProtoMessage() {}
+
+func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
+func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RefreshZoneRules) GetZones() []string {
+	if x != nil {
+		return x.Zones
+	}
+	return nil
+}
+
 // FieldPolicy is what a principal may do with one JSON path of a message's payload, its
 // headers or a saga's state: "payload", "headers" or "state", optionally followed by
 // ".name" segments ("payload.card.number").
@@ -2927,7 +2978,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2939,7 +2990,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3003,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3000,7 +3051,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3063,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3076,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3069,7 +3120,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +3132,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +3145,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -3121,7 +3172,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3184,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3197,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -3177,7 +3228,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3240,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3202,7 +3253,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -3244,6 +3295,7 @@ type Mutation struct {
 	//	*Mutation_RedriveDeadLetters
 	//	*Mutation_CheckConsistency
 	//	*Mutation_SetLimits
+	//	*Mutation_RefreshZoneRules
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3251,7 +3303,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3263,7 +3315,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3276,7 +3328,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -3466,6 +3518,15 @@ func (x *Mutation) GetSetLimits() *SetLimits {
 	return nil
 }
 
+func (x *Mutation) GetRefreshZoneRules() *RefreshZoneRules {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_RefreshZoneRules); ok {
+			return x.RefreshZoneRules
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -3550,6 +3611,10 @@ type Mutation_SetLimits struct {
 	SetLimits *SetLimits `protobuf:"bytes,20,opt,name=set_limits,json=setLimits,proto3,oneof"`
 }
 
+type Mutation_RefreshZoneRules struct {
+	RefreshZoneRules *RefreshZoneRules `protobuf:"bytes,21,opt,name=refresh_zone_rules,json=refreshZoneRules,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -3590,6 +3655,8 @@ func (*Mutation_CheckConsistency) isMutation_Kind() {}
 
 func (*Mutation_SetLimits) isMutation_Kind() {}
 
+func (*Mutation_RefreshZoneRules) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -3604,7 +3671,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3616,7 +3683,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3629,7 +3696,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -3680,7 +3747,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3692,7 +3759,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3705,7 +3772,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -3784,7 +3851,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3863,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3876,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -3844,7 +3911,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3856,7 +3923,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3869,7 +3936,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -3900,7 +3967,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +3979,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +3992,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -3953,7 +4020,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3965,7 +4032,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3978,7 +4045,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -4013,7 +4080,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4025,7 +4092,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4038,7 +4105,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -4097,7 +4164,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4109,7 +4176,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4122,7 +4189,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -4166,7 +4233,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4178,7 +4245,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4191,7 +4258,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -4331,7 +4398,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4410,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4423,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -4600,7 +4667,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x16audit_retention_micros\x18\x18 \x01(\x03R\x14auditRetentionMicros\"?\n" +
 	"\tSetLimits\x122\n" +
 	"\x06limits\x18\x01 \x01(\v2\x1a.orrery.v1.PartitionLimitsR\x06limits\"\x12\n" +
-	"\x10CheckConsistency\"]\n" +
+	"\x10CheckConsistency\"(\n" +
+	"\x10RefreshZoneRules\x12\x14\n" +
+	"\x05zones\x18\x01 \x03(\tR\x05zones\"]\n" +
 	"\vFieldPolicy\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04read\x18\x02 \x01(\bR\x04read\x12\x14\n" +
@@ -4618,7 +4687,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"K\n" +
 	"\x12RedriveDeadLetters\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\rR\x03max\"\x86\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"\xd3\n" +
 	"\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
@@ -4643,7 +4712,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x14redrive_dead_letters\x18\x12 \x01(\v2\x1d.orrery.v1.RedriveDeadLettersH\x00R\x12redriveDeadLetters\x12J\n" +
 	"\x11check_consistency\x18\x13 \x01(\v2\x1b.orrery.v1.CheckConsistencyH\x00R\x10checkConsistency\x125\n" +
 	"\n" +
-	"set_limits\x18\x14 \x01(\v2\x14.orrery.v1.SetLimitsH\x00R\tsetLimitsB\x06\n" +
+	"set_limits\x18\x14 \x01(\v2\x14.orrery.v1.SetLimitsH\x00R\tsetLimits\x12K\n" +
+	"\x12refresh_zone_rules\x18\x15 \x01(\v2\x1b.orrery.v1.RefreshZoneRulesH\x00R\x10refreshZoneRulesB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -4757,7 +4827,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),              // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),          // 1: orrery.v1.CronGapPolicy
@@ -4797,22 +4867,23 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*PartitionLimits)(nil),     // 35: orrery.v1.PartitionLimits
 	(*SetLimits)(nil),           // 36: orrery.v1.SetLimits
 	(*CheckConsistency)(nil),    // 37: orrery.v1.CheckConsistency
-	(*FieldPolicy)(nil),         // 38: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),           // 39: orrery.v1.GrantRule
-	(*PutGrant)(nil),            // 40: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),         // 41: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),  // 42: orrery.v1.RedriveDeadLetters
-	(*Mutation)(nil),            // 43: orrery.v1.Mutation
-	(*Batch)(nil),               // 44: orrery.v1.Batch
-	(*ScheduleResult)(nil),      // 45: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),          // 46: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),       // 47: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),       // 48: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),         // 49: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),     // 50: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),       // 51: orrery.v1.RedriveResult
-	(*MutationResult)(nil),      // 52: orrery.v1.MutationResult
-	(*Receipt)(nil),             // 53: orrery.v1.Receipt
+	(*RefreshZoneRules)(nil),    // 38: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),         // 39: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),           // 40: orrery.v1.GrantRule
+	(*PutGrant)(nil),            // 41: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),         // 42: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),  // 43: orrery.v1.RedriveDeadLetters
+	(*Mutation)(nil),            // 44: orrery.v1.Mutation
+	(*Batch)(nil),               // 45: orrery.v1.Batch
+	(*ScheduleResult)(nil),      // 46: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),          // 47: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),       // 48: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),       // 49: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),         // 50: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),     // 51: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),       // 52: orrery.v1.RedriveResult
+	(*MutationResult)(nil),      // 53: orrery.v1.MutationResult
+	(*Receipt)(nil),             // 54: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -4848,8 +4919,8 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	7,  // 30: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
 	7,  // 31: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
 	35, // 32: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	38, // 33: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	39, // 34: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	39, // 33: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	40, // 34: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
 	7,  // 35: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
 	20, // 36: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
 	21, // 37: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
@@ -4866,29 +4937,30 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	32, // 48: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
 	33, // 49: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
 	34, // 50: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	40, // 51: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	41, // 52: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	42, // 53: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	41, // 51: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	42, // 52: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	43, // 53: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
 	37, // 54: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
 	36, // 55: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	43, // 56: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	5,  // 57: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	19, // 58: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	6,  // 59: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	45, // 60: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	46, // 61: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	47, // 62: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	48, // 63: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	49, // 64: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	50, // 65: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	51, // 66: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	52, // 67: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	6,  // 68: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	38, // 56: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	44, // 57: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	5,  // 58: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	19, // 59: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	6,  // 60: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	46, // 61: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	47, // 62: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	48, // 63: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	49, // 64: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	50, // 65: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	51, // 66: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	52, // 67: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	53, // 68: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	6,  // 69: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	70, // [70:70] is the sub-list for method output_type
+	70, // [70:70] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -4906,7 +4978,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[37].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[38].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -4927,8 +4999,9 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_RedriveDeadLetters)(nil),
 		(*Mutation_CheckConsistency)(nil),
 		(*Mutation_SetLimits)(nil),
+		(*Mutation_RefreshZoneRules)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[46].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[47].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -4943,7 +5016,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -366,6 +366,10 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_SetLimits:
 		// The state machine applies later entries under them (see LoadLimits).
 		return wrap(applySetLimits(v, k.SetLimits), func() *orreryv1.MutationResult { return &orreryv1.MutationResult{} })
+	case *orreryv1.Mutation_RefreshZoneRules:
+		// The zones' cron schedules follow the new rules from their next instant on.
+		_, err := schedule.ApplyRefreshZoneRules(v, k.RefreshZoneRules, a.ZoneRules)
+		return wrap(err, func() *orreryv1.MutationResult { return &orreryv1.MutationResult{} })
 	case *orreryv1.Mutation_PutGrant, *orreryv1.Mutation_DeleteGrant:
 		return a.changeGrant(v, principal, m, changed)
 	default:

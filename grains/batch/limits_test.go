@@ -49,3 +49,27 @@ func TestSetLimitsMakesThemThePartitions(t *testing.T) {
 		t.Fatalf("limits after SetLimits: %+v, %v; want %+v", lim, err, want)
 	}
 }
+
+// TestRefreshZoneRulesIsOrrerysOwn: a caller's RefreshZoneRules is refused Unauthorized;
+// Orrery's own principal's applies (with nothing held, it changes nothing).
+func TestRefreshZoneRulesIsOrrerysOwn(t *testing.T) {
+	v := granted(t)
+	refresh := &orreryv1.Mutation{Kind: &orreryv1.Mutation_RefreshZoneRules{RefreshZoneRules: &orreryv1.RefreshZoneRules{Zones: []string{"Europe/Berlin"}}}}
+	for i, principal := range []string{"alice", systemTest} {
+		out, err := applier().ApplyBatch(v, principal, &orreryv1.Batch{CommandId: fmt.Sprintf("refresh-%d", i), Mutations: []*orreryv1.Mutation{refresh}}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resultErr(out.Receipt.GetResults()[0])
+		switch principal {
+		case "alice":
+			if !errors.Is(got, orrery.ErrUnauthorized) {
+				t.Fatalf("alice's RefreshZoneRules: %v, want Unauthorized", got)
+			}
+		default:
+			if got != nil {
+				t.Fatalf("%s's RefreshZoneRules: %v", principal, got)
+			}
+		}
+	}
+}

@@ -112,7 +112,7 @@ func (e *Engine) applied(now time.Time, ev *Applied) {
 			continue
 		}
 		delete(e.inflight, r.Index)
-		if !p.housekeep && !p.check && !p.limits {
+		if !p.housekeep && !p.check && !p.limits && !p.zones {
 			e.ready.AnsweredApplied = true
 		}
 		e.reply(now, p, r.Reply)

@@ -2,8 +2,9 @@
 // grain as a pure state machine in the style of etcd raft's RawNode. It holds the commands
 // proposed and not yet applied, the parked long-poll receives, the due head and due floor, what
 // the due coordinator was told of the partition's next due instant, the visibility floors of
-// its own reads, the housekeeping and consistency-check schedules, and the partition's limits
-// (it proposes its silo's when the partition's differ, on Open). Events enter through Step with the time they
+// its own reads, the housekeeping and consistency-check schedules, the partition's limits
+// (it proposes its silo's when the partition's differ, on Open) and the refresh of its zone
+// rules (it proposes its binary's where the partition's are older, on Open). Events enter through Step with the time they
 // happen at; what the engine wants done comes back as a Ready: entries to propose, replies to
 // send, next-due notices, timers to arm. It reads the partition's replica state only through
 // State, starts no goroutine, reads no clock and takes no lock; a thin driver (the partition

@@ -113,12 +113,12 @@ type Engine struct {
 type pending struct {
 	req  *orreryv1.CommandRequest
 	from any // where the reply goes; nil for the engine's own housekeeping command
-	// housekeep, check and limits mark the engine's own Housekeep, CheckConsistency and
-	// SetLimits commands, whose replies it takes itself.
-	housekeep, check, limits bool
-	deadline                 time.Time // a parked receive's end of wait
-	index                    uint64    // the accepted proposal's log index and term
-	term                     uint64
+	// housekeep, check, limits and zones mark the engine's own Housekeep, CheckConsistency,
+	// SetLimits and RefreshZoneRules commands, whose replies it takes itself.
+	housekeep, check, limits, zones bool
+	deadline                        time.Time // a parked receive's end of wait
+	index                           uint64    // the accepted proposal's log index and term
+	term                            uint64
 }
 
 // New returns the engine of a partition whose replica state is state. Step it with Open first.
@@ -272,10 +272,12 @@ func (e *Engine) DueHeadEntries() int { return e.head.Len() }
 // Queued counts the commands waiting: proposed and not applied, and parked.
 func (e *Engine) Queued() int { return len(e.proposing) + len(e.inflight) + len(e.waiters) }
 
-// open adopts the partition's limits (proposing this silo's when they differ), reads the next
-// due instant and arms housekeeping and the consistency checks.
+// open adopts the partition's limits (proposing this silo's when they differ), proposes this
+// silo's zone rules where the partition's are older, reads the next due instant and arms
+// housekeeping and the consistency checks.
 func (e *Engine) open(now time.Time) {
 	e.adoptLimits(now)
+	e.refreshZones(now)
 	e.arm(HousekeepTimer, now.Add(e.cfg.HousekeepEvery))
 	if e.cfg.CheckEvery > 0 {
 		e.arm(CheckTimer, now.Add(e.cfg.CheckEvery))
@@ -322,6 +324,10 @@ func (e *Engine) reply(now time.Time, p *pending, r *orreryv1.CommandReply) {
 	}
 	if p.limits {
 		e.limitsSet(r)
+		return
+	}
+	if p.zones {
+		e.zonesRefreshed(now, r)
 		return
 	}
 	if p.from != nil {

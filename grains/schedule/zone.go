@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/orreryhq/orrery"
@@ -14,21 +15,85 @@ import (
 
 // ZoneRulesFor returns the zone rules a partition's leader carries with the mutations it
 // proposes (PartitionCommand.zone_rules): its binary's (package zonerules) for every zone other
-// than UTC that a ConfigureSchedule names for a cron spec, one per zone, in the order first
-// named. A zone the binary does not know is left out, and apply refuses its configure as an
-// unknown time zone. Only a proposer calls it; apply reads nothing but the entry and the state.
+// than UTC that a ConfigureSchedule names for a cron spec or a RefreshZoneRules names, one per
+// zone, in the order first named. A zone the binary does not know is left out, and apply refuses
+// its configure as an unknown time zone. Only a proposer calls it; apply reads nothing but the
+// entry and the state.
 func ZoneRulesFor(mutations []*orreryv1.Mutation) []*orreryv1.ZoneRules {
 	var out []*orreryv1.ZoneRules
-	for _, m := range mutations {
-		zone := m.GetConfigureSchedule().GetDefinition().GetSpec().GetCron().GetTimeZone()
+	add := func(zone string) {
 		if zone == "" || zone == "UTC" || carriedRules(out, zone) != nil {
-			continue
+			return
 		}
 		if tzif, ok := zonerules.Lookup(zone); ok {
 			out = append(out, &orreryv1.ZoneRules{Zone: zone, Version: zonerules.Version, Tzif: tzif})
 		}
 	}
+	for _, m := range mutations {
+		add(m.GetConfigureSchedule().GetDefinition().GetSpec().GetCron().GetTimeZone())
+		for _, zone := range m.GetRefreshZoneRules().GetZones() {
+			add(zone)
+		}
+	}
 	return out
+}
+
+// MaxRefreshZones bounds the zones of one RefreshZoneRules.
+const MaxRefreshZones = 64
+
+// StaleZones returns, in key order and at most MaxRefreshZones, the zones whose rules the
+// partition holds in an older release than this binary's (package zonerules), which the binary
+// knows: what a leader proposes a RefreshZoneRules for. Only a proposer calls it.
+func StaleZones(r kv.Reader) ([]string, error) {
+	var stale []string
+	err := kv.ScanPrefix(r, keys.ZoneRules, func(_, value []byte) (bool, error) {
+		rules := &orreryv1.ZoneRules{}
+		if err := record.Unmarshal(value, rules); err != nil {
+			return false, err
+		}
+		if _, known := zonerules.Lookup(rules.GetZone()); known && rules.GetVersion() < zonerules.Version {
+			stale = append(stale, rules.GetZone())
+		}
+		return len(stale) < MaxRefreshZones, nil
+	})
+	return stale, err
+}
+
+// ApplyRefreshZoneRules makes the carried rules of each zone m names the partition's where it
+// holds rules of the zone in an older release (configureZone's rule: a newer release wins, and
+// a zone is never taken back); it adds no zone the partition holds no rules of. Carried rules
+// that do not load are a Validation error on "zones", and nothing is written. It returns the
+// zones whose rules it replaced.
+func ApplyRefreshZoneRules(v kv.View, m *orreryv1.RefreshZoneRules, carried []*orreryv1.ZoneRules) ([]string, error) {
+	if n := len(m.GetZones()); n > MaxRefreshZones {
+		return nil, orrery.Invalid("zones", "%d zones, at most %d", n, MaxRefreshZones)
+	}
+	var adopt []*orreryv1.ZoneRules
+	for i, zone := range m.GetZones() {
+		c := carriedRules(carried, zone)
+		if c == nil {
+			continue
+		}
+		held, err := loadZoneRules(v, zone)
+		if err != nil {
+			return nil, err
+		}
+		if held == nil || c.GetVersion() <= held.GetVersion() {
+			continue
+		}
+		if _, err := cron.LoadZone(zone, c.GetTzif()); err != nil {
+			return nil, orrery.Invalid(fmt.Sprintf("zones[%d]", i), "the carried rules of %s (release %s) do not load: %v", zone, c.GetVersion(), err)
+		}
+		adopt = append(adopt, c)
+	}
+	refreshed := make([]string, 0, len(adopt))
+	for _, rules := range adopt {
+		if err := storeZoneRules(v, rules); err != nil {
+			return nil, err
+		}
+		refreshed = append(refreshed, rules.GetZone())
+	}
+	return refreshed, nil
 }
 
 // carriedRules returns the rules of zone among those an entry carries (nil when absent).

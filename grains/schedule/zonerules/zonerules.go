@@ -15,6 +15,7 @@ import (
 	_ "embed" // the archive below
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Version is the IANA tzdata release of the embedded rules. Releases order as strings
@@ -54,4 +55,16 @@ func Lookup(zone string) ([]byte, bool) {
 		return nil, false
 	}
 	return tzif, true
+}
+
+// Zones returns the names of every zone the embedded release holds, in order.
+func Zones() []string {
+	names := make([]string, 0, len(index))
+	for name, f := range index {
+		if !f.FileInfo().IsDir() {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
