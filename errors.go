@@ -1,5 +1,5 @@
 // Package orrery holds what every layer of Orrery shares: the one error type that crosses the
-// wire (DESIGN §7), its codes, and the sentinels Go callers match with errors.Is.
+// wire (docs/design.md §7), its codes, and the sentinels Go callers match with errors.Is.
 package orrery
 
 import (

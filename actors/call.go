@@ -25,7 +25,7 @@ import (
 //     the request timeout whatever WithTimeout says. Call therefore runs each attempt in a
 //     goroutine and stops waiting for it at the attempt deadline (the abandoned attempt ends by
 //     itself within those bounds; its reply, if any, is dropped, so commands must be
-//     idempotent, which DESIGN §3 requires anyway).
+//     idempotent, which docs/design.md §3 requires anyway).
 //   - With WithRetryCount(1) every transport failure surfaces as a plain error, not as the
 //     original one: a nil PID, actor/remote ErrTimeout or ErrDeadLetter bump the counter and
 //     the loop then returns either "have reached max retries: 1" (an unwrapped fmt error) or,

@@ -14,7 +14,7 @@ import (
 
 // TestCrashBoundaries arms each failpoint in a real silo process so that it SIGKILLs itself
 // during the second command (the first commits normally), restarts it on the same data, and
-// checks DESIGN §3's rule: the command is wholly absent or wholly present, and a retry with the
+// checks docs/design.md §3's rule: the command is wholly absent or wholly present, and a retry with the
 // same command id returns the receipt written before the crash. With one replica every
 // boundary is past the entry's synced append, so the restarted sole voter commits and applies
 // it: present at each of them.

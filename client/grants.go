@@ -8,7 +8,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
 
-// PutGrant replaces the grant of m.Principal on every partition (DESIGN §8: grants are
+// PutGrant replaces the grant of m.Principal on every partition (docs/design.md §8: grants are
 // partition state) and returns once every partition has applied it. The command carries one
 // command id to every partition, so a call retried after an unknown outcome (every partition
 // retries like any command) applies at most once per partition. The client's principal needs

@@ -43,7 +43,7 @@ var forbiddenTimeCalls = map[string]bool{
 // else reading them would apply this binary's rules instead of the entry's or the state's.
 var zoneRulesImporters = map[string]bool{"schedule/zone.go": true}
 
-// infrastructure are the grains/ directories of DESIGN §2 layer 3 (the partition grain's
+// infrastructure are the grains/ directories of docs/design.md §2 layer 4 (the partition grain's
 // commit pipeline and the due coordinators): they run goroutines and do I/O by design, so the
 // purity rules do not apply to them. The pure core must not import them (checked below).
 var infrastructure = map[string]bool{"partition": true, "duecoordinator": true, "duebackoff": true}
@@ -114,7 +114,7 @@ func violations(fset *token.FileSet, name string, src any) ([]string, error) {
 	return out, nil
 }
 
-// TestCoreIsPure is the lint of DESIGN §2.1 written as a test: the core packages use no
+// TestCoreIsPure is the lint of docs/design.md §2, layer 1, written as a test: the core packages use no
 // clock, randomness, goroutines or I/O, and depend on no actor system, store or network.
 func TestCoreIsPure(t *testing.T) {
 	fset := token.NewFileSet()

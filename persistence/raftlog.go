@@ -10,7 +10,7 @@ import (
 
 // RaftLog persists the Raft state of many groups (one per partition) in one store, so that a
 // silo's Raft loop makes every group's new entries, hard state and snapshot of a round durable
-// with one synced write (DESIGN §3). The real implementation keeps them in the silo's Badger
+// with one synced write (docs/design.md §3). The real implementation keeps them in the silo's Badger
 // store under r/<n>/; MemoryRaftLog is its in-memory twin. Both pass the same conformance
 // suite.
 type RaftLog interface {

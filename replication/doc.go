@@ -1,4 +1,4 @@
-// Package replication owns a silo's Raft groups, one per partition it hosts (DESIGN §3): the
+// Package replication owns a silo's Raft groups, one per partition it hosts (docs/design.md §3): the
 // pure multi-group engine (Groups) over go.etcd.io/raft/v3 RawNodes, the logged time its
 // leaders stamp on PartitionEntry, log compaction and state snapshots, membership changes one
 // replica at a time, the driver loop that performs an engine's rounds (Driver) against a

@@ -17,7 +17,7 @@ import (
 )
 
 // These tests start protoactor clusters, so they run without -race (protoactor-go's cluster
-// code has data races of its own; see shared/research/protoactor-go.md §4 and the Makefile).
+// code has data races of its own; the cluster package doc and the Makefile say which).
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 

@@ -38,7 +38,7 @@ type CommandRequest struct {
 	Principal  string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
 	Batch      *Batch                 `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
 	WaitMicros int64                  `protobuf:"varint,3,opt,name=wait_micros,json=waitMicros,proto3" json:"wait_micros,omitempty"`
-	// due marks a due coordinator's command (DESIGN §5): from an Orrery principal (system:...),
+	// due marks a due coordinator's command (docs/design.md §5): from an Orrery principal (system:...),
 	// holding only EmitOccurrences and ExpireSaga, applied without an inbox entry
 	// (PartitionCommand.due). Its reply carries the receipt; a retry with the same command id
 	// applies again, and its stale tokens answer TokenInvalidated or RevisionConflict.

@@ -1,4 +1,4 @@
-// The Raft transport's wire messages between silos (cluster/raftnet, DESIGN §6): batches of
+// The Raft transport's wire messages between silos (cluster/raftnet, docs/design.md §6): batches of
 // Raft messages, and snapshot streams with their flow control and verdict. They travel as
 // protoactor remote messages to each silo's replication actor.
 

@@ -761,7 +761,7 @@ func (x *ScheduleInspection) GetZoneRulesVersion() string {
 	return ""
 }
 
-// DueLiveness is the due coordinator's liveness report of one due record (DESIGN §5).
+// DueLiveness is the due coordinator's liveness report of one due record (docs/design.md §5).
 type DueLiveness struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "late": due longer than the silo's late-after bound ago and not emitted; "failing": its

@@ -1,4 +1,4 @@
-// Package lookup owns the placement of partition grains on their Raft leaders (DESIGN §6): a
+// Package lookup owns the placement of partition grains on their Raft leaders (docs/design.md §6): a
 // protoactor IdentityLookup (Lookup) that resolves partition/<n> to its activation on the
 // silo whose replica of partition n leads, and each silo's activator, which activates the
 // grain only where that replica leads.

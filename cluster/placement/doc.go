@@ -1,4 +1,4 @@
-// Package placement decides where each partition's replicas and leadership belong (DESIGN §6):
+// Package placement decides where each partition's replicas and leadership belong (docs/design.md §6):
 // a partition's target replica set, the R live silos ranked highest by a rendezvous hash of
 // (partition, silo id); the next single configuration change that moves a group toward its
 // target (Next); and whether its leadership should move to even out leaderships (Balance).

@@ -1,6 +1,6 @@
 // Package raftnet owns the Raft transport between silos: a replication.Transport over
 // protoactor remote, and the replication actor of each silo that hands what other silos send
-// to that silo's replication.Receiver (DESIGN §3, §6).
+// to that silo's replication.Receiver (docs/design.md §3, §6).
 //
 // Addressing. A replica id is a silo id: each silo hosts one replica of every group it takes
 // part in, and one Transport with one replication actor, named ActorName. Config.Addresses

@@ -34,7 +34,7 @@ func scheduleNeeds(lane *orreryv1.Lane, template *orreryv1.MessageTemplate, acce
 
 // authorize checks, before a mutation applies, that the caller (principal) may send it and
 // that the creator of the schedule or saga it continues still holds what the record's work
-// needs, both from the grants of this partition in the same view (DESIGN §8).
+// needs, both from the grants of this partition in the same view (docs/design.md §8).
 func authorize(v kv.Reader, principal string, m *orreryv1.Mutation) error {
 	if err := authorizeCaller(v, principal, m); err != nil {
 		return err

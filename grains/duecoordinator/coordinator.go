@@ -247,7 +247,7 @@ func (c *Coordinator) Stats() Stats {
 	return s
 }
 
-// Liveness returns the records of the owned partitions that are late or failing (DESIGN §5
+// Liveness returns the records of the owned partitions that are late or failing (docs/design.md §5
 // liveness), by partition, lane and id. Each change of a record's state is logged once.
 func (c *Coordinator) Liveness() []Liveness { return c.watch.list() }
 

@@ -1,4 +1,4 @@
-// Package duecoordinator owns the due coordinator of one silo (DESIGN §5), the only path by
+// Package duecoordinator owns the due coordinator of one silo (docs/design.md §5), the only path by
 // which due work is emitted: the worker pool that keeps one timer per partition the silo leads
 // at that partition's next due instant, serves due partitions round-robin with a per-partition
 // budget, turns each bounded ScanDue into due commands (CommandRequest.due) of EmitOccurrences
@@ -21,6 +21,6 @@
 // (package tracing) whose ids derive from the occurrence's message id.
 //
 // Time comes only from an injected clock.Clock, so tests drive it with clock.Fake. The package
-// lives outside grains/ because it starts goroutines and takes locks, which the purity lint of
-// the deterministic core forbids there.
+// starts goroutines and takes locks, so it is one of the grains/ packages the purity lint of the
+// deterministic core leaves out (grains/purity_test.go), and the core may not import it.
 package duecoordinator

@@ -1,4 +1,4 @@
-// Package engine owns the partition engine (DESIGN §2 layer 2): the logic of one partition
+// Package engine owns the partition engine (docs/design.md §2 layer 2): the logic of one partition
 // grain as a pure state machine in the style of etcd raft's RawNode. It holds the commands
 // proposed and not yet applied, the parked long-poll receives, the due head and due floor, what
 // the due coordinator was told of the partition's next due instant, the visibility floors of

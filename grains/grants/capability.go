@@ -11,7 +11,7 @@ import (
 // grants keep their meaning.
 type Capability uint64
 
-// The capabilities (DESIGN §8).
+// The capabilities (docs/design.md §8).
 const (
 	// SchedulerManage configures, pauses, resumes, triggers, cancels and deletes schedules; a
 	// schedule's creator needs it for its schedule to emit.

@@ -1,6 +1,6 @@
 // Package grants owns the grant records of a partition (keys.GrantKey: one GrantRecord per
 // principal), the capability bits they hold, the checks every apply and inspection read makes
-// against them, and the PutGrant and DeleteGrant mutations that change them (DESIGN §8).
+// against them, and the PutGrant and DeleteGrant mutations that change them (docs/design.md §8).
 //
 // A grant is a list of rules, each giving a capability mask in one namespace ("*": every
 // namespace) or in one queue of it, with field policies on JSON paths. A check asks whether

@@ -58,7 +58,7 @@ type Limits struct {
 	MaxPartitionRecordBytes uint64
 	// MaxMutationsPerBatch bounds one command.
 	MaxMutationsPerBatch int
-	// MaxEmitPerCommand bounds EmitOccurrences.max (DESIGN §4: 32).
+	// MaxEmitPerCommand bounds EmitOccurrences.max (docs/design.md §4: 32).
 	MaxEmitPerCommand uint32
 	// MaxEmitBytesPerBatch bounds the payload and header bytes the EmitOccurrences of one batch
 	// enqueue together, so a command stays inside a partition transaction whatever its
@@ -79,7 +79,7 @@ type Limits struct {
 	// (128 KiB) keeps a receive of large messages inside the smallest partition transaction
 	// (about 0.93 MiB) instead of failing it for good.
 	MaxReceiveBytesPerCommand int
-	// MaxLeaseMicros bounds a lease (DESIGN §4: 10 minutes).
+	// MaxLeaseMicros bounds a lease (docs/design.md §4: 10 minutes).
 	MaxLeaseMicros int64
 	// DefaultLeaseMicros is used when a Receive gives no lease duration.
 	DefaultLeaseMicros int64

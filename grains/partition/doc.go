@@ -73,13 +73,13 @@
 // partition's leader (ObserveEnqueueLateness).
 //
 // The Host, its state machines and the grain run goroutines and do I/O, unlike the pure state
-// machines they apply (grains/batch) and the pure engine the grain drives: DESIGN §2 layer 3.
+// machines they apply (grains/batch) and the pure engine the grain drives: docs/design.md §2 layer 4.
 //
 // # Failpoints
 //
 // ORRERY_FAILPOINT=<name>[:<n>] arms a crash boundary in a real silo process: at the n-th hit
 // (default 1) of the named point, counted from the moment the silo is ready, the process kills
-// itself with SIGKILL. Names (DESIGN §3):
+// itself with SIGKILL. Names (docs/design.md §3):
 //
 //	entry-appended   a round that wrote command entries was persisted (synced), not yet known committed
 //	entry-committed  committed command entries were handed to their state machines, not yet applied

@@ -1,6 +1,6 @@
 // Package saga owns saga records in a partition: the CompareExchangeSaga and ExpireSaga
 // mutations, the phase transition table they obey, the saga's entries in the due index and
-// in the listing index, and the derived id of the timeout message (DESIGN §4 "Sagas").
+// in the listing index, and the derived id of the timeout message (docs/design.md §4 "Sagas").
 //
 // # Purity
 //

@@ -48,7 +48,7 @@ type transition struct {
 	from, to orreryv1.SagaPhase
 }
 
-// transitions is the complete table of allowed phase changes (DESIGN §4 "Sagas"). Anything not
+// transitions is the complete table of allowed phase changes (docs/design.md §4 "Sagas"). Anything not
 // listed is refused with invalidTransition. There is no row out of a terminal phase, and no
 // CompareExchangeSaga row into TimedOut: only ExpireSaga writes it.
 var transitions = [...]transition{

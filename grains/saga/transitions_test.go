@@ -7,7 +7,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
 
-// TestTransitionTable checks the table against DESIGN §4 over every operation and every pair of
+// TestTransitionTable checks the table against docs/design.md §4 over every operation and every pair of
 // phases, including the absent saga and a phase number this code does not know.
 func TestTransitionTable(t *testing.T) {
 	t.Parallel()
