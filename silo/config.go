@@ -3,7 +3,6 @@ package silo
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -73,15 +72,20 @@ type Config struct {
 	// four memtables plus 64 MiB (a full disk would otherwise crash the silo): below it the
 	// partitions refuse new commands with Unavailable.
 	Store persistence.Options
-	// Failpoints arms crash boundaries (default: from ORRERY_FAILPOINT).
+	// Failpoints arms crash boundaries (default: none). The silo binary arms them from
+	// partition.FailpointEnv; the library reads no environment.
 	Failpoints *partition.Failpoints
 	// RaftFaults drops or delays the Raft traffic between this silo and named silos (default:
-	// from ORRERY_RAFTNET_FAULTS; see raftnet.ParseFaults).
+	// none; the silo binary reads raftnet.FaultsEnv; see raftnet.ParseFaults).
 	RaftFaults *raftnet.Faults
 	// RaftFaultsFile names a file the silo follows while it runs, replacing RaftFaults with
-	// the ParseFaults spec it holds each time it changes (default: from
-	// ORRERY_RAFTNET_FAULTS_FILE; empty: none; see raftnet.Faults.Follow).
+	// the ParseFaults spec it holds each time it changes (default: none; the silo binary reads
+	// raftnet.FaultsFileEnv; see raftnet.Faults.Follow).
 	RaftFaultsFile string
+	// Diverge names partitions whose replica on this silo takes, once the silo is ready, a key
+	// no state machine writes (partition.Host.Diverge): a test of the consistency checker. The
+	// silo binary reads partition.DivergeEnv.
+	Diverge []int
 	// Replicas is how many replicas each partition has once enough silos are live (default
 	// DefaultReplicas); every silo of a cluster must use the same.
 	Replicas int
@@ -239,14 +243,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.RaftFaults == nil {
-		faults, err := raftnet.FaultsFromEnv()
-		if err != nil {
-			return c, err
-		}
-		c.RaftFaults = faults
-	}
-	if c.RaftFaultsFile == "" {
-		c.RaftFaultsFile = os.Getenv(raftnet.FaultsFileEnv)
+		c.RaftFaults = &raftnet.Faults{}
 	}
 	for i, put := range c.Grants {
 		if err := grants.Validate(put); err != nil {
@@ -265,11 +262,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.Failpoints == nil {
-		fp, err := partition.FailpointsFromEnv()
-		if err != nil {
-			return c, err
-		}
-		c.Failpoints = fp
+		c.Failpoints = &partition.Failpoints{}
 	}
 	return c, nil
 }

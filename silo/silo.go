@@ -215,14 +215,11 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		go s.putGrantsInBackground(runCtx)
 	}
 	cfg.Failpoints.Begin()
-	if n, ok, err := partition.DivergeFromEnv(); err != nil || ok {
-		if err == nil {
-			err = host.Diverge(n)
-		}
-		if err != nil {
-			s.log.Error("cannot make a replica diverge", "err", err)
+	for _, n := range cfg.Diverge {
+		if err := host.Diverge(n); err != nil {
+			s.log.Error("cannot make a replica diverge", "partition", n, "err", err)
 		} else {
-			s.log.Warn("this replica's state will diverge on purpose (a test of the consistency checker)", "partition", n, "env", partition.DivergeEnv)
+			s.log.Warn("this replica's state will diverge on purpose (a test of the consistency checker)", "partition", n)
 		}
 	}
 	s.log.Info("silo ready", "silo_id", cluster.FormatID(s.SiloID()), "cluster_id", cluster.FormatID(s.ClusterID()),

@@ -16,11 +16,11 @@ import (
 	"github.com/orreryhq/orrery"
 )
 
-// FaultsEnv is the environment variable a silo process reads its transport faults from
+// FaultsEnv is the environment variable the silo binary (cmd/silo) reads its transport faults from
 // (ParseFaults' spec), so that a test can arm them in a real silo.
 const FaultsEnv = "ORRERY_RAFTNET_FAULTS"
 
-// FaultsFileEnv is the environment variable naming a file a silo process follows for its
+// FaultsFileEnv is the silo binary's (cmd/silo) environment variable naming a file it follows for its
 // transport faults while it runs (Faults.Follow): a test arms and heals faults in a running
 // silo by rewriting the file with a ParseFaults spec.
 const FaultsFileEnv = "ORRERY_RAFTNET_FAULTS_FILE"
@@ -249,6 +249,3 @@ func parseReplica(text string) (uint64, error) {
 	}
 	return id, nil
 }
-
-// FaultsFromEnv parses the FaultsEnv variable (no faults when it is unset or empty).
-func FaultsFromEnv() (*Faults, error) { return ParseFaults(os.Getenv(FaultsEnv)) }

@@ -60,17 +60,6 @@ func TestParseFaultsRefusesBadSpecs(t *testing.T) {
 	}
 }
 
-func TestFaultsFromEnv(t *testing.T) {
-	t.Setenv(FaultsEnv, "drop:7")
-	f, err := FaultsFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cut, _ := f.between(1, 7); !cut {
-		t.Fatalf("%s=drop:7 does not cut replica 7: %q", FaultsEnv, f.String())
-	}
-}
-
 func TestReplaceSwapsEveryFault(t *testing.T) {
 	f, _ := ParseFaults("drop:2;delay:3=1s")
 	g, _ := ParseFaults("drop:4")

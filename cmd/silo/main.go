@@ -29,6 +29,10 @@
 // when the cluster no longer accepts the silo's member id, the silo rejoins in-process under a
 // new one (orrery_member_rejoins_total counts it).
 //
+// The process tests arm faults through the environment of this binary, which alone reads it:
+// ORRERY_FAILPOINT (a crash boundary), ORRERY_RAFTNET_FAULTS and ORRERY_RAFTNET_FAULTS_FILE
+// (Raft transport faults) and ORRERY_DIVERGE (a replica that diverges on purpose).
+//
 // silo import imports a data root of the old layout (cluster.json and one Badger database per
 // partition, partitions/<n>/), which a silo refuses to start on, into the silo store
 // (persistence.ImportPartitionStores), prints what it copied of each partition and exits; the
@@ -64,6 +68,7 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/grains/schedule/cron"
@@ -241,7 +246,35 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	if opts.logFormat != "text" && opts.logFormat != "json" {
 		return opts, fmt.Errorf("log-format: must be text or json, got %q", opts.logFormat)
 	}
+	if err := armTestHooks(&opts.silo, getenv); err != nil {
+		return opts, err
+	}
 	return opts, nil
+}
+
+// armTestHooks arms, from the process's environment, the faults the process tests inject into a
+// real silo: a crash failpoint (partition.FailpointEnv), Raft transport faults
+// (raftnet.FaultsEnv, and raftnet.FaultsFileEnv for a file followed while it runs) and replicas
+// that diverge on purpose (partition.DivergeEnv). Only this binary reads them: an embedded silo
+// gets them through silo.Config, or not at all.
+func armTestHooks(cfg *silo.Config, getenv func(string) string) error {
+	fp, err := partition.ProcessFailpoints(getenv(partition.FailpointEnv))
+	if err != nil {
+		return err
+	}
+	cfg.Failpoints = fp
+	if cfg.RaftFaults, err = raftnet.ParseFaults(getenv(raftnet.FaultsEnv)); err != nil {
+		return err
+	}
+	cfg.RaftFaultsFile = getenv(raftnet.FaultsFileEnv)
+	n, ok, err := partition.ParseDiverge(getenv(partition.DivergeEnv))
+	if err != nil {
+		return err
+	}
+	if ok {
+		cfg.Diverge = append(cfg.Diverge, n)
+	}
+	return nil
 }
 
 // readFlagFile reads the file a flag names, when it names one, and hands its contents to

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +20,10 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/chaos"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/silo"
 )
 
@@ -395,5 +398,34 @@ func TestOTLPEndpointFlag(t *testing.T) {
 	}
 	if opts, err := parseConfig(nil, env); err != nil || opts.silo.OTLPEndpoint != "https://c.example/v1/traces" {
 		t.Fatalf("environment endpoint %q (%v)", opts.silo.OTLPEndpoint, err)
+	}
+}
+
+// TestTheBinaryArmsTheTestHooksFromItsEnvironment: the silo binary, and only it, reads the
+// hooks the process tests set: a failpoint, Raft transport faults and their file, a replica
+// that diverges on purpose; a bad value names its variable.
+func TestTheBinaryArmsTheTestHooksFromItsEnvironment(t *testing.T) {
+	env := map[string]string{partition.FailpointEnv: "entry-applied:2", raftnet.FaultsEnv: "drop:7",
+		raftnet.FaultsFileEnv: "/tmp/faults", partition.DivergeEnv: "5"}
+	opts, err := parseConfig(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := opts.silo
+	if name, at := cfg.Failpoints.Armed(); name != partition.FailpointEntryApplied || at != 2 {
+		t.Fatalf("failpoint %q at %d, want entry-applied at 2", name, at)
+	}
+	if cfg.RaftFaults.String() != "drop:7" || cfg.RaftFaultsFile != "/tmp/faults" || !slices.Equal(cfg.Diverge, []int{5}) {
+		t.Fatalf("faults %q, file %q, diverge %v", cfg.RaftFaults.String(), cfg.RaftFaultsFile, cfg.Diverge)
+	}
+	for name, bad := range map[string]string{partition.FailpointEnv: "nope", raftnet.FaultsEnv: "cut:x", partition.DivergeEnv: "-1"} {
+		if _, err := parseConfig(nil, func(k string) string {
+			if k == name {
+				return bad
+			}
+			return ""
+		}); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%s: %v, want an error naming the variable", name, bad, err)
+		}
 	}
 }

@@ -17,17 +17,18 @@ const (
 	FailpointReplySent      = "reply-sent"
 )
 
-// FailpointEnv is the environment variable that arms a failpoint in a silo process.
+// FailpointEnv is the environment variable of the silo binary (cmd/silo) that arms a failpoint
+// in its process (ProcessFailpoints).
 const FailpointEnv = "ORRERY_FAILPOINT"
 
-// DivergeEnv names a partition (a number) whose state this silo's replica changes behind its
-// state machine's back once the silo is ready: a key the state machine never writes, in the
-// replica's next apply (Host.Diverge). It exists to test the consistency checker.
+// DivergeEnv is the environment variable of the silo binary (cmd/silo) that names a partition
+// (a number) whose state the silo's replica changes behind its state machine's back once the
+// silo is ready: a key the state machine never writes, in the replica's next apply
+// (Host.Diverge). It exists to test the consistency checker.
 const DivergeEnv = "ORRERY_DIVERGE"
 
-// DivergeFromEnv returns the partition DivergeEnv names; false when it is unset.
-func DivergeFromEnv() (int, bool, error) {
-	spec := os.Getenv(DivergeEnv)
+// ParseDiverge returns the partition a DivergeEnv value names; false when spec is empty.
+func ParseDiverge(spec string) (int, bool, error) {
 	if spec == "" {
 		return 0, false, nil
 	}
@@ -49,11 +50,11 @@ type Failpoints struct {
 	held atomic.Bool
 }
 
-// FailpointsFromEnv arms the failpoint named in ORRERY_FAILPOINT, if any, to SIGKILL the
-// process. Its hits count only from Begin, which a silo calls once it is ready, so that the
-// commands of its own start (the bootstrap of its grants) never reach the n-th hit.
-func FailpointsFromEnv() (*Failpoints, error) {
-	spec := os.Getenv(FailpointEnv)
+// ProcessFailpoints arms the failpoint spec names ("<name>[:<n>]", a FailpointEnv value; none
+// when empty) to SIGKILL the process. Its hits count only from Begin, which a silo calls once it
+// is ready, so that the commands of its own start (the bootstrap of its grants) never reach
+// the n-th hit.
+func ProcessFailpoints(spec string) (*Failpoints, error) {
 	if spec == "" {
 		return &Failpoints{}, nil
 	}
@@ -64,7 +65,7 @@ func FailpointsFromEnv() (*Failpoints, error) {
 	return f, err
 }
 
-// Begin starts counting the hits of failpoints armed by FailpointsFromEnv (those of
+// Begin starts counting the hits of failpoints armed by ProcessFailpoints (those of
 // NewFailpoints count from the start).
 func (f *Failpoints) Begin() {
 	if f != nil {
@@ -90,6 +91,14 @@ func NewFailpoints(spec string, fire func(name string)) (*Failpoints, error) {
 			FailpointEntryAppended, FailpointEntryCommitted, FailpointEntryApplied, FailpointReplySent)
 	}
 	return &Failpoints{name: name, at: at, fire: fire, armed: true}, nil
+}
+
+// Armed returns the failpoint armed and the hit it fires at ("" and 0 when none is).
+func (f *Failpoints) Armed() (name string, at int64) {
+	if f == nil || !f.armed {
+		return "", 0
+	}
+	return f.name, f.at
 }
 
 // Hit records that execution reached the named point.

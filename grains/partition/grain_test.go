@@ -527,11 +527,10 @@ func TestFailpointsFireInOrder(t *testing.T) {
 	}
 }
 
-// TestFailpointsFromEnvCountFromBegin: a silo process's failpoint ignores the hits before the
+// TestProcessFailpointsCountFromBegin: a silo process's failpoint ignores the hits before the
 // silo is ready (its own bootstrap commands), so its n-th hit is the n-th after Begin.
-func TestFailpointsFromEnvCountFromBegin(t *testing.T) {
-	t.Setenv(FailpointEnv, FailpointEntryApplied+":3")
-	fp, err := FailpointsFromEnv()
+func TestProcessFailpointsCountFromBegin(t *testing.T) {
+	fp, err := ProcessFailpoints(FailpointEntryApplied + ":3")
 	if err != nil {
 		t.Fatal(err)
 	}
