@@ -36,16 +36,14 @@ func scale(full, short int) int {
 	return full
 }
 
-// startSilo starts an embedded silo on dir with the silo's defaults, which these environment
-// variables override for experiments: ORRERY_BENCH_PARTITIONS (partition count),
-// and ORRERY_BENCH_COORDINATOR_WORKERS.
+// startSilo starts an embedded silo on dir with the silo's defaults; ORRERY_BENCH_PARTITIONS
+// overrides its partition count for experiments.
 func startSilo(b *testing.B, dir string) *silo.Silo {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	workers, _ := strconv.Atoi(os.Getenv("ORRERY_BENCH_COORDINATOR_WORKERS"))
 	partitions, _ := strconv.Atoi(os.Getenv("ORRERY_BENCH_PARTITIONS"))
-	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Partitions: partitions, Logger: quiet, CoordinatorWorkers: workers, InsecureDev: true})
+	s, err := silo.Start(ctx, silo.Config{DataDir: dir, Admin: "off", Partitions: partitions, Logger: quiet, InsecureDev: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -96,12 +96,6 @@ type Config struct {
 	// partitions' leaders remove its replicas and re-create them elsewhere (default
 	// DefaultDeadAfter). Until then a replacement replica is added beside it.
 	DeadAfter time.Duration
-	// CoordinatorWorkers is how many partitions the due coordinator serves at once (default:
-	// all of them, Partitions). Each partition's rounds stay serialized; serving partitions
-	// concurrently keeps one partition's commit from delaying another's due work. Measured on
-	// a 2-core machine (BenchmarkDueLateness, -short): enqueue-lateness p99 52 ms with 2
-	// workers, 29 ms with 8, 4 ms with 32, for up to a fifth less peak catch-up throughput.
-	CoordinatorWorkers int
 	// OpenTimeout bounds how long Start waits for the silo to join its cluster (its seeds to
 	// answer and its cluster id to be known), and then for the partitions' groups to replay and
 	// the partitions this silo leads to answer (default DefaultOpenTimeout); past it the silo stops and
@@ -211,9 +205,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Store.MinFreeBytes == 0 {
 		c.Store.MinFreeBytes = uint64(4*persistence.DefaultMemTableBytes) + 64<<20
-	}
-	if c.CoordinatorWorkers <= 0 {
-		c.CoordinatorWorkers = c.Partitions
 	}
 	if c.OpenTimeout <= 0 {
 		c.OpenTimeout = DefaultOpenTimeout

@@ -187,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	transport := memberTransport{s}
 	coord := duecoordinator.New(duecoordinator.Config{
 		Partitions: transport, Clock: clock.Real(), CommandIDPrefix: "due-" + m.ID(),
-		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.CoordinatorWorkers, LateAfter: cfg.LateAfter, TracerProvider: tracerProvider,
+		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.Partitions, LateAfter: cfg.LateAfter, TracerProvider: tracerProvider,
 	})
 	coord.Start(runCtx)
 	s.coord.Store(coord)

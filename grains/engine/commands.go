@@ -28,7 +28,7 @@ func (e *Engine) admit(now time.Time, c Command) {
 		return
 	}
 	if err := checkDue(c.Request); err != nil {
-		e.reply(now, p, errorReply(err))
+		e.reply(now, p, ErrorReply(err))
 		return
 	}
 	if e.park(now, p) {
@@ -60,7 +60,7 @@ func (e *Engine) propose(now time.Time, p *pending) {
 		Batch: p.req.GetBatch(), Due: p.req.GetDue(), ZoneRules: schedule.ZoneRulesFor(p.req.GetBatch().GetMutations()),
 	})
 	if err != nil {
-		e.reply(now, p, errorReply(orrery.Wrap(orrery.CodeInternal, err, "partition %d: encode a command", e.cfg.Partition)))
+		e.reply(now, p, ErrorReply(orrery.Wrap(orrery.CodeInternal, err, "partition %d: encode a command", e.cfg.Partition)))
 		return
 	}
 	e.nextRef++
@@ -77,7 +77,7 @@ func (e *Engine) proposed(now time.Time, ev Proposed) {
 	}
 	delete(e.proposing, ev.Ref)
 	if ev.Err != nil {
-		e.reply(now, p, errorReply(ev.Err))
+		e.reply(now, p, ErrorReply(ev.Err))
 		return
 	}
 	if e.stopped { // stopped meanwhile: its entry may still apply, nobody here will see it

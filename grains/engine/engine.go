@@ -57,8 +57,9 @@ const (
 	dueHeadEntries = 4096
 	// MaxScanRefs bounds one ScanDue.
 	MaxScanRefs = 4096
-	// maxVisibilityFloors bounds the queues whose visibility floors the engine remembers.
-	maxVisibilityFloors = 4096
+	// MaxVisibilityFloors bounds the queues whose visibility floors the engine, and a
+	// partition's state machine, remember (NewVisibilityFloors).
+	MaxVisibilityFloors = 4096
 	// HousekeepRecords bounds one housekeeping command.
 	HousekeepRecords = 5000
 )
@@ -128,7 +129,7 @@ func New(cfg Config, state State) *Engine {
 		proposing:  map[uint64]*pending{},
 		inflight:   map[uint64]*pending{},
 		head:       due.NewHead(dueHeadEntries),
-		readFloors: kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors),
+		readFloors: NewVisibilityFloors(),
 	}
 }
 
@@ -293,7 +294,7 @@ func (e *Engine) reload(now time.Time) {
 	e.cfg.Logger.Info("partition state replaced by a snapshot", "applied_index", index, "logged_time", logged)
 	e.head.Reset()
 	e.readLimits()
-	e.readFloors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
+	e.readFloors = NewVisibilityFloors()
 	e.dueFloor = 0
 	e.reportNextDue()
 	e.wakeWaiters(now)
@@ -335,6 +336,13 @@ func (e *Engine) reply(now time.Time, p *pending, r *orreryv1.CommandReply) {
 	}
 }
 
-func errorReply(err error) *orreryv1.CommandReply {
+// NewVisibilityFloors returns empty visibility floors of a partition's queues, bounded to
+// MaxVisibilityFloors queues: what the engine's reads and a state machine's applies keep.
+func NewVisibilityFloors() *kv.Floors {
+	return kv.NewFloors(keys.VisibilityQueuePrefix, MaxVisibilityFloors)
+}
+
+// ErrorReply is the reply carrying err, as an orrery.Error.
+func ErrorReply(err error) *orreryv1.CommandReply {
 	return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto()}
 }

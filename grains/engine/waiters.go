@@ -38,7 +38,7 @@ func (e *Engine) park(now time.Time, p *pending) bool {
 		if refused := e.state.View(func(r kv.Reader) error {
 			return e.cfg.Applier.CheckWaiting(r, p.req.GetPrincipal(), p.req.GetBatch(), e.readTime(now))
 		}); refused != nil {
-			e.reply(now, p, errorReply(refused))
+			e.reply(now, p, ErrorReply(refused))
 			return true
 		}
 	}

@@ -36,9 +36,6 @@ func Props(cfg Config, partition int) *actor.Props {
 // shared goroutine pool (protoactor's default).
 const mailboxThroughput = 300
 
-// maxVisibilityFloors bounds the queues whose visibility floors a state machine remembers.
-const maxVisibilityFloors = 4096
-
 // timerFired is an engine timer firing, sent by the grain to itself; gen tells a timer that
 // was re-armed or stopped after it fired.
 type timerFired struct {
@@ -301,7 +298,3 @@ func (s replicaState) Applied() (uint64, int64) {
 }
 
 func (s replicaState) Term() uint64 { return s.host.term(s.n) }
-
-func errorReply(err error) *orreryv1.CommandReply {
-	return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto()}
-}

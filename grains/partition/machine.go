@@ -13,7 +13,6 @@ import (
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/input"
-	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
 	"github.com/orreryhq/orrery/persistence"
@@ -66,7 +65,7 @@ func newMachine(h *Host, n int, state *persistence.PartitionState) *machine {
 		host: h, n: n, state: state,
 		applier: batch.Applier{Partitions: h.cfg.Partitions, Partition: n},
 		warm:    kv.NewWarm(h.cfg.WarmCacheBytes),
-		floors:  kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors),
+		floors:  engine.NewVisibilityFloors(),
 		queue:   make(chan applyJob, machineQueue),
 		done:    make(chan struct{}),
 	}
@@ -178,7 +177,7 @@ func (m *machine) install(mark persistence.AppliedMark, chunks replication.Chunk
 		// Reset even after a failure: the state may be either one after a failed Install's
 		// switch (which fails the host), and the caches fill again from the store.
 		m.warm = kv.NewWarm(m.host.cfg.WarmCacheBytes)
-		m.floors = kv.NewFloors(keys.VisibilityQueuePrefix, maxVisibilityFloors)
+		m.floors = engine.NewVisibilityFloors()
 		if err != nil {
 			return err
 		}
@@ -288,7 +287,7 @@ func (m *machine) applySplit(entries []replication.Entry, index uint64, out *eng
 		if err := m.state.Apply(mark, func(*persistence.Txn) error { return nil }); err != nil {
 			return err
 		}
-		out.Results = append(out.Results, engine.Result{Index: e.Index, Term: e.Term, Reply: errorReply(orrery.FieldErrorf(orrery.CodeValidation, "batch",
+		out.Results = append(out.Results, engine.Result{Index: e.Index, Term: e.Term, Reply: engine.ErrorReply(orrery.FieldErrorf(orrery.CodeValidation, "batch",
 			"command %s/%s writes more than the partition's transaction limit of %d bytes; split it",
 			e.GetPrincipal(), commandID(e), m.state.MaxBatchBytes()))})
 		return nil
@@ -368,7 +367,7 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, err
 			if platform(err) {
 				return r, err
 			}
-			r.Reply = errorReply(err)
+			r.Reply = engine.ErrorReply(err)
 		}
 		return r, nil
 	}
@@ -384,7 +383,7 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, err
 		if platform(err) {
 			return r, err
 		}
-		r.Reply = errorReply(err)
+		r.Reply = engine.ErrorReply(err)
 		return r, nil
 	}
 	r.Reply = &orreryv1.CommandReply{Receipt: outcome.ReceiptBytes}
