@@ -4,9 +4,11 @@
 // the due coordinator was told of the partition's next due instant, the visibility floors of
 // its own reads, the housekeeping and consistency-check schedules, the partition's limits
 // (it proposes its silo's when the partition's differ, on Open) and the refresh of its zone
-// rules (it proposes its binary's where the partition's are older, on Open). Events enter through Step with the time they
-// happen at; what the engine wants done comes back as a Ready: entries to propose, replies to
-// send, next-due notices, timers to arm. It reads the partition's replica state only through
+// rules (it proposes its binary's where the partition's are older, on Open). Every event enters
+// through Step, with the time it happens at, as one of the Event types (a sealed interface); what
+// the engine wants done comes back as a Ready: entries to propose, replies to send, next-due
+// notices, timers to arm, the answer to a due scan. Reads that change nothing (Inspect) are
+// methods of their own. It reads the partition's replica state only through
 // State, starts no goroutine, reads no clock and takes no lock; a thin driver (the partition
 // grain, grains/partition) performs its Ready and feeds back what happened.
 //
@@ -33,7 +35,7 @@
 // # Due work
 //
 // The engine keeps the front of the due index in memory (due.Head), kept exact by each
-// Applied event's due-index writes, and answers ScanDue from it. It tells the due coordinator
+// Applied event's due-index writes, and answers the ScanDue event from it (Ready.Scanned). It tells the due coordinator
 // (Ready.Notices) the partition's earliest due instant on Open and after a snapshot, and after
 // an Applied event that wrote an earlier one than the coordinator wakes for.
 //

@@ -10,9 +10,9 @@ import (
 	"github.com/orreryhq/orrery/grains/kv"
 )
 
-// ScanDue answers a due coordinator's bounded due scan at now, from the due head when it
-// covers the scan. What the answer says of the next due instant bounds the notices that follow.
-func (e *Engine) ScanDue(now time.Time, req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
+// scanDue answers a due coordinator's bounded due scan (the ScanDue event) at now, from the due
+// head when it covers the scan. What the answer says of the next due instant bounds the notices that follow.
+func (e *Engine) scanDue(now time.Time, req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
 	if e.stopped {
 		return &orreryv1.ScanDueReply{Error: orrery.Errorf(orrery.CodeUnavailable, "partition %d is stopping", e.cfg.Partition).Proto()}
 	}

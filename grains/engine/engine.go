@@ -143,6 +143,8 @@ type Ready struct {
 	Notices         []*orreryv1.NextDueNotice
 	Timers          []Timer
 	Propose         []Propose
+	// Scanned answers a ScanDue event (nil after any other).
+	Scanned *orreryv1.ScanDueReply
 }
 
 // Reply is a reply for the sender a Command came from.
@@ -177,6 +179,23 @@ type Timer struct {
 	Kind TimerKind
 	At   time.Time
 }
+
+// Event is what the driver steps the engine with: one of the event types below. The interface
+// is sealed (only this package's types implement it), so Step takes nothing else.
+type Event interface{ isEvent() }
+
+func (Open) isEvent()                {}
+func (Command) isEvent()             {}
+func (Proposed) isEvent()            {}
+func (Applied) isEvent()             {}
+func (Lost) isEvent()                {}
+func (HostFailed) isEvent()          {}
+func (StateReplaced) isEvent()       {}
+func (WaitTimerFired) isEvent()      {}
+func (HousekeepTimerFired) isEvent() {}
+func (CheckTimerFired) isEvent()     {}
+func (ScanDue) isEvent()             {}
+func (Stop) isEvent()                {}
 
 // Events the driver steps the engine with.
 type (
@@ -215,6 +234,9 @@ type (
 	WaitTimerFired      struct{}
 	HousekeepTimerFired struct{}
 	CheckTimerFired     struct{}
+	// ScanDue is a due coordinator's scan of the partition's due records, answered in
+	// Ready.Scanned from the due head (see scanDue).
+	ScanDue struct{ Request *orreryv1.ScanDueRequest }
 	// Stop answers everything in flight and parked; the engine answers nothing after it.
 	Stop struct{}
 )
@@ -233,7 +255,7 @@ type Proposal struct{ Index, Term uint64 }
 type DueWrite struct{ Key, Value []byte }
 
 // Step takes one event at now and returns what to do about it.
-func (e *Engine) Step(now time.Time, event any) Ready {
+func (e *Engine) Step(now time.Time, event Event) Ready {
 	switch ev := event.(type) {
 	case Open:
 		e.open(now)
@@ -241,8 +263,8 @@ func (e *Engine) Step(now time.Time, event any) Ready {
 		e.admit(now, ev)
 	case Proposed:
 		e.proposed(now, ev)
-	case *Applied:
-		e.applied(now, ev)
+	case Applied:
+		e.applied(now, &ev)
 	case Lost:
 		e.lost(now, ev)
 	case HostFailed:
@@ -255,10 +277,12 @@ func (e *Engine) Step(now time.Time, event any) Ready {
 		e.housekeep(now)
 	case CheckTimerFired:
 		e.check(now)
+	case ScanDue:
+		e.ready.Scanned = e.scanDue(now, ev.Request)
 	case Stop:
 		e.stop(now)
 	default:
-		e.cfg.Logger.Error("partition engine: unknown event", "event", event)
+		e.cfg.Logger.Error("partition engine: a nil event")
 	}
 	rd := e.ready
 	e.ready = Ready{}

@@ -39,7 +39,7 @@ func TestAnEntryOfAnotherTermAnswersNothingAndALostProposalIsUnavailable(t *test
 	h.command("a", request("c1", enqueue("m1", 0)))
 	index := h.log[0].index
 	h.log = nil
-	h.step(&Applied{Results: []Result{{Index: index, Term: 4, Reply: &orreryv1.CommandReply{}}}})
+	h.step(Applied{Results: []Result{{Index: index, Term: 4, Reply: &orreryv1.CommandReply{}}}})
 	if len(h.answers("a")) != 0 || h.answeredApplied != 0 {
 		t.Fatalf("answered by another term's entry: %v", h.answers("a"))
 	}
@@ -226,7 +226,7 @@ func TestScanDueIsAnsweredFromTheDueHead(t *testing.T) {
 	h := newHarness(t, nil)
 	h.command("a", request("c1", configure(scheduleID(1), t0.Add(-time.Second))))
 	h.commit()
-	if r := h.e.ScanDue(h.now, &orreryv1.ScanDueRequest{MaxRefs: 10}); len(r.GetRefs()) != 1 || r.GetLoggedTimeUnixMicros() <= h.state.logged {
+	if r := h.scan(&orreryv1.ScanDueRequest{MaxRefs: 10}); len(r.GetRefs()) != 1 || r.GetLoggedTimeUnixMicros() <= h.state.logged {
 		t.Fatalf("first scan %v", r)
 	}
 	if n := h.e.DueHeadEntries(); n != 1 {
@@ -235,7 +235,7 @@ func TestScanDueIsAnsweredFromTheDueHead(t *testing.T) {
 	h.command("a", request("c2", configure(scheduleID(2), t0.Add(-time.Second))))
 	h.commit()
 	views := h.state.views
-	r := h.e.ScanDue(h.now, &orreryv1.ScanDueRequest{MaxRefs: 10})
+	r := h.scan(&orreryv1.ScanDueRequest{MaxRefs: 10})
 	if len(r.GetRefs()) != 2 || h.state.views != views {
 		t.Fatalf("scan after a new due entry: %d refs, %d reads; want 2 refs, no read", len(r.GetRefs()), h.state.views-views)
 	}
@@ -250,7 +250,7 @@ func TestScanDueIsAnsweredFromTheDueHead(t *testing.T) {
 		t.Fatalf("due command receipt %v", rc)
 	}
 	views = h.state.views
-	r = h.e.ScanDue(h.now, &orreryv1.ScanDueRequest{MaxRefs: 10})
+	r = h.scan(&orreryv1.ScanDueRequest{MaxRefs: 10})
 	if len(r.GetRefs()) != 1 || r.GetRefs()[0].GetId() != scheduleID(2) || h.state.views != views {
 		t.Fatalf("scan after the emit: refs %v, %d reads; want schedule 2 only, no read", r.GetRefs(), h.state.views-views)
 	}

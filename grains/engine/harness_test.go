@@ -88,8 +88,8 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	return h
 }
 
-// step steps the engine at h.now and performs its Ready as the grain does.
-func (h *harness) step(event any) {
+// step steps the engine at h.now and performs its Ready as the grain does; it returns the Ready.
+func (h *harness) step(event Event) Ready {
 	h.t.Helper()
 	rd := h.e.Step(h.now, event)
 	for _, r := range rd.Replies {
@@ -116,13 +116,14 @@ func (h *harness) step(event any) {
 		h.log = append(h.log, entry{index: index, term: h.state.term, principal: p.Principal, cmd: cmd})
 		h.step(Proposed{Ref: p.Ref, Index: index, Term: h.state.term})
 	}
+	return rd
 }
 
 // commit applies every accepted entry, each at its own logged time, as the state machine does,
 // and steps the engine with the round.
 func (h *harness) commit() {
 	h.t.Helper()
-	applied := &Applied{}
+	applied := Applied{}
 	for _, e := range h.log {
 		rec := &DueRecorder{View: h.state.mem}
 		logged := max(h.now.UnixMicro(), h.state.logged+1)
@@ -153,6 +154,16 @@ func (h *harness) commit() {
 	}
 	h.log = nil
 	h.step(applied)
+}
+
+// scan steps a ScanDue event and returns its answer.
+func (h *harness) scan(req *orreryv1.ScanDueRequest) *orreryv1.ScanDueReply {
+	h.t.Helper()
+	rd := h.step(ScanDue{Request: req})
+	if rd.Scanned == nil {
+		h.t.Fatal("a ScanDue event left Ready.Scanned nil")
+	}
+	return rd.Scanned
 }
 
 // command steps a Command from sender.

@@ -99,7 +99,7 @@ func (g *grain) Receive(ctx actor.Context) {
 			ctx.Respond(&orreryv1.ScanDueReply{Error: g.unavailable().Proto()})
 			return
 		}
-		ctx.Respond(g.engine.ScanDue(g.cfg.Clock.Now(), msg))
+		ctx.Respond(g.step(ctx, engine.ScanDue{Request: msg}).Scanned)
 	case *orreryv1.InspectRequest:
 		if !g.leads(ctx) {
 			ctx.Respond(&orreryv1.InspectReply{Error: g.notLeader(replication.ErrNotLeader).Proto()})
@@ -108,7 +108,7 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.readConfirmed(ctx, msg)
 	case *confirmedRead:
 		g.answerRead(ctx, msg)
-	case *engine.Applied, engine.Lost, engine.HostFailed, engine.StateReplaced:
+	case engine.Event: // from the state machine: Applied, Lost, HostFailed, StateReplaced
 		if g.engine != nil {
 			g.step(ctx, msg)
 		}
@@ -144,7 +144,7 @@ func (g *grain) open(ctx actor.Context) {
 		return
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	state, err := g.cfg.Host.attach(g.partition, g, func(msg any) { root.Send(self, msg) })
+	state, err := g.cfg.Host.attach(g.partition, g, func(ev engine.Event) { root.Send(self, ev) })
 	if err != nil {
 		g.openErr = err
 		log.Error("partition cannot open", "err", err)
@@ -162,14 +162,16 @@ func (g *grain) open(ctx actor.Context) {
 	g.step(ctx, engine.Open{})
 }
 
-// step steps the engine with event at the clock's time and performs its Ready.
-func (g *grain) step(ctx actor.Context, event any) {
-	g.perform(ctx, g.engine.Step(g.cfg.Clock.Now(), event))
+// step steps the engine with event at the clock's time, performs its Ready and returns it.
+func (g *grain) step(ctx actor.Context, event engine.Event) engine.Ready {
+	rd := g.engine.Step(g.cfg.Clock.Now(), event)
+	g.perform(ctx, rd)
 	if g.engine != nil {
 		m := g.cfg.Host.machines[g.partition]
 		m.queued.Store(int64(g.engine.Queued()))
 		m.dueHead.Store(int64(g.engine.DueHeadEntries()))
 	}
+	return rd
 }
 
 // perform does what a Ready asks, in its order: replies, notices, timers, then proposals, each

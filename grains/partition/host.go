@@ -536,7 +536,7 @@ func (l failpointLog) Persist(writes []persistence.RaftWrite) error {
 
 // attach attaches a grain to partition n's state machine: sink receives its results from now
 // on. It returns the partition's state, which the grain reads.
-func (h *Host) attach(n int, owner any, sink func(any)) (*persistence.PartitionState, error) {
+func (h *Host) attach(n int, owner any, sink func(engine.Event)) (*persistence.PartitionState, error) {
 	m, err := h.machine(n)
 	if err != nil {
 		return nil, err

@@ -56,8 +56,8 @@ type machine struct {
 	tamper atomic.Pointer[func(*persistence.Txn) error]
 
 	mu    sync.Mutex
-	owner any       // the attached grain, nil when none is
-	sink  func(any) // its mailbox
+	owner any                // the attached grain, nil when none is
+	sink  func(engine.Event) // its mailbox
 }
 
 func newMachine(h *Host, n int, state *persistence.PartitionState) *machine {
@@ -93,7 +93,7 @@ func (m *machine) Limits() input.Limits { return *m.limits.Load() }
 
 // attach makes sink receive the partition's results from now on, on behalf of owner,
 // replacing any earlier one.
-func (m *machine) attach(owner any, sink func(any)) {
+func (m *machine) attach(owner any, sink func(engine.Event)) {
 	m.mu.Lock()
 	m.owner, m.sink = owner, sink
 	m.mu.Unlock()
@@ -108,12 +108,12 @@ func (m *machine) detach(owner any) {
 	}
 }
 
-func (m *machine) deliver(msg any) {
+func (m *machine) deliver(ev engine.Event) {
 	m.mu.Lock()
 	sink := m.sink
 	m.mu.Unlock()
 	if sink != nil {
-		sink(msg)
+		sink(ev)
 	}
 }
 
@@ -223,7 +223,7 @@ func (m *machine) apply(c replication.Committed) error {
 		entries = entries[end+1:]
 	}
 	m.host.cfg.Failpoints.Hit(FailpointEntryApplied)
-	m.deliver(out)
+	m.deliver(*out)
 	return nil
 }
 
