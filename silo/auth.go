@@ -69,7 +69,7 @@ func validateAdminTokens(tokens []AdminToken) error {
 		if err := input.Name("principal", token.Principal, input.MaxIDBytes); err != nil {
 			return fmt.Errorf("admin tokens[%d]: %w", i, err)
 		}
-		if strings.HasPrefix(token.Principal, input.SystemPrincipalPrefix) {
+		if input.IsSystem(token.Principal) {
 			return fmt.Errorf("admin tokens[%d].principal: %q is one of Orrery's own principals (%s...), which no token may act as", i, token.Principal, input.SystemPrincipalPrefix)
 		}
 		if seen[token.SHA256] {

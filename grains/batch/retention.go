@@ -3,7 +3,6 @@ package batch
 import (
 	"bytes"
 	"encoding/binary"
-	"strings"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -23,7 +22,7 @@ const MaxHousekeepRecords = 10_000
 // storeReceipt writes a command's receipt to the inbox with its expiry index, and counts it.
 func (a Applier) storeReceipt(v kv.View, principal, commandID string, hash, encoded []byte, loggedNowMicros int64) error {
 	retention := a.Limits.ReceiptRetentionMicros
-	if strings.HasPrefix(principal, input.SystemPrincipalPrefix) {
+	if input.IsSystem(principal) {
 		retention = a.Limits.SystemReceiptRetentionMicros
 	}
 	expiresAt, ok := input.AddMicros(loggedNowMicros, retention)

@@ -3,7 +3,6 @@ package engine
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -43,7 +42,7 @@ func checkDue(req *orreryv1.CommandRequest) error {
 	if !req.GetDue() {
 		return nil
 	}
-	if !strings.HasPrefix(req.GetPrincipal(), input.SystemPrincipalPrefix) {
+	if !input.IsSystem(req.GetPrincipal()) {
 		return orrery.Invalid("due", "is for Orrery's due coordinators (principals %s...), not for %q", input.SystemPrincipalPrefix, req.GetPrincipal())
 	}
 	if req.GetWaitMicros() != 0 {

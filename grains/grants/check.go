@@ -1,8 +1,6 @@
 package grants
 
 import (
-	"strings"
-
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
@@ -13,11 +11,6 @@ import (
 
 // AnyNamespace is the namespace of a rule that covers every namespace.
 const AnyNamespace = "*"
-
-// IsSystem reports whether principal is one of Orrery's own (input.SystemPrincipalPrefix).
-func IsSystem(principal string) bool {
-	return strings.HasPrefix(principal, input.SystemPrincipalPrefix)
-}
 
 // Load returns the grant of principal (nil when it has none).
 func Load(r kv.Reader, principal string) (*orreryv1.GrantRecord, error) {
@@ -83,7 +76,7 @@ func Denied(subject string, capability Capability, namespace, queue string) *orr
 
 // RequireSystem fails Unauthorized unless principal is one of Orrery's own.
 func RequireSystem(principal, what string) error {
-	if IsSystem(principal) {
+	if input.IsSystem(principal) {
 		return nil
 	}
 	return orrery.Errorf(orrery.CodeUnauthorized, "%s is for Orrery's own principals (%s...), not for %s", what, input.SystemPrincipalPrefix, quote(principal))

@@ -64,7 +64,7 @@ func ApplyDelete(v kv.View, caller string, m *orreryv1.DeleteGrant) error {
 // system principal may; any other needs PolicyAdmin covering each rule's namespace and queue,
 // or on "*" when there is no rule at all.
 func requireAdmin(r kv.Reader, caller string, ruleSets ...[]*orreryv1.GrantRule) error {
-	if IsSystem(caller) {
+	if input.IsSystem(caller) {
 		return nil
 	}
 	grant, err := Load(r, caller)

@@ -107,8 +107,13 @@ type Limits struct {
 	AuditRetentionMicros int64
 }
 
-// SystemPrincipalPrefix marks Orrery's own principals (short receipt retention).
+// SystemPrincipalPrefix marks Orrery's own principals: the mutations only Orrery makes need
+// one (grants.RequireSystem), no grant is kept for one, and their receipts are kept briefly.
 const SystemPrincipalPrefix = "system:"
+
+// IsSystem reports whether principal is one of Orrery's own (SystemPrincipalPrefix): the one
+// spelling of that check.
+func IsSystem(principal string) bool { return strings.HasPrefix(principal, SystemPrincipalPrefix) }
 
 // DefaultLimits returns the documented defaults (README "Limits").
 func DefaultLimits() Limits {
