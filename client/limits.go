@@ -5,7 +5,6 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
-	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/input"
 )
@@ -24,7 +23,7 @@ type Limits struct {
 	// MaxMutationsPerBatch bounds the mutations of one command.
 	MaxMutationsPerBatch int
 	// MaxMessageBytes bounds the encoded CommandRequest: the actor transport's largest
-	// message (cluster.MaxMessageBytes).
+	// message (input.MaxMessageBytes).
 	MaxMessageBytes int
 }
 
@@ -36,7 +35,7 @@ func DefaultLimits() Limits { return LimitsOf(input.DefaultLimits()) }
 func LimitsOf(lim input.Limits) Limits {
 	return Limits{
 		MaxPayloadBytes: lim.MaxPayloadBytes, MaxHeadersBytes: lim.MaxHeadersBytes, MaxStateBytes: lim.MaxStateBytes,
-		MaxMutationsPerBatch: lim.MaxMutationsPerBatch, MaxMessageBytes: cluster.MaxMessageBytes,
+		MaxMutationsPerBatch: lim.MaxMutationsPerBatch, MaxMessageBytes: input.MaxMessageBytes,
 	}
 }
 

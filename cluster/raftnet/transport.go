@@ -59,7 +59,7 @@ type Config struct {
 	Self uint64
 	// System is the silo's actor system, its remote started (remote.NewRemote, Start) with
 	// gRPC message limits of at least a few MiB beyond the default window of chunks (the
-	// cluster package's MaxMessageBytes). The replication actor is spawned on it.
+	// input.MaxMessageBytes). The replication actor is spawned on it.
 	System *actor.ActorSystem
 	// Addresses resolves a replica id to its silo's replication actor (PID); false for a
 	// replica it does not know: messages to it are dropped and snapshots to it fail.

@@ -61,3 +61,24 @@ func LimitsOf(p *orreryv1.PartitionLimits) Limits {
 		AuditRetentionMicros:         p.GetAuditRetentionMicros(),
 	}
 }
+
+// MaxMessageBytes is the largest gRPC message the actor transport (package cluster) sends or
+// receives, on servers and clients alike (gRPC's own default receive limit is 4 MiB). It is the largest
+// command or reply under DefaultLimits, rounded up to a power of two: a command of
+// MaxMutationsPerBatch (256) maximal saga exchanges is Limits.MaxCommandBytes, about
+// 133 MiB, and a reply of 256 maximal receives is Limits.MaxReplyBytes, about 228 MiB.
+// A silo refuses to start with limits whose largest command or reply would not fit
+// (cluster.CheckLimits), and a client refuses to send a command whose encoding exceeds it.
+const MaxMessageBytes = 256 << 20
+
+// CommandLimits are l's command limits as a partition reports them to clients
+// (PartitionStatus.command_limits), with the transport's MaxMessageBytes.
+func (l Limits) CommandLimits() *orreryv1.CommandLimits {
+	return &orreryv1.CommandLimits{
+		MaxPayloadBytes:      uint32(l.MaxPayloadBytes),
+		MaxHeadersBytes:      uint32(l.MaxHeadersBytes),
+		MaxStateBytes:        uint32(l.MaxStateBytes),
+		MaxMutationsPerBatch: uint32(l.MaxMutationsPerBatch),
+		MaxMessageBytes:      MaxMessageBytes,
+	}
+}

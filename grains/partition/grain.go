@@ -11,7 +11,6 @@ import (
 	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/clock"
-	orrerycluster "github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/persistence"
@@ -262,7 +261,7 @@ func (g *grain) notLeader(cause error) *orrery.Error {
 	if leader == 0 {
 		e = orrery.Wrap(orrery.CodeUnavailable, cause, "partition %d: this silo's replica does not lead and knows no leader", g.partition)
 	} else {
-		e = orrery.Wrap(orrery.CodeUnavailable, cause, "partition %d: this silo's replica does not lead; silo %s does", g.partition, orrerycluster.FormatID(leader))
+		e = orrery.Wrap(orrery.CodeUnavailable, cause, "partition %d: this silo's replica does not lead; silo %s does", g.partition, formatReplica(leader))
 	}
 	e.LeaderSilo = leader
 	return e

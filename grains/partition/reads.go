@@ -5,7 +5,6 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
-	"github.com/orreryhq/orrery/cluster"
 )
 
 // confirmedRead is an inspection read whose leadership check has ended (err nil: answer it
@@ -55,7 +54,7 @@ func (g *grain) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
 	}
 	if status := reply.GetPartition(); status != nil {
 		status.Silo = g.silo
-		status.CommandLimits = cluster.CommandLimits(g.cfg.Host.machines[g.partition].Limits())
+		status.CommandLimits = g.cfg.Host.machines[g.partition].Limits().CommandLimits()
 		status.LastCheck = g.cfg.Host.Consistency(g.partition).Proto()
 	}
 	return reply
