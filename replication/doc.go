@@ -1,11 +1,11 @@
 // Package replication owns a silo's Raft groups, one per partition it hosts (docs/design.md §3): the
-// pure multi-group engine (Groups) over go.etcd.io/raft/v3 RawNodes, the logged time its
+// pure multi-group Raft core (Groups) over go.etcd.io/raft/v3 RawNodes, the logged time its
 // leaders stamp on PartitionEntry, log compaction and state snapshots, membership changes one
-// replica at a time, the driver loop that performs an engine's rounds (Driver) against a
-// StateMachine, and Network, an in-memory transport that connects several engines in one test
+// replica at a time, the driver loop that performs the rounds of Groups (Driver) against a
+// StateMachine, and Network, an in-memory transport that connects several replicas in one test
 // process.
 //
-// # The engine
+// # Groups
 //
 // Groups does no I/O of its own beyond reading each group's raft.Storage, starts no goroutine
 // and reads no clock: time enters as Tick (one Raft tick for every group) and as the now passed
@@ -60,10 +60,10 @@
 // next, since the index of the one in flight was taken before they were made). A request
 // whose term this replica no longer leads fails its calls with ErrNotLeader, so neither Raft
 // nor the driver holds more than one unconfirmed request per group. A confirmed request waits
-// for the state: the StateMachine applies asynchronously, so "applied" is not the engine's
+// for the state: the StateMachine applies asynchronously, so "applied" is not Groups'
 // applied index, which Advance moves as soon as the entries are handed to Apply, but what an
 // AwaitApplied that returned afterwards covers. The driver numbers its rounds; a confirmed
-// request records the round at whose Advance the engine's applied index reached C, and is
+// request records the round at whose Advance Groups' applied index reached C, and is
 // answered once an AwaitApplied called after that round returned: the next round's, or, when
 // no round follows, one the driver calls for it. A call whose ctx ends first fails with
 // DeadlineExceeded (or Unavailable when canceled) and leaves its request to settle alone.
@@ -85,9 +85,9 @@
 //
 // Sending. When Raft, leading a group, finds a follower's next entry compacted, it puts the
 // follower's progress in StateSnapshot (pending at the log's truncation point T) and emits a
-// MsgSnap whose snapshot is the compaction record. The engine takes that message out of the
+// MsgSnap whose snapshot is the compaction record. Groups takes that message out of the
 // round (Round.Snapshots). After Advance, when the state machine has applied exactly the
-// engine's applied index A, the driver takes a consistent state read (StateMachine.Snapshot)
+// applied index A of Groups, the driver takes a consistent state read (StateMachine.Snapshot)
 // and replaces the message's snapshot with A, the term of A, the conf state and logged time
 // as of A (Groups.SnapshotMessage); the transport streams the chunks and the message, and
 // reports back once (Driver.ReportSnapshot → RawNode.ReportSnapshot): installed, or failed —
@@ -102,7 +102,7 @@
 // the snapshot record makes the log start after A — and only then sends Raft's answer
 // (MsgAppResp at A), which moves the leader's progress past the snapshot. If Raft does not
 // take it, the snapshot is refused and its state never touched. If the chunks fail, the
-// state machine keeps its old state, the engine drops the group from the round and reopens
+// state machine keeps its old state, Groups drops the group from the round and reopens
 // it from its persisted log (Groups.Discard: nothing it held only in memory was sent), and the
 // sender is told the snapshot failed.
 //
@@ -170,7 +170,7 @@
 // compaction (at most about MaxLogEntries), and a configuration that is the record's until the
 // first rounds ran (before Raft could campaign, which takes an election timeout of ticks). As
 // replay applies every change after the record again, the record must name the configuration
-// at its own index: the engine remembers the conf states since the record, and a compaction
+// at its own index: Groups remembers the conf states since the record, and a compaction
 // (which on a leader may stop behind the applied index) records the one current at its index;
 // a state snapshot records the one at the applied index it was read at.
 package replication

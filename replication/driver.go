@@ -21,14 +21,14 @@ type DriverConfig struct {
 	Log          persistence.RaftLog
 	Transport    Transport
 	StateMachine StateMachine
-	// Clock ticks the engine and reads the now Propose stamps with. Default clock.Real().
+	// Clock ticks Groups and reads the now Propose stamps with. Default clock.Real().
 	Clock clock.Clock
 	// TickInterval is the time one Raft tick stands for. Default 100 ms.
 	TickInterval time.Duration
 }
 
-// Driver performs an engine's rounds: it ticks the engine every TickInterval of its clock,
-// and whenever the engine has work it installs the snapshots Raft accepted, persists the round
+// Driver performs the rounds of Groups: it ticks them every TickInterval of its clock,
+// and whenever a group has work it installs the snapshots Raft accepted, persists the round
 // (one RaftLog.Persist), sends its messages, applies its committed entries, settles its
 // outcomes, advances, sends the snapshots Raft asked for and compacts the logs; and it answers
 // Read calls once Raft confirmed them and the state applied far enough. Step, Receive,
@@ -38,7 +38,7 @@ type DriverConfig struct {
 // instead of Start.
 type Driver struct {
 	cfg     DriverConfig
-	mu      sync.Mutex // guards the engine, inbound and reads
+	mu      sync.Mutex // guards Groups, inbound and reads
 	inbound []InboundSnapshot
 	// rebuilds are the rebuild streams delivered (ReceiveSnapshot), installed at the start
 	// of the next round.
@@ -170,7 +170,7 @@ func (d *Driver) Tick() {
 	d.signal()
 }
 
-// Step hands one group a message from another replica; it reports the engine's refusal.
+// Step hands one group a message from another replica; it reports Groups' refusal.
 func (d *Driver) Step(group int, m *raftpb.Message) error {
 	d.mu.Lock()
 	err := d.cfg.Groups.Step(group, m)
@@ -179,7 +179,7 @@ func (d *Driver) Step(group int, m *raftpb.Message) error {
 	return err
 }
 
-// Receive steps a batch a Transport delivered, ignoring the messages the engine refuses
+// Receive steps a batch a Transport delivered, ignoring the messages Groups refuses
 // (for a group not hosted here, from a replica outside the group): Raft re-sends what matters.
 func (d *Driver) Receive(msgs []Message) {
 	d.mu.Lock()
@@ -248,7 +248,7 @@ func (d *Driver) rebuild() error {
 	return nil
 }
 
-// ReportSnapshot tells the engine how a snapshot this replica sent to replica to for group
+// ReportSnapshot tells Groups how a snapshot this replica sent to replica to for group
 // ended: err nil once the follower installed it.
 func (d *Driver) ReportSnapshot(group int, to uint64, err error) {
 	d.mu.Lock()
@@ -408,7 +408,7 @@ func (d *Driver) RunRound() (bool, error) {
 	return true, nil
 }
 
-// refusal is an inbound snapshot the engine refused to step, and why.
+// refusal is an inbound snapshot Groups refused to step, and why.
 type refusal struct {
 	in  InboundSnapshot
 	err error
@@ -547,7 +547,7 @@ func (d *Driver) TransferLeadership(group int, to uint64) error {
 	return d.change(func(g *Groups) error { return g.TransferLeadership(group, to) })
 }
 
-// change calls a membership method of the engine and wakes the loop.
+// change calls a membership method of Groups and wakes the loop.
 func (d *Driver) change(call func(*Groups) error) error {
 	d.mu.Lock()
 	err := call(d.cfg.Groups)

@@ -82,7 +82,7 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Groups is the pure multi-group engine: one raft.RawNode per group this replica hosts, all
+// Groups is the pure multi-group Raft core: one raft.RawNode per group this replica hosts, all
 // driven by one round loop (see the package doc for the contract). It is not safe for
 // concurrent use; its driver serializes calls.
 type Groups struct {
@@ -93,7 +93,7 @@ type Groups struct {
 	round  *Round // the round Ready returned and Advance has not yet taken back
 }
 
-// group is one hosted group's RawNode and what the engine tracks beside it.
+// group is one hosted group's RawNode and what Groups tracks beside it.
 type group struct {
 	id   int
 	node *raft.RawNode
@@ -137,7 +137,7 @@ type Applied struct {
 	LoggedTimeMicros int64
 }
 
-// New returns an engine hosting no group yet; Open adds groups.
+// New returns a Groups hosting no group yet; Open adds groups.
 func New(cfg Config, raftLog persistence.RaftLog) (*Groups, error) {
 	if cfg.ReplicaID == 0 {
 		return nil, orrery.Invalid("ReplicaID", "must not be zero")

@@ -163,7 +163,7 @@ func (gr *group) confChangePending() bool { return gr.pendingConfIndex > gr.appl
 
 // proposeConfChange proposes the one change {typ, replica} and records its index as pending.
 // Raft, which allows one unapplied change too, would turn a second into an empty entry; the
-// engine's own pending index refuses it before.
+// group's own pending index refuses it before.
 func (gr *group) proposeConfChange(typ raftpb.ConfChangeType, replica uint64) error {
 	cc := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: typ.Enum(), NodeId: new(replica)}}}
 	if err := gr.node.ProposeConfChange(cc); err != nil {

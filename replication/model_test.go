@@ -63,7 +63,7 @@ func TestRandomFaultsAgainstSingleCopyModel(t *testing.T) {
 					disrupted = 0
 				}
 			case 9:
-				c.net.SetFaults(Faults{
+				c.net.SetFaults(NetworkFaults{
 					DropPercent:      rapid.IntRange(0, 20).Draw(rt, "drop"),
 					DuplicatePercent: rapid.IntRange(0, 20).Draw(rt, "duplicate"),
 					MaxDelaySteps:    rapid.IntRange(0, 3).Draw(rt, "delay"),
@@ -77,7 +77,7 @@ func TestRandomFaultsAgainstSingleCopyModel(t *testing.T) {
 			c.net.Rejoin(disrupted)
 			c.replica(disrupted).down = false
 		}
-		c.net.SetFaults(Faults{})
+		c.net.SetFaults(NetworkFaults{})
 		c.ticks(3 * electionBound)
 		common := checkPrefixes(rt, c, commands)
 		for _, g := range c.groups {
@@ -220,7 +220,7 @@ func TestRandomConfChangesAgainstSingleCopyModel(t *testing.T) {
 				c.restart(r)
 				r.down = down
 			case 11:
-				c.net.SetFaults(Faults{
+				c.net.SetFaults(NetworkFaults{
 					DropPercent:      rapid.IntRange(0, 20).Draw(rt, "drop"),
 					DuplicatePercent: rapid.IntRange(0, 20).Draw(rt, "duplicate"),
 					MaxDelaySteps:    rapid.IntRange(0, 3).Draw(rt, "delay"),
@@ -233,7 +233,7 @@ func TestRandomConfChangesAgainstSingleCopyModel(t *testing.T) {
 			c.net.Rejoin(disrupted)
 			c.replica(disrupted).down = false
 		}
-		c.net.SetFaults(Faults{})
+		c.net.SetFaults(NetworkFaults{})
 		c.ticks(3 * electionBound)
 		common := checkPrefixes(rt, c, commands)
 		l := c.leader(0)

@@ -68,8 +68,8 @@ var (
 	ErrStreamBroken = errors.New("snapshot stream broken")
 )
 
-// Faults are the misbehaviours Network applies to every message it carries.
-type Faults struct {
+// NetworkFaults are the misbehaviours Network applies to every message it carries.
+type NetworkFaults struct {
 	// DropPercent is the chance, in percent, that a message is lost.
 	DropPercent int
 	// DuplicatePercent is the chance, in percent, that a message is delivered twice.
@@ -95,7 +95,7 @@ type Faults struct {
 type Network struct {
 	mu       sync.Mutex
 	rng      *rand.Rand
-	faults   Faults
+	faults   NetworkFaults
 	step     uint64
 	seq      uint64
 	queue    []envelope
@@ -149,7 +149,7 @@ func NewNetwork(seed uint64) *Network {
 }
 
 // SetFaults sets the faults applied to messages sent from now on.
-func (n *Network) SetFaults(f Faults) {
+func (n *Network) SetFaults(f NetworkFaults) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.faults = f
@@ -279,7 +279,7 @@ func (n *Network) Restarted(id uint64) {
 
 // Deliver moves the network one step: every message due by now goes to its destination's
 // Receiver, one Receive call per destination in ascending id order, each batch in sending
-// order unless Faults.Reorder shuffles it; then the snapshot streams whose last envelope
+// order unless NetworkFaults.Reorder shuffles it; then the snapshot streams whose last envelope
 // arrived (ReceiveSnapshot), then the streams' outcomes (ReportSnapshot, to the sender).
 // receiver returns nil for a replica that is down: what is due to it is dropped, a stream to
 // it fails, and an outcome for it waits until it is up. Messages a cut separates are dropped.

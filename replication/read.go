@@ -84,7 +84,7 @@ type readRequest struct {
 	context []byte
 	term    uint64 // the term it was made in
 	index   uint64 // the ReadState's index, once confirmed
-	// reachedIn is the round at whose Advance the engine had applied through index (0 until
+	// reachedIn is the round at whose Advance Groups had applied through index (0 until
 	// then): the call is answered once the applies of that round have ended.
 	reachedIn uint64
 	readers   []*reader
@@ -141,7 +141,7 @@ func (rs *driverReads) count() int {
 }
 
 // issueReads makes a ReadIndex request for each group with queued calls and none in flight,
-// failing the calls when the engine refuses. Called with d.mu held, before Ready.
+// failing the calls when Groups refuses. Called with d.mu held, before Ready.
 func (d *Driver) issueReads() {
 	rs := &d.reads
 	if len(rs.queued) == 0 {

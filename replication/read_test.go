@@ -226,7 +226,7 @@ func TestCutOffLeaderAnswersNoReadWhileTheMajoritysLeaderDoes(t *testing.T) {
 }
 
 // A read made right after a write committed is answered only once the state machine, which
-// applies asynchronously, has applied the write; not when the engine handed it to Apply. The
+// applies asynchronously, has applied the write; not when Groups handed it to Apply. The
 // group has one voter, so its ReadState comes in the very round that hands the write over.
 func TestReadAfterAWriteWaitsUntilTheWriteApplied(t *testing.T) {
 	c := newCluster(t, 1, 1, 13)

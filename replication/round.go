@@ -239,7 +239,7 @@ func (gr *group) settleLost(outcomes *[]Outcome) {
 	gr.pending = kept
 }
 
-// Advance tells the engine that round was persisted, sent and applied: it applies the round's
+// Advance tells Groups that round was persisted, sent and applied: it applies the round's
 // conf-change entries to Raft, records each group's applied index, term and logged time, and
 // lets every group go on. round must be the one Ready returned last.
 func (g *Groups) Advance(round *Round) error {

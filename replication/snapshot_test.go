@@ -213,7 +213,7 @@ func TestLostChunksFailTheSnapshotUntilARetrySucceeds(t *testing.T) {
 	victim := c.follower(0)
 	c.net.Isolate(victim.id)
 	want = append(want, c.proposeMany(0, "while-cut", 3*snapshotBound)...)
-	c.net.SetFaults(Faults{DropPercent: 10, DuplicatePercent: 10, MaxDelaySteps: 2, Reorder: true})
+	c.net.SetFaults(NetworkFaults{DropPercent: 10, DuplicatePercent: 10, MaxDelaySteps: 2, Reorder: true})
 	c.net.Rejoin(victim.id)
 	c.awaitApplied(t, 0, want, 30*electionBound)
 	c.mu.Lock()
@@ -222,7 +222,7 @@ func TestLostChunksFailTheSnapshotUntilARetrySucceeds(t *testing.T) {
 	if failed == 0 || reported == 0 || victim.installsOf(0) == 0 {
 		t.Fatalf("%d snapshot streams failed, %d reported installed, %d installed; want some of each", failed, reported, victim.installsOf(0))
 	}
-	c.net.SetFaults(Faults{})
+	c.net.SetFaults(NetworkFaults{})
 	want = append(want, c.proposeMany(0, "after", 3)...)
 	c.awaitApplied(t, 0, want, 3*electionBound)
 }

@@ -140,7 +140,7 @@ func OpenHost(cfg HostConfig) (*Host, error) {
 // open starts the Raft loop with no group, then opens the groups if the store belongs to a
 // cluster.
 func (h *Host) open() error {
-	engine, err := replication.New(replication.Config{
+	groups, err := replication.New(replication.Config{
 		ReplicaID: h.store.SiloID(), ElectionTicks: h.cfg.ElectionTicks, HeartbeatTicks: h.cfg.HeartbeatTicks,
 	}, h.store.RaftLog())
 	if err != nil {
@@ -159,7 +159,7 @@ func (h *Host) open() error {
 		raftLog = h.cfg.wrapLog(raftLog)
 	}
 	h.driver = replication.NewDriver(replication.DriverConfig{
-		Groups: engine, Log: failpointLog{RaftLog: raftLog, failpoints: h.cfg.Failpoints},
+		Groups: groups, Log: failpointLog{RaftLog: raftLog, failpoints: h.cfg.Failpoints},
 		Transport: &h.transport, StateMachine: h, Clock: h.cfg.Clock, TickInterval: h.cfg.RaftTick,
 	})
 	h.driver.Start()
