@@ -66,6 +66,8 @@ type CallOptions struct {
 	// OnAttempt, when set, is called after each failed attempt with its number (from 1) and
 	// error; for logs and tests.
 	OnAttempt func(attempt int, err error)
+	// Pool runs the attempts (nil: a new goroutine each).
+	Pool *Pool
 }
 
 // Defaults used when a CallOptions field is zero.
@@ -128,7 +130,7 @@ func Call(ctx context.Context, c *protocluster.Cluster, identity, kind string, m
 		if attemptTimeout <= 0 {
 			return nil, expired(ctx, kind, identity, attempt-1, lastErr)
 		}
-		raw, err := requestOnce(ctx, c, identity, kind, msg, attemptTimeout)
+		raw, err := requestOnce(ctx, opts.Pool, c, identity, kind, msg, attemptTimeout)
 		if err == nil {
 			reply, retryErr, fatal := classifyReply(kind, identity, raw, opts.RetryReply)
 			if fatal != nil {
@@ -170,9 +172,13 @@ type attemptResult struct {
 // requestOnce runs one single-attempt cluster.Request and waits for it at most timeout (or
 // until ctx ends). The goroutine's channel is buffered, so an abandoned attempt does not leak
 // a blocked goroutine.
-func requestOnce(ctx context.Context, c *protocluster.Cluster, identity, kind string, msg proto.Message, timeout time.Duration) (any, error) {
+func requestOnce(ctx context.Context, pool *Pool, c *protocluster.Cluster, identity, kind string, msg proto.Message, timeout time.Duration) (any, error) {
 	done := make(chan attemptResult, 1)
-	Shared.Go(func() {
+	run := func(fn func()) { go fn() }
+	if pool != nil {
+		run = pool.Go
+	}
+	run(func() {
 		defer func() {
 			if r := recover(); r != nil {
 				done <- attemptResult{err: fmt.Errorf("cluster.Request panicked: %v", r)}

@@ -6,7 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// DefaultPoolIdle is how many idle goroutines the shared Pool keeps.
+// DefaultPoolIdle is how many idle goroutines a silo's Pool keeps.
 const DefaultPoolIdle = 64
 
 // Pool runs functions on goroutines it keeps once they are done, up to a number of idle ones.
@@ -27,9 +27,6 @@ type Pool struct {
 func NewPool(maxIdle int) *Pool {
 	return &Pool{work: make(chan func()), maxIdle: int32(max(maxIdle, 1))}
 }
-
-// Shared is the pool the grains, the due coordinators and Call use.
-var Shared = NewPool(DefaultPoolIdle)
 
 // Go runs fn on an idle goroutine of the pool, or on a new one when none is idle. It never
 // blocks, and a panic in fn crashes the process as it would with the go statement.

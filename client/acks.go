@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery"
-	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
 
@@ -48,7 +47,7 @@ func (a *acker) ack(ctx context.Context, m *Message) error {
 	a.mu.Unlock()
 	if start {
 		flushCtx := context.WithoutCancel(ctx)
-		actors.Shared.Go(func() { a.flush(flushCtx) })
+		go a.flush(flushCtx)
 	}
 	select {
 	case err := <-p.done:

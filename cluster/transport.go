@@ -41,13 +41,16 @@ type PartitionTransport struct {
 	partitions int
 	attempt    time.Duration
 	left       *leaveWatch
+	// pool runs the calls' attempts, keeping their goroutines' grown stacks.
+	pool *actors.Pool
 }
 
 // NewPartitionTransport returns a transport over c for a cluster of the given partition count.
 // attemptTimeout bounds one attempt (0: actors.DefaultAttemptTimeout). Close releases its
 // subscription to c's topology events.
 func NewPartitionTransport(c *protocluster.Cluster, partitions int, attemptTimeout time.Duration) *PartitionTransport {
-	return &PartitionTransport{cluster: c, partitions: partitions, attempt: attemptTimeout, left: watchLeaves(c)}
+	return &PartitionTransport{cluster: c, partitions: partitions, attempt: attemptTimeout, left: watchLeaves(c),
+		pool: actors.NewPool(actors.DefaultPoolIdle)}
 }
 
 // Close stops watching the topology; calls after it still work but are no longer ended early
@@ -95,6 +98,7 @@ func (t *PartitionTransport) options(replyErr func(proto.Message) error) actors.
 	return actors.CallOptions{
 		AttemptTimeout: t.attempt,
 		MaxAttempts:    1,
+		Pool:           t.pool,
 		RetryReply: func(m proto.Message) error {
 			if err := replyErr(m); err != nil && orrery.Retriable(orrery.CodeOf(err)) {
 				return err

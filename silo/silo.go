@@ -18,6 +18,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/orreryhq/orrery/actors"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/cluster"
@@ -47,10 +48,12 @@ type Silo struct {
 	// call OnNextDue before that (the cluster is what builds the transport the coordinator
 	// needs), so it is read atomically and a notice before it exists is dropped (the
 	// coordinator scans each partition it comes to own anyway).
-	coord     atomic.Pointer[duecoordinator.Coordinator]
-	quorum    *quorumWatch
-	client    *client.Client
-	registry  *partition.Registry
+	coord    atomic.Pointer[duecoordinator.Coordinator]
+	quorum   *quorumWatch
+	client   *client.Client
+	registry *partition.Registry
+	// pool runs the partition grains' mailboxes and the due coordinator's dispatches.
+	pool      *actors.Pool
 	admin     *http.Server
 	adminAddr string
 	// denied logs and counts the denials outside apply.
@@ -132,7 +135,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 		_ = host.Close()
 		return nil, err
 	}
-	s := &Silo{cfg: cfg, host: host, profile: profile, transportCreds: transportCreds, registry: partition.NewRegistry(),
+	s := &Silo{cfg: cfg, host: host, profile: profile, transportCreds: transportCreds, registry: partition.NewRegistry(), pool: actors.NewPool(actors.DefaultPoolIdle),
 		stopped: make(chan struct{}), stopTraces: stopTraces, denied: newDeniedReads(cfg.Logger)}
 	host.ObserveInspectDenials(func(_ int, principal, target, message string) {
 		s.denied.record(denialInspect, principal, target, message)
@@ -187,7 +190,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	transport := memberTransport{s}
 	coord := duecoordinator.New(duecoordinator.Config{
 		Partitions: transport, Clock: clock.Real(), CommandIDPrefix: "due-" + m.ID(),
-		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.Partitions, LateAfter: cfg.LateAfter, TracerProvider: tracerProvider,
+		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.Partitions, Pool: s.pool, LateAfter: cfg.LateAfter, TracerProvider: tracerProvider,
 	})
 	coord.Start(runCtx)
 	s.coord.Store(coord)

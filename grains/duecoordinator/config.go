@@ -2,6 +2,7 @@ package duecoordinator
 
 import (
 	"context"
+	"github.com/orreryhq/orrery/actors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -69,6 +70,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Workers is how many partitions are served at once (default 2).
 	Workers int
+	// Pool runs the dispatches of due refs (default: a pool of the coordinator's own; a silo
+	// shares one with its partition grains).
+	Pool *actors.Pool
 	// LateAfter is how far past its due instant, by its partition's logged time, a record
 	// seen due may be before the watchdog reports it late (default DefaultLateAfter).
 	LateAfter time.Duration
@@ -108,6 +112,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
+	}
+	if cfg.Pool == nil {
+		cfg.Pool = actors.NewPool(actors.DefaultPoolIdle)
 	}
 	if cfg.LateAfter <= 0 {
 		cfg.LateAfter = DefaultLateAfter

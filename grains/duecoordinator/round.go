@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery"
-	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/duebackoff"
 )
@@ -201,7 +200,7 @@ func (c *Coordinator) startDispatch(ctx context.Context, p *partition, refs []*o
 	c.sending++
 	c.workers.Add(1)
 	c.mu.Unlock()
-	actors.Shared.Go(func() {
+	c.cfg.Pool.Go(func() {
 		defer c.workers.Done()
 		d, err := c.dispatch(ctx, p.id, refs, &p.round.skips)
 		<-p.slots

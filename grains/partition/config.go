@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"github.com/orreryhq/orrery/actors"
 	"log/slog"
 	"time"
 
@@ -53,6 +54,9 @@ type Config struct {
 	Liveness func(partition int, kind orreryv1.DueKind, lane *orreryv1.Lane, id string) *orreryv1.DueLiveness
 	// Failpoints arms crash boundaries (default: none).
 	Failpoints *Failpoints
+	// Pool runs the grains' mailboxes (default: a pool of these grains' own; a silo shares one
+	// with its due coordinator).
+	Pool *actors.Pool
 	// Registry, when set, tracks live activations for a graceful shutdown.
 	Registry *Registry
 	// Logger receives the grain's logs (default slog.Default()).
@@ -83,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OnNextDue == nil {
 		c.OnNextDue = func(*orreryv1.NextDueNotice) {}
+	}
+	if c.Pool == nil {
+		c.Pool = actors.NewPool(actors.DefaultPoolIdle)
 	}
 	return c
 }

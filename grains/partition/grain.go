@@ -8,7 +8,6 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/orreryhq/orrery"
-	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/grains/engine"
@@ -28,11 +27,11 @@ func Props(cfg Config, partition int) *actor.Props {
 	cfg = cfg.withDefaults()
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &grain{cfg: cfg, partition: partition}
-	}, actor.WithDispatcher(actors.Shared.Dispatcher(mailboxThroughput)))
+	}, actor.WithDispatcher(cfg.Pool.Dispatcher(mailboxThroughput)))
 }
 
 // mailboxThroughput is how many messages a partition's mailbox processes per turn on the
-// shared goroutine pool (protoactor's default).
+// grains' goroutine pool (protoactor's default).
 const mailboxThroughput = 300
 
 // timerFired is an engine timer firing, sent by the grain to itself; gen tells a timer that
