@@ -24,9 +24,8 @@ var layers = map[string]int{
 	"persistence":           3,
 	"internal/oldlayout":    3,
 	"replication":           4,
-	"grains/partition":      4,
+	"partition":             4,
 	"grains/duecoordinator": 4,
-	"grains/duebackoff":     4,
 	"actors":                4,
 	"clock":                 4,
 	"tracing":               4,
@@ -40,9 +39,9 @@ var layers = map[string]int{
 }
 
 // forbidden are arrows the layers allow but the design does not: the cluster never imports the
-// partition grain (the silo wires them together), and the pure core never imports the engine.
+// partition grain (the silo wires them together).
 var forbidden = map[[2]string]bool{
-	{"cluster", "grains/partition"}: true,
+	{"cluster", "partition"}: true,
 }
 
 // layerOf returns the layer of package dir (relative to the module) and the prefix that

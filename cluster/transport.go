@@ -18,7 +18,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
 
-// PartitionKind is the cluster kind of partition grains (grains/partition.Kind).
+// PartitionKind is the cluster kind of partition grains (partition.Kind).
 const PartitionKind = "partition"
 
 // PartitionTransport reaches partition grains partition/<n> through a cluster (a silo's own

@@ -12,7 +12,7 @@ import (
 
 // MaxSnapshotChunkBytes bounds one chunk of a StateSnapshot. It equals
 // replication.MaxSnapshotChunkBytes (persistence does not import replication; a test of
-// grains/partition checks that the two agree).
+// partition checks that the two agree).
 const MaxSnapshotChunkBytes = 1 << 20
 
 // snapshotFormat is the first byte of a snapshot's stream: the version of its encoding.

@@ -25,7 +25,7 @@ import (
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/engine"
-	"github.com/orreryhq/orrery/grains/partition"
+	"github.com/orreryhq/orrery/partition"
 	"github.com/orreryhq/orrery/silo/ui"
 )
 

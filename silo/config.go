@@ -14,7 +14,7 @@ import (
 	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
-	"github.com/orreryhq/orrery/grains/partition"
+	"github.com/orreryhq/orrery/partition"
 	"github.com/orreryhq/orrery/persistence"
 )
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/orreryhq/orrery/cluster/raftnet"
-	"github.com/orreryhq/orrery/grains/partition"
+	"github.com/orreryhq/orrery/partition"
 )
 
 // TestAnEmbeddedSiloReadsNoTestHooksFromTheEnvironment: with the process tests' variables set

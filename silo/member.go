@@ -16,7 +16,7 @@ import (
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/lookup"
 	"github.com/orreryhq/orrery/cluster/raftnet"
-	"github.com/orreryhq/orrery/grains/partition"
+	"github.com/orreryhq/orrery/partition"
 )
 
 // member is one incarnation of the silo in its cluster: a protoactor member (actor system,

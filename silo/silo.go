@@ -25,9 +25,9 @@ import (
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
-	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/grains/schedule/cron"
 	"github.com/orreryhq/orrery/grains/schedule/zonerules"
+	"github.com/orreryhq/orrery/partition"
 )
 
 // Silo is a running silo.

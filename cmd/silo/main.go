@@ -70,9 +70,9 @@ import (
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/grains/input"
-	"github.com/orreryhq/orrery/grains/partition"
 	"github.com/orreryhq/orrery/grains/schedule/cron"
 	"github.com/orreryhq/orrery/grains/schedule/zonerules"
+	"github.com/orreryhq/orrery/partition"
 	"github.com/orreryhq/orrery/silo"
 )
 

@@ -23,7 +23,7 @@ import (
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/input"
-	"github.com/orreryhq/orrery/grains/partition"
+	"github.com/orreryhq/orrery/partition"
 	"github.com/orreryhq/orrery/silo"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
-	"github.com/orreryhq/orrery/grains/duebackoff"
+	"github.com/orreryhq/orrery/grains/duecoordinator/backoff"
 )
 
 // stuckHintDelay is how long a hint naming the due instant of a ref on backoff is deferred: a
@@ -61,7 +61,7 @@ type partition struct {
 	skippedRefs      int
 	// sending holds the refs of dispatches awaiting their receipts: rounds pass them by,
 	// since their commands are applied or about to be. slots bounds those dispatches.
-	sending map[duebackoff.RefKey]bool
+	sending map[backoff.RefKey]bool
 	slots   chan struct{}
 	// rescanOnReply asks for a round once a dispatch returns: a round found nothing to send
 	// but refs in flight, and more may be due behind them.
@@ -156,7 +156,7 @@ func (c *Coordinator) SetOwned(partitions []int) {
 		}
 	})
 	for _, id := range added {
-		p := &partition{id: id, sending: map[duebackoff.RefKey]bool{}, slots: make(chan struct{}, maxSendingPerPartition)}
+		p := &partition{id: id, sending: map[backoff.RefKey]bool{}, slots: make(chan struct{}, maxSendingPerPartition)}
 		c.owned[id] = p
 		c.enqueueLocked(p)
 	}

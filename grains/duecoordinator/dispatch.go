@@ -10,7 +10,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/due"
-	"github.com/orreryhq/orrery/grains/duebackoff"
+	"github.com/orreryhq/orrery/grains/duecoordinator/backoff"
 )
 
 // dispatchOutcome is what the receipts of one round's commands say about the partition.
@@ -27,7 +27,7 @@ type dispatchOutcome struct {
 // (batch.DueBatchOccurrences): refs it left due are a backlog, served by the next rounds. A
 // command refused or failed as a whole is resent one ref per command, so one bad ref does not
 // block the others. An error return means a call failed; per-ref outcomes never do.
-func (c *Coordinator) dispatch(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *duebackoff.Backoff) (dispatchOutcome, error) {
+func (c *Coordinator) dispatch(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *backoff.Backoff) (dispatchOutcome, error) {
 	var out dispatchOutcome
 	refs = c.dropUnknownKinds(partitionID, refs, skips)
 	if len(refs) == 0 {
@@ -56,7 +56,7 @@ func (c *Coordinator) dispatch(ctx context.Context, partitionID int, refs []*orr
 }
 
 // oneByOne sends each ref as its own command, so one ref's failure touches no other.
-func (c *Coordinator) oneByOne(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *duebackoff.Backoff) (dispatchOutcome, error) {
+func (c *Coordinator) oneByOne(ctx context.Context, partitionID int, refs []*orreryv1.DueRef, skips *backoff.Backoff) (dispatchOutcome, error) {
 	var out dispatchOutcome
 	for _, ref := range refs {
 		one := []*orreryv1.DueRef{ref}
@@ -76,7 +76,7 @@ func (c *Coordinator) oneByOne(ctx context.Context, partitionID int, refs []*orr
 }
 
 // dropUnknownKinds puts refs of a kind this coordinator cannot dispatch on backoff.
-func (c *Coordinator) dropUnknownKinds(partitionID int, refs []*orreryv1.DueRef, skips *duebackoff.Backoff) []*orreryv1.DueRef {
+func (c *Coordinator) dropUnknownKinds(partitionID int, refs []*orreryv1.DueRef, skips *backoff.Backoff) []*orreryv1.DueRef {
 	known := refs[:0:0]
 	for _, ref := range refs {
 		switch ref.GetKind() {
@@ -90,7 +90,7 @@ func (c *Coordinator) dropUnknownKinds(partitionID int, refs []*orreryv1.DueRef,
 }
 
 // absorb reads the per-mutation results of a receipt that was not rolled back.
-func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orreryv1.DueRef, receipt *orreryv1.Receipt, sentAt time.Time, skips *duebackoff.Backoff) error {
+func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orreryv1.DueRef, receipt *orreryv1.Receipt, sentAt time.Time, skips *backoff.Backoff) error {
 	results := receipt.GetResults()
 	if len(results) != len(refs) {
 		return orrery.Errorf(orrery.CodeInternal, "receipt %s has %d results for %d mutations", receipt.GetCommandId(), len(results), len(refs))
@@ -125,7 +125,7 @@ func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orre
 // the ref stays due, and emits once the grant is restored and its backoff ends) are lasting
 // business outcomes; anything else is unexpected and logged. The watchdog reports a record
 // failing once, when it starts failing or fails for another reason.
-func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error, now time.Time, skips *duebackoff.Backoff) {
+func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error, now time.Time, skips *backoff.Backoff) {
 	switch orrery.CodeOf(err) {
 	case orrery.CodeTokenInvalidated, orrery.CodeRevisionConflict, orrery.CodeNotFound:
 		c.counts.stale.Add(1)

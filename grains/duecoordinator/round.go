@@ -7,7 +7,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
-	"github.com/orreryhq/orrery/grains/duebackoff"
+	"github.com/orreryhq/orrery/grains/duecoordinator/backoff"
 )
 
 // Round limits.
@@ -28,7 +28,7 @@ type roundState struct {
 	// failures counts failed rounds since the last good one.
 	failures int
 	// skips are the refs on backoff.
-	skips duebackoff.Backoff
+	skips backoff.Backoff
 }
 
 // roundOutcome is what a round tells the scheduler.
@@ -170,7 +170,7 @@ func (c *Coordinator) notSending(p *partition, refs []*orreryv1.DueRef) ([]*orre
 	defer c.mu.Unlock()
 	out := refs[:0:0]
 	for _, ref := range refs {
-		if !p.sending[duebackoff.KeyOf(ref)] {
+		if !p.sending[backoff.KeyOf(ref)] {
 			out = append(out, ref)
 		}
 	}
@@ -195,7 +195,7 @@ func (c *Coordinator) rescanOnReply(p *partition) bool {
 func (c *Coordinator) startDispatch(ctx context.Context, p *partition, refs []*orreryv1.DueRef) {
 	c.mu.Lock()
 	for _, ref := range refs {
-		p.sending[duebackoff.KeyOf(ref)] = true
+		p.sending[backoff.KeyOf(ref)] = true
 	}
 	c.sending++
 	c.workers.Add(1)
@@ -207,7 +207,7 @@ func (c *Coordinator) startDispatch(ctx context.Context, p *partition, refs []*o
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, ref := range refs {
-			delete(p.sending, duebackoff.KeyOf(ref))
+			delete(p.sending, backoff.KeyOf(ref))
 		}
 		c.sending--
 		c.dispatchedLocked(p, d, err)

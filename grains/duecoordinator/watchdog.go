@@ -10,7 +10,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
-	"github.com/orreryhq/orrery/grains/duebackoff"
+	"github.com/orreryhq/orrery/grains/duecoordinator/backoff"
 )
 
 // Liveness states of a due record the watchdog reports.
@@ -26,7 +26,7 @@ const (
 // watchForget is how long a reported record may go unseen by scans and dispatches before the
 // watchdog forgets it as recovered (it left the due index, or lies beyond the pages rounds
 // read).
-const watchForget = duebackoff.BackoffForget
+const watchForget = backoff.BackoffForget
 
 // MaxWatchedRecords bounds the records the watchdog reports at once (and so its log lines and
 // memory after an outage that left many records due): beyond it a record entering a state is

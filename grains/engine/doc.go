@@ -10,7 +10,7 @@
 // notices, timers to arm, the answer to a due scan. Reads that change nothing (Inspect) are
 // methods of their own. It reads the partition's replica state only through
 // State, starts no goroutine, reads no clock and takes no lock; a thin driver (the partition
-// grain, grains/partition) performs its Ready and feeds back what happened.
+// grain, partition) performs its Ready and feeds back what happened.
 //
 // # Commands
 //

@@ -1,4 +1,4 @@
-package duebackoff
+package backoff
 
 import (
 	"testing"

@@ -1,8 +1,8 @@
-// Package duebackoff owns the backoff of due refs that failed for a lasting reason (an expired
+// Package backoff owns the backoff of due refs that failed for a lasting reason (an expired
 // occurrence, a full lane, ...): the wall-clock waits after which the due coordinator tries
 // them again. It is infrastructure, not core: it reads no store and its instants are
 // wall-clock ones.
-package duebackoff
+package backoff
 
 import (
 	"slices"
