@@ -11,7 +11,6 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
 	"github.com/orreryhq/orrery/grains/due"
-	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/persistence"
@@ -69,7 +68,7 @@ func recordDueCommand(b *testing.B) dueCommand {
 	}
 	dueBatch := &orreryv1.Batch{CommandId: "due-1-1", Mutations: due.Mutations(res.Refs, 32)}
 	rec := &recordingView{View: store}
-	receipt, err := a.ApplyDue(rec, duecoordinator.DefaultPrincipal, dueBatch, now.UnixMicro()+1)
+	receipt, err := a.ApplyDue(rec, input.CoordinatorPrincipal, dueBatch, now.UnixMicro()+1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -84,7 +83,7 @@ func recordDueCommand(b *testing.B) dueCommand {
 	if err != nil {
 		b.Fatal(err)
 	}
-	entry, err := proto.Marshal(&orreryv1.PartitionEntry{LoggedTimeUnixMicros: now.UnixMicro(), Principal: duecoordinator.DefaultPrincipal, Command: command})
+	entry, err := proto.Marshal(&orreryv1.PartitionEntry{LoggedTimeUnixMicros: now.UnixMicro(), Principal: input.CoordinatorPrincipal, Command: command})
 	if err != nil {
 		b.Fatal(err)
 	}

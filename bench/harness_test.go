@@ -17,8 +17,8 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
-	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/grants"
+	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/route"
 	"github.com/orreryhq/orrery/silo"
@@ -249,7 +249,7 @@ func (h *handlerTimes) record(m *client.Message) {
 // capability, as the due coordinator's principal would grant it.
 func benchStore(b *testing.B) *kv.Memory {
 	store := kv.NewMemory()
-	if err := grants.ApplyPut(store, duecoordinator.DefaultPrincipal, grants.Everything("bench")); err != nil {
+	if err := grants.ApplyPut(store, input.CoordinatorPrincipal, grants.Everything("bench")); err != nil {
 		b.Fatal(err)
 	}
 	return store

@@ -10,7 +10,6 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
-	"github.com/orreryhq/orrery/grains/duecoordinator"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
@@ -46,7 +45,7 @@ func occurrenceWriteSet(b *testing.B) writeSet {
 		b.Fatal(err)
 	}
 	writes := &countingView{View: store}
-	out, err := a.ApplyBatch(writes, duecoordinator.DefaultPrincipal, &orreryv1.Batch{CommandId: "emit", Mutations: emit[:16]}, now.UnixMicro()+1)
+	out, err := a.ApplyBatch(writes, input.CoordinatorPrincipal, &orreryv1.Batch{CommandId: "emit", Mutations: emit[:16]}, now.UnixMicro()+1)
 	if err != nil {
 		b.Fatal(err)
 	}

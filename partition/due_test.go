@@ -71,7 +71,7 @@ func (h *harness) receiveAll(want int) []*orreryv1.QueueMessage {
 	return got
 }
 
-// coordinatorPrincipal is the due coordinator's principal (duecoordinator.DefaultPrincipal).
+// coordinatorPrincipal is the due coordinator's principal (input.CoordinatorPrincipal).
 const coordinatorPrincipal = input.SystemPrincipalPrefix + "coordinator"
 
 // dueCommand builds the due command a coordinator would send for what the grain's ScanDue

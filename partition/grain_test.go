@@ -189,16 +189,20 @@ func request[T proto.Message](t testing.TB, system *actor.ActorSystem, pid *acto
 	return out
 }
 
-// command is a request of the mutations from alice, or from an Orrery principal when they hold
-// an internal command (emit, expire, housekeep), which only Orrery's own principals may send.
+// command is a request of the mutations from alice; one holding due mutations (emit, expire)
+// is a due command of the due coordinators' principal, their only path, and one holding a
+// housekeep is from an Orrery principal, which alone may send it.
 func command(id string, wait time.Duration, mutations ...*orreryv1.Mutation) *orreryv1.CommandRequest {
-	principal := "alice"
+	req := &orreryv1.CommandRequest{Principal: "alice", Batch: &orreryv1.Batch{CommandId: id, Mutations: mutations}, WaitMicros: wait.Microseconds()}
 	for _, m := range mutations {
-		if m.GetEmitOccurrences() != nil || m.GetExpireSaga() != nil || m.GetHousekeep() != nil {
-			principal = input.SystemPrincipalPrefix + "test"
+		switch {
+		case m.GetEmitOccurrences() != nil || m.GetExpireSaga() != nil:
+			req.Principal, req.Due = input.CoordinatorPrincipal, true
+		case m.GetHousekeep() != nil:
+			req.Principal = input.SystemPrincipalPrefix + "test"
 		}
 	}
-	return &orreryv1.CommandRequest{Principal: principal, Batch: &orreryv1.Batch{CommandId: id, Mutations: mutations}, WaitMicros: wait.Microseconds()}
+	return req
 }
 
 func enqueue(id string) *orreryv1.Mutation {

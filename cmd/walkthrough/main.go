@@ -33,29 +33,36 @@ type partition struct {
 	out     io.Writer
 }
 
-// walkthroughPrincipal is who the walkthrough acts as, and coordinatorPrincipal who its due
-// commands come from (an Orrery principal, as a due coordinator's).
-const (
-	walkthroughPrincipal = "walkthrough"
-	coordinatorPrincipal = input.SystemPrincipalPrefix + "coordinator"
-)
+// walkthroughPrincipal is who the walkthrough acts as.
+const walkthroughPrincipal = "walkthrough"
 
-// apply applies the mutations as the walkthrough's principal, or, when what begins with
-// "coordinator:" or "grant", as the coordinator's.
+// apply applies the mutations as the walkthrough's principal; when what begins with
+// "coordinator:", as a due command of the due coordinators' principal (the only path of
+// EmitOccurrences and ExpireSaga), and when it begins with "grant", as that principal too.
 func (p *partition) apply(what string, mutations ...*orreryv1.Mutation) *orreryv1.Receipt {
 	p.seq++
 	principal := walkthroughPrincipal
 	if strings.HasPrefix(what, "coordinator:") || strings.HasPrefix(what, "grant") {
-		principal = coordinatorPrincipal
+		principal = input.CoordinatorPrincipal
 	}
 	b := &orreryv1.Batch{CommandId: fmt.Sprintf("cmd-%d", p.seq), Mutations: mutations}
-	out, err := p.applier.AsLeader(b).ApplyBatch(p.view, principal, b, p.now)
+	var receipt *orreryv1.Receipt
+	var err error
+	if strings.HasPrefix(what, "coordinator:") {
+		receipt, err = p.applier.ApplyDue(p.view, principal, b, p.now)
+	} else {
+		var out *batch.Outcome
+		out, err = p.applier.AsLeader(b).ApplyBatch(p.view, principal, b, p.now)
+		if out != nil {
+			receipt = out.Receipt
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "apply:", err)
 		os.Exit(1)
 	}
 	fmt.Fprintf(p.out, "%s  %-34s", stamp(p.now), what)
-	for _, r := range out.Receipt.GetResults() {
+	for _, r := range receipt.GetResults() {
 		switch {
 		case r.GetError() != nil:
 			fmt.Fprintf(p.out, " error=%s", r.GetError().GetCode())
@@ -72,7 +79,7 @@ func (p *partition) apply(what string, mutations ...*orreryv1.Mutation) *orreryv
 	}
 	fmt.Fprintln(p.out)
 	p.now++ // logged time strictly increases from batch to batch, as in a partition
-	return out.Receipt
+	return receipt
 }
 
 func stamp(micros int64) string { return time.UnixMicro(micros).UTC().Format("15:04:05.000") }

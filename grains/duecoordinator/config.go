@@ -25,8 +25,6 @@ type Partitions interface {
 
 // Defaults used when a Config field is zero.
 const (
-	// DefaultPrincipal is the principal commands are sent as.
-	DefaultPrincipal = "system:coordinator"
 	// DefaultRefsPerRound is the per-partition budget of one round.
 	DefaultRefsPerRound = 256
 	// DefaultEmitMax is EmitOccurrences.max.
@@ -50,8 +48,6 @@ type Config struct {
 	Partitions Partitions
 	// Clock drives every timer and backoff (default clock.Real()).
 	Clock clock.Clock
-	// Principal the commands are sent as (default DefaultPrincipal).
-	Principal string
 	// CommandIDPrefix names this coordinator's commands in logs and receipts (the silo id,
 	// say): command ids are CommandIDPrefix + "-" + a counter from 1. Due commands keep no
 	// inbox entry, so a reused id is harmless. Empty means "coordinator-" and the clock's start
@@ -85,9 +81,6 @@ type Config struct {
 func (cfg Config) withDefaults() Config {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
-	}
-	if cfg.Principal == "" {
-		cfg.Principal = DefaultPrincipal
 	}
 	if cfg.CommandIDPrefix == "" {
 		cfg.CommandIDPrefix = "coordinator-" + strconv.FormatInt(cfg.Clock.Now().UnixNano(), 16)

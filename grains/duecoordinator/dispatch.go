@@ -11,6 +11,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/due"
 	"github.com/orreryhq/orrery/grains/duecoordinator/backoff"
+	"github.com/orreryhq/orrery/grains/input"
 )
 
 // dispatchOutcome is what the receipts of one round's commands say about the partition.
@@ -150,7 +151,7 @@ func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error
 // that got it was sent (see relativeInstant).
 func (c *Coordinator) send(ctx context.Context, partitionID int, refs []*orreryv1.DueRef) (*orreryv1.Receipt, time.Time, error) {
 	req := &orreryv1.CommandRequest{
-		Principal: c.cfg.Principal, Due: true,
+		Principal: input.CoordinatorPrincipal, Due: true,
 		Batch: &orreryv1.Batch{CommandId: c.cfg.CommandIDPrefix + "-" + strconv.FormatUint(c.nextID.Add(1), 10), Mutations: due.Mutations(refs, c.cfg.EmitMax)},
 	}
 	c.counts.refs.Add(uint64(len(refs)))

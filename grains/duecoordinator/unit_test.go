@@ -18,7 +18,7 @@ func TestConfigDefaults(t *testing.T) {
 	fake := clock.NewFake(t0)
 	cfg := Config{Clock: fake, RefsPerRound: 10_000}.withDefaults()
 	if cfg.RefsPerRound != MaxRefsPerRound || cfg.EmitMax != DefaultEmitMax || cfg.Workers != DefaultWorkers ||
-		cfg.SafetyRescan != DefaultSafetyRescan || cfg.RequestTimeout != DefaultRequestTimeout || cfg.Principal != DefaultPrincipal || cfg.Logger == nil {
+		cfg.SafetyRescan != DefaultSafetyRescan || cfg.RequestTimeout != DefaultRequestTimeout || cfg.Logger == nil {
 		t.Fatalf("defaults %+v", cfg)
 	}
 	if !strings.HasPrefix(cfg.CommandIDPrefix, "coordinator-") {

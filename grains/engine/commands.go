@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -14,7 +15,7 @@ import (
 )
 
 // admit proposes a command or parks a long-poll receive, answering at once when the engine
-// stopped, the pending bound is reached or a due command is not a coordinator's.
+// stopped, the pending bound is reached or the command is on the wrong path (checkPath).
 func (e *Engine) admit(now time.Time, c Command) {
 	p := &pending{req: c.Request, from: c.From}
 	if e.stopped {
@@ -26,7 +27,7 @@ func (e *Engine) admit(now time.Time, c Command) {
 			"partition %d has %d commands pending, the limit is %d", e.cfg.Partition, e.Queued(), e.cfg.MaxPending).Proto()})
 		return
 	}
-	if err := checkDue(c.Request); err != nil {
+	if err := checkPath(c.Request); err != nil {
 		e.reply(now, p, ErrorReply(err))
 		return
 	}
@@ -36,14 +37,29 @@ func (e *Engine) admit(now time.Time, c Command) {
 	e.propose(now, p)
 }
 
-// checkDue refuses a due command (CommandRequest.due) that is not a due coordinator's: one
-// from a principal outside Orrery's own (system:...) or one that asks to wait.
-func checkDue(req *orreryv1.CommandRequest) error {
+// checkPath keeps the due mutations on the due path: a due command (CommandRequest.due) is
+// accepted only from the due coordinators' principal (input.CoordinatorPrincipal) and may not
+// wait, and an ordinary command may not hold EmitOccurrences or ExpireSaga, which only a due
+// command carries. The check is the engine's, before anything is proposed, so what the log
+// holds and how it applies stay as they were.
+func checkPath(req *orreryv1.CommandRequest) error {
 	if !req.GetDue() {
+		for i, m := range req.GetBatch().GetMutations() {
+			field := ""
+			switch {
+			case m.GetEmitOccurrences() != nil:
+				field = "emit_occurrences"
+			case m.GetExpireSaga() != nil:
+				field = "expire_saga"
+			default:
+				continue
+			}
+			return orrery.Invalid(fmt.Sprintf("batch.mutations[%d].%s", i, field), "is sent only by the due coordinators, in a due command")
+		}
 		return nil
 	}
-	if !input.IsSystem(req.GetPrincipal()) {
-		return orrery.Invalid("due", "is for Orrery's due coordinators (principals %s...), not for %q", input.SystemPrincipalPrefix, req.GetPrincipal())
+	if req.GetPrincipal() != input.CoordinatorPrincipal {
+		return orrery.Invalid("due", "is for Orrery's due coordinators (principal %q), not for %q", input.CoordinatorPrincipal, req.GetPrincipal())
 	}
 	if req.GetWaitMicros() != 0 {
 		return orrery.Invalid("wait_micros", "must be 0 in a due command")

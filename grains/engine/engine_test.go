@@ -49,6 +49,41 @@ func TestAnEntryOfAnotherTermAnswersNothingAndALostProposalIsUnavailable(t *test
 	}
 }
 
+// TestDueMutationsTakeOnlyTheDuePath: EmitOccurrences and ExpireSaga arrive only in a due
+// command, and a due command only from the due coordinators' principal; anything else is
+// refused by the field that broke the rule, before a proposal, whoever sends it (an Orrery
+// principal included).
+func TestDueMutationsTakeOnlyTheDuePath(t *testing.T) {
+	emit := &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: "s", ExpectedGeneration: 1, Max: 1}}}
+	expire := &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: &orreryv1.ExpireSaga{Lane: lane, SagaId: "g", ExpectedRevision: 1}}}
+	refused := []struct {
+		name  string
+		req   *orreryv1.CommandRequest
+		field string
+	}{
+		{"emit on the ordinary path", &orreryv1.CommandRequest{Principal: input.CoordinatorPrincipal, Batch: batchOf("c1", emit)}, "batch.mutations[0].emit_occurrences"},
+		{"expire on the ordinary path", &orreryv1.CommandRequest{Principal: input.SystemPrincipalPrefix + "silo", Batch: batchOf("c2", enqueue("m", 0), expire)}, "batch.mutations[1].expire_saga"},
+		{"a due command of another Orrery principal", &orreryv1.CommandRequest{Principal: input.SystemPrincipalPrefix + "silo", Due: true, Batch: batchOf("c3", emit)}, "due"},
+		{"a due command that waits", &orreryv1.CommandRequest{Principal: input.CoordinatorPrincipal, Due: true, WaitMicros: 1, Batch: batchOf("c4", emit)}, "wait_micros"},
+	}
+	for _, tc := range refused {
+		h := newHarness(t, nil)
+		h.command("x", tc.req)
+		a := h.answers("x")
+		if len(a) != 1 || orrery.CodeOf(orrery.FromProto(a[0].GetError())) != orrery.CodeValidation || len(h.log) != 0 {
+			t.Fatalf("%s: answers %v, %d entries; want one validation error and no proposal", tc.name, a, len(h.log))
+		}
+		if got := orrery.AsError(orrery.FromProto(a[0].GetError())).Field; got != tc.field {
+			t.Fatalf("%s: refused on field %q, want %q", tc.name, got, tc.field)
+		}
+	}
+	h := newHarness(t, nil)
+	h.command("x", &orreryv1.CommandRequest{Principal: input.CoordinatorPrincipal, Due: true, Batch: batchOf("c5", emit)})
+	if len(h.answers("x")) != 0 || len(h.log) != 1 {
+		t.Fatalf("the coordinator's due command: answers %v, %d entries; want it proposed", h.answers("x"), len(h.log))
+	}
+}
+
 // TestRefusalsAreAnsweredAtOnce: a proposal the host refuses, a command beyond MaxPending and
 // a due command from a caller's principal are answered at once, the last two without a
 // proposal.

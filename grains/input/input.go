@@ -115,6 +115,10 @@ const SystemPrincipalPrefix = "system:"
 // spelling of that check.
 func IsSystem(principal string) bool { return strings.HasPrefix(principal, SystemPrincipalPrefix) }
 
+// CoordinatorPrincipal is the due coordinators' principal: a partition accepts a due command
+// (the only path of EmitOccurrences and ExpireSaga) from it alone.
+const CoordinatorPrincipal = SystemPrincipalPrefix + "coordinator"
+
 // DefaultLimits returns the documented defaults (README "Limits").
 func DefaultLimits() Limits {
 	return Limits{
