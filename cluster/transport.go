@@ -16,6 +16,7 @@ import (
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/actors"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
 )
 
 // PartitionKind is the cluster kind of partition grains (partition.Kind).
@@ -33,6 +34,12 @@ const PartitionKind = "partition"
 // Lookup has) and makes a new attempt at once, within the call's deadline, up to
 // maxLeaderHops times; the last error is returned when the hints run out.
 //
+// A client's principals. Over a cluster client (NewClient), the transport refuses a request
+// whose principal is one of Orrery's own (system:...), Unauthorized, before sending it: those
+// are the silos' alone. With mutual TLS the silo overwrites every client request's principal
+// with its certificate's anyway (transportauth); without it, this keeps a client from naming
+// itself a system principal by mistake. It is no authentication: without TLS no peer is.
+//
 // A member leaving the topology ends every call in flight with Unavailable at once: a request
 // to a silo that is gone is never answered, and a long-poll receive would otherwise hold its
 // caller until its attempt timeout, long after the silo came back under a new member id.
@@ -41,6 +48,8 @@ type PartitionTransport struct {
 	partitions int
 	attempt    time.Duration
 	left       *leaveWatch
+	// client is set when the cluster is a client's (NewClient).
+	client bool
 	// pool runs the calls' attempts, keeping their goroutines' grown stacks.
 	pool *actors.Pool
 }
@@ -49,8 +58,9 @@ type PartitionTransport struct {
 // attemptTimeout bounds one attempt (0: actors.DefaultAttemptTimeout). Close releases its
 // subscription to c's topology events.
 func NewPartitionTransport(c *protocluster.Cluster, partitions int, attemptTimeout time.Duration) *PartitionTransport {
+	provider, _ := c.Config.ClusterProvider.(*Provider)
 	return &PartitionTransport{cluster: c, partitions: partitions, attempt: attemptTimeout, left: watchLeaves(c),
-		pool: actors.NewPool(actors.DefaultPoolIdle)}
+		client: provider != nil && provider.isClient(), pool: actors.NewPool(actors.DefaultPoolIdle)}
 }
 
 // Close stops watching the topology; calls after it still work but are no longer ended early
@@ -65,6 +75,9 @@ func (t *PartitionTransport) Partitions() int { return t.partitions }
 
 // Command submits a command to partition n.
 func (t *PartitionTransport) Command(ctx context.Context, n int, req *orreryv1.CommandRequest) (*orreryv1.CommandReply, error) {
+	if err := t.checkPrincipal(req.GetPrincipal()); err != nil {
+		return nil, err
+	}
 	opts := t.options(func(m proto.Message) error { return orrery.FromProto(m.(*orreryv1.CommandReply).GetError()) })
 	if wait := time.Duration(req.GetWaitMicros()) * time.Microsecond; wait > 0 {
 		// A long-poll attempt lasts the wait plus an ordinary attempt; without a deadline of its
@@ -88,9 +101,20 @@ func (t *PartitionTransport) ScanDue(ctx context.Context, n int, req *orreryv1.S
 
 // Inspect reads from partition n.
 func (t *PartitionTransport) Inspect(ctx context.Context, n int, req *orreryv1.InspectRequest) (*orreryv1.InspectReply, error) {
+	if err := t.checkPrincipal(req.GetPrincipal()); err != nil {
+		return nil, err
+	}
 	return call[*orreryv1.InspectReply](ctx, t, n, req, t.options(func(m proto.Message) error {
 		return orrery.FromProto(m.(*orreryv1.InspectReply).GetError())
 	}))
+}
+
+// checkPrincipal refuses one of Orrery's own principals on a client's transport.
+func (t *PartitionTransport) checkPrincipal(principal string) error {
+	if t.client && input.IsSystem(principal) {
+		return orrery.Errorf(orrery.CodeUnauthorized, "principal: %q is one of Orrery's own principals (%s...), which a client may not act as", principal, input.SystemPrincipalPrefix)
+	}
+	return nil
 }
 
 // options retries replies whose error is retriable (the partition is opening or overloaded).

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/cluster/transportauth"
@@ -122,9 +123,14 @@ type Config struct {
 	Logger *slog.Logger
 	// InsecureDev runs the silo for development: it starts without the credentials below, and
 	// grants every capability on every namespace to client.DefaultPrincipal (a client that names
-	// no principal, an admin request without a token when there are no AdminTokens) and to
-	// Principal (the silo's in-process client).
+	// no principal, an admin request without a token when there are no AdminTokens), to
+	// ClientPrincipal (the embedder's in-process client) and to Principal (the silo's own).
 	InsecureDev bool
+	// ClientPrincipal is who the embedder's in-process client (Silo.Client) acts as, under its
+	// grants (default client.DefaultPrincipal, which InsecureDev grants everything; with
+	// credentials, grant it in Grants). It may not be one of Orrery's own principals
+	// (system:...).
+	ClientPrincipal string
 
 	// Credentials: Start refuses a silo missing any of them unless InsecureDev (the error names
 	// each missing flag; see credentials in auth.go).
@@ -188,6 +194,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Admin == "" {
 		c.Admin = DefaultAdmin
+	}
+	if c.ClientPrincipal == "" {
+		c.ClientPrincipal = client.DefaultPrincipal
+	}
+	if input.IsSystem(c.ClientPrincipal) {
+		return c, fmt.Errorf("client principal: %q is one of Orrery's own principals (%s...), which an embedder's client may not act as", c.ClientPrincipal, input.SystemPrincipalPrefix)
 	}
 	if len(c.MetricsSchedules) > MaxMetricsSchedules {
 		return c, fmt.Errorf("metrics schedules: at most %d, got %d", MaxMetricsSchedules, len(c.MetricsSchedules))

@@ -13,16 +13,21 @@ import (
 	"github.com/orreryhq/orrery/grains/input"
 )
 
-// Principal is who the silo's in-process client (Silo.Client: the admin endpoint's reads, the
-// bootstrap of grants) acts as: one of Orrery's own principals.
+// Principal is who the silo's own in-process client (the admin endpoint's reads, the bootstrap
+// of grants) acts as: one of Orrery's own principals. The embedder's client (Silo.Client) acts
+// as Config.ClientPrincipal instead.
 const Principal = input.SystemPrincipalPrefix + "silo"
 
 // bootstrapGrants are the grants a silo puts on every start: Config.Grants and, with
-// InsecureDev, every capability on every namespace for client.DefaultPrincipal and Principal.
+// InsecureDev, every capability on every namespace for client.DefaultPrincipal, the embedder's
+// ClientPrincipal and Principal.
 func (c Config) bootstrapGrants() []*orreryv1.PutGrant {
 	puts := append([]*orreryv1.PutGrant(nil), c.Grants...)
 	if c.InsecureDev {
 		puts = append(puts, grants.Everything(client.DefaultPrincipal), grants.Everything(Principal))
+		if c.ClientPrincipal != "" && c.ClientPrincipal != client.DefaultPrincipal {
+			puts = append(puts, grants.Everything(c.ClientPrincipal))
+		}
 	}
 	return puts
 }

@@ -48,10 +48,12 @@ type Silo struct {
 	// call OnNextDue before that (the cluster is what builds the transport the coordinator
 	// needs), so it is read atomically and a notice before it exists is dropped (the
 	// coordinator scans each partition it comes to own anyway).
-	coord    atomic.Pointer[duecoordinator.Coordinator]
-	quorum   *quorumWatch
-	client   *client.Client
-	registry *partition.Registry
+	coord  atomic.Pointer[duecoordinator.Coordinator]
+	quorum *quorumWatch
+	// client acts as Principal, the silo's own (the admin endpoint's reads, the bootstrap of
+	// grants); embedded is the embedder's, acting as Config.ClientPrincipal (Client).
+	client, embedded *client.Client
+	registry         *partition.Registry
 	// pool runs the partition grains' mailboxes and the due coordinator's dispatches.
 	pool      *actors.Pool
 	admin     *http.Server
@@ -195,6 +197,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	coord.Start(runCtx)
 	s.coord.Store(coord)
 	s.client = client.New(transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits)), TracerProvider: tracerProvider})
+	s.embedded = s.client.As(cfg.ClientPrincipal)
 	s.joined.Store(true)
 	s.track(m)
 	s.rejoinMu.Unlock()
@@ -235,8 +238,10 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 // credentials joined by "+" ("tokens+gossip-key+mtls").
 func (s *Silo) Security() string { return s.cfg.securityMode() }
 
-// Client returns an in-process client of this silo's cluster.
-func (s *Silo) Client() *client.Client { return s.client }
+// Client returns an in-process client of this silo's cluster for the embedding program. It acts
+// as Config.ClientPrincipal (default client.DefaultPrincipal), under that principal's grants,
+// never as the silo's own principal.
+func (s *Silo) Client() *client.Client { return s.embedded }
 
 // ActorAddress is the actor transport address (host:port).
 func (s *Silo) ActorAddress() string { return s.member().cluster.ActorSystem.Address() }
