@@ -16,6 +16,7 @@ import (
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/lookup"
 	"github.com/orreryhq/orrery/cluster/raftnet"
+	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/partition"
 )
 
@@ -204,6 +205,34 @@ func (s *Silo) rejoin(cause error) {
 
 // errRejoining is what the silo's own partition calls fail with while it rejoins its cluster.
 var errRejoining = orrery.Errorf(orrery.CodeUnavailable, "silo is rejoining its cluster under a new member id")
+
+// embedderTransport is the transport of the embedder's client (Silo.Client): the silo's, but
+// refusing Orrery's own principals (system:...), so that Client.As cannot reach them either.
+type embedderTransport struct{ memberTransport }
+
+// checkPrincipal refuses one of Orrery's own principals.
+func (embedderTransport) checkPrincipal(principal string) error {
+	if input.IsSystem(principal) {
+		return orrery.Errorf(orrery.CodeUnauthorized, "principal: %q is one of Orrery's own principals (%s...), which the embedder's client may not act as", principal, input.SystemPrincipalPrefix)
+	}
+	return nil
+}
+
+// Command sends one batch unless its principal is one of Orrery's own.
+func (t embedderTransport) Command(ctx context.Context, n int, req *orreryv1.CommandRequest) (*orreryv1.CommandReply, error) {
+	if err := t.checkPrincipal(req.GetPrincipal()); err != nil {
+		return nil, err
+	}
+	return t.memberTransport.Command(ctx, n, req)
+}
+
+// Inspect sends one read unless its principal is one of Orrery's own.
+func (t embedderTransport) Inspect(ctx context.Context, n int, req *orreryv1.InspectRequest) (*orreryv1.InspectReply, error) {
+	if err := t.checkPrincipal(req.GetPrincipal()); err != nil {
+		return nil, err
+	}
+	return t.memberTransport.Inspect(ctx, n, req)
+}
 
 // memberTransport is the silo's partition transport for its client and due coordinator: the
 // current member's, or Unavailable while a rejoin replaces the member.

@@ -33,6 +33,9 @@ func TestTheEmbeddersClientActsAsItsOwnPrincipal(t *testing.T) {
 	if _, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: &orreryv1.Lane{Namespace: "acme", Queue: "jobs", Key: "k"}, Id: "m1", PayloadJson: `{}`}); err != nil {
 		t.Fatalf("enqueue as app: %v", err)
 	}
+	if _, err := s.Client().As(Principal).PartitionStatus(ctx, 0); !errors.Is(err, orrery.ErrUnauthorized) {
+		t.Fatalf("the embedder's client as %s: %v, want Unauthorized", Principal, err)
+	}
 }
 
 // TestAClientCannotActAsAnOrreryPrincipal: a dialed client (no TLS) that names one of Orrery's

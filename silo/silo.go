@@ -197,7 +197,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	coord.Start(runCtx)
 	s.coord.Store(coord)
 	s.client = client.New(transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits)), TracerProvider: tracerProvider})
-	s.embedded = s.client.As(cfg.ClientPrincipal)
+	s.embedded = client.New(embedderTransport{transport}, client.Options{Principal: cfg.ClientPrincipal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits)), TracerProvider: tracerProvider})
 	s.joined.Store(true)
 	s.track(m)
 	s.rejoinMu.Unlock()
@@ -239,8 +239,9 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 func (s *Silo) Security() string { return s.cfg.securityMode() }
 
 // Client returns an in-process client of this silo's cluster for the embedding program. It acts
-// as Config.ClientPrincipal (default client.DefaultPrincipal), under that principal's grants,
-// never as the silo's own principal.
+// as Config.ClientPrincipal (default client.DefaultPrincipal), under that principal's grants;
+// neither it nor a client derived from it (Client.As) may act as one of Orrery's own
+// principals.
 func (s *Silo) Client() *client.Client { return s.embedded }
 
 // ActorAddress is the actor transport address (host:port).
