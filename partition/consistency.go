@@ -13,6 +13,7 @@ import (
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/persistence"
 )
 
@@ -93,7 +94,7 @@ type collection struct {
 	index  uint64
 	voters []uint64
 	sums   map[uint64][]byte
-	timer  *time.Timer
+	timer  clock.Timer
 }
 
 func newConsistency() *consistency {
@@ -204,7 +205,7 @@ func (h *Host) ChecksumReported(from uint64, n int, index uint64, sum []byte) {
 			col.timer.Stop()
 		}
 		col = &collection{index: index, voters: slices.Clone(st.Voters), sums: map[uint64][]byte{}}
-		col.timer = time.AfterFunc(CheckTimeout, func() { h.decide(n, index) })
+		col.timer = h.cfg.Clock.AfterFunc(CheckTimeout, func() { h.decide(n, index) })
 		c.collecting[n] = col
 	}
 	col.sums[from] = slices.Clone(sum)
@@ -233,7 +234,7 @@ func (h *Host) decide(n int, index uint64) {
 	}
 	col.timer.Stop()
 	delete(c.collecting, n)
-	v := verdictOf(col, time.Now())
+	v := verdictOf(col, h.cfg.Clock.Now())
 	st := c.of(n)
 	st.Last = v
 	st.Inconsistencies += uint64(len(v.Divergent))

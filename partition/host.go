@@ -204,7 +204,7 @@ func (h *Host) openGroups() error {
 			return orrery.Wrap(orrery.CodeUnavailable, err, "partition %d", n)
 		}
 	}
-	deadline := time.Now().Add(h.cfg.LeadTimeout)
+	deadline := h.cfg.Clock.Now().Add(h.cfg.LeadTimeout)
 	var alone []int
 	for n := range h.machines {
 		for {
@@ -236,7 +236,7 @@ func (h *Host) pause(deadline time.Time, format string, args ...any) error {
 		return h.failErr
 	case <-time.After(5 * time.Millisecond):
 	}
-	if time.Now().After(deadline) {
+	if h.cfg.Clock.Now().After(deadline) {
 		return orrery.Errorf(orrery.CodeUnavailable, format, args...)
 	}
 	return nil

@@ -71,16 +71,16 @@ func (h *Host) repair(n int, v Verdict) {
 func (h *Host) handOver(n int, source uint64, divergent []uint64) {
 	h.log.Warn("this replica's state diverged from the majority's: handing the leadership over before it is rebuilt",
 		"partition", n, "to", formatReplica(source))
-	deadline := time.Now().Add(HandOverTimeout)
+	deadline := h.cfg.Clock.Now().Add(HandOverTimeout)
 	var asked time.Time
 	for h.Leads(n) {
-		if time.Now().After(deadline) {
+		if h.cfg.Clock.Now().After(deadline) {
 			h.log.Error("a divergent replica could not hand its leadership over; it is rebuilt after a later check",
 				"partition", n, "to", formatReplica(source))
 			return
 		}
-		if time.Since(asked) >= time.Second {
-			asked = time.Now()
+		if now := h.cfg.Clock.Now(); now.Sub(asked) >= time.Second {
+			asked = now
 			if err := h.TransferLeadership(n, source); err != nil {
 				h.log.Warn("leadership transfer to a replica of the majority failed", "partition", n, "to", formatReplica(source), "err", err)
 			}
@@ -151,7 +151,7 @@ func (h *Host) rebuilt(n int, to, index uint64, attempt int, err error) {
 	c := h.checks
 	c.mu.Lock()
 	st := c.of(n)
-	st.LastRepair = Repair{Replica: to, Index: index, At: time.Now(), Err: err}
+	st.LastRepair = Repair{Replica: to, Index: index, At: h.cfg.Clock.Now(), Err: err}
 	if err == nil {
 		st.Repairs++
 	}
@@ -164,11 +164,14 @@ func (h *Host) rebuilt(n int, to, index uint64, attempt int, err error) {
 		h.log.Warn("rebuild of a divergent replica failed; trying again", "partition", n, "replica", formatReplica(to),
 			"attempt", attempt, "retry_in", RepairRetry, "err", err)
 		h.repairing.Add(1)
+		retry := make(chan struct{})
+		timer := h.cfg.Clock.AfterFunc(RepairRetry, func() { close(retry) })
 		go func() {
 			defer h.repairing.Done()
 			select {
 			case <-h.stopping:
-			case <-time.After(RepairRetry):
+				timer.Stop()
+			case <-retry:
 				h.sendRebuild(n, to, attempt+1)
 			}
 		}()
