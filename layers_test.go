@@ -23,6 +23,7 @@ var layers = map[string]int{
 	"grains/engine":         2,
 	"persistence":           3,
 	"internal/oldlayout":    3,
+	"internal/testkit":      1,
 	"replication":           4,
 	"partition":             4,
 	"grains/duecoordinator": 4,

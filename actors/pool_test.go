@@ -6,19 +6,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-)
 
-// waitFor polls cond until it holds or a generous bound passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+	"github.com/orreryhq/orrery/internal/testkit"
+)
 
 // TestPoolKeepsAtMostMaxIdleGoroutines: goroutines that finished wait for more work, up to the
 // bound, and the next functions run on them instead of new goroutines.
@@ -35,7 +25,7 @@ func TestPoolKeepsAtMostMaxIdleGoroutines(t *testing.T) {
 		t.Fatalf("%d idle goroutines while all five run", n)
 	}
 	close(release)
-	waitFor(t, "three idle goroutines", func() bool { return p.Idle() == 3 })
+	testkit.Eventually(t, 10*time.Second, "three idle goroutines", func() bool { return p.Idle() == 3 })
 	time.Sleep(20 * time.Millisecond)
 	if n := p.Idle(); n != 3 {
 		t.Fatalf("%d idle goroutines, want the bound of 3", n)
@@ -52,7 +42,7 @@ func TestPoolKeepsAtMostMaxIdleGoroutines(t *testing.T) {
 		t.Errorf("%d idle goroutines while three functions run on them", n)
 	}
 	close(block)
-	waitFor(t, "the goroutines back", func() bool { return p.Idle() == 3 })
+	testkit.Eventually(t, 10*time.Second, "the goroutines back", func() bool { return p.Idle() == 3 })
 }
 
 // TestPoolDispatcherRunsAMailbox: an actor whose props use the pool's dispatcher gets its
@@ -73,11 +63,11 @@ func TestPoolDispatcherRunsAMailbox(t *testing.T) {
 	for i := range 100 {
 		system.Root.Send(pid, i)
 	}
-	waitFor(t, "100 messages", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 100 })
+	testkit.Eventually(t, 10*time.Second, "100 messages", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 100 })
 	for i, n := range got {
 		if n != i {
 			t.Fatalf("message %d is %d: out of order", i, n)
 		}
 	}
-	waitFor(t, "an idle pool goroutine", func() bool { return p.Idle() > 0 })
+	testkit.Eventually(t, 10*time.Second, "an idle pool goroutine", func() bool { return p.Idle() > 0 })
 }

@@ -16,6 +16,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // phaseLog records what a test was doing to the cluster from when, so that a failed call can
@@ -355,7 +356,7 @@ func (l *casLoad) check(t *testing.T, ctx context.Context) (problems []string, a
 	for _, mine := range l.sagas {
 		for _, s := range mine {
 			var rec *orreryv1.SagaRecord
-			waitFor(t, "saga "+s.id+" read back", 60*time.Second, func() bool {
+			testkit.Eventually(t, 60*time.Second, "saga "+s.id+" read back", func() bool {
 				callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
 				var err error

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // requireConsistent runs a consistency check of every partition through a serving silo
@@ -72,7 +74,7 @@ func TestClusterConsistencyCheckFindsADivergedReplica(t *testing.T) {
 	// the restarted silo takes some back, leaves that partition without a verdict; the repair
 	// follows the first verdict that names it, so later checks find it consistent again).
 	var divergent []string
-	waitFor(t, "a check naming the diverged replica", 90*time.Second, func() bool {
+	testkit.Eventually(t, 90*time.Second, "a check naming the diverged replica", func() bool {
 		table, err := CheckPartitions(ctx, cl.Silos[0].AdminAddress())
 		if err != nil {
 			t.Fatalf("consistency check: %v", err)
@@ -108,7 +110,7 @@ func TestClusterConsistencyCheckFindsADivergedReplica(t *testing.T) {
 	t.Logf("partition %d: silo %s divergent, found by silo %d's check and counted by the leader that concluded it, silo %d", partition, divergedID, 0, counter)
 
 	repairer := -1
-	waitFor(t, "a silo counting the diverged replica's rebuild", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "a silo counting the diverged replica's rebuild", func() bool {
 		for i, s := range cl.Silos {
 			if i == diverged {
 				continue

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // requireUp fails the test, naming every silo of cl whose process has exited with its exit
@@ -118,7 +120,7 @@ func TestClusterIsolatedSiloRejoins(t *testing.T) {
 			}
 		}
 		var leaders map[int]int
-		waitFor(t, "every partition led", 60*time.Second, func() bool {
+		testkit.Eventually(t, 60*time.Second, "every partition led", func() bool {
 			leaders = cl.Leaders(ctx)
 			return len(leaders) == clusterPartitions
 		})

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // waitFlowing waits until the worker has handled an occurrence on every one of partitions
 // enqueued after since.
 func waitFlowing(t *testing.T, k *ticks, partitions int, since time.Time, within time.Duration) {
 	t.Helper()
-	waitFor(t, "occurrences delivered from every partition", within, func() bool {
+	testkit.Eventually(t, within, "occurrences delivered from every partition", func() bool {
 		for n := range partitions {
 			if _, ok := k.log.firstEnqueueAfter(n, since); !ok {
 				return false
@@ -44,7 +46,7 @@ func TestClusterKillTheLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The partition is busy: an occurrence of it was enqueued within the last two seconds.
-		waitFor(t, "partition busy before the kill", 30*time.Second, func() bool {
+		testkit.Eventually(t, 30*time.Second, "partition busy before the kill", func() bool {
 			_, ok := k.log.firstEnqueueAfter(partition, time.Now().Add(-2*time.Second))
 			return ok
 		})
@@ -66,7 +68,7 @@ func TestClusterKillTheLeader(t *testing.T) {
 		cl.Silos[leader].Kill()
 		killed := time.Now()
 		var next time.Time
-		waitFor(t, "an occurrence on the killed leader's partition enqueued after the kill", 60*time.Second, func() bool {
+		testkit.Eventually(t, 60*time.Second, "an occurrence on the killed leader's partition enqueued after the kill", func() bool {
 			var ok bool
 			next, ok = k.log.firstEnqueueAfter(partition, killed)
 			return ok
@@ -74,7 +76,7 @@ func TestClusterKillTheLeader(t *testing.T) {
 		latencies = append(latencies, next.Sub(killed))
 		newLeader, _ := cl.LeaderOf(ctx, partition)
 		// The new leader's /metrics says so, and the survivors count the change.
-		waitFor(t, "the leader change on the survivors' /metrics", 30*time.Second, func() bool {
+		testkit.Eventually(t, 30*time.Second, "the leader change on the survivors' /metrics", func() bool {
 			now, err := cl.LeaderOf(ctx, partition)
 			if err != nil || now == leader {
 				return false

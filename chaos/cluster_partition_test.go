@@ -12,6 +12,7 @@ import (
 
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/cluster/raftnet"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // faultsSetLine is what a silo logs each time its faults file changed its transport faults.
@@ -33,7 +34,7 @@ func writeFaults(t *testing.T, path, spec string) {
 // waitFaultsApplied waits until every silo of cl has logged its changes'th faults change.
 func waitFaultsApplied(t *testing.T, cl *Cluster, changes int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("every silo to apply faults change %d", changes), 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("every silo to apply faults change %d", changes), func() bool {
 		for _, p := range cl.Silos {
 			if strings.Count(p.Log(), faultsSetLine) < changes {
 				return false
@@ -87,7 +88,7 @@ func TestClusterNetworkPartition(t *testing.T) {
 		// The minority: the silo leading the most partitions.
 		var led []int
 		minority := -1
-		waitFor(t, "every partition led", 60*time.Second, func() bool {
+		testkit.Eventually(t, 60*time.Second, "every partition led", func() bool {
 			leaders := cl.Leaders(ctx)
 			if len(leaders) < clusterPartitions {
 				return false
@@ -149,7 +150,7 @@ func TestClusterNetworkPartition(t *testing.T) {
 		}
 
 		// The minority steps down everywhere within its election bound.
-		waitFor(t, "the cut-off silo to lead nothing", 10*time.Second, func() bool {
+		testkit.Eventually(t, 10*time.Second, "the cut-off silo to lead nothing", func() bool {
 			table, err := ReadPartitions(ctx, m.AdminAddress())
 			if err != nil {
 				return false
@@ -165,7 +166,7 @@ func TestClusterNetworkPartition(t *testing.T) {
 		checkMinority(true)
 
 		// The majority leads every partition the minority led.
-		waitFor(t, "the majority to lead the cut-off silo's partitions", 30*time.Second, func() bool {
+		testkit.Eventually(t, 30*time.Second, "the majority to lead the cut-off silo's partitions", func() bool {
 			leaders := cl.Leaders(ctx)
 			for _, n := range led {
 				if i, ok := leaders[n]; !ok || i == minority {

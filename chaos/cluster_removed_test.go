@@ -14,6 +14,7 @@ import (
 
 	"github.com/orreryhq/orrery/cluster/placement"
 	"github.com/orreryhq/orrery/cluster/raftnet"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // removedLine is what a silo logs when the cluster has removed it from every partition's group.
@@ -81,7 +82,7 @@ func testLeftOutSiloStaysUp(t *testing.T, cut bool) {
 	t.Logf("the group shrank to two voters without silo %d %v after the restart", spare, shrunk.Sub(restarted).Round(time.Millisecond))
 	if cut {
 		writeFaults(t, faultsFile, "")
-		waitFor(t, "the leader to tell the spare that its group no longer counts it", 60*time.Second, func() bool {
+		testkit.Eventually(t, 60*time.Second, "the leader to tell the spare that its group no longer counts it", func() bool {
 			return strings.Contains(p.Log(), noticedLine) || p.Exited()
 		})
 	}
@@ -96,7 +97,7 @@ func testLeftOutSiloStaysUp(t *testing.T, cut bool) {
 	again := time.Now()
 	if cut {
 		// Its replica still holds the configuration counting it, campaigns, and is told again.
-		waitFor(t, "the leader to tell the restarted spare again", 60*time.Second, func() bool {
+		testkit.Eventually(t, 60*time.Second, "the leader to tell the restarted spare again", func() bool {
 			return strings.Contains(p.Log(), noticedLine) || p.Exited()
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/route"
 	"github.com/orreryhq/orrery/grains/schedule/zonerules"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // fakeZoneinfo writes a zone database (the zip layout $ZONEINFO names) in which
@@ -201,7 +202,7 @@ func otherRulesNeverReachApply(t *testing.T, rules otherRules) {
 		leaders := cl.Leaders(ctx)
 		for _, s := range schedules {
 			var rec *orreryv1.ScheduleRecord
-			waitFor(t, "inspect "+s.name, 60*time.Second, func() bool {
+			testkit.Eventually(t, 60*time.Second, "inspect "+s.name, func() bool {
 				callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
 				var err error
@@ -306,7 +307,7 @@ func otherRulesNeverReachApply(t *testing.T, rules otherRules) {
 		}
 		cl.Silos[victim].Kill()
 		t.Logf("round %d: killed silo %d", round, victim)
-		waitFor(t, "a leader for every partition of the schedules", 60*time.Second, func() bool {
+		testkit.Eventually(t, 60*time.Second, "a leader for every partition of the schedules", func() bool {
 			now := cl.Leaders(ctx)
 			for _, s := range schedules {
 				if l, ok := now[s.partition]; !ok || l == victim {
@@ -338,7 +339,7 @@ func otherRulesNeverReachApply(t *testing.T, rules otherRules) {
 	if !rules.says(cl.Silos[other]) {
 		t.Fatalf("silo %d does not say what rules it runs:\n%s", other, cl.Silos[other].Log())
 	}
-	waitFor(t, "silo 0's /v1/silos row of the silo with other rules", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "silo 0's /v1/silos row of the silo with other rules", func() bool {
 		table, err := ReadSilos(ctx, cl.Silos[0].AdminAddress())
 		if err != nil {
 			return false

@@ -13,6 +13,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // recoveryBound is how soon after a restarted silo is ready a client that stayed connected
@@ -75,7 +76,7 @@ func TestClientAndWorkerSurviveSiloRestarts(t *testing.T) {
 	defer stopWorker()
 	runErr := make(chan error, 1)
 	go func() { runErr <- w.Run(workerCtx) }()
-	waitFor(t, "three occurrences handled", 30*time.Second, func() bool { return handled.newest().After(first.Add(time.Second)) })
+	testkit.Eventually(t, 30*time.Second, "three occurrences handled", func() bool { return handled.newest().After(first.Add(time.Second)) })
 
 	partition := route.Partition(lane, c.Partitions())
 	for _, stop := range []struct {
@@ -91,7 +92,7 @@ func TestClientAndWorkerSurviveSiloRestarts(t *testing.T) {
 	} {
 		// Stop the silo mid-second, with every occurrence so far acked, so that no ack is in
 		// flight when it goes: a lost ack would be a redelivery, which is not what this tests.
-		waitFor(t, "an idle lane mid-second before "+stop.name, 30*time.Second, func() bool {
+		testkit.Eventually(t, 30*time.Second, "an idle lane mid-second before "+stop.name, func() bool {
 			msgs, _, err := c.InspectLane(ctx, lane, "", 10)
 			frac := time.Now().Sub(time.Now().Truncate(time.Second))
 			return err == nil && len(msgs) == 0 && frac > 200*time.Millisecond && frac < 500*time.Millisecond
@@ -102,7 +103,7 @@ func TestClientAndWorkerSurviveSiloRestarts(t *testing.T) {
 		ready := time.Now()
 
 		var lastErr error
-		waitFor(t, "the client's calls answered after "+stop.name, recoveryBound+30*time.Second, func() bool {
+		testkit.Eventually(t, recoveryBound+30*time.Second, "the client's calls answered after "+stop.name, func() bool {
 			callCtx, cancelCall := context.WithTimeout(ctx, 2*time.Second)
 			defer cancelCall()
 			_, lastErr = c.PartitionStatus(callCtx, partition)
@@ -113,7 +114,7 @@ func TestClientAndWorkerSurviveSiloRestarts(t *testing.T) {
 		if recovered > recoveryBound {
 			t.Errorf("after %s the client needed %v to be answered again, more than %v", stop.name, recovered, recoveryBound)
 		}
-		waitFor(t, "the worker handling occurrences due after the "+stop.name+" restart", recoveryBound+30*time.Second, func() bool {
+		testkit.Eventually(t, recoveryBound+30*time.Second, "the worker handling occurrences due after the "+stop.name+" restart", func() bool {
 			return handled.newest().After(ready)
 		})
 		resumed := time.Since(ready)
@@ -125,7 +126,7 @@ func TestClientAndWorkerSurviveSiloRestarts(t *testing.T) {
 
 	// Stop the schedule, let the worker drain the lane, then compare with what was emitted.
 	var record *orreryv1.ScheduleRecord
-	waitFor(t, "the schedule cancelled", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "the schedule cancelled", func() bool {
 		r, err := c.InspectSchedule(ctx, lane, scheduleID)
 		if err != nil {
 			return false
@@ -140,7 +141,7 @@ func TestClientAndWorkerSurviveSiloRestarts(t *testing.T) {
 		record, err = c.InspectSchedule(ctx, lane, scheduleID)
 		return err == nil
 	})
-	waitFor(t, "the lane drained", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "the lane drained", func() bool {
 		msgs, _, err := c.InspectLane(ctx, lane, "", 10)
 		return err == nil && len(msgs) == 0
 	})
@@ -182,11 +183,11 @@ func TestWorkerReportsAnUnreachableCluster(t *testing.T) {
 	defer cancel()
 	runErr := make(chan error, 1)
 	go func() { runErr <- w.Run(ctx) }()
-	waitFor(t, "the worker running", 10*time.Second, func() bool { return w.Status().Running })
+	testkit.Eventually(t, 10*time.Second, "the worker running", func() bool { return w.Status().Running })
 	silo.Kill()
 	killed := time.Now()
 
-	waitFor(t, "Status reporting failing partitions", 30*time.Second, func() bool { return len(w.Status().Failing) > 0 })
+	testkit.Eventually(t, 30*time.Second, "Status reporting failing partitions", func() bool { return len(w.Status().Failing) > 0 })
 	t.Logf("status %v after the kill: %+v", time.Since(killed).Round(time.Millisecond), w.Status().Failing[0])
 	select {
 	case err := <-runErr:

@@ -14,6 +14,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // These tests run real silo processes (no -race needed in them; the silo binary is built
@@ -53,17 +54,6 @@ func occurrences(t *testing.T, ctx context.Context, c *client.Client, lane *orre
 	return all
 }
 
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // TestSIGKILLRestartContinuesWithoutDuplicatesOrGaps is the process test: an Every 1s
 // schedule on a real silo process, SIGKILL, restart on the same data directory; occurrences
 // continue with no duplicate id and no gap, the ones that fell due while the silo was down are
@@ -90,7 +80,7 @@ func TestSIGKILLRestartContinuesWithoutDuplicatesOrGaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "three occurrences before the kill", 30*time.Second, func() bool { return len(occurrences(t, ctx, c, lane)) >= 3 })
+	testkit.Eventually(t, 30*time.Second, "three occurrences before the kill", func() bool { return len(occurrences(t, ctx, c, lane)) >= 3 })
 
 	silo.Kill()
 	killedAt := time.Now()
@@ -101,7 +91,7 @@ func TestSIGKILLRestartContinuesWithoutDuplicatesOrGaps(t *testing.T) {
 
 	// Catch-up: every instant due by now is enqueued, contiguous from ordinal 0.
 	var msgs []*orreryv1.QueueMessage
-	waitFor(t, "catch-up after restart", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "catch-up after restart", func() bool {
 		msgs = occurrences(t, ctx, c, lane)
 		if len(msgs) == 0 {
 			return false

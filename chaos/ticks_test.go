@@ -17,6 +17,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // clusterFull reports whether the cluster tests run at full length (ORRERY_CLUSTER_FULL=1,
@@ -255,7 +256,7 @@ func (k *ticks) finish(t *testing.T, ctx context.Context) {
 	next := map[string]uint64{} // lane key → the schedule's next ordinal at its cancel
 	cancelledAt := map[string]time.Time{}
 	for _, s := range k.schedules {
-		waitFor(t, "schedule "+s.id+" cancelled", 90*time.Second, func() bool {
+		testkit.Eventually(t, 90*time.Second, "schedule "+s.id+" cancelled", func() bool {
 			callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			r, err := k.c.InspectSchedule(callCtx, s.lane, s.id)
@@ -285,7 +286,7 @@ func (k *ticks) finish(t *testing.T, ctx context.Context) {
 		lanes[key] = &orreryv1.Lane{Namespace: k.namespace, Queue: k.queue, Key: key}
 	}
 	for key, lane := range lanes {
-		waitFor(t, "lane "+key+" drained", 90*time.Second, func() bool {
+		testkit.Eventually(t, 90*time.Second, "lane "+key+" drained", func() bool {
 			callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			msgs, _, err := k.c.InspectLane(callCtx, lane, "", 10)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/actors"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // echoKind answers a StringValue with "<member id>|<value>". The values "fail" and
@@ -134,7 +135,7 @@ func TestIntegrationTwoMembersAndClient(t *testing.T) {
 
 	both := []string{a.id(), b.id()}
 	slices.Sort(both)
-	waitFor(t, 10*time.Second, "every node to see exactly the two members", func() bool {
+	testkit.Eventually(t, 10*time.Second, "every node to see exactly the two members", func() bool {
 		return slices.Equal(a.topology(), both) && slices.Equal(b.topology(), both) && slices.Equal(client.topology(), both)
 	})
 
@@ -230,11 +231,11 @@ func TestIntegrationTwoMembersAndClient(t *testing.T) {
 		failover <- outcome{host: host, took: time.Since(start)}
 	}()
 	onA := []string{a.id()}
-	waitFor(t, 20*time.Second, "the survivor to drop the crashed member", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the survivor to drop the crashed member", func() bool {
 		return slices.Equal(a.topology(), onA)
 	})
 	detected := time.Since(start)
-	waitFor(t, 20*time.Second, "the client to drop the crashed member", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the client to drop the crashed member", func() bool {
 		return slices.Equal(client.topology(), onA)
 	})
 	clientDetected := time.Since(start)

@@ -51,19 +51,6 @@ func (w *testWriter) close() {
 	w.closed = true
 }
 
-// waitFor polls cond every 20 ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // fakeTopology stands in for protoactor's MemberList and BlockList in provider unit tests.
 type fakeTopology struct {
 	selfID string

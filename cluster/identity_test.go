@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // gossipPort returns a loopback port whose TCP and UDP twins were free a moment ago, below the
@@ -121,7 +123,7 @@ func TestFoundersFormOneCluster(t *testing.T) {
 		}
 		slices.Sort(want)
 		for i, top := range tops {
-			waitFor(t, 10*time.Second, fmt.Sprintf("round %d: founder %d to publish all three", round, i), func() bool {
+			testkit.Eventually(t, 10*time.Second, fmt.Sprintf("round %d: founder %d to publish all three", round, i), func() bool {
 				ids, _ := top.snapshot()
 				return slices.Equal(ids, want)
 			})
@@ -187,7 +189,7 @@ func TestRestartedSiloRejoins(t *testing.T) {
 	if c.ClusterID() != clusterID || b.ClusterID() != clusterID || !slices.Equal(rec.get(), []uint64{clusterID}) {
 		t.Fatalf("cluster ids a %016x b %016x c %016x, c recorded %x", clusterID, b.ClusterID(), c.ClusterID(), rec.get())
 	}
-	waitFor(t, 10*time.Second, "a to list c's silo id", func() bool { return a.SiloIDs()[c.MemberID()] == siloID })
+	testkit.Eventually(t, 10*time.Second, "a to list c's silo id", func() bool { return a.SiloIDs()[c.MemberID()] == siloID })
 
 	if err := c.Shutdown(false); err != nil { // as after SIGKILL: no leave
 		t.Fatal(err)
@@ -200,7 +202,7 @@ func TestRestartedSiloRejoins(t *testing.T) {
 	}
 	want := []string{a.MemberID(), b.MemberID(), restarted.MemberID()}
 	slices.Sort(want)
-	waitFor(t, 15*time.Second, "a to publish the restarted silo and drop its old member id", func() bool {
+	testkit.Eventually(t, 15*time.Second, "a to publish the restarted silo and drop its old member id", func() bool {
 		ids, _ := aTop.snapshot()
 		return slices.Equal(ids, want)
 	})
@@ -237,7 +239,7 @@ func TestFreshSiloAdoptsAStoredCluster(t *testing.T) {
 	_ = p.Shutdown(false)
 	q, _ := startFake(t, ProviderConfig{Seeds: []string{unreachableSeed}}, "join-only", false)
 	r, _ := startFake(t, ProviderConfig{Seeds: []string{q.GossipAddress()}}, "join-only", false)
-	waitFor(t, 10*time.Second, "the join-only silos to see each other", func() bool { return len(r.ml.Members()) == 2 })
+	testkit.Eventually(t, 10*time.Second, "the join-only silos to see each other", func() bool { return len(r.ml.Members()) == 2 })
 	time.Sleep(200 * time.Millisecond)
 	for _, s := range []*Provider{q, r} {
 		if isClosed(s.Ready()) || s.ClusterID() != 0 {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // unreachableSeed is a loopback port nothing listens on (privileged, so no test binds it).
@@ -31,7 +33,7 @@ func TestGateStaysClosedUntilJoin(t *testing.T) {
 	want := []string{lonely.MemberID(), joiner.MemberID()}
 	slices.Sort(want)
 	for _, top := range []*fakeTopology{top, joinerTop} {
-		waitFor(t, 5*time.Second, "both to publish both members", func() bool {
+		testkit.Eventually(t, 5*time.Second, "both to publish both members", func() bool {
 			ids, _ := top.snapshot()
 			return slices.Equal(ids, want)
 		})
@@ -42,7 +44,7 @@ func TestFirstNodePublishesAtOnce(t *testing.T) {
 	t.Parallel()
 	seedless, top := startFake(t, ProviderConfig{}, "first", false)
 	waitClosed(t, seedless.Ready(), time.Second, "a seedless node to be ready")
-	waitFor(t, 2*time.Second, "a self-only topology", func() bool {
+	testkit.Eventually(t, 2*time.Second, "a self-only topology", func() bool {
 		ids, _ := top.snapshot()
 		return slices.Equal(ids, []string{seedless.MemberID()})
 	})
@@ -66,7 +68,7 @@ func TestClientsAreNotMembers(t *testing.T) {
 	client, clientTop := startFake(t, ProviderConfig{Seeds: []string{member.GossipAddress()}}, "clients", true)
 	waitClosed(t, client.Ready(), 5*time.Second, "the client to join")
 	only := []string{member.MemberID()}
-	waitFor(t, 5*time.Second, "the client to see the member", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the client to see the member", func() bool {
 		ids, _ := clientTop.snapshot()
 		return slices.Equal(ids, only)
 	})
@@ -98,7 +100,7 @@ func TestEncryptedGossip(t *testing.T) {
 	a, _ := startFake(t, ProviderConfig{SecretKey: key}, "secret", false)
 	b, top := startFake(t, ProviderConfig{SecretKey: key, Seeds: []string{a.GossipAddress()}}, "secret", false)
 	waitClosed(t, b.Ready(), 5*time.Second, "a node with the key to join")
-	waitFor(t, 5*time.Second, "both members", func() bool {
+	testkit.Eventually(t, 5*time.Second, "both members", func() bool {
 		ids, _ := top.snapshot()
 		return len(ids) == 2
 	})
@@ -118,7 +120,7 @@ func TestDetectsKilledPeer(t *testing.T) {
 	t.Parallel()
 	survivor, top := startFake(t, ProviderConfig{}, "detect", false)
 	victim, _ := startFake(t, ProviderConfig{Seeds: []string{survivor.GossipAddress()}}, "detect", false)
-	waitFor(t, 5*time.Second, "two members", func() bool {
+	testkit.Eventually(t, 5*time.Second, "two members", func() bool {
 		ids, _ := top.snapshot()
 		return len(ids) == 2
 	})
@@ -126,7 +128,7 @@ func TestDetectsKilledPeer(t *testing.T) {
 	if err := victim.Shutdown(false); err != nil {
 		t.Fatal(err)
 	}
-	detected := waitFor(t, 15*time.Second, "the killed peer to be dropped", func() bool {
+	detected := testkit.Eventually(t, 15*time.Second, "the killed peer to be dropped", func() bool {
 		ids, _ := top.snapshot()
 		return slices.Equal(ids, []string{survivor.MemberID()})
 	})
@@ -137,14 +139,14 @@ func TestGracefulLeaveIsFast(t *testing.T) {
 	t.Parallel()
 	survivor, top := startFake(t, ProviderConfig{}, "leave", false)
 	leaver, _ := startFake(t, ProviderConfig{Seeds: []string{survivor.GossipAddress()}}, "leave", false)
-	waitFor(t, 5*time.Second, "two members", func() bool {
+	testkit.Eventually(t, 5*time.Second, "two members", func() bool {
 		ids, _ := top.snapshot()
 		return len(ids) == 2
 	})
 	if err := leaver.Shutdown(true); err != nil {
 		t.Fatal(err)
 	}
-	took := waitFor(t, 5*time.Second, "the leaver to be dropped", func() bool {
+	took := testkit.Eventually(t, 5*time.Second, "the leaver to be dropped", func() bool {
 		ids, _ := top.snapshot()
 		return len(ids) == 1
 	})
@@ -164,7 +166,7 @@ func startTrio(t *testing.T, name string) ([]*Provider, []*fakeTopology) {
 	c, cTop := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}}, name, false)
 	ps, tops := []*Provider{a, b, c}, []*fakeTopology{aTop, bTop, cTop}
 	for i, top := range tops {
-		waitFor(t, 5*time.Second, fmt.Sprintf("member %d to see three members", i), func() bool {
+		testkit.Eventually(t, 5*time.Second, fmt.Sprintf("member %d to see three members", i), func() bool {
 			ids, _ := top.snapshot()
 			return len(ids) == 3
 		})
@@ -184,7 +186,7 @@ func TestLostWhenAMajorityReportsBlocked(t *testing.T) {
 		Seeds:  []string{a.GossipAddress()},
 		OnLost: func(cause error) { lostCause = cause; close(called) },
 	}, "lost", false)
-	waitFor(t, 5*time.Second, "three members", func() bool {
+	testkit.Eventually(t, 5*time.Second, "three members", func() bool {
 		ids, _ := aTop.snapshot()
 		return len(ids) == 3
 	})
@@ -258,7 +260,7 @@ func TestATieLosesBothSides(t *testing.T) {
 	t.Parallel()
 	a, aTop := startFake(t, ProviderConfig{}, "tie", false)
 	b, bTop := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}}, "tie", false)
-	waitFor(t, 5*time.Second, "two members", func() bool {
+	testkit.Eventually(t, 5*time.Second, "two members", func() bool {
 		ids, _ := aTop.snapshot()
 		return len(ids) == 2
 	})
@@ -271,7 +273,7 @@ func TestATieLosesBothSides(t *testing.T) {
 func TestLostWhenSelfBlocked(t *testing.T) {
 	t.Parallel()
 	p, top := startFake(t, ProviderConfig{}, "self-blocked", false)
-	waitFor(t, 2*time.Second, "a topology", func() bool { _, n := top.snapshot(); return n > 0 })
+	testkit.Eventually(t, 2*time.Second, "a topology", func() bool { _, n := top.snapshot(); return n > 0 })
 	top.block(p.MemberID())
 	waitClosed(t, p.Lost(), 2*time.Second, "a self-blocked member to lose its id")
 	if !strings.Contains(p.LostCause().Error(), "block list") {
@@ -285,7 +287,7 @@ func TestLostWhenSelfBlocked(t *testing.T) {
 func TestLostWhenDroppedFromTopology(t *testing.T) {
 	t.Parallel()
 	p, top := startFake(t, ProviderConfig{}, "dropped", false)
-	waitFor(t, 2*time.Second, "itself in the topology", func() bool {
+	testkit.Eventually(t, 2*time.Second, "itself in the topology", func() bool {
 		ids, _ := top.snapshot()
 		return slices.Contains(ids, p.MemberID())
 	})
@@ -324,7 +326,7 @@ func TestADrainingSiloIsAnnounced(t *testing.T) {
 	}
 	x.SetDraining()
 	for _, p := range []*Provider{a, b} {
-		waitFor(t, 5*time.Second, "the peers to list the draining silo", func() bool {
+		testkit.Eventually(t, 5*time.Second, "the peers to list the draining silo", func() bool {
 			return slices.Equal(p.DrainingSilos(), []uint64{x.SiloID()})
 		})
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestClientRejoinsWhenItsOnlySiloComesBack: a client's only silo is killed, and it restarts
@@ -28,7 +29,7 @@ func TestClientRejoinsWhenItsOnlySiloComesBack(t *testing.T) {
 	_, portText, _ := net.SplitHostPort(seed)
 	port, _ := strconv.Atoi(portText)
 	client, clientTop := startFake(t, ProviderConfig{Seeds: []string{seed}}, "rejoin", true)
-	waitFor(t, 5*time.Second, "the client to see the silo", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the client to see the silo", func() bool {
 		ids, _ := clientTop.snapshot()
 		return slices.Equal(ids, []string{silo.MemberID()})
 	})
@@ -36,12 +37,12 @@ func TestClientRejoinsWhenItsOnlySiloComesBack(t *testing.T) {
 	if err := silo.Shutdown(false); err != nil { // as after SIGKILL: no leave
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "the client to drop the killed silo", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the client to drop the killed silo", func() bool {
 		ids, _ := clientTop.snapshot()
 		return len(ids) == 0
 	})
 	restarted, _ := startFake(t, ProviderConfig{BindPort: port, SiloID: silo.SiloID(), ClusterID: silo.ClusterID()}, "rejoin", false)
-	waitFor(t, 15*time.Second, "the client to see the restarted silo", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the client to see the restarted silo", func() bool {
 		ids, _ := clientTop.snapshot()
 		return slices.Equal(ids, []string{restarted.MemberID()})
 	})
@@ -81,7 +82,7 @@ func TestCallsInFlightEndWhenAMemberLeaves(t *testing.T) {
 
 	transport := NewPartitionTransport(caller.c, 1, time.Minute)
 	defer transport.Close()
-	waitFor(t, 10*time.Second, "the caller to see the member", func() bool { return len(caller.topology()) == 1 })
+	testkit.Eventually(t, 10*time.Second, "the caller to see the member", func() bool { return len(caller.topology()) == 1 })
 	done := make(chan error, 1)
 	go func() {
 		_, err := transport.Command(ctx, 0, &orreryv1.CommandRequest{Batch: &orreryv1.Batch{CommandId: "c"}})

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // retiredRecord collects what a provider's OnRetired was called with.
@@ -55,7 +57,7 @@ func TestARetiredSiloNeverServesAgain(t *testing.T) {
 	if cause := x.FenceCause(); !strings.Contains(cause.Error(), "silo 0000000000000005 was retired") {
 		t.Errorf("fence cause %q does not say the silo was retired", cause)
 	}
-	waitFor(t, 10*time.Second, "b to record the retirement", func() bool { return slices.Equal(bRec.get(), []uint64{xID}) && b.Retired(xID) })
+	testkit.Eventually(t, 10*time.Second, "b to record the retirement", func() bool { return slices.Equal(bRec.get(), []uint64{xID}) && b.Retired(xID) })
 	if err := x.Shutdown(false); err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +65,12 @@ func TestARetiredSiloNeverServesAgain(t *testing.T) {
 	// A member joining later learns it from the push/pull state of the peer it joins.
 	c, _ := startFake(t, ProviderConfig{SiloID: 0xc, Seeds: []string{b.GossipAddress()}}, "retire", false)
 	waitClosed(t, c.Ready(), 10*time.Second, "c to join")
-	waitFor(t, 10*time.Second, "c to learn the retirement", func() bool { return c.Retired(xID) })
+	testkit.Eventually(t, 10*time.Second, "c to learn the retirement", func() bool { return c.Retired(xID) })
 
 	// The retired silo restarted on its store, whose record predates its retirement.
 	xRec := &retiredRecord{}
 	again, _ := startFake(t, ProviderConfig{SiloID: xID, ClusterID: clusterID, Seeds: []string{c.GossipAddress()}, OnRetired: xRec.record}, "retire", false)
-	waitFor(t, 10*time.Second, "the restarted retired silo to refuse or fence", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the restarted retired silo to refuse or fence", func() bool {
 		return isClosed(again.Refused()) || isClosed(again.Fenced())
 	})
 	if !slices.Equal(xRec.get(), []uint64{xID}) {

@@ -10,6 +10,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/internal/testkit"
 	"github.com/orreryhq/orrery/replication"
 )
 
@@ -99,7 +100,7 @@ func TestTheConsistencyCheckFindsAReplicaWrittenBehindItsStateMachine(t *testing
 		t.Fatalf("first check: %+v, want three equal checksums", v)
 	}
 	for _, h := range rs.hosts {
-		waitFor(t, "every replica's checksum", func() bool { return h.Consistency(1).Own.Index == v.Index })
+		testkit.Eventually(t, 20*time.Second, "every replica's checksum", func() bool { return h.Consistency(1).Own.Index == v.Index })
 		if own := h.Consistency(1).Own; !bytes.Equal(own.Sum, v.Majority) {
 			t.Fatalf("silo %x's own checksum %x differs from the verdict's %x", h.SiloID(), own.Sum, v.Majority)
 		}
@@ -129,7 +130,7 @@ func TestTheConsistencyCheckFindsAReplicaWrittenBehindItsStateMachine(t *testing
 		t.Fatal("the divergent replica's checksum equals the majority's")
 	}
 
-	waitFor(t, "the leader's rebuild of the divergent replica", func() bool { return leader.Consistency(1).Repairs == 1 })
+	testkit.Eventually(t, 20*time.Second, "the leader's rebuild of the divergent replica", func() bool { return leader.Consistency(1).Repairs == 1 })
 	if r := leader.Consistency(1).LastRepair; r.Replica != follower.SiloID() || r.Err != nil || r.Index < v2.Index {
 		t.Fatalf("last repair %+v, want silo %x installed at or after %d", r, follower.SiloID(), v2.Index)
 	}
@@ -165,9 +166,9 @@ func TestADivergentLeaderHandsOverAndIsRebuilt(t *testing.T) {
 	if !slices.Equal(v.Divergent, []uint64{leader.SiloID()}) || v.Majority == nil {
 		t.Fatalf("verdict %+v, want the leader %x alone divergent", v, leader.SiloID())
 	}
-	waitFor(t, "the divergent leader's rebuild", func() bool { return !leader.Leads(1) && !hasDivergedKey(t, leader, 1) })
+	testkit.Eventually(t, 20*time.Second, "the divergent leader's rebuild", func() bool { return !leader.Leads(1) && !hasDivergedKey(t, leader, 1) })
 	var repairer *Host
-	waitFor(t, "a replica of the majority counting the rebuild", func() bool {
+	testkit.Eventually(t, 20*time.Second, "a replica of the majority counting the rebuild", func() bool {
 		for _, h := range rs.hosts {
 			if h != leader && h.Consistency(1).Repairs == 1 {
 				repairer = h
@@ -189,18 +190,6 @@ func TestADivergentLeaderHandsOverAndIsRebuilt(t *testing.T) {
 	}
 }
 
-// waitFor polls cond for up to 20 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestReplicasApplyUnderThePartitionsLimitsNotTheirOwn: three hosts configured with three
 // different payload limits (1,000, 2,000 and 3,000 bytes). Whichever leads proposes its limits
 // and every replica applies under them: a 1,500-byte payload is taken or refused alike on
@@ -218,7 +207,7 @@ func TestReplicasApplyUnderThePartitionsLimitsNotTheirOwn(t *testing.T) {
 	system, pid := grainOn(t, Config{Host: leader}, 1)
 	grantAll(t, system, pid, "alice")
 	limit := leader.cfg.Limits.MaxPayloadBytes
-	waitFor(t, "the leader's limits applied", func() bool { return leader.machines[1].Limits().MaxPayloadBytes == limit })
+	testkit.Eventually(t, 20*time.Second, "the leader's limits applied", func() bool { return leader.machines[1].Limits().MaxPayloadBytes == limit })
 	payload := `"` + strings.Repeat("x", 1498) + `"`
 	big := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: lane, Id: "big", PayloadJson: payload}}}
 	rc := receipt(t, request[*orreryv1.CommandReply](t, system, pid, command("c1", 0, big)))
@@ -232,7 +221,7 @@ func TestReplicasApplyUnderThePartitionsLimitsNotTheirOwn(t *testing.T) {
 		want = []string{"big", "m2"}
 	}
 	for _, h := range rs.hosts {
-		waitFor(t, "every message on every replica", func() bool { return slices.Equal(slices.Sorted(slices.Values(laneMessages(t, h))), want) })
+		testkit.Eventually(t, 20*time.Second, "every message on every replica", func() bool { return slices.Equal(slices.Sorted(slices.Values(laneMessages(t, h))), want) })
 		if got := h.machines[1].Limits().MaxPayloadBytes; got != limit {
 			t.Fatalf("silo %x (configured %d) applies under %d, want the leader's %d", h.SiloID(), h.cfg.Limits.MaxPayloadBytes, got, limit)
 		}

@@ -15,6 +15,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/queue"
+	"github.com/orreryhq/orrery/internal/testkit"
 	"github.com/orreryhq/orrery/persistence"
 	"github.com/orreryhq/orrery/replication"
 )
@@ -124,20 +125,19 @@ func (rs *replicaSet) kill(id uint64) {
 // leader waits for a host that is up to lead partition n and returns it.
 func (rs *replicaSet) leader(n int) *Host {
 	rs.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader *Host
+	testkit.Eventually(rs.t, 30*time.Second, fmt.Sprintf("a host to lead partition %d", n), func() bool {
 		rs.mu.Lock()
+		defer rs.mu.Unlock()
 		for _, h := range rs.hosts {
 			if h.Leads(n) {
-				rs.mu.Unlock()
-				return h
+				leader = h
+				return true
 			}
 		}
-		rs.mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-	}
-	rs.t.Fatalf("no host leads partition %d after 30 s", n)
-	return nil
+		return false
+	})
+	return leader
 }
 
 // grainOn starts partition n's grain, configured by cfg (its Host set; quiet logs unless it

@@ -16,11 +16,12 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 func waitReady(t *testing.T, s *Silo) {
 	t.Helper()
-	eventually(t, "readyz", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, "readyz", func() bool {
 		code, _ := getJSON(t, "http://"+s.AdminAddress()+"/readyz")
 		return code == http.StatusOK
 	})
@@ -200,7 +201,7 @@ func TestClientCloseLogsNoError(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := func(r slog.Record) bool { return r.Message == actors.EndpointLostMessage }
-	eventually(t, "the silo notices the lost connection", 20*time.Second, func() bool { return len(log.find(lost)) > 0 })
+	testkit.Eventually(t, 20*time.Second, "the silo notices the lost connection", func() bool { return len(log.find(lost)) > 0 })
 	for _, r := range log.find(func(r slog.Record) bool { return r.Level >= slog.LevelError }) {
 		t.Errorf("ERROR record after a client closed: %s", r.Message)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestAWrongGossipKeyNeverJoins: a silo and a client with another gossip key than the
@@ -39,7 +40,7 @@ func TestAWrongGossipKeyNeverJoins(t *testing.T) {
 	}
 
 	second := startSilo(t, t.TempDir(), func(c *Config) { c.GossipKey = testGossipKey; c.Seeds = seeds })
-	eventually(t, "the silo with the key in the first's topology", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, "the silo with the key in the first's topology", func() bool {
 		_, ok := first.liveSilos()[second.SiloID()]
 		return ok
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestARevokedCreatorEmitsNothingUntilRestored: on a silo with a bootstrapped grant for carol
@@ -60,7 +61,7 @@ func TestARevokedCreatorEmitsNothingUntilRestored(t *testing.T) {
 		t.Fatalf("the schedule emitted before its creator was revoked (the revocation took past %v)", firstDue)
 	}
 	skipped := s.CoordinatorStats().RefsSkipped
-	eventually(t, "the coordinator's emit of the revoked schedule is denied", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "the coordinator's emit of the revoked schedule is denied", func() bool {
 		return s.CoordinatorStats().RefsSkipped > skipped
 	})
 	if msgs, _, err := s.Client().InspectLane(ctx, lane, "", 10); err != nil || len(msgs) != 0 {
@@ -78,7 +79,7 @@ func TestARevokedCreatorEmitsNothingUntilRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	var msgs []*orreryv1.QueueMessage
-	eventually(t, "the occurrence is emitted once the grant is restored", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "the occurrence is emitted once the grant is restored", func() bool {
 		msgs, _, err = carol.InspectLane(ctx, lane, "", 10)
 		return err == nil && len(msgs) > 0
 	})

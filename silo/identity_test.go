@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestARestartedSiloKeepsItsIdentity: a silo restarted on its data dir with the same flags has
@@ -88,7 +89,7 @@ func TestSilosStartedTogetherFormOneCluster(t *testing.T) {
 				cluster.FormatID(silos[0].SiloID()), cluster.FormatID(silos[0].ClusterID()))
 		}
 	}
-	eventually(t, "every silo to see all three", 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, "every silo to see all three", func() bool {
 		for _, s := range silos {
 			if len(s.member().provider.Topology()) != 3 {
 				return false

@@ -15,6 +15,7 @@ import (
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // messagesLike returns the records whose message starts with prefix and, when partition is
@@ -73,7 +74,7 @@ func TestWatchdogReportsAScheduleIntoAFullLane(t *testing.T) {
 	if _, err := s.Client().ConfigureSchedule(ctx, def, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "three failed emits", 30*time.Second, func() bool { return s.CoordinatorStats().RefsSkipped >= 3 })
+	testkit.Eventually(t, 30*time.Second, "three failed emits", func() bool { return s.CoordinatorStats().RefsSkipped >= 3 })
 
 	if n := len(logs.messagesLike("due coordinator: schedule failing", partition)); n != 1 {
 		t.Fatalf("%d failing log lines after three failed emits, want 1", n)
@@ -106,7 +107,7 @@ func TestWatchdogReportsAScheduleIntoAFullLane(t *testing.T) {
 	if _, err := s.Client().Ack(ctx, lane, msgs[0].GetId(), msgs[0].GetLease().GetToken()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the recovery logged", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "the recovery logged", func() bool {
 		return len(logs.messagesLike("due coordinator: schedule recovered", partition)) == 1
 	})
 	in, err = s.Client().ScheduleInspection(ctx, lane, def.GetScheduleId())
@@ -150,7 +151,7 @@ func TestQuorumWatchReportsAnIsolatedReplica(t *testing.T) {
 		defer mu.Unlock()
 		return logs[s.cfg.DataDir]
 	}
-	eventually(t, "every partition to have three voters and a leader everywhere", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "every partition to have three voters and a leader everywhere", func() bool {
 		for _, s := range silos {
 			for n := range partitions {
 				if st, ok := s.host.Status(n); !ok || st.Leader == 0 || len(st.Voters) != 3 {
@@ -166,7 +167,7 @@ func TestQuorumWatchReportsAnIsolatedReplica(t *testing.T) {
 		cut.cfg.RaftFaults.Cut(s.SiloID())
 	}
 	cutLogs := logOf(cut)
-	eventually(t, "every partition reported without quorum on the cut-off silo", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "every partition reported without quorum on the cut-off silo", func() bool {
 		for n := range partitions {
 			if len(cutLogs.messagesLike("partition without quorum", n)) != 1 {
 				return false
@@ -192,7 +193,7 @@ func TestQuorumWatchReportsAnIsolatedReplica(t *testing.T) {
 		}
 	}
 	// More checks go by: the report is not repeated.
-	eventually(t, "two more bounds to pass", 20*time.Second, func() bool { return time.Since(reportedAt) > 2*quorumBound })
+	testkit.Eventually(t, 20*time.Second, "two more bounds to pass", func() bool { return time.Since(reportedAt) > 2*quorumBound })
 	for n := range partitions {
 		if got := len(cutLogs.messagesLike("partition without quorum", n)); got != 1 {
 			t.Fatalf("partition %d reported without quorum %d times, want once", n, got)
@@ -207,7 +208,7 @@ func TestQuorumWatchReportsAnIsolatedReplica(t *testing.T) {
 	for _, s := range silos {
 		s.cfg.RaftFaults.HealAll()
 	}
-	eventually(t, "every partition's leader again on the healed silo", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "every partition's leader again on the healed silo", func() bool {
 		for n := range partitions {
 			if len(cutLogs.messagesLike("partition has a leader again", n)) != 1 {
 				return false

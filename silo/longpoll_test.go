@@ -8,6 +8,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestALongPollWhoseCallerWentAwayLeasesNothing: a long-poll receive left parked on its
@@ -71,7 +72,7 @@ func TestALongPollWhoseCallerWentAwayLeasesNothing(t *testing.T) {
 				return st.GetPendingCommands()
 			}
 			stop := tc.park(t, queue)
-			eventually(t, "the long poll parked", 10*time.Second, func() bool { return pending() == 1 })
+			testkit.Eventually(t, 10*time.Second, "the long poll parked", func() bool { return pending() == 1 })
 			stop()
 			if n := pending(); n != 1 {
 				t.Fatalf("%d commands pending after the caller went away, want its parked long poll", n)
@@ -79,7 +80,7 @@ func TestALongPollWhoseCallerWentAwayLeasesNothing(t *testing.T) {
 			if _, err := c.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "m1", PayloadJson: `{}`}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the parked long poll answered", 10*time.Second, func() bool { return pending() == 0 })
+			testkit.Eventually(t, 10*time.Second, "the parked long poll answered", func() bool { return pending() == 0 })
 			msgs, _, err := c.InspectLane(ctx, lane, "", 10)
 			if err != nil || len(msgs) != 1 {
 				t.Fatalf("lane: %v %v", msgs, err)

@@ -17,6 +17,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // scrape is one parse of a silo's /metrics.
@@ -157,7 +158,7 @@ func TestMetricsMoveDuringAWorkload(t *testing.T) {
 	workerCtx, stopWorker := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(workerCtx) }()
-	eventually(t, "three occurrences handled", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "three occurrences handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return handled >= 3
@@ -213,13 +214,13 @@ func TestMetricsMoveDuringAWorkload(t *testing.T) {
 		t.Errorf("backlog: %v leased, %v dead-lettered, incomplete %v; want 0", l, dead, inc)
 	}
 	age := queueGauge(after, "orrery_queue_oldest_visible_age_seconds")
-	eventually(t, "the backlog's oldest visible age grows", 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, "the backlog's oldest visible age grows", func() bool {
 		return queueGauge(scrapeMetrics(t, s), "orrery_queue_oldest_visible_age_seconds") > age
 	})
 	if got := after.sum(t, "orrery_queues_omitted") + after.sum(t, "orrery_queue_stats_errors"); got != 0 {
 		t.Errorf("queues omitted or partitions failing: %v", got)
 	}
-	eventually(t, "the due head holds the schedule's next occurrence", 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, "the due head holds the schedule's next occurrence", func() bool {
 		return scrapeMetrics(t, s).sum(t, "orrery_partition_due_head_entries") >= 1
 	})
 	if got := gatheredCount(t, workerMetrics, "orrery_worker_handler_start_lateness_seconds"); got < 3 {

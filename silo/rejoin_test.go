@@ -16,6 +16,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestABlockedSiloRejoinsInProcess: three silos; the two others block the third one's member
@@ -34,11 +35,11 @@ func TestABlockedSiloRejoinsInProcess(t *testing.T) {
 	for _, s := range []*Silo{a, b} {
 		s.member().cluster.Remote.BlockList().Block(old)
 	}
-	eventually(t, "the blocked silo to rejoin under a new member id", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "the blocked silo to rejoin under a new member id", func() bool {
 		return x.Rejoins() == 1 && !x.Rejoining() && x.ID() != old
 	})
 	t.Logf("rejoined as %s (was %s) %v after the block", x.ID(), old, time.Since(start).Round(time.Millisecond))
-	eventually(t, "both peers to see the new member id", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, "both peers to see the new member id", func() bool {
 		for _, s := range []*Silo{a, b} {
 			if !slices.ContainsFunc(s.member().provider.Topology(), func(m *protocluster.Member) bool { return m.Id == x.ID() }) {
 				return false
@@ -46,7 +47,7 @@ func TestABlockedSiloRejoinsInProcess(t *testing.T) {
 		}
 		return true
 	})
-	eventually(t, "every partition to answer through every silo", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "every partition to answer through every silo", func() bool {
 		for _, s := range silos {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			for n := range partitions {
@@ -82,7 +83,7 @@ func TestABlockedSiloRejoinsInProcess(t *testing.T) {
 			committed[n] = 1 // led by x itself: applied there first
 		}
 	}
-	eventually(t, "the rejoined silo's replicas to apply what the groups commit", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "the rejoined silo's replicas to apply what the groups commit", func() bool {
 		for n := range partitions {
 			if st, _ := x.host.Status(n); st.AppliedIndex < committed[n] {
 				return false
@@ -90,7 +91,7 @@ func TestABlockedSiloRejoinsInProcess(t *testing.T) {
 		}
 		return true
 	})
-	eventually(t, "the rejoined silo to be ready", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, "the rejoined silo to be ready", func() bool {
 		code, _ := getJSON(t, "http://"+x.AdminAddress()+"/readyz")
 		return code == http.StatusOK
 	})
@@ -139,7 +140,7 @@ func TestASiloWaitsForItsStoppedCluster(t *testing.T) {
 		done <- started{s, err}
 	}()
 	var reason string
-	eventually(t, "the lone silo's readyz to say it is joining", 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, "the lone silo's readyz to say it is joining", func() bool {
 		resp, err := http.Get("http://" + first.Admin + "/readyz")
 		if err != nil {
 			return false // not listening yet

@@ -17,6 +17,7 @@ import (
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // startFounders starts n silos with empty data dirs at the same moment, with the same seeds and
@@ -73,7 +74,7 @@ func waitAllVoters(t *testing.T, silos []*Silo, partitions int) {
 		ids[i] = s.SiloID()
 	}
 	slices.Sort(ids)
-	eventually(t, fmt.Sprintf("every partition to have the %d silos as voters", len(silos)), 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, fmt.Sprintf("every partition to have the %d silos as voters", len(silos)), func() bool {
 		for _, s := range silos {
 			for n := range partitions {
 				st, ok := s.host.Status(n)
@@ -93,7 +94,7 @@ func TestFoundersReplicateEveryPartitionAndSpreadLeadership(t *testing.T) {
 	const partitions = 8
 	silos := startFounders(t, 3, partitions)
 	waitAllVoters(t, silos, partitions)
-	eventually(t, "leaderships to spread evenly", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "leaderships to spread evenly", func() bool {
 		led := map[uint64]int{}
 		for _, s := range silos {
 			led[s.SiloID()] = len(s.Owned())
@@ -130,7 +131,7 @@ func TestALostSilosReplicasAreRecreatedElsewhere(t *testing.T) {
 	})
 	settled := func(live []*Silo, what string) {
 		t.Helper()
-		eventually(t, what, 90*time.Second, func() bool {
+		testkit.Eventually(t, 90*time.Second, what, func() bool {
 			for _, s := range live {
 				for n := range partitions {
 					st, ok := s.host.Status(n)
@@ -240,7 +241,7 @@ func TestACutOffLeaderServesNothingAndHealingLosesNothing(t *testing.T) {
 	lane := &orreryv1.Lane{Namespace: "ns", Queue: "cut", Key: "k"}
 	n := route.Partition(lane, partitions)
 	var cut *Silo
-	eventually(t, "partition's group to have three voters and a leader", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "partition's group to have three voters and a leader", func() bool {
 		for _, s := range silos {
 			if st, ok := s.host.Status(n); ok && st.CanPropose && len(st.Voters) == 3 {
 				cut = s
@@ -258,7 +259,7 @@ func TestACutOffLeaderServesNothingAndHealingLosesNothing(t *testing.T) {
 		}
 	}
 	cutAt := time.Now()
-	eventually(t, "the cut-off leader to step down", 10*time.Second, func() bool { return !cut.host.Leads(n) })
+	testkit.Eventually(t, 10*time.Second, "the cut-off leader to step down", func() bool { return !cut.host.Leads(n) })
 	t.Logf("the cut-off leader stepped down %v after the cut", time.Since(cutAt).Round(time.Millisecond))
 	cutApplied, _ := cut.host.Status(n)
 
@@ -276,7 +277,7 @@ func TestACutOffLeaderServesNothingAndHealingLosesNothing(t *testing.T) {
 	for _, s := range silos {
 		s.cfg.RaftFaults.HealAll()
 	}
-	eventually(t, "the healed silo to catch up", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "the healed silo to catch up", func() bool {
 		lead, _ := majority[0].host.Status(n)
 		st, _ := cut.host.Status(n)
 		return st.AppliedIndex >= lead.AppliedIndex && st.Leader != 0
@@ -309,7 +310,7 @@ func TestNoElectionWhileTheCoresAreSaturated(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, "every partition replicated and leaderships settled", 90*time.Second, func() bool {
+	testkit.Eventually(t, 90*time.Second, "every partition replicated and leaderships settled", func() bool {
 		for _, s := range silos {
 			for n := range partitions {
 				if st, ok := s.host.Status(n); !ok || len(st.Voters) != 3 || st.Leader == 0 {
@@ -384,7 +385,7 @@ func TestASiloWhoseDiskWasLostRejoinsAsANewSilo(t *testing.T) {
 		}
 		return true
 	}
-	eventually(t, "three voters everywhere", 60*time.Second, func() bool { return fullyReplicated(silos) })
+	testkit.Eventually(t, 60*time.Second, "three voters everywhere", func() bool { return fullyReplicated(silos) })
 	lost := silos[2]
 	var cfg Config
 	for _, c := range cfgs {
@@ -409,7 +410,7 @@ func TestASiloWhoseDiskWasLostRejoinsAsANewSilo(t *testing.T) {
 	if reborn.SiloID() == oldID {
 		t.Fatalf("the silo kept its id %s with an empty data dir", cluster.FormatID(oldID))
 	}
-	eventually(t, "the new silo to hold every partition and the old id to be gone", 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, "the new silo to hold every partition and the old id to be gone", func() bool {
 		return fullyReplicated([]*Silo{silos[0], silos[1], reborn})
 	})
 	t.Logf("restarted on an empty data dir as %s (was %s): a voter of every partition and the old id gone %v after its start, %v after the old one's Stop returned (dead after %v; it left the membership during Stop)",
@@ -438,7 +439,7 @@ func TestEverySiloRestartsIntoTheCluster(t *testing.T) {
 		}
 		return true
 	}
-	eventually(t, "three voters everywhere", 60*time.Second, replicated)
+	testkit.Eventually(t, 60*time.Second, "three voters everywhere", replicated)
 	for i, s := range silos {
 		var cfg Config
 		for _, c := range cfgs {
@@ -455,6 +456,6 @@ func TestEverySiloRestartsIntoTheCluster(t *testing.T) {
 		}
 		t.Cleanup(again.Stop)
 		silos[i] = again
-		eventually(t, fmt.Sprintf("silo %s to rejoin", cluster.FormatID(again.SiloID())), 60*time.Second, replicated)
+		testkit.Eventually(t, 60*time.Second, fmt.Sprintf("silo %s to rejoin", cluster.FormatID(again.SiloID())), replicated)
 	}
 }

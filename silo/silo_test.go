@@ -14,6 +14,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // These tests start protoactor clusters, so they run without -race (protoactor-go's cluster
@@ -49,24 +50,13 @@ func getJSON(t *testing.T, url string) (int, map[string]any) {
 	return resp.StatusCode, body
 }
 
-func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestSiloEmitsOccurrencesToAWorker(t *testing.T) {
 	s := startSilo(t, t.TempDir(), nil)
 	c := s.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	eventually(t, "readyz", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, "readyz", func() bool {
 		code, _ := getJSON(t, "http://"+s.AdminAddress()+"/readyz")
 		return code == http.StatusOK
 	})
@@ -102,7 +92,7 @@ func TestSiloEmitsOccurrencesToAWorker(t *testing.T) {
 		return nil
 	}})
 	go func() { done <- w.Run(workerCtx) }()
-	eventually(t, "three occurrences", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "three occurrences", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) >= 3

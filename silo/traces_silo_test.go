@@ -14,6 +14,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/internal/testkit"
 	"github.com/orreryhq/orrery/tracing"
 )
 
@@ -55,7 +56,7 @@ func TestWorkerHandlingSpansAreChildrenOfEmissionSpans(t *testing.T) {
 		return nil
 	}})
 	go func() { done <- w.Run(workerCtx) }()
-	eventually(t, "three handled occurrences", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, "three handled occurrences", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(handled) >= 3

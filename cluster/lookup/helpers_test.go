@@ -16,6 +16,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // These tests start protoactor clusters in one process on loopback ports chosen at run time;
@@ -148,7 +149,7 @@ func startCluster(t *testing.T, name string) *testCluster {
 		tc.silos = append(tc.silos, s)
 	}
 	for _, s := range tc.silos {
-		waitFor(t, 20*time.Second, "every member to see three silos", func() bool { return len(s.lookup.silos()) == 3 })
+		testkit.Eventually(t, 20*time.Second, "every member to see three silos", func() bool { return len(s.lookup.silos()) == 3 })
 	}
 	return tc
 }
@@ -186,7 +187,7 @@ func (tc *testCluster) startClientWith(cfg Config) *client {
 		_ = cl.transport.Close()
 		_ = cluster.Shutdown(c, p, true)
 	})
-	waitFor(tc.t, 20*time.Second, "the client to see three silos", func() bool { return len(p.Topology()) == 3 })
+	testkit.Eventually(tc.t, 20*time.Second, "the client to see three silos", func() bool { return len(p.Topology()) == 3 })
 	return cl
 }
 
@@ -214,17 +215,5 @@ func mustServe(t *testing.T, transport *cluster.PartitionTransport, n int, want 
 	}
 	if got != cluster.FormatID(want) {
 		t.Fatalf("partition %d served by silo %s, want %s", n, got, cluster.FormatID(want))
-	}
-}
-
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestACallLandsOnTheLeadersSilo: with partition n led by the silo ranked last for it, a call
@@ -65,9 +66,9 @@ func TestWhenLeadershipMovesTheOldActivationNamesTheNewLeaderAndStops(t *testing
 	if got := oldLeader.view.asked[n].Load(); got != askedOld {
 		t.Errorf("the old leader's activator was asked %d more times; Get did not ask the hinted silo first", got-askedOld)
 	}
-	waitFor(t, 10*time.Second, "the old activation to stop", func() bool { return oldLeader.stopped.Load() == 1 })
+	testkit.Eventually(t, 10*time.Second, "the old activation to stop", func() bool { return oldLeader.stopped.Load() == 1 })
 	kind := func(s *silo) int32 { return s.c.GetClusterKind("partition").Count() }
-	waitFor(t, 10*time.Second, "the old leader's activator to forget its grain", func() bool { return kind(oldLeader) == 0 })
+	testkit.Eventually(t, 10*time.Second, "the old leader's activator to forget its grain", func() bool { return kind(oldLeader) == 0 })
 	if kind(newLeader) != 1 {
 		t.Fatalf("the new leader counts %d activations, want 1", kind(newLeader))
 	}
@@ -99,7 +100,7 @@ func TestAnActivatorStopsTheGrainOfAPartitionItNoLongerLeads(t *testing.T) {
 	if got := oldLeader.notLeader.Load(); got != 0 {
 		t.Fatalf("the old activation answered %d requests", got)
 	}
-	waitFor(t, 10*time.Second, "the old leader's activator to stop its grain", func() bool { return oldLeader.stopped.Load() == 1 })
+	testkit.Eventually(t, 10*time.Second, "the old leader's activator to stop its grain", func() bool { return oldLeader.stopped.Load() == 1 })
 }
 
 // TestAClientFollowsAHintFromANonLeader: a client runs no activator (no Leadership) and reaches

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orreryhq/orrery/internal/testkit"
 	"github.com/orreryhq/orrery/persistence"
 	"github.com/orreryhq/orrery/replication"
 )
@@ -154,7 +155,7 @@ func TestIntegrationDriversReplicateOverTheTransport(t *testing.T) {
 		t.Helper()
 		for range count {
 			cmd := fmt.Sprintf("g%d-%d", g, len(proposed[g]))
-			waitFor(t, 30*time.Second, fmt.Sprintf("group %d to take %s", g, cmd), func() bool {
+			testkit.Eventually(t, 30*time.Second, fmt.Sprintf("group %d to take %s", g, cmd), func() bool {
 				l := leader(g, excluded...)
 				if l == nil {
 					return false
@@ -165,7 +166,7 @@ func TestIntegrationDriversReplicateOverTheTransport(t *testing.T) {
 			proposed[g] = append(proposed[g], cmd)
 		}
 		for _, s := range among {
-			waitFor(t, 30*time.Second, fmt.Sprintf("replica %d to apply group %d", s.id, g), func() bool {
+			testkit.Eventually(t, 30*time.Second, fmt.Sprintf("replica %d to apply group %d", s.id, g), func() bool {
 				return slices.Equal(s.state.commands(g), proposed[g])
 			})
 		}
@@ -191,7 +192,7 @@ func TestIntegrationDriversReplicateOverTheTransport(t *testing.T) {
 		t.Fatal("no new leader for group 0")
 	}
 	old.faults.Heal(old.id)
-	waitFor(t, 30*time.Second, "the old leader to catch up", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the old leader to catch up", func() bool {
 		return slices.Equal(old.state.commands(0), proposed[0])
 	})
 
@@ -217,7 +218,7 @@ func TestIntegrationDriversReplicateOverTheTransport(t *testing.T) {
 	}
 	propose(0, 60, rest, behind.id)
 	behind.faults.Heal(behind.id)
-	waitFor(t, 60*time.Second, "the follower cut off to catch up", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the follower cut off to catch up", func() bool {
 		return slices.Equal(behind.state.commands(0), proposed[0])
 	})
 	if behind.state.installed() == 0 {

@@ -83,18 +83,6 @@ func (s *silo) stop() {
 	})
 }
 
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // recorder is a Receiver that records what arrives; snapshots go to onSnapshot, when set.
 type recorder struct {
 	mu         sync.Mutex

@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/orreryhq/orrery/internal/testkit"
 	"github.com/orreryhq/orrery/replication"
 )
 
@@ -55,7 +56,7 @@ func TestIntegrationSendsBatchPerDestination(t *testing.T) {
 		a.transport.Send(2, []replication.Message{message(1, 2, i)})
 	}
 	g.open()
-	waitFor(t, 10*time.Second, "10 messages", func() bool { _, m := rec.received(); return m == 10 })
+	testkit.Eventually(t, 10*time.Second, "10 messages", func() bool { _, m := rec.received(); return m == 10 })
 	batches, _ := rec.received()
 	if batches != 1 || a.transport.Stats().Batches != 1 {
 		t.Fatalf("10 Sends arrived in %d batches (sent %d), want 1", batches, a.transport.Stats().Batches)
@@ -93,7 +94,7 @@ func TestIntegrationFullOutboxDrops(t *testing.T) {
 		t.Fatalf("dropped %d messages, want 12 (20 sent, 8 fit)", got)
 	}
 	g.open()
-	waitFor(t, 10*time.Second, "8 messages", func() bool { _, m := rec.received(); return m == 8 })
+	testkit.Eventually(t, 10*time.Second, "8 messages", func() bool { _, m := rec.received(); return m == 8 })
 	time.Sleep(100 * time.Millisecond) // nothing more comes
 	if _, m := rec.received(); m != 8 {
 		t.Fatalf("received %d messages, want 8", m)
@@ -111,7 +112,7 @@ func TestIntegrationCutDropsBothWaysAndHealRestores(t *testing.T) {
 	a.transport.Send(2, []replication.Message{message(1, 2, 1)})
 	b.transport.Send(1, []replication.Message{message(2, 1, 1)})
 	// Both messages reached the cut: a's outbox dropped one, a's actor the other.
-	waitFor(t, 10*time.Second, "both messages dropped", func() bool { return a.transport.Stats().Faulted == 2 })
+	testkit.Eventually(t, 10*time.Second, "both messages dropped", func() bool { return a.transport.Stats().Faulted == 2 })
 	if _, m := recB.received(); m != 0 {
 		t.Fatalf("silo 2 received %d messages across the cut", m)
 	}
@@ -121,7 +122,7 @@ func TestIntegrationCutDropsBothWaysAndHealRestores(t *testing.T) {
 	a.faults.Heal(2)
 	a.transport.Send(2, []replication.Message{message(1, 2, 2)})
 	b.transport.Send(1, []replication.Message{message(2, 1, 2)})
-	waitFor(t, 10*time.Second, "messages after Heal", func() bool {
+	testkit.Eventually(t, 10*time.Second, "messages after Heal", func() bool {
 		_, ma := recA.received()
 		_, mb := recB.received()
 		return ma == 1 && mb == 1
@@ -134,7 +135,7 @@ func TestIntegrationCutDropsBothWaysAndHealRestores(t *testing.T) {
 	a.faults.Cut(1)
 	a.transport.Send(3, []replication.Message{message(1, 3, 1)})
 	c.transport.Send(1, []replication.Message{message(3, 1, 1)})
-	waitFor(t, 10*time.Second, "both messages dropped", func() bool { return a.transport.Stats().Faulted == 4 })
+	testkit.Eventually(t, 10*time.Second, "both messages dropped", func() bool { return a.transport.Stats().Faulted == 4 })
 	if _, m := recC.received(); m != 0 {
 		t.Fatalf("silo 3 received %d messages from a silo cut off", m)
 	}
@@ -159,7 +160,7 @@ func TestIntegrationDelayHoldsTrafficBack(t *testing.T) {
 	}{{a, 2, recB}, {b, 1, recA}} {
 		start := time.Now()
 		dir.from.transport.Send(dir.to, []replication.Message{message(dir.from.id, dir.to, 1)})
-		waitFor(t, 10*time.Second, "the delayed message", func() bool { _, m := dir.rec.received(); return m == 1 })
+		testkit.Eventually(t, 10*time.Second, "the delayed message", func() bool { _, m := dir.rec.received(); return m == 1 })
 		if took := time.Since(start); took < delay {
 			t.Fatalf("message %d→%d arrived after %v, before the %v delay", dir.from.id, dir.to, took, delay)
 		}
@@ -197,7 +198,7 @@ func TestIntegrationAnUncountedCampaignerIsToldItWasRemoved(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no RaftRemoved for a pre-vote in a group that no longer counts its sender")
 	}
-	waitFor(t, 10*time.Second, "the 4 messages delivered", func() bool { _, m := rec.received(); return m == 4 })
+	testkit.Eventually(t, 10*time.Second, "the 4 messages delivered", func() bool { _, m := rec.received(); return m == 4 })
 	select {
 	case got := <-notices:
 		t.Fatalf("a second RaftRemoved: %+v", got)

@@ -7,6 +7,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/duecoordinator/coordinatortest"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestARefFallingDueIsSentWhileAnEarlierReceiptIsAwaited: a partition answers a command only
@@ -38,12 +39,12 @@ func TestARefFallingDueIsSentWhileAnEarlierReceiptIsAwaited(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first schedule's command was not sent")
 	}
-	waitFor(t, "the timer at the second due instant", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the timer at the second due instant", func() bool {
 		s := b.c.Stats()
 		return len(s.Partitions) == 1 && s.Partitions[0].TimerAt.Equal(second)
 	})
 	b.clock.AdvanceTo(second)
-	waitFor(t, "the second schedule's occurrence", func() bool { return len(b.messages(0, lane("a"))) == 1 })
+	testkit.Eventually(t, 10*time.Second, "the second schedule's occurrence", func() bool { return len(b.messages(0, lane("a"))) == 1 })
 	checkOnTime(t, b.messages(0, lane("a")))
 	close(release)
 	b.settle()
@@ -53,17 +54,5 @@ func TestARefFallingDueIsSentWhileAnEarlierReceiptIsAwaited(t *testing.T) {
 	}
 	if s := b.c.Stats(); s.RefsDispatched != 2 || s.StaleIgnored != 0 {
 		t.Errorf("stats %+v: want each ref sent once", s)
-	}
-}
-
-// waitFor polls cond with a generous real-time bound.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
