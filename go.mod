@@ -16,6 +16,7 @@ require (
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.41.0
 	go.opentelemetry.io/otel/sdk v1.41.0
 	go.opentelemetry.io/otel/trace v1.41.0
+	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.79.1
 	google.golang.org/protobuf v1.36.12
 	pgregory.net/rapid v1.3.0

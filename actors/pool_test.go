@@ -14,6 +14,7 @@ import (
 // bound, and the next functions run on them instead of new goroutines.
 func TestPoolKeepsAtMostMaxIdleGoroutines(t *testing.T) {
 	p := NewPool(3)
+	defer p.Close()
 	release := make(chan struct{})
 	var started sync.WaitGroup
 	for range 5 {
@@ -51,6 +52,7 @@ func TestPoolDispatcherRunsAMailbox(t *testing.T) {
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
 	p := NewPool(2)
+	defer p.Close()
 	var mu sync.Mutex
 	var got []int
 	pid := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
@@ -70,4 +72,27 @@ func TestPoolDispatcherRunsAMailbox(t *testing.T) {
 		}
 	}
 	testkit.Eventually(t, 10*time.Second, "an idle pool goroutine", func() bool { return p.Idle() > 0 })
+}
+
+// TestPoolCloseEndsItsGoroutines: Close ends the idle goroutines (the package's goleak check
+// would fail otherwise), and a function handed to the pool afterwards still runs.
+func TestPoolCloseEndsItsGoroutines(t *testing.T) {
+	p := NewPool(4)
+	var done sync.WaitGroup
+	for range 4 {
+		done.Add(1)
+		p.Go(done.Done)
+	}
+	done.Wait()
+	testkit.Eventually(t, 10*time.Second, "four idle goroutines", func() bool { return p.Idle() == 4 })
+	p.Close()
+	testkit.Eventually(t, 10*time.Second, "no idle goroutine after Close", func() bool { return p.Idle() == 0 })
+	ran := make(chan struct{})
+	p.Go(func() { close(ran) })
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a function handed to a closed pool never ran")
+	}
+	testkit.Eventually(t, 10*time.Second, "no idle goroutine after a closed pool ran one", func() bool { return p.Idle() == 0 })
 }

@@ -63,10 +63,11 @@ func NewPartitionTransport(c *protocluster.Cluster, partitions int, attemptTimeo
 		client: provider != nil && provider.isClient(), pool: actors.NewPool(actors.DefaultPoolIdle)}
 }
 
-// Close stops watching the topology; calls after it still work but are no longer ended early
-// when a member leaves.
+// Close stops watching the topology and closes the transport's goroutine pool; calls after it
+// still work but are no longer ended early when a member leaves.
 func (t *PartitionTransport) Close() error {
 	t.left.stop()
+	t.pool.Close()
 	return nil
 }
 

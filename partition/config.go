@@ -54,8 +54,8 @@ type Config struct {
 	Liveness func(partition int, kind orreryv1.DueKind, lane *orreryv1.Lane, id string) *orreryv1.DueLiveness
 	// Failpoints arms crash boundaries (default: none).
 	Failpoints *Failpoints
-	// Pool runs the grains' mailboxes (default: a pool of these grains' own; a silo shares one
-	// with its due coordinator).
+	// Pool runs the grains' mailboxes (default: the Host's, which Host.Close closes; a silo
+	// shares one with its due coordinator).
 	Pool *actors.Pool
 	// Registry, when set, tracks live activations for a graceful shutdown.
 	Registry *Registry
@@ -88,8 +88,8 @@ func (c Config) withDefaults() Config {
 	if c.OnNextDue == nil {
 		c.OnNextDue = func(*orreryv1.NextDueNotice) {}
 	}
-	if c.Pool == nil {
-		c.Pool = actors.NewPool(actors.DefaultPoolIdle)
+	if c.Pool == nil && c.Host != nil {
+		c.Pool = c.Host.pool
 	}
 	return c
 }

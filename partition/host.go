@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/actors"
 	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/input"
@@ -73,6 +74,9 @@ type Host struct {
 	store    *persistence.SiloStore
 	driver   *replication.Driver
 	machines []*machine
+	// pool runs the mailboxes of the partition grains whose Config names no pool of its own;
+	// Close closes it.
+	pool *actors.Pool
 
 	// transport is where the driver's sends go: the Transport SetTransport set, or nothing.
 	transport boundTransport
@@ -128,7 +132,7 @@ func OpenHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, log: cfg.Logger.With("silo_store", store.Dir()), store: store, failed: make(chan struct{}), checks: newConsistency(), stopping: make(chan struct{})}
+	h := &Host{cfg: cfg, pool: actors.NewPool(actors.DefaultPoolIdle), log: cfg.Logger.With("silo_store", store.Dir()), store: store, failed: make(chan struct{}), checks: newConsistency(), stopping: make(chan struct{})}
 	if err := h.open(); err != nil {
 		h.driverStop()
 		_ = store.Close()
@@ -334,6 +338,7 @@ func (h *Host) Close() error {
 		}
 		h.hashing.Wait()
 		err = h.store.Close()
+		h.pool.Close()
 	})
 	return err
 }

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/internal/oldlayout"
 )
@@ -257,9 +255,12 @@ func TestImportRecoversAPartitionStoreACrashLeftOpen(t *testing.T) {
 	partitions[0].Crashed = true
 	oldlayout.Write(t, dataRoot, partitions)
 	dir := oldlayout.PartitionDir(dataRoot, 0)
-	if db, err := badger.OpenManaged(badgerOptions(dir, quietOptions().withDefaults()).WithReadOnly(true)); err == nil {
-		_ = db.Close()
-		t.Fatal("the crashed database opens read-only: the test does not crash it")
+	// A database closed cleanly has no write-ahead log left; the crashed one has its memtable's.
+	// (Opening it read-only would show the crash too, but Badger's Open returns that error
+	// without stopping the goroutines it started, db.go "while opening memtables", which the
+	// package's leak check would report.)
+	if logs, _ := filepath.Glob(filepath.Join(dir, "*.mem")); len(logs) == 0 {
+		t.Fatal("the crashed database left no write-ahead log: the test does not crash it")
 	}
 	if _, err := ImportPartitionStores(dataRoot, 0, quietOptions()); err != nil {
 		t.Fatal(err)

@@ -370,6 +370,7 @@ func (s *Silo) shutdown(graceful bool) {
 		if err := s.host.Close(); err != nil {
 			s.cfg.Logger.Error("closing the silo store", "err", err)
 		}
+		s.pool.Close()
 		close(s.stopped)
 	})
 }

@@ -66,8 +66,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Workers is how many partitions are served at once (default 2).
 	Workers int
-	// Pool runs the dispatches of due refs (default: a pool of the coordinator's own; a silo
-	// shares one with its partition grains).
+	// Pool runs the dispatches of due refs (default: a pool of the coordinator's own, which
+	// Stop closes; a silo shares one with its partition grains and closes it itself).
 	Pool *actors.Pool
 	// LateAfter is how far past its due instant, by its partition's logged time, a record
 	// seen due may be before the watchdog reports it late (default DefaultLateAfter).

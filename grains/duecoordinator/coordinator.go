@@ -33,6 +33,8 @@ type Coordinator struct {
 	idleSubs []chan struct{} // closed when ready is empty and no round or dispatch runs
 
 	workers sync.WaitGroup
+	// ownPool is set when the pool is the coordinator's own (Config.Pool nil): Stop closes it.
+	ownPool bool
 	nextID  atomic.Uint64
 	counts  counters
 	watch   *watchdog
@@ -81,8 +83,9 @@ type stopper interface{ Stop() bool }
 
 // New returns a stopped coordinator owning no partition.
 func New(cfg Config) *Coordinator {
+	ownPool := cfg.Pool == nil
 	cfg = cfg.withDefaults()
-	c := &Coordinator{cfg: cfg, owned: map[int]*partition{}, watch: newWatchdog(cfg.LateAfter, cfg.Logger)}
+	c := &Coordinator{cfg: cfg, ownPool: ownPool, owned: map[int]*partition{}, watch: newWatchdog(cfg.LateAfter, cfg.Logger)}
 	c.work = sync.NewCond(&c.mu)
 	return c
 }
@@ -115,6 +118,9 @@ func (c *Coordinator) Stop() {
 	}
 	c.halt()
 	c.workers.Wait()
+	if c.ownPool {
+		c.cfg.Pool.Close()
+	}
 }
 
 // halt marks the coordinator stopped, stops its timers and wakes its workers.
