@@ -1,13 +1,9 @@
 package persistence
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,10 +59,6 @@ func TestSiloStoreClusterID(t *testing.T) {
 	}
 }
 
-// clusterIDChildEnv names the store a re-executed test binary sets the cluster id of (see
-// TestClusterIDIsDurableWhenSetReturns).
-const clusterIDChildEnv = "ORRERY_CLUSTER_ID_CRASH_CHILD"
-
 // crashClusterID is the cluster id the child sets.
 const crashClusterID = 0x5eed5eed5eed5eed
 
@@ -75,40 +67,15 @@ const crashClusterID = 0x5eed5eed5eed5eed
 // process crash) and with each write-ahead log cut back to what its syncs covered (a machine
 // crash).
 func TestClusterIDIsDurableWhenSetReturns(t *testing.T) {
-	if dir := os.Getenv(clusterIDChildEnv); dir != "" {
+	if dir := crashChildDir(); dir != "" {
 		clusterIDChild(dir)
 		return
 	}
-	if testing.Short() {
-		t.Skip("starts a child process")
-	}
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := filepath.Join(t.TempDir(), "store")
-	cmd := exec.Command(exe, "-test.run=^TestClusterIDIsDurableWhenSetReturns$")
-	cmd.Env = append(os.Environ(), clusterIDChildEnv+"="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	reported := false
-	lines := bufio.NewScanner(stdout)
-	for !reported && lines.Scan() {
-		reported = lines.Text() == "cluster id set"
-	}
-	_ = cmd.Process.Kill()
-	_, _ = io.Copy(io.Discard, stdout)
-	_ = cmd.Wait()
+	reported, stderr := killChild(t, dir, nil, func(line string) bool { return line == "cluster id set" })
 	if !reported {
-		t.Fatalf("the child did not report the cluster id set; stderr:\n%s", stderr.String())
+		t.Fatalf("the child did not report the cluster id set; stderr:\n%s", stderr)
 	}
 	power := dir + "-power-loss"
 	imageSyncedWALs(t, dir, power)

@@ -1,21 +1,14 @@
 package persistence
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// installChildEnv names the store a re-executed test binary installs into (see
-// TestInstallIsDurableWhenItReturns).
-const installChildEnv = "ORRERY_INSTALL_CRASH_CHILD"
 
 // installChildKeys and installChildValueBytes size the state the child installs: several
 // chunks, many transactions.
@@ -63,43 +56,19 @@ func writeChildState(p *PartitionState, tag string) error {
 // write-ahead log cut back to what its syncs covered (a machine crash: the staged transactions
 // are not synced, the switch's sync must cover them and itself).
 func TestInstallIsDurableWhenItReturns(t *testing.T) {
-	if dir := os.Getenv(installChildEnv); dir != "" {
+	if dir := crashChildDir(); dir != "" {
 		installChild(dir)
 		return
 	}
-	if testing.Short() {
-		t.Skip("starts a child process")
-	}
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := filepath.Join(t.TempDir(), "store")
-	cmd := exec.Command(exe, "-test.run=^TestInstallIsDurableWhenItReturns$")
-	cmd.Env = append(os.Environ(), installChildEnv+"="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	var mark AppliedMark
-	reported := false
-	lines := bufio.NewScanner(stdout)
-	for !reported && lines.Scan() {
-		if _, err := fmt.Sscanf(lines.Text(), "installed %d %d", &mark.Index, &mark.LoggedTimeMicros); err == nil {
-			reported = true
-		}
-	}
-	_ = cmd.Process.Kill()
-	_, _ = io.Copy(io.Discard, stdout)
-	_ = cmd.Wait()
+	reported, stderr := killChild(t, dir, nil, func(line string) bool {
+		_, err := fmt.Sscanf(line, "installed %d %d", &mark.Index, &mark.LoggedTimeMicros)
+		return err == nil
+	})
 	if !reported {
-		t.Fatalf("the child reported no install; stderr:\n%s", stderr.String())
+		t.Fatalf("the child reported no install; stderr:\n%s", stderr)
 	}
 	power := dir + "-power-loss"
 	imageSyncedWALs(t, dir, power)

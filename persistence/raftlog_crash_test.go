@@ -1,14 +1,11 @@
 package persistence
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,10 +14,6 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 )
-
-// crashChildEnv names the store a re-executed test binary persists into (see
-// TestRaftLogPersistSurvivesCrash).
-const crashChildEnv = "ORRERY_RAFTLOG_CRASH_CHILD"
 
 // crashChildRoundsEnv, when set, is how many rounds the child persists before it waits to be
 // killed.
@@ -42,53 +35,36 @@ const (
 //     synced (a machine crash: what no sync covered is lost). The child records that content
 //     from its sync hook, so a Persist that returns before its sync fails here.
 func TestRaftLogPersistSurvivesCrash(t *testing.T) {
-	if dir := os.Getenv(crashChildEnv); dir != "" {
+	if dir := crashChildDir(); dir != "" {
 		crashChild(dir)
 		return
 	}
-	if testing.Short() {
-		t.Skip("starts child processes")
-	}
 	t.Parallel()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	for iteration := range 4 {
 		dir := filepath.Join(t.TempDir(), "store")
 		killAfter := 5 + rng.IntN(120)
-		cmd := exec.Command(exe, "-test.run=^TestRaftLogPersistSurvivesCrash$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+		var env []string
 		if iteration%2 == 0 {
-			cmd.Env = append(cmd.Env, crashChildRoundsEnv+"="+strconv.Itoa(killAfter))
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+			env = []string{crashChildRoundsEnv + "=" + strconv.Itoa(killAfter)}
 		}
 		reported := uint64(0)
-		lines := bufio.NewScanner(stdout)
-		for reported < uint64(killAfter) && lines.Scan() {
-			line := lines.Text()
+		_, stderr := killChild(t, dir, env, func(line string) bool {
 			if index, ok := strings.CutPrefix(line, "persisted "); ok {
+				var err error
 				if reported, err = strconv.ParseUint(index, 10, 64); err != nil {
 					t.Fatalf("child printed %q", line)
 				}
 			}
-		}
-		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // a random moment in the next round
-		_ = cmd.Process.Kill()
-		_, _ = io.Copy(io.Discard, stdout)
-		_ = cmd.Wait()
+			if reported < uint64(killAfter) {
+				return false
+			}
+			time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // a random moment in the next round
+			return true
+		})
 		if reported == 0 {
-			t.Fatalf("seed %d iteration %d: the child reported nothing; stderr:\n%s", seed, iteration, stderr.String())
+			t.Fatalf("seed %d iteration %d: the child reported nothing; stderr:\n%s", seed, iteration, stderr)
 		}
 		power := dir + "-power-loss"
 		imageSyncedWALs(t, dir, power)
