@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"pgregory.net/rapid"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -43,7 +44,7 @@ func (s *memState) Term() uint64             { return s.term }
 // place of Raft: proposals are accepted in order (unless refuse is set) and applied when the
 // test calls commit. Time moves only when the test sets now.
 type harness struct {
-	t       *testing.T
+	t       rapid.TB // a *testing.T, or a property's *rapid.T
 	e       *Engine
 	state   *memState
 	applier batch.Applier
@@ -68,7 +69,7 @@ type entry struct {
 	cmd         *orreryv1.PartitionCommand
 }
 
-func newHarness(t *testing.T, mutate func(*Config)) *harness {
+func newHarness(t rapid.TB, mutate func(*Config)) *harness {
 	lim := input.DefaultLimits()
 	h := &harness{
 		t: t, now: t0, state: &memState{mem: kv.NewMemory(), term: 3},

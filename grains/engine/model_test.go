@@ -14,7 +14,7 @@ import (
 // command has its one answer.
 func TestEveryCommandIsAnsweredExactlyOnce(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		h := newHarness(t, func(c *Config) { c.MaxPending = 8; c.MaxWaiters = 3 })
+		h := newHarness(rt, func(c *Config) { c.MaxPending = 8; c.MaxWaiters = 3 })
 		sent := 0
 		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
 			switch rapid.IntRange(0, 7).Draw(rt, "event") {
