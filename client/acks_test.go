@@ -18,6 +18,7 @@ import (
 // (one in flight per partition, the rest forming the next), and every message is acked.
 func TestWorkerBatchesAcks(t *testing.T) {
 	tr := clienttest.New(1)
+	t.Cleanup(func() { _ = tr.Close() })
 	c := client.New(tr, client.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -29,27 +30,36 @@ func TestWorkerBatchesAcks(t *testing.T) {
 	}
 	var mu sync.Mutex
 	handled := 0
-	release := make(chan struct{})
-	// The first ack command is held until every other ack waits in the worker's acker, so they
-	// queue behind one in flight however fast the twin answers: without batching each would
-	// still go alone.
-	var held atomic.Bool
+	all, release := make(chan struct{}), make(chan struct{})
+	// Once every message is being handled, one handler finishes first, and the others only
+	// once its ack command is on its way. That command is held until every other ack waits in
+	// the worker's acker, so they queue behind one in flight however fast the twin answers:
+	// without batching each would still go alone.
+	var first, held atomic.Bool
 	var heldErr error
 	tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
 		if muts := req.GetBatch().GetMutations(); len(muts) > 0 && muts[0].GetAck() != nil && held.CompareAndSwap(false, true) {
+			close(release)
 			heldErr = pollUntil(ctx, func() bool { return goroutinesIn("client.(*acker).ack(") >= n })
 		}
 		return clienttest.FaultNone, nil
 	})
 	runCtx, stop := context.WithCancel(ctx)
-	w := c.NewWorker(client.WorkerConfig{Namespace: "ns", Queue: "acks", Concurrency: n, Wait: time.Second, Handler: func(context.Context, *client.Message) error {
+	w := c.NewWorker(client.WorkerConfig{Namespace: "ns", Queue: "acks", Concurrency: n, Wait: time.Second, Handler: func(ctx context.Context, _ *client.Message) error {
 		mu.Lock()
 		handled++
 		if handled == n {
-			close(release)
+			close(all)
 		}
 		mu.Unlock()
-		<-release // every handler finishes at once
+		<-all
+		if first.CompareAndSwap(false, true) {
+			return nil
+		}
+		select { // the rest finish together, once the first ack command is sent
+		case <-release:
+		case <-ctx.Done():
+		}
 		return nil
 	}})
 	done := make(chan error, 1)
@@ -81,7 +91,7 @@ func TestWorkerBatchesAcks(t *testing.T) {
 			sizes = append(sizes, len(muts))
 		}
 	}
-	if acks != n || ackCommands != 2 {
+	if acks != n || ackCommands != 2 || sizes[0] != 1 {
 		t.Fatalf("%d acks in %d commands (sizes %v); want %d acks in 2 commands (the held one, then all the rest)", acks, ackCommands, sizes, n)
 	}
 	t.Logf("%d acks in %d commands", acks, ackCommands)

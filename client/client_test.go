@@ -9,8 +9,9 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
-	"github.com/orreryhq/orrery/client/clienttest"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/saga"
+	"github.com/orreryhq/orrery/grains/schedule"
 )
 
 func TestScheduleCallsRoundTrip(t *testing.T) {
@@ -22,9 +23,7 @@ func TestScheduleCallsRoundTrip(t *testing.T) {
 	if err := input.UUID("id", id); err != nil {
 		t.Fatalf("NewID: %v", err)
 	}
-	start := time.Now().Add(-3500 * time.Millisecond)
-
-	res, err := b.c.ConfigureSchedule(ctx, everySchedule(l, id, time.Second, start), 0)
+	res, err := b.c.ConfigureSchedule(ctx, everySchedule(l, id, time.Minute, b.clock.Now()), 0)
 	if err != nil {
 		t.Fatalf("configure: %v", err)
 	}
@@ -34,16 +33,21 @@ func TestScheduleCallsRoundTrip(t *testing.T) {
 	if got, want := b.lastCall().Partition, b.partitionOf(l); got != want {
 		t.Fatalf("configure went to partition %d, want %d", got, want)
 	}
-	emitted, err := b.system.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: l, ScheduleId: id, ExpectedGeneration: 1, Max: 32})
-	if err != nil {
-		t.Fatalf("emit: %v", err)
-	}
-	if n := len(emitted.GetEnqueuedIds()); n != 4 {
-		t.Fatalf("emitted %d occurrences (%v), want 4", n, emitted.GetEnqueuedIds())
-	}
+	b.clock.Advance(3*time.Minute + 30*time.Second)
+	b.emitDue(4) // ordinals 0 to 3
+	b.emitDue(0) // each once
 	msgs := b.laneMessages(l)
-	if len(msgs) != 4 || msgs[0].GetOccurrence().GetScheduleId() != id {
-		t.Fatalf("lane holds %v", msgs)
+	if len(msgs) != 4 {
+		t.Fatalf("lane holds %v, want 4 occurrences", msgs)
+	}
+	for i, m := range msgs { // ids sort in ordinal order
+		if m.GetId() != schedule.OccurrenceID(id, 1, uint64(i)) || m.GetOccurrence().GetScheduleId() != id || m.GetOccurrence().GetOrdinal() != uint64(i) {
+			t.Fatalf("lane message %d is %v, want occurrence %d of schedule %s", i, m, i, id)
+		}
+	}
+	emitted, err := b.c.InspectSchedule(ctx, l, id)
+	if err != nil || emitted.GetNextOrdinal() != 4 {
+		t.Fatalf("inspect after the emission: %v %v, want next ordinal 4", emitted, err)
 	}
 
 	paused, err := b.c.PauseSchedule(ctx, &orreryv1.PauseSchedule{Lane: l, ScheduleId: id, ExpectedRevision: emitted.GetRevision()})
@@ -89,7 +93,7 @@ func TestSagaCallsRoundTrip(t *testing.T) {
 	ctx := ctxFor(t)
 	l := lane("sagas", "order-17")
 	id := client.NewID()
-	deadline := time.Now().Add(100 * time.Millisecond)
+	deadline := b.clock.Now().Add(time.Minute)
 	res, err := b.c.CompareExchangeSaga(ctx, &orreryv1.CompareExchangeSaga{
 		Lane: l, SagaId: id, Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{"step":1}`,
 		DeadlineUnixMicros: deadline.UnixMicro(),
@@ -98,21 +102,20 @@ func TestSagaCallsRoundTrip(t *testing.T) {
 	if err != nil || res.GetRevision() != 1 {
 		t.Fatalf("create saga: %v %v", res, err)
 	}
-	if _, err := b.system.ExpireSaga(ctx, &orreryv1.ExpireSaga{Lane: l, SagaId: id, ExpectedRevision: 1}); !errors.Is(err, orrery.ErrValidation) {
-		t.Fatalf("expire before the deadline: %v, want Validation", err)
+	b.emitDue(0) // before the deadline: nothing is due
+	if rec, err := b.c.InspectSaga(ctx, l, id); err != nil || rec.GetPhase() != orreryv1.SagaPhase_SAGA_PHASE_WAITING {
+		t.Fatalf("inspect saga before its deadline: %v %v, want it waiting", rec, err)
 	}
-	time.Sleep(time.Until(deadline) + 10*time.Millisecond)
-	expired, err := b.system.ExpireSaga(ctx, &orreryv1.ExpireSaga{Lane: l, SagaId: id, ExpectedRevision: 1})
-	if err != nil || expired.GetPhase() != orreryv1.SagaPhase_SAGA_PHASE_TIMED_OUT {
-		t.Fatalf("expire: %v %v", expired, err)
-	}
+	b.clock.Advance(time.Until(deadline) + time.Second)
+	b.emitDue(1)
+	b.emitDue(0)
 	rec, err := b.c.InspectSaga(ctx, l, id)
-	if err != nil || rec.GetPhase() != orreryv1.SagaPhase_SAGA_PHASE_TIMED_OUT {
-		t.Fatalf("inspect saga: %v %v", rec, err)
+	if err != nil || rec.GetPhase() != orreryv1.SagaPhase_SAGA_PHASE_TIMED_OUT || rec.GetTimeoutMessageId() != saga.TimeoutMessageID(id, 1) {
+		t.Fatalf("inspect saga: %v %v, want it timed out", rec, err)
 	}
 	timeouts := b.laneMessages(lane("timeouts", "order-17"))
-	if len(timeouts) != 1 || timeouts[0].GetId() != expired.GetTimeoutMessageId() {
-		t.Fatalf("timeout lane holds %v, want %s", timeouts, expired.GetTimeoutMessageId())
+	if len(timeouts) != 1 || timeouts[0].GetId() != rec.GetTimeoutMessageId() {
+		t.Fatalf("timeout lane holds %v, want %s", timeouts, rec.GetTimeoutMessageId())
 	}
 	if _, err := b.c.CompareExchangeSaga(ctx, &orreryv1.CompareExchangeSaga{Lane: l, SagaId: id, ExpectedRevision: 1, Phase: orreryv1.SagaPhase_SAGA_PHASE_COMPLETED}); !errors.Is(err, orrery.ErrRevisionConflict) {
 		t.Fatalf("exchange on a timed-out saga: %v, want RevisionConflict", err)
@@ -265,25 +268,23 @@ func enqueueMutation(l *orreryv1.Lane, id string) *orreryv1.Mutation {
 }
 
 func TestScheduleInspectionAndLedgerRoundTrip(t *testing.T) {
-	tr := clienttest.New(4)
-	c := client.New(tr, client.Options{})
+	t.Parallel()
+	b := setup(t, 4)
+	c := b.c
 	ctx := context.Background()
 	lane := &orreryv1.Lane{Namespace: "ns", Queue: "q", Key: "ledger"}
 	id := client.NewID()
-	first := time.Now().Add(-3 * time.Second).Truncate(time.Second)
 	if _, err := c.ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id,
-		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: time.Second.Microseconds(), FirstDueAtUnixMicros: first.UnixMicro()}}}}, 0); err != nil {
+		Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: time.Minute.Microseconds(), FirstDueAtUnixMicros: b.clock.Now().UnixMicro()}}}}, 0); err != nil {
 		t.Fatal(err)
 	}
-	system := client.New(tr, client.Options{Principal: "system:tester"})
-	if _, err := system.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: id, ExpectedGeneration: 1, Max: 32}); err != nil {
-		t.Fatal(err)
-	}
+	b.clock.Advance(3*time.Minute + 30*time.Second)
+	b.emitDue(4)
 	in, err := c.ScheduleInspection(ctx, lane, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(in.GetNextFireTimesUnixMicros()) != 10 || in.GetRecord().GetNextOrdinal() < 3 {
+	if len(in.GetNextFireTimesUnixMicros()) != 10 || in.GetRecord().GetNextOrdinal() != 4 {
 		t.Fatalf("inspection %v", in)
 	}
 	recs, next, err := c.ReadLedger(ctx, lane, id, client.LedgerQuery{MaxRecords: 2})

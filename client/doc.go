@@ -48,5 +48,8 @@
 // message is visible, leases. A receive whose caller goes away while it waits leases nothing;
 // one whose caller goes away while it leases is waited for and its messages released.
 //
-// The package clienttest holds the in-memory twin of Transport for tests.
+// The package clienttest holds the in-memory twin of Transport for tests: the partition
+// engine itself over in-memory partitions, with an apply loop in place of Raft and
+// Transport.EmitDue in place of the due coordinators, which alone send the EmitOccurrences and
+// ExpireSaga mutations (the client has no call for them).
 package client

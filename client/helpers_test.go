@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,20 +25,20 @@ const (
 // testPrincipal is who the tests' clients act as; setup grants it every capability.
 const testPrincipal = "tester"
 
-// bundle is one test's twin transport and client.
+// bundle is one test's twin transport, its clock and a client.
 type bundle struct {
-	t  *testing.T
-	tr *clienttest.Transport
-	c  *client.Client
-	// system acts as one of Orrery's own principals: it sends the internal commands (emit,
-	// expire) a due coordinator would.
-	system *client.Client
+	t     *testing.T
+	tr    *clienttest.Transport
+	c     *client.Client
+	clock *testClock
 }
 
-// setup returns a client over a fresh twin with partitions partitions, retrying fast.
+// setup returns a client over a fresh twin with partitions partitions, retrying fast. The twin
+// runs on b.clock; closing the client (at the end of the test) closes it.
 func setup(t *testing.T, partitions int, opts ...clienttest.Option) *bundle {
 	t.Helper()
-	opts = append([]clienttest.Option{clienttest.WithGrants(grants.Everything(testPrincipal))}, opts...)
+	clock := &testClock{}
+	opts = append([]clienttest.Option{clienttest.WithClock(clock.Now), clienttest.WithGrants(grants.Everything(testPrincipal))}, opts...)
 	tr := clienttest.New(partitions, opts...)
 	c := client.New(tr, client.Options{
 		Principal: testPrincipal,
@@ -45,7 +46,25 @@ func setup(t *testing.T, partitions int, opts ...clienttest.Option) *bundle {
 		Retry:     client.RetryPolicy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Jitter: func() float64 { return 0.5 }},
 	})
 	t.Cleanup(func() { _ = c.Close() })
-	return &bundle{t: t, tr: tr, c: c, system: client.New(tr, client.Options{Principal: "system:tester"})}
+	return &bundle{t: t, tr: tr, c: c, clock: clock}
+}
+
+// testClock is the twin's clock in these tests: real time, plus what the test advanced it by.
+type testClock struct{ offset atomic.Int64 }
+
+// Now is the clock's time.
+func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// Advance moves the clock d ahead, at once.
+func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// emitDue does what a due coordinator does at the twin's clock (Transport.EmitDue) and
+// requires that it enqueued and expired want in all.
+func (b *bundle) emitDue(want int) {
+	b.t.Helper()
+	if n, err := b.tr.EmitDue(context.Background()); err != nil || n != want {
+		b.t.Fatalf("EmitDue: %d, %v; want %d", n, err, want)
+	}
 }
 
 // testWriter sends log lines to the test's log (shown when the test fails or with -v).

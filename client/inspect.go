@@ -70,7 +70,6 @@ type PartitionQueueStats struct {
 // partition order. Counts are each partition's at its own logged time, read within a budget
 // (QueueStats.complete false: lower bounds).
 func (c *Client) QueueStats(ctx context.Context, namespace, queue, key string) ([]PartitionQueueStats, error) {
-	req := &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Queue{Queue: &orreryv1.InspectQueue{Namespace: namespace, Queue: queue, Key: key}}}
 	var partitions []int
 	if key != "" {
 		p, err := c.partitionOf(&orreryv1.Lane{Namespace: namespace, Queue: queue, Key: key})
@@ -88,6 +87,8 @@ func (c *Client) QueueStats(ctx context.Context, namespace, queue, key string) (
 	var wg sync.WaitGroup
 	for i, p := range partitions {
 		wg.Go(func() {
+			// A request of its own: inspect sets the principal on it.
+			req := &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Queue{Queue: &orreryv1.InspectQueue{Namespace: namespace, Queue: queue, Key: key}}}
 			reply, err := c.inspect(ctx, p, req)
 			if err == nil && reply.GetQueueStats() == nil {
 				err = orrery.Errorf(orrery.CodeInternal, "partition %d answered without queue stats", p)

@@ -132,6 +132,7 @@ func TestSizeCheckMatchesPartition(t *testing.T) {
 func TestCommandBeyondTransportFailsBeforeSending(t *testing.T) {
 	t.Parallel()
 	tr := clienttest.New(4)
+	t.Cleanup(func() { _ = tr.Close() })
 	limits := client.DefaultLimits()
 	limits.MaxMessageBytes = 64 << 10
 	c := client.New(tr, client.Options{Limits: &limits})

@@ -209,6 +209,7 @@ func TestContextEndStopsRetries(t *testing.T) {
 func TestMaxAttemptsGivesUp(t *testing.T) {
 	t.Parallel()
 	tr := clienttest.New(2)
+	t.Cleanup(func() { _ = tr.Close() })
 	c := client.New(tr, client.Options{Retry: client.RetryPolicy{Initial: time.Millisecond, MaxAttempts: 3}})
 	tr.FailNext(10)
 	_, err := c.Enqueue(ctxFor(t), &orreryv1.Enqueue{Lane: lane(testQueue, "k"), Id: "x"})
@@ -352,6 +353,7 @@ func TestReceiveWhoseContextEndsWhileItLeasesReleases(t *testing.T) {
 func TestAsActsAsAnotherPrincipal(t *testing.T) {
 	t.Parallel()
 	tr := clienttest.New(2)
+	t.Cleanup(func() { _ = tr.Close() })
 	c := client.New(tr, client.Options{Principal: "first"})
 	other := c.As("second")
 	if c.Principal() != "first" || other.Principal() != "second" {

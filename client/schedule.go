@@ -8,21 +8,14 @@ import (
 
 // Schedule and saga calls take their wire mutation message, which the client sends as it is
 // and never modifies; ConfigureSchedule takes the definition and the expected revision. Each
-// call goes to the partition of the lane it names.
+// call goes to the partition of the lane it names. The client has no call for EmitOccurrences
+// or ExpireSaga: the silos' due coordinators alone send them, in due commands.
 
 // ConfigureSchedule creates (expectedRevision 0) or replaces (the exact current revision) a
 // schedule definition. Replacement starts a new generation at ordinal 0.
 func (c *Client) ConfigureSchedule(ctx context.Context, def *orreryv1.ScheduleDefinition, expectedRevision uint64, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
 	m := &orreryv1.ConfigureSchedule{Definition: def, ExpectedRevision: expectedRevision}
 	return c.scheduleCall(ctx, def.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: m}}, opts)
-}
-
-// EmitOccurrences enqueues the occurrences due at the partition's logged time for the expected
-// generation, at most m.Max. Due coordinators send it: it is accepted only from Orrery's own
-// principals (system:...), and emits only while the schedule's creator holds SchedulerManage
-// and QueuePublish in its lane.
-func (c *Client) EmitOccurrences(ctx context.Context, m *orreryv1.EmitOccurrences, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
-	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: m}}, opts)
 }
 
 // CancelSchedule stops a schedule at the expected revision, or at whatever revision it is
@@ -86,12 +79,6 @@ func (c *Client) scheduleCall(ctx context.Context, lane *orreryv1.Lane, m *orrer
 // its revision.
 func (c *Client) CompareExchangeSaga(ctx context.Context, m *orreryv1.CompareExchangeSaga, opts ...CallOption) (*orreryv1.SagaResult, error) {
 	return c.sagaCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_CompareExchangeSaga{CompareExchangeSaga: m}}, opts)
-}
-
-// ExpireSaga enqueues a due Waiting saga's timeout message and writes TimedOut atomically.
-// Due coordinators send it: it is accepted only from Orrery's own principals (system:...).
-func (c *Client) ExpireSaga(ctx context.Context, m *orreryv1.ExpireSaga, opts ...CallOption) (*orreryv1.SagaResult, error) {
-	return c.sagaCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: m}}, opts)
 }
 
 func (c *Client) sagaCall(ctx context.Context, lane *orreryv1.Lane, m *orreryv1.Mutation, opts []CallOption) (*orreryv1.SagaResult, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/grains/schedule"
 	"github.com/orreryhq/orrery/tracing"
 )
 
@@ -39,14 +40,15 @@ func TestTracedClient(t *testing.T) {
 	ctx := ctxFor(t)
 	l := lane(testQueue, "traced")
 	id := client.NewID()
-	if _, err := c.ConfigureSchedule(ctx, everySchedule(l, id, time.Hour, time.Now().Add(-time.Minute)), 0); err != nil {
+	if _, err := c.ConfigureSchedule(ctx, everySchedule(l, id, time.Hour, b.clock.Now().Add(time.Minute)), 0); err != nil {
 		t.Fatalf("configure: %v", err)
 	}
-	res, err := b.system.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: l, ScheduleId: id, ExpectedGeneration: 1, Max: 1})
-	if err != nil || len(res.GetEnqueuedIds()) != 1 {
-		t.Fatalf("emit: %v %v", res, err)
+	b.clock.Advance(time.Minute + time.Second)
+	b.emitDue(1)
+	occurrenceID := schedule.OccurrenceID(id, 1, 0)
+	if msgs := b.laneMessages(l); len(msgs) != 1 || msgs[0].GetId() != occurrenceID {
+		t.Fatalf("lane holds %v, want occurrence %s", msgs, occurrenceID)
 	}
-	occurrenceID := res.GetEnqueuedIds()[0]
 	if _, err := c.Enqueue(ctx, &orreryv1.Enqueue{Lane: l, Id: "plain", PayloadJson: `{}`}); err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}

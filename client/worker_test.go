@@ -333,12 +333,11 @@ func TestWorkerMessageAccessors(t *testing.T) {
 	ctx := ctxFor(t)
 	l := lane(testQueue, "acc")
 	id := client.NewID()
-	if _, err := b.c.ConfigureSchedule(ctx, everySchedule(l, id, time.Hour, time.Now().Add(-time.Minute)), 0); err != nil {
+	if _, err := b.c.ConfigureSchedule(ctx, everySchedule(l, id, time.Hour, b.clock.Now().Add(time.Minute)), 0); err != nil {
 		t.Fatalf("configure: %v", err)
 	}
-	if _, err := b.system.EmitOccurrences(ctx, &orreryv1.EmitOccurrences{Lane: l, ScheduleId: id, ExpectedGeneration: 1, Max: 1}); err != nil {
-		t.Fatalf("emit: %v", err)
-	}
+	b.clock.Advance(time.Minute + time.Second)
+	b.emitDue(1)
 	if _, err := b.c.Enqueue(ctx, &orreryv1.Enqueue{Lane: l, Id: "plain", PayloadJson: `{"a":1}`, HeadersJson: `{"h":"v"}`, OrderingKey: "ok", TimeToLiveMicros: 3_600_000_000}); err != nil {
 		t.Fatalf("enqueue: %v", err)
 	}
@@ -368,7 +367,7 @@ func TestWorkerMessageAccessors(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("messages not handled")
 		}
-		if s.delivery != 1 || s.partition != b.partitionOf(l) || s.leaseToken == "" || time.Since(s.enqueued) > time.Minute {
+		if s.delivery != 1 || s.partition != b.partitionOf(l) || s.leaseToken == "" || b.clock.Now().Sub(s.enqueued) > time.Minute || s.enqueued.After(b.clock.Now()) {
 			t.Fatalf("message %+v", s)
 		}
 		switch s.origin {

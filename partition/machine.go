@@ -14,7 +14,6 @@ import (
 	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
-	"github.com/orreryhq/orrery/grains/record"
 	"github.com/orreryhq/orrery/persistence"
 	"github.com/orreryhq/orrery/replication"
 )
@@ -344,67 +343,27 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engi
 	return nil
 }
 
-// applyEntry applies one entry's command. ApplyBatch writes nothing before it refuses an
-// envelope (Validation, IdempotencyConflict) or the replay of a receipt to a caller no longer
-// authorized (Unauthorized), which are answered; any other error is a platform failure that
-// ends the transaction.
+// applyEntry applies one entry's command (engine.ApplyEntry) under the partition's limits,
+// never this silo's flags, and observes what it did: the enqueues of a due command, the
+// partition's new limits after a SetLimits.
 func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, error) {
 	r := engine.Result{Index: e.Index, Term: e.Term}
-	cmd := &orreryv1.PartitionCommand{}
-	if err := proto.Unmarshal(e.GetCommand(), cmd); err != nil {
-		return r, orrery.Wrap(orrery.CodeInternal, err, "partition %d: entry %d: decode its command", m.n, e.Index)
-	}
-	logged := e.GetLoggedTimeUnixMicros()
 	applier := m.applier
-	applier.Limits = *m.limits.Load() // the partition's, never this silo's flags
-	if cmd.GetDue() {
-		receipt, err := applier.ApplyDue(v, e.GetPrincipal(), cmd.GetBatch(), logged)
-		if err == nil {
-			m.observeEnqueues(v, cmd.GetBatch(), receipt)
-			r.Reply, err = receiptReply(receipt)
-		}
-		if err != nil {
-			if platform(err) {
-				return r, err
-			}
-			r.Reply = engine.ErrorReply(err)
-		}
-		return r, nil
-	}
-	applier.ZoneRules = cmd.GetZoneRules() // the leader's, carried in the entry
-	outcome, err := applier.ApplyBatch(v, e.GetPrincipal(), cmd.GetBatch(), logged)
-	if err == nil && setsLimits(cmd.GetBatch()) {
-		var lim input.Limits
-		if lim, err = batch.LoadLimits(v); err == nil {
-			m.limits.Store(&lim)
-		}
-	}
+	applier.Limits = *m.limits.Load()
+	out, err := engine.ApplyEntry(applier, v, e.GetPrincipal(), e.GetCommand(), e.GetLoggedTimeUnixMicros())
 	if err != nil {
-		if platform(err) {
+		return r, orrery.Wrap(orrery.CodeOf(err), err, "partition %d: entry %d", m.n, e.Index)
+	}
+	r.Reply = out.Reply
+	if out.DueReceipt != nil {
+		m.observeEnqueues(v, out.Command.GetBatch(), out.DueReceipt)
+	}
+	if out.Reply.GetError() == nil && !out.Command.GetDue() && setsLimits(out.Command.GetBatch()) {
+		lim, err := batch.LoadLimits(v)
+		if err != nil {
 			return r, err
 		}
-		r.Reply = engine.ErrorReply(err)
-		return r, nil
+		m.limits.Store(&lim)
 	}
-	r.Reply = &orreryv1.CommandReply{Receipt: outcome.ReceiptBytes}
 	return r, nil
-}
-
-// receiptReply is the reply carrying a due command's receipt (not stored: nobody replays it).
-func receiptReply(receipt *orreryv1.Receipt) (*orreryv1.CommandReply, error) {
-	encoded, err := record.Marshal(receipt)
-	if err != nil {
-		return nil, err
-	}
-	return &orreryv1.CommandReply{Receipt: encoded}, nil
-}
-
-// platform reports whether an apply error is a platform failure (it ends the transaction)
-// rather than a refused command (it gets an error reply).
-func platform(err error) bool {
-	switch orrery.CodeOf(err) {
-	case orrery.CodeValidation, orrery.CodeIdempotencyConflict, orrery.CodeUnauthorized:
-		return false
-	}
-	return true
 }

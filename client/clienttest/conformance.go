@@ -3,6 +3,8 @@ package clienttest
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +17,13 @@ import (
 )
 
 // Conformance checks what the client relies on of a Transport, against any implementation:
-// the twin in this package's tests, the silo's cluster transport in its own. It writes only in
-// a fresh random namespace, so the transport need not be empty. newTransport is called once.
+// the twin in this package's tests, the silo's cluster transport in package silo's. It covers
+// commands (byte-identical replays, idempotency conflicts, routing), the long-poll receive
+// (woken by an enqueue, timed out, cancelled, replayed) and every inspection target the client
+// reads: schedule, ledger, saga, lane, queue stats, queue list, schedule and saga lists, audit
+// log and partition status. It writes only in a fresh random namespace, so the transport need
+// not be empty; it reads the audit log and the queue list from where its own writes begin.
+// newTransport is called once; closing what it returns is the caller's business.
 func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport) {
 	t.Helper()
 	tr := newTransport(t)
@@ -165,6 +172,179 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		reply, err = tr.Inspect(ctx, p, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})
 		if err != nil || reply.GetPartition().GetPartition() != int32(p) || reply.GetPartition().GetLoggedTimeUnixMicros() == 0 {
 			t.Fatalf("partition status: %v %v", reply, err)
+		}
+	})
+
+	c := client.New(tr, client.Options{Retry: client.RetryPolicy{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond}})
+	inLane := func(queue string) *orreryv1.Lane {
+		return &orreryv1.Lane{Namespace: namespace, Queue: queue, Key: lane.GetKey()}
+	}
+
+	t.Run("a misrouted mutation fails Validation on its lane", func(t *testing.T) {
+		if partitions < 2 {
+			t.Skip("one partition: no lane is misrouted")
+		}
+		other := lane
+		for i := 0; route.Partition(other, partitions) == p; i++ {
+			other = &orreryv1.Lane{Namespace: namespace, Queue: "jobs", Key: fmt.Sprintf("elsewhere-%d", i)}
+		}
+		req := enqueue("misrouted")
+		req.Batch.Mutations[0].GetEnqueue().Lane = other
+		receipt, _, err := command(req)
+		if err != nil || len(receipt.GetResults()) != 1 {
+			t.Fatalf("misrouted enqueue: %v %v, want a receipt with its result", receipt, err)
+		}
+		e := orrery.AsError(orrery.FromProto(receipt.GetResults()[0].GetError()))
+		if e == nil || e.Code != orrery.CodeValidation || !strings.HasSuffix(e.Field, "lane") {
+			t.Fatalf("misrouted enqueue's result %v, want Validation on its lane", receipt.GetResults()[0])
+		}
+	})
+
+	t.Run("schedule, ledger and schedule list", func(t *testing.T) {
+		l := inLane("schedules")
+		id := client.NewID()
+		def := &orreryv1.ScheduleDefinition{Lane: l, ScheduleId: id,
+			Spec:     &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_At{At: &orreryv1.AtSpec{DueAtUnixMicros: time.Now().Add(time.Hour).UnixMicro()}}},
+			Template: &orreryv1.MessageTemplate{PayloadJson: `{}`}}
+		if _, err := c.ConfigureSchedule(ctx, def, 0); err != nil {
+			t.Fatalf("configure: %v", err)
+		}
+		triggered, err := c.TriggerSchedule(ctx, &orreryv1.TriggerSchedule{Lane: l, ScheduleId: id})
+		if err != nil || len(triggered.GetEnqueuedIds()) != 1 {
+			t.Fatalf("trigger: %v %v", triggered, err)
+		}
+		rec, err := c.InspectSchedule(ctx, l, id)
+		if err != nil || rec.GetDefinition().GetScheduleId() != id || rec.GetRevision() != triggered.GetRevision() {
+			t.Fatalf("inspect schedule: %v %v, want revision %d", rec, err, triggered.GetRevision())
+		}
+		in, err := c.ScheduleInspection(ctx, l, id)
+		if err != nil || in.GetRecord().GetRevision() != triggered.GetRevision() || len(in.GetNextFireTimesUnixMicros()) != 1 {
+			t.Fatalf("schedule inspection: %v %v, want the record and its one fire time", in, err)
+		}
+		if _, err := c.InspectSchedule(ctx, l, client.NewID()); orrery.CodeOf(err) != orrery.CodeNotFound {
+			t.Fatalf("inspect an absent schedule: %v, want NotFound", err)
+		}
+		reply, err := tr.Inspect(ctx, p, &orreryv1.InspectRequest{Principal: client.DefaultPrincipal, Target: &orreryv1.InspectRequest_Schedule{Schedule: &orreryv1.InspectSchedule{Lane: l, ScheduleId: client.NewID()}}})
+		if err != nil || reply.GetError() != nil || reply.GetFound() {
+			t.Fatalf("inspect an absent schedule: %v %v, want found=false", reply, err)
+		}
+		ledger, next, err := c.ReadLedger(ctx, l, id, client.LedgerQuery{})
+		if err != nil || next != nil || len(ledger) != 1 || ledger[0].GetOutcome() != orreryv1.LedgerOutcome_LEDGER_OUTCOME_MANUAL {
+			t.Fatalf("ledger: %v (continuation %v) %v, want the one manual occurrence", ledger, next, err)
+		}
+		listed, next, err := c.ListSchedules(ctx, client.ListSchedulesRequest{Namespace: namespace})
+		if err != nil || next != nil || len(listed) != 1 || listed[0].Record.GetDefinition().GetScheduleId() != id || listed[0].Partition != p {
+			t.Fatalf("list schedules: %v (continuation %v) %v, want the one schedule on partition %d", listed, next, err, p)
+		}
+	})
+
+	t.Run("saga and saga list", func(t *testing.T) {
+		l := inLane("sagas")
+		id := client.NewID()
+		created, err := c.CompareExchangeSaga(ctx, &orreryv1.CompareExchangeSaga{Lane: l, SagaId: id, Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{"step":1}`})
+		if err != nil || created.GetRevision() != 1 {
+			t.Fatalf("create saga: %v %v", created, err)
+		}
+		rec, err := c.InspectSaga(ctx, l, id)
+		if err != nil || rec.GetRevision() != 1 || rec.GetStateJson() != `{"step":1}` {
+			t.Fatalf("inspect saga: %v %v", rec, err)
+		}
+		if _, err := c.InspectSaga(ctx, l, client.NewID()); orrery.CodeOf(err) != orrery.CodeNotFound {
+			t.Fatalf("inspect an absent saga: %v, want NotFound", err)
+		}
+		listed, next, err := c.ListSagas(ctx, client.ListSagasRequest{Namespace: namespace})
+		if err != nil || next != nil || len(listed) != 1 || listed[0].Record.GetSagaId() != id || listed[0].Partition != p {
+			t.Fatalf("list sagas: %v (continuation %v) %v, want the one saga on partition %d", listed, next, err, p)
+		}
+	})
+
+	t.Run("queue stats and queue list", func(t *testing.T) {
+		l := inLane("stats")
+		for _, m := range []*orreryv1.Enqueue{
+			{Lane: l, Id: "now", PayloadJson: `{}`},
+			{Lane: l, Id: "later", PayloadJson: `{}`, DelayMicros: time.Hour.Microseconds()},
+		} {
+			if _, err := c.Enqueue(ctx, m); err != nil {
+				t.Fatalf("enqueue %s: %v", m.GetId(), err)
+			}
+		}
+		one, err := c.QueueStats(ctx, namespace, "stats", l.GetKey())
+		if err != nil || len(one) != 1 || one[0].Partition != p {
+			t.Fatalf("lane stats: %v %v, want partition %d's", one, err, p)
+		}
+		if s := one[0].Stats; s.GetVisible() != 1 || s.GetDelayed() != 1 || s.GetLeased() != 0 || s.GetLaneMessages() != 2 || s.GetLoggedTimeUnixMicros() == 0 {
+			t.Fatalf("lane stats %v, want 1 visible and 1 delayed of 2 lane messages", s)
+		}
+		every, err := c.QueueStats(ctx, namespace, "stats", "")
+		if err != nil || len(every) != partitions {
+			t.Fatalf("queue stats: %v %v, want one per partition", every, err)
+		}
+		var visible, delayed uint64
+		for i, s := range every {
+			if s.Partition != i {
+				t.Fatalf("queue stats %d are partition %d's", i, s.Partition)
+			}
+			visible, delayed = visible+s.Stats.GetVisible(), delayed+s.Stats.GetDelayed()
+		}
+		if visible != 1 || delayed != 1 {
+			t.Fatalf("queue stats sum to %d visible and %d delayed, want 1 and 1", visible, delayed)
+		}
+		queues, more, err := c.ListQueueStats(ctx, p, 1000)
+		if err != nil {
+			t.Fatalf("list queues: %v", err)
+		}
+		var found *orreryv1.QueueStats
+		for _, q := range queues {
+			if q.GetNamespace() == namespace && q.GetQueue() == "stats" {
+				found = q
+			}
+		}
+		if found == nil && !more {
+			t.Fatalf("list queues of partition %d: %v, without %s/stats", p, queues, namespace)
+		}
+		if found != nil && (found.GetVisible() != 1 || found.GetDelayed() != 1) {
+			t.Fatalf("listed queue %v, want 1 visible and 1 delayed", found)
+		}
+	})
+
+	t.Run("audit log", func(t *testing.T) {
+		denied := client.New(tr, client.Options{Principal: "conformance-denied-" + client.NewID()[:8]})
+		var receipt client.Receipt
+		_, err := denied.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "denied", PayloadJson: `{}`}, client.WithReceipt(&receipt))
+		if orrery.CodeOf(err) != orrery.CodeUnauthorized || receipt.Receipt == nil {
+			t.Fatalf("enqueue without a grant: %v (receipt %v), want Unauthorized", err, receipt.Receipt)
+		}
+		q := client.AuditQuery{From: time.UnixMicro(receipt.GetLoggedTimeUnixMicros()), MaxRecords: client.MaxListMax}
+		for page := 0; ; page++ {
+			entries, next, err := c.ReadAudit(ctx, q)
+			if err != nil {
+				t.Fatalf("read audit: %v", err)
+			}
+			for _, e := range entries {
+				r := e.Record
+				if r.GetCommandId() == receipt.GetCommandId() && r.GetPrincipal() == denied.Principal() {
+					if e.Partition != p || r.GetKind() != orreryv1.AuditKind_AUDIT_KIND_DENIED || r.GetNamespace() != namespace || r.GetMutation() != "enqueue" {
+						t.Fatalf("audit record of the denial %v on partition %d", r, e.Partition)
+					}
+					return
+				}
+			}
+			if next == nil || page == 20 {
+				t.Fatalf("the audit log from %v holds no record of command %s", q.From, receipt.GetCommandId())
+			}
+			q.After = next
+		}
+	})
+
+	t.Run("partition status", func(t *testing.T) {
+		status, err := c.PartitionStatus(ctx, p)
+		if err != nil {
+			t.Fatalf("partition status: %v", err)
+		}
+		if status.GetPartition() != int32(p) || status.GetPartitions() != int32(partitions) || status.GetActivationEpoch() == 0 ||
+			status.GetAppliedIndex() == 0 || status.GetLoggedTimeUnixMicros() == 0 || status.GetEnqueuedTotal() < 4 || status.GetSilo() == "" ||
+			status.GetCommandLimits().GetMaxMutationsPerBatch() == 0 || status.GetCommandLimits().GetMaxMessageBytes() == 0 {
+			t.Fatalf("partition status %v of partition %d of %d", status, p, partitions)
 		}
 	})
 }

@@ -102,20 +102,25 @@ const (
 	CallInspect
 )
 
-// Call records one Transport call.
+// Call records one Transport call (Transport.EmitDue makes none).
 type Call struct {
+	// Kind is the method called, and Partition the partition it addressed.
 	Kind      CallKind
 	Partition int
-	// Request is the command request (nil for inspections). Do not modify it.
+	// Request is a copy of the command request (nil for inspections). Do not modify it.
 	Request *orreryv1.CommandRequest
-	Start   time.Time
+	// Start is when the call began.
+	Start time.Time
 	// Done is false while the call is in flight; the fields below are set when it ends.
-	Done  bool
-	End   time.Time
+	Done bool
+	// End is when the call returned.
+	End time.Time
+	// Fault is the fault injected into the call (FaultNone: none).
 	Fault Fault
 	// Receipt holds the receipt bytes the partition produced, also when the reply was lost.
 	Receipt []byte
-	Err     error
+	// Err is the error the call returned (nil when it returned a reply).
+	Err error
 }
 
 // CommandID is the call's command id ("" for inspections).

@@ -2,224 +2,237 @@ package clienttest
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
-	"github.com/orreryhq/orrery/grains/audit"
-	"github.com/orreryhq/orrery/grains/grants"
-	"github.com/orreryhq/orrery/grains/input"
-	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/kv"
-	"github.com/orreryhq/orrery/grains/listing"
-	"github.com/orreryhq/orrery/grains/queue"
-	"github.com/orreryhq/orrery/grains/route"
-	"github.com/orreryhq/orrery/grains/saga"
-	"github.com/orreryhq/orrery/grains/schedule"
 )
 
-// partition is one partition's store and logged clock.
+// term is the Raft term of every twin partition: one leader, which never changes.
+const term = 1
+
+// partition is one partition of the twin: the partition engine over a kv.Memory, driven as
+// the partition grain drives it (partition/grain.go), with an apply loop in place of Raft and
+// of the state machine (partition/machine.go). It is the engine's State.
 type partition struct {
-	index int
+	n       int
+	clock   func() time.Time
+	applier batch.Applier // routes to this partition; Limits and ZoneRules are set per entry
+	timers  *sync.WaitGroup
 
-	mu         sync.Mutex
-	store      *kv.Memory
-	lastLogged int64         // last logged time, µs
-	applied    uint64        // batches applied
-	changed    chan struct{} // closed and replaced after every applied batch
+	// mu serialises the engine's steps, which are not safe for concurrent use, and guards
+	// everything below.
+	mu           sync.Mutex
+	engine       *engine.Engine
+	store        *kv.Memory
+	appliedIndex uint64
+	loggedMicros int64
+	armed        map[engine.TimerKind]*armedTimer
+	// closing is set by stop: nothing is stepped or armed after it, and no reply sent.
+	closing bool
 }
 
-// command applies req, unless req is a waiting receive: that is answered as a partition
-// answers it, without applying (see waitAnswer), once a message of its queue is visible or its
-// wait has ended.
-func (t *Transport) command(ctx context.Context, p *partition, req *orreryv1.CommandRequest) (*orreryv1.CommandReply, error) {
-	receive := waitingReceive(req)
-	if receive == nil {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return t.apply(p, req), nil
-	}
-	wait := min(time.Duration(req.GetWaitMicros())*time.Microsecond, t.maxWait)
-	deadline := time.Now().Add(wait)
-	for {
-		p.mu.Lock()
-		reply, nextVisibleMicros := t.waitAnswer(p, req, receive, !time.Now().Before(deadline))
-		if reply != nil {
-			p.mu.Unlock()
-			return reply, nil
-		}
-		changed := p.changed
-		p.mu.Unlock()
-
-		sleep := time.Until(deadline)
-		if nextVisibleMicros != 0 {
-			untilVisible := time.Duration(nextVisibleMicros-t.clock().UnixMicro()) * time.Microsecond
-			sleep = min(sleep, max(untilVisible, time.Millisecond))
-		}
-		timer := time.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		case <-t.closed:
-			timer.Stop()
-			return nil, orrery.Errorf(orrery.CodeUnavailable, "clienttest: transport closed")
-		case <-changed:
-		case <-timer.C:
-		}
-		timer.Stop()
-	}
+// armedTimer is one engine timer armed on real time, to step at at.
+type armedTimer struct {
+	timer *time.Timer
+	at    time.Time
 }
 
-// waitingReceive returns the Receive of a batch whose only mutation is a Receive and that may
-// wait, or nil.
-func waitingReceive(req *orreryv1.CommandRequest) *orreryv1.Receive {
-	if req.GetWaitMicros() <= 0 || len(req.GetBatch().GetMutations()) != 1 {
-		return nil
+// openPartition returns partition n of partitions over store, its engine open.
+func openPartition(t *Transport, n, partitions int, store *kv.Memory) *partition {
+	p := &partition{
+		n: n, clock: t.clock, store: store, timers: &t.timers,
+		applier: batch.Applier{Limits: t.limits, Partitions: partitions, Partition: n},
+		armed:   map[engine.TimerKind]*armedTimer{},
 	}
-	return req.GetBatch().GetMutations()[0].GetReceive()
-}
-
-// waitAnswer is the answer to a waiting receive now, as the partition grain gives it, writing
-// nothing: the replayed receipt of a command id already answered, the error of an invalid
-// request, visible when a message of the queue is visible at the next logged time, or not
-// visible when ended. Otherwise it returns nil and when the queue's next message becomes
-// visible or lease ends (0 when none is known). The caller holds p.mu.
-func (t *Transport) waitAnswer(p *partition, req *orreryv1.CommandRequest, m *orreryv1.Receive, ended bool) (*orreryv1.CommandReply, int64) {
-	now := t.nextLogged(p)
-	if _, found, err := p.store.Get(keys.InboxKey(req.GetPrincipal(), req.GetBatch().GetCommandId())); err != nil || found {
-		return t.apply(p, req), 0 // replays the receipt (or reports the conflict or the error)
-	}
-	if err := t.applier.CheckWaiting(p.store, req.GetPrincipal(), req.GetBatch(), now); err != nil {
-		return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto(), ActivationEpoch: 1}, 0
-	}
-	visible, err := queue.VisibleAt(p.store, m.GetNamespace(), m.GetQueue(), now)
-	switch {
-	case err != nil:
-		return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto(), ActivationEpoch: 1}, 0
-	case visible:
-		return &orreryv1.CommandReply{Visible: true, ActivationEpoch: 1}, 0
-	case ended:
-		return &orreryv1.CommandReply{ActivationEpoch: 1}, 0
-	}
-	at, found, err := queue.NextVisibleAt(p.store, m.GetNamespace(), m.GetQueue())
-	if err != nil || !found {
-		return nil, 0
-	}
-	return nil, at
-}
-
-// nextLogged is the logged time the next batch of p would get. The caller holds p.mu.
-func (t *Transport) nextLogged(p *partition) int64 {
-	return max(t.clock().UnixMicro(), p.lastLogged+1)
-}
-
-// apply applies req at the next logged time, as one atomic write of p's store. The caller
-// holds p.mu.
-func (t *Transport) apply(p *partition, req *orreryv1.CommandRequest) *orreryv1.CommandReply {
-	if e := misrouted(req.GetBatch(), p.index, len(t.partitions)); e != nil {
-		return &orreryv1.CommandReply{Error: e, ActivationEpoch: 1}
-	}
-	logged := t.nextLogged(p)
-	writes := kv.NewBuffer(p.store)
-	out, err := t.applier.AsLeader(req.GetBatch()).ApplyBatch(writes, req.GetPrincipal(), req.GetBatch(), logged)
-	if err != nil {
-		return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto(), ActivationEpoch: 1}
-	}
-	if err := writes.Commit(); err != nil {
-		return &orreryv1.CommandReply{Error: orrery.AsError(err).Proto(), ActivationEpoch: 1}
-	}
-	p.lastLogged = logged
-	if !out.Replayed {
-		p.applied++
-		close(p.changed)
-		p.changed = make(chan struct{})
-	}
-	return &orreryv1.CommandReply{Receipt: out.ReceiptBytes, ActivationEpoch: 1}
-}
-
-// inspect answers req from p's store.
-func (p *partition) inspect(req *orreryv1.InspectRequest, partitions int, nowMicros int64) *orreryv1.InspectReply {
+	p.engine = engine.New(engine.Config{
+		Partition: n, Partitions: partitions, Applier: p.applier, Limits: t.limits,
+		MaxPending: DefaultMaxPending, MaxWaiters: DefaultMaxWaiters, MaxWait: t.maxWait,
+		HousekeepEvery: DefaultHousekeepEvery, Logger: slog.New(slog.DiscardHandler),
+	}, p)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	reply := &orreryv1.InspectReply{}
-	if err := grants.AuthorizeInspect(p.store, req); err != nil {
-		return &orreryv1.InspectReply{Error: orrery.AsError(err).Proto()}
+	p.step(p.clock(), engine.Open{})
+	return p
+}
+
+// View implements engine.State.
+func (p *partition) View(fn func(kv.Reader) error) error { return fn(p.store) }
+
+// Applied implements engine.State.
+func (p *partition) Applied() (uint64, int64) { return p.appliedIndex, p.loggedMicros }
+
+// Term implements engine.State.
+func (p *partition) Term() uint64 { return term }
+
+// command steps the engine with req and waits for its reply, the caller's context or the
+// twin's Close.
+func (p *partition) command(ctx context.Context, closed <-chan struct{}, req *orreryv1.CommandRequest) (*orreryv1.CommandReply, error) {
+	answer := make(chan *orreryv1.CommandReply, 1)
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		return nil, errClosed()
 	}
-	var err error
-	switch target := req.GetTarget().(type) {
-	case *orreryv1.InspectRequest_Schedule:
-		reply.Error = checkLane(target.Schedule.GetLane(), p.index, partitions)
-		if reply.Error == nil {
-			reply.Schedule, reply.Found, err = schedule.Load(p.store, target.Schedule.GetLane(), target.Schedule.GetScheduleId())
-		}
-		if err == nil && reply.Found {
-			reply.Inspection, err = schedule.Inspect(p.store, target.Schedule.GetLane(), target.Schedule.GetScheduleId(), max(nowMicros, p.lastLogged))
-		}
-	case *orreryv1.InspectRequest_Ledger:
-		q := target.Ledger
-		reply.Error = checkLane(q.GetLane(), p.index, partitions)
-		if reply.Error == nil {
-			to := q.GetToUnixMicros()
-			if to == 0 {
-				to = input.MaxInstantMicros
-			}
-			limit := int(q.GetMaxRecords())
-			if limit <= 0 || limit > schedule.MaxLedgerRead {
-				limit = schedule.MaxLedgerRead
-			}
-			reply.Ledger, reply.LedgerContinuation, err = schedule.ReadLedger(p.store, q.GetLane(), q.GetScheduleId(),
-				schedule.LedgerQuery{FromMicros: q.GetFromUnixMicros(), ToMicros: to, MaxRecords: limit, After: q.GetAfter()})
-			reply.Found = len(reply.Ledger) > 0
-		}
-	case *orreryv1.InspectRequest_Saga:
-		reply.Error = checkLane(target.Saga.GetLane(), p.index, partitions)
-		if reply.Error == nil {
-			reply.Saga, reply.Found, err = saga.Load(p.store, target.Saga.GetLane(), target.Saga.GetSagaId())
-		}
-	case *orreryv1.InspectRequest_Lane:
-		reply.Error = checkLane(target.Lane.GetLane(), p.index, partitions)
-		if reply.Error == nil {
-			reply.Messages, reply.NextAfterId, err = queue.ListLane(p.store, target.Lane.GetLane(), target.Lane.GetAfterId(), int(target.Lane.GetMaxMessages()), queue.MaxLanePageBytes)
-			reply.Found = err == nil
-		}
-	case *orreryv1.InspectRequest_ListSchedules:
-		reply.ListedSchedules, reply.ListContinuation, err = listing.Schedules(p.store, target.ListSchedules, listing.MaxPageBytes)
-		reply.Found = len(reply.ListedSchedules) > 0
-	case *orreryv1.InspectRequest_ListSagas:
-		reply.ListedSagas, reply.ListContinuation, err = listing.Sagas(p.store, target.ListSagas, listing.MaxPageBytes)
-		reply.Found = len(reply.ListedSagas) > 0
-	case *orreryv1.InspectRequest_Audit:
-		reply.AuditRecords, reply.ListContinuation, err = audit.Read(p.store, target.Audit)
-		reply.Found = len(reply.AuditRecords) > 0
-	case *orreryv1.InspectRequest_Partition:
-		reply.Found = true
-		reply.Partition = &orreryv1.PartitionStatus{
-			Partition:            int32(p.index),
-			ActivationEpoch:      1,
-			LoggedTimeUnixMicros: p.lastLogged,
-			AppliedIndex:         p.applied,
-			Silo:                 "clienttest",
-		}
+	p.step(p.clock(), engine.Command{Request: req, From: answer})
+	p.mu.Unlock()
+	select {
+	case r := <-answer: // answered in the step: anything but a parked receive
+		return r, nil
 	default:
-		reply.Error = orrery.Invalid("target", "is required").Proto()
 	}
-	if err == nil {
-		err = grants.ProjectInspect(p.store, req.GetPrincipal(), reply)
+	select {
+	case r := <-answer:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-closed:
+		return nil, errClosed()
 	}
-	if err != nil {
-		return &orreryv1.InspectReply{Error: orrery.AsError(err).Proto()}
+}
+
+// inspect answers req from the engine, with what the partition grain adds to a status.
+func (p *partition) inspect(req *orreryv1.InspectRequest) *orreryv1.InspectReply {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	reply := p.engine.Inspect(p.clock(), req)
+	if status := reply.GetPartition(); status != nil {
+		status.Silo = Silo
+		if lim, err := batch.LoadLimits(p.store); err == nil {
+			status.CommandLimits = lim.CommandLimits()
+		}
 	}
 	return reply
 }
 
-func checkLane(lane *orreryv1.Lane, p, partitions int) *orreryv1.Error {
-	if err := input.Lane("lane", lane, true); err != nil {
-		return orrery.AsError(err).Proto()
+// step steps the engine with ev at now and performs its Ready. The caller holds p.mu.
+func (p *partition) step(now time.Time, ev engine.Event) engine.Ready {
+	rd := p.engine.Step(now, ev)
+	p.perform(now, rd)
+	return rd
+}
+
+// perform does what a Ready asks, in its order: replies (to the reply channel each command
+// came with), timers, then proposals, each accepted at the next log index and applied at once,
+// its Proposed and Applied events stepped back. Next-due notices are dropped: the twin has no
+// due coordinator to tell (EmitDue scans instead). The caller holds p.mu.
+func (p *partition) perform(now time.Time, rd engine.Ready) {
+	for _, r := range rd.Replies {
+		if to, ok := r.To.(chan *orreryv1.CommandReply); ok && !p.closing {
+			select {
+			case to <- r.Reply:
+			default: // one reply per command: never taken
+			}
+		}
 	}
-	if got := route.Partition(lane, partitions); got != p {
-		return orrery.Invalid("lane", "belongs to partition %d, not %d", got, p).Proto()
+	for _, tm := range rd.Timers {
+		p.arm(tm)
 	}
-	return nil
+	for _, proposal := range rd.Propose {
+		index := p.appliedIndex + 1
+		p.step(now, engine.Proposed{Ref: proposal.Ref, Index: index, Term: term})
+		p.step(now, p.apply(index, proposal))
+	}
+}
+
+// apply applies the entry of proposal at index as the partition's state machine applies a
+// committed entry (machine.applyEntry), at the next logged time, max(clock, last + 1 µs), in
+// one atomic write of the store, and returns the Applied event of its round. An error of the
+// apply is the entry's reply, and it writes nothing. The event carries no visibility floors:
+// a kv.Memory keeps no tombstones for a scan to step over. The caller holds p.mu.
+func (p *partition) apply(index uint64, proposal engine.Propose) engine.Applied {
+	logged := max(p.clock().UnixMicro(), p.loggedMicros+1)
+	writes := kv.NewBuffer(p.store)
+	due := &engine.DueRecorder{View: writes}
+	reply, err := p.applyEntry(due, proposal, logged)
+	if err == nil {
+		err = writes.Commit()
+	}
+	applied := engine.Applied{}
+	if err != nil {
+		reply = engine.ErrorReply(err)
+	} else {
+		applied.MinDueWritten, applied.DueWrites = due.MinDue, due.Writes
+	}
+	p.appliedIndex, p.loggedMicros = index, logged
+	applied.Results = []engine.Result{{Index: index, Term: term, Reply: reply}}
+	return applied
+}
+
+// applyEntry applies one entry's command onto v as the partition's state machine does
+// (engine.ApplyEntry), under the partition's limits: a SetLimits entry changes them. An error
+// is the entry's reply, and it writes nothing.
+func (p *partition) applyEntry(v kv.View, proposal engine.Propose, logged int64) (*orreryv1.CommandReply, error) {
+	applier := p.applier
+	lim, err := batch.LoadLimits(v)
+	if err != nil {
+		return nil, err
+	}
+	applier.Limits = lim
+	out, err := engine.ApplyEntry(applier, v, proposal.Principal, proposal.Command, logged)
+	if err != nil {
+		return nil, orrery.Wrap(orrery.CodeOf(err), err, "clienttest: partition %d", p.n)
+	}
+	return out.Reply, nil
+}
+
+// arm sets the engine's timer tm.Kind on real time, for what is left of tm.At on the clock (a
+// zero At only stops it). The caller holds p.mu.
+func (p *partition) arm(tm engine.Timer) {
+	if old := p.armed[tm.Kind]; old != nil {
+		delete(p.armed, tm.Kind)
+		if old.timer.Stop() {
+			p.timers.Done()
+		}
+	}
+	if tm.At.IsZero() || p.closing {
+		return
+	}
+	kind, armed := tm.Kind, &armedTimer{at: tm.At}
+	p.timers.Add(1)
+	armed.timer = time.AfterFunc(max(tm.At.Sub(p.clock()), 0), func() {
+		defer p.timers.Done()
+		p.fire(kind, armed)
+	})
+	p.armed[kind] = armed
+}
+
+// fire steps the event of timer kind, unless it was re-armed or stopped meanwhile, at the
+// instant it was armed for or the clock's time, whichever is later.
+func (p *partition) fire(kind engine.TimerKind, armed *armedTimer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing || p.armed[kind] != armed {
+		return
+	}
+	delete(p.armed, kind)
+	now := p.clock()
+	if now.Before(armed.at) {
+		now = armed.at
+	}
+	switch kind {
+	case engine.WaitTimer:
+		p.step(now, engine.WaitTimerFired{})
+	case engine.HousekeepTimer:
+		p.step(now, engine.HousekeepTimerFired{})
+	case engine.CheckTimer:
+		p.step(now, engine.CheckTimerFired{})
+	}
+}
+
+// stop steps the engine's Stop, dropping its replies (the callers waiting see the twin closed),
+// and stops the timers.
+func (p *partition) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closing = true
+	p.step(p.clock(), engine.Stop{})
+	for kind := range p.armed {
+		p.arm(engine.Timer{Kind: kind})
+	}
 }

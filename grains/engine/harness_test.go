@@ -66,7 +66,8 @@ type harness struct {
 type entry struct {
 	index, term uint64
 	principal   string
-	cmd         *orreryv1.PartitionCommand
+	cmd         *orreryv1.PartitionCommand // decoded, for the tests' checks
+	command     []byte                     // as proposed, for ApplyEntry
 }
 
 func newHarness(t rapid.TB, mutate func(*Config)) *harness {
@@ -114,7 +115,7 @@ func (h *harness) step(event Event) Ready {
 			h.t.Fatal(err)
 		}
 		index := h.state.index + uint64(len(h.log)) + 1
-		h.log = append(h.log, entry{index: index, term: h.state.term, principal: p.Principal, cmd: cmd})
+		h.log = append(h.log, entry{index: index, term: h.state.term, principal: p.Principal, cmd: cmd, command: p.Command})
 		h.step(Proposed{Ref: p.Ref, Index: index, Term: h.state.term})
 	}
 	return rd
@@ -128,24 +129,11 @@ func (h *harness) commit() {
 	for _, e := range h.log {
 		rec := &DueRecorder{View: h.state.mem}
 		logged := max(h.now.UnixMicro(), h.state.logged+1)
-		var reply *orreryv1.CommandReply
-		if e.cmd.GetDue() {
-			rc, err := h.applier.ApplyDue(rec, e.principal, e.cmd.GetBatch(), logged)
-			if err != nil {
-				h.t.Fatal(err)
-			}
-			b, _ := proto.Marshal(rc)
-			reply = &orreryv1.CommandReply{Receipt: b}
-		} else {
-			applier := h.applier
-			applier.ZoneRules = e.cmd.GetZoneRules()
-			out, err := applier.ApplyBatch(rec, e.principal, e.cmd.GetBatch(), logged)
-			if err != nil {
-				reply = &orreryv1.CommandReply{Error: orrery.AsError(err).Proto()}
-			} else {
-				reply = &orreryv1.CommandReply{Receipt: out.ReceiptBytes}
-			}
+		out, err := ApplyEntry(h.applier, rec, e.principal, e.command, logged)
+		if err != nil {
+			h.t.Fatal(err)
 		}
+		reply := out.Reply
 		h.state.index, h.state.logged = e.index, logged
 		applied.Results = append(applied.Results, Result{Index: e.index, Term: e.term, Reply: reply})
 		applied.DueWrites = append(applied.DueWrites, rec.Writes...)

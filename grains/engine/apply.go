@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
+)
+
+// EntryApplied is what ApplyEntry did with one committed entry's command.
+type EntryApplied struct {
+	// Command is the entry's command, decoded.
+	Command *orreryv1.PartitionCommand
+	// Reply answers the command's sender: its receipt, or the error of a refused command.
+	Reply *orreryv1.CommandReply
+	// DueReceipt is a due command's receipt (nil for any other command), for the driver's
+	// observers.
+	DueReceipt *orreryv1.Receipt
+}
+
+// ApplyEntry applies one committed entry's command (an encoded PartitionCommand, as
+// Ready.Propose hands it out) onto v at the entry's logged time, as every replica applies it:
+// a due command with ApplyDue (its receipt answers the due coordinator and is not stored), any
+// other with ApplyBatch under the zone rules the leader carried in the entry. applier.Limits
+// must be the partition's own (batch.LoadLimits), never a silo's flags. A command the applier
+// refuses before it writes (Validation, IdempotencyConflict, Unauthorized) is answered with its
+// error; any other error is a platform failure, returned, and must end the transaction.
+//
+// The partition's state machine and every twin of it apply through this one function.
+func ApplyEntry(applier batch.Applier, v kv.View, principal string, command []byte, loggedMicros int64) (EntryApplied, error) {
+	cmd := &orreryv1.PartitionCommand{}
+	if err := proto.Unmarshal(command, cmd); err != nil {
+		return EntryApplied{}, orrery.Wrap(orrery.CodeInternal, err, "decode the entry's command")
+	}
+	out := EntryApplied{Command: cmd}
+	var err error
+	if cmd.GetDue() {
+		out.DueReceipt, err = applier.ApplyDue(v, principal, cmd.GetBatch(), loggedMicros)
+		if err == nil {
+			var encoded []byte
+			if encoded, err = record.Marshal(out.DueReceipt); err == nil {
+				out.Reply = &orreryv1.CommandReply{Receipt: encoded}
+			}
+		}
+	} else {
+		applier.ZoneRules = cmd.GetZoneRules()
+		var outcome *batch.Outcome
+		if outcome, err = applier.ApplyBatch(v, principal, cmd.GetBatch(), loggedMicros); err == nil {
+			out.Reply = &orreryv1.CommandReply{Receipt: outcome.ReceiptBytes}
+		}
+	}
+	if err != nil {
+		if platform(err) {
+			return out, err
+		}
+		out.DueReceipt, out.Reply = nil, ErrorReply(err)
+	}
+	return out, nil
+}
+
+// platform reports whether an apply error is a platform failure (it ends the transaction)
+// rather than a refused command (it gets an error reply).
+func platform(err error) bool {
+	switch orrery.CodeOf(err) {
+	case orrery.CodeValidation, orrery.CodeIdempotencyConflict, orrery.CodeUnauthorized:
+		return false
+	}
+	return true
+}
