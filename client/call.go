@@ -118,12 +118,12 @@ func (c *Client) retrying(ctx context.Context, op string, partition int, onRetry
 		}
 		delay := c.retry.Delay(n, c.retry.Jitter())
 		c.log.DebugContext(ctx, "orrery client: retrying", "op", op, "partition", partition, "attempt", n+1, "delay", delay, "err", err)
-		timer := time.NewTimer(delay)
+		fired, timer := c.after(delay)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return stopped(ctx, op, partition, n+1, lastErr)
-		case <-timer.C:
+		case <-fired:
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/tracing"
 )
 
@@ -54,6 +55,10 @@ type Options struct {
 	// included) and a Worker's handling span per delivered message, the child of the
 	// occurrence's emission span for an occurrence (package tracing). Nil: no tracing.
 	TracerProvider trace.TracerProvider
+	// Clock is the time the client's decisions run on (default clock.Real()): the waits
+	// between retries, a worker's lease extensions and back-offs, and its UnreachableTimeout.
+	// Each request's own deadline is its context's, in real time. Tests pass a clock.Fake.
+	Clock clock.Clock
 }
 
 // RetryPolicy is an exponential backoff with jitter: the wait before retry n (n = 0 after the
@@ -123,6 +128,7 @@ type Client struct {
 	commandIDs func() string
 	limits     Limits
 	tracer     trace.Tracer // a no-op tracer without Options.TracerProvider
+	clock      clock.Clock
 }
 
 // New returns a client over t.
@@ -133,6 +139,10 @@ func New(t Transport, opts Options) *Client {
 		retry:      opts.Retry.withDefaults(),
 		log:        opts.Logger,
 		commandIDs: opts.CommandIDs,
+		clock:      opts.Clock,
+	}
+	if c.clock == nil {
+		c.clock = clock.Real()
 	}
 	if c.principal == "" {
 		c.principal = DefaultPrincipal
@@ -167,6 +177,13 @@ func (c *Client) Partitions() int { return c.transport.Partitions() }
 
 // Principal reports who the client acts as.
 func (c *Client) Principal() string { return c.principal }
+
+// after returns a channel closed once d has passed on the client's clock, and the timer that
+// closes it (Stop it when the wait ends otherwise).
+func (c *Client) after(d time.Duration) (<-chan struct{}, clock.Timer) {
+	fired := make(chan struct{})
+	return fired, c.clock.AfterFunc(d, func() { close(fired) })
+}
 
 // As returns a client over the same transport and options that acts as principal (the silo's
 // admin endpoint acts as each request's authenticated principal this way).

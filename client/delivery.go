@@ -42,7 +42,7 @@ const (
 // waitSlot waits for a free handler slot for d, extending d's lease meanwhile.
 func (r *run) waitSlot(d *delivery) slotOutcome {
 	for {
-		timer := time.NewTimer(time.Until(d.nextExtend))
+		due, timer := r.w.c.after(d.nextExtend.Sub(r.now()))
 		select {
 		case <-r.slots:
 			timer.Stop()
@@ -50,7 +50,7 @@ func (r *run) waitSlot(d *delivery) slotOutcome {
 		case <-r.ctx.Done():
 			timer.Stop()
 			return slotStopping
-		case <-timer.C:
+		case <-due:
 			if !r.extend(d) {
 				return slotLeaseLost
 			}
@@ -74,7 +74,7 @@ var errStopping = orrery.Errorf(orrery.CodeUnavailable, "worker stopping")
 
 // abandon releases messages received as the run stopped, before they got a slot.
 func (r *run) abandon(partition int, msgs []*orreryv1.QueueMessage) {
-	now := time.Now()
+	now := r.now()
 	for _, qm := range msgs {
 		r.settle(r.newDelivery(partition, qm, now, now), errStopping)
 	}
@@ -86,7 +86,7 @@ func (r *run) deliver(d *delivery) {
 	defer cancel()
 	handlerCtx, span := tracing.StartHandling(handlerCtx, r.w.c.tracer, d.msg.msg, d.msg.partition)
 	done := make(chan error, 1)
-	r.w.metrics.started(d.msg, time.Now())
+	r.w.metrics.started(d.msg, r.now())
 	go func() {
 		err := callHandler(handlerCtx, r.cfg.Handler, d.msg)
 		tracing.EndWithError(span, err)
@@ -94,13 +94,13 @@ func (r *run) deliver(d *delivery) {
 		done <- err
 	}()
 	for {
-		timer := time.NewTimer(time.Until(d.nextExtend))
+		due, timer := r.w.c.after(d.nextExtend.Sub(r.now()))
 		select {
 		case err := <-done:
 			timer.Stop()
 			r.settleAfter(d, err)
 			return
-		case <-timer.C:
+		case <-due:
 			if r.extend(d) {
 				continue
 			}
@@ -157,31 +157,31 @@ func (r *run) settle(d *delivery, handlerErr error) {
 // extension for good, or the lease has surely run out while extensions kept failing.
 func (r *run) extend(d *delivery) bool {
 	lease := r.cfg.LeaseDuration
-	ctx, cancel := r.settleContext(time.Now().Add(lease))
+	ctx, cancel := r.settleContext(r.now().Add(lease))
 	defer cancel()
 	m := d.msg
-	sent := time.Now()
+	sent := r.now()
 	_, err := r.w.c.ExtendLease(ctx, m.Lane(), m.ID(), m.LeaseToken(), lease)
 	if err == nil {
-		d.leaseLatest = time.Now().Add(lease)
+		d.leaseLatest = r.now().Add(lease)
 		d.nextExtend = sent.Add(lease / 2)
 		return true
 	}
-	if !orrery.Retriable(orrery.CodeOf(err)) || time.Now().After(d.leaseLatest) {
+	if !orrery.Retriable(orrery.CodeOf(err)) || r.now().After(d.leaseLatest) {
 		r.w.c.log.Warn("orrery worker: lease extension failed, lease lost", "id", m.ID(), "partition", m.Partition(), "err", err)
 		return false
 	}
 	r.w.c.log.Debug("orrery worker: lease extension failed, trying again", "id", m.ID(), "err", err)
-	d.nextExtend = time.Now().Add(lease / 8)
+	d.nextExtend = r.now().Add(lease / 8)
 	return true
 }
 
 // settleContext bounds one ack, release or extension: it outlives the run's context, for at
-// most SettleTimeout and, when limit is set, until limit.
+// most SettleTimeout and, when limit is set, until limit (an instant on the client's clock).
 func (r *run) settleContext(limit time.Time) (context.Context, context.CancelFunc) {
-	deadline := time.Now().Add(r.cfg.SettleTimeout)
-	if !limit.IsZero() && limit.Before(deadline) {
-		deadline = limit
+	timeout := r.cfg.SettleTimeout
+	if !limit.IsZero() {
+		timeout = min(timeout, limit.Sub(r.now()))
 	}
-	return context.WithDeadline(context.WithoutCancel(r.ctx), deadline)
+	return context.WithTimeout(context.WithoutCancel(r.ctx), timeout)
 }

@@ -12,6 +12,8 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/client/clienttest"
+	"github.com/orreryhq/orrery/clock"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // isReceive reports whether req is a receive command.
@@ -101,5 +103,49 @@ func TestASlowReceiveIsNotUnreachable(t *testing.T) {
 	stop()
 	if err := <-runErr; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestUnreachableTimeoutRunsOnTheClientsClock: the worker's UnreachableTimeout, and the
+// back-offs between its failing receives, are measured on Options.Clock: on a fake clock an
+// hour-long bound passes in no real time once the clock is moved, and not before.
+func TestUnreachableTimeoutRunsOnTheClientsClock(t *testing.T) {
+	b := setup(t, 1)
+	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if isReceive(req) {
+			return clienttest.FaultFailBeforeApply, nil
+		}
+		return clienttest.FaultNone, nil
+	})
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fake := clock.NewFake(start)
+	c := client.New(b.tr, client.Options{Principal: testPrincipal, Clock: fake,
+		Retry: client.RetryPolicy{Initial: time.Second, Max: time.Minute, Jitter: func() float64 { return 0.5 }}})
+	w := c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Wait: 50 * time.Millisecond,
+		UnreachableTimeout: time.Hour, Handler: func(context.Context, *client.Message) error { return nil }})
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.Run(ctxFor(t)) }()
+	testkit.Eventually(t, 10*time.Second, "the first receive failing", func() bool { return len(w.Status().Failing) > 0 })
+	select {
+	case err := <-runErr:
+		t.Fatalf("Run returned %v before the clock moved", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	for {
+		select {
+		case err := <-runErr:
+			if !errors.Is(err, orrery.ErrUnavailable) {
+				t.Fatalf("Run returned %v, want Unavailable", err)
+			}
+			if moved := fake.Now().Sub(start); moved < time.Hour {
+				t.Fatalf("Run gave up %v into the clock, before UnreachableTimeout (1h)", moved)
+			}
+			return
+		case <-time.After(time.Millisecond):
+			fake.Advance(time.Minute)
+			if fake.Now().Sub(start) > 3*time.Hour {
+				t.Fatal("Run did not give up within 3 h of the fake clock")
+			}
+		}
 	}
 }

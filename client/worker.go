@@ -282,9 +282,9 @@ func (r *run) poll(partition int) error {
 	var health partitionHealth
 	for r.ctx.Err() == nil {
 		if !fetching {
-			sent := time.Now()
+			sent := r.now()
 			msgs, more, err := r.receive(partition, 1, r.cfg.Wait, &health)
-			answered := time.Now()
+			answered := r.now()
 			if err != nil {
 				if err := r.receiveFailed(partition, err, &health); err != nil {
 					return err
@@ -313,9 +313,9 @@ func (r *run) poll(partition int) error {
 		if !ok {
 			return nil
 		}
-		sent := time.Now()
+		sent := r.now()
 		msgs, more, err := r.receive(partition, n, 0, &health)
-		answered := time.Now()
+		answered := r.now()
 		if err != nil {
 			r.putSlots(n)
 			if err := r.receiveFailed(partition, err, &health); err != nil {
@@ -379,7 +379,7 @@ func (e *unreachableError) Unwrap() error { return e.err }
 // attemptFailed records a failed receive attempt of partition and returns an unreachableError
 // once its attempts have failed for UnreachableTimeout.
 func (r *run) attemptFailed(partition int, err error, health *partitionHealth) *unreachableError {
-	now := time.Now()
+	now := r.now()
 	if health.since.IsZero() {
 		health.since = now
 	}
@@ -415,12 +415,12 @@ func (r *run) receiveFailed(partition int, err error, health *partitionHealth) e
 		return unreachable.err
 	}
 	r.w.c.log.Warn("orrery worker: receive failed, backing off", "partition", partition, "err", err)
-	timer := time.NewTimer(r.w.c.retry.Delay(health.failures, r.w.c.retry.Jitter()))
+	backedOff, timer := r.w.c.after(r.w.c.retry.Delay(health.failures, r.w.c.retry.Jitter()))
 	defer timer.Stop()
 	health.failures++
 	select {
 	case <-r.ctx.Done():
-	case <-timer.C:
+	case <-backedOff:
 	}
 	return nil
 }
@@ -465,3 +465,6 @@ func (r *run) putSlots(n int) {
 		r.slots <- struct{}{}
 	}
 }
+
+// now is the time on the client's clock.
+func (r *run) now() time.Time { return r.w.c.clock.Now() }
