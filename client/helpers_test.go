@@ -145,18 +145,6 @@ func keysOnEveryPartition(t *testing.T, partitions int) []string {
 	return keys
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // clientGoroutines returns the stacks of goroutines running code of package client or
 // clienttest (other than test code).
 func clientGoroutines() []string {

@@ -14,6 +14,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/client/clienttest"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // runWorker starts w and returns a stop function that cancels it and returns Run's error.
@@ -72,7 +73,7 @@ func TestWorkerProcessesEveryMessageOnceWithinConcurrency(t *testing.T) {
 		lanes = append(lanes, l)
 		b.enqueue(l, fmt.Sprintf("m-%d", i))
 	}
-	eventually(t, 20*time.Second, "every message handled", func() bool {
+	testkit.Eventually(t, 20*time.Second, "every message handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(handled) == total
@@ -126,7 +127,7 @@ func TestWorkerReleasesFailedMessagesForRedelivery(t *testing.T) {
 	runWorker(t, w)
 	l := lane(testQueue, "flaky")
 	b.enqueue(l, "flaky")
-	eventually(t, 10*time.Second, "three deliveries and an ack", func() bool {
+	testkit.Eventually(t, 10*time.Second, "three deliveries and an ack", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(deliveries) == 3 && len(b.laneMessages(l)) == 0
@@ -168,7 +169,7 @@ func TestWorkerExtendsLeaseOfSlowHandler(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("slow handler did not finish")
 	}
-	eventually(t, 5*time.Second, "the ack", func() bool { return len(b.laneMessages(l)) == 0 })
+	testkit.Eventually(t, 5*time.Second, "the ack", func() bool { return len(b.laneMessages(l)) == 0 })
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("handler called %d times, want 1 (the lease lapsed)", n)
 	}
@@ -235,7 +236,7 @@ func TestWorkerSharesSlotsFairlyAcrossPartitions(t *testing.T) {
 		},
 	})
 	runWorker(t, w)
-	eventually(t, 10*time.Second, "the busy lane started", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the busy lane started", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) >= 5
@@ -243,7 +244,7 @@ func TestWorkerSharesSlotsFairlyAcrossPartitions(t *testing.T) {
 	for i := range 5 {
 		b.enqueue(quiet, fmt.Sprintf("quiet-%d", i))
 	}
-	eventually(t, 20*time.Second, "every message handled", func() bool {
+	testkit.Eventually(t, 20*time.Second, "every message handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 65
@@ -280,7 +281,7 @@ func TestWorkerStopsCleanlyWithoutLeaks(t *testing.T) {
 	}
 	<-started
 	<-started
-	eventually(t, 5*time.Second, "every message leased: two handled, two waiting for a slot", func() bool {
+	testkit.Eventually(t, 5*time.Second, "every message leased: two handled, two waiting for a slot", func() bool {
 		for _, k := range keys {
 			if msgs := b.laneMessages(lane(testQueue, k)); len(msgs) != 1 || msgs[0].GetLease() == nil {
 				return false
@@ -295,7 +296,7 @@ func TestWorkerStopsCleanlyWithoutLeaks(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > 2*time.Second {
 		t.Fatalf("stopping took %s", elapsed)
 	}
-	eventually(t, 5*time.Second, "no goroutine of the client left", func() bool {
+	testkit.Eventually(t, 5*time.Second, "no goroutine of the client left", func() bool {
 		return len(clientGoroutines()) <= len(before)
 	})
 	// Everything the worker held was released: all four messages are visible again.
@@ -398,7 +399,7 @@ func TestWorkerWithLargeConcurrencyReceivesWithinThePartitionLimit(t *testing.T)
 	for i := range 10 {
 		b.enqueue(lane(testQueue, fmt.Sprintf("key-%d", i)), fmt.Sprintf("m-%d", i))
 	}
-	eventually(t, 20*time.Second, "every message handled", func() bool { return handled.Load() == 10 })
+	testkit.Eventually(t, 20*time.Second, "every message handled", func() bool { return handled.Load() == 10 })
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -430,13 +431,13 @@ func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 	stop := runWorker(t, w)
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // runs before runWorker's stop
-	eventually(t, 5*time.Second, "a second handler while the first ack is held", func() bool { return handled.Load() >= 2 })
+	testkit.Eventually(t, 5*time.Second, "a second handler while the first ack is held", func() bool { return handled.Load() >= 2 })
 	time.Sleep(100 * time.Millisecond)
 	if n := handled.Load(); n != 2 {
 		t.Fatalf("%d handlers ran with one ack held and Concurrency 1, want 2", n)
 	}
 	releaseOnce.Do(func() { close(release) })
-	eventually(t, 10*time.Second, "every message handled and acked", func() bool {
+	testkit.Eventually(t, 10*time.Second, "every message handled and acked", func() bool {
 		return handled.Load() == 3 && len(b.laneMessages(l)) == 0
 	})
 	if err := stop(); err != nil {
@@ -460,7 +461,7 @@ func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {
 	l := lane(testQueue, "k")
 	for i := range 3 {
 		b.enqueue(l, fmt.Sprintf("one-%d", i))
-		eventually(t, 10*time.Second, "the message handled", func() bool { return handled.Load() == int64(i+1) })
+		testkit.Eventually(t, 10*time.Second, "the message handled", func() bool { return handled.Load() == int64(i+1) })
 	}
 	fetches := func() int {
 		n := 0
@@ -488,7 +489,7 @@ func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {
 	if _, _, err := b.c.Batch(context.Background(), 0, burst); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the burst handled", func() bool { return handled.Load() == 6 })
+	testkit.Eventually(t, 10*time.Second, "the burst handled", func() bool { return handled.Load() == 6 })
 	if n := fetches(); n == 0 {
 		t.Fatal("no fetch for a burst of three")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // series returns the samples of the metric family name in reg.
@@ -69,7 +70,7 @@ func TestWorkerMetricsObserveHandlerStartAndOutcomes(t *testing.T) {
 	// Messages wait at least held before the worker starts.
 	time.Sleep(time.Until(enqueued.Add(held)))
 	runWorker(t, w)
-	eventually(t, 10*time.Second, "four handler runs counted", func() bool {
+	testkit.Eventually(t, 10*time.Second, "four handler runs counted", func() bool {
 		total := 0.0
 		for _, m := range series(t, reg, "orrery_worker_handled_total") {
 			total += m.GetCounter().GetValue()
