@@ -115,13 +115,8 @@ func (g *grain) Receive(ctx actor.Context) {
 			return
 		}
 		delete(g.timers, msg.kind)
-		switch msg.kind {
-		case engine.WaitTimer:
-			g.step(ctx, engine.WaitTimerFired{})
-		case engine.HousekeepTimer:
-			g.step(ctx, engine.HousekeepTimerFired{})
-		case engine.CheckTimer:
-			g.step(ctx, engine.CheckTimerFired{})
+		if ev := msg.kind.Fired(); ev != nil {
+			g.step(ctx, ev)
 		}
 	case *actor.Stopping:
 		g.stop(ctx)

@@ -215,13 +215,8 @@ func (p *partition) fire(kind engine.TimerKind, armed *armedTimer) {
 	if now.Before(armed.at) {
 		now = armed.at
 	}
-	switch kind {
-	case engine.WaitTimer:
-		p.step(now, engine.WaitTimerFired{})
-	case engine.HousekeepTimer:
-		p.step(now, engine.HousekeepTimerFired{})
-	case engine.CheckTimer:
-		p.step(now, engine.CheckTimerFired{})
+	if ev := kind.Fired(); ev != nil {
+		p.step(now, ev)
 	}
 }
 

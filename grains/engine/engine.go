@@ -180,6 +180,19 @@ type Timer struct {
 	At   time.Time
 }
 
+// Fired is the event to step when a timer of kind k fires (nil for an unknown kind).
+func (k TimerKind) Fired() Event {
+	switch k {
+	case WaitTimer:
+		return WaitTimerFired{}
+	case HousekeepTimer:
+		return HousekeepTimerFired{}
+	case CheckTimer:
+		return CheckTimerFired{}
+	}
+	return nil
+}
+
 // Event is what the driver steps the engine with: one of the event types below. The interface
 // is sealed (only this package's types implement it), so Step takes nothing else.
 type Event interface{ isEvent() }

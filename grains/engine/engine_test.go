@@ -373,3 +373,16 @@ func TestTheLeaderProposesItsLimitsWhenThePartitionsDiffer(t *testing.T) {
 		t.Fatalf("an engine configured with the partition's limits proposed %v", same.log)
 	}
 }
+
+// TestEachTimerKindFiresItsEvent: a driver steps the event Fired names for each timer kind
+// the engine arms, and nothing for a kind it does not know.
+func TestEachTimerKindFiresItsEvent(t *testing.T) {
+	for kind, want := range map[TimerKind]Event{WaitTimer: WaitTimerFired{}, HousekeepTimer: HousekeepTimerFired{}, CheckTimer: CheckTimerFired{}} {
+		if got := kind.Fired(); got != want {
+			t.Errorf("timer kind %d fires %T, want %T", kind, got, want)
+		}
+	}
+	if got := TimerKind(0).Fired(); got != nil {
+		t.Errorf("an unknown timer kind fires %T, want nothing", got)
+	}
+}
