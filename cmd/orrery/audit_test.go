@@ -33,7 +33,7 @@ func TestAuditShowsDenialsAndGrantChanges(t *testing.T) {
 	if lineOf(table, "mallory", "denied", "enqueue", "cli-audit/jobs", "lacks QueuePublish") == "" {
 		t.Errorf("audit shows no denial of mallory's enqueue:\n%s", table)
 	}
-	if lineOf(table, "system:silo", "grant_put", "put_grant", "dave: none -> cli-audit:QueueConsume") == "" {
+	if lineOf(table, client.DefaultPrincipal, "grant_put", "put_grant", "dave: none -> cli-audit:QueueConsume") == "" { // Silo.Client acts as its ClientPrincipal
 		t.Errorf("audit shows no put of dave's grant:\n%s", table)
 	}
 	var doc struct {
