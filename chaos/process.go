@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -220,11 +222,12 @@ func StartSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
 // portClashRelaunches is how many times relaunchOnPortClash starts a silo again.
 const portClashRelaunches = 3
 
-// relaunchOnPortClash waits up to timeout for p's ready line; when p exited because its admin
-// or actor port was taken meanwhile (FreePort's port was free a moment before, but another
-// test process may bind it first), it chooses that port again in spec and launches the silo
-// again, up to portClashRelaunches times, each launch waited for up to timeout. The gossip
-// port is never changed: other silos' seeds name it.
+// relaunchOnPortClash waits up to timeout for p's ready line; when p exited because one of its
+// ports was taken meanwhile (FreePort's port was free a moment before, but another test
+// process may bind it first), it chooses that port again in spec and launches the silo again,
+// up to portClashRelaunches times, each launch waited for up to timeout. A new gossip port
+// leaves the other silos' seeds naming the old one: the silo joins them through theirs, and
+// they reach it through its own gossip.
 func relaunchOnPortClash(t testing.TB, spec *SiloSpec, p *SiloProcess, timeout time.Duration) (*SiloProcess, error) {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
@@ -240,27 +243,29 @@ func relaunchOnPortClash(t testing.TB, spec *SiloSpec, p *SiloProcess, timeout t
 			spec.AdminPort = FreePort(t)
 		case port == spec.Port:
 			spec.Port = FreePort(t)
+		case port == spec.GossipPort:
+			spec.GossipPort = FreePort(t)
 		}
 		t.Logf("silo %s: port %d was taken before it could listen; choosing another", p.GossipAddress(), port)
 		p = launchSilo(t, spec)
 	}
 }
 
-// clashedPort is the process's admin or actor port when its log says that port was already in
-// use, 0 otherwise.
+// clashedPort is the port of the process's own (admin, actor or gossip) that its log says
+// was already in use, 0 otherwise. The port is read from the listen call that failed, never
+// from the rest of the line, which names other addresses of the silo too.
 func (p *SiloProcess) clashedPort() int {
-	for line := range strings.Lines(p.log.String()) {
-		if !strings.Contains(line, "address already in use") {
-			continue
-		}
-		for _, port := range []int{p.Spec.AdminPort, p.Spec.Port} {
-			if strings.Contains(line, fmt.Sprintf("127.0.0.1:%d:", port)) || strings.Contains(line, fmt.Sprintf("127.0.0.1:%d ", port)) {
-				return port
-			}
+	for _, m := range bindFailed.FindAllStringSubmatch(p.log.String(), -1) {
+		port, _ := strconv.Atoi(m[1])
+		if port == p.Spec.AdminPort || port == p.Spec.Port || port == p.Spec.GossipPort {
+			return port
 		}
 	}
 	return 0
 }
+
+// bindFailed matches a listen that failed because its port was taken.
+var bindFailed = regexp.MustCompile(`listen (?:tcp|udp) 127\.0\.0\.1:(\d+): bind: address already in use`)
 
 // launchSilo starts a silo process without waiting for it to be ready, choosing the spec's
 // zero ports first, in the spec's cgroup when it is Isolatable (created at its first launch).

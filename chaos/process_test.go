@@ -28,3 +28,26 @@ func TestAPortTakenBeforeTheSiloListensIsChosenAgain(t *testing.T) {
 		t.Fatalf("the relaunched silo's admin endpoint: %v", err)
 	}
 }
+
+// TestClashedPortIsTheListenThatFailed: the port a silo could not bind is read from the failed
+// listen, not from the other addresses its error names: the gossip port a memberlist error
+// names after the actor port, the admin port, and none for another failure.
+func TestClashedPortIsTheListenThatFailed(t *testing.T) {
+	spec := SiloSpec{Port: 24232, GossipPort: 28429, AdminPort: 22314}
+	for _, tc := range []struct {
+		log  string
+		want int
+	}{
+		{`silo: join cluster "orrery": start cluster orrery on 127.0.0.1:24232: start memberlist on 127.0.0.1:28429: could not set up network transport: failed to obtain an address: failed to start TCP listener on "127.0.0.1" port 28429: listen tcp 127.0.0.1:28429: bind: address already in use`, 28429},
+		{`silo: admin endpoint on 127.0.0.1:22314: listen tcp 127.0.0.1:22314: bind: address already in use`, 22314},
+		{`silo: start cluster orrery on 127.0.0.1:24232: listen tcp 127.0.0.1:24232: bind: address already in use`, 24232},
+		{`silo: listen tcp 127.0.0.1:9999: bind: address already in use`, 0},
+		{`silo: start cluster orrery on 127.0.0.1:24232: something else`, 0},
+	} {
+		p := &SiloProcess{Spec: spec, log: &lockedBuffer{}}
+		_, _ = p.log.Write([]byte(tc.log + "\n"))
+		if got := p.clashedPort(); got != tc.want {
+			t.Errorf("clashedPort of %q = %d, want %d", tc.log, got, tc.want)
+		}
+	}
+}
