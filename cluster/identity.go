@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 )
 
@@ -59,13 +60,11 @@ func (p *Provider) announce() error {
 // (true), waits or refuses (false). It runs on the run goroutine.
 func (p *Provider) formStep(view []viewNode) bool {
 	peers := make([]formationPeer, len(view))
+	for i, v := range view {
+		peers[i] = v.meta.peer()
+		peers[i].confirmed = p.reached(v)
+	}
 	for {
-		// Whether a peer was reached depends on the cluster id, which a step may just have
-		// taken: look again at each step (a peer reached once stays reached).
-		for i, v := range view {
-			peers[i] = v.meta.peer()
-			peers[i].confirmed = p.reached(v)
-		}
 		step := p.form.next(peers)
 		switch step.action {
 		case formOpen:
@@ -123,12 +122,13 @@ func (p *Provider) reached(v viewNode) bool {
 	return true
 }
 
-// probe reaches node over TCP: a state exchange with its address (memberlist's push/pull, as a
-// join), which only a live node answers. Not a UDP ping: memberlist piggybacks its queued
-// broadcasts on every packet it sends, so a ping right after this node announced its cluster id
-// spent that announcement's few transmissions on the pinged node and its answer, and a third
-// silo never learned the id.
+// probe reaches node as memberlist's own failure detector would: a UDP ping answered within
+// ProbeTimeout, or else, for a network that drops UDP, a TCP state exchange with it (a join of
+// its address, which merges its view too).
 func (p *Provider) probe(node memberlistNode) bool {
+	if _, err := p.ml.Ping(node.Name, &net.UDPAddr{IP: node.Addr, Port: int(node.Port)}); err == nil {
+		return true
+	}
 	n, err := p.ml.Join([]string{node.Address()})
 	return err == nil && n > 0
 }
@@ -159,18 +159,6 @@ func (p *Provider) takeClusterID(id uint64, minted bool) bool {
 	}
 	if err := p.ml.UpdateNode(p.cfg.ResyncInterval); err != nil {
 		p.logger.Debug("announcing the cluster id", slog.String("member", p.env.selfID), slog.Any("error", err))
-	}
-	// The broadcast has only a few transmissions, and memberlist piggybacks them on whatever it
-	// sends first (a probe and its answer can spend them all), so a peer may never hear of the
-	// id; a state exchange with every live node carries it for sure.
-	var addresses []string
-	for _, v := range p.view() {
-		addresses = append(addresses, v.node.Address())
-	}
-	if len(addresses) > 0 {
-		if _, err := p.ml.Join(addresses); err != nil {
-			p.logger.Debug("pushing the cluster id", slog.String("member", p.env.selfID), slog.Any("error", err))
-		}
 	}
 	return true
 }
