@@ -111,6 +111,10 @@ type ProviderConfig struct {
 	// OnLost, when set, is called once, in its own goroutine, when the cluster no longer accepts
 	// this member id (see Provider.Lost): the silo rejoins under a new one.
 	OnLost func(cause error)
+
+	// tuneMemberlist, when set, changes memberlist's configuration last (tests: a transport
+	// that drops packets, slower state exchanges).
+	tuneMemberlist func(*memberlist.Config) error
 }
 
 // withDefaults fills zero fields and validates the rest.
@@ -188,5 +192,10 @@ func (c ProviderConfig) memberlistConfig(nodeName, clusterName string, delegate 
 	mc.Delegate = delegate
 	mc.Events = events
 	mc.Logger = newMemberlistLogger(c.Logger)
+	if c.tuneMemberlist != nil {
+		if err := c.tuneMemberlist(mc); err != nil {
+			return nil, err
+		}
+	}
 	return mc, nil
 }

@@ -36,6 +36,11 @@
 //     otherwise that the silo only joins an existing cluster.
 //   - A client adopts the cluster id of the members it reaches and never creates one.
 //
+// A silo that mints or adopts an id announces it in its metadata and then exchanges state
+// with every live peer over TCP: memberlist's broadcast of new metadata rides on a few UDP
+// packets, and when those are lost the peers would hear of the id only at their next
+// periodic exchange, 15 s later.
+//
 // Silos started at the same moment with the same flags and empty stores, BootstrapExpect their
 // number, therefore form one cluster: none mints before it sees all of them, and all of them
 // see the same lowest silo id. Starting more founding silos at once than BootstrapExpect says

@@ -119,6 +119,18 @@ func (p *Provider) takeClusterID(id uint64, minted bool) bool {
 	if err := p.ml.UpdateNode(p.cfg.ResyncInterval); err != nil {
 		p.logger.Debug("announcing the cluster id", slog.String("member", p.env.selfID), slog.Any("error", err))
 	}
+	// The broadcast has only a few transmissions, and memberlist piggybacks them on whatever it
+	// sends first (a probe and its answer can spend them all), so a peer may never hear of the
+	// id; a state exchange with every live node carries it for sure.
+	var addresses []string
+	for _, v := range p.view() {
+		addresses = append(addresses, v.node.Address())
+	}
+	if len(addresses) > 0 {
+		if _, err := p.ml.Join(addresses); err != nil {
+			p.logger.Debug("pushing the cluster id", slog.String("member", p.env.selfID), slog.Any("error", err))
+		}
+	}
 	return true
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/orreryhq/orrery/internal/testkit"
 )
 
@@ -248,5 +250,45 @@ func TestFreshSiloAdoptsAStoredCluster(t *testing.T) {
 		if w := s.waitingFor(); !strings.Contains(w, "BootstrapExpect 0") {
 			t.Errorf("join-only silo waiting for %q", w)
 		}
+	}
+}
+
+// packetDropper is memberlist's network transport with every outgoing packet (UDP: probes,
+// acks and the gossip that carries broadcasts) dropped; streams (TCP state exchanges) pass.
+type packetDropper struct{ *memberlist.NetTransport }
+
+func (d packetDropper) WriteTo([]byte, string) (time.Time, error) { return time.Now(), nil }
+
+func (d packetDropper) WriteToAddress([]byte, memberlist.Address) (time.Time, error) {
+	return time.Now(), nil
+}
+
+// noPeriodicExchange makes memberlist's periodic state exchange too rare to happen in a test.
+func noPeriodicExchange(mc *memberlist.Config) error {
+	mc.PushPullInterval = time.Hour
+	return nil
+}
+
+// A member announces a cluster id it adopts by a broadcast, which memberlist piggybacks on a
+// few packets; when those are lost its peers must still hear of it, by a state exchange, not
+// only at the next periodic one. The joining member here sends no packet at all.
+func TestAnAdoptedClusterIDReachesPeersWhosePacketsAreLost(t *testing.T) {
+	t.Parallel()
+	a, aTop := startFake(t, ProviderConfig{tuneMemberlist: noPeriodicExchange}, "adopt-lost", false)
+	b, _ := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}, tuneMemberlist: func(mc *memberlist.Config) error {
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}})
+		if err != nil {
+			return err
+		}
+		mc.Transport = packetDropper{nt}
+		mc.BindPort, mc.AdvertisePort = nt.GetAutoBindPort(), nt.GetAutoBindPort()
+		return noPeriodicExchange(mc)
+	}}, "adopt-lost", false)
+	testkit.Eventually(t, 3*time.Second, "the first member to list the one that adopted its cluster id", func() bool {
+		ids, _ := aTop.snapshot()
+		return slices.Contains(ids, b.MemberID())
+	})
+	if b.ClusterID() != a.ClusterID() {
+		t.Fatalf("cluster ids %s and %s", FormatID(b.ClusterID()), FormatID(a.ClusterID()))
 	}
 }
