@@ -2,6 +2,7 @@ package lookup
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strconv"
@@ -204,12 +205,18 @@ func servedBy(ctx context.Context, transport *cluster.PartitionTransport, n int)
 }
 
 // mustServe inspects partition n through transport (10 s deadline) and fails unless silo want
-// answered.
+// answered. An Unavailable attempt (one that timed out on a loaded machine) is tried again,
+// as a client does: the transport itself makes one attempt per leader it is named.
 func mustServe(t *testing.T, transport *cluster.PartitionTransport, n int, want uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	got, err := servedBy(ctx, transport, n)
+	for errors.Is(err, orrery.ErrUnavailable) && ctx.Err() == nil {
+		t.Logf("partition %d: %v; trying again", n, err)
+		time.Sleep(100 * time.Millisecond)
+		got, err = servedBy(ctx, transport, n)
+	}
 	if err != nil {
 		t.Fatalf("partition %d: %v, want it served by silo %d", n, err, want)
 	}
