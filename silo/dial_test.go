@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,12 +20,7 @@ import (
 // seed named in the error.
 func TestDialFailsFastNamingEachSeed(t *testing.T) {
 	s := startSilo(t, t.TempDir(), nil)
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := deadPort(t)
 
 	cases := []struct {
 		name, seed, cluster string
@@ -56,4 +53,23 @@ func TestDialFailsFastNamingEachSeed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deadPort returns a loopback TCP address that refuses connections until the test ends: a
+// socket bound to it that never listens, so no other process can take the port meanwhile.
+func deadPort(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
