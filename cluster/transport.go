@@ -112,10 +112,10 @@ func (t *PartitionTransport) Inspect(ctx context.Context, n int, req *orreryv1.I
 
 // checkPrincipal refuses one of Orrery's own principals on a client's transport.
 func (t *PartitionTransport) checkPrincipal(principal string) error {
-	if t.client && input.IsSystem(principal) {
-		return orrery.Errorf(orrery.CodeUnauthorized, "principal: %q is one of Orrery's own principals (%s...), which a client may not act as", principal, input.SystemPrincipalPrefix)
+	if !t.client {
+		return nil
 	}
-	return nil
+	return input.RefuseSystem(principal, "a client")
 }
 
 // options retries replies whose error is retriable (the partition is opening or overloaded).

@@ -212,10 +212,7 @@ type embedderTransport struct{ memberTransport }
 
 // checkPrincipal refuses one of Orrery's own principals.
 func (embedderTransport) checkPrincipal(principal string) error {
-	if input.IsSystem(principal) {
-		return orrery.Errorf(orrery.CodeUnauthorized, "principal: %q is one of Orrery's own principals (%s...), which the embedder's client may not act as", principal, input.SystemPrincipalPrefix)
-	}
-	return nil
+	return input.RefuseSystem(principal, "the embedder's client")
 }
 
 // Command sends one batch unless its principal is one of Orrery's own.

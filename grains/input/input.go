@@ -115,6 +115,15 @@ const SystemPrincipalPrefix = "system:"
 // spelling of that check.
 func IsSystem(principal string) bool { return strings.HasPrefix(principal, SystemPrincipalPrefix) }
 
+// RefuseSystem is an Unauthorized error when principal is one of Orrery's own, which the
+// caller named by who (a client, the embedder's client) may not act as; nil otherwise.
+func RefuseSystem(principal, who string) error {
+	if IsSystem(principal) {
+		return orrery.Errorf(orrery.CodeUnauthorized, "principal: %q is one of Orrery's own principals (%s...), which %s may not act as", principal, SystemPrincipalPrefix, who)
+	}
+	return nil
+}
+
 // CoordinatorPrincipal is the due coordinators' principal: a partition accepts a due command
 // (the only path of EmitOccurrences and ExpireSaga) from it alone.
 const CoordinatorPrincipal = SystemPrincipalPrefix + "coordinator"

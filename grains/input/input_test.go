@@ -64,3 +64,13 @@ func TestEmptyJSONMeansNone(t *testing.T) {
 		}
 	}
 }
+
+func TestRefuseSystemNamesThePrincipalAndTheCaller(t *testing.T) {
+	if err := RefuseSystem("alice", "a client"); err != nil {
+		t.Fatalf("alice refused: %v", err)
+	}
+	err := RefuseSystem(CoordinatorPrincipal, "a client")
+	if !errors.Is(err, orrery.ErrUnauthorized) || !strings.Contains(err.Error(), `principal: "system:coordinator"`) || !strings.Contains(err.Error(), "which a client may not act as") {
+		t.Fatalf("got %v, want Unauthorized naming the principal and the caller", err)
+	}
+}
