@@ -404,6 +404,32 @@ func rowOf(table *PartitionTable, partition int) *ReplicaView {
 }
 
 // logs renders the tail of every silo's log, for a failure message.
+// logsSince is what each silo logged after the byte offsets marks (from logMarks), at most
+// the last 20,000 bytes of each.
+func (c *Cluster) logsSince(marks []int) string {
+	out := ""
+	for i, p := range c.Silos {
+		log := p.Log()
+		if i < len(marks) && marks[i] <= len(log) {
+			log = log[marks[i]:]
+		}
+		if len(log) > 20000 {
+			log = "...\n" + log[len(log)-20000:]
+		}
+		out += fmt.Sprintf("--- silo %d (%s, pid %d, exited %v) since the mark ---\n%s\n", i, p.SiloID(), p.PID(), p.Exited(), log)
+	}
+	return out
+}
+
+// logMarks is the length of each silo's log now, for logsSince.
+func (c *Cluster) logMarks() []int {
+	marks := make([]int, len(c.Silos))
+	for i, p := range c.Silos {
+		marks[i] = len(p.Log())
+	}
+	return marks
+}
+
 func (c *Cluster) logs() string {
 	out := ""
 	for i, p := range c.Silos {

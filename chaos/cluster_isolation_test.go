@@ -54,6 +54,7 @@ func awaitServes(t *testing.T, ctx context.Context, cl *Cluster, i int, within t
 	}
 	done := make(chan result, 1)
 	started := time.Now()
+	marks := cl.logMarks()
 	go func() {
 		served, err := cl.WaitServes(waitCtx, i, cl.Specs[0].Partitions)
 		done <- result{served, err}
@@ -69,9 +70,9 @@ func awaitServes(t *testing.T, ctx context.Context, cl *Cluster, i int, within t
 				t.Fatalf("silo %d, %v after %s: %v\n%s", i, time.Since(since).Round(time.Millisecond), what, r.err, cl.logs())
 			}
 			if r.served.All() > within {
-				t.Errorf("silo %d served again %v after %s (ready %v, listed alive %v, rejoined %v), more than %v",
+				t.Errorf("silo %d served again %v after %s (ready %v, listed alive %v, rejoined %v), more than %v; the silos logged meanwhile:\n%s",
 					i, r.served.All().Round(time.Millisecond), what, r.served.Ready.Round(time.Millisecond),
-					r.served.Listed.Round(time.Millisecond), r.served.Rejoined.Round(time.Millisecond), within)
+					r.served.Listed.Round(time.Millisecond), r.served.Rejoined.Round(time.Millisecond), within, cl.logsSince(marks))
 			}
 			return r.served
 		case <-time.After(100 * time.Millisecond):
@@ -106,6 +107,7 @@ func TestClusterIsolatedSiloRejoins(t *testing.T) {
 	defer cancel()
 	spec := clusterSpec()
 	spec.Isolatable = true
+	spec.LogLevel = "info" // membership's changes of state, for a heal that takes too long
 	cl, _, k := startTicking(t, ctx, 3, spec, 2)
 
 	var toServe []time.Duration
