@@ -201,15 +201,32 @@ func otherRulesNeverReachApply(t *testing.T, rules otherRules) {
 		time.Sleep(3 * time.Second) // a couple of instants under the leader checked
 		leaders := cl.Leaders(ctx)
 		for _, s := range schedules {
+			inspect := func() *orreryv1.ScheduleRecord {
+				var rec *orreryv1.ScheduleRecord
+				testkit.Eventually(t, 60*time.Second, "inspect "+s.name, func() bool {
+					callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					defer cancel()
+					var err error
+					rec, err = c.InspectSchedule(callCtx, s.lane, s.id)
+					return err == nil
+				})
+				return rec
+			}
+			// The record and the lane are two reads: the pair is taken from one state only when
+			// no occurrence was emitted in between (the schedule fires every 2 s).
 			var rec *orreryv1.ScheduleRecord
-			testkit.Eventually(t, 60*time.Second, "inspect "+s.name, func() bool {
-				callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				var err error
-				rec, err = c.InspectSchedule(callCtx, s.lane, s.id)
-				return err == nil
-			})
-			msgs := occurrences(t, ctx, c, s.lane)
+			var msgs []*orreryv1.QueueMessage
+			for attempt := 0; ; attempt++ {
+				before := inspect()
+				msgs = occurrences(t, ctx, c, s.lane)
+				rec = inspect()
+				if before.GetNextOrdinal() == rec.GetNextOrdinal() {
+					break
+				}
+				if attempt == 10 {
+					t.Fatalf("%s, %s: the schedule emitted during each of 10 reads of its lane", when, s.name)
+				}
+			}
 			leader, ok := leaders[s.partition]
 			if ok {
 				if led[s.partition] == nil {
