@@ -21,6 +21,9 @@ type formationPeer struct {
 	clusterID uint64
 	expect    int
 	client    bool
+	// confirmed is set when this node reached the peer itself (it answered a probe of this
+	// node's), not only heard of it from another node's view, which can be stale.
+	confirmed bool
 }
 
 // formation is this node's side of the cluster-identity rule (doc.go, "Cluster identity"). It
@@ -110,15 +113,21 @@ func (f formation) next(peers []formationPeer) formationStep {
 }
 
 // nextKnown is the rule for a node that knows its cluster id: it opens the gate once it has
-// created the cluster, has no other seed, or sees a live peer of its cluster; it refuses when
-// every cluster member it sees belongs to another cluster.
+// created the cluster, has no other seed, or reached a live peer of its cluster itself (a
+// peer only heard of, from a view that may be stale, does not count for a silo: a client that
+// outlived every silo still gossips them as alive for a while); it refuses when every cluster
+// member it sees belongs to another cluster.
 func (f formation) nextKnown(peers []formationPeer) formationStep {
 	own := FormatID(f.clusterID)
 	foreign := map[uint64][]string{}
+	heardOf := 0
 	for _, p := range peers {
 		switch p.clusterID {
 		case f.clusterID:
-			return formationStep{action: formOpen, reason: "a live peer of cluster " + own}
+			if p.confirmed || f.client {
+				return formationStep{action: formOpen, reason: "a live peer of cluster " + own}
+			}
+			heardOf++
 		case 0:
 		default:
 			foreign[p.clusterID] = append(foreign[p.clusterID], p.member)
@@ -129,6 +138,8 @@ func (f formation) nextKnown(peers []formationPeer) formationStep {
 		return formationStep{action: formOpen, reason: "created cluster " + own}
 	case f.seedless:
 		return formationStep{action: formOpen, reason: "no other seed: the first silo of cluster " + own}
+	case heardOf > 0:
+		return formationStep{action: formWait, reason: fmt.Sprintf("waiting for a live peer of cluster %s: %d heard of, none answered this silo's probe yet", own, heardOf)}
 	case len(foreign) > 0:
 		return formationStep{action: formRefuse, err: fmt.Errorf(
 			"this silo belongs to cluster %s, but the live silos it reached belong to another cluster (%s) and none to its own: "+

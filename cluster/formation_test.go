@@ -16,6 +16,11 @@ func TestFormationRule(t *testing.T) {
 	in := func(silo, clusterID uint64) formationPeer {
 		return formationPeer{member: "m" + FormatID(silo), silo: silo, clusterID: clusterID}
 	}
+	reached := func(silo, clusterID uint64) formationPeer {
+		p := in(silo, clusterID)
+		p.confirmed = true
+		return p
+	}
 	client := formationPeer{member: "client", client: true, clusterID: third}
 	for _, tc := range []struct {
 		name   string
@@ -46,7 +51,11 @@ func TestFormationRule(t *testing.T) {
 			action: formRefuse, says: []string{"several clusters", FormatID(own), FormatID(other)}},
 		{name: "a client's cluster id is not adopted", self: formation{silo: 5}, peers: []formationPeer{client},
 			action: formWait, says: []string{"BootstrapExpect 0"}},
-		{name: "a silo with a stored id opens once a peer of its cluster is live", self: formation{silo: 5, clusterID: own}, peers: []formationPeer{in(11, other), in(9, own)},
+		{name: "a silo with a stored id opens once it reached a live peer of its cluster", self: formation{silo: 5, clusterID: own}, peers: []formationPeer{in(11, other), in(7, own), reached(9, own)},
+			action: formOpen},
+		{name: "a silo with a stored id does not open on peers it only heard of", self: formation{silo: 5, clusterID: own}, peers: []formationPeer{in(11, other), in(9, own), in(7, own)},
+			action: formWait, says: []string{"2 heard of, none answered"}},
+		{name: "a client with a cluster id opens on a peer it heard of", self: formation{client: true, clusterID: own}, peers: []formationPeer{in(9, own)},
 			action: formOpen},
 		{name: "a silo with a stored id and no other seed opens at once", self: formation{silo: 5, clusterID: own, seedless: true, expect: 1}, action: formOpen},
 		{name: "a silo that created its cluster opens at once", self: formation{silo: 5, clusterID: own, minted: true, expect: 3}, peers: []formationPeer{fresh(7, 3)},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 )
 
@@ -61,6 +62,7 @@ func (p *Provider) formStep(view []viewNode) bool {
 	peers := make([]formationPeer, len(view))
 	for i, v := range view {
 		peers[i] = v.meta.peer()
+		peers[i].confirmed = p.reached(v)
 	}
 	for {
 		step := p.form.next(peers)
@@ -90,6 +92,45 @@ func (p *Provider) formStep(view []viewNode) bool {
 			}
 		}
 	}
+}
+
+// reached reports whether this silo reached v itself, when v is another silo of this node's
+// cluster: the only peers the gate may open on, since a view merged from another node's (a
+// client that outlived every silo, say) can hold silos that are gone. It probes v at each
+// call until v answers once.
+func (p *Provider) reached(v viewNode) bool {
+	if p.env.client || p.form.clusterID == 0 || v.meta.Client || uint64(v.meta.ClusterID) != p.form.clusterID {
+		return false
+	}
+	if uint64(v.meta.Silo) == p.form.silo {
+		return false // an earlier incarnation of this silo, maybe at this very address
+	}
+	if p.reachedPeers[v.meta.ID] {
+		return true
+	}
+	probe := p.probe
+	if p.probePeer != nil {
+		probe = p.probePeer
+	}
+	if !probe(*v.node) {
+		return false // probed again at the next sync
+	}
+	if p.reachedPeers == nil {
+		p.reachedPeers = map[string]bool{}
+	}
+	p.reachedPeers[v.meta.ID] = true
+	return true
+}
+
+// probe reaches node as memberlist's own failure detector would: a UDP ping answered within
+// ProbeTimeout, or else, for a network that drops UDP, a TCP state exchange with it (a join of
+// its address, which merges its view too).
+func (p *Provider) probe(node memberlistNode) bool {
+	if _, err := p.ml.Ping(node.Name, &net.UDPAddr{IP: node.Addr, Port: int(node.Port)}); err == nil {
+		return true
+	}
+	n, err := p.ml.Join([]string{node.Address()})
+	return err == nil && n > 0
 }
 
 // takeClusterID makes id this node's cluster id: a member hands it to OnClusterID (to persist

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,4 +292,36 @@ func TestAnAdoptedClusterIDReachesPeersWhosePacketsAreLost(t *testing.T) {
 	if b.ClusterID() != a.ClusterID() {
 		t.Fatalf("cluster ids %s and %s", FormatID(b.ClusterID()), FormatID(a.ClusterID()))
 	}
+}
+
+// TestAStoredSiloOpensOnlyOnAPeerItReachedItself: a silo with a stored cluster id does not
+// open its gate on a peer of its cluster it has only heard of (a view merged from another
+// node's can list silos that are gone: a client that outlived every silo gossips them as
+// alive for a while); it says so while it waits, and opens once its own probe of the peer is
+// answered. With the real probe, a live peer is reached at once.
+func TestAStoredSiloOpensOnlyOnAPeerItReachedItself(t *testing.T) {
+	t.Parallel()
+	a, _ := startFake(t, ProviderConfig{}, "reached", false)
+	waitClosed(t, a.Ready(), 10*time.Second, "a to create the cluster")
+	clusterID := a.ClusterID()
+
+	stale, _, env := newFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}, SiloID: 0x00c0ffee00000002, ClusterID: clusterID}, "reached", false)
+	var answers atomic.Bool
+	var probes atomic.Int64
+	stale.probePeer = func(memberlistNode) bool { probes.Add(1); return answers.Load() }
+	if err := stale.start(env); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the silo to probe the peer it heard of", func() bool { return probes.Load() >= 2 })
+	if isClosed(stale.Ready()) {
+		t.Fatal("the gate opened on a peer that never answered the silo's probe")
+	}
+	if why := stale.waitingFor(); !strings.Contains(why, "none answered this silo's probe") {
+		t.Fatalf("waiting for %q, want it to say no peer answered its probe", why)
+	}
+	answers.Store(true)
+	waitClosed(t, stale.Ready(), 10*time.Second, "the gate to open once the peer answered")
+
+	live, _ := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}, SiloID: 0x00c0ffee00000003, ClusterID: clusterID}, "reached", false)
+	waitClosed(t, live.Ready(), 10*time.Second, "a silo probing for real to reach its live peer")
 }

@@ -54,7 +54,12 @@ type Provider struct {
 	shutdownOnce sync.Once
 	shutdownErr  error
 
-	gateOpen  atomic.Bool // bootstrap gate: publishing allowed
+	gateOpen atomic.Bool // bootstrap gate: publishing allowed
+	// reachedPeers are the peers (member ids) this silo probed itself and that answered, while
+	// the gate is closed (identity.go, reached); only the run goroutine uses it.
+	reachedPeers map[string]bool
+	// probePeer reaches one peer (nil: Provider.probe; tests replace it).
+	probePeer func(memberlistNode) bool
 	ready     chan struct{}
 	readyOnce sync.Once
 
