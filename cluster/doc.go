@@ -53,9 +53,9 @@
 // peer announcing it. A silo counts only a peer it reached itself (a UDP ping answered, or
 // else a TCP exchange with its address): memberlist merges other nodes' views, and a client
 // that outlived every silo gossips them as alive for a while, so a silo restarted alone would
-// otherwise open its gate on silos that are gone. A minted or adopted id is handed to OnClusterID, which persists it,
-// before the node announces it or publishes anything. Provider.Ready is closed at the first
-// publish.
+// otherwise open its gate on silos that are gone. A minted or adopted id is handed to
+// OnClusterID, which persists it, before the node announces it or publishes anything.
+// Provider.Ready is closed at the first publish.
 //
 // Lost member ids. Protoactor never tells a member that its peers have dropped it (its peers
 // block its id for good; it keeps serving its activations). The provider closes Provider.Lost
