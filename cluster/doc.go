@@ -50,11 +50,11 @@
 // Bootstrap gating. A node publishes nothing until the bootstrap gate opens, so a starting
 // silo never briefly believes it owns every grain: it must know its cluster id (stored,
 // adopted or minted) and either have minted it, have no seed other than itself, or see a live
-// peer announcing it. A silo counts only a peer it reached itself (a UDP ping answered, or
-// else a TCP exchange with its address): memberlist merges other nodes' views, and a client
-// that outlived every silo gossips them as alive for a while, so a silo restarted alone would
-// otherwise open its gate on silos that are gone. A minted or adopted id is handed to
-// OnClusterID, which persists it, before the node announces it or publishes anything.
+// peer announcing it. A silo counts only a peer it reached itself (a TCP state exchange with
+// its address answered): memberlist merges other nodes' views, and a client that outlived
+// every silo gossips them as alive for a while, so a silo restarted alone would otherwise open
+// its gate on silos that are gone. A minted or adopted id is handed to OnClusterID, which
+// persists it, before the node announces it or publishes anything.
 // Provider.Ready is closed at the first publish.
 //
 // Lost member ids. Protoactor never tells a member that its peers have dropped it (its peers

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
 )
 
@@ -60,11 +59,13 @@ func (p *Provider) announce() error {
 // (true), waits or refuses (false). It runs on the run goroutine.
 func (p *Provider) formStep(view []viewNode) bool {
 	peers := make([]formationPeer, len(view))
-	for i, v := range view {
-		peers[i] = v.meta.peer()
-		peers[i].confirmed = p.reached(v)
-	}
 	for {
+		// Whether a peer was reached depends on the cluster id, which a step may just have
+		// taken: look again at each step (a peer reached once stays reached).
+		for i, v := range view {
+			peers[i] = v.meta.peer()
+			peers[i].confirmed = p.reached(v)
+		}
 		step := p.form.next(peers)
 		switch step.action {
 		case formOpen:
@@ -122,13 +123,12 @@ func (p *Provider) reached(v viewNode) bool {
 	return true
 }
 
-// probe reaches node as memberlist's own failure detector would: a UDP ping answered within
-// ProbeTimeout, or else, for a network that drops UDP, a TCP state exchange with it (a join of
-// its address, which merges its view too).
+// probe reaches node over TCP: a state exchange with its address (memberlist's push/pull, as a
+// join), which only a live node answers. Not a UDP ping: memberlist piggybacks its queued
+// broadcasts on every packet it sends, so a ping right after this node announced its cluster id
+// spent that announcement's few transmissions on the pinged node and its answer, and a third
+// silo never learned the id.
 func (p *Provider) probe(node memberlistNode) bool {
-	if _, err := p.ml.Ping(node.Name, &net.UDPAddr{IP: node.Addr, Port: int(node.Port)}); err == nil {
-		return true
-	}
 	n, err := p.ml.Join([]string{node.Address()})
 	return err == nil && n > 0
 }
