@@ -22,11 +22,17 @@ const (
 	DefaultProbeTimeout   = 200 * time.Millisecond
 	DefaultSuspicionMult  = 3
 	DefaultGossipInterval = 50 * time.Millisecond
-	DefaultResyncInterval = time.Second
-	DefaultJoinRetry      = 200 * time.Millisecond
-	DefaultJoinRetryMax   = 2 * time.Second
-	DefaultLeaveTimeout   = 2 * time.Second
-	DefaultBindHost       = "127.0.0.1"
+	// DefaultPushPullInterval is how often a node exchanges its full state with one live peer
+	// over TCP. Memberlist's local default is 15 s; an exchange is what tells a node that its
+	// peers declared it dead while it was cut off, paused or too slow (so that it refutes, or
+	// loses its member id and rejoins), so 15 s was how long a healed silo could stay unlisted.
+	// The state of a cluster of tens of nodes is a few KB.
+	DefaultPushPullInterval = 2 * time.Second
+	DefaultResyncInterval   = time.Second
+	DefaultJoinRetry        = 200 * time.Millisecond
+	DefaultJoinRetryMax     = 2 * time.Second
+	DefaultLeaveTimeout     = 2 * time.Second
+	DefaultBindHost         = "127.0.0.1"
 )
 
 // ProviderConfig configures the memberlist provider. Zero fields take the defaults above.
@@ -88,6 +94,9 @@ type ProviderConfig struct {
 	SuspicionMult int
 	// GossipInterval is memberlist's gossip period (default 50 ms).
 	GossipInterval time.Duration
+	// PushPullInterval is memberlist's period of full state exchanges with one random live
+	// peer (default DefaultPushPullInterval).
+	PushPullInterval time.Duration
 
 	// ResyncInterval is how often the full member set is republished even without events
 	// (default 1 s).
@@ -140,6 +149,9 @@ func (c ProviderConfig) withDefaults() (ProviderConfig, error) {
 	if c.GossipInterval <= 0 {
 		c.GossipInterval = DefaultGossipInterval
 	}
+	if c.PushPullInterval <= 0 {
+		c.PushPullInterval = DefaultPushPullInterval
+	}
 	if c.ResyncInterval <= 0 {
 		c.ResyncInterval = DefaultResyncInterval
 	}
@@ -188,6 +200,7 @@ func (c ProviderConfig) memberlistConfig(nodeName, clusterName string, delegate 
 	mc.ProbeTimeout = c.ProbeTimeout
 	mc.SuspicionMult = c.SuspicionMult
 	mc.GossipInterval = c.GossipInterval
+	mc.PushPullInterval = c.PushPullInterval
 	mc.SecretKey = c.SecretKey
 	mc.Delegate = delegate
 	mc.Events = events

@@ -39,7 +39,7 @@
 // A silo that mints or adopts an id announces it in its metadata and then exchanges state
 // with every live peer over TCP: memberlist's broadcast of new metadata rides on a few UDP
 // packets, and when those are lost the peers would hear of the id only at their next
-// periodic exchange, 15 s later.
+// periodic exchange (ProviderConfig.PushPullInterval).
 //
 // Silos started at the same moment with the same flags and empty stores, BootstrapExpect their
 // number, therefore form one cluster: none mints before it sees all of them, and all of them

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -324,4 +325,135 @@ func TestAStoredSiloOpensOnlyOnAPeerItReachedItself(t *testing.T) {
 
 	live, _ := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}, SiloID: 0x00c0ffee00000003, ClusterID: clusterID}, "reached", false)
 	waitClosed(t, live.Ready(), 10*time.Second, "a silo probing for real to reach its live peer")
+}
+
+// isolatable is memberlist's network transport that, while cut, drops every packet it would
+// send or receive and refuses every stream either way, as a silo cut off by a firewall.
+type isolatable struct {
+	*memberlist.NetTransport
+	cut     atomic.Bool
+	packets chan *memberlist.Packet
+	streams chan net.Conn
+	stop    chan struct{}
+}
+
+func newIsolatable(mc *memberlist.Config) (*isolatable, error) {
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}})
+	if err != nil {
+		return nil, err
+	}
+	i := &isolatable{NetTransport: nt, packets: make(chan *memberlist.Packet), streams: make(chan net.Conn), stop: make(chan struct{})}
+	go func() {
+		for {
+			select {
+			case p := <-nt.PacketCh():
+				if i.cut.Load() {
+					continue
+				}
+				select {
+				case i.packets <- p:
+				case <-i.stop:
+					return
+				}
+			case c := <-nt.StreamCh():
+				if i.cut.Load() {
+					c.Close()
+					continue
+				}
+				select {
+				case i.streams <- c:
+				case <-i.stop:
+					c.Close()
+					return
+				}
+			case <-i.stop:
+				return
+			}
+		}
+	}()
+	mc.Transport = i
+	mc.BindPort, mc.AdvertisePort = nt.GetAutoBindPort(), nt.GetAutoBindPort()
+	return i, nil
+}
+
+func (i *isolatable) PacketCh() <-chan *memberlist.Packet { return i.packets }
+func (i *isolatable) StreamCh() <-chan net.Conn           { return i.streams }
+
+func (i *isolatable) WriteTo(b []byte, addr string) (time.Time, error) {
+	return i.WriteToAddress(b, memberlist.Address{Addr: addr})
+}
+
+func (i *isolatable) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	if i.cut.Load() {
+		return time.Now(), nil
+	}
+	return i.NetTransport.WriteToAddress(b, a)
+}
+
+func (i *isolatable) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	return i.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
+}
+
+func (i *isolatable) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	if i.cut.Load() {
+		return nil, errors.New("isolated")
+	}
+	return i.NetTransport.DialAddressTimeout(a, timeout)
+}
+
+// Shutdown stops the forwarding, then memberlist's listeners, which wait until what they
+// received is taken: it is discarded meanwhile.
+func (i *isolatable) Shutdown() error {
+	close(i.stop)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-i.NetTransport.PacketCh():
+			case c := <-i.NetTransport.StreamCh():
+				c.Close()
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := i.NetTransport.Shutdown()
+	close(done)
+	return err
+}
+
+// A member cut off long enough for its peers to declare it dead, but too briefly to declare
+// them dead itself (its probes are slow: it still counts them live), hears of its death only
+// from a state exchange, memberlist's periodic push/pull: it must come soon after the heal,
+// not up to 15 s later (memberlist's local default), for its peers to list it again.
+func TestAHealedMemberThatStillSawItsPeersIsListedAgainSoon(t *testing.T) {
+	t.Parallel()
+	a, aTop := startFake(t, ProviderConfig{}, "healed", false)
+	_, bTop := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()}}, "healed", false)
+	var cut *isolatable
+	x, _ := startFake(t, ProviderConfig{Seeds: []string{a.GossipAddress()},
+		// It probes once a minute: it never suspects its peers during the cut.
+		ProbeInterval: time.Minute, ProbeTimeout: time.Second,
+		tuneMemberlist: func(mc *memberlist.Config) error {
+			var err error
+			cut, err = newIsolatable(mc)
+			return err
+		}}, "healed", false)
+	listed := func(top *fakeTopology) bool {
+		ids, _ := top.snapshot()
+		return slices.Contains(ids, x.MemberID())
+	}
+	testkit.Eventually(t, 10*time.Second, "both peers to list the third member", func() bool { return listed(aTop) && listed(bTop) })
+
+	cut.cut.Store(true)
+	testkit.Eventually(t, 20*time.Second, "both peers to drop the cut-off member", func() bool { return !listed(aTop) && !listed(bTop) })
+	// The cut lasts on until the peers' gossip of the death is spent, as in a cut of seconds.
+	time.Sleep(3 * time.Second)
+	if x.alone() {
+		t.Fatal("the cut-off member declared its peers dead: the test needs one that still counts them live")
+	}
+	cut.cut.Store(false)
+	healed := time.Now()
+	testkit.Eventually(t, 3*time.Second+DefaultPushPullInterval, "both peers to list the healed member again", func() bool { return listed(aTop) && listed(bTop) })
+	t.Logf("listed by both peers %v after the heal", time.Since(healed).Round(time.Millisecond))
 }
