@@ -1,13 +1,14 @@
 # Orrery — make help lists the targets.
 GO       ?= go
 DATA     ?= ./data
+RUNS     ?= 2
 # Packages whose tests start protoactor clusters run without -race: protoactor-go's cluster code
 # has data races of its own (the cluster package doc names them), which would fail every run.
 CLUSTER_PKGS_RE := /(cluster|silo|cmd/silo|cmd/orrery|examples|chaos|bench)(/|$$)
 RACE_PKGS    = $(shell $(GO) list ./... | grep -Ev '$(CLUSTER_PKGS_RE)')
 CLUSTER_PKGS = $(shell $(GO) list ./... | grep -E '$(CLUSTER_PKGS_RE)')
 
-.PHONY: help run cluster walkthrough quickstart bench-short test test-race test-cluster ui-deps chaos-deps cluster-test bench proto verify fuzz
+.PHONY: help run cluster walkthrough quickstart bench-short bench-peers test test-race test-cluster ui-deps chaos-deps cluster-test bench proto verify fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -64,6 +65,9 @@ bench: ## benchmarks at full scale (several minutes), figures via b.ReportMetric
 bench-short: ## the silo benchmarks scaled down (-short), so make test keeps them working
 	$(GO) test -short -count=1 -run '^$$' -bench . -benchtime 1x -timeout 10m ./bench
 
+bench-peers: ## Orrery beside River (PostgreSQL) on workloads A, B, C: medians of RUNS runs, ratios and server memory
+	cd bench/peers && $(GO) run . -runs $(RUNS)
+
 fuzz: ## run each fuzz target for FUZZTIME (default 10m); then scripts/fuzz-corpus.sh PKG TARGET keeps the grown corpus in testdata/fuzz
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $${FUZZTIME:-10m} ./grains/schedule/cron
 	$(GO) test -run '^$$' -fuzz FuzzValidateDefinition -fuzztime $${FUZZTIME:-10m} ./grains/schedule
@@ -77,9 +81,10 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10m); then scripts/fuzz-corp
 proto: ## regenerate api/v1 from the .proto files (needs protoc: apt-get install protobuf-compiler)
 	./scripts/gen-proto.sh
 
-verify: ## gofmt, go vet, go mod tidy diff, stale generated code
+verify: ## gofmt, go vet (bench/peers too), go mod tidy diff, stale generated code
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd bench/peers && $(GO) vet ./... # its own module (River, pgx): built here so it keeps up with the client
 	@cp go.mod /tmp/orrery-go.mod.$$$$ && cp go.sum /tmp/orrery-go.sum.$$$$ && $(GO) mod tidy && \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum: commit the tidy result"; git --no-pager diff -- go.mod go.sum | head -40; \
 	    cp /tmp/orrery-go.mod.$$$$ go.mod; cp /tmp/orrery-go.sum.$$$$ go.sum; rm -f /tmp/orrery-go.*.$$$$; exit 1; fi; rm -f /tmp/orrery-go.*.$$$$
