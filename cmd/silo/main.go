@@ -47,11 +47,8 @@
 // principal its certificate names (cluster/transportauth). The certificates are for
 // development; a deployment issues its own from its own CA.
 //
-// Unless --max-procs or the GOMAXPROCS environment variable says otherwise, it runs with
-// GOMAXPROCS at defaultProcsPerCPU times what Go chose: the Raft loop blocks its thread in
-// fdatasync and Badger its flushes and compactions in file I/O, and with one Go processor per
-// core a blocked thread holds its processor until Go's monitor hands it on while the state
-// machines, the grains and the transport wait (docs/benchmarks.md has the comparison).
+// It runs with the GOMAXPROCS Go chooses (or the GOMAXPROCS environment variable) unless
+// --max-procs sets one (docs/benchmarks.md has the comparison that left it to Go).
 package main
 
 import (
@@ -76,9 +73,6 @@ import (
 	"github.com/orreryhq/orrery/silo"
 )
 
-// defaultProcsPerCPU is the default GOMAXPROCS per processor Go chose for the process.
-const defaultProcsPerCPU = 4
-
 func main() {
 	if err := run(os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "silo:", err)
@@ -98,8 +92,8 @@ func run(args []string, getenv func(string) string) error {
 		return err
 	}
 	cfg := opts.silo
-	if procs := maxProcs(opts.maxProcs, getenv, runtime.GOMAXPROCS(0)); procs > 0 {
-		runtime.GOMAXPROCS(procs)
+	if opts.maxProcs > 0 {
+		runtime.GOMAXPROCS(opts.maxProcs)
 	}
 	logger := newLogger(os.Stderr, opts.logFormat, opts.logLevel)
 	cfg.Logger = logger
@@ -121,19 +115,6 @@ func run(args []string, getenv func(string) string) error {
 		os.Exit(1)
 	}
 	return nil
-}
-
-// maxProcs is the GOMAXPROCS to set (0: leave it) for the --max-procs value: a positive
-// value is taken; 0 is defaultProcsPerCPU times goChose unless the GOMAXPROCS environment
-// variable is set (the operator chose); a negative value leaves it.
-func maxProcs(flagValue int, getenv func(string) string, goChose int) int {
-	switch {
-	case flagValue > 0:
-		return flagValue
-	case flagValue == 0 && getenv("GOMAXPROCS") == "":
-		return defaultProcsPerCPU * goChose
-	}
-	return 0
 }
 
 // options are what the command line and environment configure.
@@ -173,7 +154,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", `OTLP/HTTP collector receiving the silo's traces, host:port or an http(s) URL (path default /v1/traces); empty: no traces`)
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one object a line)")
-	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: 4 × the CPUs unless GOMAXPROCS is set; -1: leave it)")
+	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: Go's choice, or the GOMAXPROCS environment variable)")
 	fs.BoolVar(&cfg.InsecureDev, "insecure-dev", false, "development mode: start without credentials; every capability on every namespace for the default client principal (anonymous) and the silo's own client")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the cluster CA: mutual TLS on the actor transport (with --tls-cert and --tls-key; silo certs writes development ones)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM file of this silo's certificate, naming the silo (URI SAN orrery:silo:<name>)")
@@ -187,6 +168,9 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	}
 	if err := limits.validate(); err != nil {
 		return opts, err
+	}
+	if opts.maxProcs < 0 {
+		return opts, fmt.Errorf("max-procs: must be at least 0 (0: Go's choice), got %d", opts.maxProcs)
 	}
 	if cfg.BootstrapExpect < 0 {
 		return opts, fmt.Errorf("bootstrap-expect: must be at least 0, got %d", cfg.BootstrapExpect)

@@ -96,32 +96,18 @@ func TestBadInputNamesTheSetting(t *testing.T) {
 	}
 }
 
-// TestMaxProcsDefaultsToSeveralPerCPUUnlessTheOperatorChose: by default the binary runs with
-// defaultProcsPerCPU per processor Go chose; the GOMAXPROCS environment variable or a
-// negative --max-procs leaves it alone; an explicit value is taken.
-func TestMaxProcsDefaultsToSeveralPerCPUUnlessTheOperatorChose(t *testing.T) {
+// TestMaxProcsIsGosUnlessSet: by default the binary leaves GOMAXPROCS to Go (0); an explicit
+// value is taken; a negative one is refused, naming the flag.
+func TestMaxProcsIsGosUnlessSet(t *testing.T) {
 	none := func(string) string { return "" }
-	operator := func(k string) string {
-		if k == "GOMAXPROCS" {
-			return "3"
-		}
-		return ""
-	}
-	opts, err := parseConfig(nil, none)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		flag   int
-		getenv func(string) string
-		want   int
-	}{{opts.maxProcs, none, defaultProcsPerCPU * 2}, {5, none, 5}, {0, operator, 0}, {5, operator, 5}, {-1, none, 0}} {
-		if got := maxProcs(c.flag, c.getenv, 2); got != c.want {
-			t.Errorf("maxProcs(%d, GOMAXPROCS=%q, 2) = %d, want %d", c.flag, c.getenv("GOMAXPROCS"), got, c.want)
-		}
+	if opts, err := parseConfig(nil, none); err != nil || opts.maxProcs != 0 {
+		t.Errorf("default --max-procs %d (%v), want 0", opts.maxProcs, err)
 	}
 	if opts, err := parseConfig([]string{"--max-procs", "7"}, none); err != nil || opts.maxProcs != 7 {
 		t.Errorf("--max-procs 7: %d (%v)", opts.maxProcs, err)
+	}
+	if _, err := parseConfig([]string{"--max-procs", "-1"}, none); err == nil || !strings.Contains(err.Error(), "max-procs: must be at least 0") {
+		t.Errorf("--max-procs -1: %v, want an error naming the flag", err)
 	}
 }
 
