@@ -13,21 +13,30 @@
 //
 //	round, err := groups.Ready()             // every group with work
 //	install(round.Restores)                  // 0. accepted snapshots' states (below)
-//	log.Persist(round.Writes)                // 1. ONE synced write for all of them
-//	for _, out := range round.Messages {     // 2. only after Persist returned
+//	durable, appended := round.splitDurable()
+//	apply(durable)                           // 1. committed entries a previous round persisted
+//	log.Persist(round.Writes)                // 2. ONE synced write for all of them
+//	for _, out := range round.Messages {     // 3. only after Persist returned
 //		transport.Send(out.To, out.Messages)
 //	}
-//	for _, c := range round.Committed {      // 3. each group's entries, in log order
-//		apply(c)
-//	}
+//	apply(appended)                          // 4. committed entries this round appended
 //	resolve(round.Outcomes)                  //    answer or fail the proposals they settle
-//	groups.Advance(round)                    // 4.
-//	sendSnapshots(round.Snapshots)           // 5. state snapshots Raft asked for (below)
-//	log.Compact(round.Compactions...)        // 6.
+//	groups.Advance(round)                    // 5.
+//	sendSnapshots(round.Snapshots)           // 6. state snapshots Raft asked for (below)
+//	log.Compact(round.Compactions...)        // 7.
 //	answerOnceApplied(round.Reads)           //    confirmed reads (below)
 //
-// which is the order of the etcd raft README. Advance applies conf-change entries
-// (ApplyConfChange is always called) and records the applied index, term and logged time.
+// which is the order of the etcd raft README but for step 1: an entry committed in this round
+// that an earlier round persisted is durable already (on a quorum, and in this replica's log),
+// so it applies while this round's new entries persist, and its command waits for one sync,
+// not two. Each group's entries still apply in log order: the durable ones are those before
+// the first entry this round's Writes append to the group (a follower can be told of a commit
+// index together with the entries it covers); those wait for the persist. An apply that runs
+// ahead of the persisted commit index (a crash before step 2) is safe for the same reason as a
+// snapshot installed before its round persists (see Snapshots, Crashes): the entries are
+// committed and in the log, and Open does not hand them out again. Advance applies conf-change
+// entries (ApplyConfChange is always called) and records the applied index, term and logged
+// time.
 //
 // # Logged time and proposals
 //

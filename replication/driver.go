@@ -343,6 +343,15 @@ func (d *Driver) RunRound() (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// The committed entries a previous round persisted apply now, while this round persists:
+	// a command waits for the sync that made its entry durable, not for the next one too. The
+	// rest (a follower's entries that this very round appends) apply after the persist.
+	durable, appended := round.splitDurable()
+	for _, c := range durable {
+		if err := d.cfg.StateMachine.Apply(c); err != nil {
+			return false, fmt.Errorf("apply raft group %d: %w", c.Group, err)
+		}
+	}
 	if len(round.Writes) > 0 {
 		var persistStart time.Time
 		if observe != nil {
@@ -365,15 +374,15 @@ func (d *Driver) RunRound() (bool, error) {
 		d.cfg.Transport.Send(out.To, out.Messages)
 	}
 	// The previous round's applies ran while this round persisted; they end before this
-	// round's begin, and before this round's snapshots and compactions, which the previous
-	// round's applied indexes bound.
+	// round's appended entries apply, and before this round's snapshots and compactions,
+	// which the previous round's applied indexes bound.
 	if err := d.cfg.StateMachine.AwaitApplied(); err != nil {
 		return false, fmt.Errorf("apply raft round: %w", err)
 	}
 	d.mu.Lock()
 	d.appliedThrough(roundNo - 1)
 	d.mu.Unlock()
-	for _, c := range round.Committed {
+	for _, c := range appended {
 		if err := d.cfg.StateMachine.Apply(c); err != nil {
 			return false, fmt.Errorf("apply raft group %d: %w", c.Group, err)
 		}

@@ -294,7 +294,7 @@ func TestOneRoundPersistsEveryGroupOnceBeforeSending(t *testing.T) {
 				t.Fatalf("%s: replica %d ran no round: %v", phase, r.id, err)
 			}
 			r.mu.Lock()
-			events := slices.Clone(r.events)
+			events := slices.DeleteFunc(slices.Clone(r.events), func(e event) bool { return e.kind == "apply" })
 			r.mu.Unlock()
 			if len(events) < 3 || events[0] != (event{kind: "persist-begin", writes: wantGroups}) ||
 				events[1] != (event{kind: "persist-end", writes: wantGroups}) {
@@ -306,6 +306,45 @@ func TestOneRoundPersistsEveryGroupOnceBeforeSending(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// An entry persisted in one round and committed in the next applies before that next round
+// persists its own new entries: its command waits for the sync that made it durable, not for
+// an unrelated one after it.
+func TestACommittedEntryAppliesBeforeTheNextRoundPersists(t *testing.T) {
+	c := newCluster(t, 1, 1, 11)
+	c.awaitLeaders(electionBound)
+	c.settle()
+	r := c.replica(1)
+	run := func(what string) []event {
+		t.Helper()
+		r.mu.Lock()
+		r.events = nil
+		r.mu.Unlock()
+		if did, err := r.driver.RunRound(); !did || err != nil {
+			t.Fatalf("%s: no round: %v", what, err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return slices.Clone(r.events)
+	}
+	if _, err := r.driver.Propose(0, "tenant-a", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if events := run("the first entry's round"); len(events) != 2 || events[0].kind != "persist-begin" {
+		t.Fatalf("the first entry's round: %+v, want it persisted and nothing applied", events)
+	}
+	if _, err := r.driver.Propose(0, "tenant-a", []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	events := run("the second entry's round")
+	want := []event{{kind: "apply", writes: 1}, {kind: "persist-begin", writes: 1}, {kind: "persist-end", writes: 1}}
+	if !slices.Equal(events, want) {
+		t.Fatalf("the round that commits the first entry and appends the second: %+v, want %+v", events, want)
+	}
+	if got := commands(r.appliedOf(0)); !slices.Equal(got, []string{"first"}) {
+		t.Fatalf("applied %q", got)
 	}
 }
 

@@ -21,8 +21,8 @@ const electionBound = 6 * 10
 
 // event is one step of a replica's round, in the order it happened.
 type event struct {
-	kind   string // "persist-begin", "persist-end", "send"
-	writes int    // groups in the Persist call
+	kind   string // "persist-begin", "persist-end", "send", "apply"
+	writes int    // groups in the Persist call; entries handed to Apply
 }
 
 // recordingLog is a RaftLog that counts Persist calls and records when they begin and end.

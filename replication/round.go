@@ -43,6 +43,47 @@ type Round struct {
 	readies []groupReady
 }
 
+// splitDurable divides the round's Committed in two, keeping each group's log order: the
+// entries already in the persisted log (a previous round's Writes), which may apply before
+// this round's Writes are persisted, and those this round's Writes append (a follower told of
+// a commit index along with the entries it covers), which apply only once they are. A group
+// whose entries fall on both sides appears in both, its durable part first; AppliedIndex of
+// the durable part is its last entry's index (Raft's own entries between it and the appended
+// part are recorded by the second).
+func (r *Round) splitDurable() (durable, appended []Committed) {
+	firstAppended := map[int]uint64{}
+	for _, w := range r.Writes {
+		if len(w.Entries) > 0 {
+			firstAppended[w.Group] = w.Entries[0].GetIndex()
+		}
+	}
+	for _, c := range r.Committed {
+		first, ok := firstAppended[c.Group]
+		if !ok {
+			durable = append(durable, c)
+			continue
+		}
+		cut := 0
+		for cut < len(c.Entries) && c.Entries[cut].Index < first {
+			cut++
+		}
+		switch cut {
+		case len(c.Entries):
+			if c.AppliedIndex < first {
+				durable = append(durable, c)
+			} else {
+				appended = append(appended, c)
+			}
+		case 0:
+			appended = append(appended, c)
+		default:
+			durable = append(durable, Committed{Group: c.Group, Entries: c.Entries[:cut], AppliedIndex: c.Entries[cut-1].Index})
+			appended = append(appended, Committed{Group: c.Group, Entries: c.Entries[cut:], AppliedIndex: c.AppliedIndex})
+		}
+	}
+	return durable, appended
+}
+
 // Outbound is a batch of messages for one replica.
 type Outbound struct {
 	To       uint64

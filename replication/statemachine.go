@@ -14,11 +14,13 @@ const MaxSnapshotChunkBytes = 1 << 20
 // StateMachine is the state side of a Driver: every hosted group's state. Its methods run on
 // the driver's goroutine and must not call back into the Driver.
 type StateMachine interface {
-	// Apply takes a group's committed entries of a round, in log order, after they were
-	// persisted and the round's messages sent, to apply them and record c.AppliedIndex with
-	// their writes. It may return before they are applied, so that the groups of a round
-	// apply at the same time and while the next round persists; AwaitApplied waits for them.
-	// An error is fatal to the driver.
+	// Apply takes a group's committed entries of a round, in log order, once they are in the
+	// persisted log (before the round persists its own Writes when an earlier round did, after
+	// it and after the round's messages are sent otherwise), to apply them and record
+	// c.AppliedIndex with their writes. It may return before they are applied, so that the
+	// groups of a round apply at the same time and while rounds persist; AwaitApplied waits
+	// for them. A group's calls come in log order, possibly before the previous call's entries
+	// have applied: they must apply in call order. An error is fatal to the driver.
 	Apply(c Committed) error
 	// AwaitApplied returns once every Apply handed over so far has applied its entries. The
 	// driver calls it in every round after persisting and before that round's applies,

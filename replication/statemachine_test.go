@@ -25,6 +25,7 @@ var errCrashed = errors.New("crashed (test crash point)")
 func (r *replica) Apply(c Committed) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.events = append(r.events, event{kind: "apply", writes: len(c.Entries)})
 	if r.deferApply {
 		r.deferred = append(r.deferred, c)
 		return nil
