@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/internal/testkit"
 	"github.com/orreryhq/orrery/persistence"
 )
 
@@ -184,9 +186,22 @@ func TestTheFreeDiskFloorRefusesCommandsAndRecovers(t *testing.T) {
 		cfg.Store.FreeBytesFunc = func(string) (uint64, error) { return free.Load(), nil }
 	}, nil)
 	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
-	before := h.appliedIndex()
 	free.Store(1 << 20)
-	err := orrery.FromProto(h.do(command("c2", 0, enqueue("m2"))).GetError())
+	// The disk is read at most every persistence.FreeSpaceRecheck: commands sent meanwhile
+	// are still taken, each under its own id.
+	var err error
+	var before uint64
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatalf("no command refused below the floor within 100 tries, 20 ms apart: %v", err)
+		}
+		before = h.appliedIndex()
+		err = orrery.FromProto(h.do(command(fmt.Sprintf("c2-%d", i), 0, enqueue(fmt.Sprintf("m2-%d", i)))).GetError())
+		if err != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !errors.Is(err, orrery.ErrUnavailable) || !strings.Contains(err.Error(), "below the floor") {
 		t.Fatalf("a command below the floor answered %v, want Unavailable naming the floor", err)
 	}
@@ -197,5 +212,7 @@ func TestTheFreeDiskFloorRefusesCommandsAndRecovers(t *testing.T) {
 		t.Fatalf("the host failed below the floor: %v", err)
 	}
 	free.Store(2 << 30)
-	receipt(t, h.do(command("c2", 0, enqueue("m2"))))
+	testkit.Eventually(t, 10*time.Second, "a command taken once the disk has room again", func() bool {
+		return h.do(command("c3", 0, enqueue("m3"))).GetError() == nil
+	})
 }

@@ -40,8 +40,9 @@ type Options struct {
 	ValueThresholdBytes int64
 	// MinFreeBytes is the free-disk floor: opening the store fails with Unavailable, and the
 	// partitions refuse new commands (SiloStore.CheckFreeSpace), when the file system holding
-	// it has less free space than this. Zero disables the check. Badger dies with SIGBUS when a
-	// memtable flush finds the disk full; a floor of a few memtables avoids that.
+	// it has less free space than this (read at most every FreeSpaceRecheck). Zero disables
+	// the check. Badger dies with SIGBUS when a memtable flush finds the disk full; a floor of
+	// a few memtables avoids that.
 	MinFreeBytes uint64
 	// Logger receives Badger's warnings and errors (default slog.Default()). Badger's info and
 	// debug messages are dropped.

@@ -26,6 +26,7 @@ func SiloStoreDir(dataRoot string) string { return filepath.Join(dataRoot, "stor
 type SiloStore struct {
 	dir        string
 	opts       Options
+	freeSpace  *freeSpaceCheck
 	db         *badger.DB
 	siloID     uint64
 	partitions int
@@ -74,7 +75,7 @@ func OpenSiloStore(dir string, partitions int, opts Options) (*SiloStore, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &SiloStore{dir: dir, opts: opts, db: db, partitions: partitions, wals: newWALSyncer(dir)}
+	s := &SiloStore{dir: dir, opts: opts, freeSpace: &freeSpaceCheck{dir: dir, opts: opts}, db: db, partitions: partitions, wals: newWALSyncer(dir)}
 	s.versions.last = db.MaxVersion()
 	s.versions.durable = s.versions.last
 	if err := s.loadMeta(); err != nil {
@@ -166,7 +167,8 @@ func (s *SiloStore) Partitions() int { return s.partitions }
 // Options.MinFreeBytes, when it is an Unavailable error naming the floor: the partitions refuse
 // new commands with it. The store's own writes do not check it (they are what the commands
 // already accepted need, a bounded amount, and refusing a Raft write is fatal to the silo).
-func (s *SiloStore) CheckFreeSpace() error { return checkFreeSpace(s.dir, s.opts) }
+// The file system is read at most every FreeSpaceRecheck.
+func (s *SiloStore) CheckFreeSpace() error { return s.freeSpace.check() }
 
 // DiskBytes is the size of the files in the store's directory (Badger's tables, value log,
 // write-ahead memtables and manifest), as the file system reports them now.
@@ -256,7 +258,7 @@ func (s *SiloStore) commitUnsynced(writes []storeWrite) (int, error) {
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
-	if err := checkFreeSpace(s.dir, s.opts); err != nil {
+	if err := s.freeSpace.check(); err != nil {
 		return 0, err
 	}
 	readAt := s.versions.beginRead(true)

@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestSiloStoreMetadata: the first open creates a non-zero silo id that later opens keep, and
@@ -94,4 +97,35 @@ func TestSiloStoreDiskBytes(t *testing.T) {
 	if free, err := s.FreeDiskBytes(); err != nil || free != 12345 {
 		t.Fatalf("FreeDiskBytes: %d, %v; want 12345 from FreeBytesFunc", free, err)
 	}
+}
+
+// TestTheFreeDiskFloorReadsTheDiskAtMostEveryRecheck: a burst of checks reads the file system
+// once, not once each; a disk that filled meanwhile is seen once the recheck interval passed,
+// and one that has room again likewise.
+func TestTheFreeDiskFloorReadsTheDiskAtMostEveryRecheck(t *testing.T) {
+	t.Parallel()
+	var free, reads atomic.Uint64
+	free.Store(2 << 30)
+	opts := quietOptions()
+	opts.MinFreeBytes = 1 << 30
+	opts.FreeBytesFunc = func(string) (uint64, error) { reads.Add(1); return free.Load(), nil }
+	s, err := OpenSiloStore(SiloStoreDir(t.TempDir()), 4, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	before := reads.Load()
+	start := time.Now()
+	for range 1000 {
+		if err := s.CheckFreeSpace(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, took := reads.Load()-before, time.Since(start); n > 1+uint64(took/FreeSpaceRecheck) {
+		t.Fatalf("1,000 checks in %v read the disk %d times, want at most once per %v", took, n, FreeSpaceRecheck)
+	}
+	free.Store(1 << 20)
+	testkit.Eventually(t, 10*FreeSpaceRecheck, "a full disk to be refused", func() bool { return s.CheckFreeSpace() != nil })
+	free.Store(2 << 30)
+	testkit.Eventually(t, 10*FreeSpaceRecheck, "a disk with room again to be accepted", func() bool { return s.CheckFreeSpace() == nil })
 }
