@@ -412,11 +412,16 @@ func (l *casLoad) report(t *testing.T) []casFailure {
 // with a worker, and four callers updating sagas by compare-and-set (CompareExchangeSaga on the
 // revision each last saw), one saga per caller and partition, each call with a 3 s deadline.
 // Each silo in turn is stopped with SIGTERM, started again on its data dir, and waited for until
-// it serves again (Cluster.WaitServes), then 8 s pass before the next SIGTERM; one round of
-// the three silos, three with ORRERY_CLUSTER_FULL=1. No CAS call may fail: every one answers
-// within its deadline with the next revision. Each failure is logged with when it was sent,
-// its partition, its error and what the restart was doing then. At the end every saga holds
-// what its caller last wrote, and no occurrence was enqueued twice, no schedule has a gap.
+// it serves again (Cluster.WaitServes), then the load runs on before the next SIGTERM: with
+// ORRERY_CLUSTER_FULL=1, three rounds of the three silos, 8 s of steady load before the first
+// SIGTERM and 8 s after each silo serves again; in the short form one round, steady load for
+// at least 2 s and until the leaderships are even, and, after each silo serves again, until
+// the leaderships have moved back to it under the load (awaitEvenLeaders: the moves the 8 s
+// covered). No CAS call may fail: every one
+// answers within its deadline with the next revision. Each failure is logged with when it was
+// sent, its partition, its error and what the restart was doing then. At the end every saga
+// holds what its caller last wrote, and no occurrence was enqueued twice, no schedule has a
+// gap.
 func TestClusterRollingRestartUnderCASLoad(t *testing.T) {
 	const callDeadline = 3 * time.Second
 	const callers = 4
@@ -438,7 +443,12 @@ func TestClusterRollingRestartUnderCASLoad(t *testing.T) {
 	phases := &phaseLog{}
 	phases.set("steady, before the rolling restart")
 	load := startCASLoad(t, ctx, c, callers, clusterPartitions, callDeadline, phases)
-	time.Sleep(apart)
+	if clusterFull() {
+		time.Sleep(apart)
+	} else {
+		took := awaitEvenLeaders(t, ctx, cl, 2*time.Second, func() string { return "under steady load, before the rolling restart" })
+		t.Logf("steady load for %v before the first SIGTERM, leaderships even", took.Round(time.Millisecond))
+	}
 
 	type restart struct {
 		round, silo int
@@ -487,10 +497,16 @@ func TestClusterRollingRestartUnderCASLoad(t *testing.T) {
 			restarts = append(restarts, r)
 			t.Logf("round %d: leader changes from silo %d's SIGTERM until it served again: %s", round+1, i,
 				leaders.between(-1, r.window[0], r.window[1].Add(time.Second), load.began))
-			phases.set(fmt.Sprintf("silo %d serving again (round %d), %v before the next SIGTERM", i, round+1, apart))
-			for pause := time.Now().Add(apart); time.Now().Before(pause); {
-				requireUp(t, cl, func() string { return fmt.Sprintf("after silo %d served again in round %d", i, round+1) })
-				time.Sleep(min(250*time.Millisecond, time.Until(pause)))
+			if clusterFull() {
+				phases.set(fmt.Sprintf("silo %d serving again (round %d), %v before the next SIGTERM", i, round+1, apart))
+				for pause := time.Now().Add(apart); time.Now().Before(pause); {
+					requireUp(t, cl, func() string { return fmt.Sprintf("after silo %d served again in round %d", i, round+1) })
+					time.Sleep(min(250*time.Millisecond, time.Until(pause)))
+				}
+			} else {
+				phases.set(fmt.Sprintf("silo %d serving again (round %d), leaderships moving back to it before the next SIGTERM", i, round+1))
+				took := awaitEvenLeaders(t, ctx, cl, 0, func() string { return fmt.Sprintf("after silo %d served again in round %d", i, round+1) })
+				t.Logf("round %d: leaderships even again %v after silo %d served again", round+1, took.Round(time.Millisecond), i)
 			}
 		}
 	}
@@ -514,8 +530,12 @@ func TestClusterRollingRestartUnderCASLoad(t *testing.T) {
 	}
 	exitMedian, exitMax := medianMax(exits)
 	servingMedian, servingMax := medianMax(servings)
-	t.Logf("%d SIGTERM restarts, %v apart: SIGTERM → exit median %v, max %v; SIGTERM → serving again median %v, max %v",
-		len(restarts), apart, exitMedian.Round(time.Millisecond), exitMax.Round(time.Millisecond),
+	spaced := fmt.Sprintf("%v apart", apart)
+	if !clusterFull() {
+		spaced = "each once the leaderships were even again"
+	}
+	t.Logf("%d SIGTERM restarts, %s: SIGTERM → exit median %v, max %v; SIGTERM → serving again median %v, max %v",
+		len(restarts), spaced, exitMedian.Round(time.Millisecond), exitMax.Round(time.Millisecond),
 		servingMedian.Round(time.Millisecond), servingMax.Round(time.Millisecond))
 	t.Logf("%d CAS calls by %d callers over %d sagas in %v: %d succeeded, %d failed (%d of them found applied when read back); "+
 		"%d more in flight when the load stopped; %d transitions applied in all",
@@ -546,6 +566,35 @@ func TestClusterRollingRestartUnderCASLoad(t *testing.T) {
 	}
 	k.finish(t, ctx)
 	requireUp(t, cl, func() string { return "by the end of the test" })
+}
+
+// awaitEvenLeaders polls cl every 250 ms, failing the test (when says when) as soon as a silo
+// has exited, until at least least has passed and every partition is led, the counts of
+// partitions the silos lead differing by at most one (what balancing converges to; see
+// TestClusterLeadersAreBalanced); it fails the test if that takes more than 60 s. It returns
+// how long it waited.
+func awaitEvenLeaders(t *testing.T, ctx context.Context, cl *Cluster, least time.Duration, when func() string) time.Duration {
+	t.Helper()
+	const within = 60 * time.Second
+	began := time.Now()
+	counts := make([]int, len(cl.Silos))
+	for {
+		requireUp(t, cl, when)
+		leaders := cl.Leaders(ctx)
+		clear(counts)
+		for _, i := range leaders {
+			counts[i]++
+		}
+		waited := time.Since(began)
+		if waited >= least && len(leaders) == cl.Specs[0].Partitions && slices.Max(counts)-slices.Min(counts) <= 1 {
+			return waited
+		}
+		if waited > within {
+			t.Fatalf("%s: leaders per silo %v (%d of %d partitions led) after %v: not even\n%s",
+				when(), counts, len(leaders), cl.Specs[0].Partitions, within, cl.logs())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // TestClusterLostDiskUnderCASLoad: the same CAS load as TestClusterRollingRestartUnderCASLoad on
