@@ -35,7 +35,7 @@ func (c *Client) Batch(ctx context.Context, partition int, mutations []*orreryv1
 			}
 		}
 	}
-	receipt, raw, _, err := c.command(ctx, partition, mutations, c.callOptions(opts), 0)
+	receipt, raw, err := c.command(ctx, partition, mutations, c.callOptions(opts), 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -58,7 +58,7 @@ func (c *Client) mutate(ctx context.Context, lane *orreryv1.Lane, m *orreryv1.Mu
 
 // mutateOn is mutate on an explicit partition.
 func (c *Client) mutateOn(ctx context.Context, partition int, m *orreryv1.Mutation, o callOptions) (*orreryv1.MutationResult, error) {
-	receipt, _, _, err := c.command(ctx, partition, []*orreryv1.Mutation{m}, o, 0)
+	receipt, _, err := c.command(ctx, partition, []*orreryv1.Mutation{m}, o, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -18,23 +18,35 @@ import (
 // command sends one batch to partition with the retry policy and decodes its receipt. Every
 // attempt sends the same request, so every retry carries the same command id. A batch beyond
 // the client's Limits fails with Validation before the first attempt. A waiting request
-// (wait > 0, a batch of one Receive) applies nothing and is answered without a receipt, unless
-// its command id already has one: receipt is nil then, and visible says whether a message of
-// its queue is visible.
-func (c *Client) command(ctx context.Context, partition int, mutations []*orreryv1.Mutation, o callOptions, wait time.Duration) (receipt *orreryv1.Receipt, raw []byte, visible bool, err error) {
-	if err := c.checkPartition(partition); err != nil {
-		return nil, nil, false, err
+// (wait > 0, a batch of one Receive) is answered with its receipt once it leased, or without
+// one (receipt nil) when its wait ended first.
+func (c *Client) command(ctx context.Context, partition int, mutations []*orreryv1.Mutation, o callOptions, wait time.Duration) (receipt *orreryv1.Receipt, raw []byte, err error) {
+	req := c.request(mutations, o)
+	req.WaitMicros = wait.Microseconds()
+	return c.submit(ctx, partition, req, o)
+}
+
+// request is the CommandRequest of mutations under o, on behalf of the client's principal.
+func (c *Client) request(mutations []*orreryv1.Mutation, o callOptions) *orreryv1.CommandRequest {
+	return &orreryv1.CommandRequest{
+		Principal: c.principal,
+		Batch:     &orreryv1.Batch{CommandId: o.commandID, Mutations: mutations, AllOrNothing: o.allOrNothing},
 	}
-	req := &orreryv1.CommandRequest{
-		Principal:  c.principal,
-		Batch:      &orreryv1.Batch{CommandId: o.commandID, Mutations: mutations, AllOrNothing: o.allOrNothing},
-		WaitMicros: wait.Microseconds(),
+}
+
+// submit sends req to partition with the retry policy, as command does. A reply with neither
+// receipt nor error (a waiting request whose wait ended, an abandon that found nothing
+// leased) yields a nil receipt.
+func (c *Client) submit(ctx context.Context, partition int, req *orreryv1.CommandRequest, o callOptions) (receipt *orreryv1.Receipt, raw []byte, err error) {
+	if err := c.checkPartition(partition); err != nil {
+		return nil, nil, err
 	}
 	if err := c.checkSizes(req); err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
+	mayBeEmpty := req.GetWaitMicros() > 0 || req.GetAbandon()
 	ctx, span := c.tracer.Start(ctx, tracing.CommandSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		tracing.AttrPartition.Int(partition), tracing.AttrCommandID.String(o.commandID), tracing.AttrMutations.Int(len(mutations))))
+		tracing.AttrPartition.Int(partition), tracing.AttrCommandID.String(o.commandID), tracing.AttrMutations.Int(len(req.GetBatch().GetMutations()))))
 	defer func() { tracing.EndWithError(span, err) }()
 	err = c.retrying(ctx, "command", partition, o.onRetry, func() error {
 		reply, err := c.transport.Command(ctx, partition, req)
@@ -47,20 +59,20 @@ func (c *Client) command(ctx context.Context, partition int, mutations []*orrery
 		if reply.GetError() != nil {
 			return orrery.FromProto(reply.GetError())
 		}
-		if wait > 0 && len(reply.GetReceipt()) == 0 {
-			receipt, raw, visible = nil, nil, reply.GetVisible()
+		if mayBeEmpty && len(reply.GetReceipt()) == 0 {
+			receipt, raw = nil, nil
 			return nil
 		}
 		receipt, raw, err = decodeReceipt(reply.GetReceipt(), o.commandID)
 		return err
 	})
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
 	if o.receipt != nil && receipt != nil {
 		*o.receipt = Receipt{Receipt: receipt, Bytes: raw}
 	}
-	return receipt, raw, visible, nil
+	return receipt, raw, nil
 }
 
 // inspect sends one read to partition with the retry policy, on behalf of the client's

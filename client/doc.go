@@ -43,10 +43,10 @@
 //
 // # Long polls
 //
-// A receive with a wait is two requests with one command id: the first waits on the
-// partition and leases nothing, the second, sent only if the caller is still there once a
-// message is visible, leases. A receive whose caller goes away while it waits leases nothing;
-// one whose caller goes away while it leases is waited for and its messages released.
+// A receive with a wait is one request that waits on the partition and leases there as soon as
+// a message is visible. A receive whose caller goes away while it waits is abandoned: the same
+// command id with abandon set, which drops it from the partition, or, when it had leased
+// already, returns its receipt, whose messages are released.
 //
 // The package clienttest holds the in-memory twin of Transport for tests: the partition
 // engine itself over in-memory partitions, with an apply loop in place of Raft and

@@ -35,27 +35,27 @@ func (c *Client) Enqueue(ctx context.Context, m *orreryv1.Enqueue, opts ...CallO
 // Receive leases up to m.Max visible messages of queue (m.Namespace, m.Queue) held by one
 // partition. A queue spans every partition; Worker keeps one such receive per partition.
 //
-// With wait > 0 it is a long poll in two requests. The first waits on the partition (at most
-// wait, bounded by the partition) until a message of the queue is visible, and leases
-// nothing; when its wait ends first, Receive returns no messages. The second, sent only while
-// ctx is alive, sends the same command (same command id) without waiting, and leases. So a
-// caller whose ctx ended while it waited leases nothing. If ctx ends while a leasing request
-// is in flight (the second, or the only one when wait is 0), Receive still waits for it, at
-// most ReceiveSettleTimeout longer, releases every message it leased, and returns the ctx
-// error. What remains: a process that dies, or a leasing request still unanswered after
-// ReceiveSettleTimeout, leaves its leases to expire (m.LeaseDurationMicros) before the
-// messages are visible again.
+// With wait > 0 it is a long poll: the request waits on the partition (at most wait, bounded by
+// the partition) until a message of the queue is visible, leases there and returns what it
+// leased; when its wait ends first, Receive returns no messages. A caller whose ctx ends while
+// it waits leases nothing it keeps: Receive abandons the waiting request (the partition drops
+// it, or answers with what it had leased already), releases what it leased, and returns the
+// ctx error. If ctx ends while a leasing request is in flight, Receive waits for it (and for
+// the abandon) at most ReceiveSettleTimeout longer. What remains: a process that dies, or a
+// request still unanswered after ReceiveSettleTimeout, leaves its leases to expire
+// (m.LeaseDurationMicros) before the messages are visible again.
 func (c *Client) Receive(ctx context.Context, partition int, m *orreryv1.Receive, wait time.Duration, opts ...CallOption) ([]*orreryv1.QueueMessage, error) {
 	res, err := c.receive(ctx, partition, m, wait, ReceiveSettleTimeout, opts...)
 	return res.GetMessages(), err
 }
 
 // ReceiveSettleTimeout bounds how long Receive waits, after its context ends, for a leasing
-// request already sent, and then for the releases of what it leased.
+// request already sent or the abandon of a waiting one, and then for the releases of what it
+// leased.
 const ReceiveSettleTimeout = 5 * time.Second
 
 // receive is Receive returning the whole result (with its more flag), waiting at most settle
-// for a leasing request and its releases after ctx ends.
+// for a leasing request, an abandon and its releases after ctx ends.
 func (c *Client) receive(ctx context.Context, partition int, m *orreryv1.Receive, wait, settle time.Duration, opts ...CallOption) (*orreryv1.ReceiveResult, error) {
 	if wait < 0 {
 		return nil, orrery.Invalid("wait", "must not be negative, got %s", wait)
@@ -63,17 +63,23 @@ func (c *Client) receive(ctx context.Context, partition int, m *orreryv1.Receive
 	mutation := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: m}}
 	o := c.callOptions(opts)
 	if wait > 0 {
-		receipt, _, visible, err := c.command(ctx, partition, []*orreryv1.Mutation{mutation}, o, wait)
-		switch {
-		case err != nil:
+		receipt, _, err := c.command(ctx, partition, []*orreryv1.Mutation{mutation}, o, wait)
+		if err != nil {
+			if ctx.Err() != nil || orrery.Retriable(orrery.CodeOf(err)) || orrery.CodeOf(err) == orrery.CodeDeadlineExceeded {
+				// The request may still be parked, or leasing, on the partition.
+				c.abandon(ctx, partition, mutation, o, settle)
+			}
 			return nil, err
-		case receipt != nil: // the command id was answered before: its receipt is replayed
-			return receiveResult(onlyResult(receipt))
-		case !visible:
-			return &orreryv1.ReceiveResult{}, nil
-		case ctx.Err() != nil:
-			return nil, stopped(ctx, "receive", partition, 1, nil)
 		}
+		if receipt == nil { // the wait ended with nothing visible
+			return &orreryv1.ReceiveResult{}, nil
+		}
+		res, err := receiveResult(onlyResult(receipt))
+		if ctx.Err() != nil {
+			c.releaseAll(ctx, res.GetMessages(), settle)
+			return nil, stopped(ctx, "receive", partition, 1, err)
+		}
+		return res, err
 	}
 	leaseCtx, cancel := outliving(ctx, settle)
 	defer cancel()
@@ -83,6 +89,31 @@ func (c *Client) receive(ctx context.Context, partition int, m *orreryv1.Receive
 		return nil, stopped(ctx, "receive", partition, 1, err)
 	}
 	return res, err
+}
+
+// abandon ends the waiting receive of mutation under o whose caller stopped waiting
+// (CommandRequest.abandon), under a context that outlives ctx by at most settle: the partition
+// drops it if it is still parked, and otherwise answers with its receipt, whose messages are
+// released. settle is measured on the client's clock.
+func (c *Client) abandon(ctx context.Context, partition int, mutation *orreryv1.Mutation, o callOptions, settle time.Duration) {
+	// settle runs on the client's clock, as the retries' backoffs do.
+	abandonCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	timer := c.clock.AfterFunc(settle, cancel)
+	defer func() { timer.Stop(); cancel() }()
+	req := c.request([]*orreryv1.Mutation{mutation}, o)
+	req.Abandon = true
+	o.onRetry = nil // the caller has stopped listening
+	receipt, _, err := c.submit(abandonCtx, partition, req, o)
+	if err == nil && receipt != nil {
+		var res *orreryv1.ReceiveResult
+		if res, err = receiveResult(onlyResult(receipt)); err == nil {
+			c.releaseAll(ctx, res.GetMessages(), settle)
+		}
+	}
+	if err != nil {
+		c.log.Warn("orrery client: could not abandon a waiting receive whose caller went away; what it leases waits for its lease to expire",
+			"partition", partition, "command_id", o.commandID, "err", err)
+	}
 }
 
 func receiveResult(r *orreryv1.MutationResult, err error) (*orreryv1.ReceiveResult, error) {

@@ -285,10 +285,10 @@ func TestLongPollReceive(t *testing.T) {
 	}
 }
 
-// TestLongPollLeasesWithItsOwnCommandOnceVisible: a long poll that finds nothing sends one
-// waiting request and leases nothing; one that finds a message sends the waiting request and
-// then the same command (same command id) without waiting, which leases.
-func TestLongPollLeasesWithItsOwnCommandOnceVisible(t *testing.T) {
+// TestALongPollLeasesWithItsOneRequest: a long poll that finds nothing sends one waiting
+// request, answered without a receipt; one that finds a message sends one waiting request,
+// which leases it.
+func TestALongPollLeasesWithItsOneRequest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
 	ctx := ctxFor(t)
@@ -305,18 +305,45 @@ func TestLongPollLeasesWithItsOwnCommandOnceVisible(t *testing.T) {
 	if err != nil || len(msgs) != 1 || msgs[0].GetDeliveryCount() != 1 {
 		t.Fatalf("receive: %v %v", msgs, err)
 	}
+	if calls := b.commandCalls(); len(calls) != 1 || calls[0].Request.GetWaitMicros() == 0 || len(calls[0].Receipt) == 0 {
+		t.Fatalf("calls %+v, want one waiting request, answered with its receipt", calls)
+	}
+}
+
+// TestALongPollWhoseCallerLeavesIsAbandoned: when the caller's ctx ends while its long poll is
+// parked, Receive abandons it (the same command id, abandon set) and returns the ctx error; a
+// message enqueued afterwards is leased by nobody, and the next receive gets its first
+// delivery.
+func TestALongPollWhoseCallerLeavesIsAbandoned(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	receive := &orreryv1.Receive{Namespace: testNamespace, Queue: testQueue, Max: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if msgs, err := b.c.Receive(ctx, 0, receive, 10*time.Second); !errors.Is(err, context.DeadlineExceeded) || len(msgs) != 0 {
+		t.Fatalf("receive: %v %v, want the deadline", msgs, err)
+	}
 	calls := b.commandCalls()
-	if len(calls) != 2 || calls[0].Request.GetWaitMicros() == 0 || len(calls[0].Receipt) != 0 ||
-		calls[1].Request.GetWaitMicros() != 0 || calls[1].CommandID() != calls[0].CommandID() {
-		t.Fatalf("calls %+v, want a waiting request, then the same command id without waiting", calls)
+	if len(calls) != 2 || calls[0].Request.GetWaitMicros() == 0 || !calls[1].Request.GetAbandon() || calls[1].CommandID() != calls[0].CommandID() {
+		t.Fatalf("calls %+v, want the waiting request, then its abandon", calls)
+	}
+	l := lane(testQueue, "k")
+	b.enqueue(l, "m")
+	if left := b.laneMessages(l); len(left) != 1 || left[0].GetLease() != nil || left[0].GetDeliveryCount() != 0 {
+		t.Fatalf("lane after the abandon and an enqueue: %v, want m never delivered", left)
+	}
+	msgs, err := b.c.Receive(ctxFor(t), 0, receive, 0)
+	if err != nil || len(msgs) != 1 || msgs[0].GetDeliveryCount() != 1 {
+		t.Fatalf("receive: %v %v, want m's first delivery", msgs, err)
 	}
 }
 
 // TestReceiveWhoseContextEndsWhileItLeasesReleases: when the caller's ctx ends while a request
-// that leases is in flight — the only one of an immediate receive, the second of a long poll —
-// and its reply is lost with it, Receive does not abandon the request: it sends it again
-// (same command id: the receipt is replayed), releases what it leased, and returns the ctx
-// error. No message stays leased.
+// that leases is in flight — an immediate receive, or a long poll that found a message — and
+// its reply is lost with it, Receive gets the receipt anyway (the immediate receive by sending
+// it again with the same command id, the long poll by its abandon, which the partition
+// answers with the receipt), releases what it leased, and returns the ctx error. No message
+// stays leased.
 func TestReceiveWhoseContextEndsWhileItLeasesReleases(t *testing.T) {
 	t.Parallel()
 	for _, wait := range []time.Duration{0, 5 * time.Second} {
@@ -330,7 +357,7 @@ func TestReceiveWhoseContextEndsWhileItLeasesReleases(t *testing.T) {
 			var lost atomic.Bool
 			b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
 				ms := req.GetBatch().GetMutations()
-				if len(ms) == 1 && ms[0].GetReceive() != nil && req.GetWaitMicros() == 0 && lost.CompareAndSwap(false, true) {
+				if len(ms) == 1 && ms[0].GetReceive() != nil && !req.GetAbandon() && lost.CompareAndSwap(false, true) {
 					cancel() // the caller goes away while the partition leases
 					return clienttest.FaultLoseReply, nil
 				}

@@ -191,10 +191,10 @@ func (cfg WorkerConfig) validate() error {
 
 // Run consumes the queue until ctx ends, then stops: no new receive is sent, the handlers'
 // contexts are cancelled, and Run returns once every handler has returned and its message is
-// settled. A stopping worker leases nothing it does not release: a waiting receive it leaves
-// parked on a partition leases nothing (see Client.Receive), and a receive that leases, in
-// flight as it stops, is waited for (at most SettleTimeout) and what it leased is released. A
-// process that dies leaves the leases of its messages to expire (LeaseDuration).
+// settled. A stopping worker leases nothing it does not release: a waiting receive parked on a
+// partition is abandoned, and a receive that leases, in flight as it stops, is waited for; what
+// either leased is released (at most SettleTimeout, see Client.Receive). A process that dies
+// leaves the leases of its messages to expire (LeaseDuration).
 //
 // It returns nil after a stop by ctx, and an error when the configuration is invalid, a receive
 // fails for a reason retrying cannot cure (Validation, Unauthorized, ...), or a partition's
@@ -203,8 +203,8 @@ func (cfg WorkerConfig) validate() error {
 // consuming by itself.
 //
 // Each partition has one poller with at most one outstanding receive. An idle partition's
-// poller sends a waiting (long-poll) receive for one message (a waiting request that leases
-// nothing, then, once a message is visible, the same command without waiting); once it gets one and the
+// poller sends a waiting (long-poll) receive for one message, which leases on the partition as
+// soon as a message is visible; once it gets one and the
 // partition reports more visible, it switches to fetching: it takes free handler slots — at
 // least one, waiting for it if need be, at most MaxPerReceive and a fair share of Concurrency
 // among the fetching partitions — and asks for exactly that many messages without waiting.

@@ -317,47 +317,39 @@ func TestHostRestartStartsANewTermAndKeepsState(t *testing.T) {
 	}
 }
 
-// TestLongPollIsAnsweredVisibleAndWritesNothing: a waiting receive parked on an empty queue is
-// answered visible, without a receipt, as soon as an enqueue makes a message visible; it
-// writes nothing (the applied index moves for the enqueue only) and leases nothing (the
-// message stays visible, never delivered); the same command without waiting then leases it.
-func TestLongPollIsAnsweredVisibleAndWritesNothing(t *testing.T) {
+// TestLongPollLeasesInItsOwnEntry: a waiting receive parked on an empty queue is proposed as
+// soon as an enqueue makes a message visible, and answered with its receipt: the message,
+// delivered once, in one entry of its own (the applied index moves for the enqueue and the
+// receive). A retry of it gets the same receipt.
+func TestLongPollLeasesInItsOwnEntry(t *testing.T) {
 	h := newHarness(t, nil)
 	waiting := command("r1", 20*time.Second, receive(5))
 	answer := h.send(waiting)
 	h.waitParked(1)
 	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
 	woke := replyOf(t, answer)
-	if woke.GetError() != nil || !woke.GetVisible() || len(woke.GetReceipt()) != 0 {
-		t.Fatalf("woken receive answered %v, want visible without a receipt", woke)
-	}
-	if got := h.appliedIndex(); got != 1 {
-		t.Fatalf("applied index %d after one enqueue and a woken receive, want 1", got)
-	}
-	if m := h.message("m1"); m.GetDeliveryCount() != 0 || m.GetLease() != nil {
-		t.Fatalf("message after the woken receive: %v, want never delivered", m)
-	}
-	again := h.do(waiting) // a message is visible: answered at once, still without leasing
-	if !again.GetVisible() || len(again.GetReceipt()) != 0 || h.appliedIndex() != 1 {
-		t.Fatalf("waiting receive with a message visible: %v, applied index %d", again, h.appliedIndex())
-	}
-	waiting.WaitMicros = 0
-	msgs := receipt(t, h.do(waiting)).GetResults()[0].GetReceive().GetMessages()
+	msgs := receipt(t, woke).GetResults()[0].GetReceive().GetMessages()
 	if len(msgs) != 1 || msgs[0].GetId() != "m1" || msgs[0].GetDeliveryCount() != 1 {
-		t.Fatalf("leasing receive got %v, want m1 delivered once", msgs)
+		t.Fatalf("woken receive leased %v, want m1 delivered once", msgs)
+	}
+	if got := h.appliedIndex(); got != 2 {
+		t.Fatalf("applied index %d after one enqueue and a woken receive, want 2", got)
+	}
+	if again := h.do(waiting); !bytes.Equal(again.GetReceipt(), woke.GetReceipt()) {
+		t.Fatalf("a retry of the woken receive answered %v, want its receipt", again)
 	}
 }
 
 // TestLongPollTimesOutWithoutWriting: a waiting receive whose wait ends with nothing visible
-// is answered not visible, without a receipt, and writes nothing.
+// is answered with neither receipt nor error, and writes nothing.
 func TestLongPollTimesOutWithoutWriting(t *testing.T) {
 	h := newHarness(t, nil)
 	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
 	receipt(t, h.do(command("r0", 0, receive(5)))) // leases m1: nothing visible remains
 	start := time.Now()
 	empty := h.do(command("r1", 300*time.Millisecond, receive(5)))
-	if empty.GetError() != nil || empty.GetVisible() || len(empty.GetReceipt()) != 0 || time.Since(start) < 250*time.Millisecond {
-		t.Fatalf("timed-out receive answered %v after %v, want not visible after the wait", empty, time.Since(start))
+	if empty.GetError() != nil || len(empty.GetReceipt()) != 0 || time.Since(start) < 250*time.Millisecond {
+		t.Fatalf("timed-out receive answered %v after %v, want nothing after the wait", empty, time.Since(start))
 	}
 	if got := h.appliedIndex(); got != 2 {
 		t.Fatalf("applied index %d after an enqueue, a receive and a timed-out long poll, want 2", got)
@@ -406,8 +398,8 @@ func TestLongPollRefusalsAreAnsweredAtOnce(t *testing.T) {
 		t.Fatalf("applied index %d, want 0", got)
 	}
 	receipt(t, h.do(command("c1", 0, enqueue("m1"))))
-	if !replyOf(t, parked).GetVisible() {
-		t.Fatal("the parked receive was not answered visible")
+	if msgs := receipt(t, replyOf(t, parked)).GetResults()[0].GetReceive().GetMessages(); len(msgs) != 1 {
+		t.Fatalf("the parked receive leased %v, want m1", msgs)
 	}
 }
 
@@ -417,24 +409,23 @@ func TestLongPollWakesWhenADelayedMessageBecomesVisible(t *testing.T) {
 	receipt(t, h.do(command("c1", 0, delayed)))
 	start := time.Now()
 	got := h.do(command("r1", 20*time.Second, receive(1)))
-	if !got.GetVisible() || time.Since(start) < 200*time.Millisecond || time.Since(start) > 10*time.Second {
-		t.Fatalf("answered %v after %v, want visible once the delay passed", got, time.Since(start))
+	if msgs := receipt(t, got).GetResults()[0].GetReceive().GetMessages(); len(msgs) != 1 || time.Since(start) < 200*time.Millisecond || time.Since(start) > 10*time.Second {
+		t.Fatalf("leased %v after %v, want the message once the delay passed", msgs, time.Since(start))
 	}
 }
 
-// longPoll receives as a client does: a waiting request, then, once it is answered visible,
-// the same command without waiting, which leases.
+// longPoll receives as a client does: a waiting request, answered with what it leased, or
+// with nothing when its wait ends.
 func (h *harness) longPoll(id string, wait time.Duration, m *orreryv1.Mutation) []*orreryv1.QueueMessage {
 	h.t.Helper()
-	waiting := command(id, wait, m)
-	if reply := h.do(waiting); !reply.GetVisible() {
-		if reply.GetError() != nil || len(reply.GetReceipt()) != 0 {
-			h.t.Fatalf("waiting receive answered %v", reply)
-		}
+	reply := h.do(command(id, wait, m))
+	if reply.GetError() != nil {
+		h.t.Fatalf("waiting receive answered %v", reply)
+	}
+	if len(reply.GetReceipt()) == 0 {
 		return nil
 	}
-	waiting.WaitMicros = 0
-	return receipt(h.t, h.do(waiting)).GetResults()[0].GetReceive().GetMessages()
+	return receipt(h.t, reply).GetResults()[0].GetReceive().GetMessages()
 }
 
 // waitParked polls until n commands are pending or parked.

@@ -27,12 +27,18 @@ const (
 
 // CommandRequest submits one batch. A batch whose only mutation is a Receive may set
 // wait_micros > 0 (bounded by the partition) to wait for a message of its queue to become
-// visible. Such a waiting request never applies: it leases nothing and writes nothing, and is
-// answered, without a receipt, with visible set as soon as a message is visible, or visible
-// unset when its wait ends first. The caller then sends the same batch (same command id) with
-// wait_micros 0, which leases; a caller that has gone away never sends it. A waiting request
-// whose command id already has a receipt is answered with that receipt; one whose envelope or
-// Receive is invalid is answered with the error at once.
+// visible. Such a waiting request is parked on the partition and, as soon as a message of its
+// queue is visible, proposed as it is: it leases and is answered with its receipt. When its
+// wait ends first it is answered with neither receipt nor error, having written nothing. A
+// waiting request whose command id already has a receipt, or is being proposed, is proposed
+// at once and answered with that receipt; one whose envelope or Receive is invalid is answered
+// with the error at once.
+//
+// A caller that stops waiting sends the same request with abandon set (and wait_micros 0), so
+// that its receive never leases for nobody: a parked request of the same principal and command
+// id is dropped, and one that arrives later is answered at once without leasing. The abandon
+// is answered with neither receipt nor error when nothing leased, and with the receipt when
+// the command was already proposed or applied: the caller releases what it leased.
 type CommandRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Principal  string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
@@ -42,7 +48,10 @@ type CommandRequest struct {
 	// holding only EmitOccurrences and ExpireSaga, applied without an inbox entry
 	// (PartitionCommand.due). Its reply carries the receipt; a retry with the same command id
 	// applies again, and its stale tokens answer TokenInvalidated or RevisionConflict.
-	Due           bool `protobuf:"varint,4,opt,name=due,proto3" json:"due,omitempty"`
+	Due bool `protobuf:"varint,4,opt,name=due,proto3" json:"due,omitempty"`
+	// abandon ends the waiting request of the same principal and command id (see above). Only
+	// for a batch whose only mutation is a Receive.
+	Abandon       bool `protobuf:"varint,5,opt,name=abandon,proto3" json:"abandon,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -105,9 +114,17 @@ func (x *CommandRequest) GetDue() bool {
 	return false
 }
 
+func (x *CommandRequest) GetAbandon() bool {
+	if x != nil {
+		return x.Abandon
+	}
+	return false
+}
+
 // CommandReply carries the receipt's deterministic encoding (byte-identical on replay), or an
 // error when no receipt was produced (Validation of the envelope, IdempotencyConflict,
-// Unavailable), or, for a waiting request (CommandRequest.wait_micros > 0), neither.
+// Unavailable), or, for a waiting request whose wait ended and for an abandon that found
+// nothing leased, neither.
 type CommandReply struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Receipt []byte                 `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
@@ -115,12 +132,8 @@ type CommandReply struct {
 	// activation_epoch is the Raft term of the partition's leader that answered: it grows with
 	// every new leadership, a silo restart included.
 	ActivationEpoch uint64 `protobuf:"varint,3,opt,name=activation_epoch,json=activationEpoch,proto3" json:"activation_epoch,omitempty"`
-	// visible answers a waiting request that got no receipt: true when a message of its queue
-	// is visible now (send the batch again without waiting to lease it), false when its wait
-	// ended with none visible.
-	Visible       bool `protobuf:"varint,4,opt,name=visible,proto3" json:"visible,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CommandReply) Reset() {
@@ -172,13 +185,6 @@ func (x *CommandReply) GetActivationEpoch() uint64 {
 		return x.ActivationEpoch
 	}
 	return 0
-}
-
-func (x *CommandReply) GetVisible() bool {
-	if x != nil {
-		return x.Visible
-	}
-	return false
 }
 
 // ScanDueRequest asks for a bounded oldest-first scan of the due index at the partition's
@@ -2006,18 +2012,18 @@ var File_api_v1_partition_proto protoreflect.FileDescriptor
 
 const file_api_v1_partition_proto_rawDesc = "" +
 	"\n" +
-	"\x16api/v1/partition.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\x1a\x14api/v1/records.proto\"\x89\x01\n" +
+	"\x16api/v1/partition.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\x1a\x14api/v1/records.proto\"\xa3\x01\n" +
 	"\x0eCommandRequest\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12&\n" +
 	"\x05batch\x18\x02 \x01(\v2\x10.orrery.v1.BatchR\x05batch\x12\x1f\n" +
 	"\vwait_micros\x18\x03 \x01(\x03R\n" +
 	"waitMicros\x12\x10\n" +
-	"\x03due\x18\x04 \x01(\bR\x03due\"\x95\x01\n" +
+	"\x03due\x18\x04 \x01(\bR\x03due\x12\x18\n" +
+	"\aabandon\x18\x05 \x01(\bR\aabandon\"\x8a\x01\n" +
 	"\fCommandReply\x12\x18\n" +
 	"\areceipt\x18\x01 \x01(\fR\areceipt\x12&\n" +
 	"\x05error\x18\x02 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\x12\x18\n" +
-	"\avisible\x18\x04 \x01(\bR\avisible\"A\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpochJ\x04\b\x04\x10\x05R\avisible\"A\n" +
 	"\x0eScanDueRequest\x12\x19\n" +
 	"\bmax_refs\x18\x01 \x01(\rR\amaxRefs\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\fR\x05after\"\xad\x02\n" +

@@ -19,7 +19,7 @@ import (
 // Conformance checks what the client relies on of a Transport, against any implementation:
 // the twin in this package's tests, the silo's cluster transport in package silo's. It covers
 // commands (byte-identical replays, idempotency conflicts, routing), the long-poll receive
-// (woken by an enqueue, timed out, cancelled, replayed) and every inspection target the client
+// (leasing when an enqueue wakes it, timed out, cancelled, abandoned, replayed) and every inspection target the client
 // reads: schedule, ledger, saga, lane, queue stats, queue list, schedule and saga lists, audit
 // log and partition status. It writes only in a fresh random namespace, so the transport need
 // not be empty; it reads the audit log and the queue list from where its own writes begin.
@@ -94,7 +94,7 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		return reply.GetPartition().GetAppliedIndex()
 	}
 
-	t.Run("long poll answers visible on enqueue, without leasing", func(t *testing.T) {
+	t.Run("long poll leases on enqueue", func(t *testing.T) {
 		if _, _, err := command(receive(0)); err != nil { // lease what the replay test left
 			t.Fatalf("receive: %v", err)
 		}
@@ -106,33 +106,61 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		defer timer.Stop()
 		start := time.Now()
 		waiting := receive(10 * time.Second)
-		reply, err := tr.Command(ctx, p, waiting)
+		receipt, raw, err := command(waiting)
 		elapsed := time.Since(start)
-		if err != nil || reply.GetError() != nil {
-			t.Fatalf("waiting receive: %v %v", reply, err)
-		}
-		if !reply.GetVisible() || len(reply.GetReceipt()) != 0 || elapsed < 50*time.Millisecond || elapsed > 5*time.Second {
-			t.Fatalf("waiting receive answered %v after %s, want visible without a receipt just after 100ms", reply, elapsed)
-		}
-		applied := appliedIndex()
-		again, err := tr.Command(ctx, p, waiting) // a message is visible: answered at once
-		if err != nil || !again.GetVisible() || len(again.GetReceipt()) != 0 || appliedIndex() != applied {
-			t.Fatalf("waiting receive with a message visible: %v %v, applied index %d → %d; want visible, nothing written", again, err, applied, appliedIndex())
-		}
-		waiting.WaitMicros = 0 // the same command without waiting leases
-		receipt, _, err := command(waiting)
 		if err != nil {
-			t.Fatalf("leasing receive: %v", err)
+			t.Fatalf("waiting receive: %v", err)
 		}
 		msgs := receipt.GetResults()[0].GetReceive().GetMessages()
-		if len(msgs) != 1 || msgs[0].GetId() != "woken" || msgs[0].GetDeliveryCount() != 1 {
-			t.Fatalf("leasing receive got %v, want the enqueued message", msgs)
+		if len(msgs) != 1 || msgs[0].GetId() != "woken" || msgs[0].GetDeliveryCount() != 1 || elapsed < 50*time.Millisecond || elapsed > 5*time.Second {
+			t.Fatalf("waiting receive leased %v after %s, want the enqueued message just after 100ms", msgs, elapsed)
 		}
-		waiting.WaitMicros = (10 * time.Second).Microseconds()
 		start = time.Now()
-		replayed, _, err := command(waiting) // its command id has a receipt: replayed at once
-		if err != nil || !proto.Equal(replayed, receipt) || time.Since(start) > 5*time.Second {
-			t.Fatalf("waiting receive of an answered command: %v %v after %s, want its receipt", replayed, err, time.Since(start))
+		_, again, err := command(waiting) // its command id has a receipt: replayed at once
+		if err != nil || !bytes.Equal(again, raw) || time.Since(start) > 5*time.Second {
+			t.Fatalf("waiting receive of an answered command: %v after %s, byte-identical %v", err, time.Since(start), bytes.Equal(again, raw))
+		}
+	})
+
+	t.Run("an abandoned long poll leases nothing", func(t *testing.T) {
+		waiting := receive(10 * time.Second)
+		short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := tr.Command(short, p, waiting)
+		cancelShort()
+		if err == nil {
+			t.Fatal("receive outlived its context without error")
+		}
+		abandon := proto.CloneOf(waiting)
+		abandon.WaitMicros, abandon.Abandon = 0, true
+		reply, err := tr.Command(ctx, p, abandon)
+		if err != nil || reply.GetError() != nil || len(reply.GetReceipt()) != 0 {
+			t.Fatalf("abandon of a parked receive: %v %v, want neither receipt nor error", reply, err)
+		}
+		applied := appliedIndex()
+		if _, _, err := command(enqueue("after-abandon")); err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		if got := appliedIndex(); got != applied+1 {
+			t.Fatalf("the applied index moved from %d to %d, want the enqueue only", applied, got)
+		}
+		start := time.Now()
+		late, err := tr.Command(ctx, p, waiting) // a late copy of the abandoned request
+		if err != nil || late.GetError() != nil || len(late.GetReceipt()) != 0 || time.Since(start) > 5*time.Second {
+			t.Fatalf("a late copy of an abandoned receive: %v %v after %s, want nothing at once", late, err, time.Since(start))
+		}
+		leased, _, err := command(receive(0))
+		if msgs := leased.GetResults()[0].GetReceive().GetMessages(); err != nil || len(msgs) != 1 || msgs[0].GetId() != "after-abandon" || msgs[0].GetDeliveryCount() != 1 {
+			t.Fatalf("receive after the abandon: %v %v, want the message's first delivery", leased, err)
+		}
+		answered := receive(0)
+		_, raw, err := command(answered) // nothing visible: an empty receipt
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		answered.Abandon = true
+		reply, err = tr.Command(ctx, p, answered)
+		if err != nil || !bytes.Equal(reply.GetReceipt(), raw) {
+			t.Fatalf("abandon of an applied receive: %v %v, want its receipt", reply, err)
 		}
 	})
 
@@ -140,8 +168,8 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		applied := appliedIndex()
 		start := time.Now()
 		reply, err := tr.Command(ctx, p, receive(200*time.Millisecond))
-		if err != nil || reply.GetError() != nil || reply.GetVisible() || len(reply.GetReceipt()) != 0 || time.Since(start) < 150*time.Millisecond {
-			t.Fatalf("idle receive: %v %v after %s, want not visible after the wait", reply, err, time.Since(start))
+		if err != nil || reply.GetError() != nil || len(reply.GetReceipt()) != 0 || time.Since(start) < 150*time.Millisecond {
+			t.Fatalf("idle receive: %v %v after %s, want neither receipt nor error after the wait", reply, err, time.Since(start))
 		}
 		if got := appliedIndex(); got != applied {
 			t.Fatalf("an idle receive moved the applied index from %d to %d", applied, got)
@@ -152,18 +180,23 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancelShort()
 		start := time.Now()
-		if _, err := tr.Command(short, p, receive(10*time.Second)); err == nil {
+		waiting := receive(10 * time.Second)
+		if _, err := tr.Command(short, p, waiting); err == nil {
 			t.Fatal("receive outlived its context without error")
 		}
 		if elapsed := time.Since(start); elapsed > 5*time.Second {
 			t.Fatalf("cancelled receive returned after %s", elapsed)
 		}
+		waiting.WaitMicros, waiting.Abandon = 0, true // leave nothing parked for the next tests
+		if reply, err := tr.Command(ctx, p, waiting); err != nil || reply.GetError() != nil {
+			t.Fatalf("abandon: %v %v", reply, err)
+		}
 	})
 
 	t.Run("inspect", func(t *testing.T) {
 		reply, err := tr.Inspect(ctx, p, &orreryv1.InspectRequest{Principal: client.DefaultPrincipal, Target: &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: lane, MaxMessages: 10}}})
-		if err != nil || reply.GetError() != nil || len(reply.GetMessages()) != 2 {
-			t.Fatalf("inspect lane: %v %v, want the two enqueued messages", reply, err)
+		if err != nil || reply.GetError() != nil || len(reply.GetMessages()) != 3 {
+			t.Fatalf("inspect lane: %v %v, want the three enqueued messages", reply, err)
 		}
 		reply, err = tr.Inspect(ctx, p, &orreryv1.InspectRequest{Principal: client.DefaultPrincipal, Target: &orreryv1.InspectRequest_Schedule{Schedule: &orreryv1.InspectSchedule{Lane: lane, ScheduleId: client.NewID()}}})
 		if err != nil || reply.GetError() != nil || reply.GetFound() {

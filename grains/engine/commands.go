@@ -31,6 +31,10 @@ func (e *Engine) admit(now time.Time, c Command) {
 		e.reply(now, p, ErrorReply(err))
 		return
 	}
+	if c.Request.GetAbandon() {
+		e.abandon(now, p)
+		return
+	}
 	if e.park(now, p) {
 		return
 	}
@@ -39,10 +43,13 @@ func (e *Engine) admit(now time.Time, c Command) {
 
 // checkPath keeps the due mutations on the due path: a due command (CommandRequest.due) is
 // accepted only from the due coordinators' principal (input.CoordinatorPrincipal) and may not
-// wait, and an ordinary command may not hold EmitOccurrences or ExpireSaga, which only a due
-// command carries. The check is the engine's, before anything is proposed, so what the log
+// wait or abandon, and an ordinary command may not hold EmitOccurrences or ExpireSaga, which
+// only a due command carries; an abandon may not wait. The check is the engine's, before anything is proposed, so what the log
 // holds and how it applies stay as they were.
 func checkPath(req *orreryv1.CommandRequest) error {
+	if req.GetAbandon() && req.GetWaitMicros() != 0 {
+		return orrery.Invalid("wait_micros", "must be 0 with abandon")
+	}
 	if !req.GetDue() {
 		for i, m := range req.GetBatch().GetMutations() {
 			field := ""
@@ -63,6 +70,9 @@ func checkPath(req *orreryv1.CommandRequest) error {
 	}
 	if req.GetWaitMicros() != 0 {
 		return orrery.Invalid("wait_micros", "must be 0 in a due command")
+	}
+	if req.GetAbandon() {
+		return orrery.Invalid("abandon", "must be false in a due command")
 	}
 	return nil
 }

@@ -25,12 +25,15 @@
 //
 // # Long polls
 //
-// A long-poll receive (wait_micros > 0, one Receive) is never proposed: it is checked as an
-// apply would check it, then answered visible when a message of its queue is visible at the
-// read time, otherwise parked (at most MaxWaiters, for at most MaxWait) and answered visible
-// after the Applied event that makes one visible or when the wait timer finds one, and not
-// visible when its wait ends. The wait timer is armed at the earliest of the waiters'
-// deadlines and their queues' next visible instants.
+// A long-poll receive (wait_micros > 0, one Receive) is checked as an apply would check it,
+// then proposed at once when a message of its queue is visible at the read time, otherwise
+// parked (at most MaxWaiters, for at most MaxWait) and proposed after the Applied event that
+// makes one visible or when the wait timer finds one: it leases in its own entry and its
+// receipt answers it. A wait that ends first is answered with nothing, and writes nothing. The
+// wait timer is armed at the earliest of the waiters' deadlines and their queues' next visible
+// instants. A caller that stops waiting abandons its receive (CommandRequest.abandon): a parked
+// one is dropped, a late copy is not parked, and one already proposed answers the abandon with
+// its receipt, whose leases the caller releases.
 //
 // # Due work
 //

@@ -84,6 +84,11 @@ type Engine struct {
 	proposing map[uint64]*pending
 	inflight  map[uint64]*pending
 	waiters   []*pending
+	// leasing counts the waiting receives proposed (lease) and not answered, by waitKey;
+	// abandoned holds the waiting receives their callers abandoned, by waitKey, until when a
+	// late copy of one is still refused (rememberAbandoned).
+	leasing   map[string]int
+	abandoned map[string]time.Time
 
 	// dueFloor is an instant no due-index entry is earlier than (0: unknown, scan from the
 	// start). Scans start there: the index behaves like a queue, and an LSM iterator starting
@@ -118,8 +123,10 @@ type pending struct {
 	// SetLimits and RefreshZoneRules commands, whose replies it takes itself.
 	housekeep, check, limits, zones bool
 	deadline                        time.Time // a parked receive's end of wait
-	index                           uint64    // the accepted proposal's log index and term
-	term                            uint64
+	// leasing marks a waiting receive proposed once its queue had a visible message (lease).
+	leasing bool
+	index   uint64 // the accepted proposal's log index and term
+	term    uint64
 }
 
 // New returns the engine of a partition whose replica state is state. Step it with Open first.
@@ -128,6 +135,8 @@ func New(cfg Config, state State) *Engine {
 		cfg: cfg, state: state,
 		proposing:  map[uint64]*pending{},
 		inflight:   map[uint64]*pending{},
+		leasing:    map[string]int{},
+		abandoned:  map[string]time.Time{},
 		head:       due.NewHead(dueHeadEntries),
 		readFloors: NewVisibilityFloors(),
 	}
@@ -352,6 +361,9 @@ func (e *Engine) arm(kind TimerKind, at time.Time) {
 // reply answers p: to its sender, or to the engine itself for its housekeeping command.
 func (e *Engine) reply(now time.Time, p *pending, r *orreryv1.CommandReply) {
 	r.ActivationEpoch = e.state.Term()
+	if p.leasing {
+		e.leased(p)
+	}
 	if p.housekeep {
 		e.housekept(now, r)
 		return

@@ -65,6 +65,7 @@ func TestDueMutationsTakeOnlyTheDuePath(t *testing.T) {
 		{"expire on the ordinary path", &orreryv1.CommandRequest{Principal: input.SystemPrincipalPrefix + "silo", Batch: batchOf("c2", enqueue("m", 0), expire)}, "batch.mutations[1].expire_saga"},
 		{"a due command of another Orrery principal", &orreryv1.CommandRequest{Principal: input.SystemPrincipalPrefix + "silo", Due: true, Batch: batchOf("c3", emit)}, "due"},
 		{"a due command that waits", &orreryv1.CommandRequest{Principal: input.CoordinatorPrincipal, Due: true, WaitMicros: 1, Batch: batchOf("c4", emit)}, "wait_micros"},
+		{"a due command that abandons", &orreryv1.CommandRequest{Principal: input.CoordinatorPrincipal, Due: true, Abandon: true, Batch: batchOf("c6", emit)}, "abandon"},
 	}
 	for _, tc := range refused {
 		h := newHarness(t, nil)
@@ -125,8 +126,8 @@ func TestHostFailedAndStopAnswerEverythingInFlight(t *testing.T) {
 	if a := h.answers("a"); len(a) != 1 || orrery.CodeOf(orrery.FromProto(a[0].GetError())) != orrery.CodeUnavailable {
 		t.Fatalf("stop: in-flight answers %v", a)
 	}
-	if w := h.answers("w"); len(w) != 1 || w[0].GetVisible() || w[0].GetError() != nil {
-		t.Fatalf("stop: parked answers %v, want not visible", w)
+	if w := h.answers("w"); len(w) != 1 || len(w[0].GetReceipt()) != 0 || w[0].GetError() != nil {
+		t.Fatalf("stop: parked answers %v, want neither receipt nor error", w)
 	}
 	if !h.timers[WaitTimer].IsZero() || !h.timers[HousekeepTimer].IsZero() {
 		t.Fatalf("timers still armed after Stop: %v", h.timers)
@@ -138,10 +139,12 @@ func TestHostFailedAndStopAnswerEverythingInFlight(t *testing.T) {
 	}
 }
 
-// TestALongPollWaitsForAVisibleMessageOrItsDeadline: a long poll on an empty queue is parked
-// (nothing proposed, the wait timer at its deadline) and answered visible by the Applied event
-// of an enqueue; another one is answered not visible when its deadline's timer fires.
-func TestALongPollWaitsForAVisibleMessageOrItsDeadline(t *testing.T) {
+// TestALongPollLeasesOnceAMessageIsVisibleOrEndsAtItsDeadline: a long poll on an empty queue
+// is parked (nothing proposed, the wait timer at its deadline); the Applied event of an
+// enqueue proposes it, and its own entry's receipt, holding the message it leased, answers it.
+// Another one is answered with nothing, having proposed nothing, when its deadline's timer
+// fires.
+func TestALongPollLeasesOnceAMessageIsVisibleOrEndsAtItsDeadline(t *testing.T) {
 	h := newHarness(t, nil)
 	h.command("w", longPoll("r1", 10*time.Second))
 	if len(h.log) != 0 || len(h.answers("w")) != 0 || !h.timers[WaitTimer].Equal(t0.Add(10*time.Second)) {
@@ -149,14 +152,20 @@ func TestALongPollWaitsForAVisibleMessageOrItsDeadline(t *testing.T) {
 	}
 	h.command("a", request("c1", enqueue("m1", 0)))
 	h.commit()
-	if w := h.answers("w"); len(w) != 1 || !w[0].GetVisible() || len(w[0].GetReceipt()) != 0 {
-		t.Fatalf("after the enqueue applied: %v, want visible without a receipt", w)
+	if len(h.answers("w")) != 0 || len(h.log) != 1 || h.log[0].cmd.GetBatch().GetCommandId() != "r1" {
+		t.Fatalf("after the enqueue applied: answers %v, log %v; want the long poll proposed, not answered", h.answers("w"), h.log)
 	}
 	if !h.timers[WaitTimer].IsZero() {
 		t.Fatalf("wait timer armed at %v with nobody waiting", h.timers[WaitTimer])
 	}
-	h.command("a", request("c2", receive()))
-	h.commit() // leases m1: the queue has nothing visible
+	h.commit()
+	w := h.answers("w")
+	if len(w) != 1 {
+		t.Fatalf("after its entry applied: answers %v", w)
+	}
+	if msgs := receiptOf(t, w[0]).GetResults()[0].GetReceive().GetMessages(); len(msgs) != 1 || msgs[0].GetId() != "m1" {
+		t.Fatalf("the long poll leased %v, want m1", msgs)
+	}
 	h.command("v", longPoll("r2", 5*time.Second))
 	h.now = t0.Add(4 * time.Second)
 	h.step(WaitTimerFired{}) // early: nothing to answer
@@ -164,13 +173,13 @@ func TestALongPollWaitsForAVisibleMessageOrItsDeadline(t *testing.T) {
 		t.Fatalf("answered before its deadline: %v", h.answers("v"))
 	}
 	h.fire(WaitTimer)
-	if v := h.answers("v"); len(v) != 1 || v[0].GetVisible() || v[0].GetError() != nil || !h.now.Equal(t0.Add(5*time.Second)) {
-		t.Fatalf("at the deadline %v: %v, want not visible", h.now, v)
+	if v := h.answers("v"); len(v) != 1 || len(v[0].GetReceipt()) != 0 || v[0].GetError() != nil || !h.now.Equal(t0.Add(5*time.Second)) || len(h.log) != 0 {
+		t.Fatalf("at the deadline %v: %v, %d entries; want neither receipt nor error, nothing proposed", h.now, v, len(h.log))
 	}
 }
 
 // TestTheWaitTimerFollowsADelayedMessage: a long poll on a queue whose message becomes visible
-// in 2 s arms the wait timer then, not at its 30 s deadline, and is answered visible there.
+// in 2 s arms the wait timer then, not at its 30 s deadline, and leases the message there.
 func TestTheWaitTimerFollowsADelayedMessage(t *testing.T) {
 	h := newHarness(t, nil)
 	h.command("a", request("c1", enqueue("m1", 2*time.Second)))
@@ -180,8 +189,98 @@ func TestTheWaitTimerFollowsADelayedMessage(t *testing.T) {
 		t.Fatalf("wait timer at %v, want when the message becomes visible", at.Sub(t0))
 	}
 	h.fire(WaitTimer)
-	if w := h.answers("w"); len(w) != 1 || !w[0].GetVisible() {
+	h.commit()
+	w := h.answers("w")
+	if len(w) != 1 {
 		t.Fatalf("when the message became visible: %v", w)
+	}
+	if msgs := receiptOf(t, w[0]).GetResults()[0].GetReceive().GetMessages(); len(msgs) != 1 || msgs[0].GetId() != "m1" {
+		t.Fatalf("the long poll leased %v, want m1", msgs)
+	}
+}
+
+// TestAnAbandonedLongPollLeasesNothing: an abandon drops its parked long poll (answered with
+// nothing) and is answered with nothing itself, without a proposal; a message that arrives
+// afterwards leases for nobody, and a late copy of the abandoned request is answered at once,
+// not parked. Another principal's abandon of the same command id drops nothing.
+func TestAnAbandonedLongPollLeasesNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("w", longPoll("r1", 10*time.Second))
+	mallory := abandon("r1")
+	mallory.Principal = "mallory"
+	h.command("m", mallory)
+	if len(h.answers("w")) != 0 || h.e.Queued() != 1 {
+		t.Fatalf("another principal's abandon: answers %v, queued %d; want the long poll still parked", h.answers("w"), h.e.Queued())
+	}
+	h.command("x", abandon("r1"))
+	w, x := h.answers("w"), h.answers("x")
+	if len(w) != 1 || len(w[0].GetReceipt()) != 0 || w[0].GetError() != nil || len(x) != 1 || len(x[0].GetReceipt()) != 0 || x[0].GetError() != nil || len(h.log) != 0 {
+		t.Fatalf("abandon: long poll answered %v, abandon %v, %d entries; want both answered with nothing, nothing proposed", w, x, len(h.log))
+	}
+	if !h.timers[WaitTimer].IsZero() || h.e.Queued() != 0 {
+		t.Fatalf("after the abandon: wait timer %v, queued %d", h.timers[WaitTimer], h.e.Queued())
+	}
+	h.command("a", request("c1", enqueue("m1", 0)))
+	h.commit()
+	if len(h.log) != 0 {
+		t.Fatalf("the enqueue proposed %d entries, want none", len(h.log))
+	}
+	h.command("late", longPoll("r1", 10*time.Second))
+	if late := h.answers("late"); len(late) != 1 || len(late[0].GetReceipt()) != 0 || len(h.log) != 0 {
+		t.Fatalf("a late copy of the abandoned long poll: %v, %d entries; want nothing at once", late, len(h.log))
+	}
+	h.now = t0.Add(31 * time.Second) // past MaxWait: the abandon is forgotten
+	h.command("later", longPoll("r1", 10*time.Second))
+	if len(h.log) != 1 {
+		t.Fatalf("a copy after MaxWait: %d entries, want it proposed (m1 is visible)", len(h.log))
+	}
+}
+
+// TestAnAbandonOfAProposedLongPollAnswersItsReceipt: an abandon that finds its long poll
+// proposed, or applied, is proposed too, and answered with the long poll's receipt (the caller
+// releases what it leased); a retry of a proposed long poll is proposed, not parked.
+func TestAnAbandonOfAProposedLongPollAnswersItsReceipt(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("a", request("c1", enqueue("m1", 0), enqueue("m2", 0)))
+	h.commit()
+	h.command("w", longPoll("r1", 10*time.Second))
+	h.command("retry", longPoll("r1", 10*time.Second))
+	h.command("x", abandon("r1"))
+	if len(h.log) != 3 || len(h.answers("w"))+len(h.answers("retry"))+len(h.answers("x")) != 0 {
+		t.Fatalf("%d entries, answers %v %v %v; want the long poll, its retry and the abandon proposed", len(h.log), h.answers("w"), h.answers("retry"), h.answers("x"))
+	}
+	h.commit()
+	raw := h.answers("w")[0].GetReceipt()
+	if msgs := receiptOf(t, h.answers("w")[0]).GetResults()[0].GetReceive().GetMessages(); len(msgs) != 2 {
+		t.Fatalf("the long poll leased %v, want m1 and m2", msgs)
+	}
+	if !bytes.Equal(h.answers("retry")[0].GetReceipt(), raw) || !bytes.Equal(h.answers("x")[0].GetReceipt(), raw) {
+		t.Fatal("the retry or the abandon was not answered with the long poll's receipt")
+	}
+	h.command("y", abandon("r1"))
+	h.commit()
+	if y := h.answers("y"); len(y) != 1 || !bytes.Equal(y[0].GetReceipt(), raw) {
+		t.Fatalf("an abandon after the apply: %v, want the receipt", y)
+	}
+}
+
+// TestAnAbandonIsForAReceiveAndDoesNotWait: an abandon of a batch that is not one Receive, or
+// that waits, is refused by its field at once.
+func TestAnAbandonIsForAReceiveAndDoesNotWait(t *testing.T) {
+	h := newHarness(t, nil)
+	notReceive := request("c1", enqueue("m1", 0))
+	notReceive.Abandon = true
+	waits := abandon("r1")
+	waits.WaitMicros = 1
+	for name, tc := range map[string]struct {
+		req   *orreryv1.CommandRequest
+		field string
+	}{"enqueue": {notReceive, "abandon"}, "waiting": {waits, "wait_micros"}} {
+		h.command(name, tc.req)
+		a := h.answers(name)
+		if len(a) != 1 || orrery.AsError(orrery.FromProto(a[0].GetError())).Field != tc.field || len(h.log) != 0 {
+			t.Fatalf("%s: %v, %d entries; want Validation of %s", name, a, len(h.log), tc.field)
+		}
 	}
 }
 

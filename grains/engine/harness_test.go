@@ -214,6 +214,13 @@ func longPoll(id string, wait time.Duration) *orreryv1.CommandRequest {
 	return req
 }
 
+// abandon is the abandon of longPoll(id, ...).
+func abandon(id string) *orreryv1.CommandRequest {
+	req := request(id, receive())
+	req.Abandon = true
+	return req
+}
+
 func configure(id string, first time.Time) *orreryv1.Mutation {
 	return &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{
 		Definition: &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id, Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{

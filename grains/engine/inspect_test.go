@@ -82,7 +82,7 @@ func TestALongPollNeedsQueueConsume(t *testing.T) {
 	req.Principal = "carol"
 	h.command("w", req)
 	w := h.answers("w")
-	if len(w) != 1 || w[0].GetVisible() || !errors.Is(orrery.FromProto(w[0].GetError()), orrery.ErrUnauthorized) || len(h.log) != 0 {
+	if len(w) != 1 || len(w[0].GetReceipt()) != 0 || !errors.Is(orrery.FromProto(w[0].GetError()), orrery.ErrUnauthorized) || len(h.log) != 0 {
 		t.Fatalf("a waiting receive without QueueConsume: %v, %d entries", w, len(h.log))
 	}
 }

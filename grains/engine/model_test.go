@@ -9,7 +9,7 @@ import (
 )
 
 // TestEveryCommandIsAnsweredExactlyOnce: under random sequences of commands (enqueues,
-// receives, long polls), applies, lost proposals, refusals, timer firings and time moving on,
+// receives, long polls and their abandons), applies, lost proposals, refusals, timer firings and time moving on,
 // no command is answered twice, the pending bound holds, and once the engine stops every
 // command has its one answer.
 func TestEveryCommandIsAnsweredExactlyOnce(t *testing.T) {
@@ -17,7 +17,7 @@ func TestEveryCommandIsAnsweredExactlyOnce(t *testing.T) {
 		h := newHarness(rt, func(c *Config) { c.MaxPending = 8; c.MaxWaiters = 3 })
 		sent := 0
 		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
-			switch rapid.IntRange(0, 7).Draw(rt, "event") {
+			switch rapid.IntRange(0, 8).Draw(rt, "event") {
 			case 0, 1:
 				h.command(fmt.Sprint(sent), request(fmt.Sprint("c", sent), enqueue(fmt.Sprint("m", sent), time.Duration(rapid.IntRange(0, 3).Draw(rt, "delay"))*time.Second)))
 				sent++
@@ -41,6 +41,11 @@ func TestEveryCommandIsAnsweredExactlyOnce(t *testing.T) {
 				h.step(WaitTimerFired{})
 			case 7:
 				h.refuse = map[bool]error{true: fmt.Errorf("refused")}[rapid.Bool().Draw(rt, "refuse")]
+			case 8: // abandon an earlier command's long poll (or what it was)
+				if sent > 0 {
+					h.command(fmt.Sprint(sent), abandon(fmt.Sprint("c", rapid.IntRange(0, sent-1).Draw(rt, "abandoned"))))
+					sent++
+				}
 			}
 			for from, replies := range h.replies {
 				if len(replies) > 1 {

@@ -20,14 +20,19 @@ func waitingReceive(req *orreryv1.CommandRequest) *orreryv1.Receive {
 }
 
 // park answers a long-poll receive, or holds it until a message of its queue is visible or its
-// wait ends. A waiting receive never applies (it leases nothing and writes nothing): it is
-// answered without a receipt, CommandReply.visible saying whether a message is visible, and a
-// caller that is still there sends the same batch again without waiting, which leases. park
-// reports whether it took the command. A command whose id already has a receipt (a retry) is
-// not taken: the apply path replays the receipt at once.
+// wait ends. A waiting receive is proposed as it is (lease) once its queue has a visible
+// message, and answered with its receipt when it applies; a wait that ends first is answered
+// with neither receipt nor error, having written nothing. park reports whether it took the
+// command. A command whose id already has a receipt (a retry), or whose waiting receive is
+// being proposed, is not taken: the apply path replays the receipt. One that its caller
+// abandoned (abandon) is answered at once, leasing nothing.
 func (e *Engine) park(now time.Time, p *pending) bool {
 	recv := waitingReceive(p.req)
 	if recv == nil {
+		return false
+	}
+	key := waitKey(p.req)
+	if e.leasing[key] > 0 {
 		return false
 	}
 	replayed, err := e.replayed(p)
@@ -41,6 +46,10 @@ func (e *Engine) park(now time.Time, p *pending) bool {
 			e.reply(now, p, ErrorReply(refused))
 			return true
 		}
+		if e.abandonedAt(now, key) {
+			e.reply(now, p, &orreryv1.CommandReply{})
+			return true
+		}
 	}
 	visible := false
 	if err == nil {
@@ -50,7 +59,7 @@ func (e *Engine) park(now time.Time, p *pending) bool {
 	case err != nil:
 		e.reply(now, p, e.waitFailed(err))
 	case visible:
-		e.reply(now, p, &orreryv1.CommandReply{Visible: true})
+		e.lease(now, p)
 	case len(e.waiters) >= e.cfg.MaxWaiters:
 		e.reply(now, p, &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
 			"partition %d has %d long-poll receives waiting, the limit is %d", e.cfg.Partition, len(e.waiters), e.cfg.MaxWaiters).Proto()})
@@ -61,6 +70,96 @@ func (e *Engine) park(now time.Time, p *pending) bool {
 		e.armWaitTimer(now)
 	}
 	return true
+}
+
+// waitKey names a waiting receive by its principal and command id: what an abandon matches.
+func waitKey(req *orreryv1.CommandRequest) string {
+	return req.GetPrincipal() + "\x00" + req.GetBatch().GetCommandId()
+}
+
+// lease proposes a waiting receive whose queue has a visible message: its entry leases, and
+// its receipt answers the caller. Until it is answered, a retry of the same command is
+// proposed too (the inbox replays the receipt) instead of parked.
+func (e *Engine) lease(now time.Time, p *pending) {
+	p.leasing = true
+	e.leasing[waitKey(p.req)]++
+	e.propose(now, p)
+}
+
+// leased forgets a proposed waiting receive once it is answered.
+func (e *Engine) leased(p *pending) {
+	key := waitKey(p.req)
+	if e.leasing[key] <= 1 {
+		delete(e.leasing, key)
+		return
+	}
+	e.leasing[key]--
+}
+
+// abandon takes a caller's abandon of its waiting receive (CommandRequest.abandon): the parked
+// receives of the same principal and command id are dropped and answered with nothing, and a
+// waiting request with them that arrives within MaxWait (one still in transit) is answered
+// with nothing, not parked. When the receive is being proposed or has applied, the abandon
+// itself is proposed, so that the inbox answers it with the receipt and the caller releases
+// what it leased; otherwise it is answered with neither receipt nor error.
+func (e *Engine) abandon(now time.Time, p *pending) {
+	if waitingReceive(&orreryv1.CommandRequest{WaitMicros: 1, Batch: p.req.GetBatch()}) == nil {
+		e.reply(now, p, ErrorReply(orrery.Invalid("abandon", "is only for a batch whose only mutation is a Receive")))
+		return
+	}
+	key := waitKey(p.req)
+	e.rememberAbandoned(now, key)
+	kept := e.waiters[:0]
+	for _, w := range e.waiters {
+		if waitKey(w.req) == key {
+			e.reply(now, w, &orreryv1.CommandReply{})
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(e.waiters[len(kept):])
+	e.waiters = kept
+	e.armWaitTimer(now)
+	replayed, err := e.replayed(p)
+	switch {
+	case err != nil:
+		e.reply(now, p, e.waitFailed(err))
+	case e.leasing[key] > 0 || replayed:
+		e.propose(now, p)
+	default:
+		e.reply(now, p, &orreryv1.CommandReply{})
+	}
+}
+
+// rememberAbandoned keeps key among the abandoned waiting receives until MaxWait from now,
+// at most MaxWaiters of them: beyond it the one that ends first is forgotten.
+func (e *Engine) rememberAbandoned(now time.Time, key string) {
+	if len(e.abandoned) >= e.cfg.MaxWaiters {
+		first, firstEnd := "", time.Time{}
+		for k, end := range e.abandoned {
+			if !now.Before(end) {
+				delete(e.abandoned, k)
+				continue
+			}
+			if first == "" || end.Before(firstEnd) {
+				first, firstEnd = k, end
+			}
+		}
+		if len(e.abandoned) >= e.cfg.MaxWaiters {
+			delete(e.abandoned, first)
+		}
+	}
+	e.abandoned[key] = now.Add(e.cfg.MaxWait)
+}
+
+// abandonedAt reports whether key's waiting receive was abandoned less than MaxWait ago.
+func (e *Engine) abandonedAt(now time.Time, key string) bool {
+	end, ok := e.abandoned[key]
+	if ok && !now.Before(end) {
+		delete(e.abandoned, key)
+		return false
+	}
+	return ok
 }
 
 // replayed reports whether a command id already has a receipt.
@@ -91,9 +190,9 @@ func (e *Engine) waitFailed(err error) *orreryv1.CommandReply {
 	return &orreryv1.CommandReply{Error: orrery.Wrap(orrery.CodeUnavailable, err, "partition %d could not check a waiting receive", e.cfg.Partition).Proto()}
 }
 
-// wakeWaiters answers every waiter whose queue has a visible message (visible) or whose wait
-// ended (not visible), and re-arms the wait timer for the rest. It runs after every Applied
-// event and when the timer fires; answering writes nothing.
+// wakeWaiters proposes every waiter whose queue has a visible message (lease), answers those
+// whose wait ended, and re-arms the wait timer for the rest. It runs after every Applied event
+// and when the timer fires.
 func (e *Engine) wakeWaiters(now time.Time) {
 	if e.stopped || len(e.waiters) == 0 {
 		return
@@ -105,7 +204,7 @@ func (e *Engine) wakeWaiters(now time.Time) {
 		case err != nil:
 			e.reply(now, p, e.waitFailed(err))
 		case visible:
-			e.reply(now, p, &orreryv1.CommandReply{Visible: true})
+			e.lease(now, p)
 		case !now.Before(p.deadline):
 			e.reply(now, p, &orreryv1.CommandReply{})
 		default:
