@@ -60,6 +60,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -95,6 +96,13 @@ func run(args []string, getenv func(string) string) error {
 	if opts.maxProcs > 0 {
 		runtime.GOMAXPROCS(opts.maxProcs)
 	}
+	if opts.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(opts.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	logger := newLogger(os.Stderr, opts.logFormat, opts.logLevel)
 	cfg.Logger = logger
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -125,6 +133,27 @@ type options struct {
 	logFormat string
 	// maxProcs is the --max-procs value (see maxProcs).
 	maxProcs int
+	// cpuProfile is the --cpu-profile file ("": none).
+	cpuProfile string
+}
+
+// startCPUProfile profiles the process's CPU into path until the returned stop, which writes
+// the profile out.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu-profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "silo: cpu-profile:", err)
+		}
+	}, nil
 }
 
 // parseConfig reads flags, falling back to ORRERY_<FLAG> environment variables.
@@ -154,6 +183,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", `OTLP/HTTP collector receiving the silo's traces, host:port or an http(s) URL (path default /v1/traces); empty: no traces`)
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one object a line)")
+	fs.StringVar(&opts.cpuProfile, "cpu-profile", "", "file to write a CPU profile (go tool pprof) of the silo's run to, from its start to a stop by SIGTERM or SIGINT; empty: none")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: Go's choice, or the GOMAXPROCS environment variable)")
 	fs.BoolVar(&cfg.InsecureDev, "insecure-dev", false, "development mode: start without credentials; every capability on every namespace for the default client principal (anonymous) and the silo's own client")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the cluster CA: mutual TLS on the actor transport (with --tls-cert and --tls-key; silo certs writes development ones)")

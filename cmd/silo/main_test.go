@@ -153,6 +153,31 @@ func TestASecondSiloOnTheSameDataRootExits(t *testing.T) {
 	}
 }
 
+// TestCPUProfileFlag: --cpu-profile writes a CPU profile of the silo's run, complete once the
+// silo stops by SIGTERM (pprof's gzipped protobuf), and a file that cannot be created stops
+// the start with an error naming the flag.
+func TestCPUProfileFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real silo process")
+	}
+	if _, err := parseConfig(nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	p := chaos.StartSilo(t, &chaos.SiloSpec{DataDir: t.TempDir(), Partitions: 2, Args: []string{"--cpu-profile", path}})
+	if err := p.Terminate(30 * time.Second); err != nil {
+		t.Fatalf("stop: %v\n%s", err, p.Log())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Fatalf("profile after the stop: %d bytes (%v), want a gzipped pprof profile", len(data), err)
+	}
+	err = run([]string{"--cpu-profile", filepath.Join(t.TempDir(), "missing", "cpu.pprof"), "--data", t.TempDir(), "--insecure-dev"}, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "cpu-profile") {
+		t.Fatalf("an uncreatable profile file: %v, want an error naming the flag", err)
+	}
+}
+
 // TestLimitFlags: the limit flags default to input.DefaultLimits(), take values from the
 // command line or the environment, and a bad value names its flag.
 func TestLimitFlags(t *testing.T) {
