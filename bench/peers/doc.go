@@ -18,7 +18,9 @@
 // one server runs at a time; the two sides take turns, Orrery first in odd runs and River first
 // in even ones. Every server is stopped and its dir removed at the end of its workload run, on
 // a failure and on SIGINT or SIGTERM (the silo is killed, its data being thrown away;
-// PostgreSQL gets a fast shutdown).
+// PostgreSQL gets a fast shutdown). With -cpu-profile DIR each Orrery run's silo writes a CPU
+// profile of its whole run to DIR/orrery-<workload>-<run>.pprof (the silo's --cpu-profile) and
+// is stopped by SIGTERM instead, so that it writes the profile out.
 //
 // Both clients run in this process with 100 handlers (-handlers): an Orrery worker of
 // Concurrency 100 on each queue, and River's default queue with MaxWorkers 100, FetchPollInterval

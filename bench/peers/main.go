@@ -19,7 +19,7 @@ import (
 // returns its figures and a progress detail.
 type side interface {
 	name() string
-	run(ctx context.Context, workload string, cfg workloadConfig) (metrics, string, error)
+	run(ctx context.Context, workload string, run int, cfg workloadConfig) (metrics, string, error)
 }
 
 func main() {
@@ -29,6 +29,7 @@ func main() {
 		workloads string
 		root      string
 		siloArgs  string
+		profiles  string
 		verbose   bool
 	)
 	flag.IntVar(&runs, "runs", 2, "runs of each workload on each side (the table shows their median, min and max)")
@@ -45,6 +46,7 @@ func main() {
 	flag.IntVar(&cfg.schedules, "schedules", 1_000, "C: recurring schedules, every 1 s")
 	flag.IntVar(&cfg.seconds, "seconds", 10, "C: seconds of occurrences measured")
 	flag.StringVar(&siloArgs, "silo-args", "", "extra flags for the silo, space-separated (\"--max-procs=8\" runs it with GOMAXPROCS 8)")
+	flag.StringVar(&profiles, "cpu-profile", "", "directory to write a CPU profile of each Orrery run's silo to (orrery-<workload>-<run>.pprof; the silo is then stopped by SIGTERM, not killed)")
 	flag.BoolVar(&verbose, "v", false, "log the clients' lines (Orrery's client, River's) to stderr")
 	flag.Parse()
 	if verbose {
@@ -82,7 +84,7 @@ func main() {
 		reg.runAll()
 		os.Exit(130)
 	}()
-	err := run(ctx, reg, list, runs, root, strings.Fields(siloArgs), cfg)
+	err := run(ctx, reg, list, runs, root, strings.Fields(siloArgs), profiles, cfg)
 	reg.runAll()
 	switch {
 	case ctx.Err() != nil:
@@ -94,7 +96,7 @@ func main() {
 }
 
 // run prepares both sides, runs every workload runs times on each, and prints the table.
-func run(ctx context.Context, reg *cleanups, workloads []string, runs int, root string, siloArgs []string, cfg workloadConfig) error {
+func run(ctx context.Context, reg *cleanups, workloads []string, runs int, root string, siloArgs []string, profiles string, cfg workloadConfig) error {
 	binDir, err := ensurePostgres(ctx)
 	if err != nil {
 		return err
@@ -113,7 +115,15 @@ func run(ctx context.Context, reg *cleanups, workloads []string, runs int, root 
 	if err := buildSilo(ctx, absRoot, binary); err != nil {
 		return err
 	}
-	orrery := &orrerySide{binary: binary, args: siloArgs, reg: reg}
+	if profiles != "" {
+		if profiles, err = filepath.Abs(profiles); err == nil {
+			err = os.MkdirAll(profiles, 0o755)
+		}
+		if err != nil {
+			return fmt.Errorf("-cpu-profile: %w", err)
+		}
+	}
+	orrery := &orrerySide{binary: binary, args: siloArgs, profiles: profiles, reg: reg}
 	riverS := &riverSide{binDir: binDir, reg: reg}
 	res := results{}
 	began := time.Now()
@@ -127,7 +137,7 @@ func run(ctx context.Context, reg *cleanups, workloads []string, runs int, root 
 			}
 			for _, s := range sides {
 				start := time.Now()
-				m, note, err := s.run(ctx, w, cfg)
+				m, note, err := s.run(ctx, w, r, cfg)
 				if err != nil {
 					return fmt.Errorf("run %d, workload %s, %s: %w", r, w, s.name(), err)
 				}

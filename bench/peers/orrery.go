@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -26,15 +28,22 @@ const (
 type orrerySide struct {
 	binary string   // the silo binary built from this repository
 	args   []string // extra flags for the silo (-silo-args)
-	reg    *cleanups
+	// profiles is the directory of the silos' CPU profiles (-cpu-profile; "": none).
+	profiles string
+	reg      *cleanups
 }
 
 // name is the side's column in the table.
 func (o *orrerySide) name() string { return "Orrery" }
 
 // run starts a fresh silo, joins it and runs workload w against it.
-func (o *orrerySide) run(ctx context.Context, w string, cfg workloadConfig) (metrics, string, error) {
-	s, stop, err := startSilo(ctx, o.binary, o.args, o.reg)
+func (o *orrerySide) run(ctx context.Context, w string, run int, cfg workloadConfig) (metrics, string, error) {
+	args, graceful := o.args, false
+	if o.profiles != "" {
+		args = append(slices.Clip(args), "--cpu-profile", filepath.Join(o.profiles, fmt.Sprintf("orrery-%s-%d.pprof", w, run)))
+		graceful = true
+	}
+	s, stop, err := startSilo(ctx, o.binary, args, graceful, o.reg)
 	if err != nil {
 		return nil, "", err
 	}

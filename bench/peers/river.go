@@ -36,7 +36,7 @@ type riverSide struct {
 func (r *riverSide) name() string { return "River" }
 
 // run starts a fresh cluster, migrates River's schema into it and runs workload w.
-func (r *riverSide) run(ctx context.Context, w string, cfg workloadConfig) (metrics, string, error) {
+func (r *riverSide) run(ctx context.Context, w string, _ int, cfg workloadConfig) (metrics, string, error) {
 	pg, stop, err := startPostgres(ctx, r.binDir, r.reg)
 	if err != nil {
 		return nil, "", err

@@ -42,7 +42,7 @@ type siloProcess struct {
 // ports for its actor transport and gossip (port 0: the silo picks them and prints them on its
 // ready line), a free admin port and the extra flags, and waits until its /readyz answers 200. The returned stop
 // function kills it and removes its dir; it is also registered in reg.
-func startSilo(ctx context.Context, binary string, extra []string, reg *cleanups) (*siloProcess, func(), error) {
+func startSilo(ctx context.Context, binary string, extra []string, graceful bool, reg *cleanups) (*siloProcess, func(), error) {
 	dir, err := os.MkdirTemp("", "orrery-peers-silo-")
 	if err != nil {
 		return nil, nil, err
@@ -69,9 +69,14 @@ func startSilo(ctx context.Context, binary string, extra []string, reg *cleanups
 	}
 	s := &siloProcess{server: srv, dir: dir, admin: admin}
 	// Killed, not stopped gracefully: its data dir is thrown away, and a lone silo's graceful
-	// stop spends seconds offering leadership that no other silo can take.
+	// stop spends seconds offering leadership that no other silo can take. A silo writing a CPU
+	// profile (graceful) gets SIGTERM, so that it writes the profile out.
+	sig := syscall.SIGKILL
+	if graceful {
+		sig = syscall.SIGTERM
+	}
 	stop := reg.add(func() {
-		s.stop(syscall.SIGKILL, 10*time.Second)
+		s.stop(sig, 30*time.Second)
 		os.RemoveAll(dir)
 	})
 
