@@ -178,6 +178,11 @@ func (g *grain) perform(ctx actor.Context, rd engine.Ready) {
 	if rd.AnsweredApplied {
 		g.cfg.Failpoints.Hit(FailpointReplySent)
 	}
+	if observe := g.cfg.Host.stages.Load(); observe != nil {
+		for _, st := range rd.Stages {
+			(*observe)(g.partition, st.Stage, st.Took)
+		}
+	}
 	for _, n := range rd.Notices {
 		g.cfg.OnNextDue(n)
 	}

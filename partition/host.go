@@ -90,6 +90,8 @@ type Host struct {
 	stopping  chan struct{}
 	// lateness receives the enqueue lateness of due occurrences (ObserveEnqueueLateness).
 	lateness atomic.Pointer[EnqueueLatenessObserver]
+	// stages receives the commands' stage timings (ObserveStages).
+	stages atomic.Pointer[StageObserver]
 	// inspectDenials receives the inspections refused Unauthorized (ObserveInspectDenials).
 	inspectDenials atomic.Pointer[InspectDenialObserver]
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
@@ -26,6 +27,21 @@ func (h *Host) ObserveEnqueueLateness(fn EnqueueLatenessObserver) {
 		return
 	}
 	h.lateness.Store(&fn)
+}
+
+// StageObserver receives how long a command answered on partition spent in stage (see
+// engine.Stage).
+type StageObserver func(partition int, stage engine.Stage, took time.Duration)
+
+// ObserveStages makes fn receive the stage timings of every command a partition grain of this
+// silo answers from now on after its entry applied (engine.Ready.Stages); nil stops it. fn runs
+// on the grain's goroutine and must not block.
+func (h *Host) ObserveStages(fn StageObserver) {
+	if fn == nil {
+		h.stages.Store(nil)
+		return
+	}
+	h.stages.Store(&fn)
 }
 
 // InspectDenialObserver receives an inspection a grain of this silo refused Unauthorized: its

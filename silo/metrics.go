@@ -16,6 +16,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/replication"
 )
 
@@ -36,6 +37,8 @@ type siloMetrics struct {
 	raftEntries         prometheus.Counter
 	enqueueLateness     prometheus.Histogram
 	enqueuedByPartition []prometheus.Counter
+	// stages holds the stage histogram's series, by engine.Stage.
+	stages map[engine.Stage]prometheus.Observer
 	// bySchedule holds the series of each schedule of Config.MetricsSchedules.
 	bySchedule map[string]scheduleSeries
 }
@@ -116,8 +119,20 @@ func newSiloMetrics(s *Silo) *siloMetrics {
 	for _, id := range s.cfg.MetricsSchedules {
 		m.bySchedule[id] = scheduleSeries{enqueued: scheduleEnqueued.WithLabelValues(id), lateness: scheduleLateness.WithLabelValues(id)}
 	}
-	reg.MustRegister(m.raftPersist, m.raftRound, m.raftEntries, m.enqueueLateness, enqueued, scheduleEnqueued, scheduleLateness, newSiloCollector(s))
+	stages := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "orrery_partition_stage_seconds",
+		Help: "For each command a partition this silo leads answered after its entry applied, the time it spent in a stage: " +
+			"apply (accepted proposal to answer: the Raft rounds), command (arrival to answer), due (a due command's arrival to answer), " +
+			"lease (a long poll's queue had a visible message to its answer).",
+		Buckets: raftSecondsBuckets,
+	}, []string{"stage"})
+	m.stages = map[engine.Stage]prometheus.Observer{}
+	for _, st := range []engine.Stage{engine.StageApply, engine.StageCommand, engine.StageDue, engine.StageLease} {
+		m.stages[st] = stages.WithLabelValues(st.String())
+	}
+	reg.MustRegister(m.raftPersist, m.raftRound, m.raftEntries, m.enqueueLateness, enqueued, scheduleEnqueued, scheduleLateness, stages, newSiloCollector(s))
 	s.host.ObserveRounds(m.observeRound)
+	s.host.ObserveStages(m.observeStage)
 	s.host.ObserveEnqueueLateness(m.observeEnqueue)
 	return m
 }
@@ -133,6 +148,12 @@ func (m *siloMetrics) observeRound(rt replication.RoundTiming) {
 	}
 	m.raftRound.Observe(rt.Duration.Seconds())
 	m.raftEntries.Add(float64(rt.PersistedEntries))
+}
+
+func (m *siloMetrics) observeStage(_ int, stage engine.Stage, took time.Duration) {
+	if o := m.stages[stage]; o != nil {
+		o.Observe(took.Seconds())
+	}
 }
 
 func (m *siloMetrics) observeEnqueue(partition int, scheduleID string, lateness time.Duration) {

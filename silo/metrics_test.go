@@ -189,6 +189,24 @@ func TestMetricsMoveDuringAWorkload(t *testing.T) {
 	if lateness.GetSampleSum() < 0 || lateness.GetSampleSum() > 5*float64(lateness.GetSampleCount()) {
 		t.Errorf("enqueue lateness sums to %vs over %d occurrences: not between 0 and 5 s each", lateness.GetSampleSum(), lateness.GetSampleCount())
 	}
+	stageCount := func(sc scrape, stage string) uint64 {
+		for _, m := range sc.samples(t, "orrery_partition_stage_seconds") {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" && l.GetValue() == stage {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+		t.Fatalf("no orrery_partition_stage_seconds series of stage %q", stage)
+		return 0
+	}
+	// The configure, three due commands, the long polls that leased the three occurrences and
+	// the acks.
+	for stage, least := range map[string]uint64{"apply": 10, "command": 4, "due": 3, "lease": 3} {
+		if was, now := stageCount(before, stage), stageCount(after, stage); now < was+least {
+			t.Errorf("stage %s timed %d commands, then %d: want a rise of at least %d", stage, was, now, least)
+		}
+	}
 	if got := after.sum(t, "orrery_partition_leader"); got != 8 {
 		t.Errorf("leader gauges sum to %v after the workload, want 8", got)
 	}

@@ -17,7 +17,7 @@ import (
 // admit proposes a command or parks a long-poll receive, answering at once when the engine
 // stopped, the pending bound is reached or the command is on the wrong path (checkPath).
 func (e *Engine) admit(now time.Time, c Command) {
-	p := &pending{req: c.Request, from: c.From}
+	p := &pending{req: c.Request, from: c.From, admitted: now}
 	if e.stopped {
 		e.reply(now, p, &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable, "partition %d is stopping", e.cfg.Partition).Proto()})
 		return
@@ -109,7 +109,7 @@ func (e *Engine) proposed(now time.Time, ev Proposed) {
 		e.reply(now, p, e.stoppedReply())
 		return
 	}
-	p.index, p.term = ev.Index, ev.Term
+	p.index, p.term, p.proposedAt = ev.Index, ev.Term, now
 	e.inflight[ev.Index] = p
 }
 
@@ -139,12 +139,25 @@ func (e *Engine) applied(now time.Time, ev *Applied) {
 		delete(e.inflight, r.Index)
 		if !p.housekeep && !p.check && !p.limits && !p.zones {
 			e.ready.AnsweredApplied = true
+			e.timeStages(now, p)
 		}
 		e.reply(now, p, r.Reply)
 	}
 	e.lowerDueFloor(ev.MinDueWritten)
 	e.noticeDueWritten(ev.MinDueWritten)
 	e.wakeWaiters(now)
+}
+
+// timeStages records the stages of p, answered now after its entry applied.
+func (e *Engine) timeStages(now time.Time, p *pending) {
+	first := StageTiming{Stage: StageCommand, Took: now.Sub(p.admitted)}
+	switch {
+	case p.leasing:
+		first = StageTiming{Stage: StageLease, Took: now.Sub(p.woken)}
+	case p.req.GetDue():
+		first.Stage = StageDue
+	}
+	e.ready.Stages = append(e.ready.Stages, first, StageTiming{Stage: StageApply, Took: now.Sub(p.proposedAt)})
 }
 
 // lost answers the commands whose proposals will not apply in their term with Unavailable.

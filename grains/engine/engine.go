@@ -125,8 +125,11 @@ type pending struct {
 	deadline                        time.Time // a parked receive's end of wait
 	// leasing marks a waiting receive proposed once its queue had a visible message (lease).
 	leasing bool
-	index   uint64 // the accepted proposal's log index and term
-	term    uint64
+	// admitted is when the command arrived, proposedAt when its proposal was accepted, and
+	// woken when a waiting receive was proposed (lease): the instants of Ready.Stages.
+	admitted, proposedAt, woken time.Time
+	index                       uint64 // the accepted proposal's log index and term
+	term                        uint64
 }
 
 // New returns the engine of a partition whose replica state is state. Step it with Open first.
@@ -154,6 +157,48 @@ type Ready struct {
 	Propose         []Propose
 	// Scanned answers a ScanDue event (nil after any other).
 	Scanned *orreryv1.ScanDueReply
+	// Stages are the timings of the commands this step answered after their entries applied
+	// (the engine's own housekeeping commands aside).
+	Stages []StageTiming
+}
+
+// Stage names a span of a command's life on the partition, timed in Ready.Stages.
+type Stage int
+
+// The stages the engine times, each ending when the command's applied entry answers it.
+const (
+	// StageApply runs from the accepted proposal: the Raft rounds that persist, commit and
+	// apply the entry.
+	StageApply Stage = iota + 1
+	// StageCommand runs from the arrival of a command that is neither a due command nor a
+	// long poll.
+	StageCommand
+	// StageDue runs from the arrival of a due coordinator's due command.
+	StageDue
+	// StageLease runs from the moment a long poll's queue had a visible message (and it was
+	// proposed).
+	StageLease
+)
+
+// String names the stage as the silo's metrics label it.
+func (s Stage) String() string {
+	switch s {
+	case StageApply:
+		return "apply"
+	case StageCommand:
+		return "command"
+	case StageDue:
+		return "due"
+	case StageLease:
+		return "lease"
+	}
+	return "unknown"
+}
+
+// StageTiming is how long one command spent in Stage.
+type StageTiming struct {
+	Stage Stage
+	Took  time.Duration
 }
 
 // Reply is a reply for the sender a Command came from.

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -483,5 +484,49 @@ func TestEachTimerKindFiresItsEvent(t *testing.T) {
 	}
 	if got := TimerKind(0).Fired(); got != nil {
 		t.Errorf("an unknown timer kind fires %T, want nothing", got)
+	}
+}
+
+// TestStagesTimeEachAnsweredCommand: a command answered after its entry applied reports its
+// time from arrival (command, or due for a due command) and from its proposal (apply); a long
+// poll reports its time from the moment its queue had a visible message (lease), not its
+// wait; a wait that ends, and the engine's own housekeeping, report nothing.
+func TestStagesTimeEachAnsweredCommand(t *testing.T) {
+	h := newHarness(t, nil)
+	h.command("a", request("c1", enqueue("m1", 0)))
+	h.now = h.now.Add(5 * time.Millisecond)
+	h.commit()
+	want := []StageTiming{{StageCommand, 5 * time.Millisecond}, {StageApply, 5 * time.Millisecond}}
+	if !slices.Equal(h.stages, want) {
+		t.Fatalf("an enqueue's stages %v, want %v", h.stages, want)
+	}
+	h.command("b", request("c2", receive())) // takes m1: the long poll below waits
+	h.commit()
+	h.command("w", longPoll("r1", 10*time.Second))
+	h.now = h.now.Add(time.Second)
+	h.stages = nil
+	h.command("a", request("c3", enqueue("m2", 0)))
+	h.commit() // wakes the long poll, proposed now
+	h.now = h.now.Add(3 * time.Millisecond)
+	h.commit()
+	want = []StageTiming{{StageCommand, 0}, {StageApply, 0}, {StageLease, 3 * time.Millisecond}, {StageApply, 3 * time.Millisecond}}
+	if !slices.Equal(h.stages, want) {
+		t.Fatalf("stages of an enqueue and the long poll it woke: %v, want %v", h.stages, want)
+	}
+	h.stages = nil
+	h.command("v", longPoll("r2", time.Second))
+	h.fire(WaitTimer)
+	h.fire(HousekeepTimer)
+	h.commit()
+	if len(h.answers("v")) != 1 || len(h.stages) != 0 {
+		t.Fatalf("a wait that ended and housekeeping: answers %v, stages %v; want no stages", h.answers("v"), h.stages)
+	}
+	emit := &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: "s", ExpectedGeneration: 1, Max: 1}}}
+	h.command("d", &orreryv1.CommandRequest{Principal: input.CoordinatorPrincipal, Due: true, Batch: batchOf("d1", emit)})
+	h.now = h.now.Add(2 * time.Millisecond)
+	h.commit()
+	want = []StageTiming{{StageDue, 2 * time.Millisecond}, {StageApply, 2 * time.Millisecond}}
+	if !slices.Equal(h.stages, want) {
+		t.Fatalf("a due command's stages %v, want %v", h.stages, want)
 	}
 }

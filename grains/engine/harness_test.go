@@ -60,6 +60,8 @@ type harness struct {
 	notices         []*orreryv1.NextDueNotice
 	timers          map[TimerKind]time.Time
 	answeredApplied int
+	// stages are the Ready.Stages of every step, in order.
+	stages []StageTiming
 }
 
 // entry is an accepted proposal.
@@ -102,6 +104,7 @@ func (h *harness) step(event Event) Ready {
 		h.answeredApplied++
 	}
 	h.notices = append(h.notices, rd.Notices...)
+	h.stages = append(h.stages, rd.Stages...)
 	for _, tm := range rd.Timers {
 		h.timers[tm.Kind] = tm.At
 	}

@@ -81,7 +81,7 @@ func waitKey(req *orreryv1.CommandRequest) string {
 // its receipt answers the caller. Until it is answered, a retry of the same command is
 // proposed too (the inbox replays the receipt) instead of parked.
 func (e *Engine) lease(now time.Time, p *pending) {
-	p.leasing = true
+	p.leasing, p.woken = true, now
 	e.leasing[waitKey(p.req)]++
 	e.propose(now, p)
 }
