@@ -84,7 +84,7 @@ proto: ## regenerate api/v1 from the .proto files (needs protoc: apt-get install
 verify: ## gofmt, go vet (bench/peers too), go mod tidy diff, stale generated code
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	cd bench/peers && $(GO) vet ./... # its own module (River, pgx): built here so it keeps up with the client
+	cd bench/peers && $(GO) vet ./... && $(GO) test -count=1 ./... # its own module (River, pgx): built and tested here so it keeps up with the client
 	@cp go.mod /tmp/orrery-go.mod.$$$$ && cp go.sum /tmp/orrery-go.sum.$$$$ && $(GO) mod tidy && \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum: commit the tidy result"; git --no-pager diff -- go.mod go.sum | head -40; \
 	    cp /tmp/orrery-go.mod.$$$$ go.mod; cp /tmp/orrery-go.sum.$$$$ go.sum; rm -f /tmp/orrery-go.*.$$$$; exit 1; fi; rm -f /tmp/orrery-go.*.$$$$

@@ -20,7 +20,12 @@
 // a failure and on SIGINT or SIGTERM (the silo is killed, its data being thrown away;
 // PostgreSQL gets a fast shutdown). With -cpu-profile DIR each Orrery run's silo writes a CPU
 // profile of its whole run to DIR/orrery-<workload>-<run>.pprof (the silo's --cpu-profile) and
-// is stopped by SIGTERM instead, so that it writes the profile out.
+// is stopped by SIGTERM instead, so that it writes the profile out. After each Orrery run the
+// harness reads the silo's /metrics and prints, under the run's line, p50/p99 (estimated in
+// the histograms' buckets) of each stage of an occurrence's life the silo times: due →
+// enqueued (orrery_occurrence_enqueue_lateness_seconds), the due command, the long poll's lease,
+// other commands, the Raft apply stage, rounds and persists (orrery_partition_stage_seconds,
+// orrery_raft_round_seconds, orrery_raft_persist_seconds).
 //
 // Both clients run in this process with 100 handlers (-handlers): an Orrery worker of
 // Concurrency 100 on each queue, and River's default queue with MaxWorkers 100, FetchPollInterval

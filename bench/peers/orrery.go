@@ -53,15 +53,26 @@ func (o *orrerySide) run(ctx context.Context, w string, run int, cfg workloadCon
 		return nil, "", fmt.Errorf("dial the silo at %s: %w", s.gossip, err)
 	}
 	defer c.Close()
+	var m metrics
+	var note string
 	switch w {
 	case "A":
-		return orreryTimers(ctx, c, s, cfg)
+		m, note, err = orreryTimers(ctx, c, s, cfg)
 	case "B":
-		return orreryConsume(ctx, c, s, cfg)
+		m, note, err = orreryConsume(ctx, c, s, cfg)
 	case "C":
-		return orreryBurst(ctx, c, s, cfg)
+		m, note, err = orreryBurst(ctx, c, s, cfg)
+	default:
+		return nil, "", fmt.Errorf("unknown workload %q", w)
 	}
-	return nil, "", fmt.Errorf("unknown workload %q", w)
+	if err != nil {
+		return nil, "", err
+	}
+	stages, err := siloStages(ctx, s.admin)
+	if err != nil {
+		stages = "stages unavailable: " + err.Error()
+	}
+	return m, note + "\n    " + stages, nil
 }
 
 // scheduleID is a canonical UUID for schedule (or timer) i; scheduleIndex reverses it.
