@@ -309,13 +309,13 @@ func commandID(e replication.Entry) string {
 func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engine.Applied) error {
 	results := make([]engine.Result, 0, len(entries))
 	var cached *kv.ReadCache
-	var recorded *engine.DueRecorder
+	var recorded *engine.Recorder
 	var floored *kv.FloorView
 	mark := persistence.AppliedMark{Index: index, LoggedTimeMicros: entries[len(entries)-1].GetLoggedTimeUnixMicros()}
 	before := m.limits.Load() // an entry may set them; a failed transaction takes that back
 	err := m.state.Apply(mark, func(txn *persistence.Txn) error {
 		floored = m.floors.View(txn)
-		recorded = &engine.DueRecorder{View: floored}
+		recorded = &engine.Recorder{View: floored}
 		cached = kv.NewReadCache(recorded, m.warm) // every write goes through it
 		for _, e := range entries {
 			r, err := m.applyEntry(cached, e)
@@ -336,6 +336,7 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engi
 	cached.Promote() // applied: the next applies read what this one read and wrote
 	out.Results = append(out.Results, results...)
 	out.DueWrites = append(out.DueWrites, recorded.Writes...)
+	out.Visible = append(out.Visible, recorded.Visible...)
 	out.Floors = append(out.Floors, floored.Promote())
 	if recorded.MinDue > 0 && (out.MinDueWritten == 0 || recorded.MinDue < out.MinDueWritten) {
 		out.MinDueWritten = recorded.MinDue

@@ -148,7 +148,7 @@ func (p *partition) perform(now time.Time, rd engine.Ready) {
 func (p *partition) apply(index uint64, proposal engine.Propose) engine.Applied {
 	logged := max(p.clock().UnixMicro(), p.loggedMicros+1)
 	writes := kv.NewBuffer(p.store)
-	due := &engine.DueRecorder{View: writes}
+	due := &engine.Recorder{View: writes}
 	reply, err := p.applyEntry(due, proposal, logged)
 	if err == nil {
 		err = writes.Commit()
@@ -157,7 +157,7 @@ func (p *partition) apply(index uint64, proposal engine.Propose) engine.Applied 
 	if err != nil {
 		reply = engine.ErrorReply(err)
 	} else {
-		applied.MinDueWritten, applied.DueWrites = due.MinDue, due.Writes
+		applied.MinDueWritten, applied.DueWrites, applied.Visible = due.MinDue, due.Writes, due.Visible
 	}
 	p.appliedIndex, p.loggedMicros = index, logged
 	applied.Results = []engine.Result{{Index: index, Term: term, Reply: reply}}

@@ -131,6 +131,9 @@ func (e *Engine) applied(now time.Time, ev *Applied) {
 	for _, f := range ev.Floors {
 		e.readFloors.Adopt(f)
 	}
+	for _, v := range ev.Visible {
+		e.visibleSet(v)
+	}
 	for _, r := range ev.Results {
 		p := e.inflight[r.Index]
 		if p == nil || p.term != r.Term {

@@ -31,7 +31,10 @@
 // makes one visible or when the wait timer finds one: it leases in its own entry and its
 // receipt answers it. A wait that ends first is answered with nothing, and writes nothing. The
 // wait timer is armed at the earliest of the waiters' deadlines and their queues' next visible
-// instants. A caller that stops waiting abandons its receive (CommandRequest.abandon): a parked
+// instants. Those instants are hints kept per waited queue: read from the visibility index when
+// a queue is first waited on or its hinted instant passes, and lowered by the visibility
+// entries each Applied event reports (Recorder.Visible), so that an apply reads nothing for a
+// waiter whose queue it did not make visible. A caller that stops waiting abandons its receive (CommandRequest.abandon): a parked
 // one is dropped, a late copy is not parked, and one already proposed answers the abandon with
 // its receipt, whose leases the caller releases.
 //

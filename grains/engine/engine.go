@@ -107,6 +107,10 @@ type Engine struct {
 	// the last Applied event; a read meanwhile may miss a message written below a floor by a
 	// later entry, and that entry's Applied event checks the waiters again.
 	readFloors *kv.Floors
+	// nextVisible holds, per waited queue (by keys.QueuePrefix), when it next has a visible
+	// message, so that the wait timer and the Applied events need not read the visibility
+	// index for every waiter each time (see visibleHint).
+	nextVisible map[string]visibleHint
 	// housekeeping is set while a Housekeep command is proposed and not answered.
 	housekeeping bool
 	// checking is set while a CheckConsistency command is proposed and not answered.
@@ -136,12 +140,13 @@ type pending struct {
 func New(cfg Config, state State) *Engine {
 	return &Engine{
 		cfg: cfg, state: state,
-		proposing:  map[uint64]*pending{},
-		inflight:   map[uint64]*pending{},
-		leasing:    map[string]int{},
-		abandoned:  map[string]time.Time{},
-		head:       due.NewHead(dueHeadEntries),
-		readFloors: NewVisibilityFloors(),
+		proposing:   map[uint64]*pending{},
+		inflight:    map[uint64]*pending{},
+		leasing:     map[string]int{},
+		nextVisible: map[string]visibleHint{},
+		abandoned:   map[string]time.Time{},
+		head:        due.NewHead(dueHeadEntries),
+		readFloors:  NewVisibilityFloors(),
 	}
 }
 
@@ -290,6 +295,9 @@ type (
 		DueWrites []DueWrite
 		// Floors are the visibility floors the applies promoted, in order.
 		Floors []kv.Promoted
+		// Visible are the earliest visibility-index entries the applies set, per queue
+		// (Recorder.Visible; a queue may appear once per apply).
+		Visible []VisibleSet
 	}
 	// Lost are proposals whose entries will not apply in their term.
 	Lost struct{ Proposals []Proposal }
@@ -386,6 +394,7 @@ func (e *Engine) reload(now time.Time) {
 	e.head.Reset()
 	e.readLimits()
 	e.readFloors = NewVisibilityFloors()
+	clear(e.nextVisible)
 	e.dueFloor = 0
 	e.reportNextDue()
 	e.wakeWaiters(now)

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -528,5 +529,33 @@ func TestStagesTimeEachAnsweredCommand(t *testing.T) {
 	want = []StageTiming{{StageDue, 2 * time.Millisecond}, {StageApply, 2 * time.Millisecond}}
 	if !slices.Equal(h.stages, want) {
 		t.Fatalf("a due command's stages %v, want %v", h.stages, want)
+	}
+}
+
+// TestAWaitedQueueIsReadOnlyWhenItsHintAllows: a parked long poll's queue is read when it
+// parks; after that, applies that write other queues, or set a later visibility entry in its
+// own, read nothing for it (before, every Applied event read its queue twice), and the wait
+// timer follows the entry a delayed enqueue set. An enqueue visible now wakes it at once.
+func TestAWaitedQueueIsReadOnlyWhenItsHintAllows(t *testing.T) {
+	h := newHarness(t, nil)
+	other := &orreryv1.Lane{Namespace: "acme", Queue: "other", Key: lane.GetKey()}
+	h.command("w", longPoll("r1", 10*time.Second))
+	parked := h.state.views
+	for i := range 5 {
+		h.command("a", request(fmt.Sprint("o", i), &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: other, Id: fmt.Sprint("o", i), PayloadJson: `{}`}}}))
+		h.commit()
+	}
+	h.command("a", request("c1", enqueue("later", 2*time.Second)))
+	h.commit()
+	if reads := h.state.views - parked; reads != 0 {
+		t.Fatalf("%d reads for the waiter across 6 applies that made nothing visible in its queue, want 0", reads)
+	}
+	if at, want := h.timers[WaitTimer], time.UnixMicro(h.state.logged).Add(2*time.Second); !at.Equal(want) {
+		t.Fatalf("wait timer at %v, want %v, when the delayed message becomes visible", at.Sub(t0), want.Sub(t0))
+	}
+	h.command("a", request("c2", enqueue("now", 0)))
+	h.commit()
+	if len(h.log) != 1 || h.log[0].cmd.GetBatch().GetCommandId() != "r1" {
+		t.Fatalf("after an enqueue visible now: log %v, want the long poll proposed", h.log)
 	}
 }

@@ -130,7 +130,7 @@ func (h *harness) commit() {
 	h.t.Helper()
 	applied := Applied{}
 	for _, e := range h.log {
-		rec := &DueRecorder{View: h.state.mem}
+		rec := &Recorder{View: h.state.mem}
 		logged := max(h.now.UnixMicro(), h.state.logged+1)
 		out, err := ApplyEntry(h.applier, rec, e.principal, e.command, logged)
 		if err != nil {
@@ -140,6 +140,7 @@ func (h *harness) commit() {
 		h.state.index, h.state.logged = e.index, logged
 		applied.Results = append(applied.Results, Result{Index: e.index, Term: e.term, Reply: reply})
 		applied.DueWrites = append(applied.DueWrites, rec.Writes...)
+		applied.Visible = append(applied.Visible, rec.Visible...)
 		if rec.MinDue > 0 && (applied.MinDueWritten == 0 || rec.MinDue < applied.MinDueWritten) {
 			applied.MinDueWritten = rec.MinDue
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"time"
 
 	"github.com/orreryhq/orrery"
@@ -192,14 +193,20 @@ func (e *Engine) waitFailed(err error) *orreryv1.CommandReply {
 
 // wakeWaiters proposes every waiter whose queue has a visible message (lease), answers those
 // whose wait ended, and re-arms the wait timer for the rest. It runs after every Applied event
-// and when the timer fires.
+// and when the timer fires. A waiter whose queue's hint says nothing is visible yet is not
+// read for.
 func (e *Engine) wakeWaiters(now time.Time) {
 	if e.stopped || len(e.waiters) == 0 {
 		return
 	}
+	read := e.readTime(now)
 	kept := e.waiters[:0]
 	for _, p := range e.waiters {
-		visible, err := e.visible(now, waitingReceive(p.req))
+		recv := waitingReceive(p.req)
+		visible, err := false, error(nil)
+		if h, ok := e.nextVisible[string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))]; !ok || h.visibleBy(read) {
+			visible, err = e.visible(now, recv)
+		}
 		switch {
 		case err != nil:
 			e.reply(now, p, e.waitFailed(err))
@@ -216,14 +223,45 @@ func (e *Engine) wakeWaiters(now time.Time) {
 	e.armWaitTimer(now)
 }
 
+// visibleHint is what the engine knows of when a waited queue next has a visible message: its
+// first visibility-index entry is at at (found), or it has none before bound. An apply that
+// sets an earlier entry lowers it (visibleSet); one that deletes the entry (a lease, an ack)
+// leaves it early, never late, and once its instant passes the queue is read again.
+type visibleHint struct {
+	at    int64
+	found bool
+	bound int64
+}
+
+// visibleBy reports whether the hint allows a message visible at read: it must be read for.
+func (h visibleHint) visibleBy(read int64) bool {
+	if h.found {
+		return h.at <= read
+	}
+	return h.bound <= read
+}
+
+// visibleSet lowers the hint of a waited queue to a visibility entry an apply set.
+func (e *Engine) visibleSet(v VisibleSet) {
+	h, ok := e.nextVisible[v.Queue]
+	switch {
+	case !ok:
+	case h.found && v.AtMicros < h.at, !h.found && v.AtMicros < h.bound:
+		e.nextVisible[v.Queue] = visibleHint{at: v.AtMicros, found: true, bound: h.bound}
+	}
+}
+
 // minWaitTimer is the shortest wait the timer is armed for, so a message visible in the past
 // of the read time (a clock step) cannot spin it.
 const minWaitTimer = time.Millisecond
 
 // armWaitTimer sets the wait timer at the earliest of the waiters' deadlines and their queues'
-// next visible instants, or disarms it when nobody waits.
+// next visible instants, or disarms it when nobody waits. A queue's next visible instant comes
+// from its hint; the visibility index is read only for a queue without one, or whose hinted
+// instant has passed, or whose hint does not reach the earliest deadline.
 func (e *Engine) armWaitTimer(now time.Time) {
 	if len(e.waiters) == 0 {
+		clear(e.nextVisible)
 		e.arm(WaitTimer, time.Time{})
 		return
 	}
@@ -233,21 +271,57 @@ func (e *Engine) armWaitTimer(now time.Time) {
 			earliest = p.deadline
 		}
 	}
-	// Only a message visible before the earliest deadline moves the timer: the index is read
-	// up to there, not on to its first entry, past every entry deleted since its compaction.
-	_ = e.state.View(func(r kv.Reader) error {
-		r = e.readFloors.Reader(r)
+	if len(e.nextVisible) > len(e.waiters) { // hints of queues nobody waits on any more
+		waited := make(map[string]bool, len(e.waiters))
 		for _, p := range e.waiters {
 			recv := waitingReceive(p.req)
-			if at, found, err := queue.NextVisibleBefore(r, recv.GetNamespace(), recv.GetQueue(), earliest.UnixMicro()); err == nil && found {
-				if t := time.UnixMicro(at); t.Before(earliest) {
-					earliest = t
-				}
-			}
+			waited[string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))] = true
 		}
-		return nil
-	})
+		maps.DeleteFunc(e.nextVisible, func(q string, _ visibleHint) bool { return !waited[q] })
+	}
+	read, limit := e.readTime(now), earliest.UnixMicro()
+	stale := func(h visibleHint, ok bool) bool {
+		return !ok || (h.found && h.at <= read) || (!h.found && h.bound < limit)
+	}
+	for _, p := range e.waiters {
+		recv := waitingReceive(p.req)
+		if h, ok := e.nextVisible[string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))]; stale(h, ok) {
+			// Only a message visible before the earliest deadline moves the timer: the index is
+			// read up to there, not on to its first entry, past every entry deleted since its
+			// compaction.
+			_ = e.state.View(func(r kv.Reader) error {
+				e.readHints(e.readFloors.Reader(r), limit, stale)
+				return nil
+			})
+			break
+		}
+	}
+	for _, p := range e.waiters {
+		recv := waitingReceive(p.req)
+		h := e.nextVisible[string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))]
+		if t := time.UnixMicro(h.at); h.found && t.Before(earliest) {
+			earliest = t
+		}
+	}
 	e.arm(WaitTimer, maxTime(earliest, now.Add(minWaitTimer)))
+}
+
+// readHints reads the visibility index of every waited queue whose hint is stale, up to
+// limit, into its hint (a queue whose read fails is left without one).
+func (e *Engine) readHints(r kv.Reader, limit int64, stale func(visibleHint, bool) bool) {
+	for _, p := range e.waiters {
+		recv := waitingReceive(p.req)
+		q := string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))
+		if h, ok := e.nextVisible[q]; !stale(h, ok) {
+			continue
+		}
+		at, found, err := queue.NextVisibleBefore(r, recv.GetNamespace(), recv.GetQueue(), limit)
+		if err != nil {
+			delete(e.nextVisible, q)
+			continue
+		}
+		e.nextVisible[q] = visibleHint{at: at, found: found, bound: limit}
+	}
 }
 
 func maxTime(a, b time.Time) time.Time {
