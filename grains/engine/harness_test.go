@@ -62,6 +62,26 @@ type harness struct {
 	answeredApplied int
 	// stages are the Ready.Stages of every step, in order.
 	stages []StageTiming
+	// writes, when set, counts what the applies write.
+	writes *writeCount
+}
+
+// writeCount is a kv.View that counts the keys set and deleted through it and their bytes.
+type writeCount struct {
+	kv.View
+	sets, deletes, bytes int
+}
+
+func (w *writeCount) Set(key, value []byte) error {
+	w.sets++
+	w.bytes += len(key) + len(value)
+	return w.View.Set(key, value)
+}
+
+func (w *writeCount) Delete(key []byte) error {
+	w.deletes++
+	w.bytes += len(key)
+	return w.View.Delete(key)
 }
 
 // entry is an accepted proposal.
@@ -130,7 +150,12 @@ func (h *harness) commit() {
 	h.t.Helper()
 	applied := Applied{}
 	for _, e := range h.log {
-		rec := &Recorder{View: h.state.mem}
+		var view kv.View = h.state.mem
+		if h.writes != nil {
+			h.writes.View = view
+			view = h.writes
+		}
+		rec := &Recorder{View: view}
 		logged := max(h.now.UnixMicro(), h.state.logged+1)
 		out, err := ApplyEntry(h.applier, rec, e.principal, e.command, logged)
 		if err != nil {
@@ -234,7 +259,7 @@ func configure(id string, first time.Time) *orreryv1.Mutation {
 func scheduleID(i int) string { return "00000000-0000-4000-8000-00000000000" + string(rune('0'+i)) }
 
 // receiptOf decodes a reply's receipt, failing on an error reply.
-func receiptOf(t *testing.T, r *orreryv1.CommandReply) *orreryv1.Receipt {
+func receiptOf(t testing.TB, r *orreryv1.CommandReply) *orreryv1.Receipt {
 	t.Helper()
 	if err := orrery.FromProto(r.GetError()); err != nil {
 		t.Fatalf("reply error: %v", err)
