@@ -407,7 +407,7 @@ func (h *Host) Apply(c replication.Committed) error {
 		h.cfg.Failpoints.Hit(FailpointEntryCommitted)
 	}
 	h.applying.Add(1)
-	err := h.machines[c.Group].enqueue(applyJob{c: c, done: func(err error) {
+	err := h.machines[c.Group].enqueue(applyJob{c: c, handed: h.cfg.Clock.Now(), done: func(err error) {
 		if err != nil {
 			h.applyMu.Lock()
 			if h.applyErr == nil {

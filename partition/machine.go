@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -122,6 +123,8 @@ type applyJob struct {
 	c       replication.Committed
 	install func() error
 	done    func(error)
+	// handed is when the driver handed c over (Host.Apply).
+	handed time.Time
 }
 
 // enqueue hands a round's committed entries to the apply goroutine; it fails once the
@@ -154,7 +157,7 @@ func (m *machine) run() {
 			job.done(job.install()) // its caller decides whether a failure is fatal
 			continue
 		}
-		if err := m.apply(job.c); err != nil {
+		if err := m.apply(job.c, job.handed); err != nil {
 			failed = orrery.Wrap(orrery.CodeInternal, err, "partition %d: apply entries up to %d", m.n, job.c.AppliedIndex)
 			m.host.fail(failed)
 		}
@@ -192,8 +195,9 @@ func (m *machine) install(mark persistence.AppliedMark, chunks replication.Chunk
 	return <-result
 }
 
-// apply applies one round's committed entries and delivers their results.
-func (m *machine) apply(c replication.Committed) error {
+// apply applies one round's committed entries, handed over at handed, and delivers their
+// results.
+func (m *machine) apply(c replication.Committed, handed time.Time) error {
 	if len(c.Entries) == 0 { // Raft's own entries only (a new term's empty entry, conf changes)
 		mark := m.state.Applied()
 		if c.AppliedIndex <= mark.Index {
@@ -222,8 +226,25 @@ func (m *machine) apply(c replication.Committed) error {
 		entries = entries[end+1:]
 	}
 	m.host.cfg.Failpoints.Hit(FailpointEntryApplied)
+	m.observeStages(c.Entries, handed)
 	m.deliver(*out)
 	return nil
+}
+
+// observeStages reports, when a stage observer is set and this replica leads the partition,
+// each entry's time from its logged time to its hand-over (engine.StageCommitted) and to now,
+// applied (engine.StageApplied).
+func (m *machine) observeStages(entries []replication.Entry, handed time.Time) {
+	observe := m.host.stages.Load()
+	if observe == nil || !m.host.Leads(m.n) {
+		return
+	}
+	applied := m.host.cfg.Clock.Now()
+	for _, e := range entries {
+		logged := time.UnixMicro(e.GetLoggedTimeUnixMicros())
+		(*observe)(m.n, engine.StageCommitted, handed.Sub(logged))
+		(*observe)(m.n, engine.StageApplied, applied.Sub(logged))
+	}
 }
 
 // setsLimits reports whether b carries a SetLimits mutation.

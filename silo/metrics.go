@@ -123,11 +123,12 @@ func newSiloMetrics(s *Silo) *siloMetrics {
 		Name: "orrery_partition_stage_seconds",
 		Help: "For each command a partition this silo leads answered after its entry applied, the time it spent in a stage: " +
 			"apply (accepted proposal to answer: the Raft rounds), command (arrival to answer), due (a due command's arrival to answer), " +
-			"lease (a long poll's queue had a visible message to its answer).",
+			"lease (a long poll's queue had a visible message to its answer); and for every entry applied: committed (the entry's logged time, when it was proposed, " +
+			"to its hand-over to the state machine) and applied (to the commit of its apply transaction).",
 		Buckets: raftSecondsBuckets,
 	}, []string{"stage"})
 	m.stages = map[engine.Stage]prometheus.Observer{}
-	for _, st := range []engine.Stage{engine.StageApply, engine.StageCommand, engine.StageDue, engine.StageLease} {
+	for _, st := range []engine.Stage{engine.StageApply, engine.StageCommand, engine.StageDue, engine.StageLease, engine.StageCommitted, engine.StageApplied} {
 		m.stages[st] = stages.WithLabelValues(st.String())
 	}
 	reg.MustRegister(m.raftPersist, m.raftRound, m.raftEntries, m.enqueueLateness, enqueued, scheduleEnqueued, scheduleLateness, stages, newSiloCollector(s))

@@ -202,7 +202,7 @@ func TestMetricsMoveDuringAWorkload(t *testing.T) {
 	}
 	// The configure, three due commands, the long polls that leased the three occurrences and
 	// the acks.
-	for stage, least := range map[string]uint64{"apply": 10, "command": 4, "due": 3, "lease": 3} {
+	for stage, least := range map[string]uint64{"apply": 10, "command": 4, "due": 3, "lease": 3, "committed": 10, "applied": 10} {
 		if was, now := stageCount(before, stage), stageCount(after, stage); now < was+least {
 			t.Errorf("stage %s timed %d commands, then %d: want a rise of at least %d", stage, was, now, least)
 		}

@@ -14,13 +14,17 @@ import (
 
 // stageSeries are the silo histograms a run's stage line reports, in the order of an
 // occurrence's life: the due path to the applied enqueue, a due command, the long poll that
-// leases it, other commands (configures, acks), and under them all the Raft rounds.
+// leases it, other commands (configures, acks), and under them all: each command's proposal
+// to its answer (apply), each entry's proposal to its hand-over to the state machine
+// (committed) and to its applied transaction (applied), and the Raft rounds.
 var stageSeries = []struct{ label, family, stage string }{
 	{"due→enqueued", "orrery_occurrence_enqueue_lateness_seconds", ""},
 	{"due cmd", "orrery_partition_stage_seconds", "due"},
 	{"lease", "orrery_partition_stage_seconds", "lease"},
 	{"command", "orrery_partition_stage_seconds", "command"},
 	{"apply", "orrery_partition_stage_seconds", "apply"},
+	{"committed", "orrery_partition_stage_seconds", "committed"},
+	{"applied", "orrery_partition_stage_seconds", "applied"},
 	{"round", "orrery_raft_round_seconds", ""},
 	{"persist", "orrery_raft_persist_seconds", ""},
 }

@@ -183,6 +183,12 @@ const (
 	// StageLease runs from the moment a long poll's queue had a visible message (and it was
 	// proposed).
 	StageLease
+	// StageCommitted and StageApplied are timed by the partition's state machine, not the
+	// engine, for every entry it applies while its replica leads: from the entry's logged
+	// time (the leader's clock when it was proposed) to its hand-over to the state machine
+	// once committed, and to the commit of its apply transaction.
+	StageCommitted
+	StageApplied
 )
 
 // String names the stage as the silo's metrics label it.
@@ -196,6 +202,10 @@ func (s Stage) String() string {
 		return "due"
 	case StageLease:
 		return "lease"
+	case StageCommitted:
+		return "committed"
+	case StageApplied:
+		return "applied"
 	}
 	return "unknown"
 }
