@@ -53,9 +53,14 @@ type WorkerConfig struct {
 	// Wait bounds each long-poll receive (default 20 s): an idle worker sends one receive per
 	// partition per Wait.
 	Wait time.Duration
-	// MaxPerReceive bounds the messages one receive asks for (default Concurrency, at most
-	// DefaultWorkerMaxPerReceive: the partition's limit, 256 by default, refuses more).
+	// MaxPerReceive bounds the messages one receive asks for (default Concurrency + Prefetch,
+	// at most DefaultWorkerMaxPerReceive: the partition's limit, 256 by default, refuses more).
 	MaxPerReceive int
+	// Prefetch is how many messages beyond the free handler slots the receives of a busy
+	// queue may ask for, shared among the partitions fetching (default Concurrency; -1: none).
+	// A prefetched message waits for a slot with its lease extended, and holds back its
+	// partition's next receive until it has one: a burst drains in fewer receives.
+	Prefetch int
 	// Owner is recorded in every lease (default "<hostname>/<pid>").
 	Owner string
 	// ReleaseDelay is how long a message whose handler failed stays invisible (default 0).
@@ -139,8 +144,11 @@ func (c *Client) NewWorker(cfg WorkerConfig) *Worker {
 	if cfg.Wait == 0 {
 		cfg.Wait = DefaultWorkerWait
 	}
+	if cfg.Prefetch == 0 {
+		cfg.Prefetch = cfg.Concurrency
+	}
 	if cfg.MaxPerReceive == 0 {
-		cfg.MaxPerReceive = min(cfg.Concurrency, DefaultWorkerMaxPerReceive)
+		cfg.MaxPerReceive = min(cfg.Concurrency+max(cfg.Prefetch, 0), DefaultWorkerMaxPerReceive)
 	}
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = DefaultWorkerSettleTimeout
@@ -181,6 +189,8 @@ func (cfg WorkerConfig) validate() error {
 		return orrery.Invalid("wait", "must not be negative, got %s", cfg.Wait)
 	case cfg.MaxPerReceive < 0:
 		return orrery.Invalid("max_per_receive", "must not be negative, got %d", cfg.MaxPerReceive)
+	case cfg.Prefetch < -1:
+		return orrery.Invalid("prefetch", "must be at least -1 (none), got %d", cfg.Prefetch)
 	case cfg.ReleaseDelay < 0:
 		return orrery.Invalid("release_delay", "must not be negative, got %s", cfg.ReleaseDelay)
 	case cfg.SettleTimeout < 0:
@@ -204,14 +214,16 @@ func (cfg WorkerConfig) validate() error {
 //
 // Each partition has one poller with at most one outstanding receive. An idle partition's
 // poller sends a waiting (long-poll) receive for one message, which leases on the partition as
-// soon as a message is visible; once it gets one and the
-// partition reports more visible, it switches to fetching: it takes free handler slots — at
-// least one, waiting for it if need be, at most MaxPerReceive and a fair share of Concurrency
-// among the fetching partitions — and asks for exactly that many messages without waiting.
-// When a fetch comes back short or reports none left, the partition is idle again (so a
-// partition that gets one message at a time costs one receive per message, not two). Slots are handed out first come, first served. So at most Concurrency handlers
-// run, and beyond them each partition holds at most the one message of its waiting receive,
-// whose lease is extended while it waits for a slot.
+// soon as a message is visible; once it gets one and the partition reports more visible, it
+// switches to fetching: it takes free handler slots — at least one, waiting for it if need be,
+// at most MaxPerReceive and a fair share of Concurrency among the fetching partitions — and
+// asks for that many messages plus its share of Prefetch (within MaxPerReceive), without
+// waiting. The messages beyond its slots wait for free slots, their leases extended, before
+// the partition's next receive. When a fetch comes back short or reports none left, the
+// partition is idle again (so a partition that gets one message at a time costs one receive
+// per message, not two). Slots are handed out first come, first served. So at most Concurrency
+// handlers run, and beyond them each partition holds at most the one message of its waiting
+// receive or the prefetched messages of its last fetch (about Prefetch in all).
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.cfg.validate(); err != nil {
 		return err
@@ -313,8 +325,9 @@ func (r *run) poll(partition int) error {
 		if !ok {
 			return nil
 		}
+		asked := n + r.prefetchShare(n)
 		sent := r.now()
-		msgs, more, err := r.receive(partition, n, 0, &health)
+		msgs, more, err := r.receive(partition, asked, 0, &health)
 		answered := r.now()
 		if err != nil {
 			r.putSlots(n)
@@ -324,11 +337,23 @@ func (r *run) poll(partition int) error {
 			continue
 		}
 		r.received(partition, &health)
-		r.putSlots(n - len(msgs))
-		for _, qm := range msgs {
-			r.start(r.newDelivery(partition, qm, sent, answered))
+		r.putSlots(max(n-len(msgs), 0))
+		for i, qm := range msgs {
+			d := r.newDelivery(partition, qm, sent, answered)
+			if i < n {
+				r.start(d)
+				continue
+			}
+			switch r.waitSlot(d) { // a prefetched message
+			case slotAcquired:
+				r.start(d)
+			case slotStopping:
+				r.abandon(partition, msgs[i:])
+				return nil
+			case slotLeaseLost: // no longer ours: drop it
+			}
 		}
-		if len(msgs) < n || !more {
+		if len(msgs) < asked || !more {
 			fetching = false
 			r.fetching.Add(-1)
 		}
@@ -458,6 +483,16 @@ func (r *run) acquire() (int, bool) {
 		}
 	}
 	return n, true
+}
+
+// prefetchShare is how many messages a fetch holding n slots may ask for beyond them: its
+// share of Prefetch among the fetching partitions, within MaxPerReceive.
+func (r *run) prefetchShare(n int) int {
+	if r.cfg.Prefetch <= 0 {
+		return 0
+	}
+	fetching := int(max(r.fetching.Load(), 1))
+	return max(min((r.cfg.Prefetch+fetching-1)/fetching, r.cfg.MaxPerReceive-n), 0)
 }
 
 func (r *run) putSlots(n int) {

@@ -580,3 +580,75 @@ func TestAStoppingWorkerReleasesWhatAnInFlightFetchLeased(t *testing.T) {
 		}
 	}
 }
+
+// TestAFetchAsksBeyondItsFreeSlotsForItsPrefetch: a busy partition's fetch asks for its free
+// slots plus its Prefetch share, the prefetched messages wait for slots (never more than
+// Concurrency handlers at once) and every message is handled once; with Prefetch -1 a fetch
+// asks for no more than its free slots.
+func TestAFetchAsksBeyondItsFreeSlotsForItsPrefetch(t *testing.T) {
+	t.Parallel()
+	for _, prefetch := range []int{4, -1} {
+		t.Run(fmt.Sprint("prefetch ", prefetch), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, 1)
+			l := lane(testQueue, "burst")
+			const messages, concurrency = 20, 2
+			for i := range messages {
+				b.enqueue(l, fmt.Sprint("m", i))
+			}
+			var (
+				mu            sync.Mutex
+				running, peak int
+				handled       = map[string]int{}
+			)
+			w := b.c.NewWorker(client.WorkerConfig{
+				Namespace: testNamespace, Queue: testQueue, Concurrency: concurrency, Prefetch: prefetch, Wait: time.Second,
+				Handler: func(ctx context.Context, m *client.Message) error {
+					mu.Lock()
+					running++
+					peak = max(peak, running)
+					handled[m.ID()]++
+					mu.Unlock()
+					time.Sleep(5 * time.Millisecond) // long enough for the slots to be taken
+					mu.Lock()
+					running--
+					mu.Unlock()
+					return nil
+				},
+			})
+			stop := runWorker(t, w)
+			testkit.Eventually(t, 20*time.Second, "every message handled", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(handled) == messages
+			})
+			if err := stop(); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for id, n := range handled {
+				if n != 1 {
+					t.Fatalf("%s handled %d times", id, n)
+				}
+			}
+			if peak > concurrency {
+				t.Fatalf("%d handlers ran at once, Concurrency is %d", peak, concurrency)
+			}
+			largest := uint32(0)
+			for _, c := range b.commandCalls() {
+				if c.IsReceive() && c.Request.GetWaitMicros() == 0 {
+					largest = max(largest, c.Request.GetBatch().GetMutations()[0].GetReceive().GetMax())
+				}
+			}
+			switch {
+			case prefetch > 0 && largest <= concurrency:
+				t.Fatalf("the largest fetch asked for %d messages, want beyond the %d slots", largest, concurrency)
+			case prefetch > 0 && largest > concurrency+uint32(prefetch):
+				t.Fatalf("the largest fetch asked for %d messages, more than %d slots and a prefetch of %d", largest, concurrency, prefetch)
+			case prefetch < 0 && largest > concurrency:
+				t.Fatalf("without prefetch the largest fetch asked for %d messages, beyond the %d slots", largest, concurrency)
+			}
+		})
+	}
+}
