@@ -45,7 +45,8 @@ type WorkerConfig struct {
 	Handler Handler
 	// Concurrency bounds the handlers running at once, across all partitions (default 8).
 	// A handler's slot is freed when it returns, before its ack or release is durable; at most
-	// Concurrency more messages wait for their ack or release.
+	// Concurrency + Prefetch more messages wait for their ack or release (batched per
+	// partition), beyond which a handler that returned keeps its slot until one is settled.
 	Concurrency int
 	// LeaseDuration is each delivery's lease (default 30 s; the partition accepts 1 s..10 min).
 	// The worker extends it at half its duration while the handler runs.
@@ -242,7 +243,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &run{w: w, cfg: w.cfg, ctx: runCtx, slots: make(chan struct{}, w.cfg.Concurrency),
-		settling: make(chan struct{}, w.cfg.Concurrency), ackers: newAckers(w.c, w.cfg.SettleTimeout),
+		settling: make(chan struct{}, w.cfg.Concurrency+max(w.cfg.Prefetch, 0)), ackers: newAckers(w.c, w.cfg.SettleTimeout),
 		failing: map[int]PartitionFailure{}}
 	w.current.Store(r)
 	defer w.current.Store(nil)

@@ -415,9 +415,10 @@ func TestWorkerWithLargeConcurrencyReceivesWithinThePartitionLimit(t *testing.T)
 }
 
 // TestWorkerHandlersDoNotWaitForAcks: a handler's slot is freed when it returns, not when its
-// ack is durable, and at most Concurrency messages wait for their acks. With Concurrency 1
-// and every ack held at the partition, a second handler runs while the first ack waits; a
-// third waits for a settle slot; once the acks go through, everything is acked.
+// ack is durable, and at most Concurrency + Prefetch messages wait for their acks. With
+// Concurrency 1, Prefetch 1 and every ack held at the partition, a second and a third handler
+// run while the first acks wait; a fourth waits for a settle slot; once the acks go through,
+// everything is acked.
 func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
@@ -430,24 +431,24 @@ func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 	})
 	var handled atomic.Int64
 	w := b.c.NewWorker(client.WorkerConfig{
-		Namespace: testNamespace, Queue: testQueue, Concurrency: 1, Wait: time.Second, SettleTimeout: time.Minute,
+		Namespace: testNamespace, Queue: testQueue, Concurrency: 1, Prefetch: 1, Wait: time.Second, SettleTimeout: time.Minute,
 		Handler: func(context.Context, *client.Message) error { handled.Add(1); return nil },
 	})
 	l := lane(testQueue, "k")
-	for i := range 3 {
+	for i := range 4 {
 		b.enqueue(l, fmt.Sprintf("m-%d", i))
 	}
 	stop := runWorker(t, w)
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // runs before runWorker's stop
-	testkit.Eventually(t, 5*time.Second, "a second handler while the first ack is held", func() bool { return handled.Load() >= 2 })
+	testkit.Eventually(t, 5*time.Second, "a third handler while the first two acks are held", func() bool { return handled.Load() >= 3 })
 	time.Sleep(100 * time.Millisecond)
-	if n := handled.Load(); n != 2 {
-		t.Fatalf("%d handlers ran with one ack held and Concurrency 1, want 2", n)
+	if n := handled.Load(); n != 3 {
+		t.Fatalf("%d handlers ran with two acks held, Concurrency 1 and Prefetch 1, want 3", n)
 	}
 	releaseOnce.Do(func() { close(release) })
 	testkit.Eventually(t, 10*time.Second, "every message handled and acked", func() bool {
-		return handled.Load() == 3 && len(b.laneMessages(l)) == 0
+		return handled.Load() == 4 && len(b.laneMessages(l)) == 0
 	})
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
@@ -455,7 +456,7 @@ func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 }
 
 // TestWorkerFetchesOnlyWhenMoreAreVisible: a partition whose messages arrive one at a time
-// costs one long poll (a waiting request, then the same command leasing) per message; the
+// costs one long poll (one waiting request, which leases) per message; the
 // worker fetches (a receive of its own without waiting) only when the partition reported more
 // visible messages.
 func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {

@@ -115,7 +115,7 @@ func (e *Engine) proposed(now time.Time, ev Proposed) {
 
 // applied takes a round of applied entries: the due head, floor and coordinator learn their
 // due-index writes, the commands this engine proposed are answered, and parked receives whose
-// queue they made visible are answered visible. Entries nobody here proposed (replayed after a
+// queue they made visible are proposed (lease). Entries nobody here proposed (replayed after a
 // restart, or proposed by an earlier activation) only update what the engine keeps.
 func (e *Engine) applied(now time.Time, ev *Applied) {
 	if e.stopped {
