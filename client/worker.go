@@ -305,16 +305,8 @@ func (r *run) poll(partition int) error {
 				continue
 			}
 			r.received(partition, &health)
-			for i, qm := range msgs {
-				d := r.newDelivery(partition, qm, sent, answered)
-				switch r.waitSlot(d) {
-				case slotAcquired:
-					r.start(d)
-				case slotStopping:
-					r.abandon(partition, msgs[i:])
-					return nil
-				case slotLeaseLost: // no longer ours: drop it
-				}
+			if !r.startAll(partition, msgs, 0, sent, answered) {
+				return nil
 			}
 			if len(msgs) > 0 && more {
 				fetching = true
@@ -339,20 +331,8 @@ func (r *run) poll(partition int) error {
 		}
 		r.received(partition, &health)
 		r.putSlots(max(n-len(msgs), 0))
-		for i, qm := range msgs {
-			d := r.newDelivery(partition, qm, sent, answered)
-			if i < n {
-				r.start(d)
-				continue
-			}
-			switch r.waitSlot(d) { // a prefetched message
-			case slotAcquired:
-				r.start(d)
-			case slotStopping:
-				r.abandon(partition, msgs[i:])
-				return nil
-			case slotLeaseLost: // no longer ours: drop it
-			}
+		if !r.startAll(partition, msgs, n, sent, answered) { // beyond n: prefetched
+			return nil
 		}
 		if len(msgs) < asked || !more {
 			fetching = false
@@ -484,6 +464,29 @@ func (r *run) acquire() (int, bool) {
 		}
 	}
 	return n, true
+}
+
+// startAll starts the handlers of msgs, received by a request sent at sent and answered at
+// answered: the first held on slots the caller holds, each of the rest on a slot it waits for,
+// its lease extended meanwhile. It reports false when the run stopped first; the messages
+// still without a slot are then released.
+func (r *run) startAll(partition int, msgs []*orreryv1.QueueMessage, held int, sent, answered time.Time) bool {
+	for i, qm := range msgs {
+		d := r.newDelivery(partition, qm, sent, answered)
+		if i < held {
+			r.start(d)
+			continue
+		}
+		switch r.waitSlot(d) {
+		case slotAcquired:
+			r.start(d)
+		case slotStopping:
+			r.abandon(partition, msgs[i:])
+			return false
+		case slotLeaseLost: // no longer ours: drop it
+		}
+	}
+	return true
 }
 
 // prefetchShare is how many messages a fetch holding n slots may ask for beyond them: its
