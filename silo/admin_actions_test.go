@@ -37,6 +37,7 @@ func post(t *testing.T, url string, header map[string]string) (int, map[string]a
 // schedule at whatever revision it is and answer its result; pausing a paused schedule is an
 // error, a malformed id 400 naming it; a cross-origin POST is 403 and changes nothing.
 func TestAdminPausesResumesAndTriggersSchedules(t *testing.T) {
+	t.Parallel()
 	s := startSilo(t, t.TempDir(), nil)
 	waitReady(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -18,6 +18,7 @@ import (
 // names each one's state and partition; GET /v1/sagas/{namespace} filters by phase; an unknown
 // state or a malformed after is 400 naming it; every key is snake_case.
 func TestAdminListsSchedulesAndSagas(t *testing.T) {
+	t.Parallel()
 	s := startSilo(t, t.TempDir(), nil)
 	waitReady(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

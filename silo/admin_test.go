@@ -29,6 +29,7 @@ func waitReady(t *testing.T, s *Silo) {
 
 // TestPartitionTableNamesTheSilo: /v1/partitions names this silo as the host of its partitions.
 func TestPartitionTableNamesTheSilo(t *testing.T) {
+	t.Parallel()
 	s := startSilo(t, t.TempDir(), nil)
 	waitReady(t, s)
 	code, body := getJSON(t, "http://"+s.AdminAddress()+"/v1/partitions")
@@ -185,6 +186,7 @@ func (r *recorded) find(match func(slog.Record) bool) []slog.Record {
 // TestClientCloseLogsNoError: a client that dials the silo, calls it and closes makes the
 // silo log its lost connection below ERROR.
 func TestClientCloseLogsNoError(t *testing.T) {
+	t.Parallel()
 	log := &recorded{}
 	s := startSilo(t, t.TempDir(), func(c *Config) { c.Logger = slog.New(log) })
 	waitReady(t, s)

@@ -51,6 +51,7 @@ func auditLines(logs *syncBuffer) []string {
 // principal without it is 403; the 403, the inspection it refused and a 401 are lines on the
 // audit logger and counts on /metrics.
 func TestAuditEndpointShowsGrantChangesAndDenials(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	s := startSilo(t, t.TempDir(), func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))

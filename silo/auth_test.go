@@ -152,6 +152,7 @@ func request(t *testing.T, method, url, authorization string) (int, http.Header,
 // request with a token acts as its principal, so grants decide: a principal lacking the
 // capability is 403 and changes nothing, one holding it reads and pauses the schedule.
 func TestAdminEndpointActsAsTheTokensPrincipal(t *testing.T) {
+	t.Parallel()
 	const namespace = "admin-auth"
 	grant := func(principal string, c grants.Capability) *orreryv1.PutGrant {
 		return &orreryv1.PutGrant{Principal: principal, Rules: []*orreryv1.GrantRule{{Namespace: namespace, Capabilities: uint64(c)}}}
@@ -237,6 +238,7 @@ func TestAdminEndpointActsAsTheTokensPrincipal(t *testing.T) {
 // acts as client.DefaultPrincipal (granted everything), and a token is refused as unknown; with
 // admin tokens a token is required even in InsecureDev.
 func TestInsecureDevAdminTokens(t *testing.T) {
+	t.Parallel()
 	dev := startSilo(t, t.TempDir(), nil)
 	waitReady(t, dev)
 	if code, _, body := request(t, http.MethodGet, "http://"+dev.AdminAddress()+"/v1/schedules/dev", ""); code != http.StatusOK {

@@ -13,6 +13,7 @@ import (
 // cluster's never join it (the silo fails to start, the client to dial, and the cluster never
 // lists the silo); a silo and a client with the same key do.
 func TestAWrongGossipKeyNeverJoins(t *testing.T) {
+	t.Parallel()
 	wrongKey := []byte("fedcba9876543210fedcba9876543210")
 	first := startSilo(t, t.TempDir(), func(c *Config) { c.GossipKey = testGossipKey })
 	waitReady(t, first)

@@ -95,6 +95,7 @@ func TestARevokedCreatorEmitsNothingUntilRestored(t *testing.T) {
 // hold on every partition; without InsecureDev nobody else holds anything, the default
 // client principal included.
 func TestTheFounderPutsItsGrantsBeforeItIsReady(t *testing.T) {
+	t.Parallel()
 	dave := &orreryv1.PutGrant{Principal: "dave", Rules: []*orreryv1.GrantRule{{Namespace: "bootstrap", Capabilities: uint64(grants.QueuePublish)}}}
 	var tls map[string]transportauth.Files
 	s := startSilo(t, t.TempDir(), func(c *Config) {

@@ -17,6 +17,7 @@ import (
 // TestARestartedSiloKeepsItsIdentity: a silo restarted on its data dir with the same flags has
 // a new member id and the same silo and cluster ids, which its store kept.
 func TestARestartedSiloKeepsItsIdentity(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	first := startSilo(t, dataDir, nil)
 	memberID, siloID, clusterID := first.ID(), first.SiloID(), first.ClusterID()
@@ -36,6 +37,7 @@ func TestARestartedSiloKeepsItsIdentity(t *testing.T) {
 // with the seeds of another, fails to start naming its data dir and both cluster ids; the
 // other cluster keeps serving.
 func TestADataDirOfAnotherClusterIsRefused(t *testing.T) {
+	t.Parallel()
 	running := startSilo(t, t.TempDir(), nil)
 	strayDir := t.TempDir()
 	stray := startSilo(t, strayDir, nil) // founds a cluster of its own
@@ -66,6 +68,7 @@ func TestADataDirOfAnotherClusterIsRefused(t *testing.T) {
 // BootstrapExpect that finds no cluster within its open timeout fails, saying that it only
 // joins and which flag creates a cluster.
 func TestAJoinOnlySiloNamesBootstrapExpect(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	_, err := Start(context.Background(), Config{DataDir: dataDir, Partitions: 8, Admin: "127.0.0.1:0", Logger: quiet, InsecureDev: true,
 		Seeds: []string{"127.0.0.1:1"}, OpenTimeout: 2 * time.Second})
@@ -82,6 +85,7 @@ func TestAJoinOnlySiloNamesBootstrapExpect(t *testing.T) {
 // TestSilosStartedTogetherFormOneCluster: three silos with empty data dirs, started at the
 // same moment with the same seeds and BootstrapExpect 3, form one cluster and record its id.
 func TestSilosStartedTogetherFormOneCluster(t *testing.T) {
+	t.Parallel()
 	silos := startFounders(t, 3, 8)
 	for _, s := range silos {
 		if s.ClusterID() == 0 || s.ClusterID() != silos[0].ClusterID() {

@@ -69,6 +69,7 @@ func TestOversizedPayloadFailsAtOnceThroughDial(t *testing.T) {
 // TestCommandAboveGRPCDefaultIsAnswered: a command larger than gRPC's default 4 MiB message
 // (twenty 256 KiB enqueues) crosses the actor transport and is answered, whatever the answer.
 func TestCommandAboveGRPCDefaultIsAnswered(t *testing.T) {
+	t.Parallel()
 	s := startSilo(t, t.TempDir(), nil)
 	c := dialSilo(t, s)
 	lane := &orreryv1.Lane{Namespace: "ns", Queue: "big", Key: "k"}
@@ -90,6 +91,7 @@ func TestCommandAboveGRPCDefaultIsAnswered(t *testing.T) {
 // TestDialedClientKeepsTheClusterLimits: Dial and the silo's own client check against the
 // silo's configured limits, not the defaults.
 func TestDialedClientKeepsTheClusterLimits(t *testing.T) {
+	t.Parallel()
 	lim := input.DefaultLimits()
 	lim.MaxPayloadBytes, lim.MaxHeadersBytes, lim.MaxStateBytes, lim.MaxMutationsPerBatch = 100<<10, 10<<10, 50<<10, 64
 	s := startSilo(t, t.TempDir(), func(c *Config) { c.Limits = lim })

@@ -16,6 +16,7 @@ import (
 // (client.DefaultPrincipal when unset), never as the silo's own principal, and Start refuses
 // one of Orrery's own principals there.
 func TestTheEmbeddersClientActsAsItsOwnPrincipal(t *testing.T) {
+	t.Parallel()
 	if _, err := (Config{InsecureDev: true, ClientPrincipal: Principal}).withDefaults(); err == nil || !strings.Contains(err.Error(), "client principal") {
 		t.Fatalf("an Orrery principal as the client principal: %v, want an error naming client principal", err)
 	}
@@ -42,6 +43,7 @@ func TestTheEmbeddersClientActsAsItsOwnPrincipal(t *testing.T) {
 // own principals is refused Unauthorized, naming the principal, before anything is sent; the
 // same client under an ordinary principal is served.
 func TestAClientCannotActAsAnOrreryPrincipal(t *testing.T) {
+	t.Parallel()
 	s := startSilo(t, t.TempDir(), nil)
 	waitReady(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -24,6 +24,7 @@ import (
 // name what was withheld; a principal with read sees the canary. Denials of blind, a refused
 // command holding the canary among them, show it neither in their errors nor in the silo's log.
 func TestAdminJSONShowsOnlyWhatTheTokensPrincipalMayRead(t *testing.T) {
+	t.Parallel()
 	const (
 		namespace = "admin-redact"
 		canary    = "CANARY-5c2e"

@@ -421,6 +421,7 @@ func TestASiloWhoseDiskWasLostRejoinsAsANewSilo(t *testing.T) {
 // cluster included (its groups' logs start at a record naming it their only voter), stops and
 // starts again on its data dir; each rejoins, and every partition keeps its three voters.
 func TestEverySiloRestartsIntoTheCluster(t *testing.T) {
+	t.Parallel()
 	const partitions = 4
 	var cfgs []Config
 	silos := startFounders(t, 3, partitions, func(c *Config) { cfgs = append(cfgs, *c) })

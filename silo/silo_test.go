@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +21,13 @@ import (
 
 // These tests start protoactor clusters, so they run without -race (protoactor-go's cluster
 // code has data races of its own; the cluster package doc and the Makefile say which).
+//
+// A test runs in parallel with the others (t.Parallel) when its silos are its own (temp dirs,
+// free ports: startSilo, startFounders) and it asserts no timing another test's load could
+// break. A test that bounds elections, leader balance, lateness, a liveness or quorum bound,
+// membership (DeadAfter, rejoins), an elapsed time or a deadline close to the work it waits
+// for, that saturates the cores, or that reads or sets process-wide state (t.Setenv,
+// GOMAXPROCS) runs alone.
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -34,8 +43,45 @@ func startSilo(t *testing.T, dataDir string, mutate func(*Config)) *Silo {
 	if err != nil {
 		t.Fatalf("start silo: %v", err)
 	}
-	t.Cleanup(s.Stop)
+	stopWhenDone(t, s)
 	return s
+}
+
+// clusterFull reports whether the cluster tests run at full length (ORRERY_CLUSTER_FULL=1,
+// what make cluster-test sets); otherwise they run their short versions.
+func clusterFull() bool { return os.Getenv("ORRERY_CLUSTER_FULL") == "1" }
+
+// stopWhenDone stops s when the test ends. In the short form a silo that is the only voter of
+// every partition's group stops at once (shutdown(false)): Stop would find no replica to hand
+// its leaderships to and wait out drainTimeout, then protoactor's fixed 2 s, about 7.5 s of
+// nothing at the end of every one-silo test. A silo with a peer, and every silo in the full
+// form, stop gracefully; the tests that stop a silo themselves keep doing so with Stop.
+func stopWhenDone(t *testing.T, s *Silo) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !clusterFull() && onlyVoter(s) {
+			s.shutdown(false)
+			return
+		}
+		s.Stop()
+	})
+}
+
+// onlyVoter reports whether s runs and every partition's group, as its replica sees it, has s
+// as its only voter and no learner.
+func onlyVoter(s *Silo) bool {
+	select {
+	case <-s.Done():
+		return false
+	default:
+	}
+	self := []uint64{s.SiloID()}
+	for n := range s.cfg.Partitions {
+		if st, ok := s.host.Status(n); !ok || !slices.Equal(st.Voters, self) || len(st.Learners) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func getJSON(t *testing.T, url string) (int, map[string]any) {
@@ -51,6 +97,7 @@ func getJSON(t *testing.T, url string) (int, map[string]any) {
 }
 
 func TestSiloEmitsOccurrencesToAWorker(t *testing.T) {
+	t.Parallel()
 	s := startSilo(t, t.TempDir(), nil)
 	c := s.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -138,6 +138,7 @@ func everySchedule(lane *orreryv1.Lane, id string) *orreryv1.ScheduleDefinition 
 // "bob"; bob (no grant) is refused while his say "anonymous", which the development grants
 // (InsecureDev) allow everything.
 func TestTLSClientActsAsItsCertificatesPrincipal(t *testing.T) {
+	t.Parallel()
 	const namespace = "tls-test"
 	ca := newTestCA(t)
 	aliceGrant := &orreryv1.PutGrant{Principal: "alice", Rules: []*orreryv1.GrantRule{{Namespace: namespace,
@@ -223,6 +224,7 @@ func TestTLSRefusesClientsWithoutAValidCertificate(t *testing.T) {
 // of one CA form a cluster over mutual TLS (Raft, placement and requests between silos) and a
 // client with a certificate answers through every partition.
 func TestTLSFoundersFormAClusterAndAnswerEveryPartition(t *testing.T) {
+	t.Parallel()
 	const partitions = 4
 	ca := newTestCA(t)
 	files := map[int]transportauth.Files{}
@@ -252,6 +254,7 @@ func TestTLSFoundersFormAClusterAndAnswerEveryPartition(t *testing.T) {
 // TestTransportRefusesUnaryMethods: protoactor declares unary methods on the actor transport
 // and panics in them, which would end the silo's process; the silo refuses them.
 func TestTransportRefusesUnaryMethods(t *testing.T) {
+	t.Parallel()
 	s := startSilo(t, t.TempDir(), nil)
 	conn, err := grpc.Dial(s.ActorAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 // that span as its parent, and both carry the schedule's and the occurrence's attributes. The
 // client's calls are traced too.
 func TestWorkerHandlingSpansAreChildrenOfEmissionSpans(t *testing.T) {
+	t.Parallel()
 	siloSpans, clientSpans := tracetest.NewInMemoryExporter(), tracetest.NewInMemoryExporter()
 	siloTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(siloSpans), sdktrace.WithIDGenerator(tracing.IDGenerator()))
 	clientTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(clientSpans))
