@@ -127,6 +127,8 @@ type pending struct {
 	// SetLimits and RefreshZoneRules commands, whose replies it takes itself.
 	housekeep, check, limits, zones bool
 	deadline                        time.Time // a parked receive's end of wait
+	// queue is a parked receive's queue, its keys.QueuePrefix (the key of its visibility hint).
+	queue string
 	// leasing marks a waiting receive proposed once its queue had a visible message (lease).
 	leasing bool
 	// admitted is when the command arrived, proposedAt when its proposal was accepted, and

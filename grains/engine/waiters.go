@@ -67,6 +67,7 @@ func (e *Engine) park(now time.Time, p *pending) bool {
 	default:
 		wait := min(time.Duration(p.req.GetWaitMicros())*time.Microsecond, e.cfg.MaxWait)
 		p.deadline = now.Add(wait)
+		p.queue = string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))
 		e.waiters = append(e.waiters, p)
 		e.armWaitTimer(now)
 	}
@@ -204,7 +205,7 @@ func (e *Engine) wakeWaiters(now time.Time) {
 	for _, p := range e.waiters {
 		recv := waitingReceive(p.req)
 		visible, err := false, error(nil)
-		if h, ok := e.nextVisible[string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))]; !ok || h.visibleBy(read) {
+		if h, ok := e.nextVisible[p.queue]; !ok || h.visibleBy(read) {
 			visible, err = e.visible(now, recv)
 		}
 		switch {
@@ -274,8 +275,7 @@ func (e *Engine) armWaitTimer(now time.Time) {
 	if len(e.nextVisible) > len(e.waiters) { // hints of queues nobody waits on any more
 		waited := make(map[string]bool, len(e.waiters))
 		for _, p := range e.waiters {
-			recv := waitingReceive(p.req)
-			waited[string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))] = true
+			waited[p.queue] = true
 		}
 		maps.DeleteFunc(e.nextVisible, func(q string, _ visibleHint) bool { return !waited[q] })
 	}
@@ -284,8 +284,7 @@ func (e *Engine) armWaitTimer(now time.Time) {
 		return !ok || (h.found && h.at <= read) || (!h.found && h.bound < limit)
 	}
 	for _, p := range e.waiters {
-		recv := waitingReceive(p.req)
-		if h, ok := e.nextVisible[string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))]; stale(h, ok) {
+		if h, ok := e.nextVisible[p.queue]; stale(h, ok) {
 			// Only a message visible before the earliest deadline moves the timer: the index is
 			// read up to there, not on to its first entry, past every entry deleted since its
 			// compaction.
@@ -297,8 +296,7 @@ func (e *Engine) armWaitTimer(now time.Time) {
 		}
 	}
 	for _, p := range e.waiters {
-		recv := waitingReceive(p.req)
-		h := e.nextVisible[string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))]
+		h := e.nextVisible[p.queue]
 		if t := time.UnixMicro(h.at); h.found && t.Before(earliest) {
 			earliest = t
 		}
@@ -310,8 +308,7 @@ func (e *Engine) armWaitTimer(now time.Time) {
 // limit, into its hint (a queue whose read fails is left without one).
 func (e *Engine) readHints(r kv.Reader, limit int64, stale func(visibleHint, bool) bool) {
 	for _, p := range e.waiters {
-		recv := waitingReceive(p.req)
-		q := string(keys.QueuePrefix(recv.GetNamespace(), recv.GetQueue()))
+		recv, q := waitingReceive(p.req), p.queue
 		if h, ok := e.nextVisible[q]; !stale(h, ok) {
 			continue
 		}
