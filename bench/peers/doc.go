@@ -25,7 +25,9 @@
 // the histograms' buckets) of each stage of an occurrence's life the silo times: due →
 // enqueued (orrery_occurrence_enqueue_lateness_seconds), the due command, the long poll's lease,
 // other commands, the Raft apply stage, rounds and persists (orrery_partition_stage_seconds,
-// orrery_raft_round_seconds, orrery_raft_persist_seconds).
+// orrery_raft_round_seconds, orrery_raft_persist_seconds). -sides orrery runs Orrery alone (no
+// PostgreSQL is needed then, and the table has no ratios): for iterating on a change, never for
+// a figure beside River.
 //
 // Both clients run in this process with 100 handlers (-handlers): an Orrery worker of
 // Concurrency 100 on each queue, and River's default queue with MaxWorkers 100, FetchPollInterval

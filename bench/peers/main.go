@@ -30,6 +30,7 @@ func main() {
 		root      string
 		siloArgs  string
 		profiles  string
+		sideNames string
 		verbose   bool
 	)
 	flag.IntVar(&runs, "runs", 2, "runs of each workload on each side (the table shows their median, min and max)")
@@ -47,6 +48,7 @@ func main() {
 	flag.IntVar(&cfg.seconds, "seconds", 10, "C: seconds of occurrences measured")
 	flag.StringVar(&siloArgs, "silo-args", "", "extra flags for the silo, space-separated (\"--max-procs=8\" runs it with GOMAXPROCS 8)")
 	flag.StringVar(&profiles, "cpu-profile", "", "directory to write a CPU profile of each Orrery run's silo to (orrery-<workload>-<run>.pprof; the silo is then stopped by SIGTERM, not killed)")
+	flag.StringVar(&sideNames, "sides", "orrery,river", "comma-separated sides to run: orrery, river (one side alone is for iterating on it; the table then has no ratios)")
 	flag.BoolVar(&verbose, "v", false, "log the clients' lines (Orrery's client, River's) to stderr")
 	flag.Parse()
 	if verbose {
@@ -61,6 +63,15 @@ func main() {
 			os.Exit(2)
 		}
 		list = append(list, w)
+	}
+	on := map[string]bool{}
+	for n := range strings.SplitSeq(sideNames, ",") {
+		n = strings.ToLower(strings.TrimSpace(n))
+		if n != "orrery" && n != "river" {
+			fmt.Fprintf(os.Stderr, "peers: -sides: unknown side %q (orrery or river)\n", n)
+			os.Exit(2)
+		}
+		on[n] = true
 	}
 	if runs < 1 || cfg.handlers < 1 || cfg.timers < 1 || cfg.schedules < 1 || cfg.seconds < 1 || cfg.backlog < 100 || cfg.window <= 0 {
 		fmt.Fprintln(os.Stderr, "peers: -runs, -handlers, -timers, -schedules, -seconds and -window must be positive, -backlog at least 100")
@@ -84,7 +95,7 @@ func main() {
 		reg.runAll()
 		os.Exit(130)
 	}()
-	err := run(ctx, reg, list, runs, root, strings.Fields(siloArgs), profiles, cfg)
+	err := run(ctx, reg, list, on, runs, root, strings.Fields(siloArgs), profiles, cfg)
 	reg.runAll()
 	switch {
 	case ctx.Err() != nil:
@@ -95,11 +106,15 @@ func main() {
 	}
 }
 
-// run prepares both sides, runs every workload runs times on each, and prints the table.
-func run(ctx context.Context, reg *cleanups, workloads []string, runs int, root string, siloArgs []string, profiles string, cfg workloadConfig) error {
-	binDir, err := ensurePostgres(ctx)
-	if err != nil {
-		return err
+// run prepares the sides that are on, runs every workload runs times on each, and prints the
+// table.
+func run(ctx context.Context, reg *cleanups, workloads []string, on map[string]bool, runs int, root string, siloArgs []string, profiles string, cfg workloadConfig) error {
+	var binDir string
+	if on["river"] {
+		var err error
+		if binDir, err = ensurePostgres(ctx); err != nil {
+			return err
+		}
 	}
 	tmp, err := os.MkdirTemp("", "orrery-peers-")
 	if err != nil {
@@ -136,6 +151,9 @@ func run(ctx context.Context, reg *cleanups, workloads []string, runs int, root 
 				sides = []side{riverS, orrery}
 			}
 			for _, s := range sides {
+				if !on[strings.ToLower(s.name())] {
+					continue
+				}
 				start := time.Now()
 				m, note, err := s.run(ctx, w, r, cfg)
 				if err != nil {
@@ -152,8 +170,12 @@ func run(ctx context.Context, reg *cleanups, workloads []string, runs int, root 
 	if len(siloArgs) > 0 {
 		settings = "with " + strings.Join(siloArgs, " ")
 	}
-	fmt.Printf("Orrery (one silo process %s) beside River %s (%s), %d run(s) of workloads %s, %d handlers a side, %d CPUs.\n\n",
-		settings, moduleVersion("github.com/riverqueue/river"), riverS.settings, runs, strings.Join(workloads, ", "), cfg.handlers, runtime.NumCPU())
+	beside := "alone"
+	if on["river"] {
+		beside = fmt.Sprintf("beside River %s (%s)", moduleVersion("github.com/riverqueue/river"), riverS.settings)
+	}
+	fmt.Printf("Orrery (one silo process %s) %s, %d run(s) of workloads %s, %d handlers a side, %d CPUs.\n\n",
+		settings, beside, runs, strings.Join(workloads, ", "), cfg.handlers, runtime.NumCPU())
 	writeTable(os.Stdout, res, orrery.name(), riverS.name())
 	fmt.Println()
 	fmt.Println("Asynq: not measured; its module on this machine's module proxy is not an approved release.")
