@@ -25,9 +25,16 @@ func CheckLimits(lim input.Limits) error {
 	return nil
 }
 
+// endpointWriterQueueSize is the initial length of the send queue protoactor keeps for each
+// peer it writes to (silo or client). The queue doubles when full, so this bounds nothing; it
+// is only what each connection allocates up front. protoactor's default, 1,000,000 slots of
+// 16 bytes, costs 16 MB of heap per peer on every silo and client.
+const endpointWriterQueueSize = 1024
+
 // remoteOptions set the gRPC message limits of both ends of the actor transport to
-// input.MaxMessageBytes, and its security: mutual TLS with creds (transportauth), or none when creds
-// is nil. Either way the server refuses protoactor's unimplemented unary methods.
+// input.MaxMessageBytes, its security: mutual TLS with creds (transportauth), or none when creds
+// is nil (either way the server refuses protoactor's unimplemented unary methods), and a small
+// initial send queue per peer (endpointWriterQueueSize).
 func remoteOptions(creds *transportauth.Credentials) []remote.ConfigOption {
 	server := []grpc.ServerOption{grpc.MaxRecvMsgSize(input.MaxMessageBytes), grpc.MaxSendMsgSize(input.MaxMessageBytes)}
 	security := grpc.WithTransportCredentials(insecure.NewCredentials())
@@ -38,6 +45,7 @@ func remoteOptions(creds *transportauth.Credentials) []remote.ConfigOption {
 		security = creds.DialOption()
 	}
 	return []remote.ConfigOption{
+		remote.WithEndpointWriterQueueSize(endpointWriterQueueSize),
 		remote.WithServerOptions(server...),
 		remote.WithDialOptions(security, grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(input.MaxMessageBytes), grpc.MaxCallSendMsgSize(input.MaxMessageBytes))),

@@ -4,9 +4,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asynkron/protoactor-go/remote"
+
 	"github.com/orreryhq/orrery"
 	"github.com/orreryhq/orrery/grains/input"
 )
+
+// TestAPeerSendQueueStartsSmall: protoactor allocates each peer's send queue at its configured
+// size up front (a ring of that many interface slots that doubles when full); its default of
+// 1,000,000 slots is 16 MB of heap for every silo and client a process talks to.
+func TestAPeerSendQueueStartsSmall(t *testing.T) {
+	cfg := remote.Configure("127.0.0.1", 0, remoteOptions(nil)...)
+	if cfg.EndpointWriterQueueSize > 4096 {
+		t.Fatalf("each peer's send queue starts with %d slots (%d bytes), want at most 4096", cfg.EndpointWriterQueueSize, cfg.EndpointWriterQueueSize*16)
+	}
+}
 
 func TestCheckLimits(t *testing.T) {
 	if err := CheckLimits(input.DefaultLimits()); err != nil {

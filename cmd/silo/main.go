@@ -48,7 +48,9 @@
 // development; a deployment issues its own from its own CA.
 //
 // It runs with the GOMAXPROCS Go chooses (or the GOMAXPROCS environment variable) unless
-// --max-procs sets one (docs/benchmarks.md has the comparison that left it to Go).
+// --max-procs sets one (docs/benchmarks.md has the comparison that left it to Go), and with
+// Go's garbage collector target at --gc-percent (DefaultGCPercent) unless GOGC is in the
+// environment and --gc-percent is not given.
 package main
 
 import (
@@ -60,6 +62,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -96,6 +99,9 @@ func run(args []string, getenv func(string) string) error {
 	if opts.maxProcs > 0 {
 		runtime.GOMAXPROCS(opts.maxProcs)
 	}
+	if opts.gcPercent > 0 {
+		debug.SetGCPercent(opts.gcPercent)
+	}
 	if opts.cpuProfile != "" {
 		stopProfile, err := startCPUProfile(opts.cpuProfile)
 		if err != nil {
@@ -125,6 +131,20 @@ func run(args []string, getenv func(string) string) error {
 	return nil
 }
 
+// DefaultGCPercent is the binary's garbage collection target (--gc-percent). Go's own, 100,
+// lets the heap grow to twice the live heap between collections; a silo's live heap is
+// mostly Badger's memtable arenas and table builders and its caches, so that doubling was
+// most of its memory. At 50 the collector ran about twice as often, still a few percent of
+// the CPU (docs/benchmarks.md).
+const DefaultGCPercent = 50
+
+// flagGiven reports whether the command line set flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 // options are what the command line and environment configure.
 type options struct {
 	silo     silo.Config
@@ -133,6 +153,8 @@ type options struct {
 	logFormat string
 	// maxProcs is the --max-procs value (see maxProcs).
 	maxProcs int
+	// gcPercent is the GC target the binary sets (debug.SetGCPercent); 0 leaves Go's.
+	gcPercent int
 	// cpuProfile is the --cpu-profile file ("": none).
 	cpuProfile string
 }
@@ -185,6 +207,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text (key=value lines) or json (one object a line)")
 	fs.StringVar(&opts.cpuProfile, "cpu-profile", "", "file to write a CPU profile (go tool pprof) of the silo's run to, from its start to a stop by SIGTERM or SIGINT; empty: none")
 	fs.IntVar(&opts.maxProcs, "max-procs", 0, "GOMAXPROCS to run with (0: Go's choice, or the GOMAXPROCS environment variable)")
+	fs.IntVar(&opts.gcPercent, "gc-percent", DefaultGCPercent, "garbage collection target, as GOGC: the heap grows this many percent over the live heap before a collection (0: Go's, GOGC from the environment or 100; GOGC in the environment wins over the default)")
 	fs.BoolVar(&cfg.InsecureDev, "insecure-dev", false, "development mode: start without credentials; every capability on every namespace for the default client principal (anonymous) and the silo's own client")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM file of the cluster CA: mutual TLS on the actor transport (with --tls-cert and --tls-key; silo certs writes development ones)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM file of this silo's certificate, naming the silo (URI SAN orrery:silo:<name>)")
@@ -201,6 +224,12 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	}
 	if opts.maxProcs < 0 {
 		return opts, fmt.Errorf("max-procs: must be at least 0 (0: Go's choice), got %d", opts.maxProcs)
+	}
+	if opts.gcPercent < 0 {
+		return opts, fmt.Errorf("gc-percent: must be at least 0 (0: Go's), got %d", opts.gcPercent)
+	}
+	if getenv("GOGC") != "" && getenv("ORRERY_GC_PERCENT") == "" && !flagGiven(fs, "gc-percent") {
+		opts.gcPercent = 0
 	}
 	if cfg.BootstrapExpect < 0 {
 		return opts, fmt.Errorf("bootstrap-expect: must be at least 0, got %d", cfg.BootstrapExpect)

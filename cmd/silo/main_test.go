@@ -111,6 +111,33 @@ func TestMaxProcsIsGosUnlessSet(t *testing.T) {
 	}
 }
 
+// TestGCPercentIsFiftyUnlessGOGCSaysOtherwise: by default the binary sets Go's GC target to
+// DefaultGCPercent; GOGC in the environment wins over that default, not over an explicit
+// --gc-percent or ORRERY_GC_PERCENT; 0 leaves Go's; a negative value is refused, naming the flag.
+func TestGCPercentIsFiftyUnlessGOGCSaysOtherwise(t *testing.T) {
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want int
+	}{
+		{"default", nil, nil, DefaultGCPercent},
+		{"GOGC", nil, map[string]string{"GOGC": "200"}, 0},
+		{"flag over GOGC", []string{"--gc-percent", "80"}, map[string]string{"GOGC": "200"}, 80},
+		{"environment over GOGC", nil, map[string]string{"GOGC": "200", "ORRERY_GC_PERCENT": "70"}, 70},
+		{"zero", []string{"--gc-percent", "0"}, nil, 0},
+	} {
+		opts, err := parseConfig(c.args, env(c.env))
+		if err != nil || opts.gcPercent != c.want {
+			t.Errorf("%s: gc percent %d (%v), want %d", c.name, opts.gcPercent, err, c.want)
+		}
+	}
+	if _, err := parseConfig([]string{"--gc-percent", "-1"}, env(nil)); err == nil || !strings.Contains(err.Error(), "gc-percent: must be at least 0") {
+		t.Errorf("--gc-percent -1: %v, want an error naming the flag", err)
+	}
+}
+
 // TestASecondSiloOnTheSameDataRootExits: a silo started on a data root another silo process
 // holds (other ports, its own cluster) exits non-zero with the store's lock error, and never
 // says it is ready.
