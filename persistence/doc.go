@@ -73,7 +73,9 @@
 // applies (their marks with them) and the entries after the surviving mark are applied again.
 // The next synced write (a Raft round's) makes every apply committed before it durable.
 // Applies of one partition are serialized; different partitions apply at the same time, and
-// only their commits are serialized. Views read the last applied state: it follows committed
+// only the hand-over of their commits to Badger is serialized (in version order): several are
+// in Badger at once, which its writer applies as one batch, and each returns once every
+// version up to its own is applied. Views read the last applied state: it follows committed
 // entries only, so nothing a crash could take back is ever shown.
 //
 // # Versions

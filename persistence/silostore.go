@@ -40,8 +40,8 @@ type SiloStore struct {
 	// versions numbers commits and reads (the database is opened in managed mode).
 	versions versions
 	// writeMu serializes the synced writes (write); wals syncs them (used under writeMu).
-	// commitMu serializes every commit, synced or not (PartitionState.Apply), so versions
-	// reach Badger in order.
+	// commitMu serializes the hand-over of every commit, synced or not (PartitionState.Apply),
+	// so versions reach Badger in order (see commit).
 	writeMu  sync.Mutex
 	commitMu sync.Mutex
 	wals     walSyncer
@@ -327,20 +327,28 @@ func (s *SiloStore) writeSynced(sync bool, fn func(txn *badger.Txn) error) (uint
 	return at, nil
 }
 
-// commit hands txn to Badger at the next version and returns once Badger has applied it
-// (readable at that version, in the write-ahead log but not synced). A failed commit poisons
-// the store.
+// commit hands txn to Badger at the next version and returns once Badger has applied it and
+// every commit before it (readable at that version, in the write-ahead log but not synced). It
+// holds commitMu only to hand the transaction over, so that versions reach Badger in order;
+// the wait is outside it, so the commits of several partitions' applies are in Badger at once
+// and its writer applies them as one batch. A failed commit poisons the store.
 func (s *SiloStore) commit(txn *badger.Txn) (uint64, error) {
+	ended := make(chan error, 1)
 	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
 	at := s.versions.next()
-	if err := txn.CommitAt(at, nil); err != nil {
+	err := txn.CommitAt(at, func(err error) { ended <- err })
+	s.commitMu.Unlock()
+	if err == nil {
+		err = <-ended
+	}
+	s.versions.applied(at)
+	if err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			return 0, s.errBatchTooBig(err)
 		}
 		return 0, s.poison(err, "commit failed")
 	}
-	s.versions.applied(at)
+	s.versions.await(at)
 	return at, nil
 }
 
