@@ -315,17 +315,18 @@ func (h *Host) Receiver() replication.Receiver { return h.driver }
 // is false before the group is open.
 func (h *Host) Status(n int) (replication.Status, bool) { return h.driver.Status(n) }
 
-// Leads reports whether this replica leads partition n's group and can propose there.
+// Leads reports whether this replica leads partition n's group and can propose there, as of
+// the last Raft round (replication.Driver.Lead: it takes no lock, and every request asks).
 func (h *Host) Leads(n int) bool {
-	st, ok := h.driver.Status(n)
-	return ok && st.CanPropose
+	l, ok := h.driver.Lead(n)
+	return ok && l.CanPropose
 }
 
 // Leader is the silo id this replica believes leads partition n's group; 0 when it knows none
 // or does not host n.
 func (h *Host) Leader(n int) uint64 {
-	st, _ := h.driver.Status(n)
-	return st.Leader
+	l, _ := h.driver.Lead(n)
+	return l.Leader
 }
 
 // Close stops the Raft loop and every state machine (each finishes the entries handed to it),
@@ -398,8 +399,8 @@ func (h *Host) soleVoter(n int) bool {
 
 // term is the term of partition n's group as this replica knows it.
 func (h *Host) term(n int) uint64 {
-	st, _ := h.driver.Status(n)
-	return st.Term
+	l, _ := h.driver.Lead(n)
+	return l.Term
 }
 
 // Apply implements replication.StateMachine: it hands each group's committed entries to its

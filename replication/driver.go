@@ -52,6 +52,8 @@ type Driver struct {
 	started  bool
 	// observer receives each round's timing (ObserveRounds); nil when none does.
 	observer atomic.Pointer[func(RoundTiming)]
+	// leads is every hosted group's Lead as of the last round (or Open), for Lead.
+	leads atomic.Pointer[map[int]Lead]
 }
 
 // RoundTiming is what one round the driver performed took, as its clock measured it.
@@ -267,6 +269,25 @@ func (d *Driver) Propose(group int, principal string, command []byte) (Proposal,
 	return p, err
 }
 
+// Lead returns group's Lead as of the last round, without taking the driver's lock: what a
+// replica consults on every request. A change of leadership always comes with a round, so it
+// is at most one round old; a Propose on a replica that no longer leads still fails
+// ErrNotLeader. ok is false for a group not hosted here (as of that round).
+func (d *Driver) Lead(group int) (Lead, bool) {
+	leads := d.leads.Load()
+	if leads == nil {
+		return Lead{}, false
+	}
+	l, ok := (*leads)[group]
+	return l, ok
+}
+
+// publishLeads publishes every hosted group's Lead. The caller holds mu.
+func (d *Driver) publishLeads() {
+	leads := d.cfg.Groups.leads()
+	d.leads.Store(&leads)
+}
+
 // Status returns group's status (Groups.Status).
 func (d *Driver) Status(group int) (Status, bool) {
 	d.mu.Lock()
@@ -395,6 +416,7 @@ func (d *Driver) RunRound() (bool, error) {
 	if err == nil {
 		d.settleReads(roundNo)
 	}
+	d.publishLeads()
 	d.mu.Unlock()
 	if err != nil {
 		return true, err
@@ -531,6 +553,7 @@ func (d *Driver) Campaign(group int) error {
 func (d *Driver) Open(group int, applied Applied) error {
 	d.mu.Lock()
 	err := d.cfg.Groups.Open(group, applied)
+	d.publishLeads()
 	d.mu.Unlock()
 	d.signal()
 	return err

@@ -82,4 +82,27 @@ func TestStartedDriversElectAndApply(t *testing.T) {
 			}
 		}
 	}
+	// Every replica publishes what each group's Status says of its leadership, and reading it
+	// takes no lock: requests ask on every call, while the loop holds the lock for a round.
+	leaders := 0
+	for _, g := range c.groups {
+		for _, r := range c.replicas {
+			st, _ := r.driver.Status(g)
+			r.driver.mu.Lock()
+			lead, ok := r.driver.Lead(g)
+			r.driver.mu.Unlock()
+			if want := (Lead{Leader: st.Leader, Term: st.Term, CanPropose: st.CanPropose}); !ok || lead != want {
+				t.Errorf("group %d replica %d: Lead %+v (%v), want %+v as its Status says", g, r.id, lead, ok, want)
+			}
+			if lead.CanPropose {
+				leaders++
+			}
+		}
+	}
+	if leaders != len(c.groups) {
+		t.Errorf("%d replicas can propose across %d groups, want one a group", leaders, len(c.groups))
+	}
+	if _, ok := c.replicas[0].driver.Lead(len(c.groups) + 7); ok {
+		t.Error("Lead of a group not hosted: ok")
+	}
 }

@@ -401,6 +401,31 @@ func (g *Groups) Status(id int) (st Status, ok bool) {
 	}, true
 }
 
+// Lead is the part of a group's Status a replica consults on every request, published by the
+// Driver after each round so that reading it takes no lock (Driver.Lead).
+type Lead struct {
+	// Leader is the replica this one believes leads the group, 0 when it knows none.
+	Leader uint64
+	// Term is this replica's current term.
+	Term uint64
+	// CanPropose is Status.CanPropose.
+	CanPropose bool
+}
+
+// leads returns the Lead of every hosted group.
+func (g *Groups) leads() map[int]Lead {
+	out := make(map[int]Lead, len(g.groups))
+	for id, gr := range g.groups {
+		bs := gr.node.BasicStatus()
+		out[id] = Lead{
+			Leader:     bs.Lead,
+			Term:       bs.HardState.GetTerm(),
+			CanPropose: bs.RaftState == raft.StateLeader && gr.appliedTerm == bs.HardState.GetTerm(),
+		}
+	}
+	return out
+}
+
 // Hosted returns the ids of the groups hosted here, ascending.
 func (g *Groups) Hosted() []int { return slices.Clone(g.order) }
 
