@@ -78,12 +78,20 @@ func TestPoolDispatcherRunsAMailbox(t *testing.T) {
 // would fail otherwise), and a function handed to the pool afterwards still runs.
 func TestPoolCloseEndsItsGoroutines(t *testing.T) {
 	p := NewPool(4)
-	var done sync.WaitGroup
+	// The four functions hold their goroutines until all four run, so the pool starts four:
+	// a function that returned at once could leave its goroutine idle for the next Go, and
+	// fewer than four would ever be idle.
+	var started sync.WaitGroup
+	release := make(chan struct{})
 	for range 4 {
-		done.Add(1)
-		p.Go(done.Done)
+		started.Add(1)
+		p.Go(func() {
+			started.Done()
+			<-release
+		})
 	}
-	done.Wait()
+	started.Wait()
+	close(release)
 	testkit.Eventually(t, 10*time.Second, "four idle goroutines", func() bool { return p.Idle() == 4 })
 	p.Close()
 	testkit.Eventually(t, 10*time.Second, "no idle goroutine after Close", func() bool { return p.Idle() == 0 })
