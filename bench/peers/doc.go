@@ -20,7 +20,8 @@
 // a failure and on SIGINT or SIGTERM (the silo is killed, its data being thrown away;
 // PostgreSQL gets a fast shutdown). With -cpu-profile DIR each Orrery run's silo writes a CPU
 // profile of its whole run to DIR/orrery-<workload>-<run>.pprof (the silo's --cpu-profile) and
-// is stopped by SIGTERM instead, so that it writes the profile out. After each Orrery run the
+// is stopped by SIGTERM instead, so that it writes the profile out; the harness's own process
+// (the Orrery client and the workload) is profiled into DIR/orrery-<workload>-<run>-clients.pprof. After each Orrery run the
 // harness reads the silo's /metrics and prints, under the run's line, p50/p99 (estimated in
 // the histograms' buckets) of each stage of an occurrence's life the silo times: due →
 // enqueued (orrery_occurrence_enqueue_lateness_seconds), the due command, the long poll's lease,

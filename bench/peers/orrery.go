@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -53,6 +55,13 @@ func (o *orrerySide) run(ctx context.Context, w string, run int, cfg workloadCon
 		return nil, "", fmt.Errorf("dial the silo at %s: %w", s.gossip, err)
 	}
 	defer c.Close()
+	if o.profiles != "" {
+		stopProfile, err := profileClients(filepath.Join(o.profiles, fmt.Sprintf("orrery-%s-%d-clients.pprof", w, run)))
+		if err != nil {
+			return nil, "", err
+		}
+		defer stopProfile()
+	}
 	var m metrics
 	var note string
 	switch w {
@@ -73,6 +82,23 @@ func (o *orrerySide) run(ctx context.Context, w string, run int, cfg workloadCon
 		stages = "stages unavailable: " + err.Error()
 	}
 	return m, note + "\n    " + stages, nil
+}
+
+// profileClients profiles this process's CPU (the Orrery client and the workload driving it)
+// into path until the returned stop.
+func profileClients(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpu-profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // scheduleID is a canonical UUID for schedule (or timer) i; scheduleIndex reverses it.
