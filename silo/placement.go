@@ -146,26 +146,42 @@ func (p *placer) perform(n int, step placement.Step) error {
 	return nil
 }
 
+// hasPeers reports whether live (the live silos) holds a silo other than self.
+func hasPeers(live map[uint64]string, self uint64) bool {
+	for id := range live {
+		if id != self {
+			return true
+		}
+	}
+	return false
+}
+
 // drainTimeout bounds how long a graceful stop waits for this silo's leaderships to move.
 const drainTimeout = 5 * time.Second
 
 // drain hands each leadership this silo holds to a caught-up voter on another silo, and waits
 // until it leads none or drainTimeout passed: the partitions are served by their new leaders
 // without waiting for an election timeout once this silo is gone.
+//
+// A partition whose only voter is this silo has nobody to take it and is not waited for, and a
+// silo with no live peer (nobody can be handing it a leadership either) does not wait for the
+// announcement to spread: a lone silo stops at once.
 func (s *Silo) drain() {
-	// Peers move no leadership here once they have heard the announcement: give it one
-	// placement period to spread and for every look that began before it to end, so that a
-	// leadership a peer was about to hand here is handed before this silo hands its own over.
-	s.member().provider.SetDraining()
-	time.Sleep(placementEvery)
-	deadline := time.Now().Add(drainTimeout)
 	self := s.SiloID()
+	if hasPeers(s.liveSilos(), self) {
+		// Peers move no leadership here once they have heard the announcement: give it one
+		// placement period to spread and for every look that began before it to end, so that a
+		// leadership a peer was about to hand here is handed before this silo hands its own over.
+		s.member().provider.SetDraining()
+		time.Sleep(placementEvery)
+	}
+	deadline := time.Now().Add(drainTimeout)
 	draining := s.member().provider.DrainingSilos()
 	for {
 		led := 0
 		for n := range s.cfg.Partitions {
 			st, ok := s.host.Status(n)
-			if !ok || st.Leader != self {
+			if !ok || st.Leader != self || !slices.ContainsFunc(st.Voters, func(v uint64) bool { return v != self }) {
 				continue
 			}
 			led++

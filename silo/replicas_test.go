@@ -423,8 +423,15 @@ func TestASiloWhoseDiskWasLostRejoinsAsANewSilo(t *testing.T) {
 func TestEverySiloRestartsIntoTheCluster(t *testing.T) {
 	t.Parallel()
 	const partitions = 4
-	var cfgs []Config
-	silos := startFounders(t, 3, partitions, func(c *Config) { cfgs = append(cfgs, *c) })
+	var (
+		mu   sync.Mutex // startFounders starts the founders, and calls this, on goroutines of their own
+		cfgs []Config
+	)
+	silos := startFounders(t, 3, partitions, func(c *Config) {
+		mu.Lock()
+		cfgs = append(cfgs, *c)
+		mu.Unlock()
+	})
 	ids := make([]uint64, len(silos))
 	for i, s := range silos {
 		ids[i] = s.SiloID()

@@ -349,6 +349,9 @@ func (s *Silo) shutdown(graceful bool) {
 			close(s.stopped)
 			return
 		}
+		// A silo with no live peer has nobody to hand a leadership or a grain to: it skips
+		// protoactor's graceful path too, which sleeps 2 s for the hand-over.
+		alone := !hasPeers(s.liveSilos(), s.SiloID())
 		if graceful && !m.detached {
 			s.drain()
 			// The peers elect at once for a partition the drain could not hand over: this
@@ -361,7 +364,7 @@ func (s *Silo) shutdown(graceful bool) {
 				m.stop()
 			}
 			s.registry.StopAll(m.cluster.ActorSystem)
-			if err := cluster.Shutdown(m.cluster, m.provider, graceful); err != nil {
+			if err := cluster.Shutdown(m.cluster, m.provider, graceful && !alone); err != nil {
 				s.cfg.Logger.Warn("cluster shutdown", "err", err)
 			}
 			_ = m.transport.Close()

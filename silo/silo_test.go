@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -51,37 +50,23 @@ func startSilo(t *testing.T, dataDir string, mutate func(*Config)) *Silo {
 // what make cluster-test sets); otherwise they run their short versions.
 func clusterFull() bool { return os.Getenv("ORRERY_CLUSTER_FULL") == "1" }
 
-// stopWhenDone stops s when the test ends. In the short form a silo that is the only voter of
-// every partition's group stops at once (shutdown(false)): Stop would find no replica to hand
-// its leaderships to and wait out drainTimeout, then protoactor's fixed 2 s, about 7.5 s of
-// nothing at the end of every one-silo test. A silo with a peer, and every silo in the full
-// form, stop gracefully; the tests that stop a silo themselves keep doing so with Stop.
+// stopWhenDone stops s, gracefully, when the test ends.
 func stopWhenDone(t *testing.T, s *Silo) {
 	t.Helper()
-	t.Cleanup(func() {
-		if !clusterFull() && onlyVoter(s) {
-			s.shutdown(false)
-			return
-		}
-		s.Stop()
-	})
+	t.Cleanup(s.Stop)
 }
 
-// onlyVoter reports whether s runs and every partition's group, as its replica sees it, has s
-// as its only voter and no learner.
-func onlyVoter(s *Silo) bool {
-	select {
-	case <-s.Done():
-		return false
-	default:
+// TestALoneSiloStopsAtOnce: a silo with no live peer has nobody to hand its leaderships or
+// grains to, so its graceful Stop waits neither for the drain (drainTimeout, 5 s, plus the
+// announcement's placement period) nor for protoactor's 2 s hand-over; it took about 7.5 s.
+func TestALoneSiloStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := startSilo(t, t.TempDir(), nil)
+	begun := time.Now()
+	s.Stop()
+	if took := time.Since(begun); took >= drainTimeout {
+		t.Fatalf("a lone silo took %v to stop, at least drainTimeout (%v): it waited for a hand-over nobody can take", took.Round(time.Millisecond), drainTimeout)
 	}
-	self := []uint64{s.SiloID()}
-	for n := range s.cfg.Partitions {
-		if st, ok := s.host.Status(n); !ok || !slices.Equal(st.Voters, self) || len(st.Learners) > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func getJSON(t *testing.T, url string) (int, map[string]any) {
