@@ -74,8 +74,7 @@
 // The next synced write (a Raft round's) makes every apply committed before it durable.
 // Applies of one partition are serialized; different partitions apply at the same time, and
 // only the hand-over of their commits to Badger is serialized (in version order): several are
-// in Badger at once, which its writer applies as one batch, and each returns once every
-// version up to its own is applied. Views read the last applied state: it follows committed
+// in Badger at once, which its writer applies as one batch, in order. Views read the last applied state: it follows committed
 // entries only, so nothing a crash could take back is ever shown.
 //
 // # Versions

@@ -327,11 +327,12 @@ func (s *SiloStore) writeSynced(sync bool, fn func(txn *badger.Txn) error) (uint
 	return at, nil
 }
 
-// commit hands txn to Badger at the next version and returns once Badger has applied it and
-// every commit before it (readable at that version, in the write-ahead log but not synced). It
-// holds commitMu only to hand the transaction over, so that versions reach Badger in order;
-// the wait is outside it, so the commits of several partitions' applies are in Badger at once
-// and its writer applies them as one batch. A failed commit poisons the store.
+// commit hands txn to Badger at the next version and returns once Badger has applied it, and
+// with it every commit before (readable at that version, in the write-ahead log but not
+// synced; see versions). It holds commitMu only to hand the transaction over, so that versions
+// reach Badger in order; the wait is outside it, so the commits of several partitions' applies
+// are in Badger at once and its writer applies them as one batch. A failed commit poisons the
+// store.
 func (s *SiloStore) commit(txn *badger.Txn) (uint64, error) {
 	ended := make(chan error, 1)
 	s.commitMu.Lock()
@@ -341,14 +342,13 @@ func (s *SiloStore) commit(txn *badger.Txn) (uint64, error) {
 	if err == nil {
 		err = <-ended
 	}
-	s.versions.applied(at)
 	if err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			return 0, s.errBatchTooBig(err)
 		}
 		return 0, s.poison(err, "commit failed")
 	}
-	s.versions.await(at)
+	s.versions.applied(at)
 	return at, nil
 }
 

@@ -12,21 +12,22 @@ import "sync"
 // durable already); the Raft log reads at the version of its last durable write.
 //
 // Several commits may be in Badger at once (SiloStore.commit hands them over in version order
-// and waits outside the lock, so that Badger's writer takes them as one batch); they may end
-// in any order. last is the watermark: every version up to it is applied, so a read there sees
-// each of them, and a commit returns only once the watermark has reached it (await).
+// and waits outside the lock, so that Badger's writer takes them as one batch). Badger applies
+// them in the order they were handed over: one goroutine writes the requests (DB.doWrites
+// runs one writeRequests at a time, pendingCh), and each batch's requests are marked done
+// once all of them are in the memtable. So when the commit at a version ends, every commit
+// before it has too, and reads at that version see them all, even if their callers have not
+// heard yet.
 //
 // Managed mode also leaves it to the store to tell Badger which old versions compaction may
 // drop (SetDiscardTs): never past the last durable version nor past the oldest version an open
 // read uses.
 type versions struct {
 	mu       sync.Mutex
-	last     uint64          // every version up to it is applied
-	assigned uint64          // the last version next handed out (≤ last when none is in Badger)
-	ended    map[uint64]bool // versions above last whose commits ended before an earlier one
-	moved    *sync.Cond      // broadcast when last moves; created on first use
-	durable  uint64          // the last durable version (≤ last)
-	active   map[uint64]int  // versions open reads use, with their counts
+	last     uint64         // the last applied version: every version up to it is applied
+	assigned uint64         // the last version next handed out (≤ last when none is in Badger)
+	durable  uint64         // the last durable version (≤ last)
+	active   map[uint64]int // versions open reads use, with their counts
 }
 
 // beginRead returns the version a new transaction reads at, the last applied one (applied) or
@@ -73,43 +74,12 @@ func (v *versions) next() uint64 {
 	return v.assigned
 }
 
-// applied records that the commit at version at has ended: Badger applied it (readable, not
-// yet durable), or it failed and wrote nothing. The watermark moves over every version that
-// has ended without a gap below it.
+// applied records a commit at version at that Badger has applied (readable, not yet durable),
+// and with it every version before (see the type's doc).
 func (v *versions) applied(at uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if at <= v.last {
-		return
-	}
-	if at != v.last+1 {
-		if v.ended == nil {
-			v.ended = map[uint64]bool{}
-		}
-		v.ended[at] = true
-		return
-	}
-	v.last = at
-	for v.ended[v.last+1] {
-		delete(v.ended, v.last+1)
-		v.last++
-	}
-	if v.moved != nil {
-		v.moved.Broadcast()
-	}
-}
-
-// await returns once every version up to at is applied (or ended in failure, which poisons
-// the store).
-func (v *versions) await(at uint64) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.moved == nil {
-		v.moved = sync.NewCond(&v.mu)
-	}
-	for v.last < at {
-		v.moved.Wait()
-	}
+	v.last = max(v.last, at)
 }
 
 // synced records that every version up to at is durable and returns the version at or below
