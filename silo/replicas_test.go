@@ -21,7 +21,9 @@ import (
 )
 
 // startFounders starts n silos with empty data dirs at the same moment, with the same seeds and
-// BootstrapExpect n, and returns them once each has started.
+// BootstrapExpect n, and returns them once each has started. It calls mutate on each founder's
+// config one founder at a time (the founders start on goroutines of their own), so a mutate
+// that records the configs needs no lock.
 func startFounders(t *testing.T, n, partitions int, mutate ...func(*Config)) []*Silo {
 	t.Helper()
 	var seeds []string
@@ -35,6 +37,7 @@ func startFounders(t *testing.T, n, partitions int, mutate ...func(*Config)) []*
 		err error
 	}
 	results := make(chan started, n)
+	var mutating sync.Mutex
 	for i := range ports {
 		dir := t.TempDir()
 		go func() {
@@ -42,9 +45,11 @@ func startFounders(t *testing.T, n, partitions int, mutate ...func(*Config)) []*
 			defer cancel()
 			cfg := Config{DataDir: dir, Partitions: partitions, Admin: "127.0.0.1:0", Logger: quiet, InsecureDev: true,
 				GossipPort: ports[i], Seeds: seeds, BootstrapExpect: n}
+			mutating.Lock()
 			for _, m := range mutate {
 				m(&cfg)
 			}
+			mutating.Unlock()
 			s, err := Start(ctx, cfg)
 			results <- started{s, err}
 		}()
@@ -423,15 +428,8 @@ func TestASiloWhoseDiskWasLostRejoinsAsANewSilo(t *testing.T) {
 func TestEverySiloRestartsIntoTheCluster(t *testing.T) {
 	t.Parallel()
 	const partitions = 4
-	var (
-		mu   sync.Mutex // startFounders starts the founders, and calls this, on goroutines of their own
-		cfgs []Config
-	)
-	silos := startFounders(t, 3, partitions, func(c *Config) {
-		mu.Lock()
-		cfgs = append(cfgs, *c)
-		mu.Unlock()
-	})
+	var cfgs []Config
+	silos := startFounders(t, 3, partitions, func(c *Config) { cfgs = append(cfgs, *c) })
 	ids := make([]uint64, len(silos))
 	for i, s := range silos {
 		ids[i] = s.SiloID()
