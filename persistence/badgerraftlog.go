@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.etcd.io/raft/v3"
@@ -22,15 +23,22 @@ import (
 // It keeps each group's bounds in memory (raftBounds: the index and term just before the first
 // entry, the last index and term, the snapshot's index), loaded when the store opens and
 // replaced by each write once it is durable, so FirstIndex, LastIndex and the terms at the
-// bounds read no disk. Entries, other terms, the hard state and the snapshot are read from
-// Badger, at the version of the last durable write: a reader sees every Persist that returned
-// and nothing of one still running.
+// bounds read no disk. It keeps the last entries each group persisted too, up to
+// DefaultRaftTailBytes a group (raftTail), so that the entries a leader reads back to apply or
+// to send answer from memory. Other entries and terms, the hard state and the snapshot are
+// read from Badger, at the version of the last durable write: a reader sees every Persist that
+// returned and nothing of one still running.
 type BadgerRaftLog struct {
 	store *SiloStore
-	// mu guards groups and readAt. Writers replace them under writeMu and mu together.
+	// mu guards groups, tails and readAt. Writers replace them under writeMu and mu together.
 	mu     sync.RWMutex
 	groups []raftBounds
+	tails  []raftTail
 	readAt uint64
+	// tailBytes bounds each group's tail (DefaultRaftTailBytes).
+	tailBytes int
+	// storeReads counts the Entries calls that read Badger (for tests).
+	storeReads atomic.Int64
 }
 
 var _ RaftLog = (*BadgerRaftLog)(nil)
@@ -67,7 +75,8 @@ func (b raftBounds) term(i uint64) (term uint64, ok bool, err error) {
 // openBadgerRaftLog loads every group's bounds, and deletes the entries a crash left behind
 // below a group's first index (a compaction deletes them after it moved the first index).
 func openBadgerRaftLog(s *SiloStore) (*BadgerRaftLog, error) {
-	l := &BadgerRaftLog{store: s, groups: make([]raftBounds, s.partitions), readAt: s.versions.durable}
+	l := &BadgerRaftLog{store: s, groups: make([]raftBounds, s.partitions), tails: make([]raftTail, s.partitions),
+		readAt: s.versions.durable, tailBytes: DefaultRaftTailBytes}
 	for n := range s.partitions {
 		txn, done := s.read(l.readAt)
 		b, lowest, err := loadRaftBounds(txn, n)
@@ -224,6 +233,7 @@ func (l *BadgerRaftLog) persist(writes []RaftWrite) (stale []entryRange, err err
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
 	next := map[int]raftBounds{}
+	tails := map[int]raftTail{}
 	sync := false
 	for _, w := range writes {
 		b := l.groups[w.Group]
@@ -254,6 +264,11 @@ func (l *BadgerRaftLog) persist(writes []RaftWrite) (stale []entryRange, err err
 				if b, err = l.persistEntries(txn, w.Group, w.Entries, b); err != nil {
 					return err
 				}
+				tail, ok := tails[w.Group]
+				if !ok {
+					tail = l.tails[w.Group] // only writers change it, and this one holds writeMu
+				}
+				tails[w.Group] = appendTail(tail, w.Entries, l.tailBytes).within(b.truncatedIndex, b.lastIndex)
 			}
 			if !raft.IsEmptyHardState(w.HardState) {
 				if err := l.set(txn, raftHardStateKey(w.Group), w.HardState); err != nil {
@@ -268,7 +283,7 @@ func (l *BadgerRaftLog) persist(writes []RaftWrite) (stale []entryRange, err err
 	if err != nil {
 		return nil, err
 	}
-	l.publish(at, next)
+	l.publish(at, next, tails)
 	return stale, nil
 }
 
@@ -343,11 +358,18 @@ func setTruncated(txn *badger.Txn, group int, index, term uint64) error {
 	return txn.Set(raftTruncatedKey(group), value)
 }
 
-// publish shows a durable write at version at, with the groups' new bounds, to readers.
-func (l *BadgerRaftLog) publish(at uint64, bounds map[int]raftBounds) {
+// publish shows a durable write at version at, with the groups' new bounds and the new tails
+// of those that appended entries, to readers. Every tail of a group whose bounds moved is cut
+// to them.
+func (l *BadgerRaftLog) publish(at uint64, bounds map[int]raftBounds, tails map[int]raftTail) {
 	l.mu.Lock()
 	for group, b := range bounds {
 		l.groups[group] = b
+		tail, ok := tails[group]
+		if !ok {
+			tail = l.tails[group]
+		}
+		l.tails[group] = tail.within(b.truncatedIndex, b.lastIndex)
 	}
 	l.readAt = at
 	l.mu.Unlock()
@@ -406,7 +428,7 @@ func (l *BadgerRaftLog) Compact(group int, index uint64, conf *raftpb.ConfState)
 			return err
 		}
 		b.truncatedIndex, b.truncatedTerm, b.snapshotIndex = index-1, term, index-1
-		l.publish(at, map[int]raftBounds{group: b})
+		l.publish(at, map[int]raftBounds{group: b}, nil)
 		return nil
 	}()
 	s.lifeMu.RUnlock()
@@ -440,7 +462,7 @@ func (l *BadgerRaftLog) deleteEntries(group int, from, to uint64) error {
 			if err != nil {
 				return err
 			}
-			l.publish(at, nil)
+			l.publish(at, nil, nil)
 			return nil
 		}()
 		if err != nil {
@@ -507,8 +529,15 @@ func (st *badgerRaftStorage) InitialState() (*raftpb.HardState, *raftpb.ConfStat
 	return hard, raftpb.EnsureConfState(snap.GetMetadata().GetConfState()), nil
 }
 
-// Entries implements raft.Storage.
+// Entries implements raft.Storage. The group's tail answers when it holds them all.
 func (st *badgerRaftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
+	st.log.mu.RLock()
+	b, tail := st.log.groups[st.group], st.log.tails[st.group]
+	st.log.mu.RUnlock()
+	if lo > b.truncatedIndex && hi <= b.lastIndex+1 && tail.covers(lo, hi) {
+		return tail.slice(lo, hi, maxSize), nil
+	}
+	st.log.storeReads.Add(1)
 	b, txn, done, err := st.log.view(st.group)
 	if err != nil {
 		return nil, err
@@ -549,8 +578,14 @@ func (st *badgerRaftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, e
 
 // Term implements raft.Storage.
 func (st *badgerRaftStorage) Term(i uint64) (uint64, error) {
-	if term, ok, err := st.log.bounds(st.group).term(i); ok {
+	st.log.mu.RLock()
+	b, tail := st.log.groups[st.group], st.log.tails[st.group]
+	st.log.mu.RUnlock()
+	if term, ok, err := b.term(i); ok {
 		return term, err
+	}
+	if term, ok := tail.term(i); ok {
+		return term, nil
 	}
 	b, txn, done, err := st.log.view(st.group)
 	if err != nil {
