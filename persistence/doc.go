@@ -60,9 +60,13 @@
 //
 // For each group it keeps in memory the index and term just before the first entry, the last
 // index and term, and the snapshot's index: loaded at open, replaced by each write once it is
-// durable. FirstIndex, LastIndex and the terms at those bounds read no disk; entries, other
-// terms, the hard state and the snapshot are read from Badger at the version of the last
-// durable write, so a reader sees every Persist that returned and nothing of one running.
+// durable, and the group's last entries, up to DefaultRaftTailBytes (its tail, published with
+// the bounds; a write that replaces entries builds a new one, so a reader's copy stays the log
+// it read). FirstIndex, LastIndex, the terms at those bounds and the tail's entries and terms
+// read no disk: the entries a leader reads back when they commit, the round after it
+// persisted them, or sends to a follower a little behind. Other entries and terms, the hard
+// state and the snapshot are read from Badger at the version of the last durable write, so a
+// reader sees every Persist that returned and nothing of one running.
 //
 // # Partition state
 //
