@@ -210,6 +210,13 @@ func (s *SiloStore) RaftLog() *BadgerRaftLog { return s.raftLog }
 
 // Close closes the database and releases the directory lock. It waits for running calls.
 // Closing twice is not an error.
+//
+// Below the free-disk floor (Options.MinFreeBytes, read from the file system now) it does not
+// close Badger, whose Close flushes the memtable into a new table written through a memory
+// mapping: on a full disk that write kills the process with SIGBUS. It syncs the write-ahead
+// logs instead, so every apply committed is durable, and returns an Unavailable error saying
+// so; the process should exit (the store keeps its directory lock until then), and the next
+// open replays the logs as after a crash.
 func (s *SiloStore) Close() error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
@@ -218,8 +225,21 @@ func (s *SiloStore) Close() error {
 	}
 	s.closed = true
 	s.writeMu.Lock()
+	low := checkFreeSpace(s.dir, s.opts)
+	var syncErr error
+	if low != nil {
+		syncErr = s.wals.sync()
+	}
 	s.wals.close()
 	s.writeMu.Unlock()
+	if low != nil {
+		if syncErr != nil {
+			return orrery.Wrap(orrery.CodeUnavailable, errors.Join(low, syncErr),
+				"silo store %s left open without a flush, and its write-ahead log did not sync: the applies since the last Raft round are taken back at the next open", s.dir)
+		}
+		return orrery.Wrap(orrery.CodeUnavailable, low,
+			"silo store %s left open without a flush (Badger's flush would write a table on a disk this full): its write-ahead log is synced, and the next open replays it", s.dir)
+	}
 	if err := s.db.Close(); err != nil {
 		return orrery.Wrap(orrery.CodeInternal, err, "close silo store %s", s.dir)
 	}
