@@ -97,6 +97,10 @@ type Host struct {
 	stages atomic.Pointer[StageObserver]
 	// inspectDenials receives the inspections refused Unauthorized (ObserveInspectDenials).
 	inspectDenials atomic.Pointer[InspectDenialObserver]
+	// belowFloor is whether the last command found the disk below the store's free-space
+	// floor, and refusedBelowFloor counts the commands refused for it (RefusedBelowFloor).
+	belowFloor        atomic.Bool
+	refusedBelowFloor atomic.Uint64
 
 	// applying counts the Apply calls of the round whose entries are not applied yet, and
 	// applyErr is the first of them to fail (see AwaitApplied).
@@ -364,7 +368,7 @@ func (h *Host) propose(n int, principal string, cmd []byte) (replication.Proposa
 	if err := h.Err(); err != nil {
 		return replication.Proposal{}, orrery.Wrap(orrery.CodeUnavailable, err, "partition %d: the silo's replicas failed", n)
 	}
-	if err := h.store.CheckFreeSpace(); err != nil {
+	if err := h.checkFreeSpace(); err != nil {
 		return replication.Proposal{}, err
 	}
 	if size := int64(len(cmd) + len(principal) + entryOverhead); size > h.store.MaxValueBytes() {
@@ -373,6 +377,31 @@ func (h *Host) propose(n int, principal string, cmd []byte) (replication.Proposa
 	}
 	return h.driver.Propose(n, principal, cmd)
 }
+
+// checkFreeSpace is the store's free-space check (persistence.SiloStore.CheckFreeSpace) for a
+// command: it counts a refusal, and logs when the disk goes below the floor and when it is
+// back above it, once each time.
+func (h *Host) checkFreeSpace() error {
+	err := h.store.CheckFreeSpace()
+	if err != nil {
+		h.refusedBelowFloor.Add(1)
+		if h.belowFloor.CompareAndSwap(false, true) {
+			h.log.Warn("the silo store's disk is below its free-space floor: refusing new commands until space is freed", "err", err)
+		}
+	} else if h.belowFloor.CompareAndSwap(true, false) {
+		h.log.Info("the silo store's disk is back above its free-space floor: accepting commands")
+	}
+	return err
+}
+
+// CheckFreeSpace is nil unless the silo store's disk is below its free-space floor
+// (persistence.SiloStore.CheckFreeSpace), when it is the Unavailable error that new commands
+// are refused with.
+func (h *Host) CheckFreeSpace() error { return h.store.CheckFreeSpace() }
+
+// RefusedBelowFloor is how many commands this host refused because the silo store's disk was
+// below its free-space floor.
+func (h *Host) RefusedBelowFloor() uint64 { return h.refusedBelowFloor.Load() }
 
 // readTimeout bounds a read's confirmation that this replica still leads its group.
 const readTimeout = 5 * time.Second

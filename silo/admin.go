@@ -332,7 +332,8 @@ func lanePath(r *http.Request) *orreryv1.Lane {
 	return &orreryv1.Lane{Namespace: r.PathValue("namespace"), Queue: r.PathValue("queue"), Key: r.PathValue("key")}
 }
 
-// readyz is ready when the silo is in the topology and each partition placed on it opens and
+// readyz is ready when the silo is in the topology, its store's disk is above the free-space
+// floor (below it every command is refused), and each partition placed on it opens and
 // answers within a short bound.
 func (s *Silo) readyz(w http.ResponseWriter, r *http.Request) {
 	select {
@@ -343,6 +344,10 @@ func (s *Silo) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.Rejoining() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": errRejoining.Error()})
+		return
+	}
+	if err := s.host.CheckFreeSpace(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": err.Error()})
 		return
 	}
 	owned, notReady, err := s.readiness(r.Context())

@@ -32,6 +32,9 @@ const (
 	DefaultReplicas    = 3
 	DefaultDeadAfter   = time.Minute
 	DefaultLateAfter   = duecoordinator.DefaultLateAfter
+	// DefaultMinFreeBytes is the free-disk floor of the silo store (Config.Store.MinFreeBytes):
+	// four memtables plus 64 MiB.
+	DefaultMinFreeBytes = uint64(4*persistence.DefaultMemTableBytes) + 64<<20
 )
 
 // Config configures a silo. Start fills zero fields with the defaults; a zero port means a
@@ -69,9 +72,10 @@ type Config struct {
 	// limits whose largest command or reply does not fit the actor transport
 	// (cluster.CheckLimits).
 	Limits input.Limits
-	// Store configures the silo store's Badger database. A zero MinFreeBytes gets a floor of
-	// four memtables plus 64 MiB (a full disk would otherwise crash the silo): below it the
-	// partitions refuse new commands with Unavailable.
+	// Store configures the silo store's Badger database. A zero MinFreeBytes gets
+	// DefaultMinFreeBytes (a full disk would otherwise crash the silo): below it the partitions
+	// refuse new commands with Unavailable, /readyz answers 503, and closing the store syncs
+	// its write-ahead log instead of flushing (persistence.SiloStore.Close).
 	Store persistence.Options
 	// Failpoints arms crash boundaries (default: none). The silo binary arms them from
 	// partition.FailpointEnv; the library reads no environment.
@@ -216,7 +220,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.Store.MinFreeBytes == 0 {
-		c.Store.MinFreeBytes = uint64(4*persistence.DefaultMemTableBytes) + 64<<20
+		c.Store.MinFreeBytes = DefaultMinFreeBytes
 	}
 	if c.OpenTimeout <= 0 {
 		c.OpenTimeout = DefaultOpenTimeout

@@ -210,8 +210,10 @@ var (
 	descRaftnetFaulted  = prometheus.NewDesc("orrery_raftnet_messages_faulted_total", "Raft and snapshot messages dropped by injected faults.", nil, nil)
 	descRaftnetReceived = prometheus.NewDesc("orrery_raftnet_messages_received_total", "Raft messages received from other silos.", nil, nil)
 
-	descStoreDisk = prometheus.NewDesc("orrery_store_disk_bytes", "Size of the silo store's files.", nil, nil)
-	descStoreFree = prometheus.NewDesc("orrery_store_free_disk_bytes", "Free space on the silo store's disk.", nil, nil)
+	descStoreDisk    = prometheus.NewDesc("orrery_store_disk_bytes", "Size of the silo store's files.", nil, nil)
+	descStoreFree    = prometheus.NewDesc("orrery_store_free_disk_bytes", "Free space on the silo store's disk.", nil, nil)
+	descStoreRefused = prometheus.NewDesc("orrery_store_refused_commands_total",
+		"Commands refused because the silo store's disk was below its free-space floor.", nil, nil)
 
 	descCoordRounds   = prometheus.NewDesc("orrery_due_coordinator_rounds_total", "Partition services of the due coordinator.", nil, nil)
 	descCoordScans    = prometheus.NewDesc("orrery_due_coordinator_scans_total", "ScanDue calls of the due coordinator.", nil, nil)
@@ -243,7 +245,7 @@ func (c *siloCollector) Describe(ch chan<- *prometheus.Desc) {
 		descQueueVisible, descQueueLeased, descQueueDelayed, descQueueDead, descQueueOldest, descQueueIncomplete,
 		descQueuesOmitted, descQueueErrors,
 		descRaftnetBatches, descRaftnetSent, descRaftnetDropped, descRaftnetFaulted, descRaftnetReceived,
-		descStoreDisk, descStoreFree,
+		descStoreDisk, descStoreFree, descStoreRefused,
 		descCoordRounds, descCoordScans, descCoordCommands, descCoordRefs, descCoordStale,
 		descCoordSkipped, descCoordRetries, descCoordErrors, descCoordOwned,
 		descLate, descFailing, descLivenessChanges, descNoQuorum, descQuorumChanges, descMemberRejoins, descMemberRejoining, descOtherBuilds,
@@ -318,6 +320,7 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		ch <- prometheus.NewInvalidMetric(descStoreFree, err)
 	}
+	counter(descStoreRefused, s.host.RefusedBelowFloor())
 	if coord := s.coord.Load(); coord != nil {
 		cs := coord.Stats()
 		counter(descCoordRounds, cs.Rounds)

@@ -186,6 +186,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	var seeds, level, grantsFile, metricsSchedules string
 	var adminTokensFile, gossipKeyFile string
 	fs.StringVar(&cfg.DataDir, "data", silo.DefaultDataDir, "data root (the silo store, <data>/store)")
+	fs.Uint64Var(&cfg.Store.MinFreeBytes, "min-free-bytes", silo.DefaultMinFreeBytes, "free-disk floor of the silo store: below it the silo refuses new commands and /readyz is 503 (0: the default)")
 	fs.StringVar(&cfg.Host, "host", silo.DefaultHost, "address to bind and advertise (actor transport and gossip)")
 	fs.IntVar(&cfg.Port, "port", silo.DefaultPort, "actor transport port (0: a free port)")
 	fs.IntVar(&cfg.GossipPort, "gossip-port", silo.DefaultGossipPort, "memberlist gossip port (0: a free port)")

@@ -138,6 +138,27 @@ func TestGCPercentIsFiftyUnlessGOGCSaysOtherwise(t *testing.T) {
 	}
 }
 
+// TestMinFreeBytesFlag: --min-free-bytes (or ORRERY_MIN_FREE_BYTES) sets the silo store's
+// free-disk floor, by default silo.DefaultMinFreeBytes, so a small volume can run a silo.
+func TestMinFreeBytesFlag(t *testing.T) {
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want uint64
+	}{
+		{"default", nil, nil, silo.DefaultMinFreeBytes},
+		{"flag", []string{"--min-free-bytes", "33554432"}, nil, 32 << 20},
+		{"environment", nil, map[string]string{"ORRERY_MIN_FREE_BYTES": "16777216"}, 16 << 20},
+	} {
+		opts, err := parseConfig(c.args, env(c.env))
+		if err != nil || opts.silo.Store.MinFreeBytes != c.want {
+			t.Errorf("%s: floor %d (%v), want %d", c.name, opts.silo.Store.MinFreeBytes, err, c.want)
+		}
+	}
+}
+
 // TestASecondSiloOnTheSameDataRootExits: a silo started on a data root another silo process
 // holds (other ports, its own cluster) exits non-zero with the store's lock error, and never
 // says it is ready.
