@@ -29,6 +29,9 @@ const (
 	// DefaultWorkerMaxPerReceive caps the default MaxPerReceive at the partition's default
 	// Limits.MaxReceivePerCommand.
 	DefaultWorkerMaxPerReceive = 256
+	// DefaultWorkerMaxUnsettled is the default WorkerConfig.MaxUnsettled: enough messages for
+	// the acks of a busy worker to batch while its handlers keep running.
+	DefaultWorkerMaxUnsettled = 4096
 )
 
 // Handler processes one message. Returning nil acks it; returning an error (or panicking)
@@ -44,10 +47,16 @@ type WorkerConfig struct {
 	// Handler processes each message.
 	Handler Handler
 	// Concurrency bounds the handlers running at once, across all partitions (default 8).
-	// A handler's slot is freed when it returns, before its ack or release is durable; at most
-	// Concurrency + Prefetch more messages wait for their ack or release (batched per
-	// partition), beyond which a handler that returned keeps its slot until one is settled.
+	// A handler's slot is freed when it returns, before its ack or release is durable (see
+	// MaxUnsettled).
 	Concurrency int
+	// MaxUnsettled bounds the messages whose handler has returned and whose ack or release is
+	// not yet durable (acks are batched per partition, one command in flight at a time):
+	// beyond it a handler that returned keeps its slot until one is settled. Default
+	// DefaultWorkerMaxUnsettled, or Concurrency + Prefetch when that is more. A process that
+	// dies loses its unsettled acks: those messages are delivered again once their leases
+	// expire, as a message whose handler was running would be.
+	MaxUnsettled int
 	// LeaseDuration is each delivery's lease (default 30 s; the partition accepts 1 s..10 min).
 	// The worker extends it at half its duration while the handler runs.
 	LeaseDuration time.Duration
@@ -151,6 +160,9 @@ func (c *Client) NewWorker(cfg WorkerConfig) *Worker {
 	if cfg.MaxPerReceive == 0 {
 		cfg.MaxPerReceive = min(cfg.Concurrency+max(cfg.Prefetch, 0), DefaultWorkerMaxPerReceive)
 	}
+	if cfg.MaxUnsettled == 0 {
+		cfg.MaxUnsettled = max(DefaultWorkerMaxUnsettled, cfg.Concurrency+max(cfg.Prefetch, 0))
+	}
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = DefaultWorkerSettleTimeout
 	}
@@ -190,6 +202,8 @@ func (cfg WorkerConfig) validate() error {
 		return orrery.Invalid("wait", "must not be negative, got %s", cfg.Wait)
 	case cfg.MaxPerReceive < 0:
 		return orrery.Invalid("max_per_receive", "must not be negative, got %d", cfg.MaxPerReceive)
+	case cfg.MaxUnsettled < 0:
+		return orrery.Invalid("max_unsettled", "must not be negative, got %d", cfg.MaxUnsettled)
 	case cfg.Prefetch < -1:
 		return orrery.Invalid("prefetch", "must be at least -1 (none), got %d", cfg.Prefetch)
 	case cfg.ReleaseDelay < 0:
@@ -243,7 +257,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &run{w: w, cfg: w.cfg, ctx: runCtx, slots: make(chan struct{}, w.cfg.Concurrency),
-		settling: make(chan struct{}, w.cfg.Concurrency+max(w.cfg.Prefetch, 0)), ackers: newAckers(w.c, w.cfg.SettleTimeout),
+		settling: make(chan struct{}, w.cfg.MaxUnsettled), ackers: newAckers(w.c, w.cfg.SettleTimeout),
 		failing: map[int]PartitionFailure{}}
 	w.current.Store(r)
 	defer w.current.Store(nil)

@@ -326,6 +326,7 @@ func TestWorkerRejectsBadConfiguration(t *testing.T) {
 		{Namespace: testNamespace, Queue: "bad queue", Handler: ok},
 		{Queue: testQueue, Handler: ok},
 		{Namespace: testNamespace, Queue: testQueue, Handler: ok, Concurrency: -1},
+		{Namespace: testNamespace, Queue: testQueue, Handler: ok, MaxUnsettled: -1},
 		{Namespace: testNamespace, Queue: testQueue, Handler: ok, LeaseDuration: time.Hour}, // refused by the partition
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -415,10 +416,10 @@ func TestWorkerWithLargeConcurrencyReceivesWithinThePartitionLimit(t *testing.T)
 }
 
 // TestWorkerHandlersDoNotWaitForAcks: a handler's slot is freed when it returns, not when its
-// ack is durable, and at most Concurrency + Prefetch messages wait for their acks. With
-// Concurrency 1, Prefetch 1 and every ack held at the partition, a second and a third handler
-// run while the first acks wait; a fourth waits for a settle slot; once the acks go through,
-// everything is acked.
+// ack is durable, and at most MaxUnsettled messages wait for their acks. With Concurrency 1,
+// MaxUnsettled 2 and every ack held at the partition, a second and a third handler run while
+// the first acks wait; a fourth waits for a settle slot; once the acks go through, everything
+// is acked.
 func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
@@ -431,7 +432,7 @@ func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 	})
 	var handled atomic.Int64
 	w := b.c.NewWorker(client.WorkerConfig{
-		Namespace: testNamespace, Queue: testQueue, Concurrency: 1, Prefetch: 1, Wait: time.Second, SettleTimeout: time.Minute,
+		Namespace: testNamespace, Queue: testQueue, Concurrency: 1, Prefetch: 1, MaxUnsettled: 2, Wait: time.Second, SettleTimeout: time.Minute,
 		Handler: func(context.Context, *client.Message) error { handled.Add(1); return nil },
 	})
 	l := lane(testQueue, "k")
@@ -444,12 +445,47 @@ func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, "a third handler while the first two acks are held", func() bool { return handled.Load() >= 3 })
 	time.Sleep(100 * time.Millisecond)
 	if n := handled.Load(); n != 3 {
-		t.Fatalf("%d handlers ran with two acks held, Concurrency 1 and Prefetch 1, want 3", n)
+		t.Fatalf("%d handlers ran with two acks held, Concurrency 1 and MaxUnsettled 2, want 3", n)
 	}
 	releaseOnce.Do(func() { close(release) })
 	testkit.Eventually(t, 10*time.Second, "every message handled and acked", func() bool {
 		return handled.Load() == 4 && len(b.laneMessages(l)) == 0
 	})
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
+
+// TestAWorkersHandlersOutrunItsAcksByDefault: by default many more messages than its
+// handlers and prefetch may wait for their acks (DefaultWorkerMaxUnsettled), as a job queue's
+// completer buffers completions: with Concurrency 1 and every ack held at the partition, all
+// 40 messages are handled; once the acks go through, all are acked.
+func TestAWorkersHandlersOutrunItsAcksByDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	release := make(chan struct{})
+	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if m := req.GetBatch().GetMutations(); len(m) > 0 && m[0].GetAck() != nil {
+			<-release
+		}
+		return clienttest.FaultNone, nil
+	})
+	var handled atomic.Int64
+	w := b.c.NewWorker(client.WorkerConfig{
+		Namespace: testNamespace, Queue: testQueue, Concurrency: 1, Wait: time.Second, SettleTimeout: time.Minute,
+		Handler: func(context.Context, *client.Message) error { handled.Add(1); return nil },
+	})
+	l := lane(testQueue, "k")
+	const n = 40
+	for i := range n {
+		b.enqueue(l, fmt.Sprintf("m-%d", i))
+	}
+	stop := runWorker(t, w)
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // runs before runWorker's stop
+	testkit.Eventually(t, 10*time.Second, "every message handled while the acks are held", func() bool { return handled.Load() == n })
+	releaseOnce.Do(func() { close(release) })
+	testkit.Eventually(t, 10*time.Second, "every message acked", func() bool { return len(b.laneMessages(l)) == 0 })
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
