@@ -208,14 +208,13 @@ func (a Applier) applyMutations(batchWrites kv.View, principal string, b *orrery
 				trail.GrantChanged(i, kindName(m), m, old)
 			})
 		}
-		field := mutationField(i, m)
 		if err != nil {
 			e := orrery.AsError(err)
 			if platform(e) {
 				return nil, err
 			}
 			trail.Denied(i, kindName(m), m, e)
-			e = e.InField(field)
+			e = e.InField(mutationField(i, m))
 			if !independent && (e.Code == orrery.CodeQuotaExceeded || b.GetAllOrNothing()) {
 				return e, nil
 			}
