@@ -190,7 +190,7 @@ func (g *grain) perform(ctx actor.Context, rd engine.Ready) {
 		g.arm(ctx, t)
 	}
 	for _, p := range rd.Propose {
-		proposal, err := g.cfg.Host.propose(g.partition, p.Principal, p.Command)
+		proposal, err := g.cfg.Host.propose(g.partition, p.Principal, p.Command, p.Drains)
 		if errors.Is(err, replication.ErrNotLeader) {
 			err = g.notLeader(err)
 			g.stopSelf(ctx)

@@ -362,13 +362,14 @@ func (h *Host) driverStop() {
 }
 
 // propose proposes cmd, encoded, to partition n's group on behalf of principal. It refuses
-// with Unavailable when the host has failed, the disk is below its free-space floor, or this
-// replica cannot propose (replication.Groups.Propose).
-func (h *Host) propose(n int, principal string, cmd []byte) (replication.Proposal, error) {
+// with Unavailable when the host has failed, the disk is below its free-space floor (a command
+// that drains, engine.Drains, below its drain floor), or this replica cannot propose
+// (replication.Groups.Propose).
+func (h *Host) propose(n int, principal string, cmd []byte, drains bool) (replication.Proposal, error) {
 	if err := h.Err(); err != nil {
 		return replication.Proposal{}, orrery.Wrap(orrery.CodeUnavailable, err, "partition %d: the silo's replicas failed", n)
 	}
-	if err := h.checkFreeSpace(); err != nil {
+	if err := h.checkFreeSpace(drains); err != nil {
 		return replication.Proposal{}, err
 	}
 	if size := int64(len(cmd) + len(principal) + entryOverhead); size > h.store.MaxValueBytes() {
@@ -379,19 +380,27 @@ func (h *Host) propose(n int, principal string, cmd []byte) (replication.Proposa
 }
 
 // checkFreeSpace is the store's free-space check (persistence.SiloStore.CheckFreeSpace) for a
-// command: it counts a refusal, and logs when the disk goes below the floor and when it is
-// back above it, once each time.
-func (h *Host) checkFreeSpace() error {
+// command: a command that drains is judged against the drain floor instead
+// (CheckDrainSpace). It counts a refusal, and logs when the disk goes below the floor and when
+// it is back above it, once each time.
+func (h *Host) checkFreeSpace(drains bool) error {
 	err := h.store.CheckFreeSpace()
 	if err != nil {
-		h.refusedBelowFloor.Add(1)
 		if h.belowFloor.CompareAndSwap(false, true) {
-			h.log.Warn("the silo store's disk is below its free-space floor: refusing new commands until space is freed", "err", err)
+			h.log.Warn("the silo store's disk is below its free-space floor: refusing new commands until space is freed; receives, acks, releases, lease extensions and schedule pauses, cancels and deletes are taken down to half the floor", "err", err)
 		}
-	} else if h.belowFloor.CompareAndSwap(true, false) {
+		if drains {
+			err = h.store.CheckDrainSpace()
+		}
+		if err != nil {
+			h.refusedBelowFloor.Add(1)
+		}
+		return err
+	}
+	if h.belowFloor.CompareAndSwap(true, false) {
 		h.log.Info("the silo store's disk is back above its free-space floor: accepting commands")
 	}
-	return err
+	return nil
 }
 
 // CheckFreeSpace is nil unless the silo store's disk is below its free-space floor

@@ -216,3 +216,32 @@ func TestTheFreeDiskFloorRefusesCommandsAndRecovers(t *testing.T) {
 		return h.do(command("c3", 0, enqueue("m3"))).GetError() == nil
 	})
 }
+
+// TestBelowTheFloorQueuesStillDrain: below the free-disk floor but above half of it, a
+// command that only drains (a receive here, engine.Drains) is taken while an enqueue is
+// refused; below half the floor the receive is refused too.
+func TestBelowTheFloorQueuesStillDrain(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(2 << 30)
+	h := newHostHarness(t, func(cfg *HostConfig) {
+		cfg.Store.MinFreeBytes = 1 << 30
+		cfg.Store.FreeBytesFunc = func(string) (uint64, error) { return free.Load(), nil }
+	}, nil)
+	// The host closes its store with room on the disk: below the floor Close leaves Badger
+	// open (persistence.SiloStore.Close).
+	t.Cleanup(func() { free.Store(2 << 30) })
+	receipt(t, h.do(command("c1", 0, enqueue("m1"), enqueue("m2"))))
+	free.Store(600 << 20) // below the 1 GiB floor, above its half
+	testkit.Eventually(t, 10*time.Second, "an enqueue refused below the floor", func() bool {
+		err := orrery.FromProto(h.do(command(fmt.Sprint("e-", time.Now().UnixNano()), 0, enqueue("m3"))).GetError())
+		return errors.Is(err, orrery.ErrUnavailable) && strings.Contains(err.Error(), "below the floor")
+	})
+	if got := receipt(t, h.do(command("r1", 0, receive(1)))).GetResults()[0].GetReceive().GetMessages(); len(got) != 1 {
+		t.Fatalf("a receive below the floor, above half of it, leased %d messages, want 1", len(got))
+	}
+	free.Store(400 << 20) // below half the floor
+	testkit.Eventually(t, 10*time.Second, "a receive refused below half the floor", func() bool {
+		err := orrery.FromProto(h.do(command(fmt.Sprint("r-", time.Now().UnixNano()), 0, receive(1))).GetError())
+		return errors.Is(err, orrery.ErrUnavailable) && strings.Contains(err.Error(), "below the floor of 536870912 bytes")
+	})
+}

@@ -21,35 +21,60 @@ func checkFreeSpace(dir string, opts Options) error {
 		return nil
 	}
 	free, err := opts.FreeBytesFunc(dir)
+	return belowFloor(dir, free, err, opts.MinFreeBytes)
+}
+
+// belowFloor is the error of a disk with free bytes (or the error reading them, err) against
+// floor: nil when free is at least floor.
+func belowFloor(dir string, free uint64, err error, floor uint64) error {
 	if err != nil {
 		return orrery.Wrap(orrery.CodeUnavailable, err, "store %s: cannot read free disk space", dir)
 	}
-	if free < opts.MinFreeBytes {
+	if free < floor {
 		return orrery.Errorf(orrery.CodeUnavailable,
 			"store %s refuses writes: %d bytes free on its disk, below the floor of %d bytes",
-			dir, free, opts.MinFreeBytes)
+			dir, free, floor)
 	}
 	return nil
 }
 
-// freeSpaceCheck is checkFreeSpace with its result reused for FreeSpaceRecheck.
+// freeSpaceCheck reads the free space of dir's disk at most every FreeSpaceRecheck and judges
+// it against the floor and the drain floor.
 type freeSpaceCheck struct {
 	dir  string
 	opts Options
 
 	mu      sync.Mutex
 	checked time.Time // zero: never
-	err     error
+	free    uint64
+	err     error // reading the free space
 }
 
+// read returns the free space as of at most FreeSpaceRecheck ago.
+func (f *freeSpaceCheck) read() (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now := time.Now(); f.checked.IsZero() || now.Sub(f.checked) >= FreeSpaceRecheck {
+		f.free, f.err = f.opts.FreeBytesFunc(f.dir)
+		f.checked = now
+	}
+	return f.free, f.err
+}
+
+// check judges the free space against Options.MinFreeBytes.
 func (f *freeSpaceCheck) check() error {
 	if f.opts.MinFreeBytes == 0 {
 		return nil
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if now := time.Now(); f.checked.IsZero() || now.Sub(f.checked) >= FreeSpaceRecheck {
-		f.err, f.checked = checkFreeSpace(f.dir, f.opts), now
+	free, err := f.read()
+	return belowFloor(f.dir, free, err, f.opts.MinFreeBytes)
+}
+
+// checkDrain judges the free space against the drain floor, half of Options.MinFreeBytes.
+func (f *freeSpaceCheck) checkDrain() error {
+	if f.opts.MinFreeBytes == 0 {
+		return nil
 	}
-	return f.err
+	free, err := f.read()
+	return belowFloor(f.dir, free, err, f.opts.MinFreeBytes/2)
 }

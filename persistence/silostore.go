@@ -170,6 +170,12 @@ func (s *SiloStore) Partitions() int { return s.partitions }
 // The file system is read at most every FreeSpaceRecheck.
 func (s *SiloStore) CheckFreeSpace() error { return s.freeSpace.check() }
 
+// CheckDrainSpace is CheckFreeSpace against the drain floor, half of Options.MinFreeBytes:
+// the partitions take commands that only drain or stop work (engine.Drains) down to it, so that
+// a queue can still be consumed and a flood stopped while the disk is below the floor. The
+// margin between the two floors is what those commands may still write.
+func (s *SiloStore) CheckDrainSpace() error { return s.freeSpace.checkDrain() }
+
 // DiskBytes is the size of the files in the store's directory (Badger's tables, value log,
 // write-ahead memtables and manifest), as the file system reports them now.
 func (s *SiloStore) DiskBytes() (int64, error) {

@@ -90,7 +90,27 @@ func (e *Engine) propose(now time.Time, p *pending) {
 	}
 	e.nextRef++
 	e.proposing[e.nextRef] = p
-	e.ready.Propose = append(e.ready.Propose, Propose{Ref: e.nextRef, Principal: p.req.GetPrincipal(), Command: cmd})
+	e.ready.Propose = append(e.ready.Propose, Propose{Ref: e.nextRef, Principal: p.req.GetPrincipal(), Command: cmd, Drains: Drains(p.req)})
+}
+
+// Drains reports whether req only consumes, settles or stops work: an ordinary command (not a
+// due command) whose mutations are all receives, acks, releases, lease extensions,
+// housekeeping, or pauses, cancels and deletes of schedules. None of them adds a message, a
+// schedule or an occurrence.
+func Drains(req *orreryv1.CommandRequest) bool {
+	muts := req.GetBatch().GetMutations()
+	if req.GetDue() || len(muts) == 0 {
+		return false
+	}
+	for _, m := range muts {
+		switch m.GetKind().(type) {
+		case *orreryv1.Mutation_Receive, *orreryv1.Mutation_Ack, *orreryv1.Mutation_Release, *orreryv1.Mutation_ExtendLease,
+			*orreryv1.Mutation_Housekeep, *orreryv1.Mutation_PauseSchedule, *orreryv1.Mutation_CancelSchedule, *orreryv1.Mutation_DeleteSchedule:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // proposed takes a proposal's outcome: a refusal is answered (the caller retries with the same

@@ -230,6 +230,10 @@ type Propose struct {
 	Ref       uint64
 	Principal string
 	Command   []byte
+	// Drains is whether the command only consumes, settles or stops work (Drains): a silo
+	// whose disk is below its free-space floor still takes it, down to a lower one, so that
+	// workers can go on draining their queues and an operator can stop what fills them.
+	Drains bool
 }
 
 // TimerKind names one of the engine's timers; each is armed at one instant at a time.

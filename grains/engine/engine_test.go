@@ -559,3 +559,55 @@ func TestAWaitedQueueIsReadOnlyWhenItsHintAllows(t *testing.T) {
 		t.Fatalf("after an enqueue visible now: log %v, want the long poll proposed", h.log)
 	}
 }
+
+// TestDrainsIsOnlyForCommandsThatAddNoWork: receives, acks, releases, lease extensions,
+// housekeeping and schedule pauses, cancels and deletes drain; a command with any other
+// mutation, an empty one and a due command do not.
+func TestDrainsIsOnlyForCommandsThatAddNoWork(t *testing.T) {
+	m := func(kind any) *orreryv1.Mutation {
+		mut := &orreryv1.Mutation{}
+		switch k := kind.(type) {
+		case *orreryv1.Receive:
+			mut.Kind = &orreryv1.Mutation_Receive{Receive: k}
+		case *orreryv1.Ack:
+			mut.Kind = &orreryv1.Mutation_Ack{Ack: k}
+		case *orreryv1.Release:
+			mut.Kind = &orreryv1.Mutation_Release{Release: k}
+		case *orreryv1.ExtendLease:
+			mut.Kind = &orreryv1.Mutation_ExtendLease{ExtendLease: k}
+		case *orreryv1.PauseSchedule:
+			mut.Kind = &orreryv1.Mutation_PauseSchedule{PauseSchedule: k}
+		case *orreryv1.CancelSchedule:
+			mut.Kind = &orreryv1.Mutation_CancelSchedule{CancelSchedule: k}
+		case *orreryv1.DeleteSchedule:
+			mut.Kind = &orreryv1.Mutation_DeleteSchedule{DeleteSchedule: k}
+		case *orreryv1.Housekeep:
+			mut.Kind = &orreryv1.Mutation_Housekeep{Housekeep: k}
+		case *orreryv1.Enqueue:
+			mut.Kind = &orreryv1.Mutation_Enqueue{Enqueue: k}
+		case *orreryv1.ResumeSchedule:
+			mut.Kind = &orreryv1.Mutation_ResumeSchedule{ResumeSchedule: k}
+		case *orreryv1.EmitOccurrences:
+			mut.Kind = &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: k}
+		}
+		return mut
+	}
+	req := func(due bool, muts ...*orreryv1.Mutation) *orreryv1.CommandRequest {
+		return &orreryv1.CommandRequest{Due: due, Batch: &orreryv1.Batch{CommandId: "c", Mutations: muts}}
+	}
+	draining := req(false, m(&orreryv1.Receive{}), m(&orreryv1.Ack{}), m(&orreryv1.Release{}), m(&orreryv1.ExtendLease{}),
+		m(&orreryv1.PauseSchedule{}), m(&orreryv1.CancelSchedule{}), m(&orreryv1.DeleteSchedule{}), m(&orreryv1.Housekeep{}))
+	if !Drains(draining) {
+		t.Errorf("Drains(%v) = false, want true", draining)
+	}
+	for _, r := range []*orreryv1.CommandRequest{
+		req(false),
+		req(false, m(&orreryv1.Ack{}), m(&orreryv1.Enqueue{})),
+		req(false, m(&orreryv1.ResumeSchedule{})),
+		req(true, m(&orreryv1.EmitOccurrences{})),
+	} {
+		if Drains(r) {
+			t.Errorf("Drains(%v) = true, want false", r)
+		}
+	}
+}
