@@ -415,6 +415,20 @@ func TestWorkerWithLargeConcurrencyReceivesWithinThePartitionLimit(t *testing.T)
 	}
 }
 
+// holdAcks holds every ack command at b's partitions until the returned release is called
+// (more calls do nothing).
+func holdAcks(b *bundle) (release func()) {
+	held := make(chan struct{})
+	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if m := req.GetBatch().GetMutations(); len(m) > 0 && m[0].GetAck() != nil {
+			<-held
+		}
+		return clienttest.FaultNone, nil
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(held) }) }
+}
+
 // TestWorkerHandlersDoNotWaitForAcks: a handler's slot is freed when it returns, not when its
 // ack is durable, and at most MaxUnsettled messages wait for their acks. With Concurrency 1,
 // MaxUnsettled 2 and every ack held at the partition, a second and a third handler run while
@@ -423,13 +437,7 @@ func TestWorkerWithLargeConcurrencyReceivesWithinThePartitionLimit(t *testing.T)
 func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
-	release := make(chan struct{})
-	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
-		if m := req.GetBatch().GetMutations(); len(m) > 0 && m[0].GetAck() != nil {
-			<-release
-		}
-		return clienttest.FaultNone, nil
-	})
+	release := holdAcks(b)
 	var handled atomic.Int64
 	w := b.c.NewWorker(client.WorkerConfig{
 		Namespace: testNamespace, Queue: testQueue, Concurrency: 1, Prefetch: 1, MaxUnsettled: 2, Wait: time.Second, SettleTimeout: time.Minute,
@@ -440,14 +448,13 @@ func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 		b.enqueue(l, fmt.Sprintf("m-%d", i))
 	}
 	stop := runWorker(t, w)
-	var releaseOnce sync.Once
-	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // runs before runWorker's stop
+	t.Cleanup(release) // runs before runWorker's stop
 	testkit.Eventually(t, 5*time.Second, "a third handler while the first two acks are held", func() bool { return handled.Load() >= 3 })
 	time.Sleep(100 * time.Millisecond)
 	if n := handled.Load(); n != 3 {
 		t.Fatalf("%d handlers ran with two acks held, Concurrency 1 and MaxUnsettled 2, want 3", n)
 	}
-	releaseOnce.Do(func() { close(release) })
+	release()
 	testkit.Eventually(t, 10*time.Second, "every message handled and acked", func() bool {
 		return handled.Load() == 4 && len(b.laneMessages(l)) == 0
 	})
@@ -463,13 +470,7 @@ func TestWorkerHandlersDoNotWaitForAcks(t *testing.T) {
 func TestAWorkersHandlersOutrunItsAcksByDefault(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
-	release := make(chan struct{})
-	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
-		if m := req.GetBatch().GetMutations(); len(m) > 0 && m[0].GetAck() != nil {
-			<-release
-		}
-		return clienttest.FaultNone, nil
-	})
+	release := holdAcks(b)
 	var handled atomic.Int64
 	w := b.c.NewWorker(client.WorkerConfig{
 		Namespace: testNamespace, Queue: testQueue, Concurrency: 1, Wait: time.Second, SettleTimeout: time.Minute,
@@ -481,10 +482,9 @@ func TestAWorkersHandlersOutrunItsAcksByDefault(t *testing.T) {
 		b.enqueue(l, fmt.Sprintf("m-%d", i))
 	}
 	stop := runWorker(t, w)
-	var releaseOnce sync.Once
-	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // runs before runWorker's stop
+	t.Cleanup(release) // runs before runWorker's stop
 	testkit.Eventually(t, 10*time.Second, "every message handled while the acks are held", func() bool { return handled.Load() == n })
-	releaseOnce.Do(func() { close(release) })
+	release()
 	testkit.Eventually(t, 10*time.Second, "every message acked", func() bool { return len(b.laneMessages(l)) == 0 })
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)

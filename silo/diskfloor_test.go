@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,11 +23,11 @@ func TestBelowTheDiskFloorTheSiloIsNotReadyAndCountsRefusals(t *testing.T) {
 	t.Parallel()
 	var free atomic.Uint64
 	free.Store(4 << 30)
-	logs := &lineLog{}
+	logs := &syncBuffer{}
 	s := startSilo(t, t.TempDir(), func(cfg *Config) {
 		cfg.Store.MinFreeBytes = 1 << 30
 		cfg.Store.FreeBytesFunc = func(string) (uint64, error) { return free.Load(), nil }
-		cfg.Logger = logs.logger()
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 	// The silo stops with room on the disk: below the floor its store is left open
 	// (persistence.SiloStore.Close).
@@ -61,42 +60,7 @@ func TestBelowTheDiskFloorTheSiloIsNotReadyAndCountsRefusals(t *testing.T) {
 		_, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "after"})
 		return err == nil || !errors.Is(err, orrery.ErrUnavailable)
 	})
-	if below, back := logs.count("below its free-space floor"), logs.count("back above its free-space floor"); below != 1 || back != 1 {
+	if below, back := strings.Count(logs.String(), "below its free-space floor"), strings.Count(logs.String(), "back above its free-space floor"); below != 1 || back != 1 {
 		t.Errorf("logged going below the floor %d times and coming back %d times, want once each:\n%s", below, back, logs)
 	}
-}
-
-// lineLog collects a silo's log lines.
-type lineLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *lineLog) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-func (l *lineLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, string(p))
-	return len(p), nil
-}
-
-func (l *lineLog) count(substr string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range l.lines {
-		if strings.Contains(line, substr) {
-			n++
-		}
-	}
-	return n
-}
-
-func (l *lineLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "")
 }
