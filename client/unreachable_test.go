@@ -3,7 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,4 +150,84 @@ func TestUnreachableTimeoutRunsOnTheClientsClock(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAWorkerWaitsForItsClusterByDefault: with the default configuration a worker whose
+// partition stays unreachable for three hours of the client's clock keeps running, reports the
+// partition in Status, and logs it once at WARN; once the partition answers again it consumes,
+// Status is clear, and it logs that once at INFO.
+func TestAWorkerWaitsForItsClusterByDefault(t *testing.T) {
+	b := setup(t, 1)
+	var down atomic.Bool
+	down.Store(true)
+	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if down.Load() && isReceive(req) {
+			return clienttest.FaultFailBeforeApply, nil
+		}
+		return clienttest.FaultNone, nil
+	})
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fake := clock.NewFake(start)
+	logs := &lockedLines{}
+	c := client.New(b.tr, client.Options{Principal: testPrincipal, Clock: fake, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Retry: client.RetryPolicy{Initial: time.Second, Max: time.Minute, Jitter: func() float64 { return 0.5 }}})
+	var handled atomic.Int64
+	w := c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Wait: 50 * time.Millisecond,
+		Handler: func(context.Context, *client.Message) error { handled.Add(1); return nil }})
+	runErr := make(chan error, 1)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { runErr <- w.Run(ctx) }()
+	testkit.Eventually(t, 10*time.Second, "the first receive failing", func() bool { return len(w.Status().Failing) > 0 })
+	for fake.Now().Sub(start) < 3*time.Hour {
+		select {
+		case err := <-runErr:
+			t.Fatalf("Run returned %v %v into the outage, want it to keep waiting", err, fake.Now().Sub(start))
+		case <-time.After(time.Millisecond):
+			fake.Advance(time.Minute)
+		}
+	}
+	if f := w.Status().Failing; len(f) != 1 || f[0].Partition != 0 || !f[0].Since.Equal(start) {
+		t.Fatalf("Status reports %+v three hours into the outage, want partition 0 failing since %v", f, start)
+	}
+	down.Store(false)
+	b.enqueue(lane(testQueue, "k"), "after-the-outage")
+	testkit.Eventually(t, 10*time.Second, "the message handled once the partition answers", func() bool {
+		fake.Advance(time.Minute) // the back-off between attempts runs on the fake clock
+		return handled.Load() == 1 && len(w.Status().Failing) == 0
+	})
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if warn, info := logs.count("level=WARN msg=\"orrery worker: partition unreachable"), logs.count("level=INFO msg=\"orrery worker: partition reachable again"); warn != 1 || info != 1 {
+		t.Errorf("logged the partition unreachable %d times and reachable again %d times, want once each:\n%s", warn, info, logs)
+	}
+	if n := logs.count("level=WARN") + logs.count("level=ERROR"); n != 1 {
+		t.Errorf("%d WARN or ERROR lines through a three-hour outage, want the one:\n%s", n, logs)
+	}
+}
+
+// lockedLines is a log sink the client's goroutines may write concurrently.
+type lockedLines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lockedLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLines) count(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), substr)
+}
+
+func (l *lockedLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -23,9 +23,6 @@ const (
 	DefaultWorkerLeaseDuration = 30 * time.Second
 	DefaultWorkerWait          = 20 * time.Second
 	DefaultWorkerSettleTimeout = 10 * time.Second
-	// DefaultWorkerUnreachableTimeout is how long every receive of a partition may fail before
-	// Run gives up (WorkerConfig.UnreachableTimeout).
-	DefaultWorkerUnreachableTimeout = time.Minute
 	// DefaultWorkerMaxPerReceive caps the default MaxPerReceive at the partition's default
 	// Limits.MaxReceivePerCommand.
 	DefaultWorkerMaxPerReceive = 256
@@ -80,10 +77,12 @@ type WorkerConfig struct {
 	// that leases may take once Run's context has ended (what it leases is then released;
 	// default 10 s).
 	SettleTimeout time.Duration
-	// UnreachableTimeout is how long a partition's receives may keep failing with retriable
-	// errors (the cluster unreachable, the partition's silo gone) before Run stops and returns
-	// an Unavailable error naming the partition (default DefaultWorkerUnreachableTimeout;
-	// negative: retry for as long as Run runs). Meanwhile Status reports the failing partitions.
+	// UnreachableTimeout, when positive, is how long a partition's receives may keep failing
+	// with retriable errors (the cluster unreachable, the partition's silo gone) before Run
+	// stops and returns an Unavailable error naming the partition. By default (zero or
+	// negative) a worker waits for its cluster for as long as Run runs. Meanwhile Status
+	// reports the failing partitions, and the client's logger has one WARN line when a
+	// partition's receives start failing and one INFO line when it is reachable again.
 	UnreachableTimeout time.Duration
 	// Metrics, when set, receives the worker's series, labelled with its namespace and queue:
 	// orrery_worker_handler_start_lateness_seconds, a histogram of each handler's start minus
@@ -165,9 +164,6 @@ func (c *Client) NewWorker(cfg WorkerConfig) *Worker {
 	}
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = DefaultWorkerSettleTimeout
-	}
-	if cfg.UnreachableTimeout == 0 {
-		cfg.UnreachableTimeout = DefaultWorkerUnreachableTimeout
 	}
 	if cfg.Owner == "" {
 		host, err := os.Hostname()
@@ -402,6 +398,8 @@ func (r *run) attemptFailed(partition int, err error, health *partitionHealth) *
 	now := r.now()
 	if health.since.IsZero() {
 		health.since = now
+		r.w.c.log.Warn("orrery worker: partition unreachable, retrying", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue,
+			"partition", partition, "err", err)
 	}
 	r.healthMu.Lock()
 	r.failing[partition] = PartitionFailure{Partition: partition, Since: health.since, Err: err}
@@ -434,7 +432,7 @@ func (r *run) receiveFailed(partition int, err error, health *partitionHealth) e
 	if unreachable := r.attemptFailed(partition, err, health); unreachable != nil {
 		return unreachable.err
 	}
-	r.w.c.log.Warn("orrery worker: receive failed, backing off", "partition", partition, "err", err)
+	r.w.c.log.Debug("orrery worker: receive failed, backing off", "partition", partition, "err", err)
 	backedOff, timer := r.w.c.after(r.w.c.retry.Delay(health.failures, r.w.c.retry.Jitter()))
 	defer timer.Stop()
 	health.failures++
@@ -449,6 +447,10 @@ func (r *run) receiveFailed(partition int, err error, health *partitionHealth) e
 func (r *run) received(partition int, health *partitionHealth) {
 	if health.since.IsZero() && health.failures == 0 {
 		return
+	}
+	if !health.since.IsZero() {
+		r.w.c.log.Info("orrery worker: partition reachable again", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue,
+			"partition", partition, "after", r.now().Sub(health.since).Round(time.Millisecond))
 	}
 	*health = partitionHealth{}
 	r.healthMu.Lock()
