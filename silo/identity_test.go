@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,11 +105,14 @@ func TestSilosStartedTogetherFormOneCluster(t *testing.T) {
 }
 
 // gossipPort returns a loopback port whose TCP and UDP twins were free a moment ago, below the
-// usual ephemeral range.
+// usual ephemeral range, and that it never returned before in this process.
 func gossipPort(t *testing.T) int {
 	t.Helper()
 	for range 200 {
 		port := 20000 + rand.IntN(12000)
+		if !handOut(port) {
+			continue // handed to another silo of this process already, maybe not bound yet
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
@@ -122,4 +126,22 @@ func gossipPort(t *testing.T) int {
 	}
 	t.Fatal("no free port")
 	return 0
+}
+
+// handedOut are the ports gossipPort returned in this test process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// handOut reports whether port was never handed out before, and records it: a port chosen
+// for one silo but not yet bound looks free, and must not be chosen again for another.
+func handOut(port int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports[port] {
+		return false
+	}
+	handedOut.ports[port] = true
+	return true
 }
