@@ -70,12 +70,20 @@ func run() int {
 
 	s := &session{dir: dir, keep: *keepData}
 	defer s.close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// The silos run in process groups of their own, so a SIGINT at the terminal reaches only
+	// this process: the first ends the run (the silos are stopped, the verdict printed), a
+	// second stops the silos at once and exits.
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
-		<-ctx.Done()
-		stop() // a second SIGINT ends the process at once
-		fmt.Fprintln(os.Stderr, "chaos: interrupted; stopping the silos")
+		<-signals
+		fmt.Fprintln(os.Stderr, "chaos: interrupted; ending the run and stopping the silos (again to stop them at once)")
+		interrupt()
+		<-signals
+		s.close()
+		os.Exit(130)
 	}()
 
 	cfg := chaos.RunConfig{Seed: seed, Silos: *silos, Partitions: *partitions, Duration: *duration, Kinds: kinds,
@@ -107,6 +115,9 @@ func run() int {
 	fmt.Printf("report %s\n", *reportPath)
 	code := 0
 	switch {
+	case ctx.Err() != nil:
+		fmt.Printf("the run was interrupted: %v\n", runErr)
+		code = 130
 	case runErr != nil:
 		fmt.Printf("the run could not finish: %v\n", runErr)
 		code = 2
