@@ -259,6 +259,8 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	if err != nil {
 		return r, err
 	}
+	t.Cleanup(w.workerStop)
+	defer w.stopLoad()
 	defer func() {
 		r.Counts.Ops, r.Counts.OpsFailed = w.ops.Load(), w.opsFailed.Load()
 		r.Counts.UnavailableS = w.longestUnavailable().Seconds()

@@ -17,13 +17,14 @@ import (
 	"github.com/orreryhq/orrery/grains/route"
 )
 
-// A workload is a run's load on the cluster, through one client, in one namespace and one
-// queue: Every-1s schedules (some paused and resumed now and then, some cancelled early), At
-// timers created all along, a probe per partition that enqueues a message every second (and
-// measures how long the partition went without a successful enqueue), a worker that receives
-// and acks every message (and releases one in fifty), and a receiver that leases a message
-// now and then and never acks it, so that its lease expires. Every delivery is recorded. Each
-// schedule and each timer is alone in its lane.
+// A workload is a run's load on the cluster, through one client, in one namespace: Every-1s
+// schedules (some paused and resumed now and then, some cancelled early) and At timers created
+// all along, in a queue a worker consumes, receiving and acking every message (releasing one
+// in fifty); a probe per partition that enqueues a message every second (and measures how long
+// the partition went without a successful enqueue), alternately into that queue and into
+// leaseQueue, whose consumers never ack one message in three they receive, so that its lease
+// expires and it is delivered again. Every delivery is recorded. Each schedule and each timer
+// is alone in its lane.
 type workload struct {
 	c          *client.Client
 	namespace  string
@@ -51,11 +52,18 @@ type workload struct {
 	opsFailed atomic.Int64
 	handled   atomic.Int64 // the worker's deliveries, so that one in fifty is released
 
-	loadStop   context.CancelFunc
-	loadDone   sync.WaitGroup
-	workerStop context.CancelFunc
-	workerErr  chan error
+	loadStop      context.CancelFunc
+	loadDone      sync.WaitGroup
+	workerStop    context.CancelFunc
+	workerErr     chan error
+	consumersDone sync.WaitGroup
 }
+
+// leaseQueue is the queue whose consumers leave one message in three unacked.
+const leaseQueue = "leases"
+
+// leaseDuration is the lease of leaseQueue's receives.
+const leaseDuration = 2 * time.Second
 
 // workloadTickers is how many Every-1s schedules a workload runs per partition.
 const workloadTickers = 2
@@ -97,9 +105,13 @@ func startWorkload(ctx context.Context, c *client.Client, seed uint64, logf func
 	}
 	wk := c.NewWorker(client.WorkerConfig{Namespace: w.namespace, Queue: w.queue, Handler: w.handle,
 		Concurrency: 16, LeaseDuration: 5 * time.Second, Wait: 2 * time.Second, UnreachableTimeout: -1})
-	workerCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	workerCtx, stop := context.WithCancel(ctx)
 	w.workerStop, w.workerErr = stop, make(chan error, 1)
 	go func() { w.workerErr <- wk.Run(workerCtx) }()
+	for p := range w.partitions {
+		rng := rand.New(rand.NewPCG(seed, uint64(100+p)))
+		w.consumersDone.Go(func() { w.consumeLeases(workerCtx, p, rng) })
+	}
 	return w, nil
 }
 
@@ -154,7 +166,7 @@ func retriable(err error) bool {
 // acks, each with its own random source drawn from seed; stopLoad stops them.
 func (w *workload) startLoad(ctx context.Context, seed uint64) {
 	ctx, w.loadStop = context.WithCancel(ctx)
-	for i, run := range []func(context.Context, *rand.Rand){w.runChurn, w.runTimers, w.runDropper} {
+	for i, run := range []func(context.Context, *rand.Rand){w.runChurn, w.runTimers} {
 		rng := rand.New(rand.NewPCG(seed, uint64(i+1)))
 		w.loadDone.Go(func() { run(ctx, rng) })
 	}
@@ -315,18 +327,21 @@ func (w *workload) runTimers(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
-// runProbe enqueues a message into a lane of partition every probeEvery, each call within
-// callTimeout, and keeps the longest time between two successful enqueues.
+// runProbe enqueues a message into a lane of partition every probeEvery, alternately into the
+// worker's queue and leaseQueue, each call within callTimeout, and keeps the longest time
+// between two successful enqueues.
 func (w *workload) runProbe(ctx context.Context, partition int) {
-	lane := &orreryv1.Lane{Namespace: w.namespace, Queue: w.queue, Key: keyOn(w.namespace, fmt.Sprintf("m-%d", partition), partition, w.partitions)}
+	key := keyOn(w.namespace, fmt.Sprintf("m-%d", partition), partition, w.partitions)
+	lanes := []*orreryv1.Lane{{Namespace: w.namespace, Queue: w.queue, Key: key}, {Namespace: w.namespace, Queue: leaseQueue, Key: key}}
 	pace := time.NewTicker(probeEvery)
 	defer pace.Stop()
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-pace.C:
 		}
+		lane := lanes[n%2]
 		id := uuid.NewString()
 		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 		_, err := w.c.Enqueue(callCtx, &orreryv1.Enqueue{Lane: lane, Id: id, PayloadJson: `{"probe":true}`}, client.WithCommandID("enqueue-"+id))
@@ -347,23 +362,29 @@ func (w *workload) runProbe(ctx context.Context, partition int) {
 	}
 }
 
-// runDropper, every 1–4 s, leases one message of a random partition for 2 s and never acks it.
-func (w *workload) runDropper(ctx context.Context, rng *rand.Rand) {
-	for sleep(ctx, between(rng, time.Second, 4*time.Second)) {
-		p := rng.IntN(w.partitions)
-		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
-		msgs, err := w.c.Receive(callCtx, p, &orreryv1.Receive{Namespace: w.namespace, Queue: w.queue, Max: 1,
-			LeaseDurationMicros: (2 * time.Second).Microseconds(), Owner: "chaos-never-acks"}, 0)
+// consumeLeases receives leaseQueue's messages of partition (long polls of 2 s, leases of 2 s)
+// until ctx ends, and acks two in three of them; the third is never acked, so that its lease
+// expires and it is delivered again.
+func (w *workload) consumeLeases(ctx context.Context, partition int, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		callCtx, cancel := context.WithTimeout(ctx, callTimeout+2*time.Second)
+		msgs, err := w.c.Receive(callCtx, partition, &orreryv1.Receive{Namespace: w.namespace, Queue: leaseQueue, Max: 4,
+			LeaseDurationMicros: leaseDuration.Microseconds(), Owner: "chaos-lease-consumer"}, 2*time.Second)
 		cancel()
-		w.ops.Add(1)
 		if err != nil {
-			w.opsFailed.Add(1)
+			sleep(ctx, 250*time.Millisecond)
 			continue
 		}
 		for _, m := range msgs {
-			d := deliveryOf(m, p, time.Now())
-			d.dropped = true
+			d := deliveryOf(m, partition, time.Now())
+			d.dropped = rng.IntN(3) == 0
 			w.log.add(d)
+			if d.dropped {
+				continue
+			}
+			ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+			_, _ = w.c.Ack(ackCtx, m.GetLane(), m.GetId(), m.GetLease().GetToken()) // a failed ack: the lease expires
+			cancel()
 		}
 	}
 }
@@ -399,22 +420,27 @@ func (w *workload) cancelAll(ctx context.Context) int {
 	return failed
 }
 
-// drain waits until no message of the queue is visible, leased or delayed in any partition, or
-// within has passed; it returns the messages dead-lettered, and an error if the queue did not
-// drain.
+// drain waits until no message of either queue is visible, leased or delayed in any
+// partition, or within has passed; it returns the messages dead-lettered, and an error if the
+// queues did not drain.
 func (w *workload) drain(ctx context.Context, within time.Duration) (deadLettered uint64, err error) {
 	deadline := time.Now().Add(within)
 	for {
-		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
-		stats, err := w.c.QueueStats(callCtx, w.namespace, w.queue, "")
-		cancel()
-		if err == nil {
-			left, dead, complete := uint64(0), uint64(0), true
+		left, dead, complete := uint64(0), uint64(0), true
+		for _, queue := range []string{w.queue, leaseQueue} {
+			callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+			stats, statsErr := w.c.QueueStats(callCtx, w.namespace, queue, "")
+			cancel()
+			if err = statsErr; err != nil {
+				break
+			}
 			for _, s := range stats {
 				left += s.Stats.GetVisible() + s.Stats.GetLeased() + s.Stats.GetDelayed()
 				dead += s.Stats.GetDeadLettered()
 				complete = complete && s.Stats.GetComplete()
 			}
+		}
+		if err == nil {
 			if left == 0 && complete {
 				return dead, nil
 			}
@@ -429,9 +455,11 @@ func (w *workload) drain(ctx context.Context, within time.Duration) (deadLettere
 	}
 }
 
-// stopWorker stops the worker and returns what its Run returned.
+// stopWorker stops the worker and leaseQueue's consumers and returns what the worker's Run
+// returned.
 func (w *workload) stopWorker() error {
 	w.workerStop()
+	w.consumersDone.Wait()
 	return <-w.workerErr
 }
 
@@ -468,7 +496,8 @@ func (w *workload) readLedgers(ctx context.Context) error {
 	return nil
 }
 
-// history is what the workload recorded and read back, closed at end.
+// history is what the workload recorded and read back, closed at end. A schedule that could
+// not be cancelled and read back is left out (Run reports it as a problem).
 func (w *workload) history(end time.Time, recoveryBound time.Duration) history {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -484,7 +513,13 @@ func (w *workload) history(end time.Time, recoveryBound time.Duration) history {
 	for key := range w.early {
 		early[key] = true
 	}
-	return history{schedules: w.schedules, next: w.next, cancelledAt: w.cancelledAt, paused: paused, excused: w.excused,
+	var schedules []tickSchedule // those whose next ordinal was read back after their cancel
+	for _, s := range w.schedules {
+		if _, ok := w.next[s.lane.GetKey()]; ok {
+			schedules = append(schedules, s)
+		}
+	}
+	return history{schedules: schedules, next: w.next, cancelledAt: w.cancelledAt, paused: paused, excused: w.excused,
 		cancelledEarly: early, timers: w.timers, enqueued: enqueued, deliveries: w.log.snapshot(), end: end, recoveryBound: recoveryBound}
 }
 
