@@ -163,3 +163,19 @@ func TestCheckHistoryFindsEachViolation(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckHistoryLeavesEarlyCancelsUnstalled: a schedule cancelled while faults went on, whose
+// last emitted instant is long before its cancel (a fault held its emission back), is no stall;
+// its ordinals 0..next-1 are still checked.
+func TestCheckHistoryLeavesEarlyCancelsUnstalled(t *testing.T) {
+	f := newCheckFixture()
+	f.h.cancelledAt["s1"] = f.first.Add(time.Minute)
+	f.h.cancelledEarly = map[string]bool{"s1": true}
+	if v := checkHistory(f.h); v.violations() > 0 {
+		t.Fatalf("an early cancel is taken for a stall: %q", v.problems)
+	}
+	f.h.deliveries = slices.DeleteFunc(f.h.deliveries, func(d delivery) bool { return d.id == "occ-s1-0" })
+	if v := checkHistory(f.h); v.gaps != 1 {
+		t.Fatalf("a gap of an early-cancelled schedule: gaps %d, problems %q", v.gaps, v.problems)
+	}
+}
