@@ -187,7 +187,19 @@ func (r *Report) ResultLine() string {
 
 // ReproduceCommand is the make command that runs seed again with the same duration and silos.
 func ReproduceCommand(seed uint64, duration time.Duration, silos int) string {
-	return fmt.Sprintf("make chaos SEED=%d DURATION=%s SILOS=%d", seed, duration, silos)
+	return fmt.Sprintf("make chaos SEED=%d DURATION=%s SILOS=%d", seed, shortDuration(duration), silos)
+}
+
+// shortDuration renders d without trailing zero units: 10m, 1h30m, 90s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // Run starts a cluster of real silo processes (each stopped through t.Cleanup), runs a
@@ -201,7 +213,7 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	logf := func(format string, args ...any) {
 		cfg.Logf("%s "+format, append([]any{stamp(time.Now())}, args...)...)
 	}
-	r := &Report{Seed: cfg.Seed, Silos: cfg.Silos, Partitions: cfg.Partitions, Replicas: cfg.Replicas, Duration: cfg.Duration.String(),
+	r := &Report{Seed: cfg.Seed, Silos: cfg.Silos, Partitions: cfg.Partitions, Replicas: cfg.Replicas, Duration: shortDuration(cfg.Duration),
 		Reproduce: ReproduceCommand(cfg.Seed, cfg.Duration, cfg.Silos), Started: time.Now().UTC(),
 		Checked: checkedByRun, NotChecked: notCheckedYet, Violations: []string{}, Problems: []string{}, ProcessExits: []ProcessExit{}}
 	defer func() { r.Ended = time.Now().UTC() }()
