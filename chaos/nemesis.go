@@ -451,6 +451,9 @@ func (n *nemesis) awaitWhole(ctx context.Context, after string) error {
 	deadline := time.Now().Add(n.timings.RecoveryTimeout)
 	problem := ""
 	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		n.repair()
 		for i, p := range n.cl.Silos {
 			if p.Paused() {

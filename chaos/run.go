@@ -158,6 +158,9 @@ type Report struct {
 	Violations   []string      `json:"violations"`
 	Problems     []string      `json:"problems"`
 	ProcessExits []ProcessExit `json:"process_exits"`
+	// Complete is set when the run got as far as its checkers; a run interrupted or stopped
+	// before has counts of what it did, but no verdict.
+	Complete bool `json:"complete"`
 }
 
 // Checkers a run has.
@@ -172,6 +175,14 @@ var (
 // problem.
 func (r *Report) Failed() bool {
 	return len(r.Violations) > 0 || r.Counts.Inconsistencies > 0 || r.Counts.ProcessExits > 0 || len(r.Problems) > 0
+}
+
+// IncompleteLine is the last line of a run that did not get as far as its checkers: what it
+// injected, and why it stopped.
+func (r *Report) IncompleteLine(reason error) string {
+	c := r.Counts
+	return fmt.Sprintf("CHAOS INCOMPLETE seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d process_exits=%d: %v",
+		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.ProcessExits, reason)
 }
 
 // ResultLine is the run's one-line verdict. Fields of checkers not built yet (double_timeouts,
@@ -330,6 +341,7 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	}
 	r.Counts.Inconsistencies = len(inconsistent)
 	r.Violations = append(r.Violations, inconsistent...)
+	r.Complete = true
 	logf("history closed: %d deliveries, %d occurrences, %d timers, %d enqueued; %d violations", len(h.deliveries), v.occurrences,
 		len(h.timers), len(h.enqueued), len(r.Violations))
 	return r, nil

@@ -127,6 +127,13 @@ func run() int {
 	if code != 0 {
 		fmt.Printf("reproduce: %s\n", report.Reproduce)
 	}
+	if !report.Complete {
+		if runErr == nil {
+			runErr = errors.New("stopped before its checkers")
+		}
+		fmt.Println(report.IncompleteLine(runErr))
+		return max(code, 2)
+	}
 	fmt.Println(report.ResultLine())
 	return code
 }
