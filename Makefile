@@ -2,13 +2,17 @@
 GO       ?= go
 DATA     ?= ./data
 RUNS     ?= 2
+# make chaos: how long faults are injected, the seed (empty: a random one, printed first), the silos.
+DURATION ?= 5m
+SEED     ?=
+SILOS    ?= 3
 # Packages whose tests start protoactor clusters run without -race: protoactor-go's cluster code
 # has data races of its own (the cluster package doc names them), which would fail every run.
 CLUSTER_PKGS_RE := /(cluster|silo|cmd/silo|cmd/orrery|examples|chaos|bench)(/|$$)
 RACE_PKGS    = $(shell $(GO) list ./... | grep -Ev '$(CLUSTER_PKGS_RE)')
 CLUSTER_PKGS = $(shell $(GO) list ./... | grep -E '$(CLUSTER_PKGS_RE)')
 
-.PHONY: help run cluster walkthrough quickstart bench-short bench-peers test test-race test-cluster ui-deps chaos-deps cluster-test bench proto verify fuzz
+.PHONY: help run cluster walkthrough quickstart bench-short bench-peers test test-race test-cluster ui-deps chaos-deps cluster-test chaos bench proto verify fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -32,7 +36,8 @@ test: verify test-race test-cluster bench-short ## the whole test suite (the CI 
 test-race: ## pure, storage and tool packages, with the race detector
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 
-test-cluster: ui-deps chaos-deps ## packages that start protoactor clusters (no -race: protoactor's own races); the UI test needs chromium, the silo isolation tests nft
+# The chaos package's TestChaosShortRun is make chaos in short (75 s of faults, about two minutes).
+test-cluster: ui-deps chaos-deps ## packages that start protoactor clusters (no -race: protoactor's own races), make chaos's short run included; the UI test needs chromium, the silo isolation tests nft
 	@if [ -n "$(CLUSTER_PKGS)" ]; then ORRERY_UI_BROWSER_REQUIRED=1 ORRERY_NETCUT_REQUIRED=1 $(GO) test -count=1 -timeout 15m $(CLUSTER_PKGS); fi
 
 # The web UI's browser test (silo/ui) drives Debian's headless chromium through chromedriver; under
@@ -58,6 +63,9 @@ chaos-deps: ## install Debian's nftables (nft) with apt-get (as root, or through
 cluster-test: chaos-deps ## the cluster tests at full length (ORRERY_CLUSTER_FULL=1): kills, pauses, network partitions, isolated silos, lost hosts and disks, removed silos, rolling restarts, saturated cores
 	ORRERY_CLUSTER_FULL=1 ORRERY_NETCUT_REQUIRED=1 $(GO) test -count=1 -v -timeout 60m ./chaos
 	ORRERY_CLUSTER_FULL=1 ORRERY_NETCUT_REQUIRED=1 $(GO) test -count=1 -v -timeout 10m -run 'TestNoElectionWhileTheCoresAreSaturated|TestASiloWhoseDiskWasLostRejoinsAsANewSilo' ./silo
+
+chaos: chaos-deps ## a seeded nemesis (kills, pauses, network isolation, wiped disks, rolling restarts) against SILOS real silos for DURATION, then the history checkers; SEED replays a run; the last line is CHAOS RESULT
+	$(GO) run ./chaos/cmd/chaos -duration $(DURATION) -silos $(SILOS) $(if $(SEED),-seed $(SEED))
 
 bench: ## benchmarks at full scale (several minutes), figures via b.ReportMetric
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...

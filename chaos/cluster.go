@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -22,7 +21,7 @@ type Cluster struct {
 // directory and free ports, all with the same seed list (every silo's gossip address) and
 // --bootstrap-expect n, and waits until each has printed its ready line. Every process is
 // killed when the test ends. With base.Isolatable each silo gets a cgroup of its own.
-func StartCluster(t testing.TB, n int, base SiloSpec) *Cluster {
+func StartCluster(t TB, n int, base SiloSpec) *Cluster {
 	t.Helper()
 	if base.Isolatable {
 		RequireNetcut(t)
@@ -71,7 +70,7 @@ func (c *Cluster) Seeds() []string { return slices.Clone(c.Specs[0].Seeds) }
 // Restart starts silo i again with its spec (flags, ports, data directory and, when
 // Isolatable, cgroup: isolated still if it was) and waits for its ready line. The previous
 // process must have exited.
-func (c *Cluster) Restart(t testing.TB, i int) *SiloProcess {
+func (c *Cluster) Restart(t TB, i int) *SiloProcess {
 	t.Helper()
 	if !c.Silos[i].Exited() {
 		t.Fatalf("restart silo %d: its process %d still runs", i, c.Silos[i].PID())
@@ -88,7 +87,7 @@ func (c *Cluster) Restart(t testing.TB, i int) *SiloProcess {
 // for a live peer of it without bound (its admin endpoint answering meanwhile, /readyz 503
 // saying so), so one started while every other silo is down prints its ready line only once a
 // peer is back. AwaitReady waits for the line. The previous process must have exited.
-func (c *Cluster) RestartWithoutWaiting(t testing.TB, i int) *SiloProcess {
+func (c *Cluster) RestartWithoutWaiting(t TB, i int) *SiloProcess {
 	t.Helper()
 	if !c.Silos[i].Exited() {
 		t.Fatalf("restart silo %d: its process %d still runs", i, c.Silos[i].PID())
@@ -100,7 +99,7 @@ func (c *Cluster) RestartWithoutWaiting(t testing.TB, i int) *SiloProcess {
 // AwaitReady waits up to within for silo i's ready line (at once when it was seen before), and
 // launches the silo again, as Restart does, if it exited because a port of its was taken
 // meanwhile. The error, when the process exited or was not ready in time, carries its log.
-func (c *Cluster) AwaitReady(t testing.TB, i int, within time.Duration) error {
+func (c *Cluster) AwaitReady(t TB, i int, within time.Duration) error {
 	t.Helper()
 	var err error
 	c.Silos[i], err = relaunchOnPortClash(t, c.Specs[i], c.Silos[i], within)

@@ -10,6 +10,12 @@
 // RequireNetcut), and making sure every process a test started is gone when the test ends,
 // even on failure, and that no cgroup, mount or nftables rule outlives it.
 //
+// Run is make chaos (chaos/cmd/chaos): a cluster under a workload through the Go client and a
+// seeded nemesis that injects one fault at a time (kill, pause, isolate, wipe, rolling
+// restart), then the checkers over the recorded history (checkHistory: duplicates, gaps, early
+// and lost occurrences, lateness), a consistency check, and a Report. The functions that start
+// processes take a TB, which *testing.T satisfies and the command implements.
+//
 // Its tests drive those processes through the Go client: restarts of one silo, crash
 // boundaries, and (the TestCluster tests) killed and paused leaders, a network partition, a
 // silo isolated and healed, a lost host, a silo removed from its groups, a rolling restart

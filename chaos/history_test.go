@@ -3,7 +3,6 @@ package chaos
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -11,93 +10,6 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
 )
-
-// historyProblems checks what a worker was delivered against what the schedules emitted
-// (next: each schedule lane's next ordinal once cancelled, at cancelledAt) and what the test
-// enqueued (message id → lane key):
-//   - no message was enqueued twice: the deliveries of one id share one enqueue time and no
-//     delivery count repeats (a repeat is a second enqueue, or a committed receive lost);
-//   - no schedule has a gap: ordinals 0..next-1 each delivered under one id, each at its
-//     nominal instant (first + ordinal × 1 s);
-//   - no schedule stalled: its last emitted instant is within 10 s of its cancel;
-//   - every enqueued message was delivered.
-//
-// Redeliveries of one enqueue (a lost ack or receive reply) are counted in summary, not
-// problems. Problems come sorted.
-func historyProblems(schedules []tickSchedule, deliveries []delivery, enqueued map[string]string, next map[string]uint64, cancelledAt map[string]time.Time) (problems []string, summary string) {
-	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	byID := map[string][]delivery{}
-	for _, d := range deliveries {
-		byID[d.id] = append(byID[d.id], d)
-	}
-	redelivered := 0
-	for id, ds := range byID {
-		counts := map[uint32]bool{}
-		for _, d := range ds {
-			if counts[d.count] {
-				fail("message %s (lane %s) delivered twice with delivery count %d: enqueued twice or a committed receive lost", id, d.key, d.count)
-			}
-			counts[d.count] = true
-			if !d.enqueuedAt.Equal(ds[0].enqueuedAt) {
-				fail("message %s (lane %s) enqueued twice: at %v and at %v", id, d.key, ds[0].enqueuedAt, d.enqueuedAt)
-			}
-		}
-		if len(ds) > 1 {
-			redelivered++
-		}
-	}
-	total := 0
-	for _, s := range schedules {
-		key := s.lane.GetKey()
-		ordinals := map[uint64]string{} // ordinal → id
-		for id, ds := range byID {
-			d := ds[0]
-			if d.key != key || d.origin != client.OriginOccurrence {
-				continue
-			}
-			if other, ok := ordinals[d.ordinal]; ok {
-				fail("schedule %s: ordinal %d delivered under two ids, %s and %s", s.id, d.ordinal, min(id, other), max(id, other))
-			}
-			ordinals[d.ordinal] = id
-			if want := s.first.Add(time.Duration(d.ordinal) * time.Second); !d.nominal.Equal(want) {
-				fail("schedule %s: ordinal %d has nominal instant %v, want %v", s.id, d.ordinal, d.nominal, want)
-			}
-		}
-		var missing []uint64
-		for o := range next[key] {
-			if _, ok := ordinals[o]; !ok {
-				missing = append(missing, o)
-			}
-		}
-		if len(missing) > 0 {
-			fail("schedule %s (partition %d): gap, ordinals %v of 0..%d never delivered", s.id, s.partition, missing, next[key]-1)
-		}
-		for o := range ordinals {
-			if o >= next[key] {
-				fail("schedule %s: ordinal %d delivered, beyond the %d it emitted", s.id, o, next[key])
-			}
-		}
-		last := s.first.Add(time.Duration(next[key]-1) * time.Second)
-		if lag := cancelledAt[key].Sub(last); next[key] == 0 || lag > 10*time.Second {
-			fail("schedule %s (partition %d): its last emitted instant %v is %v before its cancel: it stopped emitting", s.id, s.partition, last, lag)
-		}
-		total += len(ordinals)
-	}
-	var lost []string
-	for id, key := range enqueued {
-		if len(byID[id]) == 0 {
-			lost = append(lost, id+" (lane "+key+")")
-		}
-	}
-	if len(lost) > 0 {
-		sort.Strings(lost)
-		fail("%d enqueued messages never delivered: %v", len(lost), lost)
-	}
-	sort.Strings(problems)
-	summary = fmt.Sprintf("%d schedules emitted %d occurrences, %d messages enqueued; %d ids redelivered (lost acks or receive replies)",
-		len(schedules), total, len(enqueued), redelivered)
-	return problems, summary
-}
 
 // TestHistoryProblemsFindsDuplicatesGapsStallsAndLosses: the history check passes a clean
 // history with a redelivery, and names each kind of fault put into it.

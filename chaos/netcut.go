@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -45,16 +44,25 @@ const nftCgroupRoot = "/sys/fs/cgroup"
 // also removes what an earlier test binary that died without its cleanups (a -timeout panic, a
 // SIGKILL) left behind: nft tables, bind mounts and empty cgroups of netcuts whose process is
 // gone.
-func RequireNetcut(t testing.TB) {
+func RequireNetcut(t TB) {
 	t.Helper()
-	netcutOnce.Do(func() { netcutMount, netcutErr = probeNetcut() })
-	if netcutErr == nil {
+	err := NetcutAvailable()
+	if err == nil {
 		return
 	}
 	if os.Getenv(NetcutRequiredEnv) == "1" {
-		t.Fatalf("%s=1 and this machine cannot isolate a silo: %v", NetcutRequiredEnv, netcutErr)
+		t.Fatalf("%s=1 and this machine cannot isolate a silo: %v", NetcutRequiredEnv, err)
 	}
-	t.Skipf("this machine cannot isolate a silo (%s=1 makes this a failure): %v", NetcutRequiredEnv, netcutErr)
+	t.Skipf("this machine cannot isolate a silo (%s=1 makes this a failure): %v", NetcutRequiredEnv, err)
+}
+
+// NetcutAvailable is nil when this machine can isolate a silo (SiloSpec.Isolatable), and
+// otherwise says what is missing: what RequireNetcut checks, for a caller that is not a test.
+// The first call probes (and sweeps what dead runs left behind, as RequireNetcut does); later
+// calls return its answer.
+func NetcutAvailable() error {
+	netcutOnce.Do(func() { netcutMount, netcutErr = probeNetcut() })
+	return netcutErr
 }
 
 var (
@@ -89,7 +97,7 @@ type netcut struct {
 // newNetcut creates a cgroup for one silo process (skipping or failing the test as
 // RequireNetcut does when the machine cannot isolate) and removes it, its bind mount and its
 // nft table when the test ends, after the processes the test started later are gone.
-func newNetcut(t testing.TB) *netcut {
+func newNetcut(t TB) *netcut {
 	t.Helper()
 	RequireNetcut(t)
 	n, err := createNetcut(netcutMount)

@@ -14,12 +14,11 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
 // BuildSilo compiles cmd/silo once per test binary and returns its path.
-func BuildSilo(t testing.TB) string {
+func BuildSilo(t TB) string {
 	t.Helper()
 	buildOnce.Do(func() { binPath, buildErr = buildSilo("silo") })
 	if buildErr != nil {
@@ -30,7 +29,7 @@ func BuildSilo(t testing.TB) string {
 
 // BuildSiloVariant builds ./cmd/silo once per ldflags (go build -ldflags), for a silo that
 // stands for another build of Orrery (SiloSpec.Binary), and returns the binary's path.
-func BuildSiloVariant(t testing.TB, ldflags string) string {
+func BuildSiloVariant(t TB, ldflags string) string {
 	t.Helper()
 	variantsMu.Lock()
 	defer variantsMu.Unlock()
@@ -84,7 +83,7 @@ func moduleRoot() (string, error) {
 // twin was free too). It is chosen below the kernel's ephemeral range: a silo restarted on its
 // old ports (see SiloSpec) would otherwise find one taken meanwhile by an outgoing connection
 // or a port-0 listener of another test process, and fail with "address already in use".
-func FreePort(t testing.TB) int {
+func FreePort(t TB) int {
 	t.Helper()
 	low, high := portRange()
 	for range 200 {
@@ -177,7 +176,7 @@ func (spec *SiloSpec) args() []string {
 }
 
 // choosePorts fills the spec's zero ports with free ones and its zero partition count with 32.
-func (spec *SiloSpec) choosePorts(t testing.TB) {
+func (spec *SiloSpec) choosePorts(t TB) {
 	t.Helper()
 	if spec.Port == 0 {
 		spec.Port = FreePort(t)
@@ -210,7 +209,7 @@ const readyTimeout = 60 * time.Second
 
 // StartSilo starts a silo process and waits (up to 60 s) for its "silo ready" line. The process
 // is killed when the test ends.
-func StartSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
+func StartSilo(t TB, spec *SiloSpec) *SiloProcess {
 	t.Helper()
 	p, err := relaunchOnPortClash(t, spec, launchSilo(t, spec), readyTimeout)
 	if err != nil {
@@ -228,7 +227,7 @@ const portClashRelaunches = 3
 // up to portClashRelaunches times, each launch waited for up to timeout. A new gossip port
 // leaves the other silos' seeds naming the old one: the silo joins them through theirs, and
 // they reach it through its own gossip.
-func relaunchOnPortClash(t testing.TB, spec *SiloSpec, p *SiloProcess, timeout time.Duration) (*SiloProcess, error) {
+func relaunchOnPortClash(t TB, spec *SiloSpec, p *SiloProcess, timeout time.Duration) (*SiloProcess, error) {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
 		err := p.awaitReady(timeout)
@@ -270,7 +269,7 @@ var bindFailed = regexp.MustCompile(`listen (?:tcp|udp) 127\.0\.0\.1:(\d+): bind
 // launchSilo starts a silo process without waiting for it to be ready, choosing the spec's
 // zero ports first, in the spec's cgroup when it is Isolatable (created at its first launch).
 // The process is killed when the test ends.
-func launchSilo(t testing.TB, spec *SiloSpec) *SiloProcess {
+func launchSilo(t TB, spec *SiloSpec) *SiloProcess {
 	t.Helper()
 	bin := spec.Binary
 	if bin == "" {

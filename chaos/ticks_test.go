@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -48,52 +47,6 @@ func dialSeeds(t *testing.T, seeds ...string) *client.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// tickSchedule is one Every-1s schedule of a ticks fixture, alone in its lane.
-type tickSchedule struct {
-	lane      *orreryv1.Lane
-	id        string
-	partition int
-	first     time.Time
-}
-
-// delivery is one message a worker's handler was given.
-type delivery struct {
-	id         string
-	key        string // lane key
-	partition  int
-	origin     client.Origin
-	ordinal    uint64
-	nominal    time.Time
-	enqueuedAt time.Time
-	count      uint32 // delivery count
-	handledAt  time.Time
-}
-
-// deliveryLog records every delivery a worker's handler saw.
-type deliveryLog struct {
-	mu  sync.Mutex
-	all []delivery
-}
-
-func (l *deliveryLog) handle(_ context.Context, m *client.Message) error {
-	d := delivery{id: m.ID(), key: m.Lane().GetKey(), partition: m.Partition(), origin: m.Origin(),
-		enqueuedAt: m.EnqueuedAt(), count: m.DeliveryCount(), handledAt: time.Now()}
-	if o := m.Occurrence(); o != nil {
-		d.ordinal, d.nominal = o.GetOrdinal(), time.UnixMicro(o.GetNominalDueAtUnixMicros())
-	}
-	l.mu.Lock()
-	l.all = append(l.all, d)
-	l.mu.Unlock()
-	return nil
-}
-
-// snapshot copies what was delivered so far.
-func (l *deliveryLog) snapshot() []delivery {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.all)
 }
 
 // firstEnqueueAfter is the earliest enqueue time after `after` of an occurrence delivered from

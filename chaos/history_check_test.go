@@ -1,0 +1,181 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+)
+
+// checkFixture is a hand-made clean history of a run: two Every-1s schedules (one paused for
+// ordinals 3 and 4, which its ledger records PAUSED), two timers (one due too close to the end
+// to be required), an enqueued message, a redelivery after a dropped lease.
+type checkFixture struct {
+	first time.Time
+	h     history
+}
+
+func newCheckFixture() *checkFixture {
+	first := time.Unix(1_700_000_000, 0)
+	f := &checkFixture{first: first}
+	lane := func(key string) *orreryv1.Lane { return &orreryv1.Lane{Namespace: "n", Queue: "q", Key: key} }
+	f.h = history{
+		schedules: []tickSchedule{
+			{lane: lane("s1"), id: "sched-1", partition: 1, first: first},
+			{lane: lane("s2"), id: "sched-2", partition: 2, first: first},
+		},
+		next:        map[string]uint64{"s1": 6, "s2": 6},
+		cancelledAt: map[string]time.Time{"s1": first.Add(6 * time.Second), "s2": first.Add(6 * time.Second)},
+		paused:      map[string]bool{"s2": true},
+		excused:     map[string]map[uint64]bool{"s2": {3: true, 4: true}},
+		timers: []timer{
+			{lane: lane("t1"), id: "timer-1", partition: 3, due: first.Add(2 * time.Second)},
+			{lane: lane("t2"), id: "timer-2", partition: 3, due: first.Add(59 * time.Second)}, // within the recovery bound of the end
+		},
+		enqueued:      map[string]string{"m1": "m"},
+		end:           first.Add(70 * time.Second),
+		recoveryBound: 20 * time.Second,
+	}
+	for o := range uint64(6) {
+		f.h.deliveries = append(f.h.deliveries, f.occurrence("s1", o, 1, 40*time.Millisecond))
+		if o != 3 && o != 4 {
+			f.h.deliveries = append(f.h.deliveries, f.occurrence("s2", o, 1, 10*time.Millisecond))
+		}
+	}
+	dropped := f.occurrence("s1", 2, 1, 40*time.Millisecond)
+	dropped.dropped = true
+	f.h.deliveries[4] = dropped
+	f.h.deliveries = append(f.h.deliveries, f.occurrence("s1", 2, 2, 40*time.Millisecond)) // after the lease expired
+	f.h.deliveries = append(f.h.deliveries,
+		delivery{id: "timer-occ-1", key: "t1", partition: 3, origin: client.OriginOccurrence, nominal: first.Add(2 * time.Second),
+			enqueuedAt: first.Add(2*time.Second + 300*time.Millisecond), count: 1, handledAt: first.Add(2*time.Second + 310*time.Millisecond)},
+		delivery{id: "m1", key: "m", partition: 4, origin: client.OriginEnqueue, enqueuedAt: first, count: 1, handledAt: first.Add(time.Millisecond)})
+	return f
+}
+
+// occurrence is the delivery of ordinal of the schedule in lane key, enqueued late after its
+// nominal instant and received a millisecond later.
+func (f *checkFixture) occurrence(key string, ordinal uint64, count uint32, late time.Duration) delivery {
+	at := f.first.Add(time.Duration(ordinal) * time.Second)
+	return delivery{id: fmt.Sprintf("occ-%s-%d", key, ordinal), key: key, partition: 1, origin: client.OriginOccurrence,
+		ordinal: ordinal, nominal: at, enqueuedAt: at.Add(late), count: count, handledAt: at.Add(late + time.Millisecond)}
+}
+
+// TestCheckHistoryPassesACleanHistory: a history with a redelivery after an expired lease,
+// ordinals passed while paused and a timer due too late to be required has no violation; the
+// lateness is the largest of a never-paused schedule's occurrences and the timers'.
+func TestCheckHistoryPassesACleanHistory(t *testing.T) {
+	v := checkHistory(newCheckFixture().h)
+	if v.violations() > 0 || len(v.problems) > 0 {
+		t.Fatalf("a clean history has %d violations: %q", v.violations(), v.problems)
+	}
+	if v.occurrences != 11 || v.redelivered != 1 {
+		t.Errorf("occurrences %d, redelivered %d; want 11 and 1", v.occurrences, v.redelivered)
+	}
+	if v.maxLateness != 300*time.Millisecond {
+		t.Errorf("max lateness %v, want 300ms (the timer's)", v.maxLateness)
+	}
+}
+
+// TestCheckHistoryFindsEachViolation: each fault put into the clean history is counted under
+// its kind and named.
+func TestCheckHistoryFindsEachViolation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(f *checkFixture)
+		count func(v verdict) int
+		want  string
+	}{
+		{"duplicate id: enqueued twice", func(f *checkFixture) {
+			d := f.occurrence("s1", 1, 2, 40*time.Millisecond)
+			d.enqueuedAt = d.enqueuedAt.Add(3 * time.Second)
+			f.h.deliveries = append(f.h.deliveries, d)
+		}, func(v verdict) int { return v.duplicates }, "enqueued twice"},
+		{"duplicate id: a delivery count repeated", func(f *checkFixture) {
+			f.h.deliveries = append(f.h.deliveries, f.occurrence("s1", 5, 1, 40*time.Millisecond))
+		}, func(v verdict) int { return v.duplicates }, "delivered twice with delivery count 1"},
+		{"duplicate: an ordinal under two ids", func(f *checkFixture) {
+			d := f.occurrence("s1", 3, 1, 40*time.Millisecond)
+			d.id = "another"
+			f.h.deliveries = append(f.h.deliveries, d)
+		}, func(v verdict) int { return v.duplicates }, "under two ids"},
+		{"duplicate: a timer fired twice", func(f *checkFixture) {
+			d := f.h.deliveries[len(f.h.deliveries)-2]
+			d.id = "timer-occ-again"
+			f.h.deliveries = append(f.h.deliveries, d)
+		}, func(v verdict) int { return v.duplicates }, "delivered under 2 ids"},
+		{"gap", func(f *checkFixture) {
+			f.h.deliveries = slices.DeleteFunc(f.h.deliveries, func(d delivery) bool { return d.id == "occ-s1-1" })
+		}, func(v verdict) int { return v.gaps }, "gap, ordinals [1]"},
+		{"gap: an ordinal passed while paused that the ledger does not excuse", func(f *checkFixture) {
+			delete(f.h.excused["s2"], 4)
+		}, func(v verdict) int { return v.gaps }, "gap, ordinals [4]"},
+		{"gap: beyond what it emitted", func(f *checkFixture) {
+			f.h.deliveries = append(f.h.deliveries, f.occurrence("s1", 6, 1, 40*time.Millisecond))
+		}, func(v verdict) int { return v.gaps }, "beyond"},
+		{"early: enqueued before its nominal instant", func(f *checkFixture) {
+			d := f.occurrence("s1", 6, 1, -200*time.Millisecond)
+			f.h.deliveries = append(f.h.deliveries, d)
+			f.h.next["s1"] = 7
+			f.h.cancelledAt["s1"] = f.first.Add(7 * time.Second)
+		}, func(v verdict) int { return v.early }, "enqueued at"},
+		{"early: received before its nominal instant", func(f *checkFixture) {
+			d := f.occurrence("s1", 6, 1, 0)
+			d.handledAt = d.nominal.Add(-time.Millisecond)
+			f.h.deliveries = append(f.h.deliveries, d)
+			f.h.next["s1"] = 7
+			f.h.cancelledAt["s1"] = f.first.Add(7 * time.Second)
+		}, func(v verdict) int { return v.early }, "received at"},
+		{"early: a timer", func(f *checkFixture) {
+			for i, d := range f.h.deliveries {
+				if d.id == "timer-occ-1" {
+					f.h.deliveries[i].enqueuedAt = d.nominal.Add(-time.Second)
+				}
+			}
+		}, func(v verdict) int { return v.early }, "timer-occ-1 (lane t1) enqueued at"},
+		{"lost timer", func(f *checkFixture) {
+			f.h.deliveries = slices.DeleteFunc(f.h.deliveries, func(d delivery) bool { return d.id == "timer-occ-1" })
+		}, func(v verdict) int { return v.lost }, "timer timer-1 (lane t1, partition 3) due at"},
+		{"lost timer: due before the recovery bound", func(f *checkFixture) {
+			f.h.end = f.h.end.Add(time.Minute)
+		}, func(v verdict) int { return v.lost }, "timer timer-2"},
+		{"lost enqueued message", func(f *checkFixture) {
+			f.h.deliveries = slices.DeleteFunc(f.h.deliveries, func(d delivery) bool { return d.id == "m1" })
+		}, func(v verdict) int { return v.lost }, "1 enqueued messages never delivered: [m1"},
+		{"lost: a schedule that stopped emitting", func(f *checkFixture) {
+			f.h.cancelledAt["s1"] = f.first.Add(time.Minute)
+		}, func(v verdict) int { return v.lost }, "stopped emitting"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newCheckFixture()
+			tc.fault(f)
+			v := checkHistory(f.h)
+			if tc.count(v) == 0 {
+				t.Errorf("not counted under its kind: duplicates %d, gaps %d, lost %d, early %d", v.duplicates, v.gaps, v.lost, v.early)
+			}
+			if !slices.ContainsFunc(v.problems, func(p string) bool { return strings.Contains(p, tc.want) }) {
+				t.Errorf("problems %q do not name %q", v.problems, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckHistoryLeavesEarlyCancelsUnstalled: a schedule cancelled while faults went on, whose
+// last emitted instant is long before its cancel (a fault held its emission back), is no stall;
+// its ordinals 0..next-1 are still checked.
+func TestCheckHistoryLeavesEarlyCancelsUnstalled(t *testing.T) {
+	f := newCheckFixture()
+	f.h.cancelledAt["s1"] = f.first.Add(time.Minute)
+	f.h.cancelledEarly = map[string]bool{"s1": true}
+	if v := checkHistory(f.h); v.violations() > 0 {
+		t.Fatalf("an early cancel is taken for a stall: %q", v.problems)
+	}
+	f.h.deliveries = slices.DeleteFunc(f.h.deliveries, func(d delivery) bool { return d.id == "occ-s1-0" })
+	if v := checkHistory(f.h); v.gaps != 1 {
+		t.Fatalf("a gap of an early-cancelled schedule: gaps %d, problems %q", v.gaps, v.problems)
+	}
+}

@@ -1,0 +1,411 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/orreryhq/orrery/client"
+)
+
+// RunConfig configures Run. Zero fields take their defaults.
+type RunConfig struct {
+	// Seed draws every random choice of the run: the fault kinds' order, each fault's target
+	// (by role: the leader of which partition, or which silo), how long it is held, the gaps
+	// between faults, and the workload's choices. Timing is not replayed: the same seed makes
+	// the same choices, not the same interleaving.
+	Seed uint64
+	// Silos is how many silos the cluster has (default 3); Partitions its partition count
+	// (default 8); Replicas how many replicas each partition has (default 3).
+	Silos, Partitions, Replicas int
+	// Duration is how long faults are injected (default 5 min); a fault begun before its end is
+	// carried to its end.
+	Duration time.Duration
+	// Kinds are the kinds of fault injected (default AllFaultKinds).
+	Kinds []FaultKind
+	// RequireNetcut makes a machine that cannot isolate a silo an error; otherwise FaultIsolate
+	// is skipped there, and the report says why.
+	RequireNetcut bool
+	// GapMin and GapMax bound the recovery gap between faults (default 5 s and 15 s).
+	GapMin, GapMax time.Duration
+	// RecoveryTimeout bounds the wait for the cluster to be whole again after a fault (default
+	// 2 min); past it the run records a problem.
+	RecoveryTimeout time.Duration
+	// DeadAfter is the silos' --dead-after (default 30 s): a killed, paused or isolated silo
+	// comes back well within it, a wiped one is removed after it.
+	DeadAfter time.Duration
+	// Quiet is how long the healed cluster runs before the schedules are cancelled and the
+	// history closed (default 20 s).
+	Quiet time.Duration
+	// RecoveryBound: a timer due within it of the history's end need not have been delivered
+	// (default 20 s).
+	RecoveryBound time.Duration
+	// Logf receives the run's log lines (default t.Logf).
+	Logf func(format string, args ...any)
+	// LogDir, when set, receives every silo process's log (silo-<n>-pid<pid>.log, n counting
+	// the processes in the order they started) and the history (history.jsonl) at the end.
+	LogDir string
+}
+
+// withDefaults fills the zero fields.
+func (c RunConfig) withDefaults(t TB) RunConfig {
+	if c.Silos == 0 {
+		c.Silos = 3
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 8
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.Duration == 0 {
+		c.Duration = 5 * time.Minute
+	}
+	if len(c.Kinds) == 0 {
+		c.Kinds = AllFaultKinds
+	}
+	if c.GapMin == 0 {
+		c.GapMin = 5 * time.Second
+	}
+	if c.GapMax == 0 {
+		c.GapMax = 15 * time.Second
+	}
+	if c.RecoveryTimeout == 0 {
+		c.RecoveryTimeout = 2 * time.Minute
+	}
+	if c.DeadAfter == 0 {
+		c.DeadAfter = 30 * time.Second
+	}
+	if c.Quiet == 0 {
+		c.Quiet = 20 * time.Second
+	}
+	if c.RecoveryBound == 0 {
+		c.RecoveryBound = 20 * time.Second
+	}
+	if c.Logf == nil {
+		c.Logf = t.Logf
+	}
+	return c
+}
+
+// Counts are a run's figures, as its CHAOS RESULT line prints them.
+type Counts struct {
+	Kills           int `json:"kills"`
+	Pauses          int `json:"pauses"`
+	Partitions      int `json:"partitions"` // network isolations of a silo
+	Wipes           int `json:"wipes"`
+	RollingRestarts int `json:"rolling_restarts"`
+	// Ops counts the workload's calls (schedule changes, timers, enqueues, receives that
+	// never ack), OpsFailed those that returned an error.
+	Ops       int64 `json:"ops"`
+	OpsFailed int64 `json:"ops_failed"`
+	// Occurrences counts the occurrence ids delivered, Redelivered the ids delivered more than
+	// once (expired leases, released messages, lost acks).
+	Occurrences int `json:"occurrences"`
+	Redelivered int `json:"redelivered"`
+	// Timers counts the At timers whose creation returned success, TimersUnconfirmed those
+	// whose creation did not (not required to fire); Enqueued the enqueues that returned
+	// success.
+	Timers            int    `json:"timers"`
+	TimersUnconfirmed int    `json:"timers_unconfirmed"`
+	Enqueued          int    `json:"enqueued"`
+	DeadLettered      uint64 `json:"dead_lettered"`
+	Duplicates        int    `json:"duplicates"`
+	Gaps              int    `json:"gaps"`
+	Lost              int    `json:"lost"`
+	Early             int    `json:"early"`
+	// Inconsistencies counts the partitions whose replicas' checksums differed at the
+	// consistency check after healing.
+	Inconsistencies int `json:"inconsistencies"`
+	// MaxLatenessMS is the largest enqueue time minus nominal instant of an occurrence of a
+	// schedule never paused, or of a timer.
+	MaxLatenessMS int64 `json:"max_lateness_ms"`
+	// UnavailableS is the longest time a partition went without a successful enqueue (less
+	// the probes' 1 s period).
+	UnavailableS float64 `json:"unavailable_s"`
+	// ProcessExits counts silo exits the nemesis did not cause.
+	ProcessExits int `json:"process_exits"`
+}
+
+// Report is what a run found.
+type Report struct {
+	Seed       uint64 `json:"seed"`
+	Silos      int    `json:"silos"`
+	Partitions int    `json:"partitions"`
+	Replicas   int    `json:"replicas"`
+	Duration   string `json:"duration"`
+	// Reproduce is the command that runs the same seed again.
+	Reproduce string    `json:"reproduce"`
+	Started   time.Time `json:"started"`
+	Ended     time.Time `json:"ended"`
+	// Kinds are the kinds of fault the run injected from; Skipped the kinds it could not, and
+	// why.
+	Kinds   []FaultKind `json:"kinds"`
+	Skipped []string    `json:"skipped,omitempty"`
+	Faults  []Fault     `json:"faults"`
+	Counts  Counts      `json:"counts"`
+	// Checked names the checkers that ran; NotChecked those of issue 37 not built yet, whose
+	// fields the CHAOS RESULT line leaves out.
+	Checked    []string `json:"checked"`
+	NotChecked []string `json:"not_checked"`
+	// Violations describes each violation the checkers found; Problems what else went wrong
+	// (a cluster that did not recover, a queue that did not drain).
+	Violations   []string      `json:"violations"`
+	Problems     []string      `json:"problems"`
+	ProcessExits []ProcessExit `json:"process_exits"`
+	// Complete is set when the run got as far as its checkers; a run interrupted or stopped
+	// before has counts of what it did, but no verdict.
+	Complete bool `json:"complete"`
+}
+
+// Checkers a run has.
+var (
+	checkedByRun  = []string{"duplicates", "gaps", "early", "lost", "max_lateness", "unavailable", "inconsistencies (one consistency check after healing)", "process_exits"}
+	notCheckedYet = []string{"double_timeouts (no sagas in the workload yet)", "receipt_mismatches (no replayed command ids yet)",
+		"linearizable (no porcupine check of the CAS history yet)", "two leaders in one term, logged time never decreasing",
+		"consistency at every index the consistency checker ran at"}
+)
+
+// Failed reports whether the run found a violation, a silo exit it did not cause, or a
+// problem.
+func (r *Report) Failed() bool {
+	return len(r.Violations) > 0 || r.Counts.Inconsistencies > 0 || r.Counts.ProcessExits > 0 || len(r.Problems) > 0
+}
+
+// IncompleteLine is the last line of a run that did not get as far as its checkers: what it
+// injected, and why it stopped.
+func (r *Report) IncompleteLine(reason error) string {
+	c := r.Counts
+	return fmt.Sprintf("CHAOS INCOMPLETE seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d process_exits=%d: %v",
+		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.ProcessExits, reason)
+}
+
+// ResultLine is the run's one-line verdict. Fields of checkers not built yet (double_timeouts,
+// receipt_mismatches, linearizable) are left out rather than printed as a zero nobody
+// measured; skews and failpoints are the faults of those kinds injected: none yet.
+func (r *Report) ResultLine() string {
+	c := r.Counts
+	return fmt.Sprintf("CHAOS RESULT seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d skews=0 failpoints=0 ops=%d occurrences=%d "+
+		"duplicates=%d gaps=%d lost=%d early=%d inconsistencies=%d max_lateness_ms=%d unavailable_s=%.1f process_exits=%d",
+		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.Ops, c.Occurrences,
+		c.Duplicates, c.Gaps, c.Lost, c.Early, c.Inconsistencies, c.MaxLatenessMS, c.UnavailableS, c.ProcessExits)
+}
+
+// ReproduceCommand is the make command that runs seed again with the same duration and silos.
+func ReproduceCommand(seed uint64, duration time.Duration, silos int) string {
+	return fmt.Sprintf("make chaos SEED=%d DURATION=%s SILOS=%d", seed, shortDuration(duration), silos)
+}
+
+// shortDuration renders d without trailing zero units: 10m, 1h30m, 90s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// Run starts a cluster of real silo processes (each stopped through t.Cleanup), runs a
+// workload against it through the Go client while a seeded nemesis injects one fault at a
+// time, heals the cluster, lets it run quiet, closes the history and checks it. The report is
+// returned whatever was found; the error says why the run could not finish (its report is then
+// partial).
+func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
+	t.Helper()
+	cfg = cfg.withDefaults(t)
+	logf := func(format string, args ...any) {
+		cfg.Logf("%s "+format, append([]any{stamp(time.Now())}, args...)...)
+	}
+	r := &Report{Seed: cfg.Seed, Silos: cfg.Silos, Partitions: cfg.Partitions, Replicas: cfg.Replicas, Duration: shortDuration(cfg.Duration),
+		Reproduce: ReproduceCommand(cfg.Seed, cfg.Duration, cfg.Silos), Started: time.Now().UTC(),
+		Checked: checkedByRun, NotChecked: notCheckedYet, Violations: []string{}, Problems: []string{}, ProcessExits: []ProcessExit{}}
+	defer func() { r.Ended = time.Now().UTC() }()
+	kinds := slices.Clone(cfg.Kinds)
+	if slices.Contains(kinds, FaultIsolate) {
+		if err := NetcutAvailable(); err != nil {
+			if cfg.RequireNetcut {
+				return r, fmt.Errorf("this machine cannot isolate a silo: %w", err)
+			}
+			kinds = slices.DeleteFunc(kinds, func(k FaultKind) bool { return k == FaultIsolate })
+			r.Skipped = append(r.Skipped, fmt.Sprintf("%s: this machine cannot isolate a silo: %v", FaultIsolate, err))
+			logf("SKIPPED fault kind %s: this machine cannot isolate a silo: %v", FaultIsolate, err)
+		}
+	}
+	if len(kinds) == 0 {
+		return r, errors.New("no kind of fault left to inject")
+	}
+	r.Kinds = kinds
+
+	logf("seed %d: starting %d silos, %d partitions, %d replicas each", cfg.Seed, cfg.Silos, cfg.Partitions, cfg.Replicas)
+	cl := StartCluster(t, cfg.Silos, SiloSpec{Partitions: cfg.Partitions, Replicas: cfg.Replicas, DeadAfter: cfg.DeadAfter,
+		Isolatable: slices.Contains(kinds, FaultIsolate)})
+	for i, p := range cl.Silos {
+		logf("silo %d: id %s, pid %d, gossip %s, admin %s, data %s", i, p.SiloID(), p.PID(), p.GossipAddress(), p.AdminAddress(), p.Spec.DataDir)
+	}
+	nem := newNemesis(t, cl, cfg.Seed, kinds, nemesisTimings{GapMin: cfg.GapMin, GapMax: cfg.GapMax,
+		RecoveryTimeout: cfg.RecoveryTimeout, DeadAfter: cfg.DeadAfter}, logf)
+	defer func() {
+		nem.halt()
+		r.Faults = nem.faults
+		counts := nem.counts()
+		r.Counts.Kills, r.Counts.Pauses, r.Counts.Partitions = counts[FaultKill], counts[FaultPause], counts[FaultIsolate]
+		r.Counts.Wipes, r.Counts.RollingRestarts = counts[FaultWipe], counts[FaultRollingRestart]
+		r.ProcessExits = nem.processExits()
+		r.Counts.ProcessExits = len(r.ProcessExits)
+		r.Problems = append(r.Problems, nem.problems...)
+		if cfg.LogDir != "" {
+			if err := writeSiloLogs(cfg.LogDir, nem.processes()); err != nil {
+				logf("silo logs: %v", err)
+			}
+		}
+	}()
+	if err := nem.awaitWhole(ctx, "the cluster's start"); err != nil {
+		return r, err
+	}
+
+	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	c, err := client.Dial(dialCtx, client.DialConfig{Seeds: cl.Seeds(), Options: client.Options{Logger: slog.New(slog.DiscardHandler)}})
+	cancel()
+	if err != nil {
+		return r, fmt.Errorf("dial the cluster: %w", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	w, err := startWorkload(ctx, c, cfg.Seed, logf)
+	if err != nil {
+		return r, err
+	}
+	t.Cleanup(w.workerStop)
+	defer w.stopLoad()
+	defer func() {
+		r.Counts.Ops, r.Counts.OpsFailed = w.ops.Load(), w.opsFailed.Load()
+		r.Counts.UnavailableS = w.longestUnavailable().Seconds()
+	}()
+	if err := awaitFlowing(ctx, w, time.Minute); err != nil {
+		return r, err
+	}
+	logf("workload: %d Every-1s schedules in namespace %s, occurrences flowing from every partition", len(w.schedules), w.namespace)
+	w.startLoad(ctx, cfg.Seed)
+	nem.run(ctx, time.Now().Add(cfg.Duration))
+	logf("faults over (%d injected); healing", len(nem.faults))
+	if err := nem.awaitWhole(ctx, "the last fault"); err != nil && ctx.Err() != nil {
+		w.stopLoad()
+		return r, err
+	}
+	w.stopLoad()
+	w.settle(ctx)
+	logf("quiet for %v", cfg.Quiet)
+	if !sleep(ctx, cfg.Quiet) {
+		return r, ctx.Err()
+	}
+	if failed := w.cancelAll(ctx); failed > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("%d schedules could not be cancelled and read back after healing", failed))
+	}
+	dead, err := w.drain(ctx, 90*time.Second)
+	end := time.Now()
+	if err != nil {
+		r.Problems = append(r.Problems, err.Error())
+	}
+	r.Counts.DeadLettered = dead
+	if err := w.stopWorker(); err != nil {
+		r.Problems = append(r.Problems, fmt.Sprintf("worker: %v", err))
+	}
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+	if err := w.readLedgers(ctx); err != nil {
+		r.Problems = append(r.Problems, err.Error())
+	}
+	h := w.history(end, cfg.RecoveryBound)
+	if cfg.LogDir != "" {
+		if err := writeHistory(filepath.Join(cfg.LogDir, "history.jsonl"), h); err != nil {
+			logf("history: %v", err)
+		}
+	}
+	v := checkHistory(h)
+	r.Violations = append(r.Violations, v.problems...)
+	r.Counts.Occurrences, r.Counts.Redelivered = v.occurrences, v.redelivered
+	r.Counts.Duplicates, r.Counts.Gaps, r.Counts.Lost, r.Counts.Early = v.duplicates, v.gaps, v.lost, v.early
+	r.Counts.MaxLatenessMS = v.maxLateness.Milliseconds()
+	r.Counts.Timers, r.Counts.TimersUnconfirmed, r.Counts.Enqueued = len(h.timers), w.unconfirmed, len(h.enqueued)
+	inconsistent, err := checkConsistency(ctx, cl)
+	if err != nil {
+		r.Problems = append(r.Problems, err.Error())
+	}
+	r.Counts.Inconsistencies = len(inconsistent)
+	r.Violations = append(r.Violations, inconsistent...)
+	r.Complete = true
+	logf("history closed: %d deliveries, %d occurrences, %d timers, %d enqueued; %d violations", len(h.deliveries), v.occurrences,
+		len(h.timers), len(h.enqueued), len(r.Violations))
+	return r, nil
+}
+
+// awaitFlowing waits until an occurrence of every partition has been delivered.
+func awaitFlowing(ctx context.Context, w *workload, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		seen := map[int]bool{}
+		for _, d := range w.log.snapshot() {
+			if d.origin == client.OriginOccurrence {
+				seen[d.partition] = true
+			}
+		}
+		if len(seen) == w.partitions {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("occurrences delivered from %d of %d partitions within %v", len(seen), w.partitions, within)
+		}
+		if !sleep(ctx, 250*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// checkConsistency runs a consistency check of every partition through a serving silo (POST
+// /v1/partitions/check) and returns a description of each partition whose replicas' checksums
+// differ. A check that could not conclude (a leader changed under it, a replica that did not
+// report) is run again, up to three times in all; the error says it never concluded.
+func checkConsistency(ctx context.Context, cl *Cluster) (inconsistent []string, err error) {
+	var unsettled []string
+	for range 3 {
+		serving := cl.Serving()
+		if len(serving) == 0 {
+			return nil, errors.New("consistency check: no serving silo")
+		}
+		callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		table, err := CheckPartitions(callCtx, cl.Silos[serving[0]].AdminAddress())
+		cancel()
+		if err != nil {
+			unsettled = []string{err.Error()}
+			continue
+		}
+		inconsistent, unsettled = nil, nil
+		for _, p := range table.Partitions {
+			switch c := p.Check; {
+			case p.Error != nil:
+				unsettled = append(unsettled, fmt.Sprintf("partition %d: %s", p.Partition, *p.Error))
+			case c == nil:
+				unsettled = append(unsettled, fmt.Sprintf("partition %d: no check", p.Partition))
+			case len(c.Divergent) > 0 || !c.Consistent && len(c.Missing) == 0:
+				inconsistent = append(inconsistent, fmt.Sprintf("partition %d at index %d: replicas diverge: divergent %v, checksums %v", p.Partition, c.Index, c.Divergent, c.Checksums))
+			case len(c.Missing) > 0:
+				unsettled = append(unsettled, fmt.Sprintf("partition %d at index %d: no checksum from %v", p.Partition, c.Index, c.Missing))
+			}
+		}
+		if len(unsettled) == 0 {
+			return inconsistent, nil
+		}
+		if !sleep(ctx, 2*time.Second) {
+			return inconsistent, ctx.Err()
+		}
+	}
+	return inconsistent, fmt.Errorf("consistency check did not conclude: %s", strings.Join(unsettled, "; "))
+}

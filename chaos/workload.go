@@ -1,0 +1,536 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/grains/route"
+)
+
+// A workload is a run's load on the cluster, through one client, in one namespace: Every-1s
+// schedules (some paused and resumed now and then, some cancelled early) and At timers created
+// all along, in a queue a worker consumes, receiving and acking every message (releasing one
+// in fifty); a probe per partition that enqueues a message every second (and measures how long
+// the partition went without a successful enqueue), alternately into that queue and into
+// leaseQueue, whose consumers never ack one message in three they receive, so that its lease
+// expires and it is delivered again. Every delivery is recorded. Each schedule and each timer
+// is alone in its lane.
+type workload struct {
+	c          *client.Client
+	namespace  string
+	queue      string
+	partitions int
+	log        *deliveryLog
+	logf       func(format string, args ...any)
+
+	mu          sync.Mutex
+	schedules   []tickSchedule
+	churn       map[string]bool // lane key → paused and resumed now and then
+	pausedEver  map[string]bool // lane key → a pause was sent
+	cancelling  map[string]time.Time
+	early       map[string]bool // lane key → cancelled during the faults
+	next        map[string]uint64
+	cancelledAt map[string]time.Time
+	excused     map[string]map[uint64]bool
+	timers      []timer
+	unconfirmed int // timers whose creation did not return success
+	enqueued    map[string]string
+	longestGap  []time.Duration // per partition: longest time between successful probe enqueues
+	lastProbeOK []time.Time
+
+	ops       atomic.Int64
+	opsFailed atomic.Int64
+	handled   atomic.Int64 // the worker's deliveries, so that one in fifty is released
+
+	loadStop      context.CancelFunc
+	loadDone      sync.WaitGroup
+	workerStop    context.CancelFunc
+	workerErr     chan error
+	consumersDone sync.WaitGroup
+}
+
+// leaseQueue is the queue whose consumers leave one message in three unacked.
+const leaseQueue = "leases"
+
+// leaseDuration is the lease of leaseQueue's receives.
+const leaseDuration = 2 * time.Second
+
+// workloadTickers is how many Every-1s schedules a workload runs per partition.
+const workloadTickers = 2
+
+// probeEvery is how often each partition's probe enqueues a message.
+const probeEvery = time.Second
+
+// callTimeout bounds each call of the workload (the client retries within it).
+const callTimeout = 5 * time.Second
+
+// startWorkload configures the schedules (each retried until it succeeds, within 60 s) and
+// starts the worker; startLoad starts the rest.
+func startWorkload(ctx context.Context, c *client.Client, seed uint64, logf func(string, ...any)) (*workload, error) {
+	w := &workload{c: c, namespace: fmt.Sprintf("chaos-%016x", seed)[:14] + "-" + uuid.NewString()[:8], queue: "work",
+		partitions: c.Partitions(), log: &deliveryLog{}, logf: logf,
+		churn: map[string]bool{}, pausedEver: map[string]bool{}, cancelling: map[string]time.Time{}, early: map[string]bool{},
+		next: map[string]uint64{}, cancelledAt: map[string]time.Time{}, excused: map[string]map[uint64]bool{},
+		enqueued: map[string]string{}}
+	w.longestGap = make([]time.Duration, w.partitions)
+	w.lastProbeOK = make([]time.Time, w.partitions)
+	first := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	for p := range w.partitions {
+		for k := range workloadTickers {
+			lane := &orreryv1.Lane{Namespace: w.namespace, Queue: w.queue, Key: keyOn(w.namespace, "s-"+uuid.NewString(), p, w.partitions)}
+			s := tickSchedule{lane: lane, id: uuid.NewString(), partition: p, first: first}
+			def := &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: s.id, Spec: client.Every(time.Second, first),
+				Template: &orreryv1.MessageTemplate{PayloadJson: `{"tick":true}`}}
+			if err := w.untilDone(ctx, time.Minute, func(ctx context.Context) error {
+				_, err := c.ConfigureSchedule(ctx, def, 0, client.WithCommandID("configure-"+s.id))
+				return err
+			}); err != nil {
+				return nil, fmt.Errorf("configure a schedule on partition %d: %w", p, err)
+			}
+			w.schedules = append(w.schedules, s)
+			if k == 0 && p%2 == 0 {
+				w.churn[lane.GetKey()] = true
+			}
+		}
+	}
+	wk := c.NewWorker(client.WorkerConfig{Namespace: w.namespace, Queue: w.queue, Handler: w.handle,
+		Concurrency: 16, LeaseDuration: 5 * time.Second, Wait: 2 * time.Second, UnreachableTimeout: -1})
+	workerCtx, stop := context.WithCancel(ctx)
+	w.workerStop, w.workerErr = stop, make(chan error, 1)
+	go func() { w.workerErr <- wk.Run(workerCtx) }()
+	for p := range w.partitions {
+		rng := rand.New(rand.NewPCG(seed, uint64(100+p)))
+		w.consumersDone.Go(func() { w.consumeLeases(workerCtx, p, rng) })
+	}
+	return w, nil
+}
+
+// keyOn is a lane key starting with prefix whose lane (of namespace) routes to partition.
+func keyOn(namespace, prefix string, partition, partitions int) string {
+	key := prefix
+	for i := 0; route.PartitionOf(namespace, key, partitions) != partition; i++ {
+		key = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return key
+}
+
+// handle records a delivery and acks it, or, one in fifty, releases it for redelivery.
+func (w *workload) handle(ctx context.Context, m *client.Message) error {
+	w.log.handle(ctx, m)
+	if w.handled.Add(1)%50 == 0 {
+		return errors.New("released by the chaos workload")
+	}
+	return nil
+}
+
+// untilDone calls call, each attempt within callTimeout, until it succeeds, fails for a reason
+// a retry cannot change, or within has passed; each attempt counts as an op.
+func (w *workload) untilDone(ctx context.Context, within time.Duration, call func(context.Context) error) error {
+	deadline := time.Now().Add(within)
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := call(callCtx)
+		cancel()
+		w.ops.Add(1)
+		if err == nil {
+			return nil
+		}
+		w.opsFailed.Add(1)
+		if !retriable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// retriable reports whether another attempt of a call that failed with err may succeed.
+func retriable(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || orrery.Retriable(orrery.CodeOf(err))
+}
+
+// startLoad starts the churn of schedules, the timers, the probes and the receiver that never
+// acks, each with its own random source drawn from seed; stopLoad stops them.
+func (w *workload) startLoad(ctx context.Context, seed uint64) {
+	ctx, w.loadStop = context.WithCancel(ctx)
+	for i, run := range []func(context.Context, *rand.Rand){w.runChurn, w.runTimers} {
+		rng := rand.New(rand.NewPCG(seed, uint64(i+1)))
+		w.loadDone.Go(func() { run(ctx, rng) })
+	}
+	for p := range w.partitions {
+		w.loadDone.Go(func() { w.runProbe(ctx, p) })
+	}
+}
+
+// stopLoad stops what startLoad started and waits for it.
+func (w *workload) stopLoad() {
+	if w.loadStop != nil {
+		w.loadStop()
+	}
+	w.loadDone.Wait()
+}
+
+// sleep waits d or until ctx ends, reporting whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// between is a random duration in [low, high).
+func between(rng *rand.Rand, low, high time.Duration) time.Duration {
+	if high <= low {
+		return low
+	}
+	return low + time.Duration(rng.Int64N(int64(high-low)))
+}
+
+// runChurn, every 2–6 s, pauses or resumes one of the churn schedules or (one time in six,
+// while no more than a quarter are) cancels one of the others.
+func (w *workload) runChurn(ctx context.Context, rng *rand.Rand) {
+	var churn, others []tickSchedule
+	for _, s := range w.schedules {
+		if w.churn[s.lane.GetKey()] {
+			churn = append(churn, s)
+		} else {
+			others = append(others, s)
+		}
+	}
+	paused := map[string]bool{}
+	for sleep(ctx, between(rng, 2*time.Second, 6*time.Second)) {
+		if rng.IntN(6) == 0 && len(others) > 0 && len(w.earlyCancelled()) < len(w.schedules)/4 {
+			w.cancel(ctx, others[rng.IntN(len(others))], true) // nothing when cancelled before
+			continue
+		}
+		if len(churn) == 0 {
+			continue
+		}
+		s := churn[rng.IntN(len(churn))]
+		key := s.lane.GetKey()
+		var err error
+		if paused[key] {
+			err = w.untilDone(ctx, 0, func(ctx context.Context) error {
+				_, err := w.c.ResumeSchedule(ctx, &orreryv1.ResumeSchedule{Lane: s.lane, ScheduleId: s.id, AnyRevision: true})
+				return err
+			})
+		} else {
+			w.mu.Lock()
+			w.pausedEver[key] = true
+			w.mu.Unlock()
+			err = w.untilDone(ctx, 0, func(ctx context.Context) error {
+				_, err := w.c.PauseSchedule(ctx, &orreryv1.PauseSchedule{Lane: s.lane, ScheduleId: s.id, AnyRevision: true})
+				return err
+			})
+		}
+		switch {
+		case err == nil:
+			paused[key] = !paused[key]
+		case errors.Is(err, orrery.ErrSuspended):
+			paused[key] = !paused[key] // an earlier attempt whose answer was lost had done it
+		}
+	}
+}
+
+// earlyCancelled lists the lane keys of the schedules cancelled during the faults.
+func (w *workload) earlyCancelled() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for key := range w.early {
+		out = append(out, key)
+	}
+	return out
+}
+
+// cancel cancels s (any revision) and reads its next ordinal back, retrying both until they
+// succeed (within 90 s); cancelledAt is when the first attempt was sent. early marks a cancel
+// during the faults. It reports whether both succeeded.
+func (w *workload) cancel(ctx context.Context, s tickSchedule, early bool) bool {
+	key := s.lane.GetKey()
+	w.mu.Lock()
+	if _, ok := w.next[key]; ok {
+		w.mu.Unlock()
+		return true
+	}
+	if early {
+		w.early[key] = true
+	}
+	if _, ok := w.cancelling[key]; !ok {
+		w.cancelling[key] = time.Now()
+	}
+	w.mu.Unlock()
+	err := w.untilDone(ctx, 90*time.Second, func(ctx context.Context) error {
+		_, err := w.c.CancelSchedule(ctx, &orreryv1.CancelSchedule{Lane: s.lane, ScheduleId: s.id, AnyRevision: true})
+		if err != nil {
+			if r, inspectErr := w.c.InspectSchedule(ctx, s.lane, s.id); inspectErr == nil && r.GetCancelled() {
+				return nil // an earlier attempt whose answer was lost had cancelled it
+			}
+		}
+		return err
+	})
+	if err != nil {
+		w.logf("workload: cancel schedule %s (partition %d): %v", s.id, s.partition, err)
+		return false
+	}
+	var next uint64
+	if err := w.untilDone(ctx, 90*time.Second, func(ctx context.Context) error {
+		r, err := w.c.InspectSchedule(ctx, s.lane, s.id)
+		next = r.GetNextOrdinal()
+		return err
+	}); err != nil {
+		w.logf("workload: read schedule %s back after its cancel: %v", s.id, err)
+		return false
+	}
+	w.mu.Lock()
+	w.next[key], w.cancelledAt[key] = next, w.cancelling[key]
+	w.mu.Unlock()
+	return true
+}
+
+// runTimers, every 1–3 s, creates an At timer due 1–15 s later, alone in its lane.
+func (w *workload) runTimers(ctx context.Context, rng *rand.Rand) {
+	for sleep(ctx, between(rng, time.Second, 3*time.Second)) {
+		p := rng.IntN(w.partitions)
+		lane := &orreryv1.Lane{Namespace: w.namespace, Queue: w.queue, Key: keyOn(w.namespace, "t-"+uuid.NewString(), p, w.partitions)}
+		due := time.UnixMicro(time.Now().Add(between(rng, time.Second, 15*time.Second)).UnixMicro())
+		tm := timer{lane: lane, id: uuid.NewString(), partition: p, due: due}
+		def := &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: tm.id, Spec: client.At(due),
+			Template: &orreryv1.MessageTemplate{PayloadJson: `{"timer":true}`}}
+		callCtx, cancel := context.WithTimeout(ctx, 3*callTimeout)
+		_, err := w.c.ConfigureSchedule(callCtx, def, 0, client.WithCommandID("timer-"+tm.id))
+		cancel()
+		w.ops.Add(1)
+		w.mu.Lock()
+		if err == nil {
+			w.timers = append(w.timers, tm)
+		} else {
+			w.opsFailed.Add(1)
+			w.unconfirmed++
+		}
+		w.mu.Unlock()
+	}
+}
+
+// runProbe enqueues a message into a lane of partition every probeEvery, alternately into the
+// worker's queue and leaseQueue, each call within callTimeout, and keeps the longest time
+// between two successful enqueues.
+func (w *workload) runProbe(ctx context.Context, partition int) {
+	key := keyOn(w.namespace, fmt.Sprintf("m-%d", partition), partition, w.partitions)
+	lanes := []*orreryv1.Lane{{Namespace: w.namespace, Queue: w.queue, Key: key}, {Namespace: w.namespace, Queue: leaseQueue, Key: key}}
+	pace := time.NewTicker(probeEvery)
+	defer pace.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pace.C:
+		}
+		lane := lanes[n%2]
+		id := uuid.NewString()
+		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+		_, err := w.c.Enqueue(callCtx, &orreryv1.Enqueue{Lane: lane, Id: id, PayloadJson: `{"probe":true}`}, client.WithCommandID("enqueue-"+id))
+		cancel()
+		w.ops.Add(1)
+		if err != nil {
+			w.opsFailed.Add(1)
+			continue
+		}
+		now := time.Now()
+		w.mu.Lock()
+		w.enqueued[id] = lane.GetKey()
+		if last := w.lastProbeOK[partition]; !last.IsZero() {
+			w.longestGap[partition] = max(w.longestGap[partition], now.Sub(last))
+		}
+		w.lastProbeOK[partition] = now
+		w.mu.Unlock()
+	}
+}
+
+// consumeLeases receives leaseQueue's messages of partition (long polls of 2 s, leases of 2 s)
+// until ctx ends, and acks two in three of them; the third is never acked, so that its lease
+// expires and it is delivered again.
+func (w *workload) consumeLeases(ctx context.Context, partition int, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		callCtx, cancel := context.WithTimeout(ctx, callTimeout+2*time.Second)
+		msgs, err := w.c.Receive(callCtx, partition, &orreryv1.Receive{Namespace: w.namespace, Queue: leaseQueue, Max: 4,
+			LeaseDurationMicros: leaseDuration.Microseconds(), Owner: "chaos-lease-consumer"}, 2*time.Second)
+		cancel()
+		if err != nil {
+			sleep(ctx, 250*time.Millisecond)
+			continue
+		}
+		for _, m := range msgs {
+			d := deliveryOf(m, partition, time.Now())
+			d.dropped = rng.IntN(3) == 0
+			w.log.add(d)
+			if d.dropped {
+				continue
+			}
+			ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+			_, _ = w.c.Ack(ackCtx, m.GetLane(), m.GetId(), m.GetLease().GetToken()) // a failed ack: the lease expires
+			cancel()
+		}
+	}
+}
+
+// settle resumes every churn schedule left paused (each within 90 s).
+func (w *workload) settle(ctx context.Context) {
+	for _, s := range w.schedules {
+		if !w.churn[s.lane.GetKey()] {
+			continue
+		}
+		err := w.untilDone(ctx, 90*time.Second, func(ctx context.Context) error {
+			r, err := w.c.InspectSchedule(ctx, s.lane, s.id)
+			if err != nil || !r.GetPaused() {
+				return err
+			}
+			_, err = w.c.ResumeSchedule(ctx, &orreryv1.ResumeSchedule{Lane: s.lane, ScheduleId: s.id, AnyRevision: true})
+			return err
+		})
+		if err != nil {
+			w.logf("workload: resume schedule %s: %v", s.id, err)
+		}
+	}
+}
+
+// cancelAll cancels every schedule not cancelled yet; it reports the schedules it could not.
+func (w *workload) cancelAll(ctx context.Context) int {
+	failed := 0
+	for _, s := range w.schedules {
+		if !w.cancel(ctx, s, false) {
+			failed++
+		}
+	}
+	return failed
+}
+
+// drain waits until no message of either queue is visible, leased or delayed in any
+// partition, or within has passed; it returns the messages dead-lettered, and an error if the
+// queues did not drain.
+func (w *workload) drain(ctx context.Context, within time.Duration) (deadLettered uint64, err error) {
+	deadline := time.Now().Add(within)
+	for {
+		left, dead, complete := uint64(0), uint64(0), true
+		for _, queue := range []string{w.queue, leaseQueue} {
+			callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+			stats, statsErr := w.c.QueueStats(callCtx, w.namespace, queue, "")
+			cancel()
+			if err = statsErr; err != nil {
+				break
+			}
+			for _, s := range stats {
+				left += s.Stats.GetVisible() + s.Stats.GetLeased() + s.Stats.GetDelayed()
+				dead += s.Stats.GetDeadLettered()
+				complete = complete && s.Stats.GetComplete()
+			}
+		}
+		if err == nil {
+			if left == 0 && complete {
+				return dead, nil
+			}
+			err = fmt.Errorf("%d messages still visible, leased or delayed", left)
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the queue did not drain within %v: %w", within, err)
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// stopWorker stops the worker and leaseQueue's consumers and returns what the worker's Run
+// returned.
+func (w *workload) stopWorker() error {
+	w.workerStop()
+	w.consumersDone.Wait()
+	return <-w.workerErr
+}
+
+// readLedgers reads the ledger of every schedule a pause was sent to and records the ordinals
+// it holds PAUSED.
+func (w *workload) readLedgers(ctx context.Context) error {
+	for _, s := range w.schedules {
+		key := s.lane.GetKey()
+		if !w.pausedEver[key] {
+			continue
+		}
+		excused := map[uint64]bool{}
+		var after []byte
+		for {
+			var page []*orreryv1.LedgerRecord
+			if err := w.untilDone(ctx, time.Minute, func(ctx context.Context) error {
+				var err error
+				page, after, err = w.c.ReadLedger(ctx, s.lane, s.id, client.LedgerQuery{After: after})
+				return err
+			}); err != nil {
+				return fmt.Errorf("read the ledger of schedule %s: %w", s.id, err)
+			}
+			for _, r := range page {
+				if r.GetOutcome() == orreryv1.LedgerOutcome_LEDGER_OUTCOME_PAUSED && !r.GetManual() {
+					excused[r.GetOrdinal()] = true
+				}
+			}
+			if after == nil {
+				break
+			}
+		}
+		w.excused[key] = excused
+	}
+	return nil
+}
+
+// history is what the workload recorded and read back, closed at end. A schedule that could
+// not be cancelled and read back is left out (Run reports it as a problem).
+func (w *workload) history(end time.Time, recoveryBound time.Duration) history {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	enqueued := make(map[string]string, len(w.enqueued))
+	for id, key := range w.enqueued {
+		enqueued[id] = key
+	}
+	paused := map[string]bool{}
+	for key := range w.pausedEver {
+		paused[key] = true
+	}
+	early := map[string]bool{}
+	for key := range w.early {
+		early[key] = true
+	}
+	var schedules []tickSchedule // those whose next ordinal was read back after their cancel
+	for _, s := range w.schedules {
+		if _, ok := w.next[s.lane.GetKey()]; ok {
+			schedules = append(schedules, s)
+		}
+	}
+	return history{schedules: schedules, next: w.next, cancelledAt: w.cancelledAt, paused: paused, excused: w.excused,
+		cancelledEarly: early, timers: w.timers, enqueued: enqueued, deliveries: w.log.snapshot(), end: end, recoveryBound: recoveryBound}
+}
+
+// longestUnavailable is the longest time any partition went without a successful probe
+// enqueue, less the probe period.
+func (w *workload) longestUnavailable() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var longest time.Duration
+	for _, gap := range w.longestGap {
+		longest = max(longest, gap-probeEvery)
+	}
+	return longest
+}
