@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,7 +167,7 @@ func TestAWorkerWaitsForItsClusterByDefault(t *testing.T) {
 	})
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	fake := clock.NewFake(start)
-	logs := &lockedLines{}
+	logs := &testkit.Buffer{}
 	c := client.New(b.tr, client.Options{Principal: testPrincipal, Clock: fake, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Retry: client.RetryPolicy{Initial: time.Second, Max: time.Minute, Jitter: func() float64 { return 0.5 }}})
 	var handled atomic.Int64
@@ -200,34 +199,10 @@ func TestAWorkerWaitsForItsClusterByDefault(t *testing.T) {
 	if err := <-runErr; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if warn, info := logs.count("level=WARN msg=\"orrery worker: partition unreachable"), logs.count("level=INFO msg=\"orrery worker: partition reachable again"); warn != 1 || info != 1 {
+	if warn, info := strings.Count(logs.String(), "level=WARN msg=\"orrery worker: partition unreachable"), strings.Count(logs.String(), "level=INFO msg=\"orrery worker: partition reachable again"); warn != 1 || info != 1 {
 		t.Errorf("logged the partition unreachable %d times and reachable again %d times, want once each:\n%s", warn, info, logs)
 	}
-	if n := logs.count("level=WARN") + logs.count("level=ERROR"); n != 1 {
+	if n := strings.Count(logs.String(), "level=WARN") + strings.Count(logs.String(), "level=ERROR"); n != 1 {
 		t.Errorf("%d WARN or ERROR lines through a three-hour outage, want the one:\n%s", n, logs)
 	}
-}
-
-// lockedLines is a log sink the client's goroutines may write concurrently.
-type lockedLines struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lockedLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLines) count(substr string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), substr)
-}
-
-func (l *lockedLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -1,42 +1,23 @@
 package silo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/grants"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
-// syncBuffer is a log sink the silo's goroutines may write concurrently.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // auditLines are the lines of logs on the audit logger.
-func auditLines(logs *syncBuffer) []string {
+func auditLines(logs *testkit.Buffer) []string {
 	var out []string
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "logger=audit") && strings.Contains(line, "audit=true") {
@@ -52,7 +33,7 @@ func auditLines(logs *syncBuffer) []string {
 // audit logger and counts on /metrics.
 func TestAuditEndpointShowsGrantChangesAndDenials(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	s := startSilo(t, t.TempDir(), func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		c.AdminTokens = []AdminToken{NewAdminToken("auditor-token", "auditor"), NewAdminToken("viewer-token", "viewer")}

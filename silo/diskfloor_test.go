@@ -23,7 +23,7 @@ func TestBelowTheDiskFloorTheSiloIsNotReadyAndCountsRefusals(t *testing.T) {
 	t.Parallel()
 	var free atomic.Uint64
 	free.Store(4 << 30)
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	s := startSilo(t, t.TempDir(), func(cfg *Config) {
 		cfg.Store.MinFreeBytes = 1 << 30
 		cfg.Store.FreeBytesFunc = func(string) (uint64, error) { return free.Load(), nil }

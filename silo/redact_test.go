@@ -15,6 +15,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/grants"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestAdminJSONShowsOnlyWhatTheTokensPrincipalMayRead: a canary planted in a schedule's
@@ -33,7 +34,7 @@ func TestAdminJSONShowsOnlyWhatTheTokensPrincipalMayRead(t *testing.T) {
 	rule := func(c grants.Capability, fields ...*orreryv1.FieldPolicy) []*orreryv1.GrantRule {
 		return []*orreryv1.GrantRule{{Namespace: namespace, Capabilities: uint64(c), Fields: fields}}
 	}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	s := startSilo(t, t.TempDir(), func(c *Config) {
 		secure(t, c)
 		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
