@@ -73,7 +73,7 @@ func TestSIGKILLInTheMiddleOfABurstLosesAndDoublesNothing(t *testing.T) {
 	}
 
 	killAt := first.Add(2*time.Second + 40*time.Millisecond)
-	time.Sleep(time.Until(killAt))
+	time.Sleep(time.Until(killAt)) // the kill's instant is the point: inside a burst
 	silo.Kill()
 	time.Sleep(1500 * time.Millisecond) // the next burst falls due while nothing runs
 	silo = StartSilo(t, spec)           // same data directory and ports

@@ -291,34 +291,27 @@ func (n *nemesis) kill(ctx context.Context, f *Fault) error {
 
 // pause SIGSTOPs a silo for 4–10 s, then SIGCONTs it and waits until it serves.
 func (n *nemesis) pause(ctx context.Context, f *Fault) error {
-	i, partition := n.target(ctx)
-	held := between(n.rng, 4*time.Second, 10*time.Second)
-	f.Detail = fmt.Sprintf("SIGSTOP %s for %v", n.describe(f, i, partition), held.Round(time.Millisecond))
-	n.logf("fault %d: %s", len(n.faults)+1, f.Detail)
-	p := n.cl.Silos[i]
-	if err := p.Pause(); err != nil {
-		return err
-	}
-	n.sleep(ctx, held)
-	if err := p.Resume(); err != nil {
-		return err
-	}
-	f.Undone = time.Now().UTC()
-	return n.awaitServes(ctx, i)
+	return n.hold(ctx, f, "SIGSTOP", (*SiloProcess).Pause, (*SiloProcess).Resume)
 }
 
 // isolate cuts all of a silo's traffic for 4–10 s, then heals it and waits until it serves.
 func (n *nemesis) isolate(ctx context.Context, f *Fault) error {
+	return n.hold(ctx, f, "isolate all traffic of", (*SiloProcess).Isolate, (*SiloProcess).Heal)
+}
+
+// hold applies a fault (start) to a target silo for 4–10 s, undoes it (stop) and waits until
+// the silo serves again; what names the fault in the log.
+func (n *nemesis) hold(ctx context.Context, f *Fault, what string, start, stop func(*SiloProcess) error) error {
 	i, partition := n.target(ctx)
 	held := between(n.rng, 4*time.Second, 10*time.Second)
-	f.Detail = fmt.Sprintf("isolate all traffic of %s for %v", n.describe(f, i, partition), held.Round(time.Millisecond))
+	f.Detail = fmt.Sprintf("%s %s for %v", what, n.describe(f, i, partition), held.Round(time.Millisecond))
 	n.logf("fault %d: %s", len(n.faults)+1, f.Detail)
 	p := n.cl.Silos[i]
-	if err := p.Isolate(); err != nil {
+	if err := start(p); err != nil {
 		return err
 	}
 	n.sleep(ctx, held)
-	if err := p.Heal(); err != nil {
+	if err := stop(p); err != nil {
 		return err
 	}
 	f.Undone = time.Now().UTC()

@@ -1,39 +1,26 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/orreryhq/orrery/internal/testkit"
 	"github.com/orreryhq/orrery/silo"
 )
-
-// syncBuffer lets the workers' handlers write concurrently.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
 
 // TestQuickstartPrintsOccurrencesAndTheTimeout runs the README's example against an embedded
 // silo (a protoactor cluster: no -race, see the Makefile).
 func TestQuickstartPrintsOccurrencesAndTheTimeout(t *testing.T) {
-	var out syncBuffer
+	var out testkit.Buffer
 	if err := run(&out, "", "", 8*time.Second); err != nil {
-		t.Fatalf("quickstart: %v\n%s", err, out.buf.String())
+		t.Fatalf("quickstart: %v\n%s", err, out.String())
 	}
-	text := out.buf.String()
+	text := out.String()
 	if n := strings.Count(text, "occurrence #"); n < 2 {
 		t.Fatalf("%d occurrences printed, want at least 2:\n%s", n, text)
 	}
@@ -58,11 +45,11 @@ func TestASecondRunReceivesOnlyItsOwnMessages(t *testing.T) {
 	var outputs [2]string
 	var schedules [2]string
 	for i := range outputs {
-		var out syncBuffer
+		var out testkit.Buffer
 		if err := run(&out, s.GossipAddress(), s.AdminAddress(), 6*time.Second); err != nil {
-			t.Fatalf("run %d: %v\n%s", i, err, out.buf.String())
+			t.Fatalf("run %d: %v\n%s", i, err, out.String())
 		}
-		outputs[i] = out.buf.String()
+		outputs[i] = out.String()
 		m := scheduleLine.FindStringSubmatch(outputs[i])
 		if m == nil || !strings.Contains(outputs[i], "cancelled schedule "+m[1]) || !strings.Contains(outputs[i], "http://"+s.AdminAddress()+"/v1/schedules/") {
 			t.Fatalf("run %d printed no schedule id, admin URL or cancellation:\n%s", i, outputs[i])
