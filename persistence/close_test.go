@@ -42,12 +42,22 @@ func TestCloseBelowTheFloorSyncsInsteadOfFlushing(t *testing.T) {
 	imageSyncedWALs(t, dir, power)
 	want := childPairs("low")
 	for _, image := range []struct{ dir, what string }{{dir, "process exit"}, {power, "machine crash"}} {
-		p := openPartition(t, image.dir, smallOptions(), 0)
+		p := openPartition(t, image.dir, closeChildOptions(), 0)
 		if got := viewAll(t, p); !slices.Equal(got, want) {
 			t.Errorf("%s after Close below the floor: partition 0 holds %d keys, want the %d applied", image.what, len(got), len(want))
 		}
 		_ = p.store.Close()
 	}
+}
+
+// closeChildOptions have a memtable that the child's applies fit in, so that no flush of
+// theirs is still running when the child counts the tables before its Close (with smaller
+// memtables that count raced the flushes of a loaded machine); a reopen replays the
+// write-ahead log into a memtable of the same size.
+func closeChildOptions() Options {
+	opts := quietOptions()
+	opts.MemTableBytes = 16 << 20
+	return opts
 }
 
 // closeBelowFloorChild applies childPairs("low") to partition 0 (committed, not synced: no
@@ -60,7 +70,7 @@ func closeBelowFloorChild(dir string) {
 	}
 	var free atomic.Uint64
 	free.Store(1 << 40)
-	opts := smallOptions()
+	opts := closeChildOptions()
 	opts.MinFreeBytes = 1 << 30
 	opts.FreeBytesFunc = func(string) (uint64, error) { return free.Load(), nil }
 	s, err := OpenSiloStore(dir, 2, opts)
