@@ -33,6 +33,14 @@
 // (deadline) or Unavailable (cancellation: the outcome is unknown, and retrying with the same
 // command id is safe); both also match the context's own error with errors.Is.
 //
+// # Schedules by name
+//
+// Schedules (c.Schedules(namespace)) is the Go-typed path for schedules: Create and Upsert by
+// name with ScheduleOptions, a ScheduleHandle per schedule (Describe into a
+// ScheduleDescription of time.Time and time.Duration values, Pause, Resume, Trigger, Update by
+// compare-and-set retried inside, Cancel, Delete), and List as an iterator over every page.
+// They are built on the wire calls above.
+//
 // # Worker
 //
 // Worker consumes one queue across all partitions: one waiting (long-poll) receive per

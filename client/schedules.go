@@ -1,0 +1,428 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/schedule"
+)
+
+// The schedule policies and states, named in Go so that a caller of Schedules needs no wire
+// package. Each is the wire enum's value; the zero value of a policy means the silo's default
+// (catch up; allow all overlap).
+const (
+	MisfireCatchUp  = orreryv1.MisfirePolicy_MISFIRE_POLICY_CATCH_UP
+	MisfireSkip     = orreryv1.MisfirePolicy_MISFIRE_POLICY_SKIP
+	MisfireCoalesce = orreryv1.MisfirePolicy_MISFIRE_POLICY_COALESCE
+
+	OverlapAllowAll  = orreryv1.OverlapPolicy_OVERLAP_POLICY_ALLOW_ALL
+	OverlapSkip      = orreryv1.OverlapPolicy_OVERLAP_POLICY_SKIP
+	OverlapBufferOne = orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE
+
+	ScheduleActive    = orreryv1.ScheduleState_SCHEDULE_STATE_ACTIVE
+	SchedulePaused    = orreryv1.ScheduleState_SCHEDULE_STATE_PAUSED
+	ScheduleSuspended = orreryv1.ScheduleState_SCHEDULE_STATE_SUSPENDED
+	ScheduleCancelled = orreryv1.ScheduleState_SCHEDULE_STATE_CANCELLED
+	ScheduleCompleted = orreryv1.ScheduleState_SCHEDULE_STATE_COMPLETED
+)
+
+// MisfirePolicy says what a schedule does with instants that passed while nothing could emit
+// them (MisfireCatchUp, MisfireSkip, MisfireCoalesce).
+type MisfirePolicy = orreryv1.MisfirePolicy
+
+// OverlapPolicy says what a schedule does with an instant while its previous occurrence is
+// still in flight (OverlapAllowAll, OverlapSkip, OverlapBufferOne).
+type OverlapPolicy = orreryv1.OverlapPolicy
+
+// ScheduleState is the state a schedule is listed under (ScheduleActive, SchedulePaused,
+// ScheduleSuspended, ScheduleCancelled, ScheduleCompleted).
+type ScheduleState = orreryv1.ScheduleState
+
+// updateAttempts bounds the compare-and-set attempts of ScheduleHandle.Update: every emitted
+// occurrence bumps a schedule's revision, so a busy schedule may move between the read and
+// the write a few times, but not forever.
+const updateAttempts = 10
+
+// ScheduleOptions is what a schedule does, in Go types: when (Spec), where its occurrences
+// land (Queue, and Key, which with the namespace decides its partition) and what they carry.
+type ScheduleOptions struct {
+	// Queue receives the occurrences (required).
+	Queue string
+	// Key is the lane key: the schedule, its queue's messages and every record of the
+	// namespace with the same key share a partition. Default: the schedule's name, which
+	// spreads a namespace's schedules over the partitions.
+	Key string
+	// Spec is when the schedule is due (required): Every, Cron, At or After.
+	Spec *orreryv1.ScheduleSpec
+	// PayloadJSON and HeadersJSON are each occurrence's payload and headers, JSON ("" for none).
+	PayloadJSON, HeadersJSON string
+	// OrderingKey, when set, delivers the queue's messages with the same key one at a time.
+	OrderingKey string
+	// TimeToLive, when positive, expires an occurrence not received in time.
+	TimeToLive time.Duration
+	// MaxDeliveries, when positive, dead-letters an occurrence after that many deliveries.
+	MaxDeliveries int
+	// Misfire and Overlap are the schedule's policies (zero: the silo's defaults).
+	Misfire MisfirePolicy
+	Overlap OverlapPolicy
+	// CatchUpWindow, when positive, bounds how far back a catch-up or a resume reaches.
+	CatchUpWindow time.Duration
+	// AnomalyWindow, when positive, is how late an emission may be before it is reported.
+	AnomalyWindow time.Duration
+}
+
+// definition is the wire definition of the schedule named name in namespace.
+func (o ScheduleOptions) definition(namespace, name string) *orreryv1.ScheduleDefinition {
+	def := &orreryv1.ScheduleDefinition{
+		Lane:       &orreryv1.Lane{Namespace: namespace, Queue: o.Queue, Key: cmp.Or(o.Key, name)},
+		ScheduleId: ScheduleID(namespace, name), Name: name, Spec: o.Spec,
+		Misfire: o.Misfire, Overlap: o.Overlap,
+		CatchUpWindowMicros: o.CatchUpWindow.Microseconds(), AnomalyWindowMicros: o.AnomalyWindow.Microseconds(),
+	}
+	t := &orreryv1.MessageTemplate{PayloadJson: o.PayloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
+		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1))}
+	if proto.Size(t) > 0 {
+		def.Template = t
+	}
+	return def
+}
+
+// scheduleOptionsOf is the options a stored definition holds.
+func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
+	t := def.GetTemplate()
+	return ScheduleOptions{
+		Queue: def.GetLane().GetQueue(), Key: def.GetLane().GetKey(), Spec: def.GetSpec(),
+		PayloadJSON: t.GetPayloadJson(), HeadersJSON: t.GetHeadersJson(), OrderingKey: t.GetOrderingKey(),
+		TimeToLive: microDuration(t.GetTimeToLiveMicros()), MaxDeliveries: int(t.GetMaxDeliveries()),
+		Misfire: def.GetMisfire(), Overlap: def.GetOverlap(),
+		CatchUpWindow: microDuration(def.GetCatchUpWindowMicros()), AnomalyWindow: microDuration(def.GetAnomalyWindowMicros()),
+	}
+}
+
+// Schedules is one namespace's schedules, addressed by name: c.Schedules("acme"). Its calls
+// and its handles' take and return Go types; the wire calls (ConfigureSchedule and the rest)
+// stay for batches and for what these do not cover.
+type Schedules struct {
+	c         *Client
+	namespace string
+}
+
+// Schedules is namespace's schedules.
+func (c *Client) Schedules(namespace string) *Schedules {
+	return &Schedules{c: c, namespace: namespace}
+}
+
+// Handle addresses the schedule named name in queue and key ("": the name, as
+// ScheduleOptions.Key defaults) without a call: a schedule is found by its lane (namespace,
+// queue, key) and its name.
+func (s *Schedules) Handle(queue, key, name string) *ScheduleHandle {
+	return &ScheduleHandle{c: s.c, lane: &orreryv1.Lane{Namespace: s.namespace, Queue: queue, Key: cmp.Or(key, name)}, name: name,
+		id: ScheduleID(s.namespace, name)}
+}
+
+// Create creates the schedule named name. A schedule of that name in that lane already there
+// (or deleted: its id stays a tombstone) is a RevisionConflict.
+func (s *Schedules) Create(ctx context.Context, name string, o ScheduleOptions, opts ...CallOption) (*ScheduleHandle, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if _, err := s.c.ConfigureSchedule(ctx, o.definition(s.namespace, name), 0, opts...); err != nil {
+		return nil, err
+	}
+	return s.Handle(o.Queue, o.Key, name), nil
+}
+
+// Upsert makes the schedule named name do what o says, for an application that declares its
+// schedules at every start: it creates the schedule when there is none, leaves it alone (no
+// new generation, no call beyond the read) when its definition is o already, and otherwise
+// replaces the definition at its current revision, which starts a new generation at ordinal
+// 0. A replacement that meets a revision moved meanwhile (an occurrence emitted) reads again
+// and retries, a few times.
+func (s *Schedules) Upsert(ctx context.Context, name string, o ScheduleOptions) (*ScheduleHandle, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	h := s.Handle(o.Queue, o.Key, name)
+	want := o.definition(s.namespace, name)
+	err := h.casLoop(ctx, func(rec *orreryv1.ScheduleRecord) (*orreryv1.ScheduleDefinition, error) {
+		if rec != nil && proto.Equal(rec.GetDefinition(), want) {
+			return nil, nil
+		}
+		return want, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// ListSchedules filters Schedules.List: the zero value lists every schedule of the namespace.
+type ListSchedules struct {
+	// Queue, when set, lists only that queue's schedules.
+	Queue string
+	// State, when set, lists only the schedules in that state.
+	State ScheduleState
+	// PageSize is how many schedules each call fetches (0: DefaultListMax; at most MaxListMax).
+	PageSize int
+}
+
+// List yields the namespace's schedules in (queue, key, id) order, fetching a page at a time
+// as the loop goes on; a failed fetch is yielded as the error of a last pair. A listed
+// schedule's description holds its record; NextFireTimes, LastOutcomes and Liveness, which
+// only Describe computes, are empty.
+func (s *Schedules) List(ctx context.Context, f ListSchedules) iter.Seq2[*ScheduleDescription, error] {
+	return func(yield func(*ScheduleDescription, error) bool) {
+		var after []byte
+		for {
+			page, next, err := s.c.ListSchedules(ctx, ListSchedulesRequest{
+				Namespace: s.namespace, Queue: f.Queue, State: f.State, MaxRecords: f.PageSize, After: after})
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, l := range page {
+				d := describeRecord(l.Record)
+				d.Partition = l.Partition
+				if !yield(d, nil) {
+					return
+				}
+			}
+			if next == nil {
+				return
+			}
+			after = next
+		}
+	}
+}
+
+// ScheduleHandle is one schedule, addressed by its lane and name; Schedules.Handle, Create and
+// Upsert return one. Its calls act at whatever revision the schedule is (Update compares and
+// sets).
+type ScheduleHandle struct {
+	c        *Client
+	lane     *orreryv1.Lane
+	name, id string
+}
+
+// Name is the schedule's name.
+func (h *ScheduleHandle) Name() string { return h.name }
+
+// ID is the schedule's id, derived from its namespace and name (ScheduleID).
+func (h *ScheduleHandle) ID() string { return h.id }
+
+// Queue is the queue its occurrences land in.
+func (h *ScheduleHandle) Queue() string { return h.lane.GetQueue() }
+
+// Key is its lane key.
+func (h *ScheduleHandle) Key() string { return h.lane.GetKey() }
+
+// Describe reads the schedule: its definition, state and counters, its next fire times, its
+// last outcomes and whether its due work is on time. NotFound when there is none.
+func (h *ScheduleHandle) Describe(ctx context.Context) (*ScheduleDescription, error) {
+	in, err := h.c.ScheduleInspection(ctx, h.lane, h.id)
+	if err != nil {
+		return nil, err
+	}
+	d := describeRecord(in.GetRecord())
+	d.Partition = h.c.PartitionOf(h.lane)
+	for _, at := range in.GetNextFireTimesUnixMicros() {
+		d.NextFireTimes = append(d.NextFireTimes, instant(at))
+	}
+	for _, o := range in.GetLastOutcomes() {
+		d.LastOutcomes = append(d.LastOutcomes, ScheduleOutcome{
+			Generation: o.GetGeneration(), Ordinal: o.GetOrdinal(), Manual: o.GetManual(),
+			NominalDue: instant(o.GetNominalDueAtUnixMicros()), RecordedAt: instant(o.GetRecordedAtUnixMicros()),
+			Outcome: enumWord(o.GetOutcome().String(), "LEDGER_OUTCOME_"), MessageID: o.GetMessageId(), Reason: o.GetReason(),
+		})
+	}
+	if in.GetSuspendedReason() != "" {
+		d.SuspendedReason = in.GetSuspendedReason()
+	}
+	if l := in.GetLiveness(); l != nil {
+		d.Liveness = Liveness{State: l.GetState(), Reason: l.GetReason(), DueAt: instant(l.GetDueAtUnixMicros()), Since: instant(l.GetSinceUnixMicros())}
+	}
+	return d, nil
+}
+
+// Pause stops the schedule's emission durably; the instants that pass while it is paused are
+// ledgered PAUSED. A schedule already paused, or cancelled, is Suspended.
+func (h *ScheduleHandle) Pause(ctx context.Context, opts ...CallOption) error {
+	_, err := h.c.PauseSchedule(ctx, &orreryv1.PauseSchedule{Lane: h.lane, ScheduleId: h.id, AnyRevision: true}, opts...)
+	return err
+}
+
+// Resume restarts a paused schedule from the first instant after now (minus its catch-up
+// window). A schedule that is not paused is Suspended.
+func (h *ScheduleHandle) Resume(ctx context.Context, opts ...CallOption) error {
+	_, err := h.c.ResumeSchedule(ctx, &orreryv1.ResumeSchedule{Lane: h.lane, ScheduleId: h.id, AnyRevision: true}, opts...)
+	return err
+}
+
+// Trigger enqueues one manual occurrence now and returns its message id; a paused schedule
+// refuses it.
+func (h *ScheduleHandle) Trigger(ctx context.Context, opts ...CallOption) (messageID string, err error) {
+	res, err := h.c.TriggerSchedule(ctx, &orreryv1.TriggerSchedule{Lane: h.lane, ScheduleId: h.id}, opts...)
+	if err != nil {
+		return "", err
+	}
+	if ids := res.GetEnqueuedIds(); len(ids) > 0 {
+		return ids[0], nil
+	}
+	return "", nil
+}
+
+// Update changes the schedule's definition: it reads the current one, lets change edit its
+// options (the queue and key name the schedule and cannot change) and replaces it at the
+// revision it read, which starts a new generation; when the revision moved meanwhile it reads
+// again and calls change again, a few times. A change that leaves the options as they were
+// writes nothing. NotFound when there is no schedule.
+func (h *ScheduleHandle) Update(ctx context.Context, change func(*ScheduleOptions)) error {
+	return h.casLoop(ctx, func(rec *orreryv1.ScheduleRecord) (*orreryv1.ScheduleDefinition, error) {
+		if rec == nil {
+			return nil, orrery.FieldErrorf(orrery.CodeNotFound, "schedule_id", "no schedule %q in lane %s", h.name, laneName(h.lane))
+		}
+		o := scheduleOptionsOf(rec.GetDefinition())
+		change(&o)
+		if o.Queue != h.lane.GetQueue() || cmp.Or(o.Key, h.name) != h.lane.GetKey() {
+			return nil, orrery.Invalid("queue", "a schedule's queue and key name it and cannot change (%s/%s to %s/%s); create another schedule",
+				h.lane.GetQueue(), h.lane.GetKey(), o.Queue, o.Key)
+		}
+		want := o.definition(h.lane.GetNamespace(), h.name)
+		if proto.Equal(rec.GetDefinition(), want) {
+			return nil, nil
+		}
+		return want, nil
+	})
+}
+
+// Cancel stops the schedule for good; only a new definition (Update, Upsert) revives it.
+func (h *ScheduleHandle) Cancel(ctx context.Context, opts ...CallOption) error {
+	_, err := h.c.CancelSchedule(ctx, &orreryv1.CancelSchedule{Lane: h.lane, ScheduleId: h.id, AnyRevision: true}, opts...)
+	return err
+}
+
+// Delete removes the schedule; its id stays a tombstone.
+func (h *ScheduleHandle) Delete(ctx context.Context, opts ...CallOption) error {
+	_, err := h.c.DeleteSchedule(ctx, &orreryv1.DeleteSchedule{Lane: h.lane, ScheduleId: h.id, AnyRevision: true}, opts...)
+	return err
+}
+
+// casLoop reads the schedule (nil when there is none), asks decide for the definition to
+// write (nil: nothing to write) and writes it at the revision read, reading again when the
+// revision moved, up to updateAttempts times.
+func (h *ScheduleHandle) casLoop(ctx context.Context, decide func(*orreryv1.ScheduleRecord) (*orreryv1.ScheduleDefinition, error)) error {
+	var err error
+	for range updateAttempts {
+		rec, readErr := h.c.InspectSchedule(ctx, h.lane, h.id)
+		if readErr != nil && !errors.Is(readErr, orrery.ErrNotFound) {
+			return readErr
+		}
+		def, decideErr := decide(rec)
+		if decideErr != nil || def == nil {
+			return decideErr
+		}
+		_, err = h.c.ConfigureSchedule(ctx, def, rec.GetRevision())
+		if !errors.Is(err, orrery.ErrRevisionConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("schedule %q: the revision moved under each of %d attempts: %w", h.name, updateAttempts, err)
+}
+
+// checkName refuses an empty schedule name: the id derives from it.
+func checkName(name string) error {
+	if name == "" {
+		return orrery.Invalid("name", "a schedule needs a name")
+	}
+	return nil
+}
+
+// ScheduleDescription is a schedule as Describe or List reads it, in Go types. Zero times mean
+// none.
+type ScheduleDescription struct {
+	// Name and ID are the schedule's name and id; Namespace, with Options.Queue and
+	// Options.Key, its lane; Partition the partition it lives in.
+	Name, ID, Namespace string
+	Partition           int
+	// Options is its definition.
+	Options ScheduleOptions
+	// State is the state it is listed under.
+	State ScheduleState
+	// Revision moves with every change and every emission; Generation with every replaced
+	// definition; NextOrdinal is the ordinal of the generation's next occurrence.
+	Revision, Generation, NextOrdinal uint64
+	// NextDue is when it is next due.
+	NextDue time.Time
+	// NextFireTimes are its next instants (Describe only).
+	NextFireTimes []time.Time
+	// Creator is the principal that created it.
+	Creator string
+	// PausedAt is when it was paused (while paused).
+	PausedAt time.Time
+	// SuspendedReason says why it is suspended.
+	SuspendedReason string
+	// LastOutcomes are its latest ledger records, newest first (Describe only).
+	LastOutcomes []ScheduleOutcome
+	// Liveness says whether its due work is on time (Describe only).
+	Liveness Liveness
+}
+
+// ScheduleOutcome is one ledger record: what became of one instant of a schedule.
+type ScheduleOutcome struct {
+	Generation, Ordinal uint64
+	// Manual is set for a triggered occurrence.
+	Manual bool
+	// NominalDue is the instant; RecordedAt when the outcome was recorded.
+	NominalDue, RecordedAt time.Time
+	// Outcome is the ledger outcome in lower case: "enqueued", "skipped_overlap",
+	// "missed_catchup_window", "coalesced_into", "manual", "suspended", "skipped_misfire",
+	// "buffered", "dropped", "expired" or "paused".
+	Outcome string
+	// MessageID is the occurrence's message, when one was enqueued.
+	MessageID string
+	// Reason explains a non-enqueued outcome.
+	Reason string
+}
+
+// Liveness is whether a schedule's due work is on time, as its partition's watchdog sees it.
+type Liveness struct {
+	// State is the watchdog's verdict ("ok", "late", ...) and Reason its explanation.
+	State, Reason string
+	// DueAt is the instant watched; Since when the verdict began.
+	DueAt, Since time.Time
+}
+
+// describeRecord is the description a stored record gives.
+func describeRecord(rec *orreryv1.ScheduleRecord) *ScheduleDescription {
+	def := rec.GetDefinition()
+	return &ScheduleDescription{
+		Name: def.GetName(), ID: def.GetScheduleId(), Namespace: def.GetLane().GetNamespace(),
+		Options: scheduleOptionsOf(def), State: schedule.StateOf(rec),
+		Revision: rec.GetRevision(), Generation: rec.GetGeneration(), NextOrdinal: rec.GetNextOrdinal(),
+		NextDue: instant(rec.GetNextDueAtUnixMicros()), Creator: rec.GetCreator(),
+		PausedAt: instant(rec.GetPausedAtUnixMicros()), SuspendedReason: rec.GetSuspendedReason(),
+	}
+}
+
+// instant is the time (UTC) of a wire instant in µs since the epoch; 0 is the zero time.
+func instant(unixMicros int64) time.Time {
+	if unixMicros == 0 {
+		return time.Time{}
+	}
+	return micros(unixMicros)
+}
+
+// microDuration is the duration of a wire duration in µs.
+func microDuration(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// enumWord is an enum value's name without its prefix, in lower case.
+func enumWord(name, prefix string) string { return strings.ToLower(strings.TrimPrefix(name, prefix)) }

@@ -1,0 +1,263 @@
+package client_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+)
+
+// reportOptions is a schedule due every minute from an hour ahead, in testQueue under key k.
+func reportOptions(payload string) client.ScheduleOptions {
+	first := time.Now().Add(time.Hour).Truncate(time.Second)
+	return client.ScheduleOptions{Queue: testQueue, Key: "k", Spec: client.Every(time.Minute, first), PayloadJSON: payload}
+}
+
+func TestUpsertCreatesThenLeavesAnUnchangedScheduleAlone(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	opts := reportOptions(`{"v":1}`)
+	h, err := schedules.Upsert(ctx, "report", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := h.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Name != "report" || first.ID != client.ScheduleID(testNamespace, "report") || first.State != client.ScheduleActive ||
+		first.Options.PayloadJSON != `{"v":1}` || first.Options.Queue != testQueue || first.Options.Key != "k" {
+		t.Fatalf("described %+v", first)
+	}
+	wantDue := time.UnixMicro(opts.Spec.GetEvery().GetFirstDueAtUnixMicros()).UTC()
+	if !first.NextDue.Equal(wantDue) || len(first.NextFireTimes) == 0 || !first.NextFireTimes[0].Equal(wantDue) {
+		t.Fatalf("next due %v, next fire times %v; want %v first", first.NextDue, first.NextFireTimes, wantDue)
+	}
+
+	if _, err := schedules.Upsert(ctx, "report", opts); err != nil {
+		t.Fatal(err)
+	}
+	again, err := h.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Revision != first.Revision || again.Generation != first.Generation {
+		t.Fatalf("an Upsert of the same options moved revision %d to %d, generation %d to %d",
+			first.Revision, again.Revision, first.Generation, again.Generation)
+	}
+
+	if _, err := schedules.Upsert(ctx, "report", reportOptions(`{"v":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := h.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed.Generation != first.Generation+1 || changed.Options.PayloadJSON != `{"v":2}` {
+		t.Fatalf("an Upsert of new options: generation %d (was %d), payload %s", changed.Generation, first.Generation, changed.Options.PayloadJSON)
+	}
+}
+
+func TestCreateRefusesANameThatExists(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	if _, err := schedules.Create(ctx, "report", reportOptions("")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := schedules.Create(ctx, "report", reportOptions("")); !errors.Is(err, orrery.ErrRevisionConflict) {
+		t.Fatalf("a second Create of one name: %v, want RevisionConflict", err)
+	}
+	if _, err := schedules.Create(ctx, "", reportOptions("")); !errors.Is(err, orrery.ErrValidation) {
+		t.Fatalf("Create without a name: %v, want Validation", err)
+	}
+}
+
+func TestAScheduleIsPausedResumedTriggeredAndDeletedByName(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	if _, err := schedules.Create(ctx, "report", reportOptions(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	h := schedules.Handle(testQueue, "k", "report") // by name, without a call
+	if err := h.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := h.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.State != client.SchedulePaused || d.PausedAt.IsZero() {
+		t.Fatalf("after Pause: state %v, paused at %v", d.State, d.PausedAt)
+	}
+	if _, err := h.Trigger(ctx); err == nil {
+		t.Fatal("Trigger of a paused schedule succeeded")
+	}
+	if err := h.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, err := h.Trigger(ctx)
+	if err != nil || id == "" {
+		t.Fatalf("Trigger: %q, %v", id, err)
+	}
+	msgs, _, err := b.c.InspectLane(ctx, &orreryv1.Lane{Namespace: testNamespace, Queue: testQueue, Key: "k"}, "", 10)
+	if err != nil || len(msgs) != 1 || msgs[0].GetId() != id {
+		t.Fatalf("the lane after Trigger: %v, %v; want the one message %s", msgs, err, id)
+	}
+	if d, err = h.Describe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d.State != client.ScheduleActive || len(d.LastOutcomes) == 0 || !d.LastOutcomes[0].Manual || d.LastOutcomes[0].MessageID != id {
+		t.Fatalf("after Resume and Trigger: state %v, last outcomes %+v", d.State, d.LastOutcomes)
+	}
+	if err := h.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Describe(ctx); !errors.Is(err, orrery.ErrNotFound) {
+		t.Fatalf("Describe after Delete: %v, want NotFound", err)
+	}
+}
+
+func TestUpdateReadsAgainWhenTheRevisionMoves(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	h, err := b.c.Schedules(testNamespace).Upsert(ctx, "report", reportOptions(`{"v":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	err = h.Update(ctx, func(o *client.ScheduleOptions) {
+		calls++
+		if calls == 1 { // a pause and a resume between the read and the write move the revision
+			if err := errors.Join(h.Pause(ctx), h.Resume(ctx)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o.PayloadJSON = `{"v":2}`
+		o.Overlap = client.OverlapSkip
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 {
+		t.Fatalf("change called %d times, want 2 (once more after the revision moved)", calls)
+	}
+	d, err := h.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Options.PayloadJSON != `{"v":2}` || d.Options.Overlap != client.OverlapSkip || d.Options.Spec.GetEvery().GetIntervalMicros() != time.Minute.Microseconds() {
+		t.Fatalf("after Update: %+v", d.Options)
+	}
+	err = h.Update(ctx, func(o *client.ScheduleOptions) { o.Queue = "elsewhere" })
+	if !errors.Is(err, orrery.ErrValidation) {
+		t.Fatalf("Update of the queue: %v, want Validation", err)
+	}
+	missing := b.c.Schedules(testNamespace).Handle(testQueue, "k", "missing")
+	if err := missing.Update(ctx, func(*client.ScheduleOptions) {}); !errors.Is(err, orrery.ErrNotFound) {
+		t.Fatalf("Update of a missing schedule: %v, want NotFound", err)
+	}
+}
+
+func TestListIteratesEverySchedulePageByPage(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	var want []string
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		if _, err := schedules.Create(ctx, name, reportOptions("")); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, name)
+	}
+	if err := schedules.Handle(testQueue, "k", "c").Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for d, err := range schedules.List(ctx, client.ListSchedules{PageSize: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, d.Name)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+	var paused []string
+	for d, err := range schedules.List(ctx, client.ListSchedules{State: client.SchedulePaused}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		paused = append(paused, d.Name)
+	}
+	if !slices.Equal(paused, []string{"c"}) {
+		t.Fatalf("listed paused %v, want [c]", paused)
+	}
+	n := 0
+	for range schedules.List(ctx, client.ListSchedules{PageSize: 2}) {
+		if n++; n == 3 {
+			break
+		}
+	}
+}
+
+func TestUpsertOfEverySpecKindIsIdempotent(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	at := time.Now().Add(time.Hour).Truncate(time.Second)
+	for name, spec := range map[string]*orreryv1.ScheduleSpec{
+		"every": client.Every(time.Minute, at), "cron": client.Cron("0 9 * * MON-FRI", "Europe/Paris"),
+		"at": client.At(at), "after": client.After(time.Hour),
+	} {
+		opts := client.ScheduleOptions{Queue: testQueue, Key: name, Spec: spec, PayloadJSON: `{}`, HeadersJSON: `{"h":"1"}`,
+			TimeToLive: time.Hour, MaxDeliveries: 3, Misfire: client.MisfireSkip, Overlap: client.OverlapBufferOne, CatchUpWindow: time.Minute}
+		h, err := schedules.Upsert(ctx, name, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		before, err := h.Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := schedules.Upsert(ctx, name, opts); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		after, err := h.Describe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Revision != before.Revision {
+			t.Errorf("%s: a second Upsert of the same options moved the revision from %d to %d", name, before.Revision, after.Revision)
+		}
+		if after.Options.TimeToLive != time.Hour || after.Options.MaxDeliveries != 3 || after.Options.Misfire != client.MisfireSkip ||
+			after.Options.CatchUpWindow != time.Minute || after.Options.HeadersJSON != `{"h":"1"}` {
+			t.Errorf("%s: described options %+v", name, after.Options)
+		}
+	}
+}
+
+func TestAScheduleWithoutAKeyIsKeyedByItsName(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	opts := reportOptions("")
+	opts.Key = ""
+	if _, err := schedules.Create(ctx, "nightly", opts); err != nil {
+		t.Fatal(err)
+	}
+	d, err := schedules.Handle(testQueue, "", "nightly").Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Options.Key != "nightly" || d.Partition != b.c.PartitionOf(&orreryv1.Lane{Namespace: testNamespace, Queue: testQueue, Key: "nightly"}) {
+		t.Fatalf("key %q in partition %d, want the name's", d.Options.Key, d.Partition)
+	}
+}
