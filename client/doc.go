@@ -39,7 +39,10 @@
 // name with ScheduleOptions, a ScheduleHandle per schedule (Describe into a
 // ScheduleDescription of time.Time and time.Duration values, Pause, Resume, Trigger, Update by
 // compare-and-set retried inside, Cancel, Delete), and List as an iterator over every page.
-// They are built on the wire calls above.
+// Sagas (c.Sagas(namespace)) is the same for sagas: Start by name (the id is SagaID's
+// UUIDv5 of the namespace and the name), a SagaHandle that remembers the revision it last read
+// or wrote and changes the saga by compare-and-set on it (Wait, Complete, Cancel), Describe
+// into a SagaDescription, and List. They are built on the wire calls above.
 //
 // # Worker
 //

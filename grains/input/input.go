@@ -274,6 +274,18 @@ func ScheduleIDFromName(namespace, name string) string {
 	return uuidV5(ScheduleIDNamespace, namespace+"\x00"+name)
 }
 
+// SagaIDNamespace is the fixed UUID of Orrery's name space for UUIDv5 saga ids
+// (SagaIDFromName). It never changes: every id derived from a name depends on it.
+const SagaIDNamespace = "5d2a9c8e-3f41-4b7a-9e06-1c8d7b2f4a63"
+
+// SagaIDFromName derives a saga id from a name (an order number, a booking reference), as
+// ScheduleIDFromName does for schedules, in SagaIDNamespace: equal names give equal ids in one
+// namespace and different ones across namespaces, and a saga and a schedule of one name never
+// share an id. The partition does not require a saga's id to be derived from a name.
+func SagaIDFromName(namespace, name string) string {
+	return uuidV5(SagaIDNamespace, namespace+"\x00"+name)
+}
+
 // uuidV5 is the lower-case canonical UUIDv5 of name in the name space space (a canonical
 // UUID): SHA-1 over the name space's 16 bytes and the name, version and variant bits set.
 func uuidV5(space, name string) string {

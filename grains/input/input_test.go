@@ -38,6 +38,21 @@ func TestScheduleIDFromName(t *testing.T) {
 	}
 }
 
+// TestSagaIDFromName: a saga id derived from a name is a fixed canonical UUID, per namespace,
+// and never a schedule's of the same name.
+func TestSagaIDFromName(t *testing.T) {
+	id := SagaIDFromName("acme", "order-42")
+	if id != "58f68e76-62ed-5dd9-b14d-dca9e93a5096" {
+		t.Fatalf("acme saga id %s", id)
+	}
+	if err := UUID("saga_id", id); err != nil {
+		t.Fatalf("derived id is not a canonical UUID: %v", err)
+	}
+	if id == SagaIDFromName("globex", "order-42") || id == ScheduleIDFromName("acme", "order-42") {
+		t.Fatal("a saga id is shared with another namespace's or with a schedule's")
+	}
+}
+
 // TestEmptyJSONMeansNone: an empty payload or headers document is accepted (none); a
 // non-empty one that is not valid JSON (or, for headers, not an object) is a Validation error
 // naming the field and saying what is accepted.

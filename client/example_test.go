@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/client/clienttest"
@@ -96,4 +97,34 @@ func ExampleSchedules_List() {
 	}
 	fmt.Println(count, "schedules")
 	// Output: 3 schedules
+}
+
+// A saga waits for its caller or its deadline, whichever comes first: a completion that
+// arrives after the timeout fails with RevisionConflict, and the timeout message is in its
+// queue.
+func ExampleSagas_Start() {
+	c := exampleClient()
+	defer c.Close()
+	ctx := context.Background()
+	sagas := c.Sagas("acme")
+	order, err := sagas.Start(ctx, "orders", "", "order-42", client.SagaWait{
+		StateJSON:          `{"step":"payment"}`,
+		Deadline:           time.Now().Add(15 * time.Minute),
+		TimeoutQueue:       "order-timeouts",
+		TimeoutPayloadJSON: `{"order":42}`,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Later, perhaps in another process: the payment arrived.
+	order = sagas.Handle("orders", "", "order-42")
+	if _, err := order.Describe(ctx); err != nil { // reads the revision to compare against
+		log.Fatal(err)
+	}
+	if err := order.Complete(ctx, `{"step":"paid"}`); err != nil {
+		log.Fatal(err) // errors.Is(err, orrery.ErrRevisionConflict): it timed out first
+	}
+	d, _ := order.Describe(ctx)
+	fmt.Println(d.Phase == client.SagaCompleted, d.StateJSON)
+	// Output: true {"step":"paid"}
 }
