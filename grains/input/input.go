@@ -7,7 +7,10 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
+	"math"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/orreryhq/orrery"
@@ -340,20 +343,45 @@ func JSONValue(field, doc string, maxBytes int) error {
 }
 
 // Instant checks an instant in (0, MaxInstantMicros]: after 1970-01-01T00:00:00Z (zero means
-// "none" throughout the records) and at most 9999-12-31T23:59:59.999999Z.
+// "none" throughout the records) and at most 9999-12-31T23:59:59.999999Z. The error shows the
+// instant as a time (FormatInstant), and says so when it is Go's zero time.Time.
 func Instant(field string, unixMicros int64) error {
 	if unixMicros <= 0 || unixMicros > MaxInstantMicros {
-		return orrery.Invalid(field, "must be after 1970-01-01T00:00:00Z and at most 9999-12-31T23:59:59.999999Z, got %d µs since the epoch", unixMicros)
+		return orrery.Invalid(field, "must be after 1970-01-01T00:00:00Z and at most 9999-12-31T23:59:59.999999Z, got %s", FormatInstant(unixMicros))
 	}
 	return nil
 }
 
-// Duration checks a duration in [minMicros, maxMicros].
+// Duration checks a duration in [minMicros, maxMicros]; the error shows them as durations
+// (FormatDuration).
 func Duration(field string, micros, minMicros, maxMicros int64) error {
 	if micros < minMicros || micros > maxMicros {
-		return orrery.Invalid(field, "must be between %d and %d µs, got %d", minMicros, maxMicros, micros)
+		return orrery.Invalid(field, "must be between %s and %s, got %s", FormatDuration(minMicros), FormatDuration(maxMicros), FormatDuration(micros))
 	}
 	return nil
+}
+
+// zeroTimeMicros is Go's zero time.Time (0001-01-01T00:00:00Z) in µs since the epoch: what a
+// client sends for an instant it left unset.
+const zeroTimeMicros = -62135596800000000
+
+// FormatInstant writes an instant of µs since the epoch for a message: as a UTC time with its
+// µs ("2026-12-06T09:00:00.5Z"), noting Go's zero time.Time ("(the zero time.Time: unset?)").
+func FormatInstant(unixMicros int64) string {
+	at := time.UnixMicro(unixMicros).UTC().Format("2006-01-02T15:04:05.999999Z")
+	if unixMicros == zeroTimeMicros {
+		return at + " (the zero time.Time: unset?)"
+	}
+	return at
+}
+
+// FormatDuration writes a duration of µs for a message as Go writes durations ("1h30m0s",
+// "-5s"), or in µs beyond what time.Duration holds.
+func FormatDuration(micros int64) string {
+	if micros > math.MaxInt64/1000 || micros < math.MinInt64/1000 {
+		return strconv.FormatInt(micros, 10) + " µs"
+	}
+	return (time.Duration(micros) * time.Microsecond).String()
 }
 
 // Template checks a message template.

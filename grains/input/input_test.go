@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orreryhq/orrery"
 )
@@ -87,5 +88,25 @@ func TestRefuseSystemNamesThePrincipalAndTheCaller(t *testing.T) {
 	err := RefuseSystem(CoordinatorPrincipal, "a client")
 	if !errors.Is(err, orrery.ErrUnauthorized) || !strings.Contains(err.Error(), `principal: "system:coordinator"`) || !strings.Contains(err.Error(), "which a client may not act as") {
 		t.Fatalf("got %v, want Unauthorized naming the principal and the caller", err)
+	}
+}
+
+// TestBoundsErrorsSpeakTimesAndDurations: an instant or a duration out of its bounds is
+// written as a time or a duration, not as microseconds, and Go's zero time.Time is named.
+func TestBoundsErrorsSpeakTimesAndDurations(t *testing.T) {
+	err := Duration("definition.spec.every.interval_micros", -5_000_000, Second, 365*24*3600*Second)
+	if err == nil || !strings.Contains(err.Error(), "must be between 1s and 8760h0m0s, got -5s") {
+		t.Errorf("duration error %v", err)
+	}
+	err = Instant("definition.spec.at.due_at_unix_micros", time.Time{}.UnixMicro())
+	if err == nil || !strings.Contains(err.Error(), "got 0001-01-01T00:00:00Z (the zero time.Time: unset?)") {
+		t.Errorf("zero instant error %v", err)
+	}
+	err = Instant("deadline_unix_micros", MaxInstantMicros+1)
+	if err == nil || !strings.Contains(err.Error(), "got 10000-01-01T00:00:00Z") {
+		t.Errorf("late instant error %v", err)
+	}
+	if got := FormatDuration(1 << 62); got != "4611686018427387904 µs" {
+		t.Errorf("a duration beyond time.Duration: %s", got)
 	}
 }

@@ -27,7 +27,7 @@ func ApplyExtendLease(v kv.View, lim input.Limits, m *orreryv1.ExtendLease, logg
 		return nil, err
 	}
 	if msg.GetLease().GetUntilUnixMicros() <= loggedNowMicros {
-		return nil, orrery.FieldErrorf(orrery.CodeExpired, "lease_token", "the lease of message %q ended at %d µs", msg.GetId(), msg.GetLease().GetUntilUnixMicros())
+		return nil, orrery.FieldErrorf(orrery.CodeExpired, "lease_token", "the lease of message %q ended at %s", msg.GetId(), input.FormatInstant(msg.GetLease().GetUntilUnixMicros()))
 	}
 	oldIndexKey := visibilityKey(msg)
 	msg.Lease.UntilUnixMicros = until

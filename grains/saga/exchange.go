@@ -119,12 +119,12 @@ func validateExchange(lim input.Limits, m *orreryv1.CompareExchangeSaga, loggedN
 	case deadline == 0:
 		return orrery.Invalid("deadline_unix_micros", "is required with a timeout")
 	case deadline <= loggedNowMicros:
-		return orrery.Invalid("deadline_unix_micros", "must be after the logged time %d µs, got %d µs", loggedNowMicros, deadline)
+		return orrery.Invalid("deadline_unix_micros", "must be after the logged time %s, got %s", input.FormatInstant(loggedNowMicros), input.FormatInstant(deadline))
 	}
 	if ttl := timeout.GetTemplate().GetTimeToLiveMicros(); ttl != 0 {
 		if _, ok := input.AddMicros(deadline, ttl); !ok {
 			return orrery.Invalid("timeout.template.time_to_live_micros",
-				"deadline %d µs plus time to live %d µs is past the last instant %d µs", deadline, ttl, input.MaxInstantMicros)
+				"deadline %s plus time to live %s is past the last instant %s", input.FormatInstant(deadline), input.FormatDuration(ttl), input.FormatInstant(input.MaxInstantMicros))
 		}
 	}
 	return nil

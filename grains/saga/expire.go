@@ -51,8 +51,8 @@ func ApplyExpire(v kv.View, lim input.Limits, m *orreryv1.ExpireSaga, loggedNowM
 		return nil, orrery.Invalid("expected_revision", "saga %s is not due: revision %d has no deadline", sagaID, expected)
 	case deadline > loggedNowMicros:
 		return nil, orrery.Invalid("expected_revision",
-			"saga %s is not due: revision %d is due at %d µs, %d µs after the logged time %d µs",
-			sagaID, expected, deadline, deadline-loggedNowMicros, loggedNowMicros)
+			"saga %s is not due: revision %d is due at %s, %s after the logged time %s",
+			sagaID, expected, input.FormatInstant(deadline), input.FormatDuration(deadline-loggedNowMicros), input.FormatInstant(loggedNowMicros))
 	case timeout == nil:
 		return nil, orrery.Errorf(orrery.CodeInternal, "stored saga %s revision %d has a deadline but no timeout", sagaID, expected)
 	}
@@ -61,12 +61,12 @@ func ApplyExpire(v kv.View, lim input.Limits, m *orreryv1.ExpireSaga, loggedNowM
 	if ttl := template.GetTimeToLiveMicros(); ttl != 0 {
 		var ok bool
 		if expiresAt, ok = input.AddMicros(deadline, ttl); !ok {
-			return nil, orrery.Errorf(orrery.CodeInternal, "stored saga %s: deadline %d µs plus time to live %d µs overflows", sagaID, deadline, ttl)
+			return nil, orrery.Errorf(orrery.CodeInternal, "stored saga %s: deadline %s plus time to live %s overflows", sagaID, input.FormatInstant(deadline), input.FormatDuration(ttl))
 		}
 		if expiresAt <= loggedNowMicros {
 			return nil, orrery.Errorf(orrery.CodeExpired,
-				"the timeout of saga %s revision %d expired at %d µs (deadline %d µs + time to live %d µs), at or before the logged time %d µs; nothing was enqueued",
-				sagaID, expected, expiresAt, deadline, ttl, loggedNowMicros)
+				"the timeout of saga %s revision %d expired at %s (deadline %s + time to live %s), at or before the logged time %s; nothing was enqueued",
+				sagaID, expected, input.FormatInstant(expiresAt), input.FormatInstant(deadline), input.FormatDuration(ttl), input.FormatInstant(loggedNowMicros))
 		}
 	}
 

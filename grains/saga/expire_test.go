@@ -51,9 +51,9 @@ func TestExpireRejects(t *testing.T) {
 		{name: "no deadline", prep: waitingNoDeadline, m: expire(1), now: t0 + input.Day, code: orrery.CodeValidation, field: "expected_revision", message: "no deadline"},
 		{name: "deadline removed", prep: then(waitingDeadline, casStep(exchange(1, waiting, 0), t0+1)), m: expire(2), now: deadline, code: orrery.CodeValidation, field: "expected_revision", message: "no deadline"},
 		{name: "not due", prep: waitingDeadline, m: expire(1), now: deadline - 1, code: orrery.CodeValidation, field: "expected_revision",
-			message: "due at " + strconv.FormatInt(deadline, 10)},
+			message: "due at " + input.FormatInstant(deadline)},
 		{name: "not due after moving the deadline", prep: then(waitingDeadline, casStep(exchange(1, waiting, deadline+input.Second), t0+1)), m: expire(2), now: deadline,
-			code: orrery.CodeValidation, field: "expected_revision", message: "due at " + strconv.FormatInt(deadline+input.Second, 10)},
+			code: orrery.CodeValidation, field: "expected_revision", message: "due at " + input.FormatInstant(deadline+input.Second)},
 		{name: "ttl ended exactly", prep: []step{casStep(createTTL(deadline, ttl), t0)}, m: expire(1), now: deadline + ttl, code: orrery.CodeExpired},
 		{name: "ttl ended long ago", prep: []step{casStep(createTTL(deadline, ttl), t0)}, m: expire(1), now: deadline + input.Day, code: orrery.CodeExpired},
 	}

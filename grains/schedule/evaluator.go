@@ -109,17 +109,7 @@ func clockAnomaly(rec *orreryv1.ScheduleRecord, loggedNowMicros int64) string {
 }
 
 // instant formats a Unix-microsecond instant for messages.
-func instant(unixMicros int64) string {
-	if unixMicros < 0 || unixMicros > input.MaxInstantMicros {
-		return fmt.Sprintf("%d µs", unixMicros)
-	}
-	return time.UnixMicro(unixMicros).UTC().Format("2006-01-02T15:04:05.999999Z")
-}
+func instant(unixMicros int64) string { return input.FormatInstant(unixMicros) }
 
 // duration formats a microsecond duration for messages.
-func duration(micros int64) string {
-	if micros < 0 || micros > 1<<62/1000 {
-		return fmt.Sprintf("%d µs", micros)
-	}
-	return (time.Duration(micros) * time.Microsecond).String()
-}
+func duration(micros int64) string { return input.FormatDuration(micros) }

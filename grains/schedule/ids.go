@@ -63,7 +63,7 @@ func message(def *orreryv1.ScheduleDefinition, lim input.Limits, id string, dueA
 		}
 		if at <= loggedNowMicros {
 			return nil, orrery.FieldErrorf(orrery.CodeExpired, "definition.template.time_to_live_micros",
-				"occurrence %s due at %d µs expired at %d µs, before logged time %d µs", id, dueAtMicros, at, loggedNowMicros)
+				"occurrence %s due at %s expired at %s, before logged time %s", id, instant(dueAtMicros), instant(at), instant(loggedNowMicros))
 		}
 		expiresAt = at
 	}

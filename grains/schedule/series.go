@@ -53,7 +53,7 @@ func DueAt(rec *orreryv1.ScheduleRecord, ordinal uint64) (dueAtMicros int64, exi
 func everyDueAt(every *orreryv1.EverySpec, ordinal uint64) (int64, bool, error) {
 	hi, offset := bits.Mul64(ordinal, uint64(every.GetIntervalMicros()))
 	if hi != 0 || offset > uint64(1<<63-1) {
-		return 0, false, orrery.Invalid("definition.spec.every", "ordinal %d × interval %d µs overflows", ordinal, every.GetIntervalMicros())
+		return 0, false, orrery.Invalid("definition.spec.every", "ordinal %d × interval %s overflows", ordinal, duration(every.GetIntervalMicros()))
 	}
 	at, ok := input.AddMicros(every.GetFirstDueAtUnixMicros(), int64(offset))
 	if !ok {
