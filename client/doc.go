@@ -42,7 +42,9 @@
 // Sagas (c.Sagas(namespace)) is the same for sagas: Start by name (the id is SagaID's
 // UUIDv5 of the namespace and the name), a SagaHandle that remembers the revision it last read
 // or wrote and changes the saga by compare-and-set on it (Wait, Complete, Cancel), Describe
-// into a SagaDescription, and List. They are built on the wire calls above.
+// into a SagaDescription, and List. Queue (c.Queue(namespace, queue)) with the generic
+// Enqueue marshals a Go value into a message, and JSONHandler decodes one into a Job[T] for a
+// Worker. They are built on the wire calls above.
 //
 // # Worker
 //

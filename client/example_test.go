@@ -128,3 +128,32 @@ func ExampleSagas_Start() {
 	fmt.Println(d.Phase == client.SagaCompleted, d.StateJSON)
 	// Output: true {"step":"paid"}
 }
+
+// A typed worker: jobs are enqueued as Go values and handled as Go values.
+func ExampleJSONHandler() {
+	type welcomeEmail struct {
+		User string `json:"user"`
+	}
+	c := exampleClient()
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	emails := c.Queue("acme", "emails")
+	if _, err := client.Enqueue(ctx, emails, welcomeEmail{User: "ada"}, client.EnqueueOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	handled := make(chan string, 1)
+	w := c.NewWorker(client.WorkerConfig{Namespace: "acme", Queue: "emails",
+		Handler: client.JSONHandler(func(_ context.Context, j *client.Job[welcomeEmail]) error {
+			handled <- j.Args.User
+			return nil // acked
+		})})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	fmt.Println("welcome,", <-handled)
+	cancel()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	// Output: welcome, ada
+}

@@ -1,0 +1,92 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// Queue is one queue of a namespace, for enqueues in Go types: c.Queue("acme", "emails").
+type Queue struct {
+	c               *Client
+	namespace, name string
+}
+
+// Queue is namespace's queue.
+func (c *Client) Queue(namespace, queue string) *Queue {
+	return &Queue{c: c, namespace: namespace, name: queue}
+}
+
+// EnqueueOptions are an enqueue's settings; the zero value is a message visible at once, kept
+// until received, delivered up to the partition's default number of times.
+type EnqueueOptions struct {
+	// ID is the message id, which makes the enqueue idempotent within its lane: an enqueue of
+	// an id already there (or acked within 24 h) stores nothing. Default: a fresh UUID.
+	ID string
+	// Key is the lane key, which with the namespace decides the partition. Default: the
+	// message id, which spreads a queue's messages over the partitions.
+	Key string
+	// HeadersJSON is a JSON object of headers ("" for none).
+	HeadersJSON string
+	// OrderingKey, when set, delivers the queue's messages with the same key one at a time.
+	OrderingKey string
+	// Delay keeps the message invisible for that long.
+	Delay time.Duration
+	// TimeToLive, when positive, expires a message not received in time.
+	TimeToLive time.Duration
+	// MaxDeliveries, when positive, dead-letters the message after that many deliveries.
+	MaxDeliveries int
+}
+
+// EnqueueJSON enqueues a message whose payload is payloadJSON (a JSON value, "" for none) and
+// returns its id and whether it was stored (false: the id was there already).
+func (q *Queue) EnqueueJSON(ctx context.Context, payloadJSON string, o EnqueueOptions, opts ...CallOption) (id string, created bool, err error) {
+	id = cmp.Or(o.ID, NewID())
+	res, err := q.c.Enqueue(ctx, &orreryv1.Enqueue{
+		Lane: &orreryv1.Lane{Namespace: q.namespace, Queue: q.name, Key: cmp.Or(o.Key, id)}, Id: id,
+		PayloadJson: payloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
+		DelayMicros: o.Delay.Microseconds(), TimeToLiveMicros: o.TimeToLive.Microseconds(),
+		MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1)),
+	}, opts...)
+	if err != nil {
+		return "", false, err
+	}
+	return res.GetId(), res.GetCreated(), nil
+}
+
+// Enqueue enqueues args, marshalled to JSON (encoding/json), on q and returns the message id.
+// A value that does not marshal is a Validation error on payload_json; nothing is sent.
+func Enqueue[T any](ctx context.Context, q *Queue, args T, o EnqueueOptions, opts ...CallOption) (id string, err error) {
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return "", orrery.Invalid("payload_json", "cannot marshal %T: %v", args, err)
+	}
+	id, _, err = q.EnqueueJSON(ctx, string(payload), o, opts...)
+	return id, err
+}
+
+// Job is a received message whose JSON payload was decoded into Args.
+type Job[T any] struct {
+	*Message
+	Args T
+}
+
+// JSONHandler is the Handler that decodes each message's payload into a T (encoding/json)
+// and calls h with it. A payload that does not decode into T is the handler's error, so the
+// message is released, and dead-lettered after its max deliveries; h is not called for it.
+// A message without a payload decodes as T's zero value.
+func JSONHandler[T any](h func(ctx context.Context, j *Job[T]) error) Handler {
+	return func(ctx context.Context, m *Message) error {
+		j := &Job[T]{Message: m}
+		if payload := m.Payload(); len(payload) > 0 {
+			if err := json.Unmarshal(payload, &j.Args); err != nil {
+				return orrery.Invalid("payload_json", "message %s: cannot decode its payload into %T: %v", m.ID(), j.Args, err)
+			}
+		}
+		return h(ctx, j)
+	}
+}
