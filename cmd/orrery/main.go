@@ -1,5 +1,6 @@
 // Command orrery operates an Orrery cluster through the Go client (client.Dial): it lists,
-// describes, pauses, resumes, triggers, deletes, exports and imports schedules, lists and
+// describes, creates, updates, pauses, resumes, triggers, deletes, exports and imports
+// schedules (by id or by name), lists and
 // describes sagas, shows a queue's depth, peeks at a lane's messages without leasing them,
 // moves a lane's dead letters back to it, shows the audit log (grant changes and denials, for a
 // principal holding PolicyAdmin on "*"), and shows the partition and silo tables a silo's admin
@@ -8,12 +9,15 @@
 //	orrery [--seeds host:port,...] [--cluster name] [--gossip-key-file FILE] [--tls-ca F --tls-cert F --tls-key F] [--token TOKEN] [-o table|json] [--timeout 30s] [--log-level off] <command>
 //
 //	orrery schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
-//	orrery schedules describe NS QUEUE KEY ID
-//	orrery schedules pause|resume|trigger|delete NS QUEUE KEY ID
+//	orrery help
+//	orrery schedules describe NS QUEUE KEY ID|NAME
+//	orrery schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR) [--payload JSON] [--headers JSON] [--misfire P] [--overlap P] [--catch-up DUR] [--ttl DUR] [--max-deliveries N]
+//	orrery schedules update NAME --namespace NS --queue Q [--key K] [the flags of create to change]
+//	orrery schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
 //	orrery schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
 //	orrery schedules import < schedules.jsonl
 //	orrery sagas list --namespace NS [--queue Q] [--phase waiting|completed|cancelled|timed_out] [--max N] [--after TOKEN]
-//	orrery sagas describe NS QUEUE KEY ID
+//	orrery sagas describe NS QUEUE KEY ID|NAME
 //	orrery queues stats NS QUEUE [KEY]
 //	orrery queues peek NS QUEUE KEY [-n N] [--after ID]      (QUEUE may be a dead-letter queue, QUEUE$dlq)
 //	orrery queues redrive-dlq NS QUEUE KEY [--max N]
@@ -121,7 +125,14 @@ func (c *command) run(args []string) error {
 	fs.StringVar(&c.gossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip encryption key, hex or base64 (as the silos' --gossip-key-file)")
 	fs.StringVar(&c.logLevel, "log-level", "off", "the client's and cluster layer's log lines to stderr: off, debug, info, warn or error")
 	rest, err := c.parse(fs, args, true)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(c.stderr, usageText)
+	}
 	if err != nil {
+		return err
+	}
+	if len(rest) > 0 && rest[0] == "help" {
+		_, err := fmt.Fprint(c.stdout, usageText)
 		return err
 	}
 	if c.output != "table" && c.output != "json" {
@@ -137,7 +148,7 @@ func (c *command) run(args []string) error {
 		return usagef("timeout: must be positive, got %v", c.timeout)
 	}
 	if len(rest) == 0 {
-		return usagef("a command is required: schedules, sagas, queues, audit, partitions or silos")
+		return usagef("a command is required: schedules, sagas, queues, audit, partitions or silos (orrery help lists them)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -155,7 +166,7 @@ func (c *command) run(args []string) error {
 	case "silos":
 		return c.silos(ctx, rest[1:])
 	}
-	return usagef("unknown command %q: want schedules, sagas, queues, audit, partitions or silos", rest[0])
+	return usagef("unknown command %q: want schedules, sagas, queues, audit, partitions, silos or help", rest[0])
 }
 
 // flagSet is an empty flag set named name that prints nothing while parsing: parse reports

@@ -397,9 +397,9 @@ func TestErrorsExitNonZeroNamingWhatFailed(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "not found: schedule_id") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("describe of a missing schedule: exit %d, stderr %q", r.code, r.stderr)
 	}
-	r = cli(t, s, "", "schedules", "pause", "cli-errors", "q", "k", "not-a-uuid")
-	if r.code != 1 || !strings.Contains(r.stderr, "validation") || !strings.Contains(r.stderr, "schedule_id") {
-		t.Errorf("pause of a malformed id: exit %d, stderr %q", r.code, r.stderr)
+	r = cli(t, s, "", "schedules", "pause", "cli-errors", "q", "k", "no-such-name") // not a UUID: a name
+	if r.code != 1 || !strings.Contains(r.stderr, `pause schedule "no-such-name" (id `+client.ScheduleID("cli-errors", "no-such-name")+"): not found") {
+		t.Errorf("pause of a missing name: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 

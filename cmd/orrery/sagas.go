@@ -82,7 +82,7 @@ func (c *command) listSagas(ctx context.Context, args []string) error {
 
 // describeSaga prints one saga record and its owning partition.
 func (c *command) describeSaga(ctx context.Context, args []string) error {
-	lane, id, err := laneArgs("sagas describe", args)
+	lane, id, err := laneArgs("sagas describe", args, client.SagaID)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (c *command) describeSaga(ctx context.Context, args []string) error {
 	defer cl.Close()
 	rec, err := cl.InspectSaga(ctx, lane, id)
 	if err != nil {
-		return fmt.Errorf("describe saga %s: %w", id, err)
+		return fmt.Errorf("describe saga %s: %w", recordLabel(args[3], id), err)
 	}
 	partition := cl.PartitionOf(lane)
 	if c.output == "json" {

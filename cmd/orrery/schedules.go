@@ -10,6 +10,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/grains/input"
 )
 
 // lateAfter is how far in the past a schedule's next due instant may be before describe calls
@@ -22,9 +23,14 @@ const scheduleStates = "active, paused, suspended, cancelled, completed"
 // schedules runs a schedules subcommand.
 func (c *command) schedules(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("schedules: a subcommand is required: list, describe, pause, resume, trigger, delete, export or import")
+		return usagef("schedules: a subcommand is required: %s (orrery schedules help)", scheduleSubcommands)
 	}
 	switch args[0] {
+	case "help", "-h", "--help":
+		_, err := fmt.Fprint(c.stdout, schedulesHelp)
+		return err
+	case "create", "update":
+		return c.defineSchedule(ctx, args[0], args[1:])
 	case "list":
 		return c.listSchedules(ctx, args[1:])
 	case "describe":
@@ -36,7 +42,7 @@ func (c *command) schedules(ctx context.Context, args []string) error {
 	case "import":
 		return c.importSchedules(ctx, args[1:])
 	}
-	return usagef("schedules: unknown subcommand %q", args[0])
+	return usagef("schedules: unknown subcommand %q: want %s", args[0], scheduleSubcommands)
 }
 
 // listFlags are the flags of a list: its filter and page.
@@ -123,19 +129,34 @@ func (c *command) listSchedules(ctx context.Context, args []string) error {
 	return nil
 }
 
-// laneArgs reads the NS QUEUE KEY ID arguments of a record command.
-func laneArgs(what string, args []string) (*orreryv1.Lane, string, error) {
+// laneArgs reads the NS QUEUE KEY ID arguments of a record command. ID may be a schedule's
+// or saga's name instead (anything but a canonical UUID): idOf derives its id (client.ScheduleID
+// or client.SagaID).
+func laneArgs(what string, args []string, idOf func(namespace, name string) string) (*orreryv1.Lane, string, error) {
 	if len(args) != 4 {
-		return nil, "", usagef("%s: want NAMESPACE QUEUE KEY ID, got %d arguments", what, len(args))
+		return nil, "", usagef("%s: want NAMESPACE QUEUE KEY ID (or NAME), got %d arguments", what, len(args))
 	}
-	return &orreryv1.Lane{Namespace: args[0], Queue: args[1], Key: args[2]}, args[3], nil
+	id := args[3]
+	if input.UUID("id", id) != nil {
+		id = idOf(args[0], id)
+	}
+	return &orreryv1.Lane{Namespace: args[0], Queue: args[1], Key: args[2]}, id, nil
+}
+
+// recordLabel names a record in messages: its id, or the name it was given by and the id
+// derived from it.
+func recordLabel(given, id string) string {
+	if given == id {
+		return id
+	}
+	return fmt.Sprintf("%q (id %s)", given, id)
 }
 
 // describeSchedule prints a schedule's spec, policies, next fire times, last outcomes, owning
 // partition and its leader, whether it is late, and what the due coordinator reports of it
 // (late or failing, and why).
 func (c *command) describeSchedule(ctx context.Context, args []string) error {
-	lane, id, err := laneArgs("schedules describe", args)
+	lane, id, err := laneArgs("schedules describe", args, client.ScheduleID)
 	if err != nil {
 		return err
 	}
@@ -146,7 +167,7 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	defer cl.Close()
 	in, err := cl.ScheduleInspection(ctx, lane, id)
 	if err != nil {
-		return fmt.Errorf("describe schedule %s: %w", id, err)
+		return fmt.Errorf("describe schedule %s: %w", recordLabel(args[3], id), err)
 	}
 	partition := cl.PartitionOf(lane)
 	leader, leaderErr := "", ""
@@ -296,7 +317,7 @@ func specText(spec *orreryv1.ScheduleSpec) string {
 
 // scheduleAction pauses, resumes, triggers or deletes one schedule at whatever revision it is.
 func (c *command) scheduleAction(ctx context.Context, action string, args []string) error {
-	lane, id, err := laneArgs("schedules "+action, args)
+	lane, id, err := laneArgs("schedules "+action, args, client.ScheduleID)
 	if err != nil {
 		return err
 	}
@@ -317,7 +338,7 @@ func (c *command) scheduleAction(ctx context.Context, action string, args []stri
 		res, err = cl.DeleteSchedule(ctx, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
 	}
 	if err != nil {
-		return fmt.Errorf("%s schedule %s: %w", action, id, err)
+		return fmt.Errorf("%s schedule %s: %w", action, recordLabel(args[3], id), err)
 	}
 	if c.output == "json" {
 		v, err := protoValue(res)

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/orreryhq/orrery/client"
+)
+
+// TestSchedulesCreateUpdateAndActByName: create defines a schedule from flags, update changes
+// only what its flags give, and describe and pause take the name where the id goes.
+func TestSchedulesCreateUpdateAndActByName(t *testing.T) {
+	s := startSilo(t)
+	id := client.ScheduleID("cli-define", "nightly")
+	out := ok(t, s, "", "schedules", "create", "nightly", "--namespace", "cli-define", "--queue", "reports",
+		"--cron", "0 3 * * *", "--tz", "Europe/Paris", "--payload", `{"report":"nightly"}`, "--overlap", "skip")
+	if !strings.HasPrefix(out, `created schedule "nightly" `+id+" in cli-define/reports/nightly, generation 1") {
+		t.Fatalf("create printed %q", out)
+	}
+	if r := cli(t, s, "", "schedules", "create", "nightly", "--namespace", "cli-define", "--queue", "reports", "--every", "1h"); r.code != 1 ||
+		!strings.Contains(r.stderr, "revision_conflict") && !strings.Contains(r.stderr, "revision conflict") {
+		t.Fatalf("a second create of the name: exit %d, stderr %q", r.code, r.stderr)
+	}
+	out = ok(t, s, "", "schedules", "update", "nightly", "--namespace", "cli-define", "--queue", "reports", "--payload", `{"report":"v2"}`)
+	if !strings.Contains(out, "updated schedule") || !strings.Contains(out, "generation 2") {
+		t.Fatalf("update printed %q", out)
+	}
+	described := ok(t, s, "", "schedules", "describe", "cli-define", "reports", "nightly", "nightly") // the name as the id
+	for _, want := range [][]string{{"schedule", id}, {"spec", `cron "0 3 * * *"`}, {"zone", "Europe/Paris"}, {"overlap", "skip"}, {"generation", "2"}} {
+		if lineOf(described, want...) == "" {
+			t.Errorf("describe by name has no line with %q:\n%s", want, described)
+		}
+	}
+	if doc := ok(t, s, "", "-o", "json", "schedules", "describe", "cli-define", "reports", "nightly", "nightly"); !strings.Contains(doc, `{\"report\":\"v2\"}`) {
+		t.Errorf("describe -o json after update has not the new payload:\n%s", doc)
+	}
+	if out := ok(t, s, "", "schedules", "pause", "cli-define", "reports", "nightly", "nightly"); !strings.HasPrefix(out, "paused ") {
+		t.Errorf("pause by name printed %q", out)
+	}
+	for _, bad := range [][]string{
+		{"schedules", "create", "x", "--namespace", "n", "--queue", "q"},
+		{"schedules", "create", "x", "--namespace", "n", "--queue", "q", "--cron", "* * * * *", "--every", "1m"},
+		{"schedules", "create", "x", "--namespace", "n", "--queue", "q", "--every", "1m", "--tz", "UTC"},
+		{"schedules", "create", "--namespace", "n", "--queue", "q", "--every", "1m"},
+	} {
+		if r := cli(t, s, "", bad...); r.code != 2 {
+			t.Errorf("orrery %s: exit %d (want 2), stderr %q", strings.Join(bad, " "), r.code, r.stderr)
+		}
+	}
+}
+
+// TestHelpListsTheCommands: orrery help and orrery schedules help print the commands to
+// stdout and exit 0; a flag set's --help prints its flags.
+func TestHelpListsTheCommands(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"schedules", "help"}} {
+		r := cli(t, nil, "", args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "schedules create NAME") {
+			t.Errorf("orrery %s: exit %d, stdout %q", strings.Join(args, " "), r.code, r.stdout)
+		}
+	}
+	if r := cli(t, nil, "", "schedules", "create", "--help"); r.code != 0 || !strings.Contains(r.stderr, "-cron") {
+		t.Errorf("orrery schedules create --help: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := cli(t, nil, "", "--help"); r.code != 0 || !strings.Contains(r.stderr, "schedules create NAME") || !strings.Contains(r.stderr, "-seeds") {
+		t.Errorf("orrery --help: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,50 @@
+package main
+
+// usageText is what orrery help prints: every command, one line each.
+const usageText = `orrery operates an Orrery cluster.
+
+Usage: orrery [global flags] <command> [arguments and flags]
+
+Commands:
+  schedules list --namespace NS [--queue Q] [--state S] [--max N] [--after TOKEN]
+  schedules describe NS QUEUE KEY ID|NAME
+  schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR) [--payload JSON] ...
+  schedules update NAME --namespace NS --queue Q [--key K] [only the flags to change]
+  schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
+  schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
+  schedules import < schedules.jsonl
+  sagas list --namespace NS [--queue Q] [--phase P] [--max N] [--after TOKEN]
+  sagas describe NS QUEUE KEY ID|NAME
+  queues stats NS QUEUE [KEY]
+  queues peek NS QUEUE KEY [-n N] [--after ID]
+  queues redrive-dlq NS QUEUE KEY [--max N]
+  audit [--since 24h] [--max N] [--after TOKEN]
+  partitions [--admin URL]
+  partitions check [--admin URL]
+  silos [--admin URL]
+  help
+
+A schedule's or saga's NAME may stand where its ID goes: the id is derived from the namespace
+and the name. "orrery <command> --help" lists a command's flags; "orrery --help" the global
+flags. Every flag can also be set as ORRERY_<FLAG> in the environment.
+`
+
+// scheduleSubcommands are the schedules subcommands, for usage errors.
+const scheduleSubcommands = "list, describe, create, update, pause, resume, trigger, delete, export or import"
+
+// schedulesHelp is what orrery schedules help prints.
+const schedulesHelp = `orrery schedules: list, describe, create, update, pause, resume, trigger, delete, export, import.
+
+  schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
+  schedules describe NS QUEUE KEY ID|NAME
+  schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR)
+      [--payload JSON] [--headers JSON] [--misfire catch_up|skip|coalesce] [--overlap allow_all|skip|buffer_one]
+      [--catch-up DUR] [--ttl DUR] [--max-deliveries N]
+  schedules update NAME --namespace NS --queue Q [--key K] [any flag of create: only those given change]
+  schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
+  schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
+  schedules import < schedules.jsonl
+
+A schedule's key defaults to its name in create and update. "orrery schedules create --help"
+lists the flags.
+`
