@@ -106,6 +106,9 @@ func (c *Client) inspect(ctx context.Context, partition int, req *orreryv1.Inspe
 // policy's attempts are spent, or ctx ends. attempt returns *orrery.Error values. onRetry, when
 // set, hears of every retriable failure before its backoff.
 func (c *Client) retrying(ctx context.Context, op string, partition int, onRetry func(error), attempt func() error) error {
+	if c.asErr != nil {
+		return c.asErr
+	}
 	var lastErr error
 	for n := 0; ; n++ {
 		if ctx.Err() != nil {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/tracing"
@@ -129,6 +130,11 @@ type Client struct {
 	limits     Limits
 	tracer     trace.Tracer // a no-op tracer without Options.TracerProvider
 	clock      clock.Clock
+	// certPrincipal is the principal of the TLS certificate the client dialed with (Dial), ""
+	// without one; asErr refuses every call of a client As made to act as another principal,
+	// which the silos would overwrite with the certificate's.
+	certPrincipal string
+	asErr         error
 }
 
 // New returns a client over t.
@@ -186,10 +192,19 @@ func (c *Client) after(d time.Duration) (<-chan struct{}, clock.Timer) {
 }
 
 // As returns a client over the same transport and options that acts as principal (the silo's
-// admin endpoint acts as each request's authenticated principal this way).
+// admin endpoint acts as each request's authenticated principal this way). A client dialed
+// with a TLS certificate acts as the certificate's principal, which the silos take from the
+// connection whatever a request says: As of another principal returns a client whose every
+// call fails with Validation saying so, instead of silently acting as the certificate's.
 func (c *Client) As(principal string) *Client {
 	as := *c
 	as.principal = principal
+	as.asErr = nil
+	if c.certPrincipal != "" && principal != c.certPrincipal {
+		as.asErr = orrery.Invalid("principal",
+			"this client dialed with the TLS certificate of principal %q, and under mutual TLS the silos act as the certificate's principal whatever a request names: As(%q) cannot change it; dial with %q's certificate instead",
+			c.certPrincipal, principal, principal)
+	}
 	return &as
 }
 

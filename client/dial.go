@@ -91,6 +91,12 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		return nil, orrery.Wrap(orrery.CodeUnavailable, err, "dial cluster %q", cfg.ClusterName)
 	}
 	closer := func() error { return cluster.Shutdown(c, provider, true) }
+	if silos := provider.SilosRequiringTLS(); creds == nil && len(silos) > 0 {
+		_ = closer()
+		return nil, orrery.Invalid("tls_cert",
+			"the silos of cluster %q require mutual TLS on their actor transport (silo %s announces it), and this client has no certificate: dial with the cluster's CA and a client certificate (DialConfig.TLSCA, TLSCert and TLSKey; orrery --tls-ca, --tls-cert and --tls-key)",
+			cfg.ClusterName, cluster.FormatID(silos[0]))
+	}
 	partitions := cfg.Partitions
 	if partitions == 0 || cfg.Options.Limits == nil {
 		discovered, limits, err := discover(ctx, c, cfg.AttemptTimeout)
@@ -106,7 +112,11 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		}
 	}
 	t := &dialedTransport{PartitionTransport: cluster.NewPartitionTransport(c, partitions, cfg.AttemptTimeout), close: closer}
-	return New(t, cfg.Options), nil
+	cl := New(t, cfg.Options)
+	if creds != nil {
+		cl.certPrincipal = cl.principal
+	}
+	return cl, nil
 }
 
 // discover asks partition 0 for the cluster's partition count and command limits (DefaultLimits

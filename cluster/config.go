@@ -41,6 +41,10 @@ type ProviderConfig struct {
 	// rules release and cron evaluator version, "tzdata 2025c, cron 1"); peers list it
 	// (Provider.SiloBuilds). Keep it short: it travels in the node metadata (512 bytes in all).
 	Build string
+	// MutualTLS, for a silo, announces that its actor transport requires mutual TLS (NewMember
+	// sets it from MemberConfig.TLS), so that a client dialing without a certificate can say
+	// so at once (Provider.SilosRequiringTLS) instead of timing out.
+	MutualTLS bool
 	// BindHost is the gossip address, used for both UDP and TCP (default 127.0.0.1). It is also
 	// advertised unless AdvertiseHost is set, so it must be an address peers can reach, not a
 	// wildcard.

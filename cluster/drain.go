@@ -55,3 +55,18 @@ func (p *Provider) SiloBuilds() map[uint64]string {
 	}
 	return out
 }
+
+// SilosRequiringTLS returns the silo ids of the live silos that announce mutual TLS on their
+// actor transport (ProviderConfig.MutualTLS), whatever cluster id they hold: what a client
+// without a certificate checks once it joined, to refuse at once instead of timing out on
+// every call. A silo of a version that announces nothing is not listed.
+func (p *Provider) SilosRequiringTLS() []uint64 {
+	var out []uint64
+	for _, v := range p.view() {
+		if !v.meta.Client && v.meta.MutualTLS {
+			out = append(out, uint64(v.meta.Silo))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -131,6 +131,7 @@ func startCluster(ctx context.Context, cfg MemberConfig, client bool) (*protoclu
 		cfg.Logger = slog.Default()
 	}
 	gossip := cfg.Gossip
+	gossip.MutualTLS = cfg.TLS != nil
 	if gossip.Logger == nil {
 		gossip.Logger = cfg.Logger
 	}

@@ -39,6 +39,8 @@ type nodeMeta struct {
 	Draining bool `json:"dr,omitempty"`
 	// Build is the silo's ProviderConfig.Build.
 	Build string `json:"b,omitempty"`
+	// MutualTLS is the silo's ProviderConfig.MutualTLS.
+	MutualTLS bool `json:"t,omitempty"`
 }
 
 // hexID is a silo or cluster id, 16 hex digits in the metadata (FormatID).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,12 +181,22 @@ func TestTLSClientActsAsItsCertificatesPrincipal(t *testing.T) {
 	if _, err := dialed.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "m"}); err != nil {
 		t.Errorf("dialed alice enqueues: %v", err)
 	}
+	// As cannot make a certificate's client act as someone else: it says so instead of
+	// silently acting as alice.
+	_, err = dialed.As("ops").Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "m2"})
+	if !errors.Is(err, orrery.ErrValidation) || !strings.Contains(err.Error(), `certificate of principal "alice"`) {
+		t.Errorf("As(ops) of alice's dialed client enqueues: %v, want Validation naming the certificate's principal", err)
+	}
+	if _, err := dialed.As("alice").Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "m3"}); err != nil {
+		t.Errorf("As(alice) of alice's dialed client enqueues: %v", err)
+	}
 }
 
-// TestTLSRefusesClientsWithoutAValidCertificate: a client with a certificate of another CA, an
-// expired certificate, no certificate or a certificate naming a system: principal joins the
-// gossip but every call fails Unavailable within its deadline: the silo refuses the
-// connection.
+// TestTLSRefusesClientsWithoutAValidCertificate: a client with a certificate of another CA or
+// an expired certificate joins the gossip but every call fails Unavailable within its
+// deadline: the silo refuses the connection. A client with no certificate is refused by Dial
+// at once, which learns from the gossip that the silos require mutual TLS, and one with a
+// certificate naming a system: principal by Dial too.
 func TestTLSRefusesClientsWithoutAValidCertificate(t *testing.T) {
 	ca := newTestCA(t)
 	s := startSilo(t, t.TempDir(), withTLS(ca.silo("a")))
@@ -194,7 +205,6 @@ func TestTLSRefusesClientsWithoutAValidCertificate(t *testing.T) {
 	cases := map[string]transportauth.Files{
 		"another CA": other.validClient("alice"),
 		"expired":    ca.client("alice", now.Add(-2*time.Hour), now.Add(-time.Hour)),
-		"none":       {},
 	}
 	for name, files := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -210,10 +220,20 @@ func TestTLSRefusesClientsWithoutAValidCertificate(t *testing.T) {
 			}
 		})
 	}
+	start := time.Now()
+	dialCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // before the fix Dial waited for its context
+	defer cancel()
+	_, err := client.Dial(dialCtx, client.DialConfig{Seeds: []string{s.GossipAddress()}, Options: client.Options{Logger: quiet}})
+	if !errors.Is(err, orrery.ErrValidation) || !strings.Contains(err.Error(), "require mutual TLS") || !strings.Contains(err.Error(), "TLSCert") {
+		t.Errorf("dial without a certificate: %v, want Validation saying the silos require mutual TLS and what to pass", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("dial without a certificate took %v to fail", took)
+	}
 	// A client certificate naming a system: principal is refused by the client itself (and by
 	// every silo in the handshake: transportauth's TestHandshake).
 	system := ca.validClient("system:x")
-	_, err := client.Dial(context.Background(), client.DialConfig{Seeds: []string{s.GossipAddress()},
+	_, err = client.Dial(context.Background(), client.DialConfig{Seeds: []string{s.GossipAddress()},
 		TLSCA: system.CA, TLSCert: system.Cert, TLSKey: system.Key, Options: client.Options{Logger: quiet}})
 	if !errors.Is(err, orrery.ErrValidation) {
 		t.Errorf("dial with a system:x certificate: %v, want Validation", err)
