@@ -115,11 +115,13 @@ type Counts struct {
 	TimersUnconfirmed int    `json:"timers_unconfirmed"`
 	Enqueued          int    `json:"enqueued"`
 	DeadLettered      uint64 `json:"dead_lettered"`
-	// Sagas counts the sagas started, SagaOps their calls (reads included), SagaTimeouts the
-	// distinct timeout messages delivered; Replays the commands sent again under their command
-	// id, ReplaysCompared those whose replay was answered.
+	// Sagas counts the sagas started, SagaOps their calls (reads included), SagaUnknown the
+	// calls whose outcome is unknown, SagaTimeouts the distinct timeout messages delivered;
+	// Replays the commands sent again under their command id, ReplaysCompared those whose
+	// replay was answered.
 	Sagas           int `json:"sagas"`
 	SagaOps         int `json:"saga_ops"`
+	SagaUnknown     int `json:"saga_unknown_outcomes"`
 	SagaTimeouts    int `json:"saga_timeouts"`
 	Replays         int `json:"replays"`
 	ReplaysCompared int `json:"replays_compared"`
@@ -368,9 +370,9 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	r.Counts.Inconsistencies = len(inconsistent)
 	r.Violations = append(r.Violations, inconsistent...)
 	r.Complete = true
-	logf("history closed: %d deliveries, %d occurrences, %d timers, %d enqueued, %d sagas (%d calls, %d timeouts), %d replays; %d violations",
-		len(h.deliveries), v.occurrences, len(h.timers), len(h.enqueued), r.Counts.Sagas, r.Counts.SagaOps, r.Counts.SagaTimeouts,
-		r.Counts.Replays, len(r.Violations))
+	logf("history closed: %d deliveries, %d occurrences, %d timers, %d enqueued, %d sagas (%d calls, %d of unknown outcome, %d timeouts), %d replays; %d violations",
+		len(h.deliveries), v.occurrences, len(h.timers), len(h.enqueued), r.Counts.Sagas, r.Counts.SagaOps, r.Counts.SagaUnknown,
+		r.Counts.SagaTimeouts, r.Counts.Replays, len(r.Violations))
 	return r, nil
 }
 
@@ -384,6 +386,11 @@ func checkSagas(r *Report, h history) {
 	r.Violations = append(r.Violations, sv.problems...)
 	r.Counts.Sagas, r.Counts.SagaOps, r.Counts.SagaTimeouts = sv.sagas, len(h.sagaOps), sv.timeouts
 	r.Counts.DoubleTimeouts = sv.doubleTimeouts
+	for _, op := range h.sagaOps {
+		if op.outcome == outcomeUnknown {
+			r.Counts.SagaUnknown++
+		}
+	}
 	r.Counts.Lost += sv.lost
 	r.Counts.Early += sv.early
 	rv := checkReceipts(h.replays)

@@ -17,6 +17,12 @@ import (
 // sagaRunners is how many goroutines of a workload run sagas, one saga at a time each.
 const sagaRunners = 4
 
+// sagaCallTimeout bounds each saga compare-and-set (the client retries within it). It is
+// shorter than a failover under a paused or isolated leader, so that some calls end without
+// an answer while their command may still apply: the unknown outcomes the linearizability
+// check must allow for.
+const sagaCallTimeout = 2 * time.Second
+
 // sagaDeadlineMin and sagaDeadlineMax bound how far ahead a start or an advance sets a saga's
 // deadline: a few seconds, so that deadlines fall while faults go on.
 const (
@@ -157,7 +163,7 @@ func (w *workload) send(ctx context.Context, s *sagaRun, kind sagaOpKind, deadli
 	commandID := "saga-" + uuid.NewString()
 	op := sagaOp{sagaID: s.id, key: s.lane.GetKey(), kind: kind, expected: m.GetExpectedRevision(), deadline: deadline, call: time.Now()}
 	var receipt client.Receipt
-	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, sagaCallTimeout)
 	r, err := w.c.CompareExchangeSaga(callCtx, m, client.WithCommandID(commandID), client.WithReceipt(&receipt))
 	cancel()
 	op.classify(err, receipt.Bytes != nil)
