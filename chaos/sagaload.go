@@ -18,9 +18,9 @@ import (
 const sagaRunners = 4
 
 // sagaCallTimeout bounds each saga compare-and-set (the client retries within it). It is
-// shorter than a failover under a paused or isolated leader, so that some calls end without
-// an answer while their command may still apply: the unknown outcomes the linearizability
-// check must allow for.
+// about the failure detection on loopback, shorter than the other calls' callTimeout, so that
+// a call caught by a fault may end without an answer while its command may still apply: an
+// unknown outcome, which the linearizability check must allow for.
 const sagaCallTimeout = 2 * time.Second
 
 // sagaDeadlineMin and sagaDeadlineMax bound how far ahead a start or an advance sets a saga's
