@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,9 +21,10 @@ func writeSiloLogs(dir string, processes []*SiloProcess) error {
 	return errors.Join(errs...)
 }
 
-// historyLine is one line of history.jsonl: a schedule, a timer, an enqueue or a delivery.
+// historyLine is one line of history.jsonl: a schedule, a timer, an enqueue, a delivery, a
+// saga call or a replayed command.
 type historyLine struct {
-	Kind       string     `json:"kind"` // schedule, timer, enqueued, delivery
+	Kind       string     `json:"kind"` // schedule, timer, enqueued, delivery, saga, replay
 	ID         string     `json:"id"`
 	Lane       string     `json:"lane"`
 	Partition  int        `json:"partition"`
@@ -38,6 +40,24 @@ type historyLine struct {
 	Count      uint32     `json:"delivery_count,omitempty"`
 	ReceivedAt *time.Time `json:"received_at,omitempty"`
 	NeverAcked bool       `json:"never_acked,omitempty"`
+	// A saga timeout delivery: the saga, the Waiting revision it expired and its deadline.
+	Saga            string     `json:"saga,omitempty"`
+	WaitingRevision uint64     `json:"waiting_revision,omitempty"`
+	Deadline        *time.Time `json:"deadline,omitempty"`
+	// A saga call (ID is the saga's): what it asked, when, and what came back (returned is
+	// absent for an unknown outcome).
+	Op       string     `json:"op,omitempty"`
+	Expected *uint64    `json:"expected_revision,omitempty"`
+	Call     *time.Time `json:"call,omitempty"`
+	Returned *time.Time `json:"returned,omitempty"`
+	Outcome  string     `json:"outcome,omitempty"`
+	Error    string     `json:"error,omitempty"`
+	Revision uint64     `json:"revision,omitempty"`
+	Phase    string     `json:"phase,omitempty"`
+	Final    bool       `json:"final_read,omitempty"`
+	// A replay (ID is the command id): the call, and whether its receipt was the first's.
+	What  string `json:"what,omitempty"`
+	Match *bool  `json:"receipt_matched,omitempty"`
 }
 
 // writeHistory writes h to path, one JSON object a line.
@@ -76,6 +96,29 @@ func writeHistory(path string, h history) error {
 		if !d.nominal.IsZero() {
 			ordinal := d.ordinal
 			line.Ordinal, line.Nominal = &ordinal, at(d.nominal)
+		}
+		if o := d.timeoutOf; o != nil {
+			line.Saga, line.WaitingRevision, line.Deadline = o.GetSagaId(), o.GetWaitingRevision(), at(time.UnixMicro(o.GetDeadlineUnixMicros()))
+		}
+		err = errors.Join(err, enc.Encode(line))
+	}
+	for _, op := range h.sagaOps {
+		expected := op.expected
+		line := historyLine{Kind: "saga", ID: op.sagaID, Lane: op.key, Op: string(op.kind), Deadline: at(op.deadline), Call: at(op.call),
+			Returned: at(op.returned), Outcome: string(op.outcome), Error: op.err, Revision: op.revision, Final: op.final}
+		if op.kind != sagaRead {
+			line.Expected = &expected
+		}
+		if op.outcome == outcomeOK {
+			line.Phase = phaseName(op.phase)
+		}
+		err = errors.Join(err, enc.Encode(line))
+	}
+	for _, r := range h.replays {
+		line := historyLine{Kind: "replay", ID: r.commandID, What: r.what, Error: r.againErr}
+		if r.again != nil {
+			matched := bytes.Equal(r.first, r.again)
+			line.Match = &matched
 		}
 		err = errors.Join(err, enc.Encode(line))
 	}

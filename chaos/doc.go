@@ -10,11 +10,16 @@
 // RequireNetcut), and making sure every process a test started is gone when the test ends,
 // even on failure, and that no cgroup, mount or nftables rule outlives it.
 //
-// Run is make chaos (chaos/cmd/chaos): a cluster under a workload through the Go client and a
-// seeded nemesis that injects one fault at a time (kill, pause, isolate, wipe, rolling
-// restart), then the checkers over the recorded history (checkHistory: duplicates, gaps, early
-// and lost occurrences, lateness), a consistency check, and a Report. The functions that start
-// processes take a TB, which *testing.T satisfies and the command implements.
+// Run is make chaos (chaos/cmd/chaos): a cluster under a workload through the Go client
+// (schedules, timers, probes, consumers, sagas raced against their deadlines, replayed command
+// ids) and a seeded nemesis that injects one fault at a time (kill, pause, isolate, wipe,
+// rolling restart), then the checkers over the recorded history, each a pure function:
+// checkHistory (duplicates, gaps, early and lost occurrences, lateness), checkSagaTimeouts
+// (double, early and lost saga timeouts, by the saga contract), checkSagasLinearizable
+// (porcupine over each saga's compare-and-sets, reads and expiries, against stepSaga) and
+// checkReceipts (a replayed command gets the first receipt's bytes); a consistency check; and
+// a Report. The functions that start processes take a TB, which *testing.T satisfies and the
+// command implements.
 //
 // Its tests drive those processes through the Go client: restarts of one silo, crash
 // boundaries, and (the TestCluster tests) killed and paused leaders, a network partition, a

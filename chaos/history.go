@@ -42,6 +42,9 @@ type delivery struct {
 	count      uint32 // delivery count
 	handledAt  time.Time
 	dropped    bool
+	// timeoutOf is a saga timeout's provenance (which saga, which Waiting revision, which
+	// deadline); nil for any other message.
+	timeoutOf *orreryv1.SagaTimeoutOrigin
 }
 
 // deliveryOf is what a consumer records of message m, received at receivedAt.
@@ -51,7 +54,7 @@ func deliveryOf(m *orreryv1.QueueMessage, partition int, receivedAt time.Time) d
 	if o := m.GetOccurrence(); o != nil {
 		d.origin, d.ordinal, d.nominal = client.OriginOccurrence, o.GetOrdinal(), time.UnixMicro(o.GetNominalDueAtUnixMicros())
 	} else if m.GetSagaTimeout() != nil {
-		d.origin = client.OriginSagaTimeout
+		d.origin, d.timeoutOf = client.OriginSagaTimeout, m.GetSagaTimeout()
 	}
 	return d
 }
@@ -64,7 +67,7 @@ type deliveryLog struct {
 
 func (l *deliveryLog) handle(_ context.Context, m *client.Message) error {
 	d := delivery{id: m.ID(), key: m.Lane().GetKey(), partition: m.Partition(), origin: m.Origin(),
-		enqueuedAt: m.EnqueuedAt(), count: m.DeliveryCount(), handledAt: time.Now()}
+		enqueuedAt: m.EnqueuedAt(), count: m.DeliveryCount(), handledAt: time.Now(), timeoutOf: m.SagaTimeout()}
 	if o := m.Occurrence(); o != nil {
 		d.ordinal, d.nominal = o.GetOrdinal(), time.UnixMicro(o.GetNominalDueAtUnixMicros())
 	}
@@ -107,8 +110,12 @@ type history struct {
 	timers []timer
 	// enqueued maps the id of each message whose Enqueue returned success to its lane key.
 	enqueued map[string]string
-	// deliveries are every delivery to any consumer.
+	// deliveries are every delivery to any consumer, saga timeouts included.
 	deliveries []delivery
+	// sagaOps are every saga call of the workload, the final reads after healing included;
+	// replays every command sent again under its command id.
+	sagaOps []sagaOp
+	replays []receiptReplay
 	// end is when the history was closed (every lane drained); a timer due after end −
 	// recoveryBound is not required to have been delivered.
 	end           time.Time

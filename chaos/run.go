@@ -101,7 +101,7 @@ type Counts struct {
 	Wipes           int `json:"wipes"`
 	RollingRestarts int `json:"rolling_restarts"`
 	// Ops counts the workload's calls (schedule changes, timers, enqueues, receives that
-	// never ack), OpsFailed those that returned an error.
+	// never ack, saga calls, replays), OpsFailed those that returned an error.
 	Ops       int64 `json:"ops"`
 	OpsFailed int64 `json:"ops_failed"`
 	// Occurrences counts the occurrence ids delivered, Redelivered the ids delivered more than
@@ -115,10 +115,29 @@ type Counts struct {
 	TimersUnconfirmed int    `json:"timers_unconfirmed"`
 	Enqueued          int    `json:"enqueued"`
 	DeadLettered      uint64 `json:"dead_lettered"`
-	Duplicates        int    `json:"duplicates"`
-	Gaps              int    `json:"gaps"`
-	Lost              int    `json:"lost"`
-	Early             int    `json:"early"`
+	// Sagas counts the sagas started, SagaOps their calls (reads included), SagaUnknown the
+	// calls whose outcome is unknown, SagaTimeouts the distinct timeout messages delivered;
+	// Replays the commands sent again under their command id, ReplaysCompared those whose
+	// replay was answered.
+	Sagas           int `json:"sagas"`
+	SagaOps         int `json:"saga_ops"`
+	SagaUnknown     int `json:"saga_unknown_outcomes"`
+	SagaTimeouts    int `json:"saga_timeouts"`
+	Replays         int `json:"replays"`
+	ReplaysCompared int `json:"replays_compared"`
+	Duplicates      int `json:"duplicates"`
+	Gaps            int `json:"gaps"`
+	// Lost and Early count saga timeouts too: a TimedOut saga whose timeout message never
+	// came, a saga left Waiting long after its deadline; a timeout enqueued before its deadline.
+	Lost  int `json:"lost"`
+	Early int `json:"early"`
+	// DoubleTimeouts counts saga timeouts the saga contract rules out (checkSagaTimeouts);
+	// ReceiptMismatches the replayed commands not answered with the first receipt's bytes.
+	DoubleTimeouts    int `json:"double_timeouts"`
+	ReceiptMismatches int `json:"receipt_mismatches"`
+	// Linearizable says whether every saga's history of CAS calls, reads and expiries was
+	// found linearizable; null when the check did not run or could not decide.
+	Linearizable *bool `json:"linearizable"`
 	// Inconsistencies counts the partitions whose replicas' checksums differed at the
 	// consistency check after healing.
 	Inconsistencies int `json:"inconsistencies"`
@@ -149,8 +168,7 @@ type Report struct {
 	Skipped []string    `json:"skipped,omitempty"`
 	Faults  []Fault     `json:"faults"`
 	Counts  Counts      `json:"counts"`
-	// Checked names the checkers that ran; NotChecked those of issue 37 not built yet, whose
-	// fields the CHAOS RESULT line leaves out.
+	// Checked names the checkers that ran; NotChecked those of issue 37 not built yet.
 	Checked    []string `json:"checked"`
 	NotChecked []string `json:"not_checked"`
 	// Violations describes each violation the checkers found; Problems what else went wrong
@@ -165,9 +183,10 @@ type Report struct {
 
 // Checkers a run has.
 var (
-	checkedByRun  = []string{"duplicates", "gaps", "early", "lost", "max_lateness", "unavailable", "inconsistencies (one consistency check after healing)", "process_exits"}
-	notCheckedYet = []string{"double_timeouts (no sagas in the workload yet)", "receipt_mismatches (no replayed command ids yet)",
-		"linearizable (no porcupine check of the CAS history yet)", "two leaders in one term, logged time never decreasing",
+	checkedByRun = []string{"duplicates", "gaps", "early", "lost", "max_lateness", "unavailable", "double_timeouts",
+		"receipt_mismatches", "linearizable (porcupine over each saga's CAS calls, reads and expiries)",
+		"inconsistencies (one consistency check after healing)", "process_exits"}
+	notCheckedYet = []string{"linearizability of the schedule CAS history", "two leaders in one term, logged time never decreasing",
 		"consistency at every index the consistency checker ran at"}
 )
 
@@ -185,15 +204,20 @@ func (r *Report) IncompleteLine(reason error) string {
 		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.ProcessExits, reason)
 }
 
-// ResultLine is the run's one-line verdict. Fields of checkers not built yet (double_timeouts,
-// receipt_mismatches, linearizable) are left out rather than printed as a zero nobody
-// measured; skews and failpoints are the faults of those kinds injected: none yet.
+// ResultLine is the run's one-line verdict; linearizable reads unknown when the check could
+// not decide. skews and failpoints are the faults of those kinds injected: none yet.
 func (r *Report) ResultLine() string {
 	c := r.Counts
+	linearizable := "unknown"
+	if c.Linearizable != nil {
+		linearizable = fmt.Sprint(*c.Linearizable)
+	}
 	return fmt.Sprintf("CHAOS RESULT seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d skews=0 failpoints=0 ops=%d occurrences=%d "+
-		"duplicates=%d gaps=%d lost=%d early=%d inconsistencies=%d max_lateness_ms=%d unavailable_s=%.1f process_exits=%d",
+		"duplicates=%d gaps=%d lost=%d early=%d double_timeouts=%d receipt_mismatches=%d inconsistencies=%d linearizable=%s "+
+		"max_lateness_ms=%d unavailable_s=%.1f process_exits=%d",
 		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.Ops, c.Occurrences,
-		c.Duplicates, c.Gaps, c.Lost, c.Early, c.Inconsistencies, c.MaxLatenessMS, c.UnavailableS, c.ProcessExits)
+		c.Duplicates, c.Gaps, c.Lost, c.Early, c.DoubleTimeouts, c.ReceiptMismatches, c.Inconsistencies, linearizable,
+		c.MaxLatenessMS, c.UnavailableS, c.ProcessExits)
 }
 
 // ReproduceCommand is the make command that runs seed again with the same duration and silos.
@@ -308,6 +332,9 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	if failed := w.cancelAll(ctx); failed > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("%d schedules could not be cancelled and read back after healing", failed))
 	}
+	if unread := w.readSagas(ctx); unread > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("%d sagas could not be read back after healing", unread))
+	}
 	dead, err := w.drain(ctx, 90*time.Second)
 	end := time.Now()
 	if err != nil {
@@ -335,6 +362,7 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	r.Counts.Duplicates, r.Counts.Gaps, r.Counts.Lost, r.Counts.Early = v.duplicates, v.gaps, v.lost, v.early
 	r.Counts.MaxLatenessMS = v.maxLateness.Milliseconds()
 	r.Counts.Timers, r.Counts.TimersUnconfirmed, r.Counts.Enqueued = len(h.timers), w.unconfirmed, len(h.enqueued)
+	checkSagas(r, h)
 	inconsistent, err := checkConsistency(ctx, cl)
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
@@ -342,9 +370,39 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	r.Counts.Inconsistencies = len(inconsistent)
 	r.Violations = append(r.Violations, inconsistent...)
 	r.Complete = true
-	logf("history closed: %d deliveries, %d occurrences, %d timers, %d enqueued; %d violations", len(h.deliveries), v.occurrences,
-		len(h.timers), len(h.enqueued), len(r.Violations))
+	logf("history closed: %d deliveries, %d occurrences, %d timers, %d enqueued, %d sagas (%d calls, %d of unknown outcome, %d timeouts), %d replays; %d violations",
+		len(h.deliveries), v.occurrences, len(h.timers), len(h.enqueued), r.Counts.Sagas, r.Counts.SagaOps, r.Counts.SagaUnknown,
+		r.Counts.SagaTimeouts, r.Counts.Replays, len(r.Violations))
 	return r, nil
+}
+
+// linearizabilityBudget bounds porcupine's search over one saga's history.
+const linearizabilityBudget = 30 * time.Second
+
+// checkSagas runs the saga and receipt checkers over h and adds their counts, violations and
+// problems to r.
+func checkSagas(r *Report, h history) {
+	sv := checkSagaTimeouts(h)
+	r.Violations = append(r.Violations, sv.problems...)
+	r.Counts.Sagas, r.Counts.SagaOps, r.Counts.SagaTimeouts = sv.sagas, len(h.sagaOps), sv.timeouts
+	r.Counts.DoubleTimeouts = sv.doubleTimeouts
+	for _, op := range h.sagaOps {
+		if op.outcome == outcomeUnknown {
+			r.Counts.SagaUnknown++
+		}
+	}
+	r.Counts.Lost += sv.lost
+	r.Counts.Early += sv.early
+	rv := checkReceipts(h.replays)
+	r.Violations = append(r.Violations, rv.problems...)
+	r.Counts.Replays, r.Counts.ReplaysCompared, r.Counts.ReceiptMismatches = rv.replays, rv.compared, rv.mismatches
+	lv := checkSagasLinearizable(h, linearizabilityBudget)
+	r.Violations = append(r.Violations, lv.illegal...)
+	r.Problems = append(r.Problems, lv.undecided...)
+	if len(lv.undecided) == 0 || len(lv.illegal) > 0 {
+		linearizable := len(lv.illegal) == 0
+		r.Counts.Linearizable = &linearizable
+	}
 }
 
 // awaitFlowing waits until an occurrence of every partition has been delivered.

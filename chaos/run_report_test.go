@@ -1,20 +1,28 @@
 package chaos
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestReportResultLineAndVerdict: the CHAOS RESULT line prints every count in its fixed order,
-// leaves out the fields of checkers not built yet, and a report fails on a violation, an
+// TestReportResultLineAndVerdict: the CHAOS RESULT line prints every count in its fixed order
+// (linearizable true, false, or unknown when undecided), and a report fails on a violation, an
 // inconsistency, a silo exit the nemesis did not cause or a problem, and only then.
 func TestReportResultLineAndVerdict(t *testing.T) {
+	linearizable := false
 	r := &Report{Seed: 42, Silos: 5, Counts: Counts{Kills: 1, Pauses: 2, Partitions: 3, Wipes: 4, Ops: 5, Occurrences: 6,
-		Duplicates: 7, Gaps: 8, Lost: 9, Early: 10, Inconsistencies: 11, MaxLatenessMS: 12, UnavailableS: 13.25, ProcessExits: 14}}
+		Duplicates: 7, Gaps: 8, Lost: 9, Early: 10, DoubleTimeouts: 15, ReceiptMismatches: 16, Inconsistencies: 11, Linearizable: &linearizable,
+		MaxLatenessMS: 12, UnavailableS: 13.25, ProcessExits: 14}}
 	want := "CHAOS RESULT seed=42 silos=5 kills=1 pauses=2 partitions=3 wipes=4 skews=0 failpoints=0 ops=5 occurrences=6 " +
-		"duplicates=7 gaps=8 lost=9 early=10 inconsistencies=11 max_lateness_ms=12 unavailable_s=13.2 process_exits=14"
+		"duplicates=7 gaps=8 lost=9 early=10 double_timeouts=15 receipt_mismatches=16 inconsistencies=11 linearizable=false " +
+		"max_lateness_ms=12 unavailable_s=13.2 process_exits=14"
 	if got := r.ResultLine(); got != want {
 		t.Errorf("result line\n got %s\nwant %s", got, want)
+	}
+	r.Counts.Linearizable = nil
+	if got := r.ResultLine(); !strings.Contains(got, " linearizable=unknown ") {
+		t.Errorf("undecided: result line %s, want linearizable=unknown", got)
 	}
 	for d, want := range map[time.Duration]string{10 * time.Minute: "10m", 90 * time.Second: "1m30s", 45 * time.Second: "45s", 2 * time.Hour: "2h"} {
 		if got, want := ReproduceCommand(42, d, 5), "make chaos SEED=42 DURATION="+want+" SILOS=5"; got != want {

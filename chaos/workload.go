@@ -23,8 +23,9 @@ import (
 // in fifty); a probe per partition that enqueues a message every second (and measures how long
 // the partition went without a successful enqueue), alternately into that queue and into
 // leaseQueue, whose consumers never ack one message in three they receive, so that its lease
-// expires and it is delivered again. Every delivery is recorded. Each schedule and each timer
-// is alone in its lane.
+// expires and it is delivered again; sagas (runSagas) whose timeouts go to the worker's queue.
+// Every delivery, every saga call and every replayed command is recorded. Each schedule, each
+// timer and each saga is alone in its lane.
 type workload struct {
 	c          *client.Client
 	namespace  string
@@ -47,6 +48,8 @@ type workload struct {
 	enqueued    map[string]string
 	longestGap  []time.Duration // per partition: longest time between successful probe enqueues
 	lastProbeOK []time.Time
+	sagaRuns    []*sagaRun
+	sagas       *sagaLog
 
 	ops       atomic.Int64
 	opsFailed atomic.Int64
@@ -78,7 +81,7 @@ const callTimeout = 5 * time.Second
 // starts the worker; startLoad starts the rest.
 func startWorkload(ctx context.Context, c *client.Client, seed uint64, logf func(string, ...any)) (*workload, error) {
 	w := &workload{c: c, namespace: fmt.Sprintf("chaos-%016x", seed)[:14] + "-" + uuid.NewString()[:8], queue: "work",
-		partitions: c.Partitions(), log: &deliveryLog{}, logf: logf,
+		partitions: c.Partitions(), log: &deliveryLog{}, sagas: &sagaLog{}, logf: logf,
 		churn: map[string]bool{}, pausedEver: map[string]bool{}, cancelling: map[string]time.Time{}, early: map[string]bool{},
 		next: map[string]uint64{}, cancelledAt: map[string]time.Time{}, excused: map[string]map[uint64]bool{},
 		enqueued: map[string]string{}}
@@ -162,13 +165,17 @@ func retriable(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || orrery.Retriable(orrery.CodeOf(err))
 }
 
-// startLoad starts the churn of schedules, the timers, the probes and the receiver that never
-// acks, each with its own random source drawn from seed; stopLoad stops them.
+// startLoad starts the churn of schedules, the timers, the sagas and the probes, each with
+// its own random source drawn from seed; stopLoad stops them.
 func (w *workload) startLoad(ctx context.Context, seed uint64) {
 	ctx, w.loadStop = context.WithCancel(ctx)
 	for i, run := range []func(context.Context, *rand.Rand){w.runChurn, w.runTimers} {
 		rng := rand.New(rand.NewPCG(seed, uint64(i+1)))
 		w.loadDone.Go(func() { run(ctx, rng) })
+	}
+	for i := range sagaRunners {
+		rng := rand.New(rand.NewPCG(seed, uint64(10+i)))
+		w.loadDone.Go(func() { w.runSagas(ctx, rng) })
 	}
 	for p := range w.partitions {
 		w.loadDone.Go(func() { w.runProbe(ctx, p) })
@@ -303,19 +310,34 @@ func (w *workload) cancel(ctx context.Context, s tickSchedule, early bool) bool 
 	return true
 }
 
-// runTimers, every 1–3 s, creates an At timer due 1–15 s later, alone in its lane.
+// runTimers, every 1–3 s, creates an At timer due 1–15 s later, alone in its lane, and one time
+// in four replays the creation of an earlier timer the partition answered (by then it has
+// usually fired, so applying it again would be refused: only the inbox gives the first
+// receipt back).
 func (w *workload) runTimers(ctx context.Context, rng *rand.Rand) {
+	var answered []answeredCommand
 	for sleep(ctx, between(rng, time.Second, 3*time.Second)) {
+		if len(answered) > 0 && rng.IntN(4) == 0 {
+			w.replay(ctx, answered[rng.IntN(len(answered))])
+		}
 		p := rng.IntN(w.partitions)
 		lane := &orreryv1.Lane{Namespace: w.namespace, Queue: w.queue, Key: keyOn(w.namespace, "t-"+uuid.NewString(), p, w.partitions)}
 		due := time.UnixMicro(time.Now().Add(between(rng, time.Second, 15*time.Second)).UnixMicro())
 		tm := timer{lane: lane, id: uuid.NewString(), partition: p, due: due}
 		def := &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: tm.id, Spec: client.At(due),
 			Template: &orreryv1.MessageTemplate{PayloadJson: `{"timer":true}`}}
+		var receipt client.Receipt
 		callCtx, cancel := context.WithTimeout(ctx, 3*callTimeout)
-		_, err := w.c.ConfigureSchedule(callCtx, def, 0, client.WithCommandID("timer-"+tm.id))
+		_, err := w.c.ConfigureSchedule(callCtx, def, 0, client.WithCommandID("timer-"+tm.id), client.WithReceipt(&receipt))
 		cancel()
 		w.ops.Add(1)
+		if receipt.Bytes != nil {
+			answered = append(answered, answeredCommand{commandID: "timer-" + tm.id, what: "ConfigureSchedule of timer " + tm.id, receipt: receipt.Bytes,
+				send: func(ctx context.Context, opts ...client.CallOption) error {
+					_, err := w.c.ConfigureSchedule(ctx, def, 0, opts...)
+					return err
+				}})
+		}
 		w.mu.Lock()
 		if err == nil {
 			w.timers = append(w.timers, tm)
@@ -519,8 +541,10 @@ func (w *workload) history(end time.Time, recoveryBound time.Duration) history {
 			schedules = append(schedules, s)
 		}
 	}
+	sagaOps, replays := w.sagas.snapshot()
 	return history{schedules: schedules, next: w.next, cancelledAt: w.cancelledAt, paused: paused, excused: w.excused,
-		cancelledEarly: early, timers: w.timers, enqueued: enqueued, deliveries: w.log.snapshot(), end: end, recoveryBound: recoveryBound}
+		cancelledEarly: early, timers: w.timers, enqueued: enqueued, deliveries: w.log.snapshot(), sagaOps: sagaOps, replays: replays,
+		end: end, recoveryBound: recoveryBound}
 }
 
 // longestUnavailable is the longest time any partition went without a successful probe
