@@ -96,6 +96,28 @@ func (o ScheduleOptions) definition(namespace, name string) *orreryv1.ScheduleDe
 	return def
 }
 
+// checkBacklog refuses options that would flood their queue the moment they are written: an
+// Every spec whose first instant is more than one interval in the past, with the default
+// misfire policy (catch up) and no catch-up window, enqueues every instant since then at once
+// (a start 72 h ago every minute: 4,321 messages). The caller says what it wants instead: a
+// CatchUpWindow, MisfireSkip or MisfireCoalesce, or a later start. now is the client's clock;
+// the partition's logged time is close to it.
+func (o ScheduleOptions) checkBacklog(now time.Time) error {
+	every := o.Spec.GetEvery()
+	if every == nil || every.GetIntervalMicros() <= 0 || o.CatchUpWindow > 0 ||
+		(o.Misfire != MisfireCatchUp && o.Misfire != orreryv1.MisfirePolicy_MISFIRE_POLICY_UNSPECIFIED) {
+		return nil
+	}
+	first, interval := micros(every.GetFirstDueAtUnixMicros()), microDuration(every.GetIntervalMicros())
+	if !first.Before(now.Add(-interval)) {
+		return nil
+	}
+	due := now.Sub(first)/interval + 1
+	return orrery.Invalid("spec.every.first_due_at_unix_micros",
+		"starts at %s, so %d instants (every %s) are already due, and catching up without a window enqueues them all at once: set CatchUpWindow (how far back to catch up), Misfire MisfireSkip (only the latest) or MisfireCoalesce (one occurrence carrying the count), or a later start",
+		first.Format(time.RFC3339), due, interval)
+}
+
 // scheduleOptionsOf is the options a stored definition holds.
 func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
 	t := def.GetTemplate()
@@ -132,7 +154,7 @@ func (s *Schedules) Handle(queue, key, name string) *ScheduleHandle {
 // Create creates the schedule named name. A schedule of that name in that lane already there
 // (or deleted: its id stays a tombstone) is a RevisionConflict.
 func (s *Schedules) Create(ctx context.Context, name string, o ScheduleOptions, opts ...CallOption) (*ScheduleHandle, error) {
-	if err := checkName(name); err != nil {
+	if err := errors.Join(checkName(name), o.checkBacklog(s.c.clock.Now())); err != nil {
 		return nil, err
 	}
 	if _, err := s.c.ConfigureSchedule(ctx, o.definition(s.namespace, name), 0, opts...); err != nil {
@@ -148,7 +170,7 @@ func (s *Schedules) Create(ctx context.Context, name string, o ScheduleOptions, 
 // 0. A replacement that meets a revision moved meanwhile (an occurrence emitted) reads again
 // and retries, a few times.
 func (s *Schedules) Upsert(ctx context.Context, name string, o ScheduleOptions) (*ScheduleHandle, error) {
-	if err := checkName(name); err != nil {
+	if err := errors.Join(checkName(name), o.checkBacklog(s.c.clock.Now())); err != nil {
 		return nil, err
 	}
 	h := s.Handle(o.Queue, o.Key, name)
@@ -299,6 +321,9 @@ func (h *ScheduleHandle) Update(ctx context.Context, change func(*ScheduleOption
 		want := o.definition(h.lane.GetNamespace(), h.name)
 		if proto.Equal(rec.GetDefinition(), want) {
 			return nil, nil
+		}
+		if err := o.checkBacklog(h.c.clock.Now()); err != nil {
+			return nil, err
 		}
 		return want, nil
 	})

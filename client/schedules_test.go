@@ -3,6 +3,7 @@ package client_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,5 +260,41 @@ func TestAScheduleWithoutAKeyIsKeyedByItsName(t *testing.T) {
 	}
 	if d.Options.Key != "nightly" || d.Partition != b.c.PartitionOf(&orreryv1.Lane{Namespace: testNamespace, Queue: testQueue, Key: "nightly"}) {
 		t.Fatalf("key %q in partition %d, want the name's", d.Options.Key, d.Partition)
+	}
+}
+
+// TestAStartInThePastIsRefusedUnlessItsCatchUpIsBounded: an Every schedule starting 72 h ago
+// every minute would enqueue 4,321 messages at once; Create and Upsert refuse it, naming the
+// count and the ways out, and accept it with a catch-up window, which bounds what is enqueued.
+func TestAStartInThePastIsRefusedUnlessItsCatchUpIsBounded(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	opts := client.ScheduleOptions{Queue: testQueue, Key: "k", Spec: client.Every(time.Minute, b.clock.Now().Add(-72*time.Hour))}
+	_, err := schedules.Create(ctx, "flood", opts)
+	if !errors.Is(err, orrery.ErrValidation) || !strings.Contains(err.Error(), "4321 instants") || !strings.Contains(err.Error(), "CatchUpWindow") {
+		t.Fatalf("Create starting 72 h ago: %v, want Validation naming 4321 instants and CatchUpWindow", err)
+	}
+	if _, err := schedules.Upsert(ctx, "flood", opts); !errors.Is(err, orrery.ErrValidation) {
+		t.Fatalf("Upsert starting 72 h ago: %v, want Validation", err)
+	}
+	opts.CatchUpWindow = 10 * time.Minute
+	if _, err := schedules.Create(ctx, "flood", opts); err != nil {
+		t.Fatalf("Create with a 10-minute catch-up window: %v", err)
+	}
+	n, err := b.tr.EmitDue(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 || n > 11 {
+		t.Fatalf("the catch-up enqueued %d occurrences, want the 10 or 11 of the last 10 minutes", n)
+	}
+	opts.CatchUpWindow, opts.Misfire = 0, client.MisfireSkip
+	if _, err := schedules.Create(ctx, "skips", opts); err != nil {
+		t.Fatalf("Create with MisfireSkip: %v", err)
+	}
+	recent := client.ScheduleOptions{Queue: testQueue, Key: "k", Spec: client.Every(time.Minute, b.clock.Now().Add(-30*time.Second))}
+	if _, err := schedules.Create(ctx, "recent", recent); err != nil {
+		t.Fatalf("Create whose one instant is already due: %v", err)
 	}
 }
