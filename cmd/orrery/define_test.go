@@ -26,7 +26,8 @@ func TestSchedulesCreateUpdateAndActByName(t *testing.T) {
 		t.Fatalf("update printed %q", out)
 	}
 	described := ok(t, s, "", "schedules", "describe", "cli-define", "reports", "nightly", "nightly") // the name as the id
-	for _, want := range [][]string{{"schedule", id}, {"spec", `cron "0 3 * * *"`}, {"zone", "Europe/Paris"}, {"overlap", "skip"}, {"generation", "2"}} {
+	for _, want := range [][]string{{"schedule", id}, {"spec", `cron "0 3 * * *"`}, {"zone", "Europe/Paris"}, {"overlap", "skip"}, {"generation", "2"},
+		{"misfire", "catch_up (default)"}, {"dst gap", "shift (default)"}, {"catch-up window", "none: every instant already due is enqueued"}} {
 		if lineOf(described, want...) == "" {
 			t.Errorf("describe by name has no line with %q:\n%s", want, described)
 		}

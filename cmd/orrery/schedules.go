@@ -208,11 +208,12 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 			zone = "UTC"
 		}
 		w.row("zone", zone)
-		w.row("dst gap", policyName(cron.GetGapPolicy().String(), "CRON_GAP_POLICY_"))
-		w.row("dst repeat", policyName(cron.GetRepeatPolicy().String(), "CRON_REPEAT_POLICY_"))
+		w.row("dst gap", policyName(cron.GetGapPolicy().String(), "CRON_GAP_POLICY_", "shift"))
+		w.row("dst repeat", policyName(cron.GetRepeatPolicy().String(), "CRON_REPEAT_POLICY_", "cronos: both passes for a wildcard, range or step hour, minute or second; else the first"))
 	}
-	w.row("misfire", policyName(def.GetMisfire().String(), "MISFIRE_POLICY_"))
-	w.row("overlap", policyName(def.GetOverlap().String(), "OVERLAP_POLICY_"))
+	w.row("misfire", policyName(def.GetMisfire().String(), "MISFIRE_POLICY_", "catch_up"))
+	w.row("overlap", policyName(def.GetOverlap().String(), "OVERLAP_POLICY_", "allow_all"))
+	w.row("catch-up window", catchUpText(def.GetCatchUpWindowMicros(), def.GetMisfire()))
 	w.row("redacted", strings.Join(rec.GetRedactedPaths(), ", "))
 	w.row("next due", instant(rec.GetNextDueAtUnixMicros()))
 	if late {
@@ -262,13 +263,25 @@ func livenessState(l *orreryv1.DueLiveness) string {
 	return l.GetState()
 }
 
-// policyName is a policy's lower-case name; "default" when it is unspecified (the silo
-// applies the default policy).
-func policyName(name, prefix string) string {
+// policyName is a policy's lower-case name; when it is unspecified, the policy the silo
+// applies, effective, marked as the default.
+func policyName(name, prefix, effective string) string {
 	if n := enumName(name, prefix); n != "unspecified" {
 		return n
 	}
-	return "default"
+	return effective + " (default)"
+}
+
+// catchUpText says how far back the schedule catches up: its window, or without one how far
+// its misfire policy reaches.
+func catchUpText(windowMicros int64, misfire orreryv1.MisfirePolicy) string {
+	if windowMicros > 0 {
+		return (time.Duration(windowMicros) * time.Microsecond).String()
+	}
+	if misfire == orreryv1.MisfirePolicy_MISFIRE_POLICY_CATCH_UP || misfire == orreryv1.MisfirePolicy_MISFIRE_POLICY_UNSPECIFIED {
+		return "none: every instant already due is enqueued"
+	}
+	return "none"
 }
 
 // lateness says whether rec's next due instant is more than lateAfter before now while it
