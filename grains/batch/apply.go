@@ -3,6 +3,7 @@ package batch
 import (
 	"crypto/sha256"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -399,8 +400,15 @@ func (a Applier) changeGrant(v kv.View, principal string, m *orreryv1.Mutation, 
 	if err != nil {
 		return nil, err
 	}
-	changed(old)
+	if !sameRules(old.GetRules(), m.GetPutGrant().GetRules()) { // a put or delete that leaves the grant as it was changed nothing
+		changed(old)
+	}
 	return &orreryv1.MutationResult{}, nil
+}
+
+// sameRules reports whether two grants' rules are equal, in order (a delete's are none).
+func sameRules(a, b []*orreryv1.GrantRule) bool {
+	return slices.EqualFunc(a, b, func(x, y *orreryv1.GrantRule) bool { return proto.Equal(x, y) })
 }
 
 func wrap(err error, build func() *orreryv1.MutationResult) (*orreryv1.MutationResult, error) {
