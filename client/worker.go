@@ -306,7 +306,7 @@ func (r *run) poll(partition int) error {
 	for r.ctx.Err() == nil {
 		if !fetching {
 			sent := r.now()
-			msgs, more, err := r.receive(partition, 1, r.cfg.Wait, &health)
+			msgs, more, err := r.receive(partition, r.idleShare(), r.cfg.Wait, &health)
 			answered := r.now()
 			if err != nil {
 				if err := r.receiveFailed(partition, err, &health); err != nil {
@@ -503,6 +503,16 @@ func (r *run) startAll(partition int, msgs []*orreryv1.QueueMessage, held int, s
 		}
 	}
 	return true
+}
+
+// idleShare is how many messages an idle partition's long poll asks for: its share of
+// Concurrency + Prefetch among all the partitions (at least 1, within MaxPerReceive), so that
+// a burst landing on idle partitions is leased by their waiting receives at once rather than by
+// fetches after them. What it leases beyond the free slots waits for one, as a prefetched
+// message does.
+func (r *run) idleShare() int {
+	partitions := max(r.w.c.Partitions(), 1)
+	return max(min((r.cfg.Concurrency+max(r.cfg.Prefetch, 0)+partitions-1)/partitions, r.cfg.MaxPerReceive), 1)
 }
 
 // prefetchShare is how many messages a fetch holding n slots may ask for beyond them: its

@@ -494,7 +494,7 @@ func TestAWorkersHandlersOutrunItsAcksByDefault(t *testing.T) {
 // TestWorkerFetchesOnlyWhenMoreAreVisible: a partition whose messages arrive one at a time
 // costs one long poll (one waiting request, which leases) per message; the
 // worker fetches (a receive of its own without waiting) only when the partition reported more
-// visible messages.
+// visible messages than the long poll's share of Concurrency + Prefetch took.
 func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
@@ -526,18 +526,18 @@ func TestWorkerFetchesOnlyWhenMoreAreVisible(t *testing.T) {
 	if n := fetches(); n != 0 {
 		t.Fatalf("%d fetches for messages that came one at a time, want 0", n)
 	}
-	// A burst (one atomic batch): the waiting receive takes one and is told of the rest, which
-	// a fetch takes.
+	// A burst (one atomic batch) larger than the waiting receive's share (Concurrency +
+	// Prefetch, 8, on the one partition): it takes 8 and is told of the rest, which a fetch takes.
 	var burst []*orreryv1.Mutation
-	for i := range 3 {
+	for i := range 10 {
 		burst = append(burst, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: l, Id: fmt.Sprintf("burst-%d", i), PayloadJson: `{}`}}})
 	}
 	if _, _, err := b.c.Batch(context.Background(), 0, burst); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 10*time.Second, "the burst handled", func() bool { return handled.Load() == 6 })
-	if n := fetches(); n == 0 {
-		t.Fatal("no fetch for a burst of three")
+	testkit.Eventually(t, 10*time.Second, "the burst handled", func() bool { return handled.Load() == 13 })
+	if n := fetches(); n != 1 { // a waiting receive of one message left 9 for two fetches or more
+		t.Fatalf("%d fetches for a burst of ten, want 1 (the waiting receive leases its share, 8)", n)
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
@@ -553,7 +553,7 @@ func TestAStoppingWorkerReleasesWhatAnInFlightFetchLeased(t *testing.T) {
 	b := setup(t, 1)
 	l := lane(testQueue, "k")
 	var burst []*orreryv1.Mutation
-	for i := range 3 {
+	for i := range 10 { // more than the waiting receive takes (8): a fetch follows it
 		burst = append(burst, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: l, Id: fmt.Sprintf("m-%d", i), PayloadJson: `{}`}}})
 	}
 	if _, _, err := b.c.Batch(context.Background(), 0, burst); err != nil {
@@ -608,7 +608,7 @@ func TestAStoppingWorkerReleasesWhatAnInFlightFetchLeased(t *testing.T) {
 		t.Fatal("the worker did not stop")
 	}
 	left := b.laneMessages(l)
-	if int64(len(left)) != 3-handled.Load() || len(left) == 0 {
+	if int64(len(left)) != 10-handled.Load() || len(left) == 0 {
 		t.Fatalf("%d messages left after %d handled, want the fetched ones", len(left), handled.Load())
 	}
 	for _, m := range left {
