@@ -49,7 +49,7 @@
 // # Worker
 //
 // Worker consumes one queue across all partitions: one waiting (long-poll) receive per
-// partition while idle, at most Concurrency handlers at once shared fairly by the partitions,
+// partition while idle (asking for the partition's share of Concurrency + Prefetch), at most Concurrency handlers at once shared fairly by the partitions,
 // ack on success, release on error, lease extension at half the lease duration while a handler
 // runs, and a clean stop when Run's context ends. Given a prometheus.Registerer
 // (WorkerConfig.Metrics) it records each handler's start lateness and outcome.
