@@ -119,3 +119,43 @@ func (h *PeerLossHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 func (h *PeerLossHandler) WithGroup(name string) slog.Handler {
 	return &PeerLossHandler{isMember: h.isMember, next: h.next.WithGroup(name)}
 }
+
+// DemoteHandler is a slog.Handler that hands every record to the wrapped handler at one level
+// (Level), whatever level it was logged at, keeping that one as the attribute "logged_level".
+// A cluster client wraps its logger in one at DEBUG for the cluster layer (protoactor,
+// memberlist, the membership provider): a restart of the silos it talks to makes that layer log
+// connection errors the client's own calls retry through, which are noise to an application.
+type DemoteHandler struct {
+	Level slog.Level
+	next  slog.Handler
+}
+
+// NewDemoteHandler wraps next so that every record reaches it at level.
+func NewDemoteHandler(next slog.Handler, level slog.Level) *DemoteHandler {
+	return &DemoteHandler{Level: level, next: next}
+}
+
+// Enabled reports whether the wrapped handler handles the demoted level.
+func (h *DemoteHandler) Enabled(ctx context.Context, _ slog.Level) bool {
+	return h.next.Enabled(ctx, h.Level)
+}
+
+// Handle passes the record on at the demoted level.
+func (h *DemoteHandler) Handle(ctx context.Context, record slog.Record) error {
+	if record.Level != h.Level {
+		record = record.Clone()
+		record.AddAttrs(slog.String("logged_level", record.Level.String()))
+		record.Level = h.Level
+	}
+	return h.next.Handle(ctx, record)
+}
+
+// WithAttrs returns a DemoteHandler whose wrapped handler carries attrs.
+func (h *DemoteHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &DemoteHandler{Level: h.Level, next: h.next.WithAttrs(attrs)}
+}
+
+// WithGroup returns a DemoteHandler whose wrapped handler opens the group.
+func (h *DemoteHandler) WithGroup(name string) slog.Handler {
+	return &DemoteHandler{Level: h.Level, next: h.next.WithGroup(name)}
+}

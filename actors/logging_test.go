@@ -2,6 +2,7 @@ package actors
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -67,5 +68,22 @@ func TestPeerLossHandlerDemotesALostNonMember(t *testing.T) {
 	slog.New(quiet).Error(EndpointLostMessage, "address", "10.0.0.9:40000")
 	if buf.Len() != 0 {
 		t.Fatalf("a demoted record passed a WARN handler: %q", buf.String())
+	}
+}
+
+// TestDemoteHandlerLogsEveryRecordAtItsLevel: records reach the wrapped handler at the demoted
+// level with their own in logged_level, and none reach a handler that drops that level.
+func TestDemoteHandlerLogsEveryRecordAtItsLevel(t *testing.T) {
+	var out bytes.Buffer
+	logger := slog.New(NewDemoteHandler(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}), slog.LevelDebug))
+	logger.Error("lost connection", "lib", "protoactor")
+	if got := out.String(); !strings.Contains(got, `level=DEBUG msg="lost connection" lib=protoactor logged_level=ERROR`) {
+		t.Fatalf("logged %q", got)
+	}
+	out.Reset()
+	quiet := slog.New(NewDemoteHandler(slog.NewTextHandler(&out, nil), slog.LevelDebug)) // INFO and above
+	quiet.Error("lost connection")
+	if quiet.Enabled(context.Background(), slog.LevelError) || out.Len() != 0 {
+		t.Fatalf("a handler at INFO got a demoted ERROR: %q", out.String())
 	}
 }

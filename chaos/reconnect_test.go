@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"errors"
 	"sync"
 	"testing"
@@ -56,7 +58,8 @@ func TestClientAndWorkerSurviveSiloRestarts(t *testing.T) {
 	}
 	spec := &SiloSpec{DataDir: t.TempDir()}
 	silo := StartSilo(t, spec)
-	c := dial(t, silo)
+	logs := &testkit.Buffer{} // the client's log at slog's default level, INFO
+	c := dialLogging(t, silo, slog.New(slog.NewTextHandler(logs, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
@@ -166,6 +169,13 @@ func TestClientAndWorkerSurviveSiloRestarts(t *testing.T) {
 		t.Errorf("handled %d ordinals, the schedule emitted %d", len(handled.ordinal), emitted)
 	}
 	t.Logf("%d occurrences emitted, each handled once", emitted)
+	// Across the restarts the client logs its own changes of state at INFO and the cluster
+	// layer's connection errors at DEBUG: nothing at WARN or above.
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			t.Errorf("the client logged across two silo restarts: %s", line)
+		}
+	}
 }
 
 // TestWorkerReportsAnUnreachableCluster: when the only silo goes and stays away, Run returns an

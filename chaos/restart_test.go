@@ -24,9 +24,15 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func dial(t *testing.T, p *SiloProcess) *client.Client {
 	t.Helper()
+	return dialLogging(t, p, quiet)
+}
+
+// dialLogging is dial with the client's logger.
+func dialLogging(t *testing.T, p *SiloProcess, logger *slog.Logger) *client.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{p.GossipAddress()}, Options: client.Options{Logger: quiet}})
+	c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{p.GossipAddress()}, Options: client.Options{Logger: logger}})
 	if err != nil {
 		t.Fatalf("dial %s: %v\n%s", p.GossipAddress(), err, p.Log())
 	}

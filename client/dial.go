@@ -10,6 +10,7 @@ import (
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/orreryhq/orrery"
+	"github.com/orreryhq/orrery/actors"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/lookup"
 	"github.com/orreryhq/orrery/cluster/transportauth"
@@ -43,8 +44,10 @@ type DialConfig struct {
 	// the principal of every request with the certificate's whatever it carries.
 	TLSCA, TLSCert, TLSKey string
 	// Options configure the client (principal, retries, logger). Options.Logger also receives
-	// the cluster layer's warnings (protoactor, memberlist); when it is nil those go to
-	// slog.Default() while the client's own diagnostics are discarded. When Options.Limits is nil,
+	// the cluster layer's records (protoactor, memberlist, the membership provider), all at
+	// DEBUG with their own level in "logged_level": the connection errors of a silo restart are
+	// retried through by the calls. When it is nil those go to slog.Default() (which drops
+	// DEBUG by default) while the client's own diagnostics are discarded. When Options.Limits is nil,
 	// Dial asks partition 0 for the cluster's limits (DefaultLimits when it reports none).
 	Options Options
 }
@@ -71,6 +74,9 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	// The cluster layer logs at DEBUG: the connection errors of a silo restart are retried
+	// through by the calls, and the client's own state changes (Worker) are what to read.
+	logger = slog.New(actors.NewDemoteHandler(logger.Handler(), slog.LevelDebug))
 	var creds *transportauth.Credentials
 	if files := (transportauth.Files{CA: cfg.TLSCA, Cert: cfg.TLSCert, Key: cfg.TLSKey}); files.Enabled() {
 		var err error

@@ -199,10 +199,65 @@ func TestAWorkerWaitsForItsClusterByDefault(t *testing.T) {
 	if err := <-runErr; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if warn, info := strings.Count(logs.String(), "level=WARN msg=\"orrery worker: partition unreachable"), strings.Count(logs.String(), "level=INFO msg=\"orrery worker: partition reachable again"); warn != 1 || info != 1 {
-		t.Errorf("logged the partition unreachable %d times and reachable again %d times, want once each:\n%s", warn, info, logs)
+	for line, want := range map[string]int{
+		`level=INFO msg="orrery worker: cluster unreachable, retrying"`:          1,
+		`level=WARN msg="orrery worker: partitions unreachable, still retrying"`: 1,
+		`level=INFO msg="orrery worker: cluster reachable again"`:                1,
+	} {
+		if n := strings.Count(logs.String(), line); n != want {
+			t.Errorf("logged %s %d times, want %d:\n%s", line, n, want, logs)
+		}
 	}
 	if n := strings.Count(logs.String(), "level=WARN") + strings.Count(logs.String(), "level=ERROR"); n != 1 {
 		t.Errorf("%d WARN or ERROR lines through a three-hour outage, want the one:\n%s", n, logs)
+	}
+}
+
+// TestAShortOutageLogsNoWarning: partitions unreachable for less than unreachableWarnAfter
+// (30 s; a silo restart, an election) log one INFO line when the outage begins and one when it
+// ends, and nothing at WARN or above.
+func TestAShortOutageLogsNoWarning(t *testing.T) {
+	b := setup(t, 4)
+	var down atomic.Bool
+	down.Store(true)
+	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if down.Load() && isReceive(req) {
+			return clienttest.FaultFailBeforeApply, nil
+		}
+		return clienttest.FaultNone, nil
+	})
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fake := clock.NewFake(start)
+	logs := &testkit.Buffer{}
+	c := client.New(b.tr, client.Options{Principal: testPrincipal, Clock: fake, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Retry: client.RetryPolicy{Initial: time.Second, Max: time.Second, Jitter: func() float64 { return 0.5 }}})
+	w := c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Wait: 50 * time.Millisecond,
+		Handler: func(context.Context, *client.Message) error { return nil }})
+	runErr := make(chan error, 1)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { runErr <- w.Run(ctx) }()
+	testkit.Eventually(t, 10*time.Second, "every partition failing", func() bool {
+		fake.Advance(100 * time.Millisecond)
+		return len(w.Status().Failing) == 4
+	})
+	for fake.Now().Sub(start) < 20*time.Second {
+		time.Sleep(time.Millisecond)
+		fake.Advance(time.Second)
+	}
+	down.Store(false)
+	testkit.Eventually(t, 10*time.Second, "every partition answering", func() bool {
+		fake.Advance(time.Second)
+		return len(w.Status().Failing) == 0
+	})
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := strings.Count(logs.String(), "level=WARN") + strings.Count(logs.String(), "level=ERROR"); n != 0 {
+		t.Errorf("%d WARN or ERROR lines through a 20-second outage, want none:\n%s", n, logs)
+	}
+	if n := strings.Count(logs.String(), "level=INFO"); n != 2 {
+		t.Errorf("%d INFO lines through an outage of four partitions, want 2 (it began, it ended):\n%s", n, logs)
 	}
 }

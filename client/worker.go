@@ -291,7 +291,15 @@ type run struct {
 
 	healthMu sync.Mutex
 	failing  map[int]PartitionFailure // partitions whose receives are failing, by partition
+	// outageSince is when the first of the failing partitions failed (zero: none fails), and
+	// outageWarned whether this outage was logged at WARN (once it lasted unreachableWarnAfter).
+	outageSince  time.Time
+	outageWarned bool
 }
+
+// unreachableWarnAfter is how long partitions may stay unreachable before the worker logs it at
+// WARN: a silo restart or a leader election is over well before, and its lines are INFO.
+const unreachableWarnAfter = 30 * time.Second
 
 // poll is partition's poller: it returns nil when the run stops and an error when a receive
 // fails for good.
@@ -398,11 +406,11 @@ func (r *run) attemptFailed(partition int, err error, health *partitionHealth) *
 	now := r.now()
 	if health.since.IsZero() {
 		health.since = now
-		r.w.c.log.Warn("orrery worker: partition unreachable, retrying", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue,
-			"partition", partition, "err", err)
+		r.w.c.log.Debug("orrery worker: partition unreachable, retrying", "partition", partition, "err", err)
 	}
 	r.healthMu.Lock()
 	r.failing[partition] = PartitionFailure{Partition: partition, Since: health.since, Err: err}
+	r.logOutage(now, partition, err)
 	r.healthMu.Unlock()
 	bound := r.cfg.UnreachableTimeout
 	if bound <= 0 || now.Sub(health.since) < bound {
@@ -443,19 +451,42 @@ func (r *run) receiveFailed(partition int, err error, health *partitionHealth) e
 	return nil
 }
 
-// received records a successful receive of partition: it is reachable.
+// logOutage logs the worker's outage as a whole, one line per change of state: INFO when a
+// first partition becomes unreachable, WARN once it has lasted unreachableWarnAfter (the lines
+// of each partition are DEBUG). The caller holds healthMu and has just recorded partition's
+// failure.
+func (r *run) logOutage(now time.Time, partition int, err error) {
+	if r.outageSince.IsZero() {
+		r.outageSince = now
+		r.w.c.log.Info("orrery worker: cluster unreachable, retrying", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue,
+			"partition", partition, "err", err)
+	}
+	if !r.outageWarned && now.Sub(r.outageSince) >= unreachableWarnAfter {
+		r.outageWarned = true
+		r.w.c.log.Warn("orrery worker: partitions unreachable, still retrying", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue,
+			"partitions", len(r.failing), "for", now.Sub(r.outageSince).Round(time.Second), "err", err)
+	}
+}
+
+// received records a successful receive of partition: it is reachable. When it was the last
+// failing one, the outage is over (one INFO line).
 func (r *run) received(partition int, health *partitionHealth) {
 	if health.since.IsZero() && health.failures == 0 {
 		return
 	}
+	now := r.now()
 	if !health.since.IsZero() {
-		r.w.c.log.Info("orrery worker: partition reachable again", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue,
-			"partition", partition, "after", r.now().Sub(health.since).Round(time.Millisecond))
+		r.w.c.log.Debug("orrery worker: partition reachable again", "partition", partition, "after", now.Sub(health.since).Round(time.Millisecond))
 	}
 	*health = partitionHealth{}
 	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
 	delete(r.failing, partition)
-	r.healthMu.Unlock()
+	if len(r.failing) == 0 && !r.outageSince.IsZero() {
+		r.w.c.log.Info("orrery worker: cluster reachable again", "namespace", r.cfg.Namespace, "queue", r.cfg.Queue,
+			"after", now.Sub(r.outageSince).Round(time.Millisecond))
+		r.outageSince, r.outageWarned = time.Time{}, false
+	}
 }
 
 // acquire takes at least one free slot (waiting for it) and then, without waiting, up to
