@@ -2,9 +2,9 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
-	"errors"
 	"sync"
 	"testing"
 	"time"
