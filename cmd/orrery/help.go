@@ -18,6 +18,7 @@ Commands:
   queues stats NS QUEUE [KEY]
   queues peek NS QUEUE KEY [-n N] [--after ID]
   queues redrive-dlq NS QUEUE KEY [--max N]
+  lag [--namespace NS --queue Q] [--fail-over DUR]
   audit [--since 24h] [--max N] [--after TOKEN]
   partitions [--admin URL]
   partitions check [--admin URL]

@@ -25,6 +25,7 @@
 //	orrery partitions [--admin http://127.0.0.1:7380]
 //	orrery partitions check [--admin http://127.0.0.1:7380]  (exit 1 unless every partition is consistent)
 //	orrery silos [--admin http://127.0.0.1:7380]
+//	orrery lag [--namespace NS --queue Q] [--fail-over DUR]   (per partition: how late its due work and the queue's oldest message are)
 //
 // --gossip-key-file is the cluster's gossip key, for a cluster whose silos encrypt their gossip;
 // --token (or ORRERY_TOKEN) is the bearer token partitions and silos send to the admin
@@ -165,8 +166,10 @@ func (c *command) run(args []string) error {
 		return c.partitions(ctx, rest[1:])
 	case "silos":
 		return c.silos(ctx, rest[1:])
+	case "lag":
+		return c.lag(ctx, rest[1:])
 	}
-	return usagef("unknown command %q: want schedules, sagas, queues, audit, partitions, silos or help", rest[0])
+	return usagef("unknown command %q: want schedules, sagas, queues, lag, audit, partitions, silos or help", rest[0])
 }
 
 // flagSet is an empty flag set named name that prints nothing while parsing: parse reports
