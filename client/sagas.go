@@ -100,28 +100,13 @@ type ListSagas struct {
 // goes on; a failed fetch is yielded as the error of a last pair. A listed saga's Name is
 // empty: the record keeps the id only.
 func (s *Sagas) List(ctx context.Context, f ListSagas) iter.Seq2[*SagaDescription, error] {
-	return func(yield func(*SagaDescription, error) bool) {
-		var after []byte
-		for {
-			page, next, err := s.c.ListSagas(ctx, ListSagasRequest{
-				Namespace: s.namespace, Queue: f.Queue, Phase: f.Phase, MaxRecords: f.PageSize, After: after})
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, l := range page {
-				d := describeSaga(l.Record)
-				d.Partition = l.Partition
-				if !yield(d, nil) {
-					return
-				}
-			}
-			if next == nil {
-				return
-			}
-			after = next
-		}
-	}
+	return pages(func(after []byte) ([]ListedSaga, []byte, error) {
+		return s.c.ListSagas(ctx, ListSagasRequest{Namespace: s.namespace, Queue: f.Queue, Phase: f.Phase, MaxRecords: f.PageSize, After: after})
+	}, func(l ListedSaga) *SagaDescription {
+		d := describeSaga(l.Record)
+		d.Partition = l.Partition
+		return d
+	})
 }
 
 // SagaHandle is one saga, addressed by its lane and name, with the revision it last read or

@@ -202,19 +202,30 @@ type ListSchedules struct {
 // schedule's description holds its record; NextFireTimes, LastOutcomes and Liveness, which
 // only Describe computes, are empty.
 func (s *Schedules) List(ctx context.Context, f ListSchedules) iter.Seq2[*ScheduleDescription, error] {
-	return func(yield func(*ScheduleDescription, error) bool) {
+	return pages(func(after []byte) ([]ListedSchedule, []byte, error) {
+		return s.c.ListSchedules(ctx, ListSchedulesRequest{Namespace: s.namespace, Queue: f.Queue, State: f.State, MaxRecords: f.PageSize, After: after})
+	}, func(l ListedSchedule) *ScheduleDescription {
+		d := describeRecord(l.Record)
+		d.Partition = l.Partition
+		return d
+	})
+}
+
+// pages iterates over every page fetch returns, from the first (after nil) to the one whose
+// continuation is nil, yielding each item as describe makes it; a failed fetch is yielded as
+// the error of a last pair.
+func pages[R, T any](fetch func(after []byte) (page []R, next []byte, err error), describe func(R) T) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
 		var after []byte
 		for {
-			page, next, err := s.c.ListSchedules(ctx, ListSchedulesRequest{
-				Namespace: s.namespace, Queue: f.Queue, State: f.State, MaxRecords: f.PageSize, After: after})
+			page, next, err := fetch(after)
 			if err != nil {
-				yield(nil, err)
+				var zero T
+				yield(zero, err)
 				return
 			}
-			for _, l := range page {
-				d := describeRecord(l.Record)
-				d.Partition = l.Partition
-				if !yield(d, nil) {
+			for _, r := range page {
+				if !yield(describe(r), nil) {
 					return
 				}
 			}

@@ -151,25 +151,39 @@ func TestUnreachableTimeoutRunsOnTheClientsClock(t *testing.T) {
 	}
 }
 
+// outage is a twin whose receives fail while down is set (it starts set), and a client of it
+// on a fake clock from start, logging at INFO into logs and backing off up to a given bound.
+type outage struct {
+	b     *bundle
+	down  atomic.Bool
+	start time.Time
+	fake  *clock.Fake
+	logs  *testkit.Buffer
+	c     *client.Client
+}
+
+func newOutage(t *testing.T, partitions int, maxBackoff time.Duration) *outage {
+	o := &outage{b: setup(t, partitions), start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), logs: &testkit.Buffer{}}
+	o.down.Store(true)
+	o.b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if o.down.Load() && isReceive(req) {
+			return clienttest.FaultFailBeforeApply, nil
+		}
+		return clienttest.FaultNone, nil
+	})
+	o.fake = clock.NewFake(o.start)
+	o.c = client.New(o.b.tr, client.Options{Principal: testPrincipal, Clock: o.fake, Logger: slog.New(slog.NewTextHandler(o.logs, nil)),
+		Retry: client.RetryPolicy{Initial: time.Second, Max: maxBackoff, Jitter: func() float64 { return 0.5 }}})
+	return o
+}
+
 // TestAWorkerWaitsForItsClusterByDefault: with the default configuration a worker whose
 // partition stays unreachable for three hours of the client's clock keeps running, reports the
 // partition in Status, and logs it once at WARN; once the partition answers again it consumes,
 // Status is clear, and it logs that once at INFO.
 func TestAWorkerWaitsForItsClusterByDefault(t *testing.T) {
-	b := setup(t, 1)
-	var down atomic.Bool
-	down.Store(true)
-	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
-		if down.Load() && isReceive(req) {
-			return clienttest.FaultFailBeforeApply, nil
-		}
-		return clienttest.FaultNone, nil
-	})
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fake := clock.NewFake(start)
-	logs := &testkit.Buffer{}
-	c := client.New(b.tr, client.Options{Principal: testPrincipal, Clock: fake, Logger: slog.New(slog.NewTextHandler(logs, nil)),
-		Retry: client.RetryPolicy{Initial: time.Second, Max: time.Minute, Jitter: func() float64 { return 0.5 }}})
+	o := newOutage(t, 1, time.Minute)
+	b, down, start, fake, logs, c := o.b, &o.down, o.start, o.fake, o.logs, o.c
 	var handled atomic.Int64
 	w := c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Wait: 50 * time.Millisecond,
 		Handler: func(context.Context, *client.Message) error { handled.Add(1); return nil }})
@@ -217,20 +231,8 @@ func TestAWorkerWaitsForItsClusterByDefault(t *testing.T) {
 // (30 s; a silo restart, an election) log one INFO line when the outage begins and one when it
 // ends, and nothing at WARN or above.
 func TestAShortOutageLogsNoWarning(t *testing.T) {
-	b := setup(t, 4)
-	var down atomic.Bool
-	down.Store(true)
-	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
-		if down.Load() && isReceive(req) {
-			return clienttest.FaultFailBeforeApply, nil
-		}
-		return clienttest.FaultNone, nil
-	})
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fake := clock.NewFake(start)
-	logs := &testkit.Buffer{}
-	c := client.New(b.tr, client.Options{Principal: testPrincipal, Clock: fake, Logger: slog.New(slog.NewTextHandler(logs, nil)),
-		Retry: client.RetryPolicy{Initial: time.Second, Max: time.Second, Jitter: func() float64 { return 0.5 }}})
+	o := newOutage(t, 4, time.Second)
+	down, start, fake, logs, c := &o.down, o.start, o.fake, o.logs, o.c
 	w := c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Wait: 50 * time.Millisecond,
 		Handler: func(context.Context, *client.Message) error { return nil }})
 	runErr := make(chan error, 1)
