@@ -170,16 +170,16 @@ func (s *Schedules) Create(ctx context.Context, name string, o ScheduleOptions, 
 // 0. A replacement that meets a revision moved meanwhile (an occurrence emitted) reads again
 // and retries, a few times.
 func (s *Schedules) Upsert(ctx context.Context, name string, o ScheduleOptions) (*ScheduleHandle, error) {
-	if err := errors.Join(checkName(name), o.checkBacklog(s.c.clock.Now())); err != nil {
+	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	h := s.Handle(o.Queue, o.Key, name)
 	want := o.definition(s.namespace, name)
 	err := h.casLoop(ctx, func(rec *orreryv1.ScheduleRecord) (*orreryv1.ScheduleDefinition, error) {
 		if rec != nil && proto.Equal(rec.GetDefinition(), want) {
-			return nil, nil
+			return nil, nil // as declared already: nothing to write, nothing to refuse
 		}
-		return want, nil
+		return want, o.checkBacklog(s.c.clock.Now())
 	})
 	if err != nil {
 		return nil, err
