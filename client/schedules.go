@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -157,10 +158,13 @@ func (s *Schedules) Create(ctx context.Context, name string, o ScheduleOptions, 
 	if err := errors.Join(checkName(name), o.checkBacklog(s.c.clock.Now())); err != nil {
 		return nil, err
 	}
-	if _, err := s.c.ConfigureSchedule(ctx, o.definition(s.namespace, name), 0, opts...); err != nil {
+	res, err := s.c.ConfigureSchedule(ctx, o.definition(s.namespace, name), 0, opts...)
+	if err != nil {
 		return nil, err
 	}
-	return s.Handle(o.Queue, o.Key, name), nil
+	h := s.Handle(o.Queue, o.Key, name)
+	h.written.Store(res)
+	return h, nil
 }
 
 // Upsert makes the schedule named name do what o says, for an application that declares its
@@ -244,6 +248,31 @@ type ScheduleHandle struct {
 	c        *Client
 	lane     *orreryv1.Lane
 	name, id string
+	// written is the result of the last definition this handle wrote (Create, Upsert, Update).
+	written atomic.Pointer[orreryv1.ScheduleResult]
+}
+
+// ScheduleWrite is what a definition written through a handle (Create, Upsert, Update) did.
+type ScheduleWrite struct {
+	// Revision and Generation are the schedule's after the write.
+	Revision, Generation uint64
+	// AlreadyDue counts the new generation's instants that were already due when it was
+	// written (an Every start or an At instant in the past), from FirstAlreadyDue to
+	// LastAlreadyDue: a catch-up enqueues them at once, within the catch-up window and the
+	// misfire policy.
+	AlreadyDue                      uint64
+	FirstAlreadyDue, LastAlreadyDue time.Time
+}
+
+// LastWrite is what the last definition this handle wrote did, and false when it wrote none
+// (a handle from Handle, or an Upsert or Update that found the definition as it was).
+func (h *ScheduleHandle) LastWrite() (ScheduleWrite, bool) {
+	res := h.written.Load()
+	if res == nil {
+		return ScheduleWrite{}, false
+	}
+	return ScheduleWrite{Revision: res.GetRevision(), Generation: res.GetGeneration(), AlreadyDue: res.GetAlreadyDue(),
+		FirstAlreadyDue: instant(res.GetFirstAlreadyDueAtUnixMicros()), LastAlreadyDue: instant(res.GetLastAlreadyDueAtUnixMicros())}, true
 }
 
 // Name is the schedule's name.
@@ -366,7 +395,11 @@ func (h *ScheduleHandle) casLoop(ctx context.Context, decide func(*orreryv1.Sche
 		if decideErr != nil || def == nil {
 			return decideErr
 		}
-		_, err = h.c.ConfigureSchedule(ctx, def, rec.GetRevision())
+		var res *orreryv1.ScheduleResult
+		res, err = h.c.ConfigureSchedule(ctx, def, rec.GetRevision())
+		if err == nil {
+			h.written.Store(res)
+		}
 		if !errors.Is(err, orrery.ErrRevisionConflict) {
 			return err
 		}

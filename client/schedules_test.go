@@ -279,8 +279,18 @@ func TestAStartInThePastIsRefusedUnlessItsCatchUpIsBounded(t *testing.T) {
 		t.Fatalf("Upsert starting 72 h ago: %v, want Validation", err)
 	}
 	opts.CatchUpWindow = 10 * time.Minute
-	if _, err := schedules.Create(ctx, "flood", opts); err != nil {
+	h, err := schedules.Create(ctx, "flood", opts)
+	if err != nil {
 		t.Fatalf("Create with a 10-minute catch-up window: %v", err)
+	}
+	first := time.UnixMicro(opts.Spec.GetEvery().GetFirstDueAtUnixMicros()).UTC()
+	if w, ok := h.LastWrite(); !ok || w.AlreadyDue != 4321 || !w.FirstAlreadyDue.Equal(first) || !w.LastAlreadyDue.Equal(first.Add(72*time.Hour)) {
+		t.Fatalf("the create's write: %+v, %v; want 4321 instants already due from %v", w, ok, first)
+	}
+	if again, err := schedules.Upsert(ctx, "flood", opts); err != nil {
+		t.Fatal(err)
+	} else if _, wrote := again.LastWrite(); wrote {
+		t.Fatal("an Upsert of the definition as it is reports a write")
 	}
 	n, err := b.tr.EmitDue(ctx)
 	if err != nil {

@@ -3740,9 +3740,16 @@ type ScheduleResult struct {
 	// coordinator's emission spans carry without reading the messages back.
 	EnqueuedNominalDueAtUnixMicros []int64 `protobuf:"varint,8,rep,packed,name=enqueued_nominal_due_at_unix_micros,json=enqueuedNominalDueAtUnixMicros,proto3" json:"enqueued_nominal_due_at_unix_micros,omitempty"`
 	// The definition's name (empty when it has none).
-	Name          string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Name string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
+	// On a configure (create or replace): how many instants of the new generation were already
+	// due at its logged time, and the first and the last of them (zero: none). A catch-up
+	// enqueues them as soon as the due coordinators emit, before the catch-up window and the
+	// misfire policy decide what becomes of each: a start far in the past floods its queue.
+	AlreadyDue                  uint64 `protobuf:"varint,10,opt,name=already_due,json=alreadyDue,proto3" json:"already_due,omitempty"`
+	FirstAlreadyDueAtUnixMicros int64  `protobuf:"varint,11,opt,name=first_already_due_at_unix_micros,json=firstAlreadyDueAtUnixMicros,proto3" json:"first_already_due_at_unix_micros,omitempty"`
+	LastAlreadyDueAtUnixMicros  int64  `protobuf:"varint,12,opt,name=last_already_due_at_unix_micros,json=lastAlreadyDueAtUnixMicros,proto3" json:"last_already_due_at_unix_micros,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *ScheduleResult) Reset() {
@@ -3836,6 +3843,27 @@ func (x *ScheduleResult) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *ScheduleResult) GetAlreadyDue() uint64 {
+	if x != nil {
+		return x.AlreadyDue
+	}
+	return 0
+}
+
+func (x *ScheduleResult) GetFirstAlreadyDueAtUnixMicros() int64 {
+	if x != nil {
+		return x.FirstAlreadyDueAtUnixMicros
+	}
+	return 0
+}
+
+func (x *ScheduleResult) GetLastAlreadyDueAtUnixMicros() int64 {
+	if x != nil {
+		return x.LastAlreadyDueAtUnixMicros
+	}
+	return 0
 }
 
 // SagaResult reports a saga after a mutation.
@@ -4719,7 +4747,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x121\n" +
 	"\tmutations\x18\x02 \x03(\v2\x13.orrery.v1.MutationR\tmutations\x12$\n" +
-	"\x0eall_or_nothing\x18\x03 \x01(\bR\fallOrNothing\"\x8a\x03\n" +
+	"\x0eall_or_nothing\x18\x03 \x01(\bR\fallOrNothing\"\xb7\x04\n" +
 	"\x0eScheduleResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x1e\n" +
 	"\n" +
@@ -4731,7 +4759,12 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x10suspended_reason\x18\x06 \x01(\tR\x0fsuspendedReason\x124\n" +
 	"\x16passed_without_message\x18\a \x01(\rR\x14passedWithoutMessage\x12K\n" +
 	"#enqueued_nominal_due_at_unix_micros\x18\b \x03(\x03R\x1eenqueuedNominalDueAtUnixMicros\x12\x12\n" +
-	"\x04name\x18\t \x01(\tR\x04name\"\x82\x01\n" +
+	"\x04name\x18\t \x01(\tR\x04name\x12\x1f\n" +
+	"\valready_due\x18\n" +
+	" \x01(\x04R\n" +
+	"alreadyDue\x12E\n" +
+	" first_already_due_at_unix_micros\x18\v \x01(\x03R\x1bfirstAlreadyDueAtUnixMicros\x12C\n" +
+	"\x1flast_already_due_at_unix_micros\x18\f \x01(\x03R\x1alastAlreadyDueAtUnixMicros\"\x82\x01\n" +
 	"\n" +
 	"SagaResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12*\n" +

@@ -169,8 +169,9 @@ func (c *command) defineSchedule(ctx context.Context, action string, args []stri
 	defer cl.Close()
 	schedules := cl.Schedules(f.namespace)
 	h := schedules.Handle(f.queue, f.key, name)
+	var created *client.ScheduleHandle
 	if action == "create" {
-		_, err = schedules.Create(ctx, name, o)
+		created, err = schedules.Create(ctx, name, o)
 	} else {
 		err = h.Update(ctx, func(cur *client.ScheduleOptions) { _ = f.apply(cur, spec) })
 	}
@@ -182,13 +183,25 @@ func (c *command) defineSchedule(ctx context.Context, action string, args []stri
 		return fmt.Errorf("describe schedule %q: %w", name, err)
 	}
 	past := map[string]string{"create": "created", "update": "updated"}[action]
+	written, _ := h.LastWrite()
+	if created != nil {
+		written, _ = created.LastWrite()
+	}
 	if c.output == "json" {
 		return writeJSON(c.stdout, map[string]any{"action": action, "name": name, "schedule_id": d.ID,
 			"lane":     map[string]string{"namespace": f.namespace, "queue": f.queue, "key": d.Options.Key},
-			"revision": d.Revision, "generation": d.Generation, "next_due": jsonTime(d.NextDue)})
+			"revision": d.Revision, "generation": d.Generation, "next_due": jsonTime(d.NextDue),
+			"already_due": written.AlreadyDue, "first_already_due": jsonTime(written.FirstAlreadyDue), "last_already_due": jsonTime(written.LastAlreadyDue)})
 	}
-	_, err = fmt.Fprintf(c.stdout, "%s schedule %q %s in %s/%s/%s, generation %d, next due %s\n",
-		past, name, d.ID, f.namespace, f.queue, d.Options.Key, d.Generation, timeOrNone(d.NextDue))
+	if _, err := fmt.Fprintf(c.stdout, "%s schedule %q %s in %s/%s/%s, generation %d, next due %s\n",
+		past, name, d.ID, f.namespace, f.queue, d.Options.Key, d.Generation, timeOrNone(d.NextDue)); err != nil {
+		return err
+	}
+	if written.AlreadyDue > 0 {
+		_, err = fmt.Fprintf(c.stdout, "%d instants were already due, %s to %s: the catch-up enqueues them now (catch-up window: %s)\n",
+			written.AlreadyDue, timeOrNone(written.FirstAlreadyDue), timeOrNone(written.LastAlreadyDue),
+			catchUpText(d.Options.CatchUpWindow.Microseconds(), d.Options.Misfire))
+	}
 	return err
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orreryhq/orrery/client"
 )
@@ -37,6 +38,15 @@ func TestSchedulesCreateUpdateAndActByName(t *testing.T) {
 	}
 	if out := ok(t, s, "", "schedules", "pause", "cli-define", "reports", "nightly", "nightly"); !strings.HasPrefix(out, "paused ") {
 		t.Errorf("pause by name printed %q", out)
+	}
+	start := time.Now().Add(-10*time.Minute - 30*time.Second).UTC().Format(time.RFC3339)
+	out = ok(t, s, "", "schedules", "create", "minutely", "--namespace", "cli-define", "--queue", "reports", "--every", "1m", "--start", start, "--catch-up", "5m")
+	if !strings.Contains(out, "11 instants were already due, "+start) || !strings.Contains(out, "catch-up window: 5m0s") {
+		t.Errorf("create starting 10.5 min back printed %q", out)
+	}
+	if r := cli(t, s, "", "schedules", "create", "flood", "--namespace", "cli-define", "--queue", "reports", "--every", "1m", "--start", start); r.code != 1 ||
+		!strings.Contains(r.stderr, "11 instants") {
+		t.Errorf("create starting 10.5 min back without a window: exit %d, stderr %q", r.code, r.stderr)
 	}
 	for _, bad := range [][]string{
 		{"schedules", "create", "x", "--namespace", "n", "--queue", "q"},

@@ -96,5 +96,28 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 	if err := save(v, lim, rec, oldDueAt); err != nil {
 		return nil, err
 	}
-	return result(rec, nil), nil
+	res := result(rec, nil)
+	res.AlreadyDue, res.FirstAlreadyDueAtUnixMicros, res.LastAlreadyDueAtUnixMicros = alreadyDue(def.GetSpec(), loggedNowMicros)
+	return res, nil
+}
+
+// alreadyDue counts the instants of a new generation of spec that are due at or before the
+// configure's logged time, with the first and the last (zero: none): the ones from an Every
+// start or an At instant in the past. A cron generation starts at the configure and an After
+// one after it, so neither has any.
+func alreadyDue(spec *orreryv1.ScheduleSpec, loggedNowMicros int64) (count uint64, first, last int64) {
+	switch {
+	case spec.GetEvery() != nil:
+		start, interval := spec.GetEvery().GetFirstDueAtUnixMicros(), spec.GetEvery().GetIntervalMicros()
+		if interval <= 0 || start > loggedNowMicros {
+			return 0, 0, 0
+		}
+		n := (loggedNowMicros-start)/interval + 1
+		return uint64(n), start, start + (n-1)*interval
+	case spec.GetAt() != nil:
+		if at := spec.GetAt().GetDueAtUnixMicros(); at <= loggedNowMicros {
+			return 1, at, at
+		}
+	}
+	return 0, 0, 0
 }

@@ -451,3 +451,27 @@ func TestOccurrenceIDMatchesItsFormat(t *testing.T) {
 		}
 	})
 }
+
+// TestConfigureSaysHowManyInstantsAreAlreadyDue: the configure result counts the instants of
+// the new generation already due at its logged time, with the first and the last: a start 72 h
+// back every minute has 4,321; a start ahead, none.
+func TestConfigureSaysHowManyInstantsAreAlreadyDue(t *testing.T) {
+	const minute = 60 * sec
+	res := configure(t, kv.NewMemory(), definition(every(t0-72*hour, minute)), 0, t0)
+	if res.GetAlreadyDue() != 4321 || res.GetFirstAlreadyDueAtUnixMicros() != t0-72*hour || res.GetLastAlreadyDueAtUnixMicros() != t0 {
+		t.Fatalf("a start 72 h back every minute: %v", res)
+	}
+	res = configure(t, kv.NewMemory(), definition(every(t0-90*sec, minute)), 0, t0)
+	if res.GetAlreadyDue() != 2 || res.GetLastAlreadyDueAtUnixMicros() != t0-30*sec {
+		t.Fatalf("a start 90 s back every minute: %v", res)
+	}
+	if res := configure(t, kv.NewMemory(), definition(every(t0+hour, minute)), 0, t0); res.GetAlreadyDue() != 0 || res.GetFirstAlreadyDueAtUnixMicros() != 0 {
+		t.Fatalf("a start ahead: %v", res)
+	}
+	if res := configure(t, kv.NewMemory(), definition(at(t0-hour)), 0, t0); res.GetAlreadyDue() != 1 || res.GetFirstAlreadyDueAtUnixMicros() != t0-hour {
+		t.Fatalf("an instant an hour back: %v", res)
+	}
+	if res := configure(t, kv.NewMemory(), definition(at(t0+hour)), 0, t0); res.GetAlreadyDue() != 0 {
+		t.Fatalf("an instant ahead: %v", res)
+	}
+}
