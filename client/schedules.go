@@ -400,11 +400,19 @@ func (h *ScheduleHandle) casLoop(ctx context.Context, decide func(*orreryv1.Sche
 		if err == nil {
 			h.written.Store(res)
 		}
-		if !errors.Is(err, orrery.ErrRevisionConflict) {
+		if !movedMeanwhile(err) {
 			return err
 		}
 	}
 	return fmt.Errorf("schedule %q: the revision moved under each of %d attempts: %w", h.name, updateAttempts, err)
+}
+
+// movedMeanwhile reports whether a configure failed because the schedule's revision moved
+// (or it appeared) since it was read: a RevisionConflict on the expected revision, which a
+// new read answers. The conflict of a deleted id (on definition.schedule_id) does not pass.
+func movedMeanwhile(err error) bool {
+	var oe *orrery.Error
+	return errors.Is(err, orrery.ErrRevisionConflict) && errors.As(err, &oe) && strings.HasSuffix(oe.Field, "expected_revision")
 }
 
 // checkName refuses an empty schedule name: the id derives from it.

@@ -308,3 +308,26 @@ func TestAStartInThePastIsRefusedUnlessItsCatchUpIsBounded(t *testing.T) {
 		t.Fatalf("Create whose one instant is already due: %v", err)
 	}
 }
+
+// TestUpsertOfADeletedNameSaysSoAtOnce: a deleted schedule's id stays a tombstone; an Upsert
+// of its name fails with that conflict at once instead of retrying as if the revision moved.
+func TestUpsertOfADeletedNameSaysSoAtOnce(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	h, err := schedules.Upsert(ctx, "report", reportOptions(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := len(b.commandCalls())
+	_, err = schedules.Upsert(ctx, "report", reportOptions(""))
+	if !errors.Is(err, orrery.ErrRevisionConflict) || !strings.Contains(err.Error(), "was deleted") {
+		t.Fatalf("Upsert of a deleted name: %v, want the deleted id's RevisionConflict", err)
+	}
+	if sent := len(b.commandCalls()) - before; sent != 1 {
+		t.Fatalf("Upsert of a deleted name sent %d configures, want 1", sent)
+	}
+}
