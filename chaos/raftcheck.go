@@ -71,7 +71,9 @@ func checkOneLeaderPerTerm(samples []replicaSample) leaderCheck {
 		}
 	}
 	out.terms = len(named)
-	keys := slices.SortedFunc(maps.Keys(named), func(a, b groupTerm) int { return cmp.Or(cmp.Compare(a.partition, b.partition), cmp.Compare(a.term, b.term)) })
+	keys := slices.SortedFunc(maps.Keys(named), func(a, b groupTerm) int {
+		return cmp.Or(cmp.Compare(a.partition, b.partition), cmp.Compare(a.term, b.term))
+	})
 	for _, key := range keys {
 		leaders := named[key]
 		if len(leaders) < 2 {

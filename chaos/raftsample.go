@@ -43,8 +43,8 @@ type statusSample struct {
 	Sent     time.Time `json:"sent"`
 	Received time.Time `json:"received"`
 	// ActivationEpoch is the Raft term of the grain's activation that answered.
-	ActivationEpoch    uint64 `json:"activation_epoch"`
-	AppliedIndex       uint64 `json:"applied_index"`
+	ActivationEpoch  uint64 `json:"activation_epoch"`
+	AppliedIndex     uint64 `json:"applied_index"`
 	LoggedTimeMicros int64  `json:"logged_time_unix_micros"`
 }
 
