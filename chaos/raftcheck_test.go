@@ -2,8 +2,11 @@ package chaos
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -142,5 +145,37 @@ func TestRaftSamplesReadAPartitionTable(t *testing.T) {
 	}
 	if !reflect.DeepEqual(statuses, wantStatuses) {
 		t.Errorf("status samples\n got %+v\nwant %+v", statuses, wantStatuses)
+	}
+}
+
+// TestRaftSamplerReadsEverySiloAndSkipsOneStillBeingRead: the sampler reads every address
+// each round, and a silo that does not answer (paused, isolated) has one read in flight at a
+// time, not one per round; stopping waits for it.
+func TestRaftSamplerReadsEverySiloAndSkipsOneStillBeingRead(t *testing.T) {
+	answering := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"silo_id":"aa","partitions":[{"partition":0,"replica":{"term":2,"leads":true,"leader_silo":"aa"},` +
+			`"status":{"applied_index":"5","logged_time_unix_micros":"100"}}]}`))
+	}))
+	defer answering.Close()
+	var hung atomic.Int32
+	release := make(chan struct{})
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hung.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer stalled.Close()
+	defer close(release)
+	addresses := []string{strings.TrimPrefix(answering.URL, "http://"), strings.TrimPrefix(stalled.URL, "http://")}
+	sampler := startRaftSampler(func() []string { return addresses }, 10*time.Millisecond, 300*time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
+	replicas, statuses, reads, failures := sampler.stopSampling()
+	if reads < 5 || len(replicas) != reads || len(statuses) != reads {
+		t.Errorf("%d reads, %d replica views, %d statuses: want a view and a status per read, several reads", reads, len(replicas), len(statuses))
+	}
+	if got := hung.Load(); got != 1 || failures != 1 {
+		t.Errorf("the silo that does not answer was read %d times (%d failed), want once, timed out", got, failures)
 	}
 }
