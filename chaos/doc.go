@@ -17,8 +17,11 @@
 // checkHistory (duplicates, gaps, early and lost occurrences, lateness), checkSagaTimeouts
 // (double, early and lost saga timeouts, by the saga contract), checkSagasLinearizable
 // (porcupine over each saga's compare-and-sets, reads and expiries, against stepSaga) and
-// checkReceipts (a replayed command gets the first receipt's bytes); a consistency check; and
-// a Report. The functions that start processes take a TB, which *testing.T satisfies and the
+// checkReceipts (a replayed command gets the first receipt's bytes); over the partition tables
+// a raftSampler reads from every live silo every 500 ms for the whole run,
+// checkOneLeaderPerTerm (no two silos named leader of one partition in one term) and
+// checkLoggedTimeNeverDecreases (a higher applied index of a partition never carries a lower
+// logged time); a consistency check; and a Report. The functions that start processes take a TB, which *testing.T satisfies and the
 // command implements.
 //
 // Its tests drive those processes through the Go client: restarts of one silo, crash

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -505,6 +506,19 @@ func (n *nemesis) processExits() []ProcessExit {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]ProcessExit(nil), n.exits...)
+}
+
+// liveAdminAddresses lists the admin addresses of the silo processes running now (started and
+// not seen exited), for readers on other goroutines: the cluster's own table is the nemesis's.
+func (n *nemesis) liveAdminAddresses() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	addresses := make([]string, 0, len(n.watched))
+	for p := range n.watched {
+		addresses = append(addresses, p.AdminAddress())
+	}
+	slices.Sort(addresses)
+	return addresses
 }
 
 // processes lists every silo process started during the run, the first ones first.

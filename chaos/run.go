@@ -141,6 +141,22 @@ type Counts struct {
 	// Inconsistencies counts the partitions whose replicas' checksums differed at the
 	// consistency check after healing.
 	Inconsistencies int `json:"inconsistencies"`
+	// TwoLeaders counts the (partition, term) pairs in which the sampled replica views named
+	// two different leaders (checkOneLeaderPerTerm); LoggedTimeBackward the sampled
+	// partition statuses whose logged time was below one at a lower applied index
+	// (checkLoggedTimeNeverDecreases).
+	TwoLeaders         int `json:"two_leaders"`
+	LoggedTimeBackward int `json:"logged_time_backward"`
+	// RaftTablesRead counts the partition tables the Raft sampler read during the run,
+	// RaftTablesFailed its reads that failed (a silo down, paused or isolated); LeaderClaims
+	// the sampled replica views that claimed to lead, LeaderTerms the (partition, term) pairs
+	// some view named a leader of, StatusMarks the partition statuses (applied index and
+	// logged time) sampled.
+	RaftTablesRead   int `json:"raft_tables_read"`
+	RaftTablesFailed int `json:"raft_tables_failed"`
+	LeaderClaims     int `json:"leader_claims"`
+	LeaderTerms      int `json:"leader_terms"`
+	StatusMarks      int `json:"status_marks"`
 	// MaxLatenessMS is the largest enqueue time minus nominal instant of an occurrence of a
 	// schedule never paused, or of a timer.
 	MaxLatenessMS int64 `json:"max_lateness_ms"`
@@ -185,9 +201,10 @@ type Report struct {
 var (
 	checkedByRun = []string{"duplicates", "gaps", "early", "lost", "max_lateness", "unavailable", "double_timeouts",
 		"receipt_mismatches", "linearizable (porcupine over each saga's CAS calls, reads and expiries)",
-		"inconsistencies (one consistency check after healing)", "process_exits"}
-	notCheckedYet = []string{"linearizability of the schedule CAS history", "two leaders in one term, logged time never decreasing",
-		"consistency at every index the consistency checker ran at"}
+		"inconsistencies (one consistency check after healing)",
+		"two_leaders (replica views sampled from every live silo every 500 ms)",
+		"logged_time_backward (partition statuses sampled from every live silo every 500 ms)", "process_exits"}
+	notCheckedYet = []string{"linearizability of the schedule CAS history", "consistency at every index the consistency checker ran at"}
 )
 
 // Failed reports whether the run found a violation, a silo exit it did not cause, or a
@@ -213,10 +230,11 @@ func (r *Report) ResultLine() string {
 		linearizable = fmt.Sprint(*c.Linearizable)
 	}
 	return fmt.Sprintf("CHAOS RESULT seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d skews=0 failpoints=0 ops=%d occurrences=%d "+
-		"duplicates=%d gaps=%d lost=%d early=%d double_timeouts=%d receipt_mismatches=%d inconsistencies=%d linearizable=%s "+
-		"max_lateness_ms=%d unavailable_s=%.1f process_exits=%d",
+		"duplicates=%d gaps=%d lost=%d early=%d double_timeouts=%d receipt_mismatches=%d inconsistencies=%d two_leaders=%d "+
+		"logged_time_backward=%d linearizable=%s max_lateness_ms=%d unavailable_s=%.1f process_exits=%d",
 		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.Ops, c.Occurrences,
-		c.Duplicates, c.Gaps, c.Lost, c.Early, c.DoubleTimeouts, c.ReceiptMismatches, c.Inconsistencies, linearizable,
+		c.Duplicates, c.Gaps, c.Lost, c.Early, c.DoubleTimeouts, c.ReceiptMismatches, c.Inconsistencies, c.TwoLeaders,
+		c.LoggedTimeBackward, linearizable,
 		c.MaxLatenessMS, c.UnavailableS, c.ProcessExits)
 }
 
@@ -294,6 +312,13 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	if err := nem.awaitWhole(ctx, "the cluster's start"); err != nil {
 		return r, err
 	}
+	sampler := startRaftSampler(nem.liveAdminAddresses, raftSampleInterval, raftSampleTimeout)
+	samplerStopped := false
+	defer func() {
+		if !samplerStopped {
+			sampler.stopSampling()
+		}
+	}()
 
 	dialCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	c, err := client.Dial(dialCtx, client.DialConfig{Seeds: cl.Seeds(), Options: client.Options{Logger: slog.New(slog.DiscardHandler)}})
@@ -350,6 +375,8 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	if err := w.readLedgers(ctx); err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	}
+	samplerStopped = true
+	replicaViews, statusMarks, tablesRead, tablesFailed := sampler.stopSampling()
 	h := w.history(end, cfg.RecoveryBound)
 	if cfg.LogDir != "" {
 		if err := writeHistory(filepath.Join(cfg.LogDir, "history.jsonl"), h); err != nil {
@@ -369,11 +396,36 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	}
 	r.Counts.Inconsistencies = len(inconsistent)
 	r.Violations = append(r.Violations, inconsistent...)
+	checkRaft(r, replicaViews, statusMarks, tablesRead, tablesFailed)
+	logf("raft sampled: %s; %d leader claims over %d (partition, term) pairs", sampler, r.Counts.LeaderClaims, r.Counts.LeaderTerms)
 	r.Complete = true
 	logf("history closed: %d deliveries, %d occurrences, %d timers, %d enqueued, %d sagas (%d calls, %d of unknown outcome, %d timeouts), %d replays; %d violations",
 		len(h.deliveries), v.occurrences, len(h.timers), len(h.enqueued), r.Counts.Sagas, r.Counts.SagaOps, r.Counts.SagaUnknown,
 		r.Counts.SagaTimeouts, r.Counts.Replays, len(r.Violations))
 	return r, nil
+}
+
+// The Raft sampler reads every live silo's partition table every raftSampleInterval (a read
+// fans out to one status inspection per partition inside the silo), each read bounded by
+// raftSampleTimeout.
+const (
+	raftSampleInterval = 500 * time.Millisecond
+	raftSampleTimeout  = 2 * time.Second
+)
+
+// checkRaft runs the Raft checkers over the samples read during the run and adds their counts
+// and violations to r; a run that read no partition table has checked nothing, a problem.
+func checkRaft(r *Report, replicaViews []replicaSample, statusMarks []statusSample, tablesRead, tablesFailed int) {
+	r.Counts.RaftTablesRead, r.Counts.RaftTablesFailed = tablesRead, tablesFailed
+	if tablesRead == 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("the Raft sampler read no partition table (%d reads failed)", tablesFailed))
+	}
+	lc := checkOneLeaderPerTerm(replicaViews)
+	r.Counts.TwoLeaders, r.Counts.LeaderClaims, r.Counts.LeaderTerms = lc.twoLeaders, lc.claims, lc.terms
+	r.Violations = append(r.Violations, lc.problems...)
+	tc := checkLoggedTimeNeverDecreases(statusMarks)
+	r.Counts.LoggedTimeBackward, r.Counts.StatusMarks = tc.backward, tc.samples
+	r.Violations = append(r.Violations, tc.problems...)
 }
 
 // linearizabilityBudget bounds porcupine's search over one saga's history.
