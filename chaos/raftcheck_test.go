@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // sampleAt is an instant of a hand-made history, seconds after a fixed start.
@@ -169,8 +171,13 @@ func TestRaftSamplerReadsEverySiloAndSkipsOneStillBeingRead(t *testing.T) {
 	defer stalled.Close()
 	defer close(release)
 	addresses := []string{strings.TrimPrefix(answering.URL, "http://"), strings.TrimPrefix(stalled.URL, "http://")}
-	sampler := startRaftSampler(func() []string { return addresses }, 10*time.Millisecond, 300*time.Millisecond)
-	time.Sleep(150 * time.Millisecond)
+	// The stalled read times out after 2 s: the rounds below all fall within it.
+	sampler := startRaftSampler(func() []string { return addresses }, 10*time.Millisecond, 2*time.Second)
+	testkit.Eventually(t, 10*time.Second, "five reads of the silo that answers", func() bool {
+		sampler.mu.Lock()
+		defer sampler.mu.Unlock()
+		return sampler.reads >= 5
+	})
 	replicas, statuses, reads, failures := sampler.stopSampling()
 	if reads < 5 || len(replicas) != reads || len(statuses) != reads {
 		t.Errorf("%d reads, %d replica views, %d statuses: want a view and a status per read, several reads", reads, len(replicas), len(statuses))
