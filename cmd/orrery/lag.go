@@ -105,23 +105,15 @@ func (c *command) printLag(rows []lagRow, withQueue bool) error {
 	}
 	t := newTable(c.stdout, append(columns, "ERROR")...)
 	for _, r := range rows {
-		cells := []string{strconv.Itoa(r.partition), orDash(r.silo), r.due.Round(time.Millisecond).String(), strconv.FormatUint(uint64(r.pending), 10)}
+		cells := []string{strconv.Itoa(r.partition), r.silo, r.due.Round(time.Millisecond).String(), strconv.FormatUint(uint64(r.pending), 10)}
 		if withQueue {
 			cells = append(cells, strconv.FormatUint(r.queued, 10), r.queueAge.Round(time.Millisecond).String())
 		}
-		errText := "-"
+		errText := "" // the table writes an empty cell as "-"
 		if r.err != nil {
 			errText = r.err.Error()
 		}
 		t.row(append(cells, errText)...)
 	}
 	return t.flush()
-}
-
-// orDash is s, or "-" when empty.
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
