@@ -48,7 +48,12 @@ func (c *Client) submit(ctx context.Context, partition int, req *orreryv1.Comman
 	ctx, span := c.tracer.Start(ctx, tracing.CommandSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		tracing.AttrPartition.Int(partition), tracing.AttrCommandID.String(o.commandID), tracing.AttrMutations.Int(len(req.GetBatch().GetMutations()))))
 	defer func() { tracing.EndWithError(span, err) }()
+	attempts := 0
 	err = c.retrying(ctx, "command", partition, o.onRetry, func() error {
+		if attempts++; attempts > 1 && o.shortRetries && req.GetWaitMicros() > 0 {
+			req = proto.CloneOf(req)
+			req.WaitMicros = 0
+		}
 		reply, err := c.transport.Command(ctx, partition, req)
 		if err != nil {
 			return transportError(err)

@@ -216,6 +216,8 @@ type callOptions struct {
 	allOrNothing bool
 	receipt      *Receipt
 	onRetry      func(error) // hears of each retriable failed attempt (see retrying)
+	// shortRetries: the attempts of a waiting request after a failed one do not wait.
+	shortRetries bool
 }
 
 // WithCommandID sends the call under the caller's command id instead of a fresh one. Sending
@@ -249,6 +251,12 @@ func WithReceipt(receipt *Receipt) CallOption {
 // backoff (the worker tracks unreachable partitions with it).
 func withRetryObserver(onRetry func(error)) CallOption {
 	return func(o *callOptions) { o.onRetry = onRetry }
+}
+
+// withShortRetries makes a waiting request's attempts after a failed one not wait: the first
+// that succeeds answers at once, so the caller learns that its partition answers again.
+func withShortRetries() CallOption {
+	return func(o *callOptions) { o.shortRetries = true }
 }
 
 func (c *Client) callOptions(opts []CallOption) callOptions {

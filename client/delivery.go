@@ -86,11 +86,11 @@ func (r *run) deliver(d *delivery) {
 	defer cancel()
 	handlerCtx, span := tracing.StartHandling(handlerCtx, r.w.c.tracer, d.msg.msg, d.msg.partition)
 	done := make(chan error, 1)
-	r.w.metrics.started(d.msg, r.now())
+	r.metrics.started(d.msg, r.now())
 	go func() {
 		err := callHandler(handlerCtx, r.cfg.Handler, d.msg)
 		tracing.EndWithError(span, err)
-		r.w.metrics.handled(err)
+		r.metrics.handled(err)
 		done <- err
 	}()
 	for {
@@ -148,7 +148,11 @@ func (r *run) settle(d *delivery, handlerErr error) {
 	if handlerErr != errStopping {
 		r.w.c.log.Info("orrery worker: handler failed, releasing", "id", m.ID(), "partition", m.Partition(), "delivery", m.DeliveryCount(), "err", handlerErr)
 	}
-	if _, err := r.w.c.Release(ctx, m.Lane(), m.ID(), m.LeaseToken(), r.cfg.ReleaseDelay); err != nil {
+	delay := r.cfg.ReleaseDelay
+	if r.cfg.Backoff != nil && handlerErr != errStopping {
+		delay = max(r.cfg.Backoff(int(m.DeliveryCount())), 0)
+	}
+	if _, err := r.w.c.Release(ctx, m.Lane(), m.ID(), m.LeaseToken(), delay); err != nil {
 		r.w.c.log.Warn("orrery worker: release failed", "id", m.ID(), "partition", m.Partition(), "err", err)
 	}
 }

@@ -267,3 +267,30 @@ func TestAShortOutageLogsNoWarning(t *testing.T) {
 		t.Errorf("%d INFO lines through an outage of four partitions, want 2 (it began, it ended):\n%s", n, logs)
 	}
 }
+
+// TestStatusClearsAsSoonAsAPartitionAnswersAgain: a worker whose long polls wait an hour shows
+// its partitions reachable as soon as they answer again, not once a long poll retried during
+// the outage has waited its hour for a message that never comes.
+func TestStatusClearsAsSoonAsAPartitionAnswersAgain(t *testing.T) {
+	o := newOutage(t, 4, time.Second)
+	down, fake, c := &o.down, o.fake, o.c
+	w := c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Wait: time.Hour,
+		Handler: func(context.Context, *client.Message) error { return nil }})
+	runErr := make(chan error, 1)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { runErr <- w.Run(ctx) }()
+	testkit.Eventually(t, 10*time.Second, "every partition failing", func() bool {
+		fake.Advance(100 * time.Millisecond)
+		return len(w.Status().Failing) == 4
+	})
+	down.Store(false)
+	testkit.Eventually(t, 10*time.Second, "every partition reachable in Status", func() bool {
+		fake.Advance(time.Second)
+		return len(w.Status().Failing) == 0
+	})
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,16 +38,20 @@ const (
 // lost.
 type Handler func(ctx context.Context, m *Message) error
 
-// WorkerConfig configures a Worker. Namespace, Queue and Handler are required.
+// WorkerConfig configures a Worker. Namespace is required, and at least one queue: Queue with
+// its Handler here, or more with Worker.Handle and Handle. The settings below are every
+// queue's, unless its HandlerOptions say otherwise.
 type WorkerConfig struct {
-	// Namespace and Queue name the queue to consume (a dead-letter queue "<queue>$dlq" may be
-	// consumed too).
-	Namespace, Queue string
-	// Handler processes each message.
+	// Namespace is the namespace of the worker's queues.
+	Namespace string
+	// Queue names a queue to consume (a dead-letter queue "<queue>$dlq" may be consumed too),
+	// with Handler. Optional when the worker's queues are added with Worker.Handle.
+	Queue string
+	// Handler processes each message of Queue.
 	Handler Handler
-	// Concurrency bounds the handlers running at once, across all partitions (default 8).
-	// A handler's slot is freed when it returns, before its ack or release is durable (see
-	// MaxUnsettled).
+	// Concurrency bounds the handlers of each queue running at once, across all partitions
+	// (default 8). A handler's slot is freed when it returns, before its ack or release is
+	// durable (see MaxUnsettled).
 	Concurrency int
 	// MaxUnsettled bounds the messages whose handler has returned and whose ack or release is
 	// not yet durable (acks are batched per partition, one command in flight at a time):
@@ -70,8 +76,14 @@ type WorkerConfig struct {
 	Prefetch int
 	// Owner is recorded in every lease (default "<hostname>/<pid>").
 	Owner string
-	// ReleaseDelay is how long a message whose handler failed stays invisible (default 0).
+	// ReleaseDelay is how long a message whose handler failed stays invisible (default 0), unless
+	// Backoff is set.
 	ReleaseDelay time.Duration
+	// Backoff, when set, decides how long a message whose handler failed stays invisible, from
+	// its delivery count (1 at the first delivery), instead of ReleaseDelay: see
+	// ExponentialBackoff. The partition counts deliveries, so the delay grows across workers
+	// and restarts; MaxDeliveries (on enqueue or the template) still bounds the attempts.
+	Backoff func(delivery int) time.Duration
 	// SettleTimeout bounds each ack, release and lease extension, which outlive Run's context
 	// so that a stopping worker still settles what it finished, and how much longer a receive
 	// that leases may take once Run's context has ended (what it leases is then released;
@@ -92,15 +104,58 @@ type WorkerConfig struct {
 	Metrics prometheus.Registerer
 }
 
-// Worker consumes one queue across all partitions of the cluster; see Run.
+// Worker consumes its queues across all partitions of the cluster; see Run.
 type Worker struct {
-	c       *Client
+	c    *Client
+	cfg  WorkerConfig // the worker's settings, the defaults of its queues
+	mu   sync.Mutex
+	regs []registration // its queues, in the order they were added
+	// regErr is the first error of a registration (a queue added twice, its metrics); Run
+	// returns it.
+	regErr  error
+	running atomic.Bool
+	current atomic.Pointer[[]*run] // each queue's run while Run runs, nil otherwise
+}
+
+// registration is one queue of a worker: its settings (WorkerConfig with the queue's
+// HandlerOptions applied) and its metrics.
+type registration struct {
 	cfg     WorkerConfig
 	metrics *workerMetrics // nil without WorkerConfig.Metrics
-	// metricsErr is why the series could not be registered; Run returns it.
-	metricsErr error
-	running    atomic.Bool
-	current    atomic.Pointer[run] // the run in progress, nil when none
+}
+
+// HandlerOptions are one queue's settings on a worker (Worker.Handle, Handle). A zero field
+// takes the WorkerConfig's.
+type HandlerOptions struct {
+	// Concurrency bounds this queue's handlers running at once.
+	Concurrency int
+	// LeaseDuration is each delivery's lease; the worker extends it at half its duration while
+	// the handler runs.
+	LeaseDuration time.Duration
+	// Prefetch is how many messages beyond this queue's free handler slots its receives may ask
+	// for (-1: none).
+	Prefetch int
+	// ReleaseDelay is how long a message whose handler failed stays invisible, unless Backoff is
+	// set.
+	ReleaseDelay time.Duration
+	// Backoff decides how long a message whose handler failed stays invisible from its delivery
+	// count (see ExponentialBackoff).
+	Backoff func(delivery int) time.Duration
+}
+
+// ExponentialBackoff is a WorkerConfig.Backoff (or HandlerOptions.Backoff) that keeps a
+// failed message invisible for first after its first delivery, twice that after its second,
+// and so on up to limit, each delay less a random part of up to a fifth, so that messages that
+// failed together do not all come back together. first and limit must be positive.
+func ExponentialBackoff(first, limit time.Duration) func(delivery int) time.Duration {
+	return func(delivery int) time.Duration {
+		d := first
+		for i := 1; i < delivery && d < limit; i++ {
+			d *= 2
+		}
+		d = min(d, limit)
+		return d - time.Duration(rand.Int64N(int64(d)/5+1))
+	}
 }
 
 // WorkerStatus is what Worker.Status reports.
@@ -111,8 +166,10 @@ type WorkerStatus struct {
 	Failing []PartitionFailure
 }
 
-// PartitionFailure is a partition whose receives keep failing with retriable errors.
+// PartitionFailure is a partition whose receives of a queue keep failing with retriable
+// errors.
 type PartitionFailure struct {
+	Queue     string
 	Partition int
 	// Since is when the first receive of the current run of failures failed.
 	Since time.Time
@@ -120,21 +177,26 @@ type PartitionFailure struct {
 	Err error
 }
 
-// Status reports whether the worker runs and which partitions it cannot reach. A partition
-// leaves Failing at its next successful receive.
+// Status reports whether the worker runs and which partitions it cannot reach, per queue. A
+// partition leaves Failing at its next successful receive.
 func (w *Worker) Status() WorkerStatus {
-	r := w.current.Load()
-	if r == nil {
+	runs := w.current.Load()
+	if runs == nil {
 		return WorkerStatus{}
 	}
-	r.healthMu.Lock()
-	defer r.healthMu.Unlock()
 	status := WorkerStatus{Running: true}
-	for p, f := range r.failing {
-		status.Failing = append(status.Failing, PartitionFailure{Partition: p, Since: f.Since, Err: f.Err})
+	for _, r := range *runs {
+		r.healthMu.Lock()
+		for _, f := range r.failing {
+			status.Failing = append(status.Failing, f)
+		}
+		r.healthMu.Unlock()
 	}
 	slices.SortFunc(status.Failing, func(a, b PartitionFailure) int {
 		if c := a.Since.Compare(b.Since); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Queue, b.Queue); c != 0 {
 			return c
 		}
 		return a.Partition - b.Partition
@@ -142,7 +204,8 @@ func (w *Worker) Status() WorkerStatus {
 	return status
 }
 
-// NewWorker returns a worker for cfg; the configuration is checked when Run starts.
+// NewWorker returns a worker for cfg, consuming cfg.Queue when it is set; the configuration is
+// checked when Run starts.
 func (c *Client) NewWorker(cfg WorkerConfig) *Worker {
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultWorkerConcurrency
@@ -152,15 +215,6 @@ func (c *Client) NewWorker(cfg WorkerConfig) *Worker {
 	}
 	if cfg.Wait == 0 {
 		cfg.Wait = DefaultWorkerWait
-	}
-	if cfg.Prefetch == 0 {
-		cfg.Prefetch = cfg.Concurrency
-	}
-	if cfg.MaxPerReceive == 0 {
-		cfg.MaxPerReceive = min(cfg.Concurrency+max(cfg.Prefetch, 0), DefaultWorkerMaxPerReceive)
-	}
-	if cfg.MaxUnsettled == 0 {
-		cfg.MaxUnsettled = max(DefaultWorkerMaxUnsettled, cfg.Concurrency+max(cfg.Prefetch, 0))
 	}
 	if cfg.SettleTimeout == 0 {
 		cfg.SettleTimeout = DefaultWorkerSettleTimeout
@@ -173,15 +227,78 @@ func (c *Client) NewWorker(cfg WorkerConfig) *Worker {
 		cfg.Owner = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	w := &Worker{c: c, cfg: cfg}
-	if cfg.Metrics != nil {
-		w.metrics, w.metricsErr = newWorkerMetrics(cfg.Metrics, cfg.Namespace, cfg.Queue)
+	if cfg.Queue != "" || cfg.Handler != nil {
+		w.Handle(cfg.Queue, cfg.Handler, HandlerOptions{})
 	}
 	return w
 }
 
+// Handle adds queue to the worker's queues, its messages processed by h with the worker's
+// settings overridden by o's non-zero fields. Add queues before Run; a queue added twice, or
+// while the worker runs, makes Run fail (Validation).
+func (w *Worker) Handle(queue string, h Handler, o HandlerOptions) {
+	cfg := w.cfg
+	cfg.Queue, cfg.Handler = queue, h
+	if o.Concurrency != 0 {
+		cfg.Concurrency = o.Concurrency
+	}
+	if o.LeaseDuration != 0 {
+		cfg.LeaseDuration = o.LeaseDuration
+	}
+	if o.Prefetch != 0 {
+		cfg.Prefetch = o.Prefetch
+	}
+	if o.ReleaseDelay != 0 {
+		cfg.ReleaseDelay = o.ReleaseDelay
+	}
+	if o.Backoff != nil {
+		cfg.Backoff = o.Backoff
+	}
+	if cfg.Prefetch == 0 {
+		cfg.Prefetch = cfg.Concurrency
+	}
+	if w.cfg.MaxPerReceive == 0 {
+		cfg.MaxPerReceive = min(cfg.Concurrency+max(cfg.Prefetch, 0), DefaultWorkerMaxPerReceive)
+	}
+	if w.cfg.MaxUnsettled == 0 {
+		cfg.MaxUnsettled = max(DefaultWorkerMaxUnsettled, cfg.Concurrency+max(cfg.Prefetch, 0))
+	}
+	reg := registration{cfg: cfg}
+	var err error
+	if cfg.Metrics != nil {
+		reg.metrics, err = newWorkerMetrics(cfg.Metrics, cfg.Namespace, cfg.Queue)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.running.Load():
+		err = orrery.Invalid("queue", "%q added while the worker runs: add queues before Run", queue)
+	case slices.ContainsFunc(w.regs, func(r registration) bool { return r.cfg.Queue == queue }):
+		err = orrery.Invalid("queue", "%q is handled twice by one worker", queue)
+	}
+	if err != nil {
+		if w.regErr == nil {
+			w.regErr = err
+		}
+		return
+	}
+	w.regs = append(w.regs, reg)
+}
+
+// Handle adds queue to w's queues, each message's JSON payload decoded into a T for h (see
+// JSONHandler), with the worker's settings overridden by the non-zero fields of o (at most
+// one).
+func Handle[T any](w *Worker, queue string, h func(ctx context.Context, j *Job[T]) error, o ...HandlerOptions) {
+	var opts HandlerOptions
+	if len(o) > 0 {
+		opts = o[0]
+	}
+	w.Handle(queue, JSONHandler(h), opts)
+}
+
 func (cfg WorkerConfig) validate() error {
 	if cfg.Handler == nil {
-		return orrery.Invalid("handler", "is required")
+		return orrery.Invalid("handler", "is required (queue %q)", cfg.Queue)
 	}
 	if err := input.Name("namespace", cfg.Namespace, input.MaxNamespaceBytes); err != nil {
 		return err
@@ -210,78 +327,95 @@ func (cfg WorkerConfig) validate() error {
 	return nil
 }
 
-// Run consumes the queue until ctx ends, then stops: no new receive is sent, the handlers'
-// contexts are cancelled, and Run returns once every handler has returned and its message is
-// settled. A stopping worker leases nothing it does not release: a waiting receive parked on a
-// partition is abandoned, and a receive that leases, in flight as it stops, is waited for; what
-// either leased is released (at most SettleTimeout, see Client.Receive). A process that dies
-// leaves the leases of its messages to expire (LeaseDuration).
+// Run consumes the worker's queues until ctx ends, then stops: no new receive is sent, the
+// handlers' contexts are cancelled, and Run returns once every handler has returned and its
+// message is settled. A stopping worker leases nothing it does not release: a waiting receive
+// parked on a partition is abandoned, and a receive that leases, in flight as it stops, is
+// waited for; what either leased is released (at most SettleTimeout, see Client.Receive). A
+// process that dies leaves the leases of its messages to expire (LeaseDuration).
 //
 // It returns nil after a stop by ctx, and an error when the configuration is invalid, a receive
 // fails for a reason retrying cannot cure (Validation, Unauthorized, ...), or a partition's
-// receives have kept failing for UnreachableTimeout (Unavailable). Retriable failures are
-// retried with the client's backoff: a client that rejoins a restarted cluster resumes
-// consuming by itself.
+// receives have kept failing for UnreachableTimeout (Unavailable); an error of one queue stops
+// them all. Retriable failures are retried with the client's backoff: a client that rejoins a
+// restarted cluster resumes consuming by itself.
 //
+// Each queue is consumed on its own, with its own handler slots (Concurrency), as follows.
 // Each partition has one poller with at most one outstanding receive. An idle partition's
-// poller sends a waiting (long-poll) receive for one message, which leases on the partition as
-// soon as a message is visible; once it gets one and the partition reports more visible, it
-// switches to fetching: it takes free handler slots — at least one, waiting for it if need be,
-// at most MaxPerReceive and a fair share of Concurrency among the fetching partitions — and
-// asks for that many messages plus its share of Prefetch (within MaxPerReceive), without
-// waiting. The messages beyond its slots wait for free slots, their leases extended, before
-// the partition's next receive. When a fetch comes back short or reports none left, the
-// partition is idle again (so a partition that gets one message at a time costs one receive
-// per message, not two). Slots are handed out first come, first served. So at most Concurrency
-// handlers run, and beyond them each partition holds at most the one message of its waiting
-// receive or the prefetched messages of its last fetch (about Prefetch in all).
+// poller sends a waiting (long-poll) receive for its share of Concurrency + Prefetch, which
+// leases on the partition as soon as a message is visible; once it gets one and the partition
+// reports more visible, it switches to fetching: it takes free handler slots — at least one,
+// waiting for it if need be, at most MaxPerReceive and a fair share of Concurrency among the
+// fetching partitions — and asks for that many messages plus its share of Prefetch (within
+// MaxPerReceive), without waiting. The messages beyond its slots wait for free slots, their
+// leases extended, before the partition's next receive. When a fetch comes back short or
+// reports none left, the partition is idle again (so a partition that gets one message at a
+// time costs one receive per message, not two). Slots are handed out first come, first served.
+// So at most Concurrency handlers run, and beyond them each partition holds at most the
+// messages of its waiting receive or the prefetched messages of its last fetch (about Prefetch
+// in all). After a failed receive, a partition's next receives do not wait until one succeeds,
+// so Status shows it reachable again as soon as it is.
 func (w *Worker) Run(ctx context.Context) error {
-	if err := w.cfg.validate(); err != nil {
-		return err
-	}
-	if w.metricsErr != nil {
-		return w.metricsErr
-	}
 	if !w.running.CompareAndSwap(false, true) {
-		return orrery.Errorf(orrery.CodeValidation, "worker for %s/%s is already running", w.cfg.Namespace, w.cfg.Queue)
+		return orrery.Errorf(orrery.CodeValidation, "worker for namespace %s is already running", w.cfg.Namespace)
 	}
 	defer w.running.Store(false)
+	w.mu.Lock()
+	regs, regErr := slices.Clone(w.regs), w.regErr
+	w.mu.Unlock()
+	if regErr != nil {
+		return regErr
+	}
+	if len(regs) == 0 {
+		return orrery.Invalid("queue", "the worker has no queue: set WorkerConfig.Queue and Handler, or add queues with Handle")
+	}
+	for _, reg := range regs {
+		if err := reg.cfg.validate(); err != nil {
+			return err
+		}
+	}
 	partitions := w.c.Partitions()
 	if partitions <= 0 {
 		return orrery.Errorf(orrery.CodeUnavailable, "transport reports %d partitions", partitions)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &run{w: w, cfg: w.cfg, ctx: runCtx, slots: make(chan struct{}, w.cfg.Concurrency),
-		settling: make(chan struct{}, w.cfg.MaxUnsettled), ackers: newAckers(w.c, w.cfg.SettleTimeout),
-		failing: map[int]PartitionFailure{}}
-	w.current.Store(r)
-	defer w.current.Store(nil)
-	for range w.cfg.Concurrency {
-		r.slots <- struct{}{}
+	runs := make([]*run, len(regs))
+	for i, reg := range regs {
+		runs[i] = &run{w: w, cfg: reg.cfg, metrics: reg.metrics, ctx: runCtx, slots: make(chan struct{}, reg.cfg.Concurrency),
+			settling: make(chan struct{}, reg.cfg.MaxUnsettled), ackers: newAckers(w.c, reg.cfg.SettleTimeout),
+			failing: map[int]PartitionFailure{}}
+		runs[i].putSlots(reg.cfg.Concurrency)
 	}
+	w.current.Store(&runs)
+	defer w.current.Store(nil)
 	var (
 		pollers   sync.WaitGroup
 		fatalOnce sync.Once
 		fatal     error
 	)
-	for p := range partitions {
-		pollers.Go(func() {
-			if err := r.poll(p); err != nil {
-				fatalOnce.Do(func() { fatal = err })
-				cancel()
-			}
-		})
+	for _, r := range runs {
+		for p := range partitions {
+			pollers.Go(func() {
+				if err := r.poll(p); err != nil {
+					fatalOnce.Do(func() { fatal = err })
+					cancel()
+				}
+			})
+		}
 	}
 	pollers.Wait()
-	r.deliveries.Wait()
+	for _, r := range runs {
+		r.deliveries.Wait()
+	}
 	return fatal
 }
 
-// run is the state of one Run.
+// run is the state of one queue's consumption in a Run.
 type run struct {
 	w          *Worker
-	cfg        WorkerConfig
+	cfg        WorkerConfig   // the queue's settings
+	metrics    *workerMetrics // nil without WorkerConfig.Metrics
 	ctx        context.Context
 	slots      chan struct{} // one token per free handler slot
 	settling   chan struct{} // one token per message waiting for its ack or release
@@ -379,7 +513,7 @@ func (r *run) receive(partition, maxMessages int, wait time.Duration, health *pa
 		Max:                 uint32(maxMessages),
 		LeaseDurationMicros: r.cfg.LeaseDuration.Microseconds(),
 		Owner:               r.cfg.Owner,
-	}, wait, r.cfg.SettleTimeout, observe)
+	}, wait, r.cfg.SettleTimeout, observe, withShortRetries())
 	var unreachable *unreachableError
 	if err != nil && r.ctx.Err() == nil && errors.As(context.Cause(ctx), &unreachable) {
 		return nil, false, unreachable
@@ -409,7 +543,7 @@ func (r *run) attemptFailed(partition int, err error, health *partitionHealth) *
 		r.w.c.log.Debug("orrery worker: partition unreachable, retrying", "partition", partition, "err", err)
 	}
 	r.healthMu.Lock()
-	r.failing[partition] = PartitionFailure{Partition: partition, Since: health.since, Err: err}
+	r.failing[partition] = PartitionFailure{Queue: r.cfg.Queue, Partition: partition, Since: health.since, Err: err}
 	r.logOutage(now, partition, err)
 	r.healthMu.Unlock()
 	bound := r.cfg.UnreachableTimeout
