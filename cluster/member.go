@@ -188,28 +188,54 @@ func startCluster(ctx context.Context, cfg MemberConfig, client bool) (*protoclu
 		wait, cancel = context.WithTimeout(ctx, cfg.JoinTimeout)
 		defer cancel()
 	}
-	select {
-	case <-provider.Ready():
-		return c, provider, nil
-	case <-provider.Refused():
-		id := c.ActorSystem.ID
-		abandon(c, provider)
-		return nil, nil, fmt.Errorf("member %s (silo %s) refused to join cluster %q: %w (%w)",
-			id, FormatID(provider.SiloID()), cfg.Name, provider.RefuseCause(), ErrRefused)
-	case <-wait.Done():
-		joinErr, waiting := provider.JoinError(), provider.waitingFor()
-		id := c.ActorSystem.ID
-		abandon(c, provider)
-		why := seedsError(cfg.Name, cfg.Gossip.Seeds, joinErr)
-		if joinErr == nil && waiting != "" {
-			why = fmt.Errorf("joined the seeds %v, but %s", cfg.Gossip.Seeds, waiting)
+	// A client stops waiting once its seeds have refused the connection twice in a row
+	// (clientRefusedJoins): nothing listens there, and its caller would rather know now.
+	var refusedTick <-chan time.Time
+	if client {
+		ticker := time.NewTicker(refusedPoll)
+		defer ticker.Stop()
+		refusedTick = ticker.C
+	}
+	for {
+		select {
+		case <-refusedTick:
+			if provider.RefusedJoins() < clientRefusedJoins {
+				continue
+			}
+			joinErr := provider.JoinError()
+			id := c.ActorSystem.ID
+			abandon(c, provider)
+			return nil, nil, fmt.Errorf("member %s: nothing listens at the seeds (every one refused the connection %d times in a row): %w",
+				id, clientRefusedJoins, seedsError(cfg.Name, cfg.Gossip.Seeds, joinErr))
+		case <-provider.Ready():
+			return c, provider, nil
+		case <-provider.Refused():
+			id := c.ActorSystem.ID
+			abandon(c, provider)
+			return nil, nil, fmt.Errorf("member %s (silo %s) refused to join cluster %q: %w (%w)",
+				id, FormatID(provider.SiloID()), cfg.Name, provider.RefuseCause(), ErrRefused)
+		case <-wait.Done():
+			joinErr, waiting := provider.JoinError(), provider.waitingFor()
+			id := c.ActorSystem.ID
+			abandon(c, provider)
+			why := seedsError(cfg.Name, cfg.Gossip.Seeds, joinErr)
+			if joinErr == nil && waiting != "" {
+				why = fmt.Errorf("joined the seeds %v, but %s", cfg.Gossip.Seeds, waiting)
+			}
+			if ctx.Err() == nil {
+				return nil, nil, fmt.Errorf("member %s did not join within %v: %w", id, cfg.JoinTimeout, why)
+			}
+			return nil, nil, fmt.Errorf("member %s did not join before the deadline: %w: %w", id, ctx.Err(), why)
 		}
-		if ctx.Err() == nil {
-			return nil, nil, fmt.Errorf("member %s did not join within %v: %w", id, cfg.JoinTimeout, why)
-		}
-		return nil, nil, fmt.Errorf("member %s did not join before the deadline: %w: %w", id, ctx.Err(), why)
 	}
 }
+
+// clientRefusedJoins is how many joins in a row whose every seed refused the connection make a
+// client's start fail before its JoinTimeout; refusedPoll is how often it looks.
+const (
+	clientRefusedJoins = 2
+	refusedPoll        = 50 * time.Millisecond
+)
 
 // recovered runs fn and turns a panic (protoactor panics when remoting cannot listen or the
 // provider fails to start) into an error.

@@ -12,9 +12,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/hashicorp/go-multierror"
 	"github.com/hashicorp/memberlist"
 	"google.golang.org/protobuf/proto"
 
@@ -97,6 +99,8 @@ type Provider struct {
 
 	joinMu      sync.Mutex
 	lastJoinErr error // the last failed join's error, nil once a join succeeded
+	// refusedJoins counts the last failed joins in a row whose every seed refused the connection.
+	refusedJoins int
 
 	// draining is set by SetDraining; announcedDraining (run goroutine) once announced.
 	draining          atomic.Bool
@@ -544,4 +548,34 @@ func (p *Provider) setJoinError(err error) {
 	p.joinMu.Lock()
 	defer p.joinMu.Unlock()
 	p.lastJoinErr = err
+	if err != nil && everySeedRefused(err) {
+		p.refusedJoins++
+	} else {
+		p.refusedJoins = 0
+	}
+}
+
+// RefusedJoins is how many of the last joins in a row failed because every seed refused the
+// connection: nothing listens at the seeds' addresses.
+func (p *Provider) RefusedJoins() int {
+	p.joinMu.Lock()
+	defer p.joinMu.Unlock()
+	return p.refusedJoins
+}
+
+// everySeedRefused reports whether every seed of a failed join refused the connection.
+// memberlist formats each seed's error with %v ("failed to join <addr>: dial tcp ...: connect:
+// connection refused"), so the cause is found in its text, not its type.
+func everySeedRefused(joinErr error) bool {
+	errs := []error{joinErr}
+	var multi *multierror.Error
+	if errors.As(joinErr, &multi) && len(multi.Errors) > 0 {
+		errs = multi.Errors
+	}
+	for _, e := range errs {
+		if !strings.Contains(e.Error(), syscall.ECONNREFUSED.Error()) {
+			return false
+		}
+	}
+	return true
 }

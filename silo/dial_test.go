@@ -73,3 +73,25 @@ func deadPort(t *testing.T) string {
 	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
+
+// TestDialReturnsAtOnceWhenNothingListens: a Dial whose seed refuses the connection returns
+// within a few join attempts, long before its 30 s join timeout, saying nothing listens there.
+func TestDialReturnsAtOnceWhenNothingListens(t *testing.T) {
+	seed := deadPort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{seed}, JoinTimeout: 30 * time.Second, Options: client.Options{Logger: quiet}})
+	took := time.Since(start)
+	if err == nil {
+		c.Close()
+		t.Fatal("dial succeeded")
+	}
+	t.Logf("after %v: %v", took.Round(time.Millisecond), err)
+	if !errors.Is(err, orrery.ErrUnavailable) || !strings.Contains(err.Error(), "nothing listens at the seeds") || !strings.Contains(err.Error(), seed) {
+		t.Errorf("error is not Unavailable saying nothing listens at %s: %v", seed, err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("dial took %v against a seed that refuses connections", took)
+	}
+}
