@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -624,11 +625,80 @@ func (s *Silo) writeRecord(w http.ResponseWriter, rec proto.Message, err error) 
 // zero or not (a partition 0, an ordinal 0); an unset message field is null.
 var jsonOptions = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 
+// numbers64 makes the admin JSON type its numbers one way: protojson writes 64-bit integers as
+// decimal strings, the admin's own rows as numbers; this turns the strings of doc, the protojson
+// of a message md, into numbers (exact up to 2^53 in JavaScript: instants in microseconds,
+// indexes, revisions and counts are far below). Silo ids, random 64-bit numbers, become the
+// strings the admin's rows write them as (cluster.FormatID). Map keys stay strings.
+func numbers64(doc any, md protoreflect.MessageDescriptor) any {
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return doc
+	}
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		name := string(fd.Name())
+		v, present := obj[name]
+		if !present || v == nil {
+			continue
+		}
+		switch {
+		case fd.IsMap():
+			if m, ok := v.(map[string]any); ok {
+				for k, item := range m {
+					m[k] = number64(item, fd.MapValue())
+				}
+			}
+		case fd.IsList():
+			if list, ok := v.([]any); ok {
+				for j, item := range list {
+					list[j] = number64(item, fd)
+				}
+			}
+		default:
+			obj[name] = number64(v, fd)
+		}
+	}
+	return obj
+}
+
+// number64 is one value of field fd (an element, for a list or map) as numbers64 renders it.
+func number64(v any, fd protoreflect.FieldDescriptor) any {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return numbers64(v, fd.Message())
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
+		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		s, ok := v.(string)
+		if !ok {
+			return v
+		}
+		if strings.HasSuffix(string(fd.Name()), "_silo") {
+			if id, err := strconv.ParseUint(s, 10, 64); err == nil {
+				if id == 0 {
+					return nil
+				}
+				return cluster.FormatID(id)
+			}
+			return v
+		}
+		if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+			if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+				return v
+			}
+		}
+		return json.Number(s)
+	}
+	return v
+}
+
 // instantSuffix ends the names of fields holding an instant in unix microseconds (0: none).
 const instantSuffix = "_unix_micros"
 
 // protoJSON renders m for the admin endpoint: beside each instant field x_unix_micros it adds x,
-// the instant in RFC 3339 UTC (null when 0, none).
+// the instant in RFC 3339 UTC (null when 0, none), and its 64-bit integers are JSON numbers as
+// everywhere else in the admin JSON (see numbers64).
 func protoJSON(m proto.Message) json.RawMessage {
 	b, err := jsonOptions.Marshal(m)
 	if err != nil {
@@ -640,6 +710,7 @@ func protoJSON(m proto.Message) json.RawMessage {
 	if err := dec.Decode(&doc); err != nil {
 		return json.RawMessage(fmt.Sprintf("%q", err.Error()))
 	}
+	doc = numbers64(doc, m.ProtoReflect().Descriptor())
 	addInstants(doc)
 	out, err := json.Marshal(doc)
 	if err != nil {
@@ -701,13 +772,13 @@ func instant(t time.Time) any {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// unixMicros renders t in unix microseconds as protojson renders int64 fields (a string); the
+// unixMicros renders t in unix microseconds, a number as every integer of the admin JSON; the
 // zero time (none) is null.
 func unixMicros(t time.Time) any {
 	if t.IsZero() {
 		return nil
 	}
-	return strconv.FormatInt(t.UnixMicro(), 10)
+	return t.UnixMicro()
 }
 
 // coordinatorJSON renders the due coordinator's stats for /v1/coordinator. next_due_at is the

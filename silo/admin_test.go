@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +45,34 @@ func TestPartitionTableNamesTheSilo(t *testing.T) {
 }
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// integerKey matches the keys of integer fields, 64-bit ones included: instants, indexes,
+// revisions, generations, terms, ordinals, counts.
+var integerKey = regexp.MustCompile(`(_unix_micros|_index|_micros|^revision|^generation|^term|^ordinal|_count|^sequence|^watermark)$`)
+
+// integers calls visit with the path and value of every value of an integer key (integerKey)
+// in a decoded JSON document.
+func integers(doc any, path string, visit func(path string, v any)) {
+	switch v := doc.(type) {
+	case map[string]any:
+		for k, field := range v {
+			if integerKey.MatchString(k) {
+				if list, ok := field.([]any); ok {
+					for _, item := range list {
+						visit(path+"."+k+"[]", item)
+					}
+				} else if _, isObject := field.(map[string]any); !isObject {
+					visit(path+"."+k, field)
+				}
+			}
+			integers(field, path+"."+k, visit)
+		}
+	case []any:
+		for _, item := range v {
+			integers(item, path+"[]", visit)
+		}
+	}
+}
 
 // keys calls visit with the path of every object key in a decoded JSON document.
 func keys(doc any, path string, visit func(path, key string)) {
@@ -94,6 +121,11 @@ func TestAdminJSONIsSnakeCaseWithZeroesAndRFC3339Instants(t *testing.T) {
 				t.Errorf("%s: key %q at %s is not snake_case", path, key, at)
 			}
 		})
+		integers(body, path, func(at string, v any) {
+			if _, ok := v.(float64); !ok && v != nil {
+				t.Errorf("%s: %s is %#v, want a JSON number as every integer of the admin JSON", path, at, v)
+			}
+		})
 	}
 
 	rows := docs["/v1/partitions"]["partitions"].([]any)
@@ -104,7 +136,7 @@ func TestAdminJSONIsSnakeCaseWithZeroesAndRFC3339Instants(t *testing.T) {
 	p := route.Partition(lane, s.Client().Partitions())
 	status := rows[p].(map[string]any)["status"].(map[string]any)
 	due, err := time.Parse(time.RFC3339Nano, status["next_due_at"].(string))
-	if err != nil || status["next_due_at_unix_micros"] != strconv.FormatInt(due.UnixMicro(), 10) {
+	if err != nil || status["next_due_at_unix_micros"] != float64(due.UnixMicro()) {
 		t.Fatalf("partition %d next_due_at: %v (%v)", p, status, err)
 	}
 	if until := time.Until(due); until < -time.Second || until > 3*time.Second {
