@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/orreryhq/orrery/client"
@@ -129,31 +131,43 @@ func ExampleSagas_Start() {
 	// Output: true {"step":"paid"}
 }
 
-// A typed worker: jobs are enqueued as Go values and handled as Go values.
-func ExampleJSONHandler() {
+// A typed worker: jobs are enqueued as Go values and handled as Go values, one worker serving
+// several queues, each with its own options.
+func ExampleHandle() {
 	type welcomeEmail struct {
 		User string `json:"user"`
+	}
+	type invoice struct {
+		Amount int `json:"amount"`
 	}
 	c := exampleClient()
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	emails := c.Queue("acme", "emails")
-	if _, err := client.Enqueue(ctx, emails, welcomeEmail{User: "ada"}, client.EnqueueOptions{}); err != nil {
+	if _, err := client.Enqueue(ctx, c.Queue("acme", "emails"), welcomeEmail{User: "ada"}, client.EnqueueOptions{}); err != nil {
 		log.Fatal(err)
 	}
-	handled := make(chan string, 1)
-	w := c.NewWorker(client.WorkerConfig{Namespace: "acme", Queue: "emails",
-		Handler: client.JSONHandler(func(_ context.Context, j *client.Job[welcomeEmail]) error {
-			handled <- j.Args.User
-			return nil // acked
-		})})
+	if _, err := client.Enqueue(ctx, c.Queue("acme", "invoices"), invoice{Amount: 42}, client.EnqueueOptions{}); err != nil {
+		log.Fatal(err)
+	}
+	handled := make(chan string, 2)
+	w := c.NewWorker(client.WorkerConfig{Namespace: "acme"})
+	client.Handle(w, "emails", func(_ context.Context, j *client.Job[welcomeEmail]) error {
+		handled <- "welcome, " + j.Args.User
+		return nil // acked
+	}, client.HandlerOptions{Concurrency: 1})
+	client.Handle(w, "invoices", func(_ context.Context, j *client.Job[invoice]) error {
+		handled <- fmt.Sprint("invoice of ", j.Args.Amount)
+		return nil
+	}, client.HandlerOptions{Backoff: client.ExponentialBackoff(time.Second, time.Minute)})
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	fmt.Println("welcome,", <-handled)
+	got := []string{<-handled, <-handled}
+	slices.Sort(got)
+	fmt.Println(strings.Join(got, "; "))
 	cancel()
 	if err := <-done; err != nil {
 		log.Fatal(err)
 	}
-	// Output: welcome, ada
+	// Output: invoice of 42; welcome, ada
 }

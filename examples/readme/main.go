@@ -28,11 +28,11 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Println("schedule", schedule.ID())
-	w := c.NewWorker(client.WorkerConfig{Namespace: "billing", Queue: "invoices",
-		Handler: client.JSONHandler(func(ctx context.Context, j *client.Job[invoice]) error {
-			fmt.Println(j.ID(), "invoice for", j.Args.Customer)
-			return nil // nil acks; an error releases the message for redelivery
-		})})
+	w := c.NewWorker(client.WorkerConfig{Namespace: "billing"}) // serves the queues it handles
+	client.Handle(w, "invoices", func(ctx context.Context, j *client.Job[invoice]) error {
+		fmt.Println(j.ID(), "invoice for", j.Args.Customer)
+		return nil // nil acks; an error releases the message for redelivery
+	})
 	if err := w.Run(ctx); err != nil { // until Ctrl-C
 		log.Fatal(err)
 	}
