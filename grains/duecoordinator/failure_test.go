@@ -3,6 +3,7 @@ package duecoordinator
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -361,4 +362,50 @@ func fillLane(b *bench, l *orreryv1.Lane, n int) {
 		ms = append(ms, &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: l, Id: fmt.Sprintf("filler-%d", i), PayloadJson: `{}`}}})
 	}
 	b.apply(0, ms...)
+}
+
+// TestAShortOutageLogsNoWarningALongOneLogsOne: a partition whose rounds fail three times (a
+// leader election's worth) logs them at DEBUG; one that keeps failing logs one WARN at its fourth
+// failure, no more however long it lasts, and one INFO when a round succeeds again.
+func TestAShortOutageLogsNoWarningALongOneLogsOne(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		failing    int
+		warn, info int
+	}{{failing: 3}, {failing: 8, warn: 1, info: 1}} {
+		t.Run(fmt.Sprintf("%d failures", tc.failing), func(t *testing.T) {
+			logs := &logLines{}
+			b := setup(t, options{cfg: func(c *Config) { c.Logger = slog.New(logs) }})
+			b.apply(0, configure(lane("a"), scheduleID(1), at(t0.Add(time.Minute)), 0))
+			var mu sync.Mutex
+			rounds := 0
+			b.twin.SetHooks(coordinatortest.Hooks{BeforeScan: func(context.Context, int, *orreryv1.ScanDueRequest) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if rounds++; rounds <= tc.failing {
+					return orrery.Errorf(orrery.CodeUnavailable, "no leader")
+				}
+				return nil
+			}})
+			b.start(0)
+			b.runUntil(t0.Add(10 * time.Minute))
+			if msgs := b.messages(0, lane("a")); len(msgs) != 1 {
+				t.Fatalf("%d messages, want 1", len(msgs))
+			}
+			if n := logs.count("due coordinator: round failed"); n != tc.failing {
+				t.Errorf("%d round failures logged, want %d", n, tc.failing)
+			}
+			warned := 0
+			for _, line := range logs.all() {
+				// (the watchdog's own line for a schedule late through the outage is another matter)
+				if strings.HasPrefix(line, "due coordinator: round failed") && !strings.HasSuffix(line, "level=DEBUG") {
+					warned++
+				}
+			}
+			if warned != tc.warn || logs.count("due coordinator: partition answers again") != tc.info {
+				t.Errorf("%d WARN lines and %d recoveries logged, want %d and %d:\n%s", warned,
+					logs.count("due coordinator: partition answers again"), tc.warn, tc.info, strings.Join(logs.all(), "\n"))
+			}
+		})
+	}
 }

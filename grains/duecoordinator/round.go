@@ -3,6 +3,7 @@ package duecoordinator
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/orreryhq/orrery"
@@ -17,6 +18,10 @@ const (
 	// failureBackoffInitial and failureBackoffMax bound the wait after a failed round.
 	failureBackoffInitial = time.Second
 	failureBackoffMax     = 30 * time.Second
+	// warnAfterRoundFailures is how many failed rounds of a partition in a row log at DEBUG
+	// before one WARN (about 7 s of backoff, 1 + 2 + 4 s, which a leader election or a silo
+	// restart does not last); a partition that warned logs one INFO when a round succeeds.
+	warnAfterRoundFailures = 4
 )
 
 // roundState is what a partition's rounds carry from one to the next. Only the worker serving
@@ -68,10 +73,17 @@ func (c *Coordinator) serve(ctx context.Context, p *partition) roundOutcome {
 		w.failures++
 		if ctx.Err() == nil {
 			c.counts.errors.Add(1)
-			c.cfg.Logger.Warn("due coordinator: round failed", "partition", p.id, "consecutive_failures", w.failures, "error", out.failed)
+			level := slog.LevelDebug
+			if w.failures == warnAfterRoundFailures {
+				level = slog.LevelWarn
+			}
+			c.cfg.Logger.Log(ctx, level, "due coordinator: round failed", "partition", p.id, "consecutive_failures", w.failures, "error", out.failed)
 		}
 		out.again, out.wakeAt, out.failures = false, now.Add(failureBackoff(w.failures)), w.failures
 		return out.roundOutcome
+	}
+	if w.failures >= warnAfterRoundFailures {
+		c.cfg.Logger.Info("due coordinator: partition answers again", "partition", p.id, "after_failures", w.failures)
 	}
 	w.failures = 0
 	if at := w.skips.NextRetry(now); !at.IsZero() && (out.wakeAt.IsZero() || at.Before(out.wakeAt)) {

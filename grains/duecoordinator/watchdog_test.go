@@ -3,6 +3,7 @@ package duecoordinator
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ func (l *logLines) Handle(_ context.Context, r slog.Record) error {
 		line += " " + a.Key + "=" + a.Value.String()
 		return true
 	})
+	line += " level=" + r.Level.String()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lines = append(l.lines, line)
@@ -174,4 +176,11 @@ func TestWatchdogReportsAtMostMaxWatchedRecords(t *testing.T) {
 	if n := logs.count("due coordinator: schedule late"); n != MaxWatchedRecords {
 		t.Fatalf("%d late lines, want %d", n, MaxWatchedRecords)
 	}
+}
+
+// all returns every line.
+func (l *logLines) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.lines)
 }
