@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"log/slog"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -68,56 +69,60 @@ func LoggerOption(handler slog.Handler, minLevel slog.Leveler) actor.ConfigOptio
 // with an error; its "address" attribute is the peer's actor address (host:port).
 const EndpointLostMessage = "EndpointWriter lost connection"
 
-// PeerLossHandler is a slog.Handler that demotes protoactor's EndpointLostMessage record from
-// ERROR to INFO when the peer is not a cluster member: a client that closed, or a member that
-// left, ends its connection normally. A lost connection to a member still in the topology is a
-// failure and stays at ERROR. Every other record passes unchanged.
-type PeerLossHandler struct {
-	isMember func(address string) bool
-	next     slog.Handler
+// ChurnMessages are the messages of protoactor's records (remote/endpoint_writer.go,
+// cluster/gossip_actor.go, cluster/default_context.go, read at the version go.mod requires)
+// about a connection to a peer or a request to it that failed because the peer is gone,
+// restarting, paused or cut off. protoactor logs them at WARN or ERROR for every connection
+// attempt and every request, dozens of lines for one peer killed.
+var ChurnMessages = []string{
+	EndpointLostMessage,
+	"EndpointWriter failed to connect",
+	"EndpointWriter failed to create receive stream",
+	"sendGossipForMember failed",
+	"cluster.RequestFuture failed",
+	"Request retried but failed",
 }
 
-// NewPeerLossHandler wraps next; isMember reports whether an actor address belongs to a current
-// cluster member.
-func NewPeerLossHandler(next slog.Handler, isMember func(address string) bool) *PeerLossHandler {
-	return &PeerLossHandler{isMember: isMember, next: next}
+// ChurnHandler is a slog.Handler that hands protoactor's ChurnMessages records to the wrapped
+// handler at DEBUG, keeping the level they were logged at as the attribute "logged_level".
+// A silo's membership provider logs the state change behind them once (cluster: "peer silo
+// unreachable", "peer silo left", "peer silo joined"), and the calls that fail on them are
+// retried or reported by their callers. Every other record passes unchanged.
+type ChurnHandler struct {
+	next slog.Handler
 }
 
-// Enabled reports whether the wrapped handler handles level.
-func (h *PeerLossHandler) Enabled(ctx context.Context, level slog.Level) bool {
+// NewChurnHandler wraps next.
+func NewChurnHandler(next slog.Handler) *ChurnHandler { return &ChurnHandler{next: next} }
+
+// Enabled reports whether the wrapped handler handles level. A churn record's level is only
+// known in Handle, so Enabled answers for the level it was logged at.
+func (h *ChurnHandler) Enabled(ctx context.Context, level slog.Level) bool {
 	return h.next.Enabled(ctx, level)
 }
 
-// Handle demotes a lost connection to a peer that is not a member, and passes the record on if
-// the wrapped handler still handles its level.
-func (h *PeerLossHandler) Handle(ctx context.Context, record slog.Record) error {
-	if record.Level == slog.LevelError && record.Message == EndpointLostMessage {
-		var address string
-		record.Attrs(func(a slog.Attr) bool {
-			if a.Key == "address" {
-				address = a.Value.String()
-				return false
-			}
-			return true
-		})
-		if !h.isMember(address) {
-			record.Level = slog.LevelInfo
-			if !h.next.Enabled(ctx, record.Level) {
-				return nil
-			}
+// Handle demotes a churn record and passes it on if the wrapped handler handles DEBUG; other
+// records pass unchanged.
+func (h *ChurnHandler) Handle(ctx context.Context, record slog.Record) error {
+	if record.Level > slog.LevelDebug && slices.Contains(ChurnMessages, record.Message) {
+		if !h.next.Enabled(ctx, slog.LevelDebug) {
+			return nil
 		}
+		record = record.Clone()
+		record.AddAttrs(slog.String("logged_level", record.Level.String()))
+		record.Level = slog.LevelDebug
 	}
 	return h.next.Handle(ctx, record)
 }
 
-// WithAttrs returns a PeerLossHandler whose wrapped handler carries attrs.
-func (h *PeerLossHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &PeerLossHandler{isMember: h.isMember, next: h.next.WithAttrs(attrs)}
+// WithAttrs returns a ChurnHandler whose wrapped handler carries attrs.
+func (h *ChurnHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &ChurnHandler{next: h.next.WithAttrs(attrs)}
 }
 
-// WithGroup returns a PeerLossHandler whose wrapped handler opens the group.
-func (h *PeerLossHandler) WithGroup(name string) slog.Handler {
-	return &PeerLossHandler{isMember: h.isMember, next: h.next.WithGroup(name)}
+// WithGroup returns a ChurnHandler whose wrapped handler opens the group.
+func (h *ChurnHandler) WithGroup(name string) slog.Handler {
+	return &ChurnHandler{next: h.next.WithGroup(name)}
 }
 
 // DemoteHandler is a slog.Handler that hands every record to the wrapped handler at one level

@@ -42,32 +42,35 @@ func TestLevelHandlerGroups(t *testing.T) {
 	}
 }
 
-// TestPeerLossHandlerDemotesALostNonMember: protoactor's lost-connection record is INFO for a
-// peer that is not a member (a client that closed) and stays ERROR for a member; other records
-// pass unchanged.
-func TestPeerLossHandlerDemotesALostNonMember(t *testing.T) {
+// TestChurnHandlerDemotesAPeersConnectionChurn: protoactor's records about failed connections
+// and requests to a peer reach the wrapped handler at DEBUG with their own level kept, none
+// reaches a handler above DEBUG, and other records pass unchanged.
+func TestChurnHandlerDemotesAPeersConnectionChurn(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	members := map[string]bool{"10.0.0.1:7381": true}
-	handler := NewPeerLossHandler(slog.NewTextHandler(&buf, nil), func(a string) bool { return members[a] })
+	handler := NewChurnHandler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	system := actor.NewActorSystem(LoggerOption(handler, slog.LevelWarn))
-	system.Logger().Error(EndpointLostMessage, slog.String("address", "10.0.0.9:40000"), slog.Any("error", "EOF"))
-	system.Logger().Error(EndpointLostMessage, slog.String("address", "10.0.0.1:7381"), slog.Any("error", "EOF"))
+	for _, msg := range ChurnMessages {
+		system.Logger().Error(msg, slog.String("address", "10.0.0.9:40000"), slog.Any("error", "connection refused"))
+	}
 	system.Logger().Error("other failure", slog.String("address", "10.0.0.9:40000"))
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("want 3 lines, got %q", buf.String())
+	if len(lines) != len(ChurnMessages)+1 {
+		t.Fatalf("want %d lines, got %q", len(ChurnMessages)+1, buf.String())
 	}
-	for i, want := range []string{"level=INFO msg=\"" + EndpointLostMessage + "\"", "level=ERROR msg=\"" + EndpointLostMessage + "\"", "level=ERROR msg=\"other failure\""} {
-		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "lib=protoactor") {
-			t.Errorf("line %d %q lacks %q", i, lines[i], want)
+	for i, msg := range ChurnMessages {
+		if want := `level=DEBUG msg="` + msg + `"`; !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "logged_level=ERROR") || !strings.Contains(lines[i], "lib=protoactor") {
+			t.Errorf("line %d %q lacks %q and logged_level=ERROR", i, lines[i], want)
 		}
 	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, `level=ERROR msg="other failure"`) {
+		t.Errorf("another record changed: %q", last)
+	}
 	buf.Reset()
-	quiet := NewPeerLossHandler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}), func(string) bool { return false })
+	quiet := NewChurnHandler(slog.NewTextHandler(&buf, nil)) // INFO and above
 	slog.New(quiet).Error(EndpointLostMessage, "address", "10.0.0.9:40000")
 	if buf.Len() != 0 {
-		t.Fatalf("a demoted record passed a WARN handler: %q", buf.String())
+		t.Fatalf("a demoted record passed an INFO handler: %q", buf.String())
 	}
 }
 

@@ -116,7 +116,8 @@ type ProviderConfig struct {
 
 	// Logger receives the provider's and memberlist's logs (nil: slog.Default()).
 	Logger *slog.Logger
-	// LogLevel drops records below it (nil: WARN).
+	// LogLevel drops memberlist's records below it (nil: WARN). The provider's own records,
+	// one per change of state (a peer silo joined, left or failed; the join), pass at their level.
 	LogLevel slog.Leveler
 	// OnFenced, when set, is called once, in its own goroutine, when this member fences itself
 	// because its silo was retired (see Provider.Fenced).

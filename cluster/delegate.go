@@ -50,8 +50,9 @@ type events struct{ p *Provider }
 // NotifyJoin records the node and signals a republish.
 func (e events) NotifyJoin(n *memberlist.Node) { e.p.setNode(*n) }
 
-// NotifyLeave forgets the node and signals a republish.
-func (e events) NotifyLeave(n *memberlist.Node) { e.p.dropNode(n.Name) }
+// NotifyLeave forgets the node, remembering whether it left or failed, and signals a
+// republish.
+func (e events) NotifyLeave(n *memberlist.Node) { e.p.dropNode(n.Name, n.State) }
 
 // NotifyUpdate records the node's new metadata and signals a republish.
 func (e events) NotifyUpdate(n *memberlist.Node) { e.p.setNode(*n) }
@@ -64,10 +65,15 @@ func (p *Provider) setNode(n memberlist.Node) {
 	p.signal()
 }
 
-// dropNode forgets a node that is dead or left.
-func (p *Provider) dropNode(name string) {
+// dropNode forgets a node that is dead or left, and remembers which until the next publish logs
+// it (logPeers).
+func (p *Provider) dropNode(name string, state memberlist.NodeStateType) {
 	p.nodesMu.Lock()
 	delete(p.nodes, name)
+	if p.departed == nil {
+		p.departed = map[string]memberlist.NodeStateType{}
+	}
+	p.departed[name] = state
 	p.nodesMu.Unlock()
 	p.signal()
 }

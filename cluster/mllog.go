@@ -4,6 +4,7 @@ import (
 	"context"
 	"log"
 	"log/slog"
+	"slices"
 	"strings"
 )
 
@@ -18,9 +19,22 @@ func newMemberlistLogger(logger *slog.Logger) *log.Logger {
 	return log.New(memberlistLogWriter{logger: logger}, "", 0)
 }
 
+// memberlistChurn are the texts of memberlist's WARN and ERR lines about a peer's connection
+// that fails because the peer is gone or this node is shutting down: its failure detector
+// reports the peer once (the provider logs "peer silo unreachable"), so they log at DEBUG.
+var memberlistChurn = []string{
+	"connection refused",
+	"use of closed network connection",
+	"connection reset by peer",
+	"i/o timeout",
+}
+
 // Write logs one memberlist line; it never fails.
 func (w memberlistLogWriter) Write(line []byte) (int, error) {
 	level, msg := parseMemberlistLine(string(line))
+	if level > slog.LevelDebug && slices.ContainsFunc(memberlistChurn, func(churn string) bool { return strings.Contains(msg, churn) }) {
+		level = slog.LevelDebug
+	}
 	ctx := context.Background()
 	if w.logger.Enabled(ctx, level) {
 		w.logger.Log(ctx, level, msg, slog.String("lib", "memberlist"))

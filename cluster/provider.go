@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -48,6 +49,9 @@ type Provider struct {
 	// nodes are memberlist's live nodes (alive or suspect) by name, as its events reported them.
 	nodesMu sync.Mutex
 	nodes   map[string]memberlistNode
+	// departed holds, by node name, how each node that left memberlist's live set went (left or
+	// dead), until logPeers has logged it.
+	departed map[string]memberlist.NodeStateType
 
 	changed chan struct{} // capacity 1: "republish soon"
 	stop    chan struct{}
@@ -138,15 +142,17 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(actors.NewLevelHandler(cfg.LogLevel, cfg.Logger.Handler()))
-	cfg.Logger = logger
+	// The provider's own lines are state changes, logged at their level; LogLevel filters
+	// memberlist's, which log every probe and retry.
+	own := cfg.Logger
+	cfg.Logger = slog.New(actors.NewLevelHandler(cfg.LogLevel, cfg.Logger.Handler()))
 	retired := map[uint64]bool{}
 	for _, id := range cfg.Retired {
 		retired[id] = true
 	}
 	return &Provider{
 		cfg:               cfg,
-		logger:            logger.With(slog.String("lib", "orrery/cluster")),
+		logger:            own.With(slog.String("lib", "orrery/cluster")),
 		nodes:             map[string]memberlistNode{},
 		changed:           make(chan struct{}, 1),
 		stop:              make(chan struct{}),
@@ -413,14 +419,43 @@ func (p *Provider) sync() {
 	members, silos, peers := p.members(view)
 	topology := p.env.publish(members)
 	p.topologyMu.Lock()
+	before := p.silos
 	p.topology, p.silos = topology, silos
 	p.topologyMu.Unlock()
+	p.logPeers(before, silos)
 	p.readyOnce.Do(func() { close(p.ready) })
 	p.checkSelf(slices.ContainsFunc(topology, func(m *protocluster.Member) bool { return m.Id == p.env.selfID }))
 	r := p.reachOf(peers)
 	p.checkReach(r)
 	p.noticeBlocked(peers, r)
 	p.noticeRetiredPeers(peers, silos)
+}
+
+// logPeers logs each change of the published member set, one line per peer silo that came or
+// went (the actor transport's own lines about the connections are DEBUG, see
+// actors.ChurnHandler): INFO when it joined or left, WARN when memberlist declared it failed
+// (it stopped answering probes: killed, paused, cut off).
+func (p *Provider) logPeers(before, after map[string]uint64) {
+	for _, id := range slices.Sorted(maps.Keys(after)) {
+		if _, known := before[id]; !known && id != p.env.selfID {
+			p.logger.Info("peer silo joined", slog.String("peer", id), slog.String("peer_silo_id", FormatID(after[id])))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(before)) {
+		if _, still := after[id]; still || id == p.env.selfID {
+			continue
+		}
+		p.nodesMu.Lock()
+		state, departed := p.departed[id]
+		delete(p.departed, id)
+		p.nodesMu.Unlock()
+		attrs := []any{slog.String("peer", id), slog.String("peer_silo_id", FormatID(before[id]))}
+		if departed && state == memberlist.StateLeft {
+			p.logger.Info("peer silo left", attrs...)
+			continue
+		}
+		p.logger.Warn("peer silo unreachable: it stopped answering, its partitions fail over to their other replicas", attrs...)
+	}
 }
 
 // viewNode is one live memberlist node of this cluster name other than this one.

@@ -74,7 +74,7 @@ func (s *Silo) join(ctx context.Context, joinTimeout time.Duration, founded *ato
 	}
 	c, provider, err := cluster.NewMember(ctx, cluster.MemberConfig{
 		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, JoinTimeout: joinTimeout, TLS: s.transportCreds,
-		Logger: slog.New(actors.NewPeerLossHandler(cfg.Logger.Handler(), s.isMember)),
+		Logger: slog.New(actors.NewChurnHandler(cfg.Logger.Handler())),
 		Gossip: cluster.ProviderConfig{
 			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger, Build: Build(),
 			ProbeInterval: s.profile.ProbeInterval, ProbeTimeout: s.profile.ProbeTimeout,

@@ -61,11 +61,9 @@ type Silo struct {
 	// denied logs and counts the denials outside apply.
 	denied *deniedReads
 
-	// ownedMu guards owned and members, the partitions this silo leads and the actor
-	// addresses of the topology's members, as of trackOwnership's last look.
+	// ownedMu guards owned, the partitions this silo leads as of trackOwnership's last look.
 	ownedMu sync.Mutex
 	owned   []int
-	members map[string]bool
 	// silos maps the silo id of each member of the topology to its actor address, as of
 	// trackOwnership's last look: where the Raft transport sends.
 	silos atomic.Pointer[map[uint64]string]
@@ -228,7 +226,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 			s.log.Warn("this replica's state will diverge on purpose (a test of the consistency checker)", "partition", n)
 		}
 	}
-	s.log.Info("silo ready", "silo_id", cluster.FormatID(s.SiloID()), "cluster_id", cluster.FormatID(s.ClusterID()),
+	s.log.Info("silo ready", "cluster_id", cluster.FormatID(s.ClusterID()),
 		"actor", s.ActorAddress(), "gossip", s.GossipAddress(), "admin", s.adminAddr, "data", cfg.DataDir, "partitions", cfg.Partitions, "security", cfg.securityMode(),
 		"zone_rules", zonerules.Version, "cron_evaluator", cron.EvaluatorVersion)
 	return s, nil
@@ -378,19 +376,11 @@ func (s *Silo) shutdown(graceful bool) {
 	})
 }
 
-// isMember reports whether an actor address is a member's in the topology trackOwnership last
-// saw (a client is never one).
-func (s *Silo) isMember(address string) bool {
-	s.ownedMu.Lock()
-	defer s.ownedMu.Unlock()
-	return s.members[address]
-}
-
 // refreshOwned recomputes the partitions this silo coordinates (those whose Raft group this
-// silo's replica leads), the members' addresses and the silos' addresses from the topology,
+// silo's replica leads) and the silos' addresses from the topology,
 // and hands a changed set of partitions to the coordinator.
 func (s *Silo) refreshOwned() {
-	members := s.refreshSilos()
+	s.refreshSilos()
 	var owned []int
 	for n := range s.cfg.Partitions {
 		if s.host.Leads(n) {
@@ -398,7 +388,6 @@ func (s *Silo) refreshOwned() {
 		}
 	}
 	s.ownedMu.Lock()
-	s.members = members
 	if slices.Equal(owned, s.owned) {
 		s.ownedMu.Unlock()
 		return
@@ -411,16 +400,13 @@ func (s *Silo) refreshOwned() {
 	}
 }
 
-// refreshSilos records the silo ids and actor addresses of the topology's members, and
-// returns the members' addresses.
-func (s *Silo) refreshSilos() map[string]bool {
+// refreshSilos records the silo ids and actor addresses of the topology's members.
+func (s *Silo) refreshSilos() {
 	m := s.member()
 	topology := m.provider.Topology()
 	ids := m.provider.SiloIDs()
-	members := make(map[string]bool, len(topology))
 	silos := make(map[uint64]string, len(topology))
 	for _, m := range topology {
-		members[m.Address()] = true
 		if id, ok := ids[m.GetId()]; ok {
 			silos[id] = m.Address()
 		}
@@ -428,7 +414,6 @@ func (s *Silo) refreshSilos() map[string]bool {
 	silos[s.SiloID()] = s.ActorAddress()
 	s.silos.Store(&silos)
 	s.noticeBuilds(m.provider.SiloBuilds())
-	return members
 }
 
 // Build is what of this silo's binary decides how it applies entries: its zone rules release
