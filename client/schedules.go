@@ -36,6 +36,18 @@ const (
 	ScheduleCompleted = orreryv1.ScheduleState_SCHEDULE_STATE_COMPLETED
 )
 
+// The refusals of a schedule's state, for errors.Is: an action the schedule's state does not
+// allow (Trigger or Pause of a paused schedule; Trigger, Pause or Resume of a cancelled one;
+// Trigger of a suspended one) fails with code Suspended, whose field names the state that
+// refused it, and matches exactly one of these (and orrery.ErrSuspended, as every error of the
+// code does). A paused schedule needs a Resume; a cancelled or suspended one a new definition
+// (Update, Upsert).
+var (
+	ErrSchedulePaused    = &orrery.Error{Code: orrery.CodeSuspended, Field: "paused"}
+	ErrScheduleCancelled = &orrery.Error{Code: orrery.CodeSuspended, Field: "cancelled"}
+	ErrScheduleSuspended = &orrery.Error{Code: orrery.CodeSuspended, Field: "suspended"}
+)
+
 // MisfirePolicy says what a schedule does with instants that passed while nothing could emit
 // them (MisfireCatchUp, MisfireSkip, MisfireCoalesce).
 type MisfirePolicy = orreryv1.MisfirePolicy
@@ -316,21 +328,24 @@ func (h *ScheduleHandle) Describe(ctx context.Context) (*ScheduleDescription, er
 }
 
 // Pause stops the schedule's emission durably; the instants that pass while it is paused are
-// ledgered PAUSED. A schedule already paused, or cancelled, is Suspended.
+// ledgered PAUSED. A schedule already paused fails ErrSchedulePaused, a cancelled one
+// ErrScheduleCancelled.
 func (h *ScheduleHandle) Pause(ctx context.Context, opts ...CallOption) error {
 	_, err := h.c.PauseSchedule(ctx, &orreryv1.PauseSchedule{Lane: h.lane, ScheduleId: h.id, AnyRevision: true}, opts...)
 	return err
 }
 
 // Resume restarts a paused schedule from the first instant after now (minus its catch-up
-// window). A schedule that is not paused is Suspended.
+// window). A schedule that is not paused is Suspended (on schedule_id), a cancelled one
+// ErrScheduleCancelled.
 func (h *ScheduleHandle) Resume(ctx context.Context, opts ...CallOption) error {
 	_, err := h.c.ResumeSchedule(ctx, &orreryv1.ResumeSchedule{Lane: h.lane, ScheduleId: h.id, AnyRevision: true}, opts...)
 	return err
 }
 
-// Trigger enqueues one manual occurrence now and returns its message id; a paused schedule
-// refuses it.
+// Trigger enqueues one manual occurrence now and returns its message id. A paused schedule
+// refuses it with ErrSchedulePaused (resume it first), a cancelled one with
+// ErrScheduleCancelled, a suspended one with ErrScheduleSuspended.
 func (h *ScheduleHandle) Trigger(ctx context.Context, opts ...CallOption) (messageID string, err error) {
 	res, err := h.c.TriggerSchedule(ctx, &orreryv1.TriggerSchedule{Lane: h.lane, ScheduleId: h.id}, opts...)
 	if err != nil {

@@ -331,3 +331,34 @@ func TestUpsertOfADeletedNameSaysSoAtOnce(t *testing.T) {
 		t.Fatalf("Upsert of a deleted name sent %d configures, want 1", sent)
 	}
 }
+
+// TestARefusalSaysWhichStateRefusedIt: a Trigger of a paused schedule fails ErrSchedulePaused
+// (not ErrScheduleCancelled) and says to resume it; of a cancelled one ErrScheduleCancelled.
+func TestARefusalSaysWhichStateRefusedIt(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	h, err := b.c.Schedules(testNamespace).Create(ctx, "report", reportOptions(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Trigger(ctx)
+	if !errors.Is(err, client.ErrSchedulePaused) || errors.Is(err, client.ErrScheduleCancelled) || errors.Is(err, client.ErrScheduleSuspended) ||
+		!errors.Is(err, orrery.ErrSuspended) || !strings.Contains(err.Error(), "it is paused; resume it first") {
+		t.Fatalf("Trigger of a paused schedule: %v, want ErrSchedulePaused saying to resume it", err)
+	}
+	if err := h.Pause(ctx); !errors.Is(err, client.ErrSchedulePaused) {
+		t.Fatalf("Pause of a paused schedule: %v, want ErrSchedulePaused", err)
+	}
+	if err := h.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Trigger(ctx); !errors.Is(err, client.ErrScheduleCancelled) || errors.Is(err, client.ErrSchedulePaused) {
+		t.Fatalf("Trigger of a cancelled schedule: %v, want ErrScheduleCancelled", err)
+	}
+	if err := h.Resume(ctx); !errors.Is(err, client.ErrScheduleCancelled) {
+		t.Fatalf("Resume of a cancelled schedule: %v, want ErrScheduleCancelled", err)
+	}
+}

@@ -48,7 +48,9 @@
 // message, at most Limits.MaxPassedPerEmit per command: the resume first, then emits that
 // pass only those (without the clock anomaly guard: they enqueue nothing). The series goes on
 // from the first ordinal at or after the floor. Pausing a paused schedule, resuming one that
-// is not paused, and either on a cancelled one are refused (Suspended, schedule_id).
+// is not paused, and either on a cancelled one are refused: Suspended, naming the record's state
+// field that refuses them (paused, cancelled, suspended; schedule_id for a resume of a running
+// schedule), with what to do in the message (refused).
 //
 // # Zone rules and the evaluator
 //
