@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -472,5 +473,47 @@ func TestARefusalSaysWhichStateRefusedIt(t *testing.T) {
 	}
 	if err := h.Resume(ctx); !errors.Is(err, client.ErrScheduleCancelled) {
 		t.Fatalf("Resume of a cancelled schedule: %v, want ErrScheduleCancelled", err)
+	}
+}
+
+// olderSilo is a transport whose partitions answer as a version before names were resolved:
+// an InspectSchedule without an id is refused (Validation on schedule_id), and a read by id
+// does not say which id it read.
+type olderSilo struct{ *clienttest.Transport }
+
+func (o olderSilo) Inspect(ctx context.Context, p int, req *orreryv1.InspectRequest) (*orreryv1.InspectReply, error) {
+	if s := req.GetSchedule(); s != nil && s.GetScheduleId() == "" {
+		return &orreryv1.InspectReply{Error: orrery.Invalid("schedule_id", "must be a lower-case canonical UUID, got %q", "").Proto()}, nil
+	}
+	reply, err := o.Transport.Inspect(ctx, p, req)
+	if reply != nil {
+		reply.ScheduleId, reply.Deleted = "", false
+	}
+	return reply, err
+}
+
+// TestAnOlderSiloGetsTheNamesFirstID: against partitions that cannot read a schedule by name
+// (a silo of the version before, during a rolling upgrade), Schedules address a name by its
+// first id, as that version's client did.
+func TestAnOlderSiloGetsTheNamesFirstID(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	c := client.New(olderSilo{b.tr}, client.Options{Principal: testPrincipal})
+	t.Cleanup(func() { _ = c.Close() })
+	schedules := c.Schedules(testNamespace)
+	h, err := schedules.Upsert(ctx, "report", reportOptions(""))
+	if err != nil {
+		t.Fatalf("Upsert against an older silo: %v", err)
+	}
+	if first := client.ScheduleID(testNamespace, "report"); h.ID() != first {
+		t.Fatalf("Upsert against an older silo: id %q; want the name's first id %s", h.ID(), first)
+	}
+	first := h.ID()
+	byName := schedules.Handle(testQueue, "k", "report")
+	if err := byName.Pause(ctx); err != nil || byName.ID() != first {
+		t.Fatalf("Pause by name against an older silo: %v, id %q", err, byName.ID())
+	}
+	if id, err := c.ScheduleIDOf(ctx, lane(testQueue, "k"), "report"); err != nil || id != first {
+		t.Fatalf("ScheduleIDOf against an older silo: %q, %v", id, err)
 	}
 }

@@ -72,6 +72,16 @@
 // clock anomaly window, suspends the schedule instead of reinterpreting or flooding: reason in
 // the record, a SUSPENDED ledger record, no due entry. Only a new ConfigureSchedule releases it.
 //
+// # Names
+//
+// A deleted schedule's id stays terminal (its tombstone is never removed), but its name does
+// not: a name's n-th schedule in a lane has the id input.ScheduleIDFromNameIncarnation(n), and
+// ResolveName finds the name's first incarnation whose id is not deleted, reading tombstones
+// only. No index is written, so configure and delete write what they always did and apply is
+// the same for replicas of any version; the resolution is a read (an inspection by name), and
+// the client configures the id it answers, which apply accepts once (a tombstoned id is
+// refused, an existing one is a revision conflict).
+//
 // # Ledger
 //
 // Every ordinal passed (PAUSED ones included), and every manual trigger, leaves one
