@@ -5,6 +5,7 @@ package orrery
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
@@ -94,10 +95,17 @@ func (e *Error) Error() string {
 // Unwrap returns the platform cause, if any.
 func (e *Error) Unwrap() error { return e.cause }
 
-// Is reports whether target is an *Error with the same code (sentinels match by code).
+// Is reports whether target is an *Error with the same code (sentinels match by code). A
+// target that names a field matches only an error whose field is that one, alone or as the
+// last element of its path ("paused" matches "mutations[0].trigger_schedule.paused"): a
+// refusal by a record's state names the state field that refuses it, and a sentinel such as
+// client.ErrSchedulePaused tells that state from the others of one code.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	if !ok || t.Code != e.Code {
+		return false
+	}
+	return t.Field == "" || e.Field == t.Field || strings.HasSuffix(e.Field, "."+t.Field)
 }
 
 // InField returns a copy whose field is prefix + "." + the original field (or prefix alone).

@@ -135,3 +135,31 @@ func TestInFieldPrefixes(t *testing.T) {
 		t.Fatal(f)
 	}
 }
+
+// TestASentinelWithAFieldMatchesThatFieldOnly: a sentinel that names a field matches an error
+// of its code whose field is that field, alone or as the last element of a path (a batch
+// prefixes its mutation's), after a trip across the wire; a sentinel without one matches by
+// code alone, as before.
+func TestASentinelWithAFieldMatchesThatFieldOnly(t *testing.T) {
+	paused := &Error{Code: CodeSuspended, Field: "paused"}
+	cases := []struct {
+		err  *Error
+		want bool
+	}{
+		{FieldErrorf(CodeSuspended, "paused", "it is paused"), true},
+		{FieldErrorf(CodeSuspended, "paused", "it is paused").InField("mutations[0].trigger_schedule"), true},
+		{FieldErrorf(CodeSuspended, "cancelled", "it is cancelled"), false},
+		{FieldErrorf(CodeSuspended, "not_paused", "x"), false},
+		{FieldErrorf(CodeSuspended, "", "x"), false},
+		{FieldErrorf(CodeValidation, "paused", "x"), false},
+	}
+	for _, c := range cases {
+		wire := FromProto(c.err.Proto())
+		if got := errors.Is(wire, paused); got != c.want {
+			t.Errorf("errors.Is(%v, paused sentinel) = %v, want %v", wire, got, c.want)
+		}
+		if !errors.Is(wire, &Error{Code: c.err.Code}) {
+			t.Errorf("%v does not match its code's sentinel", wire)
+		}
+	}
+}

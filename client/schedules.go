@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,18 @@ const (
 	ScheduleSuspended = orreryv1.ScheduleState_SCHEDULE_STATE_SUSPENDED
 	ScheduleCancelled = orreryv1.ScheduleState_SCHEDULE_STATE_CANCELLED
 	ScheduleCompleted = orreryv1.ScheduleState_SCHEDULE_STATE_COMPLETED
+)
+
+// The refusals of a schedule's state, for errors.Is: an action the schedule's state does not
+// allow (Trigger or Pause of a paused schedule; Trigger, Pause or Resume of a cancelled one;
+// Trigger of a suspended one) fails with code Suspended, whose field names the state that
+// refused it, and matches exactly one of these (and orrery.ErrSuspended, as every error of the
+// code does). A paused schedule needs a Resume; a cancelled or suspended one a new definition
+// (Update, Upsert).
+var (
+	ErrSchedulePaused    = &orrery.Error{Code: orrery.CodeSuspended, Field: "paused"}
+	ErrScheduleCancelled = &orrery.Error{Code: orrery.CodeSuspended, Field: "cancelled"}
+	ErrScheduleSuspended = &orrery.Error{Code: orrery.CodeSuspended, Field: "suspended"}
 )
 
 // MisfirePolicy says what a schedule does with instants that passed while nothing could emit
@@ -81,11 +94,11 @@ type ScheduleOptions struct {
 	AnomalyWindow time.Duration
 }
 
-// definition is the wire definition of the schedule named name in namespace.
-func (o ScheduleOptions) definition(namespace, name string) *orreryv1.ScheduleDefinition {
+// definition is the wire definition of the schedule id named name in namespace.
+func (o ScheduleOptions) definition(namespace, name, id string) *orreryv1.ScheduleDefinition {
 	def := &orreryv1.ScheduleDefinition{
 		Lane:       &orreryv1.Lane{Namespace: namespace, Queue: o.Queue, Key: cmp.Or(o.Key, name)},
-		ScheduleId: ScheduleID(namespace, name), Name: name, Spec: o.Spec,
+		ScheduleId: id, Name: name, Spec: o.Spec,
 		Misfire: o.Misfire, Overlap: o.Overlap,
 		CatchUpWindowMicros: o.CatchUpWindow.Microseconds(), AnomalyWindowMicros: o.AnomalyWindow.Microseconds(),
 	}
@@ -146,40 +159,56 @@ func (c *Client) Schedules(namespace string) *Schedules {
 
 // Handle addresses the schedule named name in queue and key ("": the name, as
 // ScheduleOptions.Key defaults) without a call: a schedule is found by its lane (namespace,
-// queue, key) and its name.
+// queue, key) and its name. The handle's first call that finds a schedule of the name binds
+// it to that schedule's identity (ScheduleHandle.ID), which it keeps.
 func (s *Schedules) Handle(queue, key, name string) *ScheduleHandle {
-	return &ScheduleHandle{c: s.c, lane: &orreryv1.Lane{Namespace: s.namespace, Queue: queue, Key: cmp.Or(key, name)}, name: name,
-		id: ScheduleID(s.namespace, name)}
+	return &ScheduleHandle{c: s.c, lane: &orreryv1.Lane{Namespace: s.namespace, Queue: queue, Key: cmp.Or(key, name)}, name: name}
 }
 
-// Create creates the schedule named name. A schedule of that name in that lane already there
-// (or deleted: its id stays a tombstone) is a RevisionConflict.
+// Create creates the schedule named name and returns its handle. A live schedule of that name
+// in that lane is a RevisionConflict. A deleted one is not: its identity stays terminal, and
+// the new schedule takes the name's next identity (ScheduleIDOf), a new id whose occurrences
+// and ledger are its own.
 func (s *Schedules) Create(ctx context.Context, name string, o ScheduleOptions, opts ...CallOption) (*ScheduleHandle, error) {
 	if err := errors.Join(checkName(name), o.checkBacklog(s.c.clock.Now())); err != nil {
 		return nil, err
 	}
-	res, err := s.c.ConfigureSchedule(ctx, o.definition(s.namespace, name), 0, opts...)
-	if err != nil {
-		return nil, err
-	}
 	h := s.Handle(o.Queue, o.Key, name)
-	h.written.Store(res)
-	return h, nil
+	var err error
+	for range updateAttempts {
+		var id string
+		if _, id, err = h.readName(ctx); err != nil {
+			return nil, err
+		}
+		var res *orreryv1.ScheduleResult
+		res, err = s.c.ConfigureSchedule(ctx, o.definition(s.namespace, name, id), 0, opts...)
+		if err == nil {
+			h.bind(id)
+			h.written.Store(res)
+			return h, nil
+		}
+		if !deletedMeanwhile(err) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("schedule %q: its identity was deleted under each of %d attempts: %w", name, updateAttempts, err)
 }
 
 // Upsert makes the schedule named name do what o says, for an application that declares its
-// schedules at every start: it creates the schedule when there is none, leaves it alone (no
-// new generation, no call beyond the read) when its definition is o already, and otherwise
-// replaces the definition at its current revision, which starts a new generation at ordinal
-// 0. A replacement that meets a revision moved meanwhile (an occurrence emitted) reads again
-// and retries, a few times.
+// schedules at every start: it creates the schedule when there is none (a deleted one's name
+// included: see Create), leaves it alone (no new generation, no call beyond the read) when its
+// definition is o already, and otherwise replaces the definition at its current revision,
+// which starts a new generation at ordinal 0. A write that meets a revision moved meanwhile
+// (an occurrence emitted, another Upsert's creation) or a schedule deleted meanwhile reads
+// the name again and retries, a few times, so Upserts racing to declare one name create one
+// schedule.
 func (s *Schedules) Upsert(ctx context.Context, name string, o ScheduleOptions) (*ScheduleHandle, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	h := s.Handle(o.Queue, o.Key, name)
-	want := o.definition(s.namespace, name)
-	err := h.casLoop(ctx, func(rec *orreryv1.ScheduleRecord) (*orreryv1.ScheduleDefinition, error) {
+	err := h.casLoop(ctx, true, func(rec *orreryv1.ScheduleRecord, id string) (*orreryv1.ScheduleDefinition, error) {
+		want := o.definition(s.namespace, name, id)
 		if rec != nil && proto.Equal(rec.GetDefinition(), want) {
 			return nil, nil // as declared already: nothing to write, nothing to refuse
 		}
@@ -189,6 +218,20 @@ func (s *Schedules) Upsert(ctx context.Context, name string, o ScheduleOptions) 
 		return nil, err
 	}
 	return h, nil
+}
+
+// ScheduleIDOf is the identity the schedule name addresses in lane now: the id of the live
+// schedule of that name, or, when there is none, the id its next creation takes (the name's
+// first, input.ScheduleIDFromName, until a schedule of it is deleted; then the next, so a
+// deleted schedule's id, which stays terminal, never burns its name). The partition decides
+// it from its state (an InspectSchedule by name); against a silo of a version that cannot, it
+// is the name's first id (ScheduleID).
+func (c *Client) ScheduleIDOf(ctx context.Context, lane *orreryv1.Lane, name string) (string, error) {
+	if err := checkName(name); err != nil {
+		return "", err
+	}
+	_, id, err := (&ScheduleHandle{c: c, lane: lane, name: name}).readName(ctx)
+	return id, err
 }
 
 // ListSchedules filters Schedules.List: the zero value lists every schedule of the namespace.
@@ -244,10 +287,20 @@ func pages[R, T any](fetch func(after []byte) (page []R, next []byte, err error)
 // ScheduleHandle is one schedule, addressed by its lane and name; Schedules.Handle, Create and
 // Upsert return one. Its calls act at whatever revision the schedule is (Update compares and
 // sets).
+//
+// A handle addresses one identity of its name. Create and Upsert bind the handle they return
+// to the schedule they wrote; a handle from Schedules.Handle binds to the schedule its first
+// call finds under the name (until then each call looks the name up). A deleted schedule's
+// identity stays terminal, and a handle bound to it keeps addressing it: its calls fail
+// NotFound saying the schedule was deleted, and never act on a schedule created under the name
+// since (which has a new id). Take a new handle (Schedules.Handle, Create, Upsert) for that one.
 type ScheduleHandle struct {
-	c        *Client
-	lane     *orreryv1.Lane
-	name, id string
+	c    *Client
+	lane *orreryv1.Lane
+	name string
+	// id is the identity the handle is bound to ("" until bound), under mu.
+	mu sync.Mutex
+	id string
 	// written is the result of the last definition this handle wrote (Create, Upsert, Update).
 	written atomic.Pointer[orreryv1.ScheduleResult]
 }
@@ -278,8 +331,103 @@ func (h *ScheduleHandle) LastWrite() (ScheduleWrite, bool) {
 // Name is the schedule's name.
 func (h *ScheduleHandle) Name() string { return h.name }
 
-// ID is the schedule's id, derived from its namespace and name (ScheduleID).
-func (h *ScheduleHandle) ID() string { return h.id }
+// ID is the id of the schedule the handle is bound to, "" while it is bound to none (a handle
+// from Schedules.Handle before a call found a schedule of its name). A name's first schedule
+// has the id ScheduleID derives; a schedule created under the name after its predecessor was
+// deleted has another (ScheduleIDOf).
+func (h *ScheduleHandle) ID() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.id
+}
+
+// bind binds the handle to id, unless it is bound already (the first binding stays).
+func (h *ScheduleHandle) bind(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.id == "" {
+		h.id = id
+	}
+}
+
+// inspect reads the schedule id of the handle's lane, or, with id "", the one its name
+// resolves to now: the live schedule of the name, else the id its next creation takes. The
+// reply's schedule_id says which id it read. A silo of a version that cannot read by name
+// refuses the empty schedule_id; the name's first id (ScheduleID) is then read instead, as
+// such a version derived it.
+func (h *ScheduleHandle) inspect(ctx context.Context, id string) (*orreryv1.InspectReply, error) {
+	target := &orreryv1.InspectSchedule{Lane: h.lane, ScheduleId: id}
+	if id == "" {
+		target.Name = h.name
+	}
+	reply, err := h.c.inspectLane(ctx, h.lane, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Schedule{Schedule: target}})
+	if oe := orrery.AsError(err); id == "" && errors.Is(err, orrery.ErrValidation) && oe != nil && oe.Field == "schedule_id" {
+		target.ScheduleId, target.Name = ScheduleID(h.lane.GetNamespace(), h.name), ""
+		reply, err = h.c.inspectLane(ctx, h.lane, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Schedule{Schedule: target}})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if reply.GetScheduleId() == "" { // a silo of a version that does not say
+		reply.ScheduleId = target.GetScheduleId()
+	}
+	return reply, nil
+}
+
+// readName reads the schedule of the handle's name as the partition resolves it now: its
+// record (nil when none lives under the name) and its id (that of the next creation of the
+// name when none lives). It binds nothing.
+func (h *ScheduleHandle) readName(ctx context.Context) (*orreryv1.ScheduleRecord, string, error) {
+	reply, err := h.inspect(ctx, "")
+	if err != nil {
+		return nil, "", err
+	}
+	if !reply.GetFound() {
+		return nil, reply.GetScheduleId(), nil
+	}
+	return reply.GetSchedule(), reply.GetScheduleId(), nil
+}
+
+// read reads the schedule the handle addresses: the one it is bound to, or else the one its
+// name resolves to, binding the handle to it when it lives. The reply's found is false when
+// there is none; a bound identity that was deleted is a NotFound error saying so.
+func (h *ScheduleHandle) read(ctx context.Context) (*orreryv1.InspectReply, error) {
+	id := h.ID()
+	reply, err := h.inspect(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case reply.GetFound():
+		h.bind(reply.GetScheduleId())
+	case reply.GetDeleted() && id != "":
+		return nil, h.deletedError(id)
+	}
+	return reply, nil
+}
+
+// deletedError is the NotFound of a call through a handle bound to a deleted schedule.
+func (h *ScheduleHandle) deletedError(id string) error {
+	return orrery.FieldErrorf(orrery.CodeNotFound, "schedule_id",
+		"schedule %q (id %s) in lane %s was deleted, and a deleted schedule's identity stays terminal; this handle addresses it (a new schedule of the name has another id: Schedules.Handle, Create or Upsert)",
+		h.name, id, laneName(h.lane))
+}
+
+// resolve is the id the handle's actions address: the one it is bound to, or the live
+// schedule its name resolves to (binding the handle to it). NotFound when there is none.
+func (h *ScheduleHandle) resolve(ctx context.Context) (string, error) {
+	if id := h.ID(); id != "" {
+		return id, nil
+	}
+	reply, err := h.read(ctx)
+	if err != nil {
+		return "", err
+	}
+	if !reply.GetFound() {
+		return "", orrery.FieldErrorf(orrery.CodeNotFound, "name", "no schedule named %q in lane %s", h.name, laneName(h.lane))
+	}
+	return reply.GetScheduleId(), nil
+}
 
 // Queue is the queue its occurrences land in.
 func (h *ScheduleHandle) Queue() string { return h.lane.GetQueue() }
@@ -290,9 +438,13 @@ func (h *ScheduleHandle) Key() string { return h.lane.GetKey() }
 // Describe reads the schedule: its definition, state and counters, its next fire times, its
 // last outcomes and whether its due work is on time. NotFound when there is none.
 func (h *ScheduleHandle) Describe(ctx context.Context) (*ScheduleDescription, error) {
-	in, err := h.c.ScheduleInspection(ctx, h.lane, h.id)
+	reply, err := h.read(ctx)
 	if err != nil {
 		return nil, err
+	}
+	in := reply.GetInspection()
+	if !reply.GetFound() || in == nil {
+		return nil, orrery.FieldErrorf(orrery.CodeNotFound, "name", "no schedule named %q in lane %s", h.name, laneName(h.lane))
 	}
 	d := describeRecord(in.GetRecord())
 	d.Partition = h.c.PartitionOf(h.lane)
@@ -316,23 +468,38 @@ func (h *ScheduleHandle) Describe(ctx context.Context) (*ScheduleDescription, er
 }
 
 // Pause stops the schedule's emission durably; the instants that pass while it is paused are
-// ledgered PAUSED. A schedule already paused, or cancelled, is Suspended.
+// ledgered PAUSED. A schedule already paused fails ErrSchedulePaused, a cancelled one
+// ErrScheduleCancelled.
 func (h *ScheduleHandle) Pause(ctx context.Context, opts ...CallOption) error {
-	_, err := h.c.PauseSchedule(ctx, &orreryv1.PauseSchedule{Lane: h.lane, ScheduleId: h.id, AnyRevision: true}, opts...)
+	id, err := h.resolve(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = h.c.PauseSchedule(ctx, &orreryv1.PauseSchedule{Lane: h.lane, ScheduleId: id, AnyRevision: true}, opts...)
 	return err
 }
 
 // Resume restarts a paused schedule from the first instant after now (minus its catch-up
-// window). A schedule that is not paused is Suspended.
+// window). A schedule that is not paused is Suspended (on schedule_id), a cancelled one
+// ErrScheduleCancelled.
 func (h *ScheduleHandle) Resume(ctx context.Context, opts ...CallOption) error {
-	_, err := h.c.ResumeSchedule(ctx, &orreryv1.ResumeSchedule{Lane: h.lane, ScheduleId: h.id, AnyRevision: true}, opts...)
+	id, err := h.resolve(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = h.c.ResumeSchedule(ctx, &orreryv1.ResumeSchedule{Lane: h.lane, ScheduleId: id, AnyRevision: true}, opts...)
 	return err
 }
 
-// Trigger enqueues one manual occurrence now and returns its message id; a paused schedule
-// refuses it.
+// Trigger enqueues one manual occurrence now and returns its message id. A paused schedule
+// refuses it with ErrSchedulePaused (resume it first), a cancelled one with
+// ErrScheduleCancelled, a suspended one with ErrScheduleSuspended.
 func (h *ScheduleHandle) Trigger(ctx context.Context, opts ...CallOption) (messageID string, err error) {
-	res, err := h.c.TriggerSchedule(ctx, &orreryv1.TriggerSchedule{Lane: h.lane, ScheduleId: h.id}, opts...)
+	id, err := h.resolve(ctx)
+	if err != nil {
+		return "", err
+	}
+	res, err := h.c.TriggerSchedule(ctx, &orreryv1.TriggerSchedule{Lane: h.lane, ScheduleId: id}, opts...)
 	if err != nil {
 		return "", err
 	}
@@ -348,7 +515,7 @@ func (h *ScheduleHandle) Trigger(ctx context.Context, opts ...CallOption) (messa
 // again and calls change again, a few times. A change that leaves the options as they were
 // writes nothing. NotFound when there is no schedule.
 func (h *ScheduleHandle) Update(ctx context.Context, change func(*ScheduleOptions)) error {
-	return h.casLoop(ctx, func(rec *orreryv1.ScheduleRecord) (*orreryv1.ScheduleDefinition, error) {
+	return h.casLoop(ctx, false, func(rec *orreryv1.ScheduleRecord, id string) (*orreryv1.ScheduleDefinition, error) {
 		if rec == nil {
 			return nil, orrery.FieldErrorf(orrery.CodeNotFound, "schedule_id", "no schedule %q in lane %s", h.name, laneName(h.lane))
 		}
@@ -358,7 +525,7 @@ func (h *ScheduleHandle) Update(ctx context.Context, change func(*ScheduleOption
 			return nil, orrery.Invalid("queue", "a schedule's queue and key name it and cannot change (%s/%s to %s/%s); create another schedule",
 				h.lane.GetQueue(), h.lane.GetKey(), o.Queue, o.Key)
 		}
-		want := o.definition(h.lane.GetNamespace(), h.name)
+		want := o.definition(h.lane.GetNamespace(), h.name, id)
 		if proto.Equal(rec.GetDefinition(), want) {
 			return nil, nil
 		}
@@ -371,40 +538,67 @@ func (h *ScheduleHandle) Update(ctx context.Context, change func(*ScheduleOption
 
 // Cancel stops the schedule for good; only a new definition (Update, Upsert) revives it.
 func (h *ScheduleHandle) Cancel(ctx context.Context, opts ...CallOption) error {
-	_, err := h.c.CancelSchedule(ctx, &orreryv1.CancelSchedule{Lane: h.lane, ScheduleId: h.id, AnyRevision: true}, opts...)
+	id, err := h.resolve(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = h.c.CancelSchedule(ctx, &orreryv1.CancelSchedule{Lane: h.lane, ScheduleId: id, AnyRevision: true}, opts...)
 	return err
 }
 
-// Delete removes the schedule; its id stays a tombstone.
+// Delete removes the schedule. Its identity stays terminal: this handle's calls fail NotFound
+// from then on, and the name is free for a new schedule, which takes a new id.
 func (h *ScheduleHandle) Delete(ctx context.Context, opts ...CallOption) error {
-	_, err := h.c.DeleteSchedule(ctx, &orreryv1.DeleteSchedule{Lane: h.lane, ScheduleId: h.id, AnyRevision: true}, opts...)
+	id, err := h.resolve(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = h.c.DeleteSchedule(ctx, &orreryv1.DeleteSchedule{Lane: h.lane, ScheduleId: id, AnyRevision: true}, opts...)
 	return err
 }
 
-// casLoop reads the schedule (nil when there is none), asks decide for the definition to
-// write (nil: nothing to write) and writes it at the revision read, reading again when the
-// revision moved, up to updateAttempts times.
-func (h *ScheduleHandle) casLoop(ctx context.Context, decide func(*orreryv1.ScheduleRecord) (*orreryv1.ScheduleDefinition, error)) error {
+// casLoop reads the schedule (nil when there is none) and its id, asks decide for the
+// definition to write (nil: nothing to write) and writes it at the revision read, reading
+// again when the revision moved, up to updateAttempts times; the handle is then bound to the
+// schedule written. byName reads the name's current identity every time (Upsert): a schedule
+// deleted between the read and the write is then read again too, and the write creates the
+// name's next one. Otherwise it reads the schedule the handle addresses (Update), and a deleted
+// one fails.
+func (h *ScheduleHandle) casLoop(ctx context.Context, byName bool, decide func(rec *orreryv1.ScheduleRecord, id string) (*orreryv1.ScheduleDefinition, error)) error {
 	var err error
 	for range updateAttempts {
-		rec, readErr := h.c.InspectSchedule(ctx, h.lane, h.id)
-		if readErr != nil && !errors.Is(readErr, orrery.ErrNotFound) {
-			return readErr
+		var rec *orreryv1.ScheduleRecord
+		var id string
+		if byName {
+			rec, id, err = h.readName(ctx)
+		} else {
+			var reply *orreryv1.InspectReply
+			if reply, err = h.read(ctx); err == nil {
+				rec, id = reply.GetSchedule(), reply.GetScheduleId()
+			}
 		}
-		def, decideErr := decide(rec)
+		if err != nil {
+			return err
+		}
+		def, decideErr := decide(rec, id)
 		if decideErr != nil || def == nil {
+			if decideErr == nil && rec != nil {
+				h.bind(id)
+			}
 			return decideErr
 		}
 		var res *orreryv1.ScheduleResult
 		res, err = h.c.ConfigureSchedule(ctx, def, rec.GetRevision())
 		if err == nil {
+			h.bind(id)
 			h.written.Store(res)
+			return nil
 		}
-		if !movedMeanwhile(err) {
+		if !movedMeanwhile(err) && !(byName && deletedMeanwhile(err)) {
 			return err
 		}
 	}
-	return fmt.Errorf("schedule %q: the revision moved under each of %d attempts: %w", h.name, updateAttempts, err)
+	return fmt.Errorf("schedule %q: the schedule moved under each of %d attempts: %w", h.name, updateAttempts, err)
 }
 
 // movedMeanwhile reports whether a configure failed because the schedule's revision moved
@@ -415,7 +609,15 @@ func movedMeanwhile(err error) bool {
 	return errors.Is(err, orrery.ErrRevisionConflict) && errors.As(err, &oe) && strings.HasSuffix(oe.Field, "expected_revision")
 }
 
-// checkName refuses an empty schedule name: the id derives from it.
+// deletedMeanwhile reports whether a configure failed because its id is a deleted schedule's
+// (the RevisionConflict on definition.schedule_id): for a write by name, the schedule read was
+// deleted before the write, and a new read of the name finds its next identity.
+func deletedMeanwhile(err error) bool {
+	var oe *orrery.Error
+	return errors.Is(err, orrery.ErrRevisionConflict) && errors.As(err, &oe) && strings.HasSuffix(oe.Field, "definition.schedule_id")
+}
+
+// checkName refuses an empty schedule name: a schedule is found by it.
 func checkName(name string) error {
 	if name == "" {
 		return orrery.Invalid("name", "a schedule needs a name")

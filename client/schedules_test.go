@@ -1,15 +1,18 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/client/clienttest"
 )
 
 // reportOptions is a schedule due every minute from an hour ahead, in testQueue under key k.
@@ -309,9 +312,72 @@ func TestAStartInThePastIsRefusedUnlessItsCatchUpIsBounded(t *testing.T) {
 	}
 }
 
-// TestUpsertOfADeletedNameSaysSoAtOnce: a deleted schedule's id stays a tombstone; an Upsert
-// of its name fails with that conflict at once instead of retrying as if the revision moved.
-func TestUpsertOfADeletedNameSaysSoAtOnce(t *testing.T) {
+// TestADeletedNameIsGivenToANewSchedule: a deleted schedule's identity stays terminal, but its
+// name is not burnt: an Upsert of the name creates a new schedule under a new id (whose
+// occurrences carry that id), a handle of the deleted one keeps addressing it and fails
+// NotFound saying it was deleted, and a handle of the name addresses the new one.
+func TestADeletedNameIsGivenToANewSchedule(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	old, err := schedules.Upsert(ctx, "report", reportOptions(`{"v":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := schedules.Upsert(ctx, "report", reportOptions(`{"v":2}`))
+	if err != nil {
+		t.Fatalf("Upsert of a deleted schedule's name: %v", err)
+	}
+	d, err := renewed.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldID := client.ScheduleID(testNamespace, "report")
+	if d.ID == oldID || d.ID == "" || d.Name != "report" || d.Options.PayloadJSON != `{"v":2}` || d.Generation != 1 || renewed.ID() != d.ID {
+		t.Fatalf("the new schedule of the name: id %s (the deleted one's %s), handle id %s, %+v", d.ID, oldID, renewed.ID(), d)
+	}
+	if old.ID() != oldID {
+		t.Fatalf("the deleted schedule's handle moved to %s", old.ID())
+	}
+	for name, call := range map[string]func() error{
+		"Describe": func() error { _, err := old.Describe(ctx); return err },
+		"Pause":    func() error { return old.Pause(ctx) },
+		"Trigger":  func() error { _, err := old.Trigger(ctx); return err },
+		"Update":   func() error { return old.Update(ctx, func(o *client.ScheduleOptions) { o.PayloadJSON = `{"v":3}` }) },
+	} {
+		if err := call(); !errors.Is(err, orrery.ErrNotFound) || !strings.Contains(err.Error(), "was deleted") {
+			t.Errorf("%s through the deleted schedule's handle: %v, want NotFound saying it was deleted", name, err)
+		}
+	}
+	if d, err := renewed.Describe(ctx); err != nil || d.State != client.ScheduleActive || d.Options.PayloadJSON != `{"v":2}` {
+		t.Fatalf("the new schedule after calls on the old handle: %+v, %v", d, err)
+	}
+	byName := schedules.Handle(testQueue, "k", "report")
+	if err := byName.Pause(ctx); err != nil {
+		t.Fatalf("Pause by name: %v", err)
+	}
+	if byName.ID() != d.ID {
+		t.Fatalf("a handle of the name addresses %s, want the new schedule %s", byName.ID(), d.ID)
+	}
+	if d, err := renewed.Describe(ctx); err != nil || d.State != client.SchedulePaused {
+		t.Fatalf("the new schedule after a Pause by name: %+v, %v", d, err)
+	}
+	id, err := b.c.ScheduleIDOf(ctx, lane(testQueue, "k"), "report")
+	if err != nil || id != d.ID {
+		t.Fatalf("ScheduleIDOf the name: %s, %v; want %s", id, err, d.ID)
+	}
+	if _, err := schedules.Create(ctx, "report", reportOptions("")); !errors.Is(err, orrery.ErrRevisionConflict) {
+		t.Fatalf("Create of a name whose new schedule lives: %v, want RevisionConflict", err)
+	}
+}
+
+// TestConcurrentUpsertsOfADeletedNameCreateOneSchedule: Upserts racing to declare a deleted
+// name, every one of them reading the name before any writes, all succeed, and exactly one new
+// schedule exists, at generation 1.
+func TestConcurrentUpsertsOfADeletedNameCreateOneSchedule(t *testing.T) {
 	b := setup(t, 4)
 	ctx := ctxFor(t)
 	schedules := b.c.Schedules(testNamespace)
@@ -322,12 +388,132 @@ func TestUpsertOfADeletedNameSaysSoAtOnce(t *testing.T) {
 	if err := h.Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before := len(b.commandCalls())
-	_, err = schedules.Upsert(ctx, "report", reportOptions(""))
-	if !errors.Is(err, orrery.ErrRevisionConflict) || !strings.Contains(err.Error(), "was deleted") {
-		t.Fatalf("Upsert of a deleted name: %v, want the deleted id's RevisionConflict", err)
+	opts := reportOptions(`{"v":2}`)
+	const racers = 8
+	// The first configure of each racer waits until every racer has sent one: all of them
+	// read the name while no new schedule exists.
+	var arrived atomic.Int32
+	allRead := make(chan struct{})
+	b.tr.SetFaultHook(func(_ int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if m := req.GetBatch().GetMutations(); len(m) == 1 && m[0].GetConfigureSchedule() != nil && arrived.Add(1) <= racers {
+			if arrived.Load() == racers {
+				close(allRead)
+			}
+			select {
+			case <-allRead:
+			case <-ctx.Done():
+			}
+		}
+		return clienttest.FaultNone, nil
+	})
+	ids := make(chan string, racers)
+	errs := make(chan error, racers)
+	start := make(chan struct{})
+	for range racers {
+		go func() {
+			<-start
+			h, err := schedules.Upsert(ctx, "report", opts)
+			if err != nil {
+				errs <- err
+				return
+			}
+			ids <- h.ID()
+		}()
 	}
-	if sent := len(b.commandCalls()) - before; sent != 1 {
-		t.Fatalf("Upsert of a deleted name sent %d configures, want 1", sent)
+	close(start)
+	seen := map[string]bool{}
+	for range racers {
+		select {
+		case err := <-errs:
+			t.Fatalf("a racing Upsert: %v", err)
+		case id := <-ids:
+			seen[id] = true
+		}
+	}
+	var listed []*client.ScheduleDescription
+	for d, err := range schedules.List(ctx, client.ListSchedules{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, d)
+	}
+	if n := arrived.Load(); n < racers {
+		t.Fatalf("%d configures sent by %d racers", n, racers)
+	}
+	if len(seen) != 1 || len(listed) != 1 || !seen[listed[0].ID] || listed[0].Generation != 1 || listed[0].ID == h.ID() {
+		t.Fatalf("racing Upserts returned ids %v; the namespace lists %d schedules (%+v); want one new one at generation 1", seen, len(listed), listed)
+	}
+}
+
+// TestARefusalSaysWhichStateRefusedIt: a Trigger of a paused schedule fails ErrSchedulePaused
+// (not ErrScheduleCancelled) and says to resume it; of a cancelled one ErrScheduleCancelled.
+func TestARefusalSaysWhichStateRefusedIt(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	h, err := b.c.Schedules(testNamespace).Create(ctx, "report", reportOptions(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Trigger(ctx)
+	if !errors.Is(err, client.ErrSchedulePaused) || errors.Is(err, client.ErrScheduleCancelled) || errors.Is(err, client.ErrScheduleSuspended) ||
+		!errors.Is(err, orrery.ErrSuspended) || !strings.Contains(err.Error(), "it is paused; resume it first") {
+		t.Fatalf("Trigger of a paused schedule: %v, want ErrSchedulePaused saying to resume it", err)
+	}
+	if err := h.Pause(ctx); !errors.Is(err, client.ErrSchedulePaused) {
+		t.Fatalf("Pause of a paused schedule: %v, want ErrSchedulePaused", err)
+	}
+	if err := h.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Trigger(ctx); !errors.Is(err, client.ErrScheduleCancelled) || errors.Is(err, client.ErrSchedulePaused) {
+		t.Fatalf("Trigger of a cancelled schedule: %v, want ErrScheduleCancelled", err)
+	}
+	if err := h.Resume(ctx); !errors.Is(err, client.ErrScheduleCancelled) {
+		t.Fatalf("Resume of a cancelled schedule: %v, want ErrScheduleCancelled", err)
+	}
+}
+
+// olderSilo is a transport whose partitions answer as a version before names were resolved:
+// an InspectSchedule without an id is refused (Validation on schedule_id), and a read by id
+// does not say which id it read.
+type olderSilo struct{ *clienttest.Transport }
+
+func (o olderSilo) Inspect(ctx context.Context, p int, req *orreryv1.InspectRequest) (*orreryv1.InspectReply, error) {
+	if s := req.GetSchedule(); s != nil && s.GetScheduleId() == "" {
+		return &orreryv1.InspectReply{Error: orrery.Invalid("schedule_id", "must be a lower-case canonical UUID, got %q", "").Proto()}, nil
+	}
+	reply, err := o.Transport.Inspect(ctx, p, req)
+	if reply != nil {
+		reply.ScheduleId, reply.Deleted = "", false
+	}
+	return reply, err
+}
+
+// TestAnOlderSiloGetsTheNamesFirstID: against partitions that cannot read a schedule by name
+// (a silo of the version before, during a rolling upgrade), Schedules address a name by its
+// first id, as that version's client did.
+func TestAnOlderSiloGetsTheNamesFirstID(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	c := client.New(olderSilo{b.tr}, client.Options{Principal: testPrincipal})
+	t.Cleanup(func() { _ = c.Close() })
+	schedules := c.Schedules(testNamespace)
+	h, err := schedules.Upsert(ctx, "report", reportOptions(""))
+	if err != nil {
+		t.Fatalf("Upsert against an older silo: %v", err)
+	}
+	if first := client.ScheduleID(testNamespace, "report"); h.ID() != first {
+		t.Fatalf("Upsert against an older silo: id %q; want the name's first id %s", h.ID(), first)
+	}
+	first := h.ID()
+	byName := schedules.Handle(testQueue, "k", "report")
+	if err := byName.Pause(ctx); err != nil || byName.ID() != first {
+		t.Fatalf("Pause by name against an older silo: %v, id %q", err, byName.ID())
+	}
+	if id, err := c.ScheduleIDOf(ctx, lane(testQueue, "k"), "report"); err != nil || id != first {
+		t.Fatalf("ScheduleIDOf against an older silo: %q, %v", id, err)
 	}
 }

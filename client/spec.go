@@ -38,14 +38,18 @@ func After(delay time.Duration) *orreryv1.ScheduleSpec {
 	return &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_After{After: &orreryv1.AfterSpec{DelayMicros: delay.Microseconds()}}}
 }
 
-// ScheduleID is the id of the schedule named name in namespace: a UUIDv5 derived from both
-// (input.ScheduleIDFromName), the same in every process, so a schedule can be addressed by its
-// name alone.
+// ScheduleID is the first id of the schedule name in namespace: a UUIDv5 derived from both
+// (input.ScheduleIDFromName), the same in every process. It is the id of the name's first
+// schedule, and of every schedule named by a version before names were reusable. Once that
+// schedule is deleted its id stays terminal and the name's next schedule takes another id:
+// Client.ScheduleIDOf says which id a name addresses now, and Schedules resolves names itself.
 func ScheduleID(namespace, name string) string { return input.ScheduleIDFromName(namespace, name) }
 
-// NamedSchedule is a definition of the schedule named name in lane, its id derived from the
-// lane's namespace and the name (ScheduleID), whose occurrences carry payloadJSON ("" for
-// none). Set the remaining fields (misfire, overlap, headers, ...) on the result as needed.
+// NamedSchedule is a definition of the schedule named name in lane, with the name's first id
+// (ScheduleID), whose occurrences carry payloadJSON ("" for none). Set the remaining fields
+// (misfire, overlap, headers, ...) on the result as needed. After the name's first schedule
+// was deleted that id is refused (RevisionConflict on definition.schedule_id): set ScheduleId
+// to Client.ScheduleIDOf(ctx, lane, name), or use Schedules.Create or Upsert, which do.
 func NamedSchedule(lane *orreryv1.Lane, name string, spec *orreryv1.ScheduleSpec, payloadJSON string) *orreryv1.ScheduleDefinition {
 	return &orreryv1.ScheduleDefinition{
 		Lane: lane, ScheduleId: ScheduleID(lane.GetNamespace(), name), Name: name, Spec: spec,

@@ -950,8 +950,10 @@ type ScheduleDefinition struct {
 	AnomalyWindowMicros int64 `protobuf:"varint,8,opt,name=anomaly_window_micros,json=anomalyWindowMicros,proto3" json:"anomaly_window_micros,omitempty"`
 	// Optional: a user's name for the schedule, a label kept on the record and shown by
 	// inspection. Empty means none; otherwise 1..200 bytes of valid UTF-8 without control
-	// characters (checked like lane names). The schedule id need not be derived from it (see
-	// input.ScheduleIDFromName for the derivation a client may offer).
+	// characters (checked like lane names). The schedule id need not be derived from it. The
+	// client derives it (input.ScheduleIDFromNameIncarnation): a name's first schedule takes its
+	// first identity, and each schedule created after the previous one was deleted the next,
+	// which an InspectSchedule by name resolves.
 	Name          string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1730,7 +1732,8 @@ func (x *CancelSchedule) GetAnyRevision() bool {
 	return false
 }
 
-// DeleteSchedule removes a schedule and tombstones its id.
+// DeleteSchedule removes a schedule and tombstones its id: the id stays terminal, while its
+// name can be given to a new schedule, which takes the name's next identity.
 type DeleteSchedule struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Lane       *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`

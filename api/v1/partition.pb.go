@@ -992,11 +992,17 @@ func (x *InspectLedger) GetAfter() []byte {
 	return nil
 }
 
-// InspectSchedule names a schedule.
+// InspectSchedule names a schedule: by its id, or, with schedule_id empty, by its name in the
+// lane, which resolves to the name's current identity (schedule.ResolveName): the schedule of
+// that name if one lives, else the id the next creation of the name takes. The reply's
+// schedule_id says which.
 type InspectSchedule struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lane          *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
-	ScheduleId    string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Lane       *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	ScheduleId string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	// Used only when schedule_id is empty: 1..200 bytes of valid UTF-8 without control
+	// characters, as ScheduleDefinition.name.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1041,6 +1047,13 @@ func (x *InspectSchedule) GetLane() *Lane {
 func (x *InspectSchedule) GetScheduleId() string {
 	if x != nil {
 		return x.ScheduleId
+	}
+	return ""
+}
+
+func (x *InspectSchedule) GetName() string {
+	if x != nil {
+		return x.Name
 	}
 	return ""
 }
@@ -1854,7 +1867,12 @@ type InspectReply struct {
 	Queues     []*QueueStats `protobuf:"bytes,15,rep,name=queues,proto3" json:"queues,omitempty"`
 	MoreQueues bool          `protobuf:"varint,16,opt,name=more_queues,json=moreQueues,proto3" json:"more_queues,omitempty"`
 	// ReadAudit: the records read (oldest first); list_continuation resumes when more remain.
-	AuditRecords  []*AuditRecord `protobuf:"bytes,17,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
+	AuditRecords []*AuditRecord `protobuf:"bytes,17,rep,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"`
+	// InspectSchedule: the id read (the one the name resolved to, for a read by name), and
+	// whether it is a deleted schedule's (tombstoned: found is false, and the id can never be
+	// configured again).
+	ScheduleId    string `protobuf:"bytes,18,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	Deleted       bool   `protobuf:"varint,19,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2008,6 +2026,20 @@ func (x *InspectReply) GetAuditRecords() []*AuditRecord {
 	return nil
 }
 
+func (x *InspectReply) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
+}
+
+func (x *InspectReply) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
 var File_api_v1_partition_proto protoreflect.FileDescriptor
 
 const file_api_v1_partition_proto_rawDesc = "" +
@@ -2086,11 +2118,12 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x0eto_unix_micros\x18\x04 \x01(\x03R\ftoUnixMicros\x12\x1f\n" +
 	"\vmax_records\x18\x05 \x01(\rR\n" +
 	"maxRecords\x12\x14\n" +
-	"\x05after\x18\x06 \x01(\fR\x05after\"W\n" +
+	"\x05after\x18\x06 \x01(\fR\x05after\"k\n" +
 	"\x0fInspectSchedule\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
-	"scheduleId\"K\n" +
+	"scheduleId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"K\n" +
 	"\vInspectSaga\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x17\n" +
 	"\asaga_id\x18\x02 \x01(\tR\x06sagaId\"p\n" +
@@ -2159,7 +2192,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x11max_headers_bytes\x18\x02 \x01(\rR\x0fmaxHeadersBytes\x12&\n" +
 	"\x0fmax_state_bytes\x18\x03 \x01(\rR\rmaxStateBytes\x125\n" +
 	"\x17max_mutations_per_batch\x18\x04 \x01(\rR\x14maxMutationsPerBatch\x12*\n" +
-	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\xd4\x06\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\x8f\a\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +
@@ -2182,7 +2215,10 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x06queues\x18\x0f \x03(\v2\x15.orrery.v1.QueueStatsR\x06queues\x12\x1f\n" +
 	"\vmore_queues\x18\x10 \x01(\bR\n" +
 	"moreQueues\x12;\n" +
-	"\raudit_records\x18\x11 \x03(\v2\x16.orrery.v1.AuditRecordR\fauditRecordsB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\raudit_records\x18\x11 \x03(\v2\x16.orrery.v1.AuditRecordR\fauditRecords\x12\x1f\n" +
+	"\vschedule_id\x18\x12 \x01(\tR\n" +
+	"scheduleId\x12\x18\n" +
+	"\adeleted\x18\x13 \x01(\bR\adeletedB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_partition_proto_rawDescOnce sync.Once

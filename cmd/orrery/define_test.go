@@ -76,3 +76,29 @@ func TestHelpListsTheCommands(t *testing.T) {
 		t.Errorf("orrery --help: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestSchedulesDeletedNameIsReused: a schedule deleted by name leaves its name free: create
+// gives the name a new schedule under a new id, the commands that take a name act on that
+// one, and the deleted id stays refused.
+func TestSchedulesDeletedNameIsReused(t *testing.T) {
+	s := startSilo(t)
+	first := client.ScheduleID("cli-reuse", "nightly")
+	ok(t, s, "", "schedules", "create", "nightly", "--namespace", "cli-reuse", "--queue", "reports", "--every", "1h")
+	if out := ok(t, s, "", "schedules", "delete", "cli-reuse", "reports", "nightly", "nightly"); !strings.Contains(out, first) {
+		t.Fatalf("delete by name printed %q, want the first id %s", out, first)
+	}
+	out := ok(t, s, "", "schedules", "create", "nightly", "--namespace", "cli-reuse", "--queue", "reports", "--every", "2h")
+	if !strings.HasPrefix(out, `created schedule "nightly" `) || strings.Contains(out, first) || !strings.Contains(out, "generation 1") {
+		t.Fatalf("create of a deleted name printed %q, want a new id at generation 1", out)
+	}
+	described := ok(t, s, "", "schedules", "describe", "cli-reuse", "reports", "nightly", "nightly")
+	if lineOf(described, "spec", "every 2h0m0s") == "" || lineOf(described, "schedule", first) != "" {
+		t.Fatalf("describe by name after the name was reused:\n%s", described)
+	}
+	if out := ok(t, s, "", "schedules", "pause", "cli-reuse", "reports", "nightly", "nightly"); !strings.HasPrefix(out, "paused ") || strings.Contains(out, first) {
+		t.Fatalf("pause by name printed %q, want the new schedule's id", out)
+	}
+	if r := cli(t, s, "", "schedules", "resume", "cli-reuse", "reports", "nightly", first); r.code != 1 || !strings.Contains(r.stderr, "was deleted") {
+		t.Fatalf("resume of the deleted id: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -25,7 +25,9 @@ Commands:
   silos [--admin URL]
   help
 
-A schedule's or saga's NAME may stand where its ID goes: the id is derived from the namespace
+A schedule's or saga's NAME may stand where its ID goes. A schedule's name addresses the schedule
+of that name (a deleted schedule's id stays terminal, and the next schedule of its name gets a
+new id, so a deleted schedule is addressed by its id); a saga's id is derived from the namespace
 and the name. "orrery <command> --help" lists a command's flags; "orrery --help" the global
 flags. Every flag can also be set as ORRERY_<FLAG> in the environment.
 `

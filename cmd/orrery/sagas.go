@@ -82,10 +82,11 @@ func (c *command) listSagas(ctx context.Context, args []string) error {
 
 // describeSaga prints one saga record and its owning partition.
 func (c *command) describeSaga(ctx context.Context, args []string) error {
-	lane, id, err := laneArgs("sagas describe", args, client.SagaID)
+	lane, given, err := laneArgs("sagas describe", args)
 	if err != nil {
 		return err
 	}
+	id := sagaID(lane.GetNamespace(), given)
 	cl, err := c.dial(ctx)
 	if err != nil {
 		return err

@@ -129,18 +129,39 @@ func (c *command) listSchedules(ctx context.Context, args []string) error {
 	return nil
 }
 
-// laneArgs reads the NS QUEUE KEY ID arguments of a record command. ID may be a schedule's
-// or saga's name instead (anything but a canonical UUID): idOf derives its id (client.ScheduleID
-// or client.SagaID).
-func laneArgs(what string, args []string, idOf func(namespace, name string) string) (*orreryv1.Lane, string, error) {
+// laneArgs reads the NS QUEUE KEY ID arguments of a record command: the lane, and the ID
+// argument, which may be a schedule's or saga's name instead (anything but a canonical UUID;
+// see scheduleID and sagaID).
+func laneArgs(what string, args []string) (*orreryv1.Lane, string, error) {
 	if len(args) != 4 {
 		return nil, "", usagef("%s: want NAMESPACE QUEUE KEY ID (or NAME), got %d arguments", what, len(args))
 	}
-	id := args[3]
-	if input.UUID("id", id) != nil {
-		id = idOf(args[0], id)
+	return &orreryv1.Lane{Namespace: args[0], Queue: args[1], Key: args[2]}, args[3], nil
+}
+
+// scheduleID is the schedule id a command's ID argument names in lane: the argument itself
+// when it is a canonical UUID, else the identity the partition resolves the name to
+// (client.ScheduleIDOf): the live schedule of that name, or, when none lives, the id its next
+// creation takes. A deleted schedule's id stays terminal, so a name whose schedule was deleted
+// and created again addresses the new one; the deleted one is addressed by its id.
+func scheduleID(ctx context.Context, cl *client.Client, lane *orreryv1.Lane, given string) (string, error) {
+	if input.UUID("id", given) == nil {
+		return given, nil
 	}
-	return &orreryv1.Lane{Namespace: args[0], Queue: args[1], Key: args[2]}, id, nil
+	id, err := cl.ScheduleIDOf(ctx, lane, given)
+	if err != nil {
+		return "", fmt.Errorf("schedule named %q: %w", given, err)
+	}
+	return id, nil
+}
+
+// sagaID is the saga id a command's ID argument names: the argument itself when it is a
+// canonical UUID, else the id derived from the name (client.SagaID).
+func sagaID(namespace, given string) string {
+	if input.UUID("id", given) == nil {
+		return given
+	}
+	return client.SagaID(namespace, given)
 }
 
 // recordLabel names a record in messages: its id, or the name it was given by and the id
@@ -156,7 +177,7 @@ func recordLabel(given, id string) string {
 // partition and its leader, whether it is late, and what the due coordinator reports of it
 // (late or failing, and why).
 func (c *command) describeSchedule(ctx context.Context, args []string) error {
-	lane, id, err := laneArgs("schedules describe", args, client.ScheduleID)
+	lane, given, err := laneArgs("schedules describe", args)
 	if err != nil {
 		return err
 	}
@@ -165,6 +186,10 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
+	id, err := scheduleID(ctx, cl, lane, given)
+	if err != nil {
+		return fmt.Errorf("describe schedule: %w", err)
+	}
 	in, err := cl.ScheduleInspection(ctx, lane, id)
 	if err != nil {
 		return fmt.Errorf("describe schedule %s: %w", recordLabel(args[3], id), err)
@@ -330,7 +355,7 @@ func specText(spec *orreryv1.ScheduleSpec) string {
 
 // scheduleAction pauses, resumes, triggers or deletes one schedule at whatever revision it is.
 func (c *command) scheduleAction(ctx context.Context, action string, args []string) error {
-	lane, id, err := laneArgs("schedules "+action, args, client.ScheduleID)
+	lane, given, err := laneArgs("schedules "+action, args)
 	if err != nil {
 		return err
 	}
@@ -339,6 +364,10 @@ func (c *command) scheduleAction(ctx context.Context, action string, args []stri
 		return err
 	}
 	defer cl.Close()
+	id, err := scheduleID(ctx, cl, lane, given)
+	if err != nil {
+		return fmt.Errorf("%s schedule: %w", action, err)
+	}
 	var res *orreryv1.ScheduleResult
 	switch action {
 	case "pause":

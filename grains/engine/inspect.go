@@ -44,18 +44,30 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 		}()
 		switch t := req.GetTarget().(type) {
 		case *orreryv1.InspectRequest_Schedule:
-			if err := input.Lane("lane", t.Schedule.GetLane(), false); err != nil {
+			lane, id := t.Schedule.GetLane(), t.Schedule.GetScheduleId()
+			if err := input.Lane("lane", lane, false); err != nil {
 				return err
 			}
-			if err := input.UUID("schedule_id", t.Schedule.GetScheduleId()); err != nil {
+			if id == "" && t.Schedule.GetName() != "" { // by name: its current identity
+				n, err := schedule.ResolveName(r, lane, "name", t.Schedule.GetName())
+				if err != nil {
+					return err
+				}
+				id = n.ScheduleID
+			} else if err := input.UUID("schedule_id", id); err != nil {
 				return err
 			}
-			rec, found, err := schedule.Load(r, t.Schedule.GetLane(), t.Schedule.GetScheduleId())
+			reply.ScheduleId = id
+			rec, found, err := schedule.Load(r, lane, id)
 			reply.Found, reply.Schedule = found, rec
-			if err != nil || !found {
+			if err != nil {
 				return err
 			}
-			reply.Inspection, err = schedule.Inspect(r, t.Schedule.GetLane(), t.Schedule.GetScheduleId(), e.readTime(now))
+			if !found {
+				reply.Deleted, err = schedule.Deleted(r, lane, id)
+				return err
+			}
+			reply.Inspection, err = schedule.Inspect(r, lane, id, e.readTime(now))
 			return err
 		case *orreryv1.InspectRequest_Ledger:
 			q := t.Ledger

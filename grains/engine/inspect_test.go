@@ -8,6 +8,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/grants"
+	"github.com/orreryhq/orrery/grains/input"
 )
 
 // TestInspectionNeedsQueueInspect: every read of records (schedule, saga, ledger, lane page,
@@ -121,5 +122,47 @@ func TestTheAuditLogIsReadByAPolicyAdminOnEveryNamespace(t *testing.T) {
 	if r := reply.GetAuditRecords()[0]; r.GetPrincipal() != "mallory" || r.GetCommandId() != "c1" || r.GetKind() != orreryv1.AuditKind_AUDIT_KIND_DENIED ||
 		r.GetMutation() != "enqueue" || r.GetLoggedTimeUnixMicros() == 0 {
 		t.Fatalf("the denial's record: %v", r)
+	}
+}
+
+// TestInspectScheduleByNameReadsTheNamesCurrentIdentity: a schedule read by name (no id) reads
+// the name's current identity and answers which id it read: the name's first while none was
+// deleted, live or not; after its schedule is deleted, the next (not found, not deleted),
+// while the deleted id read by id is answered deleted. A bad name is a Validation on name.
+func TestInspectScheduleByNameReadsTheNamesCurrentIdentity(t *testing.T) {
+	h := newHarness(t, nil)
+	byName := func(name string) *orreryv1.InspectReply {
+		return h.e.Inspect(h.now, &orreryv1.InspectRequest{Principal: "alice",
+			Target: &orreryv1.InspectRequest_Schedule{Schedule: &orreryv1.InspectSchedule{Lane: lane, Name: name}}})
+	}
+	apply := func(id string, m *orreryv1.Mutation) {
+		t.Helper()
+		out, err := h.applier.ApplyBatch(h.state.mem, "alice", batchOf(id, m), t0.UnixMicro())
+		if err != nil || orrery.FromProto(out.Receipt.GetResults()[0].GetError()) != nil {
+			t.Fatalf("%s: %v %v", id, err, out.Receipt)
+		}
+	}
+	first := input.ScheduleIDFromName(lane.GetNamespace(), "nightly")
+	if r := byName("nightly"); r.GetError() != nil || r.GetFound() || r.GetDeleted() || r.GetScheduleId() != first {
+		t.Fatalf("an unused name: %v", r)
+	}
+	create := configure(first, t0.Add(time.Hour))
+	create.GetConfigureSchedule().Definition.Name = "nightly"
+	apply("c1", create)
+	if r := byName("nightly"); !r.GetFound() || r.GetScheduleId() != first || r.GetInspection().GetRecord().GetDefinition().GetName() != "nightly" {
+		t.Fatalf("a live name: %v", r)
+	}
+	apply("c2", &orreryv1.Mutation{Kind: &orreryv1.Mutation_DeleteSchedule{DeleteSchedule: &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: first, AnyRevision: true}}})
+	byID := h.e.Inspect(h.now, &orreryv1.InspectRequest{Principal: "alice",
+		Target: &orreryv1.InspectRequest_Schedule{Schedule: &orreryv1.InspectSchedule{Lane: lane, ScheduleId: first}}})
+	if byID.GetFound() || !byID.GetDeleted() || byID.GetScheduleId() != first {
+		t.Fatalf("the deleted id: %v", byID)
+	}
+	second := input.ScheduleIDFromNameIncarnation(lane.GetNamespace(), "nightly", 2)
+	if r := byName("nightly"); r.GetError() != nil || r.GetFound() || r.GetDeleted() || r.GetScheduleId() != second {
+		t.Fatalf("a deleted name: %v, want its second identity %s", r, second)
+	}
+	if err := orrery.AsError(orrery.FromProto(byName("a\x00b").GetError())); err == nil || err.Code != orrery.CodeValidation || err.Field != "name" {
+		t.Fatalf("a bad name: %v", err)
 	}
 }

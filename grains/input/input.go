@@ -277,6 +277,21 @@ func ScheduleIDFromName(namespace, name string) string {
 	return uuidV5(ScheduleIDNamespace, namespace+"\x00"+name)
 }
 
+// ScheduleIDFromNameIncarnation is the id of the incarnation-th schedule of a name (1, 2, ...):
+// a schedule's id stays terminal once it is deleted, so a name given to a new schedule after
+// its previous one was deleted takes its next incarnation's id. The first is
+// ScheduleIDFromName's, so schedules named before names were reusable keep their ids; each
+// later one is the UUIDv5 of namespace + "\x00" + name + "\x00" + the incarnation in decimal,
+// in ScheduleIDNamespace (a name holds no control character, so no other name's id is one of
+// these). Zero is taken as 1. Which incarnation a name is at is the partition's to say
+// (schedule.ResolveName).
+func ScheduleIDFromNameIncarnation(namespace, name string, incarnation uint64) string {
+	if incarnation <= 1 {
+		return ScheduleIDFromName(namespace, name)
+	}
+	return uuidV5(ScheduleIDNamespace, namespace+"\x00"+name+"\x00"+strconv.FormatUint(incarnation, 10))
+}
+
 // SagaIDNamespace is the fixed UUID of Orrery's name space for UUIDv5 saga ids
 // (SagaIDFromName). It never changes: every id derived from a name depends on it.
 const SagaIDNamespace = "5d2a9c8e-3f41-4b7a-9e06-1c8d7b2f4a63"

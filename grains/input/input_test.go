@@ -39,6 +39,29 @@ func TestScheduleIDFromName(t *testing.T) {
 	}
 }
 
+// TestScheduleIDFromNameIncarnation: a name's first incarnation is ScheduleIDFromName's id (the
+// id of every schedule named before names were reusable); the later ones were computed with
+// python3: uuid.uuid5(uuid.UUID("cd679389-9d51-4c81-9430-cceb92e6449a"),
+// "acme\x00nightly-report\x002") and the same with "\x003". Each is canonical and distinct.
+func TestScheduleIDFromNameIncarnation(t *testing.T) {
+	first := ScheduleIDFromName("acme", "nightly-report")
+	if got := ScheduleIDFromNameIncarnation("acme", "nightly-report", 1); got != first {
+		t.Fatalf("incarnation 1 is %s, want the name's id %s", got, first)
+	}
+	if got := ScheduleIDFromNameIncarnation("acme", "nightly-report", 0); got != first {
+		t.Fatalf("incarnation 0 is %s, want the first's %s", got, first)
+	}
+	want := map[uint64]string{2: "7c3f62dd-44a4-5f7b-bc25-d4c42a6bf29b", 3: "659c50a0-a274-5ef1-8180-137ca85f5849"}
+	for n, id := range want {
+		if got := ScheduleIDFromNameIncarnation("acme", "nightly-report", n); got != id {
+			t.Fatalf("incarnation %d is %s, want %s", n, got, id)
+		}
+		if err := UUID("schedule_id", id); err != nil || id == first {
+			t.Fatalf("incarnation %d: %v, equal to the first: %v", n, err, id == first)
+		}
+	}
+}
+
 // TestSagaIDFromName: a saga id derived from a name is a fixed canonical UUID, per namespace,
 // and never a schedule's of the same name.
 func TestSagaIDFromName(t *testing.T) {

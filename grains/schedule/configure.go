@@ -9,7 +9,6 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
-	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 )
 
@@ -38,10 +37,10 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 		}
 	}
 	lane, id := def.GetLane(), def.GetScheduleId()
-	if _, deleted, err := v.Get(keys.ScheduleTombstoneKey(lane, id)); err != nil {
+	if deleted, err := Deleted(v, lane, id); err != nil {
 		return nil, err
 	} else if deleted {
-		return nil, orrery.FieldErrorf(orrery.CodeRevisionConflict, "definition.schedule_id", "schedule %s was deleted; its id cannot be configured again", id)
+		return nil, orrery.FieldErrorf(orrery.CodeRevisionConflict, "definition.schedule_id", "schedule %s was deleted; %s", id, deletedStaysTerminal)
 	}
 	old, found, err := Load(v, lane, id)
 	if err != nil {
@@ -100,6 +99,9 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 	res.AlreadyDue, res.FirstAlreadyDueAtUnixMicros, res.LastAlreadyDueAtUnixMicros = alreadyDue(def.GetSpec(), loggedNowMicros)
 	return res, nil
 }
+
+// deletedStaysTerminal is what the refusals of a deleted schedule's id say of it.
+const deletedStaysTerminal = "its id cannot be configured again (a new schedule of its name takes the name's next id: ResolveName)"
 
 // alreadyDue counts the instants of a new generation of spec that are due at or before the
 // configure's logged time, with the first and the last (zero: none): the ones from an Every

@@ -48,7 +48,9 @@
 // message, at most Limits.MaxPassedPerEmit per command: the resume first, then emits that
 // pass only those (without the clock anomaly guard: they enqueue nothing). The series goes on
 // from the first ordinal at or after the floor. Pausing a paused schedule, resuming one that
-// is not paused, and either on a cancelled one are refused (Suspended, schedule_id).
+// is not paused, and either on a cancelled one are refused: Suspended, naming the record's state
+// field that refuses them (paused, cancelled, suspended; schedule_id for a resume of a running
+// schedule), with what to do in the message (refused).
 //
 // # Zone rules and the evaluator
 //
@@ -69,6 +71,16 @@
 // configured before the rules were kept), or an emit whose logged time trips the definition's
 // clock anomaly window, suspends the schedule instead of reinterpreting or flooding: reason in
 // the record, a SUSPENDED ledger record, no due entry. Only a new ConfigureSchedule releases it.
+//
+// # Names
+//
+// A deleted schedule's id stays terminal (its tombstone is never removed), but its name does
+// not: a name's n-th schedule in a lane has the id input.ScheduleIDFromNameIncarnation(n), and
+// ResolveName finds the name's first incarnation whose id is not deleted, reading tombstones
+// only. No index is written, so configure and delete write what they always did and apply is
+// the same for replicas of any version; the resolution is a read (an inspection by name), and
+// the client configures the id it answers, which apply accepts once (a tombstoned id is
+// refused, an existing one is a revision conflict).
 //
 // # Ledger
 //

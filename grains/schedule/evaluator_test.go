@@ -198,7 +198,7 @@ func TestMissingZoneRulesSuspendAndNewGenerationReleases(t *testing.T) {
 				t.Fatalf("suspended schedule emitted %v", res)
 			}
 			_, err = trigger(v, t0+hour)
-			wantCode(t, err, orrery.ErrSuspended, "schedule_id")
+			wantCode(t, err, orrery.ErrSuspended, "suspended")
 			pause(t, v, t0+hour)
 			if res := resume(t, v, t0+hour+sec); res.GetSuspendedReason() == "" || res.GetNextDueAtUnixMicros() != 0 {
 				t.Fatalf("resume released a suspension: %v", res)

@@ -65,10 +65,22 @@ func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64) (
 
 // refused is the one error for a lifecycle action the schedule's state does not allow
 // (pause or resume a cancelled schedule, pause a paused one, resume one that is not paused,
-// trigger one that is paused, cancelled or suspended): Suspended, naming schedule_id.
-func refused(action, state string) error {
-	return orrery.FieldErrorf(orrery.CodeSuspended, "schedule_id", "cannot %s the schedule: it is %s", action, state)
+// trigger one that is paused, cancelled or suspended). Its code is Suspended, the closed set's
+// code for "refused by the record's state", and its field names the record's state field that
+// refuses it (ScheduleRecord.paused, cancelled or suspended; schedule_id for a resume of a
+// schedule that is not paused), so a caller tells the states apart by code and field
+// (client.ErrSchedulePaused, ErrScheduleCancelled, ErrScheduleSuspended), never by text. The
+// message says the state and what to do about it.
+func refused(rec *orreryv1.ScheduleRecord, action, field, state, remedy string) error {
+	return orrery.FieldErrorf(orrery.CodeSuspended, field, "cannot %s schedule %s: it is %s; %s",
+		action, rec.GetDefinition().GetScheduleId(), state, remedy)
 }
+
+// The remedies refused names.
+const (
+	resumeFirst    = "resume it first"
+	configureAgain = "configure it again (a new definition) to start a new generation"
+)
 
 // ApplyPause stops emission durably; the watermark, the overlap slot and a buffered
 // occurrence are kept. A schedule that is already paused, or cancelled, cannot be paused
@@ -80,9 +92,9 @@ func ApplyPause(v kv.View, lim input.Limits, m *orreryv1.PauseSchedule, loggedNo
 	}
 	switch {
 	case rec.GetCancelled():
-		return nil, refused("pause", "cancelled")
+		return nil, refused(rec, "pause", "cancelled", "cancelled", configureAgain)
 	case rec.GetPaused():
-		return nil, refused("pause", "already paused")
+		return nil, refused(rec, "pause", "paused", "paused already", "resume it to run it again")
 	}
 	oldDueAt := rec.GetNextDueAtUnixMicros()
 	rec.Paused = true
@@ -110,9 +122,9 @@ func ApplyResume(v kv.View, lim input.Limits, m *orreryv1.ResumeSchedule, logged
 	}
 	switch {
 	case rec.GetCancelled():
-		return nil, refused("resume", "cancelled")
+		return nil, refused(rec, "resume", "cancelled", "cancelled", configureAgain)
 	case !rec.GetPaused():
-		return nil, refused("resume", "not paused")
+		return nil, refused(rec, "resume", "schedule_id", "not paused", "there is nothing to resume")
 	}
 	oldDueAt := rec.GetNextDueAtUnixMicros()
 	rec.Paused = false
@@ -157,12 +169,12 @@ func ApplyTrigger(v kv.View, lim input.Limits, m *orreryv1.TriggerSchedule, logg
 		return nil, err
 	}
 	switch {
+	case rec.GetCancelled(): // first: a cancelled schedule may be paused too, and resuming it would not help
+		return nil, refused(rec, "trigger", "cancelled", "cancelled", configureAgain)
 	case rec.GetPaused():
-		return nil, refused("trigger", "paused")
-	case rec.GetCancelled():
-		return nil, refused("trigger", "cancelled")
+		return nil, refused(rec, "trigger", "paused", "paused", resumeFirst)
 	case rec.GetSuspended():
-		return nil, refused("trigger", "suspended: "+rec.GetSuspendedReason())
+		return nil, refused(rec, "trigger", "suspended", "suspended ("+rec.GetSuspendedReason()+")", "only a new definition releases it")
 	}
 	def := rec.GetDefinition()
 	id := ManualID(def.GetScheduleId(), rec.GetGeneration(), loggedNowMicros)

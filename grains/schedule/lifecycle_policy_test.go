@@ -70,7 +70,7 @@ func TestPauseResumeByMisfirePolicy(t *testing.T) {
 				t.Fatalf("emit while paused wrote: %v", res)
 			}
 			_, err := trigger(v, t0+5*minute)
-			wantCode(t, err, orrery.ErrSuspended, "schedule_id")
+			wantCode(t, err, orrery.ErrSuspended, "paused")
 
 			res := resume(t, v, t0+10*minute+30*sec)
 			if res.GetNextDueAtUnixMicros() != c.nextAfter || res.GetNextOrdinal() != c.ordinal {
@@ -144,7 +144,7 @@ func TestTriggerIsManualAndLedgered(t *testing.T) {
 	}
 	suspendForTest(t, v)
 	_, err = trigger(v, t0+2*sec)
-	wantCode(t, err, orrery.ErrSuspended, "schedule_id")
+	wantCode(t, err, orrery.ErrSuspended, "suspended")
 }
 
 // suspendForTest makes the stored record suspended, as an emit that found a mismatch would.

@@ -99,30 +99,31 @@ func TestAnyRevisionWithExpectedRevisionIsValidation(t *testing.T) {
 }
 
 // TestPauseAndResumeRefuseTheirNoOps: pausing a paused schedule and resuming one that is not
-// paused (or is cancelled) are refused alike — Suspended on schedule_id — and write nothing.
+// paused (or is cancelled) are refused alike — Suspended, naming the state field that refuses
+// them (schedule_id for a schedule that is not paused) — and write nothing.
 func TestPauseAndResumeRefuseTheirNoOps(t *testing.T) {
 	lim := input.DefaultLimits()
 	v := kv.NewMemory()
 	configure(t, v, definition(every(t0, minute)), 0, t0)
-	refusedResume := func(now int64) {
+	refusedResume := func(now int64, field string) {
 		t.Helper()
 		before := v.Clone()
 		_, err := ApplyResume(v, lim, &orreryv1.ResumeSchedule{Lane: lane, ScheduleId: scheduleID, AnyRevision: true}, now)
-		wantCode(t, err, orrery.ErrSuspended, "schedule_id")
+		wantCode(t, err, orrery.ErrSuspended, field)
 		if !v.Equal(before) {
 			t.Fatal("a refused resume wrote")
 		}
 	}
-	refusedResume(t0) // running
+	refusedResume(t0, "schedule_id") // running
 	pause(t, v, t0+sec)
 	before := v.Clone()
 	_, err := ApplyPause(v, lim, &orreryv1.PauseSchedule{Lane: lane, ScheduleId: scheduleID, AnyRevision: true}, t0+2*sec)
-	wantCode(t, err, orrery.ErrSuspended, "schedule_id")
+	wantCode(t, err, orrery.ErrSuspended, "paused")
 	if !v.Equal(before) {
 		t.Fatal("a refused pause wrote")
 	}
 	if _, err := ApplyCancel(v, lim, &orreryv1.CancelSchedule{Lane: lane, ScheduleId: scheduleID, AnyRevision: true}); err != nil {
 		t.Fatal(err)
 	}
-	refusedResume(t0 + 3*sec) // paused and cancelled
+	refusedResume(t0+3*sec, "cancelled") // paused and cancelled
 }

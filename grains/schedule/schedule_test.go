@@ -147,7 +147,7 @@ func TestCancelledNeverEmitsAndKeepsWatermark(t *testing.T) {
 		t.Fatalf("emit on cancelled: %v %v", res, err)
 	}
 	_, err = ApplyTrigger(v, input.DefaultLimits(), &orreryv1.TriggerSchedule{Lane: lane, ScheduleId: scheduleID}, t0+100*hour)
-	wantCode(t, err, orrery.ErrSuspended, "schedule_id")
+	wantCode(t, err, orrery.ErrSuspended, "cancelled")
 	if !v.Equal(before) {
 		t.Fatal("a cancelled schedule wrote")
 	}
@@ -346,7 +346,7 @@ func TestPauseResumeTrigger(t *testing.T) {
 		t.Fatalf("emit while paused: %v %v", res, err)
 	}
 	_, err = ApplyTrigger(v, lim, &orreryv1.TriggerSchedule{Lane: lane, ScheduleId: scheduleID}, t0+5*hour)
-	wantCode(t, err, orrery.ErrSuspended, "schedule_id")
+	wantCode(t, err, orrery.ErrSuspended, "paused")
 	// Resume at 5h30: ordinals 1..5 (1h..5h) are not back-filled; the next is 6 (6h).
 	res, err = ApplyResume(v, input.DefaultLimits(), &orreryv1.ResumeSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 3}, t0+5*hour+30*60*sec)
 	if err != nil || res.GetRevision() != 4 || res.GetNextOrdinal() != 6 || res.GetNextDueAtUnixMicros() != t0+6*hour {

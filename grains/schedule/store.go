@@ -54,7 +54,8 @@ func save(v kv.View, lim input.Limits, rec *orreryv1.ScheduleRecord, oldDueAtMic
 	})
 }
 
-// loadExisting validates lane and id and loads the record, failing NotFound when absent.
+// loadExisting validates lane and id and loads the record, failing NotFound when absent (saying
+// so when the id is a deleted schedule's, whose identity stays terminal).
 func loadExisting(v kv.Reader, lane *orreryv1.Lane, scheduleID string) (*orreryv1.ScheduleRecord, error) {
 	if err := input.Lane("lane", lane, false); err != nil {
 		return nil, err
@@ -67,6 +68,11 @@ func loadExisting(v kv.Reader, lane *orreryv1.Lane, scheduleID string) (*orreryv
 		return nil, err
 	}
 	if !found {
+		if deleted, err := Deleted(v, lane, scheduleID); err != nil {
+			return nil, err
+		} else if deleted {
+			return nil, orrery.FieldErrorf(orrery.CodeNotFound, "schedule_id", "schedule %s was deleted; %s", scheduleID, deletedStaysTerminal)
+		}
 		return nil, orrery.FieldErrorf(orrery.CodeNotFound, "schedule_id", "no schedule %s in this lane", scheduleID)
 	}
 	return rec, nil
