@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"github.com/orreryhq/orrery"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
@@ -14,6 +15,9 @@ import (
 // ConfigureSchedule creates (expectedRevision 0) or replaces (the exact current revision) a
 // schedule definition. Replacement starts a new generation at ordinal 0.
 func (c *Client) ConfigureSchedule(ctx context.Context, def *orreryv1.ScheduleDefinition, expectedRevision uint64, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
+	if def.GetScheduleId() == "" && def.GetName() == "" {
+		return nil, orrery.Invalid("definition.name", "a schedule needs an id or a name: set ScheduleId (client.NewID()), or a name (NamedSchedule with a non-empty name, Schedules.Create)")
+	}
 	m := &orreryv1.ConfigureSchedule{Definition: def, ExpectedRevision: expectedRevision}
 	return c.scheduleCall(ctx, def.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: m}}, opts)
 }

@@ -49,12 +49,15 @@ func ScheduleID(namespace, name string) string { return input.ScheduleIDFromName
 // (ScheduleID), whose occurrences carry payloadJSON ("" for none). Set the remaining fields
 // (misfire, overlap, headers, ...) on the result as needed. After the name's first schedule
 // was deleted that id is refused (RevisionConflict on definition.schedule_id): set ScheduleId
-// to Client.ScheduleIDOf(ctx, lane, name), or use Schedules.Create or Upsert, which do.
+// to Client.ScheduleIDOf(ctx, lane, name), or use Schedules.Create or Upsert, which do. An
+// empty name gives a definition without an id, which ConfigureSchedule refuses (Validation on
+// definition.name) before sending it.
 func NamedSchedule(lane *orreryv1.Lane, name string, spec *orreryv1.ScheduleSpec, payloadJSON string) *orreryv1.ScheduleDefinition {
-	return &orreryv1.ScheduleDefinition{
-		Lane: lane, ScheduleId: ScheduleID(lane.GetNamespace(), name), Name: name, Spec: spec,
-		Template: &orreryv1.MessageTemplate{PayloadJson: payloadJSON},
+	def := &orreryv1.ScheduleDefinition{Lane: lane, Name: name, Spec: spec, Template: &orreryv1.MessageTemplate{PayloadJson: payloadJSON}}
+	if name != "" {
+		def.ScheduleId = ScheduleID(lane.GetNamespace(), name)
 	}
+	return def
 }
 
 // PartitionOf is the partition holding lane in a cluster of the given partition count: every

@@ -139,3 +139,18 @@ func TestWaitingSagaCarriesItsGoDeadline(t *testing.T) {
 		t.Fatalf("a zero deadline became %d", none.GetDeadlineUnixMicros())
 	}
 }
+
+// TestANamedScheduleWithoutANameIsRefused: NamedSchedule with an empty name is refused by
+// ConfigureSchedule with a Validation error on definition.name, and nothing is sent.
+func TestANamedScheduleWithoutANameIsRefused(t *testing.T) {
+	b := setup(t, 1)
+	before := len(b.commandCalls())
+	_, err := b.c.ConfigureSchedule(ctxFor(t), client.NamedSchedule(lane("q", "k"), "", client.After(time.Minute), ""), 0)
+	var oe *orrery.Error
+	if !errors.As(err, &oe) || oe.Code != orrery.CodeValidation || oe.Field != "definition.name" {
+		t.Fatalf("ConfigureSchedule of an unnamed NamedSchedule: %v, want Validation on definition.name", err)
+	}
+	if after := len(b.commandCalls()); after != before {
+		t.Fatalf("%d commands sent for a refused definition", after-before)
+	}
+}

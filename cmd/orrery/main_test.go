@@ -458,7 +458,7 @@ func TestPartitionsCheckRunsAConsistencyCheckOfEveryPartition(t *testing.T) {
 		Consistent bool `json:"consistent"`
 		Partitions []struct {
 			Check struct {
-				Index     string `json:"index"`
+				Index     uint64 `json:"index"`
 				Checksums []struct {
 					Checksum string `json:"checksum"`
 				} `json:"checksums"`
@@ -485,7 +485,7 @@ func TestPartitionsCheckRunsAConsistencyCheckOfEveryPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := table.Partitions[0].Replica.Consistency
-	if itoa(int(own.CheckedIndex)) != doc.Partitions[0].Check.Index || own.Checksum != doc.Partitions[0].Check.Checksums[0].Checksum {
+	if own.CheckedIndex != doc.Partitions[0].Check.Index || own.Checksum != doc.Partitions[0].Check.Checksums[0].Checksum {
 		t.Fatalf("/v1/partitions shows checksum %s at %d; the check was %+v", own.Checksum, own.CheckedIndex, doc.Partitions[0].Check)
 	}
 }

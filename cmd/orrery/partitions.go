@@ -84,7 +84,7 @@ type checkTable struct {
 	Partitions []struct {
 		Partition int `json:"partition"`
 		Check     *struct {
-			Index      string `json:"index"`
+			Index      uint64 `json:"index"`
 			Consistent bool   `json:"consistent"`
 			Checksums  []struct {
 				Silo string `json:"silo"`
@@ -124,7 +124,7 @@ func (c *command) checkPartitions(ctx context.Context, args []string) error {
 		for _, p := range tab.Partitions {
 			row := []string{strconv.Itoa(p.Partition), "", "", "", "", "", ""}
 			if p.Check != nil {
-				row[1], row[2] = p.Check.Index, strconv.FormatBool(p.Check.Consistent)
+				row[1], row[2] = strconv.FormatUint(p.Check.Index, 10), strconv.FormatBool(p.Check.Consistent)
 				row[3] = strconv.Itoa(len(p.Check.Checksums))
 				row[4], row[5] = strings.Join(p.Check.Divergent, ","), strings.Join(p.Check.Missing, ",")
 			}
