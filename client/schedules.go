@@ -3,6 +3,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -79,6 +80,11 @@ type ScheduleOptions struct {
 	Spec *orreryv1.ScheduleSpec
 	// PayloadJSON and HeadersJSON are each occurrence's payload and headers, JSON ("" for none).
 	PayloadJSON, HeadersJSON string
+	// Payload, when not nil, is each occurrence's payload as a Go value: it is marshalled to
+	// JSON (encoding/json) and replaces PayloadJSON, so a worker's client.Handle[T] decodes it
+	// back. A value that does not marshal is a Validation error on payload; nothing is sent.
+	// Describe returns the payload as PayloadJSON.
+	Payload any
 	// OrderingKey, when set, delivers the queue's messages with the same key one at a time.
 	OrderingKey string
 	// TimeToLive, when positive, expires an occurrence not received in time.
@@ -92,6 +98,19 @@ type ScheduleOptions struct {
 	CatchUpWindow time.Duration
 	// AnomalyWindow, when positive, is how late an emission may be before it is reported.
 	AnomalyWindow time.Duration
+}
+
+// marshalled is o with Payload marshalled into PayloadJSON.
+func (o ScheduleOptions) marshalled() (ScheduleOptions, error) {
+	if o.Payload == nil {
+		return o, nil
+	}
+	payload, err := json.Marshal(o.Payload)
+	if err != nil {
+		return o, orrery.Invalid("payload", "cannot marshal %T: %v", o.Payload, err)
+	}
+	o.PayloadJSON, o.Payload = string(payload), nil
+	return o, nil
 }
 
 // definition is the wire definition of the schedule id named name in namespace.
@@ -170,11 +189,14 @@ func (s *Schedules) Handle(queue, key, name string) *ScheduleHandle {
 // the new schedule takes the name's next identity (ScheduleIDOf), a new id whose occurrences
 // and ledger are its own.
 func (s *Schedules) Create(ctx context.Context, name string, o ScheduleOptions, opts ...CallOption) (*ScheduleHandle, error) {
+	o, err := o.marshalled()
+	if err != nil {
+		return nil, err
+	}
 	if err := errors.Join(checkName(name), o.checkBacklog(s.c.clock.Now())); err != nil {
 		return nil, err
 	}
 	h := s.Handle(o.Queue, o.Key, name)
-	var err error
 	for range updateAttempts {
 		var id string
 		if _, id, err = h.readName(ctx); err != nil {
@@ -203,11 +225,15 @@ func (s *Schedules) Create(ctx context.Context, name string, o ScheduleOptions, 
 // the name again and retries, a few times, so Upserts racing to declare one name create one
 // schedule.
 func (s *Schedules) Upsert(ctx context.Context, name string, o ScheduleOptions) (*ScheduleHandle, error) {
+	o, err := o.marshalled()
+	if err != nil {
+		return nil, err
+	}
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	h := s.Handle(o.Queue, o.Key, name)
-	err := h.casLoop(ctx, true, func(rec *orreryv1.ScheduleRecord, id string) (*orreryv1.ScheduleDefinition, error) {
+	err = h.casLoop(ctx, true, func(rec *orreryv1.ScheduleRecord, id string) (*orreryv1.ScheduleDefinition, error) {
 		want := o.definition(s.namespace, name, id)
 		if rec != nil && proto.Equal(rec.GetDefinition(), want) {
 			return nil, nil // as declared already: nothing to write, nothing to refuse
@@ -521,6 +547,10 @@ func (h *ScheduleHandle) Update(ctx context.Context, change func(*ScheduleOption
 		}
 		o := scheduleOptionsOf(rec.GetDefinition())
 		change(&o)
+		o, err := o.marshalled()
+		if err != nil {
+			return nil, err
+		}
 		if o.Queue != h.lane.GetQueue() || cmp.Or(o.Key, h.name) != h.lane.GetKey() {
 			return nil, orrery.Invalid("queue", "a schedule's queue and key name it and cannot change (%s/%s to %s/%s); create another schedule",
 				h.lane.GetQueue(), h.lane.GetKey(), o.Queue, o.Key)

@@ -517,3 +517,48 @@ func TestAnOlderSiloGetsTheNamesFirstID(t *testing.T) {
 		t.Fatalf("ScheduleIDOf against an older silo: %q, %v", id, err)
 	}
 }
+
+// TestAScheduleCarriesATypedPayload: ScheduleOptions.Payload is marshalled into the template's
+// payload, an Upsert of the same value writes nothing, Update may set it, and a value that
+// does not marshal is a Validation error on payload with nothing written.
+func TestAScheduleCarriesATypedPayload(t *testing.T) {
+	type report struct {
+		Kind string `json:"kind"`
+		Days int    `json:"days"`
+	}
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	opts := reportOptions("")
+	opts.Payload = report{Kind: "sales", Days: 7}
+	h, err := schedules.Upsert(ctx, "typed", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := h.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Options.PayloadJSON != `{"kind":"sales","days":7}` {
+		t.Fatalf("the template's payload is %q", first.Options.PayloadJSON)
+	}
+	if _, err := schedules.Upsert(ctx, "typed", opts); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := h.Describe(ctx); err != nil || again.Revision != first.Revision {
+		t.Fatalf("an Upsert of the same payload value moved the revision %d to %d (%v)", first.Revision, again.Revision, err)
+	}
+	if err := h.Update(ctx, func(o *client.ScheduleOptions) { o.Payload = report{Kind: "sales", Days: 30} }); err != nil {
+		t.Fatal(err)
+	}
+	if updated, err := h.Describe(ctx); err != nil || updated.Options.PayloadJSON != `{"kind":"sales","days":30}` {
+		t.Fatalf("after Update the payload is %q (%v)", updated.Options.PayloadJSON, err)
+	}
+	bad := reportOptions("")
+	bad.Payload = make(chan int)
+	_, err = schedules.Create(ctx, "unmarshallable", bad)
+	var oe *orrery.Error
+	if !errors.As(err, &oe) || oe.Code != orrery.CodeValidation || oe.Field != "payload" {
+		t.Fatalf("Create with a channel payload: %v, want Validation on payload", err)
+	}
+}

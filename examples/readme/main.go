@@ -23,7 +23,7 @@ func main() {
 	// Declared at every start: created the first time, left alone while it is unchanged.
 	schedule, err := c.Schedules("billing").Upsert(ctx, "invoice customer-42", client.ScheduleOptions{
 		Queue: "invoices", Key: "customer-42", Spec: client.Cron("*/5 * * * * *", "UTC"), // every 5 s
-		PayloadJSON: `{"customer":"customer-42"}`})
+		Payload: invoice{Customer: "customer-42"}}) // JSON, decoded back by the worker
 	if err != nil {
 		log.Fatal(err)
 	}
