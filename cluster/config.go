@@ -41,6 +41,10 @@ type ProviderConfig struct {
 	// rules release and cron evaluator version, "tzdata 2025c, cron 1"); peers list it
 	// (Provider.SiloBuilds). Keep it short: it travels in the node metadata (512 bytes in all).
 	Build string
+	// ApplyVersion, for a silo, announces the newest apply version its binary knows
+	// (batch.KnownApplyVersion): a partition's leader raises the partition's version only to
+	// one every voter announces (Provider.SiloApplyVersions).
+	ApplyVersion uint32
 	// MutualTLS, for a silo, announces that its actor transport requires mutual TLS (NewMember
 	// sets it from MemberConfig.TLS), so that a client dialing without a certificate can say
 	// so at once (Provider.SilosRequiringTLS) instead of timing out.

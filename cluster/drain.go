@@ -56,6 +56,20 @@ func (p *Provider) SiloBuilds() map[uint64]string {
 	return out
 }
 
+// SiloApplyVersions returns the newest apply version each live silo of this member's cluster
+// announces (ProviderConfig.ApplyVersion), by silo id, this one excepted; a silo of a release
+// that announces none knows version 1.
+func (p *Provider) SiloApplyVersions() map[uint64]uint32 {
+	own := p.clusterID.Load()
+	out := map[uint64]uint32{}
+	for _, v := range p.view() {
+		if !v.meta.Client && uint64(v.meta.ClusterID) == own && own != 0 {
+			out[uint64(v.meta.Silo)] = max(v.meta.ApplyVersion, 1)
+		}
+	}
+	return out
+}
+
 // SilosRequiringTLS returns the silo ids of the live silos that announce mutual TLS on their
 // actor transport (ProviderConfig.MutualTLS), whatever cluster id they hold: what a client
 // without a certificate checks once it joined, to refuse at once instead of timing out on

@@ -23,6 +23,7 @@ func (p *Provider) startIdentity(seedless bool) error {
 		p.metaBase.Silo = hexID(p.cfg.SiloID)
 		p.metaBase.Build = p.cfg.Build
 		p.metaBase.MutualTLS = p.cfg.MutualTLS
+		p.metaBase.ApplyVersion = p.cfg.ApplyVersion
 		p.form.silo, p.form.clusterID = p.cfg.SiloID, p.cfg.ClusterID
 		p.form.expect = p.cfg.BootstrapExpect
 		if p.form.expect == 0 && seedless {

@@ -41,6 +41,9 @@ type nodeMeta struct {
 	Build string `json:"b,omitempty"`
 	// MutualTLS is the silo's ProviderConfig.MutualTLS.
 	MutualTLS bool `json:"t,omitempty"`
+	// ApplyVersion is the silo's ProviderConfig.ApplyVersion; absent (a release before apply
+	// versions) means 1.
+	ApplyVersion uint32 `json:"av,omitempty"`
 }
 
 // hexID is a silo or cluster id, 16 hex digits in the metadata (FormatID).

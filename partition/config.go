@@ -52,6 +52,11 @@ type Config struct {
 	// the partition (nil: neither late nor failing); a schedule inspection carries it. It must
 	// not block.
 	Liveness func(partition int, kind orreryv1.DueKind, lane *orreryv1.Lane, id string) *orreryv1.DueLiveness
+	// SiloApplyVersions, when set, reports the newest apply version each live peer silo
+	// announces, by silo id (cluster.Provider.SiloApplyVersions). A partition's leader raises
+	// its partition's apply version to the newest one every voter of the group knows, this
+	// silo's binary included (batch.KnownApplyVersion); nil: never.
+	SiloApplyVersions func() map[uint64]uint32
 	// Failpoints arms crash boundaries (default: none).
 	Failpoints *Failpoints
 	// Pool runs the grains' mailboxes (default: the Host's, which Host.Close closes; a silo

@@ -149,6 +149,7 @@ func (g *grain) open(ctx actor.Context) {
 		Partition: g.partition, Partitions: g.partitions(), Applier: g.cfg.Host.machines[g.partition].applier, Limits: g.cfg.Host.cfg.Limits,
 		MaxPending: g.cfg.MaxPending, MaxWaiters: g.cfg.MaxWaiters, MaxWait: g.cfg.MaxWait,
 		HousekeepEvery: g.cfg.HousekeepEvery, CheckEvery: max(g.cfg.CheckEvery, 0), Logger: log,
+		VotersApplyVersion: g.votersApplyVersion(),
 	}, replicaState{state: state, host: g.cfg.Host, n: g.partition})
 	mark := state.Applied()
 	log.Info("partition open", "term", g.cfg.Host.term(g.partition), "logged_time", mark.LoggedTimeMicros, "applied_index", mark.Index)
@@ -298,3 +299,33 @@ func (s replicaState) Applied() (uint64, int64) {
 }
 
 func (s replicaState) Term() uint64 { return s.host.term(s.n) }
+
+// votersApplyVersion is the engine's Config.VotersApplyVersion for the grain's partition: the
+// newest apply version known to every voter of its group, this silo's binary
+// (batch.KnownApplyVersion) and each peer as it announces (Config.SiloApplyVersions); false
+// while a voter is not live or announces nothing. Nil without Config.SiloApplyVersions.
+func (g *grain) votersApplyVersion() func() (uint32, bool) {
+	if g.cfg.SiloApplyVersions == nil {
+		return nil
+	}
+	host, n := g.cfg.Host, g.partition
+	return func() (uint32, bool) {
+		st, ok := host.Status(n)
+		if !ok || len(st.Voters) == 0 {
+			return 0, false
+		}
+		peers := g.cfg.SiloApplyVersions()
+		version := host.machines[n].applier.KnownApplyVersionOrDefault()
+		for _, voter := range st.Voters {
+			if voter == host.SiloID() {
+				continue
+			}
+			known, live := peers[voter]
+			if !live {
+				return 0, false
+			}
+			version = min(version, known)
+		}
+		return version, true
+	}
+}

@@ -28,6 +28,9 @@ type HostConfig struct {
 	Store persistence.Options
 	// Limits are the state machines' limits; every silo of a cluster must use the same.
 	Limits input.Limits
+	// KnownApplyVersion, when positive, stands for batch.KnownApplyVersion, the newest apply
+	// version this binary knows: a test's older or newer binary.
+	KnownApplyVersion uint32
 	// WarmCacheBytes bounds the keys and values a partition keeps from its applies for the
 	// next ones' reads (default DefaultWarmCacheBytes; see kv.Warm).
 	WarmCacheBytes int
@@ -318,6 +321,15 @@ func (h *Host) Receiver() replication.Receiver { return h.driver }
 // Status returns partition n's group as this replica sees it (replication.Groups.Status); ok
 // is false before the group is open.
 func (h *Host) Status(n int) (replication.Status, bool) { return h.driver.Status(n) }
+
+// ApplyVersion is the apply version partition n's state machine applies under on this replica
+// (batch.LoadApplyVersion); 0 for a partition this host does not hold.
+func (h *Host) ApplyVersion(n int) uint32 {
+	if n < 0 || n >= len(h.machines) || h.machines[n] == nil {
+		return 0
+	}
+	return h.machines[n].ApplyVersion()
+}
 
 // Leads reports whether this replica leads partition n's group and can propose there, as of
 // the last Raft round (replication.Driver.Lead: it takes no lock, and every request asks).

@@ -37,6 +37,9 @@ type machine struct {
 	// them; the grain reads them too (Limits).
 	applier batch.Applier
 	limits  atomic.Pointer[input.Limits]
+	// version is the partition's apply version (batch.LoadApplyVersion), read and kept as
+	// limits are.
+	version atomic.Uint32
 	// warm and floors are what applied entries read and wrote, for the next ones' reads
 	// (kv.Warm, kv.Floors); only the apply goroutine touches them.
 	warm   *kv.Warm
@@ -63,7 +66,7 @@ type machine struct {
 func newMachine(h *Host, n int, state *persistence.PartitionState) *machine {
 	m := &machine{
 		host: h, n: n, state: state,
-		applier: batch.Applier{Partitions: h.cfg.Partitions, Partition: n},
+		applier: batch.Applier{Partitions: h.cfg.Partitions, Partition: n, KnownApplyVersion: h.cfg.KnownApplyVersion},
 		warm:    kv.NewWarm(h.cfg.WarmCacheBytes),
 		floors:  engine.NewVisibilityFloors(),
 		queue:   make(chan applyJob, machineQueue),
@@ -76,20 +79,28 @@ func newMachine(h *Host, n int, state *persistence.PartitionState) *machine {
 	return m
 }
 
-// loadLimits reads the partition's limits from its state (batch.LoadLimits).
+// loadLimits reads the partition's limits and apply version from its state
+// (batch.LoadLimits, batch.LoadApplyVersion).
 func (m *machine) loadLimits() error {
-	lim := input.DefaultLimits()
+	lim, version := input.DefaultLimits(), uint32(1)
 	err := m.state.View(func(r kv.Reader) error {
 		var err error
-		lim, err = batch.LoadLimits(r)
+		if lim, err = batch.LoadLimits(r); err != nil {
+			return err
+		}
+		version, err = batch.LoadApplyVersion(r)
 		return err
 	})
 	m.limits.Store(&lim)
+	m.version.Store(version)
 	return err
 }
 
 // Limits are the limits the partition applies under.
 func (m *machine) Limits() input.Limits { return *m.limits.Load() }
+
+// ApplyVersion is the apply version the partition applies under.
+func (m *machine) ApplyVersion() uint32 { return m.version.Load() }
 
 // attach makes sink receive the partition's results from now on, on behalf of owner,
 // replacing any earlier one.
@@ -333,7 +344,7 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engi
 	var recorded *engine.Recorder
 	var floored *kv.FloorView
 	mark := persistence.AppliedMark{Index: index, LoggedTimeMicros: entries[len(entries)-1].GetLoggedTimeUnixMicros()}
-	before := m.limits.Load() // an entry may set them; a failed transaction takes that back
+	before, beforeVersion := m.limits.Load(), m.version.Load() // an entry may set them; a failed transaction takes that back
 	err := m.state.Apply(mark, func(txn *persistence.Txn) error {
 		floored = m.floors.View(txn)
 		recorded = &engine.Recorder{View: floored}
@@ -352,6 +363,7 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engi
 	})
 	if err != nil {
 		m.limits.Store(before)
+		m.version.Store(beforeVersion)
 		return err
 	}
 	cached.Promote() // applied: the next applies read what this one read and wrote
@@ -371,7 +383,7 @@ func (m *machine) applyOnce(entries []replication.Entry, index uint64, out *engi
 func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, error) {
 	r := engine.Result{Index: e.Index, Term: e.Term}
 	applier := m.applier
-	applier.Limits = *m.limits.Load()
+	applier.Limits, applier.ApplyVersion = *m.limits.Load(), m.version.Load()
 	out, err := engine.ApplyEntry(applier, v, e.GetPrincipal(), e.GetCommand(), e.GetLoggedTimeUnixMicros())
 	if err != nil {
 		return r, orrery.Wrap(orrery.CodeOf(err), err, "partition %d: entry %d", m.n, e.Index)
@@ -387,5 +399,17 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, err
 		}
 		m.limits.Store(&lim)
 	}
+	if out.Reply.GetError() == nil && !out.Command.GetDue() && setsApplyVersion(out.Command.GetBatch()) {
+		version, err := batch.LoadApplyVersion(v)
+		if err != nil {
+			return r, err
+		}
+		m.version.Store(version)
+	}
 	return r, nil
+}
+
+// setsApplyVersion reports whether b carries a SetApplyVersion mutation.
+func setsApplyVersion(b *orreryv1.Batch) bool {
+	return slices.ContainsFunc(b.GetMutations(), func(m *orreryv1.Mutation) bool { return m.GetSetApplyVersion() != nil })
 }

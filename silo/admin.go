@@ -499,7 +499,8 @@ func (s *Silo) replicaRow(n int) map[string]any {
 	}
 	row := map[string]any{
 		"leader_silo": nil, "term": st.Term, "applied_index": st.AppliedIndex, "commit_index": st.CommitIndex,
-		"voters": formatIDs(st.Voters), "learners": formatIDs(st.Learners), "leads": st.CanPropose,
+		"apply_version": s.host.ApplyVersion(n),
+		"voters":        formatIDs(st.Voters), "learners": formatIDs(st.Learners), "leads": st.CanPropose,
 		"leader_transitions": st.LeaderTransitions, "progress": nil, "without_quorum_since": nil,
 	}
 	if since, without := s.quorum.without(n); without {

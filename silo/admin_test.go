@@ -26,7 +26,8 @@ func waitReady(t *testing.T, s *Silo) {
 	})
 }
 
-// TestPartitionTableNamesTheSilo: /v1/partitions names this silo as the host of its partitions.
+// TestPartitionTableNamesTheSilo: /v1/partitions names this silo as the host of its partitions,
+// and shows each replica's apply version (1: the only one this release knows).
 func TestPartitionTableNamesTheSilo(t *testing.T) {
 	t.Parallel()
 	s := startSilo(t, t.TempDir(), nil)
@@ -40,6 +41,9 @@ func TestPartitionTableNamesTheSilo(t *testing.T) {
 		status, _ := r.(map[string]any)["status"].(map[string]any)
 		if status["silo"] != s.ID() {
 			t.Fatalf("partition row %v does not name silo %s", r, s.ID())
+		}
+		if replica, _ := r.(map[string]any)["replica"].(map[string]any); replica["apply_version"] != float64(1) {
+			t.Fatalf("partition row %v: replica apply_version, want 1", r)
 		}
 	}
 }

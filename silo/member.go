@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/orreryhq/orrery/grains/batch"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -71,12 +72,19 @@ func (s *Silo) join(ctx context.Context, joinTimeout time.Duration, founded *ato
 			}
 		},
 		Liveness: s.dueLiveness,
+		SiloApplyVersions: func() map[uint64]uint32 {
+			if m := s.member(); m != nil {
+				return m.provider.SiloApplyVersions()
+			}
+			return nil
+		},
 	}
 	c, provider, err := cluster.NewMember(ctx, cluster.MemberConfig{
 		Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.Port, JoinTimeout: joinTimeout, TLS: s.transportCreds,
 		Logger: slog.New(actors.NewChurnHandler(cfg.Logger.Handler())),
 		Gossip: cluster.ProviderConfig{
 			BindHost: cfg.Host, BindPort: cfg.GossipPort, Seeds: cfg.Seeds, Logger: cfg.Logger, Build: Build(),
+			ApplyVersion:  batch.KnownApplyVersion,
 			ProbeInterval: s.profile.ProbeInterval, ProbeTimeout: s.profile.ProbeTimeout,
 			SuspicionMult: s.profile.SuspicionMult, GossipInterval: s.profile.GossipInterval,
 			SiloID: host.SiloID(), ClusterID: host.ClusterID(), BootstrapExpect: cfg.BootstrapExpect, SecretKey: cfg.GossipKey,

@@ -2872,6 +2872,104 @@ func (x *SetLimits) GetLimits() *PartitionLimits {
 	return nil
 }
 
+// PartitionApplyVersion is the apply version a partition's replicas apply under (meta/apply-version;
+// 1 while the partition holds none). A behaviour of apply that a newer release adds (a new
+// command form, a new field the state machine acts on) is taken only once the partition's
+// apply version has reached the version that introduced it; until then it is refused the same
+// way by every replica, whatever its binary. A binary that knows versions up to N stops
+// applying (Internal) rather than apply an entry of a partition at a version above N.
+type PartitionApplyVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionApplyVersion) Reset() {
+	*x = PartitionApplyVersion{}
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionApplyVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionApplyVersion) ProtoMessage() {}
+
+func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionApplyVersion.ProtoReflect.Descriptor instead.
+func (*PartitionApplyVersion) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PartitionApplyVersion) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// SetApplyVersion raises the partition's apply version (PartitionApplyVersion). A partition's
+// leader proposes one once every voter of its group announces a release that knows the
+// version; a version below the partition's is refused (Validation: versions never go back).
+// Orrery's own principals only.
+type SetApplyVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetApplyVersion) Reset() {
+	*x = SetApplyVersion{}
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetApplyVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetApplyVersion) ProtoMessage() {}
+
+func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetApplyVersion.ProtoReflect.Descriptor instead.
+func (*SetApplyVersion) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SetApplyVersion) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // CheckConsistency asks every replica of the partition for a checksum of its state as of the
 // entry that carries it: it changes nothing, and each replica hashes the state it has applied
 // up to that entry (every key and value, in order), which the leader compares. A partition's
@@ -2884,7 +2982,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2896,7 +2994,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2909,7 +3007,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 // RefreshZoneRules makes the rules of each named zone that the entry carries
@@ -2928,7 +3026,7 @@ type RefreshZoneRules struct {
 
 func (x *RefreshZoneRules) Reset() {
 	*x = RefreshZoneRules{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3038,7 @@ func (x *RefreshZoneRules) String() string {
 func (*RefreshZoneRules) ProtoMessage() {}
 
 func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3051,7 @@ func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
 func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RefreshZoneRules) GetZones() []string {
@@ -2981,7 +3079,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3091,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3104,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3054,7 +3152,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3066,7 +3164,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3079,7 +3177,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3123,7 +3221,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3135,7 +3233,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3148,7 +3246,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -3175,7 +3273,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3187,7 +3285,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3200,7 +3298,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -3231,7 +3329,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3243,7 +3341,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3256,7 +3354,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -3299,6 +3397,7 @@ type Mutation struct {
 	//	*Mutation_CheckConsistency
 	//	*Mutation_SetLimits
 	//	*Mutation_RefreshZoneRules
+	//	*Mutation_SetApplyVersion
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3306,7 +3405,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3417,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3430,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -3530,6 +3629,15 @@ func (x *Mutation) GetRefreshZoneRules() *RefreshZoneRules {
 	return nil
 }
 
+func (x *Mutation) GetSetApplyVersion() *SetApplyVersion {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_SetApplyVersion); ok {
+			return x.SetApplyVersion
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -3618,6 +3726,10 @@ type Mutation_RefreshZoneRules struct {
 	RefreshZoneRules *RefreshZoneRules `protobuf:"bytes,21,opt,name=refresh_zone_rules,json=refreshZoneRules,proto3,oneof"`
 }
 
+type Mutation_SetApplyVersion struct {
+	SetApplyVersion *SetApplyVersion `protobuf:"bytes,22,opt,name=set_apply_version,json=setApplyVersion,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -3660,6 +3772,8 @@ func (*Mutation_SetLimits) isMutation_Kind() {}
 
 func (*Mutation_RefreshZoneRules) isMutation_Kind() {}
 
+func (*Mutation_SetApplyVersion) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -3674,7 +3788,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3686,7 +3800,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3699,7 +3813,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -3757,7 +3871,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3883,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3896,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -3882,7 +3996,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3894,7 +4008,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3907,7 +4021,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -3942,7 +4056,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3954,7 +4068,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3967,7 +4081,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -3998,7 +4112,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4010,7 +4124,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4023,7 +4137,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -4051,7 +4165,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4063,7 +4177,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4076,7 +4190,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -4111,7 +4225,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4123,7 +4237,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4136,7 +4250,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -4195,7 +4309,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4207,7 +4321,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4220,7 +4334,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -4264,7 +4378,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4276,7 +4390,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4289,7 +4403,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -4429,7 +4543,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4441,7 +4555,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4454,7 +4568,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -4697,7 +4811,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x17ledger_retention_micros\x18\x17 \x01(\x03R\x15ledgerRetentionMicros\x124\n" +
 	"\x16audit_retention_micros\x18\x18 \x01(\x03R\x14auditRetentionMicros\"?\n" +
 	"\tSetLimits\x122\n" +
-	"\x06limits\x18\x01 \x01(\v2\x1a.orrery.v1.PartitionLimitsR\x06limits\"\x12\n" +
+	"\x06limits\x18\x01 \x01(\v2\x1a.orrery.v1.PartitionLimitsR\x06limits\"1\n" +
+	"\x15PartitionApplyVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"+\n" +
+	"\x0fSetApplyVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"\x12\n" +
 	"\x10CheckConsistency\"(\n" +
 	"\x10RefreshZoneRules\x12\x14\n" +
 	"\x05zones\x18\x01 \x03(\tR\x05zones\"]\n" +
@@ -4718,8 +4836,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"K\n" +
 	"\x12RedriveDeadLetters\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\rR\x03max\"\xd3\n" +
-	"\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"\x9d\v\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -4744,7 +4861,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x11check_consistency\x18\x13 \x01(\v2\x1b.orrery.v1.CheckConsistencyH\x00R\x10checkConsistency\x125\n" +
 	"\n" +
 	"set_limits\x18\x14 \x01(\v2\x14.orrery.v1.SetLimitsH\x00R\tsetLimits\x12K\n" +
-	"\x12refresh_zone_rules\x18\x15 \x01(\v2\x1b.orrery.v1.RefreshZoneRulesH\x00R\x10refreshZoneRulesB\x06\n" +
+	"\x12refresh_zone_rules\x18\x15 \x01(\v2\x1b.orrery.v1.RefreshZoneRulesH\x00R\x10refreshZoneRules\x12H\n" +
+	"\x11set_apply_version\x18\x16 \x01(\v2\x1a.orrery.v1.SetApplyVersionH\x00R\x0fsetApplyVersionB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -4863,63 +4981,65 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_api_v1_orrery_proto_goTypes = []any{
-	(ErrorCode)(0),              // 0: orrery.v1.ErrorCode
-	(CronGapPolicy)(0),          // 1: orrery.v1.CronGapPolicy
-	(CronRepeatPolicy)(0),       // 2: orrery.v1.CronRepeatPolicy
-	(MisfirePolicy)(0),          // 3: orrery.v1.MisfirePolicy
-	(OverlapPolicy)(0),          // 4: orrery.v1.OverlapPolicy
-	(SagaPhase)(0),              // 5: orrery.v1.SagaPhase
-	(*Error)(nil),               // 6: orrery.v1.Error
-	(*Lane)(nil),                // 7: orrery.v1.Lane
-	(*AtSpec)(nil),              // 8: orrery.v1.AtSpec
-	(*AfterSpec)(nil),           // 9: orrery.v1.AfterSpec
-	(*EverySpec)(nil),           // 10: orrery.v1.EverySpec
-	(*CronSpec)(nil),            // 11: orrery.v1.CronSpec
-	(*ScheduleSpec)(nil),        // 12: orrery.v1.ScheduleSpec
-	(*MessageTemplate)(nil),     // 13: orrery.v1.MessageTemplate
-	(*ScheduleDefinition)(nil),  // 14: orrery.v1.ScheduleDefinition
-	(*SagaTimeout)(nil),         // 15: orrery.v1.SagaTimeout
-	(*OccurrenceOrigin)(nil),    // 16: orrery.v1.OccurrenceOrigin
-	(*SagaTimeoutOrigin)(nil),   // 17: orrery.v1.SagaTimeoutOrigin
-	(*Lease)(nil),               // 18: orrery.v1.Lease
-	(*QueueMessage)(nil),        // 19: orrery.v1.QueueMessage
-	(*ConfigureSchedule)(nil),   // 20: orrery.v1.ConfigureSchedule
-	(*EmitOccurrences)(nil),     // 21: orrery.v1.EmitOccurrences
-	(*CancelSchedule)(nil),      // 22: orrery.v1.CancelSchedule
-	(*DeleteSchedule)(nil),      // 23: orrery.v1.DeleteSchedule
-	(*PauseSchedule)(nil),       // 24: orrery.v1.PauseSchedule
-	(*ResumeSchedule)(nil),      // 25: orrery.v1.ResumeSchedule
-	(*TriggerSchedule)(nil),     // 26: orrery.v1.TriggerSchedule
-	(*CompareExchangeSaga)(nil), // 27: orrery.v1.CompareExchangeSaga
-	(*ExpireSaga)(nil),          // 28: orrery.v1.ExpireSaga
-	(*Enqueue)(nil),             // 29: orrery.v1.Enqueue
-	(*Receive)(nil),             // 30: orrery.v1.Receive
-	(*Ack)(nil),                 // 31: orrery.v1.Ack
-	(*Release)(nil),             // 32: orrery.v1.Release
-	(*ExtendLease)(nil),         // 33: orrery.v1.ExtendLease
-	(*Housekeep)(nil),           // 34: orrery.v1.Housekeep
-	(*PartitionLimits)(nil),     // 35: orrery.v1.PartitionLimits
-	(*SetLimits)(nil),           // 36: orrery.v1.SetLimits
-	(*CheckConsistency)(nil),    // 37: orrery.v1.CheckConsistency
-	(*RefreshZoneRules)(nil),    // 38: orrery.v1.RefreshZoneRules
-	(*FieldPolicy)(nil),         // 39: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),           // 40: orrery.v1.GrantRule
-	(*PutGrant)(nil),            // 41: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),         // 42: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),  // 43: orrery.v1.RedriveDeadLetters
-	(*Mutation)(nil),            // 44: orrery.v1.Mutation
-	(*Batch)(nil),               // 45: orrery.v1.Batch
-	(*ScheduleResult)(nil),      // 46: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),          // 47: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),       // 48: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),       // 49: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),         // 50: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),     // 51: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),       // 52: orrery.v1.RedriveResult
-	(*MutationResult)(nil),      // 53: orrery.v1.MutationResult
-	(*Receipt)(nil),             // 54: orrery.v1.Receipt
+	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
+	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
+	(CronRepeatPolicy)(0),         // 2: orrery.v1.CronRepeatPolicy
+	(MisfirePolicy)(0),            // 3: orrery.v1.MisfirePolicy
+	(OverlapPolicy)(0),            // 4: orrery.v1.OverlapPolicy
+	(SagaPhase)(0),                // 5: orrery.v1.SagaPhase
+	(*Error)(nil),                 // 6: orrery.v1.Error
+	(*Lane)(nil),                  // 7: orrery.v1.Lane
+	(*AtSpec)(nil),                // 8: orrery.v1.AtSpec
+	(*AfterSpec)(nil),             // 9: orrery.v1.AfterSpec
+	(*EverySpec)(nil),             // 10: orrery.v1.EverySpec
+	(*CronSpec)(nil),              // 11: orrery.v1.CronSpec
+	(*ScheduleSpec)(nil),          // 12: orrery.v1.ScheduleSpec
+	(*MessageTemplate)(nil),       // 13: orrery.v1.MessageTemplate
+	(*ScheduleDefinition)(nil),    // 14: orrery.v1.ScheduleDefinition
+	(*SagaTimeout)(nil),           // 15: orrery.v1.SagaTimeout
+	(*OccurrenceOrigin)(nil),      // 16: orrery.v1.OccurrenceOrigin
+	(*SagaTimeoutOrigin)(nil),     // 17: orrery.v1.SagaTimeoutOrigin
+	(*Lease)(nil),                 // 18: orrery.v1.Lease
+	(*QueueMessage)(nil),          // 19: orrery.v1.QueueMessage
+	(*ConfigureSchedule)(nil),     // 20: orrery.v1.ConfigureSchedule
+	(*EmitOccurrences)(nil),       // 21: orrery.v1.EmitOccurrences
+	(*CancelSchedule)(nil),        // 22: orrery.v1.CancelSchedule
+	(*DeleteSchedule)(nil),        // 23: orrery.v1.DeleteSchedule
+	(*PauseSchedule)(nil),         // 24: orrery.v1.PauseSchedule
+	(*ResumeSchedule)(nil),        // 25: orrery.v1.ResumeSchedule
+	(*TriggerSchedule)(nil),       // 26: orrery.v1.TriggerSchedule
+	(*CompareExchangeSaga)(nil),   // 27: orrery.v1.CompareExchangeSaga
+	(*ExpireSaga)(nil),            // 28: orrery.v1.ExpireSaga
+	(*Enqueue)(nil),               // 29: orrery.v1.Enqueue
+	(*Receive)(nil),               // 30: orrery.v1.Receive
+	(*Ack)(nil),                   // 31: orrery.v1.Ack
+	(*Release)(nil),               // 32: orrery.v1.Release
+	(*ExtendLease)(nil),           // 33: orrery.v1.ExtendLease
+	(*Housekeep)(nil),             // 34: orrery.v1.Housekeep
+	(*PartitionLimits)(nil),       // 35: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),             // 36: orrery.v1.SetLimits
+	(*PartitionApplyVersion)(nil), // 37: orrery.v1.PartitionApplyVersion
+	(*SetApplyVersion)(nil),       // 38: orrery.v1.SetApplyVersion
+	(*CheckConsistency)(nil),      // 39: orrery.v1.CheckConsistency
+	(*RefreshZoneRules)(nil),      // 40: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),           // 41: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),             // 42: orrery.v1.GrantRule
+	(*PutGrant)(nil),              // 43: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),           // 44: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),    // 45: orrery.v1.RedriveDeadLetters
+	(*Mutation)(nil),              // 46: orrery.v1.Mutation
+	(*Batch)(nil),                 // 47: orrery.v1.Batch
+	(*ScheduleResult)(nil),        // 48: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),            // 49: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),         // 50: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),         // 51: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),           // 52: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),       // 53: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),         // 54: orrery.v1.RedriveResult
+	(*MutationResult)(nil),        // 55: orrery.v1.MutationResult
+	(*Receipt)(nil),               // 56: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -4955,8 +5075,8 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	7,  // 30: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
 	7,  // 31: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
 	35, // 32: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	39, // 33: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	40, // 34: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	41, // 33: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	42, // 34: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
 	7,  // 35: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
 	20, // 36: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
 	21, // 37: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
@@ -4973,30 +5093,31 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	32, // 48: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
 	33, // 49: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
 	34, // 50: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	41, // 51: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	42, // 52: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	43, // 53: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	37, // 54: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	43, // 51: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	44, // 52: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	45, // 53: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	39, // 54: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
 	36, // 55: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	38, // 56: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	44, // 57: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	5,  // 58: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	19, // 59: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	6,  // 60: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	46, // 61: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	47, // 62: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	48, // 63: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	49, // 64: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	50, // 65: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	51, // 66: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	52, // 67: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	53, // 68: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	6,  // 69: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	70, // [70:70] is the sub-list for method output_type
-	70, // [70:70] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	40, // 56: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	38, // 57: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	46, // 58: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	5,  // 59: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	19, // 60: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	6,  // 61: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	48, // 62: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	49, // 63: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	50, // 64: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	51, // 65: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	52, // 66: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	53, // 67: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	54, // 68: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	55, // 69: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	6,  // 70: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	71, // [71:71] is the sub-list for method output_type
+	71, // [71:71] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -5014,7 +5135,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[38].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[40].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -5036,8 +5157,9 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_CheckConsistency)(nil),
 		(*Mutation_SetLimits)(nil),
 		(*Mutation_RefreshZoneRules)(nil),
+		(*Mutation_SetApplyVersion)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[47].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[49].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -5052,7 +5174,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   49,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

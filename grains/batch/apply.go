@@ -34,6 +34,12 @@ type Applier struct {
 	// schedule.ZoneRulesFor): set them per entry. A ConfigureSchedule evaluates its cron zone
 	// with them or with the rules the partition holds, never with a zone database.
 	ZoneRules []*orreryv1.ZoneRules
+	// ApplyVersion is the apply version the partition applies under (LoadApplyVersion; 0 is 1),
+	// which every replica reads from the state as it reads Limits.
+	ApplyVersion uint32
+	// KnownApplyVersion, when positive, stands for KnownApplyVersion: a test's older or newer
+	// binary.
+	KnownApplyVersion uint32
 }
 
 // AsLeader returns a copy of a that carries what a leader proposing b would carry with it
@@ -57,6 +63,9 @@ type Outcome struct {
 // reused with a different request (IdempotencyConflict), or a platform failure of the view,
 // after which the caller must discard everything written to v.
 func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64) (*Outcome, error) {
+	if err := a.checkKnown(); err != nil {
+		return nil, err
+	}
 	if err := checkEnvelope(principal, b, loggedNowMicros); err != nil {
 		return nil, err
 	}
@@ -104,6 +113,9 @@ const DueBatchOccurrences = 512
 // emits enqueue at most DueBatchOccurrences in all. The receipt it returns goes to the
 // coordinator only.
 func (a Applier) ApplyDue(v kv.View, principal string, b *orreryv1.Batch, loggedNowMicros int64) (*orreryv1.Receipt, error) {
+	if err := a.checkKnown(); err != nil {
+		return nil, err
+	}
 	if err := checkEnvelope(principal, b, loggedNowMicros); err != nil {
 		return nil, err
 	}
@@ -366,6 +378,9 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_SetLimits:
 		// The state machine applies later entries under them (see LoadLimits).
 		return wrap(applySetLimits(v, k.SetLimits), func() *orreryv1.MutationResult { return &orreryv1.MutationResult{} })
+	case *orreryv1.Mutation_SetApplyVersion:
+		// The state machine applies later entries under it (see LoadApplyVersion).
+		return wrap(a.applySetApplyVersion(v, k.SetApplyVersion), func() *orreryv1.MutationResult { return &orreryv1.MutationResult{} })
 	case *orreryv1.Mutation_RefreshZoneRules:
 		// The zones' cron schedules follow the new rules from their next instant on.
 		_, err := schedule.ApplyRefreshZoneRules(v, k.RefreshZoneRules, a.ZoneRules)

@@ -91,6 +91,8 @@ func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error 
 		return grants.RequireSystem(principal, "set_limits")
 	case *orreryv1.Mutation_RefreshZoneRules:
 		return grants.RequireSystem(principal, "refresh_zone_rules")
+	case *orreryv1.Mutation_SetApplyVersion:
+		return grants.RequireSystem(principal, "set_apply_version")
 	case *orreryv1.Mutation_PutGrant, *orreryv1.Mutation_DeleteGrant, nil: // a mutation without a kind fails in dispatch
 		return nil
 	default:

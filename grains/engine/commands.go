@@ -160,7 +160,7 @@ func (e *Engine) applied(now time.Time, ev *Applied) {
 			continue
 		}
 		delete(e.inflight, r.Index)
-		if !p.housekeep && !p.check && !p.limits && !p.zones {
+		if !p.housekeep && !p.check && !p.limits && !p.zones && !p.version {
 			e.ready.AnsweredApplied = true
 			e.timeStages(now, p)
 		}

@@ -44,6 +44,11 @@ type Config struct {
 	// when the partition applies under others (zero: never). Applier.Limits are replaced by
 	// the partition's own.
 	Limits input.Limits
+	// VotersApplyVersion, when set, reports the newest apply version every voter of the
+	// partition's group knows (each silo announces its binary's), or false while a voter's is
+	// not known: a leader raises the partition's apply version to it (SetApplyVersion). Nil:
+	// never (a twin, a test).
+	VotersApplyVersion func() (uint32, bool)
 	// Logger receives the engine's warnings.
 	Logger *slog.Logger
 }
@@ -113,6 +118,8 @@ type Engine struct {
 	nextVisible map[string]visibleHint
 	// housekeeping is set while a Housekeep command is proposed and not answered.
 	housekeeping bool
+	// steppingVersion is set while the engine's SetApplyVersion command is in flight.
+	steppingVersion bool
 	// checking is set while a CheckConsistency command is proposed and not answered.
 	checking bool
 
@@ -123,10 +130,11 @@ type Engine struct {
 type pending struct {
 	req  *orreryv1.CommandRequest
 	from any // where the reply goes; nil for the engine's own housekeeping command
-	// housekeep, check, limits and zones mark the engine's own Housekeep, CheckConsistency,
-	// SetLimits and RefreshZoneRules commands, whose replies it takes itself.
-	housekeep, check, limits, zones bool
-	deadline                        time.Time // a parked receive's end of wait
+	// housekeep, check, limits, zones and version mark the engine's own Housekeep,
+	// CheckConsistency, SetLimits, RefreshZoneRules and SetApplyVersion commands, whose replies
+	// it takes itself.
+	housekeep, check, limits, zones, version bool
+	deadline                                 time.Time // a parked receive's end of wait
 	// queue is a parked receive's queue, its keys.QueuePrefix (the key of its visibility hint).
 	queue string
 	// leasing marks a waiting receive proposed once its queue had a visible message (lease).
@@ -365,6 +373,7 @@ func (e *Engine) Step(now time.Time, event Event) Ready {
 	case WaitTimerFired:
 		e.wakeWaiters(now)
 	case HousekeepTimerFired:
+		e.stepApplyVersion(now)
 		e.housekeep(now)
 	case CheckTimerFired:
 		e.check(now)
@@ -394,6 +403,7 @@ func (e *Engine) Queued() int { return len(e.proposing) + len(e.inflight) + len(
 func (e *Engine) open(now time.Time) {
 	e.adoptLimits(now)
 	e.refreshZones(now)
+	e.stepApplyVersion(now)
 	e.arm(HousekeepTimer, now.Add(e.cfg.HousekeepEvery))
 	if e.cfg.CheckEvery > 0 {
 		e.arm(CheckTimer, now.Add(e.cfg.CheckEvery))
@@ -448,6 +458,10 @@ func (e *Engine) reply(now time.Time, p *pending, r *orreryv1.CommandReply) {
 	}
 	if p.zones {
 		e.zonesRefreshed(now, r)
+		return
+	}
+	if p.version {
+		e.applyVersionSet(r)
 		return
 	}
 	if p.from != nil {

@@ -75,6 +75,9 @@ var (
 	PartitionCounters = []byte("meta/counters")
 	// PartitionLimits holds the limits the partition applies under (orreryv1.PartitionLimits).
 	PartitionLimits = []byte("meta/limits")
+	// ApplyVersion holds the apply version the partition applies under
+	// (orreryv1.PartitionApplyVersion).
+	ApplyVersion = []byte("meta/apply-version")
 )
 
 // ListPosition is a record's place in a namespace's list order: queue, key, id.

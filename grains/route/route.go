@@ -35,7 +35,8 @@ func JumpHash(key uint64, buckets int) int {
 }
 
 // MutationLane returns the lane a mutation addresses (a schedule definition's lane for
-// ConfigureSchedule), or nil for Receive, Housekeep, CheckConsistency, SetLimits, RefreshZoneRules, PutGrant and DeleteGrant, which address
+// ConfigureSchedule), or nil for Receive, Housekeep, CheckConsistency, SetLimits, SetApplyVersion, RefreshZoneRules, PutGrant
+// and DeleteGrant, which address
 // their partition as a whole.
 func MutationLane(m *orreryv1.Mutation) *orreryv1.Lane {
 	switch k := m.GetKind().(type) {

@@ -1,0 +1,84 @@
+package batch
+
+import (
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
+)
+
+// KnownApplyVersion is the newest apply version this binary knows: it applies the entries of a
+// partition at any version up to it, with that version's behaviour, and stops (Internal)
+// before an entry of a partition at a higher one. Version 1 is the behaviour of every release
+// before apply versions existed. A release that changes what apply does (a new command form,
+// a field the state machine acts on, another result) raises it and gates the change with
+// Applier.Require, so that a partition takes the change only once every replica can.
+const KnownApplyVersion uint32 = 1
+
+// LoadApplyVersion returns the apply version the partition's state holds (keys.ApplyVersion,
+// written by SetApplyVersion), 1 while it holds none.
+func LoadApplyVersion(r kv.Reader) (uint32, error) {
+	held := &orreryv1.PartitionApplyVersion{}
+	found, err := record.Load(r, keys.ApplyVersion, held)
+	if err != nil || !found || held.GetVersion() == 0 {
+		return 1, err
+	}
+	return held.GetVersion(), nil
+}
+
+// version is the apply version a applies under (1 when unset).
+func (a Applier) version() uint32 { return max(a.ApplyVersion, 1) }
+
+// KnownApplyVersionOrDefault is the newest apply version a's binary knows: KnownApplyVersion,
+// unless a.KnownApplyVersion stands for another binary's.
+func (a Applier) KnownApplyVersionOrDefault() uint32 { return a.known() }
+
+// known is the newest apply version a's binary knows (KnownApplyVersion unless a test says).
+func (a Applier) known() uint32 {
+	if a.KnownApplyVersion != 0 {
+		return a.KnownApplyVersion
+	}
+	return KnownApplyVersion
+}
+
+// checkKnown fails an apply under a version this binary does not know (Internal: the replica
+// stops applying rather than apply the entry otherwise than the replicas that know it).
+func (a Applier) checkKnown() error {
+	if v := a.version(); v > a.known() {
+		return orrery.Errorf(orrery.CodeInternal,
+			"the partition applies under apply version %d, and this binary knows versions up to %d: run a release that knows version %d", v, a.known(), v)
+	}
+	return nil
+}
+
+// Require refuses a behaviour introduced by apply version needed while the partition applies
+// under an older one (Validation on field). Every replica refuses it alike, whatever its
+// binary, until the partition's leader raises the version (SetApplyVersion), which it does once
+// every voter of the group runs a release that knows it.
+func (a Applier) Require(needed uint32, field string) error {
+	if v := a.version(); v < needed {
+		return orrery.Invalid(field, "needs apply version %d, and this partition applies under %d until every silo of its group runs a release that knows %d", needed, v, needed)
+	}
+	return nil
+}
+
+// applySetApplyVersion raises the partition's apply version. A version this binary does not
+// know is Internal (the replica stops: it cannot apply what follows as the others will), one
+// below the partition's is Validation (versions never go back), and the partition's own is a
+// no-op.
+func (a Applier) applySetApplyVersion(v kv.View, m *orreryv1.SetApplyVersion) error {
+	want := m.GetVersion()
+	switch {
+	case want == 0:
+		return orrery.Invalid("version", "must be positive")
+	case want > a.known():
+		return orrery.Errorf(orrery.CodeInternal, "apply version %d: this binary knows versions up to %d: run a release that knows version %d", want, a.known(), want)
+	case want < a.version():
+		return orrery.Invalid("version", "is %d, below the partition's apply version %d: apply versions never go back", want, a.version())
+	case want == a.version():
+		return nil
+	}
+	_, err := record.Store(v, keys.ApplyVersion, &orreryv1.PartitionApplyVersion{Version: want})
+	return err
+}
