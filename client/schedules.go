@@ -98,10 +98,24 @@ type ScheduleOptions struct {
 	CatchUpWindow time.Duration
 	// AnomalyWindow, when positive, is how late an emission may be before it is reported.
 	AnomalyWindow time.Duration
+	// StartAt (cron only; an Every starts at its first instant) delays a cron schedule's first
+	// instant to StartAt or after. EndAt ends the series at its first instant after EndAt.
+	// MaxOccurrences ends it after that many instants of a definition (fired or passed:
+	// skipped, missed, paused; triggers are not counted); an Update or Upsert that changes the
+	// definition starts counting again. A schedule ended by a bound is ScheduleCompleted, and
+	// its description says which bound (EndedBecause). Zero: none. They need a cluster whose
+	// silos all run a release that knows them (apply version 2); before that the partition
+	// refuses them (Validation).
+	StartAt, EndAt time.Time
+	MaxOccurrences int
 }
 
-// marshalled is o with Payload marshalled into PayloadJSON.
+// marshalled is o with Payload marshalled into PayloadJSON; a negative MaxOccurrences, which
+// the wire cannot carry, is a Validation error.
 func (o ScheduleOptions) marshalled() (ScheduleOptions, error) {
+	if o.MaxOccurrences < 0 {
+		return o, orrery.Invalid("max_occurrences", "must not be negative, got %d", o.MaxOccurrences)
+	}
 	if o.Payload == nil {
 		return o, nil
 	}
@@ -120,6 +134,7 @@ func (o ScheduleOptions) definition(namespace, name, id string) *orreryv1.Schedu
 		ScheduleId: id, Name: name, Spec: o.Spec,
 		Misfire: o.Misfire, Overlap: o.Overlap,
 		CatchUpWindowMicros: o.CatchUpWindow.Microseconds(), AnomalyWindowMicros: o.AnomalyWindow.Microseconds(),
+		StartAtUnixMicros: unixMicrosOf(o.StartAt), EndAtUnixMicros: unixMicrosOf(o.EndAt), MaxOccurrences: uint64(max(o.MaxOccurrences, 0)),
 	}
 	t := &orreryv1.MessageTemplate{PayloadJson: o.PayloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
 		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1))}
@@ -160,7 +175,16 @@ func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
 		TimeToLive: microDuration(t.GetTimeToLiveMicros()), MaxDeliveries: int(t.GetMaxDeliveries()),
 		Misfire: def.GetMisfire(), Overlap: def.GetOverlap(),
 		CatchUpWindow: microDuration(def.GetCatchUpWindowMicros()), AnomalyWindow: microDuration(def.GetAnomalyWindowMicros()),
+		StartAt: instant(def.GetStartAtUnixMicros()), EndAt: instant(def.GetEndAtUnixMicros()), MaxOccurrences: int(min(def.GetMaxOccurrences(), 1<<62)),
 	}
+}
+
+// unixMicrosOf is t in µs since the epoch, 0 for the zero time.
+func unixMicrosOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
 }
 
 // Schedules is one namespace's schedules, addressed by name: c.Schedules("acme"). Its calls
@@ -679,6 +703,9 @@ type ScheduleDescription struct {
 	PausedAt time.Time
 	// SuspendedReason says why it is suspended.
 	SuspendedReason string
+	// EndedBecause says which bound ended its series ("max_occurrences 3 reached", "end_at ...
+	// passed"); empty while it runs, or when its series ended otherwise (a one-shot fired).
+	EndedBecause string
 	// LastOutcomes are its latest ledger records, newest first (Describe only).
 	LastOutcomes []ScheduleOutcome
 	// Liveness says whether its due work is on time (Describe only).
@@ -694,7 +721,7 @@ type ScheduleOutcome struct {
 	NominalDue, RecordedAt time.Time
 	// Outcome is the ledger outcome in lower case: "enqueued", "skipped_overlap",
 	// "missed_catchup_window", "coalesced_into", "manual", "suspended", "skipped_misfire",
-	// "buffered", "dropped", "expired" or "paused".
+	// "buffered", "dropped", "expired", "paused" or "ended".
 	Outcome string
 	// MessageID is the occurrence's message, when one was enqueued.
 	MessageID string
@@ -719,6 +746,7 @@ func describeRecord(rec *orreryv1.ScheduleRecord) *ScheduleDescription {
 		Revision: rec.GetRevision(), Generation: rec.GetGeneration(), NextOrdinal: rec.GetNextOrdinal(),
 		NextDue: instant(rec.GetNextDueAtUnixMicros()), Creator: rec.GetCreator(),
 		PausedAt: instant(rec.GetPausedAtUnixMicros()), SuspendedReason: rec.GetSuspendedReason(),
+		EndedBecause: rec.GetSeriesEndReason(),
 	}
 }
 

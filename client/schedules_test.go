@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"github.com/orreryhq/orrery/internal/testkit"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -560,5 +561,38 @@ func TestAScheduleCarriesATypedPayload(t *testing.T) {
 	var oe *orrery.Error
 	if !errors.As(err, &oe) || oe.Code != orrery.CodeValidation || oe.Field != "payload" {
 		t.Fatalf("Create with a channel payload: %v, want Validation on payload", err)
+	}
+}
+
+// TestAScheduleEndsAtItsBounds: MaxOccurrences ends a schedule after that many instants: it
+// is described completed, saying why, with the bounds read back as given; a negative bound is
+// a Validation error.
+func TestAScheduleEndsAtItsBounds(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	opts := client.ScheduleOptions{Queue: testQueue, Key: "k", Spec: client.Every(time.Second, time.Now().Truncate(time.Second)),
+		MaxOccurrences: 2, EndAt: time.Now().Add(time.Hour).Truncate(time.Second).UTC()}
+	h, err := schedules.Create(ctx, "bounded", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d *client.ScheduleDescription
+	testkit.Eventually(t, 20*time.Second, "the schedule completed", func() bool {
+		if _, err := b.tr.EmitDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d, err = h.Describe(ctx)
+		return err == nil && d.State == client.ScheduleCompleted
+	})
+	if d.NextOrdinal != 2 || !strings.Contains(d.EndedBecause, "max_occurrences 2") || d.Options.MaxOccurrences != 2 || !d.Options.EndAt.Equal(opts.EndAt) {
+		t.Fatalf("described %+v", d)
+	}
+	bad := opts
+	bad.MaxOccurrences = -1
+	_, err = schedules.Create(ctx, "negative", bad)
+	var oe *orrery.Error
+	if !errors.As(err, &oe) || oe.Code != orrery.CodeValidation || oe.Field != "max_occurrences" {
+		t.Fatalf("a negative MaxOccurrences: %v, want Validation on max_occurrences", err)
 	}
 }

@@ -954,9 +954,19 @@ type ScheduleDefinition struct {
 	// client derives it (input.ScheduleIDFromNameIncarnation): a name's first schedule takes its
 	// first identity, and each schedule created after the previous one was deleted the next,
 	// which an InspectSchedule by name resolves.
-	Name          string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Name string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
+	// Bounds (apply version 2; zero means none). A cron schedule's first instant is at or after
+	// start_at_unix_micros (an Every's start is its first_due_at; At and After have one instant,
+	// so it is cron only). No instant after end_at_unix_micros fires: the series ends at the
+	// first one past it. max_occurrences bounds the generation's instants (ordinals 0..N-1, each
+	// fired or passed: skipped, missed, paused); the series ends after them. Manual triggers are
+	// not counted. A series ended by a bound is COMPLETED, its record says which bound
+	// (series_end_reason), and its ledger holds an ENDED record for the instant withheld.
+	StartAtUnixMicros int64  `protobuf:"varint,10,opt,name=start_at_unix_micros,json=startAtUnixMicros,proto3" json:"start_at_unix_micros,omitempty"`
+	EndAtUnixMicros   int64  `protobuf:"varint,11,opt,name=end_at_unix_micros,json=endAtUnixMicros,proto3" json:"end_at_unix_micros,omitempty"`
+	MaxOccurrences    uint64 `protobuf:"varint,12,opt,name=max_occurrences,json=maxOccurrences,proto3" json:"max_occurrences,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ScheduleDefinition) Reset() {
@@ -1050,6 +1060,27 @@ func (x *ScheduleDefinition) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *ScheduleDefinition) GetStartAtUnixMicros() int64 {
+	if x != nil {
+		return x.StartAtUnixMicros
+	}
+	return 0
+}
+
+func (x *ScheduleDefinition) GetEndAtUnixMicros() int64 {
+	if x != nil {
+		return x.EndAtUnixMicros
+	}
+	return 0
+}
+
+func (x *ScheduleDefinition) GetMaxOccurrences() uint64 {
+	if x != nil {
+		return x.MaxOccurrences
+	}
+	return 0
 }
 
 // SagaTimeout is the message enqueued when a Waiting saga's deadline passes. It lands in lane
@@ -4640,7 +4671,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xa4\x03\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xab\x04\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -4651,7 +4682,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\btemplate\x18\x06 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\x123\n" +
 	"\x16catch_up_window_micros\x18\a \x01(\x03R\x13catchUpWindowMicros\x122\n" +
 	"\x15anomaly_window_micros\x18\b \x01(\x03R\x13anomalyWindowMicros\x12\x12\n" +
-	"\x04name\x18\t \x01(\tR\x04name\"[\n" +
+	"\x04name\x18\t \x01(\tR\x04name\x12/\n" +
+	"\x14start_at_unix_micros\x18\n" +
+	" \x01(\x03R\x11startAtUnixMicros\x12+\n" +
+	"\x12end_at_unix_micros\x18\v \x01(\x03R\x0fendAtUnixMicros\x12'\n" +
+	"\x0fmax_occurrences\x18\f \x01(\x04R\x0emaxOccurrences\"[\n" +
 	"\vSagaTimeout\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x126\n" +
 	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\xf6\x02\n" +

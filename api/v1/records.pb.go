@@ -119,6 +119,9 @@ const (
 	// The schedule was paused when it fell due: the resume moved the series past it (it was
 	// older than the resume's logged time minus the catch-up window). Never enqueued.
 	LedgerOutcome_LEDGER_OUTCOME_PAUSED LedgerOutcome = 11
+	// The series ended at this ordinal: a bound of the definition (end_at_unix_micros,
+	// max_occurrences, see reason) withheld its instant. Never enqueued.
+	LedgerOutcome_LEDGER_OUTCOME_ENDED LedgerOutcome = 12
 )
 
 // Enum value maps for LedgerOutcome.
@@ -136,6 +139,7 @@ var (
 		9:  "LEDGER_OUTCOME_DROPPED",
 		10: "LEDGER_OUTCOME_EXPIRED",
 		11: "LEDGER_OUTCOME_PAUSED",
+		12: "LEDGER_OUTCOME_ENDED",
 	}
 	LedgerOutcome_value = map[string]int32{
 		"LEDGER_OUTCOME_UNSPECIFIED":           0,
@@ -150,6 +154,7 @@ var (
 		"LEDGER_OUTCOME_DROPPED":               9,
 		"LEDGER_OUTCOME_EXPIRED":               10,
 		"LEDGER_OUTCOME_PAUSED":                11,
+		"LEDGER_OUTCOME_ENDED":                 12,
 	}
 )
 
@@ -312,7 +317,8 @@ type ScheduleRecord struct {
 	// meaningless when series_ended is set or the schedule is suspended. next_due_at_unix_micros is where the due index
 	// holds the schedule, which can be earlier (a buffered occurrence ready to go) or zero.
 	NextNominalUnixMicros int64 `protobuf:"varint,13,opt,name=next_nominal_unix_micros,json=nextNominalUnixMicros,proto3" json:"next_nominal_unix_micros,omitempty"`
-	// Set when the series has no instant at next_ordinal (one-shot fired, year 9999 reached).
+	// Set when the series has no instant at next_ordinal (one-shot fired, year 9999 reached, a
+	// bound of the definition).
 	SeriesEnded bool `protobuf:"varint,14,opt,name=series_ended,json=seriesEnded,proto3" json:"series_ended,omitempty"`
 	// Cron only: the cron evaluator version this generation was configured with, taken from the
 	// partition's state (never from the applying silo). A replica whose binary does not know it
@@ -339,8 +345,12 @@ type ScheduleRecord struct {
 	// and "headers") the caller's read policies removed, and "creator" when the creator is
 	// withheld, sorted (grants.ProjectSchedule).
 	RedactedPaths []string `protobuf:"bytes,24,rep,name=redacted_paths,json=redactedPaths,proto3" json:"redacted_paths,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Set with series_ended when a bound of the definition ended the series: which one
+	// ("end_at ...", "max_occurrences ..."), and the instant it withheld.
+	SeriesEndReason             string `protobuf:"bytes,25,opt,name=series_end_reason,json=seriesEndReason,proto3" json:"series_end_reason,omitempty"`
+	SeriesEndWithheldUnixMicros int64  `protobuf:"varint,26,opt,name=series_end_withheld_unix_micros,json=seriesEndWithheldUnixMicros,proto3" json:"series_end_withheld_unix_micros,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *ScheduleRecord) Reset() {
@@ -532,6 +542,20 @@ func (x *ScheduleRecord) GetRedactedPaths() []string {
 		return x.RedactedPaths
 	}
 	return nil
+}
+
+func (x *ScheduleRecord) GetSeriesEndReason() string {
+	if x != nil {
+		return x.SeriesEndReason
+	}
+	return ""
+}
+
+func (x *ScheduleRecord) GetSeriesEndWithheldUnixMicros() int64 {
+	if x != nil {
+		return x.SeriesEndWithheldUnixMicros
+	}
+	return 0
 }
 
 // LedgerRecord is the durable outcome of one nominal instant a schedule passed (one per
@@ -1660,7 +1684,7 @@ var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xd5\b\n" +
+	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xc7\t\n" +
 	"\x0eScheduleRecord\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.orrery.v1.ScheduleDefinitionR\n" +
@@ -1689,7 +1713,9 @@ const file_api_v1_records_proto_rawDesc = "" +
 	" in_flight_expires_at_unix_micros\x18\x15 \x01(\x03R\x1binFlightExpiresAtUnixMicros\x127\n" +
 	"\bbuffered\x18\x16 \x01(\v2\x1b.orrery.v1.OccurrenceOriginR\bbuffered\x127\n" +
 	"\x18paused_floor_unix_micros\x18\x17 \x01(\x03R\x15pausedFloorUnixMicros\x12%\n" +
-	"\x0eredacted_paths\x18\x18 \x03(\tR\rredactedPathsJ\x04\b\x10\x10\x11R\x10zone_fingerprint\"\x95\x03\n" +
+	"\x0eredacted_paths\x18\x18 \x03(\tR\rredactedPaths\x12*\n" +
+	"\x11series_end_reason\x18\x19 \x01(\tR\x0fseriesEndReason\x12D\n" +
+	"\x1fseries_end_withheld_unix_micros\x18\x1a \x01(\x03R\x1bseriesEndWithheldUnixMicrosJ\x04\b\x10\x10\x11R\x10zone_fingerprint\"\x95\x03\n" +
 	"\fLedgerRecord\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x1e\n" +
@@ -1790,7 +1816,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x15SCHEDULE_STATE_PAUSED\x10\x02\x12\x1c\n" +
 	"\x18SCHEDULE_STATE_SUSPENDED\x10\x03\x12\x1c\n" +
 	"\x18SCHEDULE_STATE_CANCELLED\x10\x04\x12\x1c\n" +
-	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\x8a\x03\n" +
+	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\xa4\x03\n" +
 	"\rLedgerOutcome\x12\x1e\n" +
 	"\x1aLEDGER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17LEDGER_OUTCOME_ENQUEUED\x10\x01\x12\"\n" +
@@ -1804,7 +1830,8 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x16LEDGER_OUTCOME_DROPPED\x10\t\x12\x1a\n" +
 	"\x16LEDGER_OUTCOME_EXPIRED\x10\n" +
 	"\x12\x19\n" +
-	"\x15LEDGER_OUTCOME_PAUSED\x10\v*M\n" +
+	"\x15LEDGER_OUTCOME_PAUSED\x10\v\x12\x18\n" +
+	"\x14LEDGER_OUTCOME_ENDED\x10\f*M\n" +
 	"\aDueKind\x12\x18\n" +
 	"\x14DUE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DUE_KIND_SCHEDULE\x10\x01\x12\x11\n" +

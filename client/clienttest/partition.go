@@ -47,8 +47,10 @@ type armedTimer struct {
 func openPartition(t *Transport, n, partitions int, store *kv.Memory) *partition {
 	p := &partition{
 		n: n, clock: t.clock, store: store, timers: &t.timers,
-		applier: batch.Applier{Limits: t.limits, Partitions: partitions, Partition: n},
-		armed:   map[engine.TimerKind]*armedTimer{},
+		applier: batch.Applier{Limits: t.limits, Partitions: partitions, Partition: n,
+			// One replica, of this binary: it applies under the newest apply version it knows.
+			ApplyVersion: batch.KnownApplyVersion},
+		armed: map[engine.TimerKind]*armedTimer{},
 	}
 	p.engine = engine.New(engine.Config{
 		Partition: n, Partitions: partitions, Applier: p.applier, Limits: t.limits,

@@ -18,7 +18,8 @@ type defineFlags struct {
 	cron, tz, every, start, at, after  string
 	payload, headers, misfire, overlap string
 	catchUp, ttl                       time.Duration
-	maxDeliveries                      int
+	maxDeliveries, maxRuns             int
+	end                                string
 	set                                map[string]bool
 }
 
@@ -30,7 +31,9 @@ func (f *defineFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.cron, "cron", "", `cron expression, 5 or 6 fields ("0 9 * * MON-FRI", "*/10 * * * * *")`)
 	fs.StringVar(&f.tz, "tz", "", "IANA time zone of --cron (default UTC)")
 	fs.StringVar(&f.every, "every", "", `interval ("30s", "1h"), from --start`)
-	fs.StringVar(&f.start, "start", "", "first instant of --every, RFC 3339 (default: one interval from now)")
+	fs.StringVar(&f.start, "start", "", "first instant of --every, or for --cron no instant before it, RFC 3339 (default: one interval from now, or now)")
+	fs.StringVar(&f.end, "end", "", "no instant after it fires, RFC 3339 (default: none)")
+	fs.IntVar(&f.maxRuns, "max-runs", 0, "the definition's instants, fired or passed, before the schedule completes (0: no bound)")
 	fs.StringVar(&f.at, "at", "", "one instant, RFC 3339")
 	fs.StringVar(&f.after, "after", "", `one instant this long after the schedule is created ("10m")`)
 	fs.StringVar(&f.payload, "payload", "", "payload of each occurrence, JSON")
@@ -48,8 +51,8 @@ func (f *defineFlags) spec(now time.Time) (*orreryv1.ScheduleSpec, error) {
 	if f.set["tz"] && !f.set["cron"] {
 		return nil, usagef("tz: only with --cron")
 	}
-	if f.set["start"] && !f.set["every"] {
-		return nil, usagef("start: only with --every")
+	if f.set["start"] && !f.set["every"] && !f.set["cron"] {
+		return nil, usagef("start: only with --every or --cron")
 	}
 	if f.set["cron"] {
 		specs = append(specs, client.Cron(f.cron, f.tz))
@@ -124,6 +127,23 @@ func (f *defineFlags) apply(o *client.ScheduleOptions, spec *orreryv1.ScheduleSp
 	}
 	if f.set["max-deliveries"] {
 		o.MaxDeliveries = f.maxDeliveries
+	}
+	if f.set["start"] && f.set["cron"] {
+		start, err := time.Parse(time.RFC3339Nano, f.start)
+		if err != nil {
+			return usagef("start: want an RFC 3339 time (2026-12-24T09:00:00Z), got %q", f.start)
+		}
+		o.StartAt = start
+	}
+	if f.set["end"] {
+		end, err := time.Parse(time.RFC3339Nano, f.end)
+		if err != nil {
+			return usagef("end: want an RFC 3339 time (2026-12-24T09:00:00Z), got %q", f.end)
+		}
+		o.EndAt = end
+	}
+	if f.set["max-runs"] {
+		o.MaxOccurrences = f.maxRuns
 	}
 	return nil
 }

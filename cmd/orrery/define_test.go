@@ -102,3 +102,21 @@ func TestSchedulesDeletedNameIsReused(t *testing.T) {
 		t.Fatalf("resume of the deleted id: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestSchedulesCreateWithBounds: --start (cron), --end and --max-runs define a schedule's
+// bounds, which describe shows; a silo of this release takes them (apply version 2).
+func TestSchedulesCreateWithBounds(t *testing.T) {
+	s := startSilo(t)
+	start := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Hour)
+	end := start.Add(240 * time.Hour)
+	ok(t, s, "", "schedules", "create", "bounded", "--namespace", "cli-bounds", "--queue", "reports",
+		"--cron", "0 3 * * *", "--start", start.Format(time.RFC3339), "--end", end.Format(time.RFC3339), "--max-runs", "5")
+	described := ok(t, s, "", "schedules", "describe", "cli-bounds", "reports", "bounded", "bounded")
+	want := "from " + start.Format(time.RFC3339) + ", until " + end.Format(time.RFC3339) + ", at most 5 runs"
+	if lineOf(described, "bounds", want) == "" {
+		t.Fatalf("describe has no bounds line %q:\n%s", want, described)
+	}
+	if r := cli(t, s, "", "schedules", "create", "x", "--namespace", "n", "--queue", "q", "--at", start.Format(time.RFC3339), "--start", start.Format(time.RFC3339)); r.code != 2 {
+		t.Errorf("--start with --at: exit %d (want 2), stderr %q", r.code, r.stderr)
+	}
+}

@@ -239,6 +239,10 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	w.row("misfire", policyName(def.GetMisfire().String(), "MISFIRE_POLICY_", "catch_up"))
 	w.row("overlap", policyName(def.GetOverlap().String(), "OVERLAP_POLICY_", "allow_all"))
 	w.row("catch-up window", catchUpText(def.GetCatchUpWindowMicros(), def.GetMisfire()))
+	w.row("bounds", boundsText(def))
+	if r := rec.GetSeriesEndReason(); r != "" {
+		w.row("ended", r)
+	}
 	w.row("redacted", strings.Join(rec.GetRedactedPaths(), ", "))
 	w.row("next due", instant(rec.GetNextDueAtUnixMicros()))
 	if late {
@@ -392,4 +396,22 @@ func (c *command) scheduleAction(ctx context.Context, action string, args []stri
 	past := map[string]string{"pause": "paused", "resume": "resumed", "trigger": "triggered", "delete": "deleted"}[action]
 	_, err = fmt.Fprintf(c.stdout, "%s %s %s\n", past, strings.Join(args[:3], "/"), id)
 	return err
+}
+
+// boundsText describes a definition's bounds: "none", or its start, end and max runs.
+func boundsText(def *orreryv1.ScheduleDefinition) string {
+	var parts []string
+	if start := def.GetStartAtUnixMicros(); start != 0 {
+		parts = append(parts, "from "+instant(start))
+	}
+	if end := def.GetEndAtUnixMicros(); end != 0 {
+		parts = append(parts, "until "+instant(end))
+	}
+	if n := def.GetMaxOccurrences(); n != 0 {
+		parts = append(parts, fmt.Sprintf("at most %d runs", n))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -88,7 +88,7 @@ func main() { walkthrough(os.Stdout) }
 
 // walkthrough runs the walkthrough, printing to out.
 func walkthrough(out io.Writer) {
-	p := &partition{out: out, view: kv.NewMemory(), applier: batch.Applier{Limits: input.DefaultLimits()}, now: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC).UnixMicro()}
+	p := &partition{out: out, view: kv.NewMemory(), applier: batch.Applier{Limits: input.DefaultLimits(), ApplyVersion: batch.KnownApplyVersion}, now: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC).UnixMicro()}
 	jobs := &orreryv1.Lane{Namespace: "demo", Queue: "jobs", Key: "reports"}
 	fmt.Fprintln(p.out, "Orrery walkthrough: the deterministic core on an in-memory partition, simulated logged time.")
 	p.apply("grant walkthrough every capability", &orreryv1.Mutation{Kind: &orreryv1.Mutation_PutGrant{PutGrant: grants.Everything(walkthroughPrincipal)}})

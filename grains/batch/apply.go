@@ -321,6 +321,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	}
 	switch k := m.GetKind().(type) {
 	case *orreryv1.Mutation_ConfigureSchedule:
+		if schedule.HasBounds(k.ConfigureSchedule.GetDefinition()) {
+			if err := a.Require(ApplyVersionScheduleBounds, "definition.end_at_unix_micros"); err != nil {
+				return nil, err
+			}
+		}
 		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, a.ZoneRules, now))
 	case *orreryv1.Mutation_EmitOccurrences:
 		return scheduleResult(schedule.ApplyEmitWithin(v, lim, k.EmitOccurrences, now, budget))

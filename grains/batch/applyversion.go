@@ -13,8 +13,18 @@ import (
 // before an entry of a partition at a higher one. Version 1 is the behaviour of every release
 // before apply versions existed. A release that changes what apply does (a new command form,
 // a field the state machine acts on, another result) raises it and gates the change with
-// Applier.Require, so that a partition takes the change only once every replica can.
-const KnownApplyVersion uint32 = 1
+// Applier.Require, so that a partition takes the change only once every replica can. The
+// versions and what each adds:
+//
+//  1. everything before apply versions;
+//  2. a schedule's bounds (ScheduleDefinition start_at, end_at, max_occurrences:
+//     ApplyVersionScheduleBounds).
+const KnownApplyVersion uint32 = 2
+
+// ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
+// before it a definition that sets one is refused (Validation), since a replica of an older
+// release would ignore them and fire past them.
+const ApplyVersionScheduleBounds uint32 = 2
 
 // LoadApplyVersion returns the apply version the partition's state holds (keys.ApplyVersion,
 // written by SetApplyVersion), 1 while it holds none.

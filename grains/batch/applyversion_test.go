@@ -62,7 +62,9 @@ func TestSetApplyVersionRaisesItForGood(t *testing.T) {
 func TestABinaryStopsBeforeAVersionItDoesNotKnow(t *testing.T) {
 	v := granted(t)
 	before := v.Clone()
-	if _, err := setApplyVersion(t, applier(), v, systemTest, 2, "to-2"); !errors.Is(err, orrery.ErrInternal) || !v.Equal(before) {
+	onlyOne := applier()
+	onlyOne.KnownApplyVersion = 1
+	if _, err := setApplyVersion(t, onlyOne, v, systemTest, 2, "to-2"); !errors.Is(err, orrery.ErrInternal) || !v.Equal(before) {
 		t.Fatalf("SetApplyVersion 2 on a binary knowing 1: %v (wrote: %v), want Internal and nothing written", err, !v.Equal(before))
 	}
 	newer := applier()
@@ -71,6 +73,7 @@ func TestABinaryStopsBeforeAVersionItDoesNotKnow(t *testing.T) {
 		t.Fatal(resultErr(r), err)
 	}
 	older := applier()
+	older.KnownApplyVersion = 1
 	older.ApplyVersion = 2 // what its state machine read from the partition
 	before = v.Clone()
 	b := &orreryv1.Batch{CommandId: fmt.Sprintf("enqueue-%d", 1), Mutations: []*orreryv1.Mutation{enqueueMutation("m1")}}
@@ -94,5 +97,38 @@ func TestRequireRefusesABehaviourBeforeItsVersion(t *testing.T) {
 	a.ApplyVersion = 2
 	if err := a.Require(2, "definition.jitter_micros"); err != nil {
 		t.Fatalf("Require 2 at 2: %v", err)
+	}
+}
+
+// TestScheduleBoundsWaitForTheirApplyVersion: a configure that sets a bound is refused
+// (Validation naming the apply version) while the partition applies under version 1, since a
+// replica of an older release would fire past the bound, and taken at version 2; a configure
+// without bounds is taken at either.
+func TestScheduleBoundsWaitForTheirApplyVersion(t *testing.T) {
+	bounded := configureMutation(everySpec(t0+hour, hour), 0)
+	bounded.GetConfigureSchedule().GetDefinition().MaxOccurrences = 3
+	for _, c := range []struct {
+		version uint32
+		taken   bool
+	}{{1, false}, {2, true}} {
+		v := granted(t)
+		a := applier()
+		a.ApplyVersion = c.version
+		out, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "bounded", Mutations: []*orreryv1.Mutation{bounded}}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resultErr(out.Receipt.GetResults()[0])
+		if taken := got == nil; taken != c.taken {
+			t.Fatalf("at apply version %d a bounded configure: %v, want taken %v", c.version, got, c.taken)
+		}
+		if !c.taken && (!errors.Is(got, orrery.ErrValidation) || !strings.Contains(got.Error(), "needs apply version 2")) {
+			t.Fatalf("at apply version 1: %v, want Validation naming version 2", got)
+		}
+		plain := configureMutation(everySpec(t0+hour, hour), 0)
+		plain.GetConfigureSchedule().GetDefinition().ScheduleId = "1f8fad5b-d9cb-469f-a165-70867728950e"
+		if out, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "plain", Mutations: []*orreryv1.Mutation{plain}}, t0); err != nil || out.Receipt.GetResults()[0].GetError() != nil {
+			t.Fatalf("at apply version %d a configure without bounds: %v %v", c.version, err, resultErr(out.Receipt.GetResults()[0]))
+		}
 	}
 }

@@ -50,11 +50,14 @@ func TestTheLeaderRaisesTheApplyVersionOnceEveryVoterKnowsIt(t *testing.T) {
 // TestALeaderNeverProposesAVersionItsBinaryDoesNotKnow: voters that know version 3 do not make
 // a binary that knows 1 propose anything.
 func TestALeaderNeverProposesAVersionItsBinaryDoesNotKnow(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.VotersApplyVersion = func() (uint32, bool) { return 3, true } })
+	h := newHarness(t, func(c *Config) {
+		c.Applier.KnownApplyVersion = 1
+		c.VotersApplyVersion = func() (uint32, bool) { return 3, true }
+	})
 	h.fire(HousekeepTimer)
 	for _, e := range h.log {
 		if e.cmd.GetBatch().GetMutations()[0].GetSetApplyVersion() != nil {
-			t.Fatalf("a binary knowing version %d proposed %v", batch.KnownApplyVersion, e.cmd)
+			t.Fatalf("a binary knowing version 1 proposed %v", e.cmd)
 		}
 	}
 }

@@ -71,8 +71,8 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 		oldDueAt = old.GetNextDueAtUnixMicros()
 	}
 	if def.GetSpec().GetCron() != nil {
-		// Occurrences at or after the generation's start.
-		rec.CronCursorUnixMicros = loggedNowMicros - 1
+		// Occurrences at or after the generation's start, and its start bound.
+		rec.CronCursorUnixMicros = max(loggedNowMicros, def.GetStartAtUnixMicros()) - 1
 	}
 	pinEvaluator(rec)
 	s, err := newSeries(rec, location)
@@ -92,7 +92,7 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 	if err := storeZoneRules(v, adopt); err != nil {
 		return nil, err
 	}
-	if err := save(v, lim, rec, oldDueAt); err != nil {
+	if err := save(v, lim, rec, oldDueAt, loggedNowMicros); err != nil {
 		return nil, err
 	}
 	res := result(rec, nil)

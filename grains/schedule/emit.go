@@ -120,7 +120,7 @@ func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, l
 	}
 	rec.Revision++
 	refreshNextDue(rec)
-	if err := save(v, lim, rec, oldDueAt); err != nil {
+	if err := save(v, lim, rec, oldDueAt, loggedNowMicros); err != nil {
 		return nil, err
 	}
 	res := result(rec, e.enqueued)

@@ -27,7 +27,7 @@ func ApplyCancel(v kv.View, lim input.Limits, m *orreryv1.CancelSchedule) (*orre
 	rec.Cancelled = true
 	rec.Revision++
 	refreshNextDue(rec)
-	if err := save(v, lim, rec, oldDueAt); err != nil {
+	if err := save(v, lim, rec, oldDueAt, 0); err != nil {
 		return nil, err
 	}
 	return result(rec, nil), nil
@@ -101,7 +101,7 @@ func ApplyPause(v kv.View, lim input.Limits, m *orreryv1.PauseSchedule, loggedNo
 	rec.PausedAtUnixMicros = loggedNowMicros
 	rec.Revision++
 	refreshNextDue(rec)
-	if err := save(v, lim, rec, oldDueAt); err != nil {
+	if err := save(v, lim, rec, oldDueAt, loggedNowMicros); err != nil {
 		return nil, err
 	}
 	return result(rec, nil), nil
@@ -151,7 +151,7 @@ func ApplyResume(v kv.View, lim input.Limits, m *orreryv1.ResumeSchedule, logged
 		}
 	}
 	refreshNextDue(rec)
-	if err := save(v, lim, rec, oldDueAt); err != nil {
+	if err := save(v, lim, rec, oldDueAt, loggedNowMicros); err != nil {
 		return nil, err
 	}
 	res := result(rec, nil)

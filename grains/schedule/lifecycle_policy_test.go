@@ -155,7 +155,7 @@ func suspendForTest(t *testing.T, v kv.View) {
 		t.Fatal(err)
 	}
 	refreshNextDue(rec)
-	if err := save(v, input.DefaultLimits(), rec, mustLoad(t, v).GetNextDueAtUnixMicros()); err != nil {
+	if err := save(v, input.DefaultLimits(), rec, mustLoad(t, v).GetNextDueAtUnixMicros(), 0); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -106,7 +106,7 @@ func ReleaseSlot(v kv.View, lim input.Limits, acked *orreryv1.QueueMessage) erro
 	rec.InFlightMessageId, rec.InFlightExpiresAtUnixMicros = "", 0
 	rec.Revision++
 	refreshNextDue(rec)
-	return save(v, lim, rec, oldDueAt)
+	return save(v, lim, rec, oldDueAt, 0)
 }
 
 // dropBuffered records a buffered occurrence that will never be enqueued (its generation is

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"fmt"
 	"math/bits"
 	"time"
 
@@ -83,8 +84,31 @@ func newSeries(rec *orreryv1.ScheduleRecord, location *time.Location) (series, e
 }
 
 // after returns the nominal instant of ordinal, the successor of the instant (or cron
-// cursor) previousMicros. exists is false when the series has no such instant.
+// cursor) previousMicros. exists is false when the series has no such instant, a bound of the
+// definition (see bound) included.
 func (s series) after(ordinal uint64, previousMicros int64) (int64, bool, error) {
+	at, exists, err := s.unbounded(ordinal, previousMicros)
+	if err != nil || !exists || s.bound(ordinal, at) != "" {
+		return 0, false, err
+	}
+	return at, true, nil
+}
+
+// bound is why a bound of the definition withholds ordinal, whose instant is atMicros: its
+// max_occurrences reached, or its end_at passed; "" when none does.
+func (s series) bound(ordinal uint64, atMicros int64) string {
+	def := s.rec.GetDefinition()
+	if n := def.GetMaxOccurrences(); n > 0 && ordinal >= n {
+		return fmt.Sprintf("max_occurrences %d reached", n)
+	}
+	if end := def.GetEndAtUnixMicros(); end > 0 && atMicros > end {
+		return fmt.Sprintf("end_at %s passed", time.UnixMicro(end).UTC().Format(time.RFC3339Nano))
+	}
+	return ""
+}
+
+// unbounded is after without the definition's bounds.
+func (s series) unbounded(ordinal uint64, previousMicros int64) (int64, bool, error) {
 	if s.cron == nil {
 		return DueAt(s.rec, ordinal)
 	}
@@ -95,14 +119,24 @@ func (s series) after(ordinal uint64, previousMicros int64) (int64, bool, error)
 	return next.UnixMicro(), true, nil
 }
 
-// setNext stores the nominal instant of rec.NextOrdinal (after the cron cursor for cron).
+// setNext stores the nominal instant of rec.NextOrdinal (after the cron cursor for cron), or
+// that the series ended, and why when a bound ended it.
 func (s series) setNext() error {
-	at, exists, err := s.after(s.rec.GetNextOrdinal(), s.rec.GetCronCursorUnixMicros())
+	ordinal := s.rec.GetNextOrdinal()
+	at, exists, err := s.unbounded(ordinal, s.rec.GetCronCursorUnixMicros())
 	if err != nil {
 		return err
 	}
-	s.rec.NextNominalUnixMicros, s.rec.SeriesEnded = at, !exists
-	if !exists {
+	reason := ""
+	if exists {
+		reason = s.bound(ordinal, at)
+	}
+	s.rec.SeriesEnded, s.rec.SeriesEndReason, s.rec.SeriesEndWithheldUnixMicros = !exists || reason != "", reason, 0
+	s.rec.NextNominalUnixMicros = at
+	if reason != "" {
+		s.rec.SeriesEndWithheldUnixMicros = at
+	}
+	if s.rec.SeriesEnded {
 		s.rec.NextNominalUnixMicros = 0
 	}
 	return nil

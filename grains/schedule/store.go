@@ -35,14 +35,19 @@ func upgradeLegacy(rec *orreryv1.ScheduleRecord) {
 
 // save writes rec (on the partition's retained-record account), moves its listing index
 // entry from the stored record's state to its own, and moves its due entry from oldDueAt to
-// rec.NextDueAt.
-func save(v kv.View, lim input.Limits, rec *orreryv1.ScheduleRecord, oldDueAtMicros int64) error {
+// rec.NextDueAt. When a bound of the definition has just ended rec's series, it records the
+// instant withheld as ENDED in the ledger at loggedNow (callers that never end a series, a
+// cancel or an ack, pass 0).
+func save(v kv.View, lim input.Limits, rec *orreryv1.ScheduleRecord, oldDueAtMicros, loggedNowMicros int64) error {
 	def := rec.GetDefinition()
 	old, found, err := retained.Replace(v, lim, keys.ScheduleKey(def.GetLane(), def.GetScheduleId()), rec)
 	if err != nil {
 		return err
 	}
 	if err := reindex(v, rec, old, found); err != nil {
+		return err
+	}
+	if err := ledgerEnded(v, rec, old, found, loggedNowMicros); err != nil {
 		return err
 	}
 	return due.Move(v, oldDueAtMicros, &orreryv1.DueRef{
@@ -152,4 +157,24 @@ func refreshNextDue(rec *orreryv1.ScheduleRecord) {
 		}
 	}
 	rec.NextDueAtUnixMicros = due
+}
+
+// ledgerEnded records as ENDED the instant a bound withheld when rec's series has just ended
+// by it: the stored record (old, when found) of the same generation had not.
+func ledgerEnded(v kv.View, rec *orreryv1.ScheduleRecord, old []byte, found bool, loggedNowMicros int64) error {
+	if rec.GetSeriesEndReason() == "" {
+		return nil
+	}
+	if found {
+		prev, err := Decode(old)
+		if err != nil {
+			return err
+		}
+		if prev.GetGeneration() == rec.GetGeneration() && prev.GetSeriesEndReason() != "" {
+			return nil
+		}
+	}
+	entry := ledgerEntry(rec, rec.GetNextOrdinal(), rec.GetSeriesEndWithheldUnixMicros(), orreryv1.LedgerOutcome_LEDGER_OUTCOME_ENDED)
+	entry.Reason = rec.GetSeriesEndReason()
+	return writeLedger(v, rec.GetDefinition().GetLane(), entry, loggedNowMicros)
 }

@@ -56,6 +56,33 @@ func ValidateDefinition(def *orreryv1.ScheduleDefinition, lim input.Limits) *orr
 	if err := input.Template("template", def.GetTemplate(), lim); err != nil {
 		return orrery.AsError(err)
 	}
+	return validateBounds(def)
+}
+
+// HasBounds reports whether def sets a bound (start_at, end_at, max_occurrences): a behaviour
+// of apply version 2.
+func HasBounds(def *orreryv1.ScheduleDefinition) bool {
+	return def.GetStartAtUnixMicros() != 0 || def.GetEndAtUnixMicros() != 0 || def.GetMaxOccurrences() != 0
+}
+
+// validateBounds checks the definition's bounds: instants within the representable range, a
+// start for cron only, an end not before the start.
+func validateBounds(def *orreryv1.ScheduleDefinition) *orrery.Error {
+	start, end := def.GetStartAtUnixMicros(), def.GetEndAtUnixMicros()
+	for _, b := range []struct {
+		field  string
+		micros int64
+	}{{"start_at_unix_micros", start}, {"end_at_unix_micros", end}} {
+		if b.micros < 0 || b.micros > input.MaxInstantMicros {
+			return orrery.Invalid(b.field, "must be 0 (none) or an instant up to 9999-12-31, got %d", b.micros)
+		}
+	}
+	if start != 0 && def.GetSpec().GetCron() == nil {
+		return orrery.Invalid("start_at_unix_micros", "is for cron schedules only: an Every schedule starts at its first_due_at, and At and After have one instant")
+	}
+	if start != 0 && end != 0 && end < start {
+		return orrery.Invalid("end_at_unix_micros", "is %s, before start_at %s", input.FormatInstant(end), input.FormatInstant(start))
+	}
 	return nil
 }
 

@@ -80,6 +80,7 @@ func TestUIPausesASchedule(t *testing.T) {
 		client.Every(time.Hour, nextFire), `{"report":"hourly"}`)
 	heartbeat := client.NamedSchedule(&orreryv1.Lane{Namespace: namespace, Queue: "jobs", Key: "heartbeat"}, "heartbeat",
 		client.Every(2*time.Second, time.Now().Truncate(time.Second)), `{"beat":true}`)
+	heartbeat.MaxOccurrences = 100_000 // a bound, for the details to show
 	for _, def := range []*orreryv1.ScheduleDefinition{report, heartbeat} {
 		if _, err := s.Client().ConfigureSchedule(ctx, def, 0); err != nil {
 			t.Fatalf("configure %s: %v", def.GetName(), err)
@@ -135,8 +136,9 @@ func TestUIPausesASchedule(t *testing.T) {
 		return strings.Contains(b.textOf(row+" .badge"), "paused"), nil
 	})
 	b.click(`tr[data-schedule-id="` + heartbeat.GetScheduleId() + `"] button.details`)
-	b.poll("the heartbeat's details", func() (bool, error) {
-		return strings.Contains(b.textOf("tr.details-row"), "Next fire times"), nil
+	b.poll("the heartbeat's details, with its bound", func() (bool, error) {
+		details := b.textOf("tr.details-row")
+		return strings.Contains(details, "Next fire times") && strings.Contains(details, "bounds: at most 100000 runs"), nil
 	})
 	b.poll("the heartbeat lane's depth", func() (bool, error) {
 		depth := strings.TrimSuffix(b.textOf(`tr[data-lane="jobs/heartbeat"] td.depth`), "+")

@@ -73,7 +73,8 @@ type part struct {
 // New returns a twin of partitions 0..partitions-1, empty, applying under limits, taking
 // logged time from c.
 func New(c clock.Clock, limits input.Limits, partitions int) *Twin {
-	t := &Twin{clock: c, applier: batch.Applier{Limits: limits}}
+	// One replica, of this binary: it applies under the newest apply version it knows.
+	t := &Twin{clock: c, applier: batch.Applier{Limits: limits, ApplyVersion: batch.KnownApplyVersion}}
 	for range partitions {
 		t.parts = append(t.parts, &part{store: kv.NewMemory()})
 	}

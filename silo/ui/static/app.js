@@ -222,7 +222,8 @@ function detailsRow(s, rec) {
     el('div', { className: 'details' },
       el('div', {},
         el('h3', {}, 'Next fire times'),
-        fires.length ? el('ol', {}, fires) : el('p', { className: 'muted' }, insp.evaluator_mismatch || 'none ahead'),
+        fires.length ? el('ol', {}, fires) : el('p', { className: 'muted' }, insp.evaluator_mismatch || rec.series_end_reason || 'none ahead'),
+        boundsLine(def, rec),
         el('p', { className: 'muted' }, `id ${def.schedule_id} · revision ${rec.revision} · generation ${rec.generation} · partition ${s.item.partition}` +
           (insp.zone_rules_version ? ` · zone rules tzdata ${insp.zone_rules_version}` : ''))),
       el('div', {},
@@ -232,6 +233,17 @@ function detailsRow(s, rec) {
             el('th', {}, 'Ordinal'), el('th', {}, 'Outcome'), el('th', {}, 'Nominal'), el('th', {}, 'Recorded'), el('th', {}, 'Message / reason'))),
           el('tbody', {}, outcomes))
           : el('p', { className: 'muted' }, 'none yet')))));
+}
+
+// boundsLine describes a schedule's bounds and why its series ended by one; empty when it has none.
+function boundsLine(def, rec) {
+  const parts = [];
+  if (def.start_at_unix_micros) parts.push(`from ${humanTime(micros(def.start_at_unix_micros))}`);
+  if (def.end_at_unix_micros) parts.push(`until ${humanTime(micros(def.end_at_unix_micros))}`);
+  if (def.max_occurrences) parts.push(`at most ${def.max_occurrences} runs`);
+  if (!parts.length && !rec.series_end_reason) return null;
+  return el('p', { className: 'muted bounds' }, `bounds: ${parts.join(', ') || 'none'}` +
+    (rec.series_end_reason ? ` · ended: ${rec.series_end_reason}` : ''));
 }
 
 async function act(action, def) {
