@@ -108,6 +108,11 @@ type ScheduleOptions struct {
 	// refuses them (Validation).
 	StartAt, EndAt time.Time
 	MaxOccurrences int
+	// PauseOnFailure pauses the schedule when one of its occurrences uses up its deliveries
+	// (MaxDeliveries) and is dead-lettered, in the same transaction, so that a failing job
+	// stops firing until someone resumes it; PausedReason says which message. Needs apply
+	// version 3 (see StartAt).
+	PauseOnFailure bool
 }
 
 // marshalled is o with Payload marshalled into PayloadJSON; a negative MaxOccurrences, which
@@ -135,6 +140,7 @@ func (o ScheduleOptions) definition(namespace, name, id string) *orreryv1.Schedu
 		Misfire: o.Misfire, Overlap: o.Overlap,
 		CatchUpWindowMicros: o.CatchUpWindow.Microseconds(), AnomalyWindowMicros: o.AnomalyWindow.Microseconds(),
 		StartAtUnixMicros: unixMicrosOf(o.StartAt), EndAtUnixMicros: unixMicrosOf(o.EndAt), MaxOccurrences: uint64(max(o.MaxOccurrences, 0)),
+		PauseOnFailure: o.PauseOnFailure,
 	}
 	t := &orreryv1.MessageTemplate{PayloadJson: o.PayloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
 		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1))}
@@ -176,6 +182,7 @@ func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
 		Misfire: def.GetMisfire(), Overlap: def.GetOverlap(),
 		CatchUpWindow: microDuration(def.GetCatchUpWindowMicros()), AnomalyWindow: microDuration(def.GetAnomalyWindowMicros()),
 		StartAt: instant(def.GetStartAtUnixMicros()), EndAt: instant(def.GetEndAtUnixMicros()), MaxOccurrences: int(min(def.GetMaxOccurrences(), 1<<62)),
+		PauseOnFailure: def.GetPauseOnFailure(),
 	}
 }
 
@@ -699,8 +706,10 @@ type ScheduleDescription struct {
 	NextFireTimes []time.Time
 	// Creator is the principal that created it.
 	Creator string
-	// PausedAt is when it was paused (while paused).
-	PausedAt time.Time
+	// PausedAt is when it was paused (while paused), and PausedReason why, when it paused
+	// itself (PauseOnFailure) rather than by a Pause.
+	PausedAt     time.Time
+	PausedReason string
 	// SuspendedReason says why it is suspended.
 	SuspendedReason string
 	// EndedBecause says which bound ended its series ("max_occurrences 3 reached", "end_at ...
@@ -721,7 +730,7 @@ type ScheduleOutcome struct {
 	NominalDue, RecordedAt time.Time
 	// Outcome is the ledger outcome in lower case: "enqueued", "skipped_overlap",
 	// "missed_catchup_window", "coalesced_into", "manual", "suspended", "skipped_misfire",
-	// "buffered", "dropped", "expired", "paused" or "ended".
+	// "buffered", "dropped", "expired", "paused", "ended" or "dead_lettered".
 	Outcome string
 	// MessageID is the occurrence's message, when one was enqueued.
 	MessageID string
@@ -746,7 +755,7 @@ func describeRecord(rec *orreryv1.ScheduleRecord) *ScheduleDescription {
 		Revision: rec.GetRevision(), Generation: rec.GetGeneration(), NextOrdinal: rec.GetNextOrdinal(),
 		NextDue: instant(rec.GetNextDueAtUnixMicros()), Creator: rec.GetCreator(),
 		PausedAt: instant(rec.GetPausedAtUnixMicros()), SuspendedReason: rec.GetSuspendedReason(),
-		EndedBecause: rec.GetSeriesEndReason(),
+		EndedBecause: rec.GetSeriesEndReason(), PausedReason: rec.GetPausedReason(),
 	}
 }
 

@@ -596,3 +596,32 @@ func TestAScheduleEndsAtItsBounds(t *testing.T) {
 		t.Fatalf("a negative MaxOccurrences: %v, want Validation on max_occurrences", err)
 	}
 }
+
+// TestAScheduleThatPausesOnFailure: with PauseOnFailure, an occurrence whose handler keeps
+// failing is dead-lettered after its deliveries and the schedule pauses, described with the
+// reason, and its ledger says dead_lettered.
+func TestAScheduleThatPausesOnFailure(t *testing.T) {
+	b := setup(t, 2)
+	ctx := ctxFor(t)
+	h, err := b.c.Schedules(testNamespace).Create(ctx, "fragile", client.ScheduleOptions{Queue: testQueue, Key: "k",
+		Spec: client.Every(time.Hour, time.Now().Truncate(time.Second)), MaxDeliveries: 1, PauseOnFailure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := b.c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Wait: 100 * time.Millisecond,
+		Handler: func(context.Context, *client.Message) error { return errors.New("always fails") }})
+	stop := runWorker(t, w)
+	defer stop()
+	var d *client.ScheduleDescription
+	testkit.Eventually(t, 20*time.Second, "the schedule paused by its failure", func() bool {
+		if _, err := b.tr.EmitDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d, err = h.Describe(ctx)
+		return err == nil && d.State == client.SchedulePaused
+	})
+	if !d.Options.PauseOnFailure || !strings.Contains(d.PausedReason, "dead-lettered after 1 deliveries") ||
+		len(d.LastOutcomes) == 0 || d.LastOutcomes[0].Outcome != "dead_lettered" {
+		t.Fatalf("described %+v", d)
+	}
+}

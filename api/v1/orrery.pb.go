@@ -965,8 +965,12 @@ type ScheduleDefinition struct {
 	StartAtUnixMicros int64  `protobuf:"varint,10,opt,name=start_at_unix_micros,json=startAtUnixMicros,proto3" json:"start_at_unix_micros,omitempty"`
 	EndAtUnixMicros   int64  `protobuf:"varint,11,opt,name=end_at_unix_micros,json=endAtUnixMicros,proto3" json:"end_at_unix_micros,omitempty"`
 	MaxOccurrences    uint64 `protobuf:"varint,12,opt,name=max_occurrences,json=maxOccurrences,proto3" json:"max_occurrences,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Pause on failure (apply version 3): when an occurrence of the current generation uses up its
+	// deliveries and moves to the dead-letter queue, the schedule pauses in the same transaction
+	// (paused_reason names the message), so a failing job stops firing until someone resumes it.
+	PauseOnFailure bool `protobuf:"varint,13,opt,name=pause_on_failure,json=pauseOnFailure,proto3" json:"pause_on_failure,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ScheduleDefinition) Reset() {
@@ -1081,6 +1085,13 @@ func (x *ScheduleDefinition) GetMaxOccurrences() uint64 {
 		return x.MaxOccurrences
 	}
 	return 0
+}
+
+func (x *ScheduleDefinition) GetPauseOnFailure() bool {
+	if x != nil {
+		return x.PauseOnFailure
+	}
+	return false
 }
 
 // SagaTimeout is the message enqueued when a Waiting saga's deadline passes. It lands in lane
@@ -4671,7 +4682,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xab\x04\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xd5\x04\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -4686,7 +4697,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x14start_at_unix_micros\x18\n" +
 	" \x01(\x03R\x11startAtUnixMicros\x12+\n" +
 	"\x12end_at_unix_micros\x18\v \x01(\x03R\x0fendAtUnixMicros\x12'\n" +
-	"\x0fmax_occurrences\x18\f \x01(\x04R\x0emaxOccurrences\"[\n" +
+	"\x0fmax_occurrences\x18\f \x01(\x04R\x0emaxOccurrences\x12(\n" +
+	"\x10pause_on_failure\x18\r \x01(\bR\x0epauseOnFailure\"[\n" +
 	"\vSagaTimeout\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x126\n" +
 	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\xf6\x02\n" +

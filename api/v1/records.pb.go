@@ -122,6 +122,9 @@ const (
 	// The series ended at this ordinal: a bound of the definition (end_at_unix_micros,
 	// max_occurrences, see reason) withheld its instant. Never enqueued.
 	LedgerOutcome_LEDGER_OUTCOME_ENDED LedgerOutcome = 12
+	// Its message used up its deliveries and moved to the dead-letter queue (see reason; apply
+	// version 3). It replaces the ENQUEUED record of the ordinal.
+	LedgerOutcome_LEDGER_OUTCOME_DEAD_LETTERED LedgerOutcome = 13
 )
 
 // Enum value maps for LedgerOutcome.
@@ -140,6 +143,7 @@ var (
 		10: "LEDGER_OUTCOME_EXPIRED",
 		11: "LEDGER_OUTCOME_PAUSED",
 		12: "LEDGER_OUTCOME_ENDED",
+		13: "LEDGER_OUTCOME_DEAD_LETTERED",
 	}
 	LedgerOutcome_value = map[string]int32{
 		"LEDGER_OUTCOME_UNSPECIFIED":           0,
@@ -155,6 +159,7 @@ var (
 		"LEDGER_OUTCOME_EXPIRED":               10,
 		"LEDGER_OUTCOME_PAUSED":                11,
 		"LEDGER_OUTCOME_ENDED":                 12,
+		"LEDGER_OUTCOME_DEAD_LETTERED":         13,
 	}
 )
 
@@ -349,8 +354,11 @@ type ScheduleRecord struct {
 	// ("end_at ...", "max_occurrences ..."), and the instant it withheld.
 	SeriesEndReason             string `protobuf:"bytes,25,opt,name=series_end_reason,json=seriesEndReason,proto3" json:"series_end_reason,omitempty"`
 	SeriesEndWithheldUnixMicros int64  `protobuf:"varint,26,opt,name=series_end_withheld_unix_micros,json=seriesEndWithheldUnixMicros,proto3" json:"series_end_withheld_unix_micros,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	// Why the schedule was paused, when not by a PauseSchedule: its pause_on_failure and the
+	// occurrence that failed. Cleared by a resume.
+	PausedReason  string `protobuf:"bytes,27,opt,name=paused_reason,json=pausedReason,proto3" json:"paused_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleRecord) Reset() {
@@ -556,6 +564,13 @@ func (x *ScheduleRecord) GetSeriesEndWithheldUnixMicros() int64 {
 		return x.SeriesEndWithheldUnixMicros
 	}
 	return 0
+}
+
+func (x *ScheduleRecord) GetPausedReason() string {
+	if x != nil {
+		return x.PausedReason
+	}
+	return ""
 }
 
 // LedgerRecord is the durable outcome of one nominal instant a schedule passed (one per
@@ -1684,7 +1699,7 @@ var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xc7\t\n" +
+	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xec\t\n" +
 	"\x0eScheduleRecord\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.orrery.v1.ScheduleDefinitionR\n" +
@@ -1715,7 +1730,8 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x18paused_floor_unix_micros\x18\x17 \x01(\x03R\x15pausedFloorUnixMicros\x12%\n" +
 	"\x0eredacted_paths\x18\x18 \x03(\tR\rredactedPaths\x12*\n" +
 	"\x11series_end_reason\x18\x19 \x01(\tR\x0fseriesEndReason\x12D\n" +
-	"\x1fseries_end_withheld_unix_micros\x18\x1a \x01(\x03R\x1bseriesEndWithheldUnixMicrosJ\x04\b\x10\x10\x11R\x10zone_fingerprint\"\x95\x03\n" +
+	"\x1fseries_end_withheld_unix_micros\x18\x1a \x01(\x03R\x1bseriesEndWithheldUnixMicros\x12#\n" +
+	"\rpaused_reason\x18\x1b \x01(\tR\fpausedReasonJ\x04\b\x10\x10\x11R\x10zone_fingerprint\"\x95\x03\n" +
 	"\fLedgerRecord\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x1e\n" +
@@ -1816,7 +1832,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x15SCHEDULE_STATE_PAUSED\x10\x02\x12\x1c\n" +
 	"\x18SCHEDULE_STATE_SUSPENDED\x10\x03\x12\x1c\n" +
 	"\x18SCHEDULE_STATE_CANCELLED\x10\x04\x12\x1c\n" +
-	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\xa4\x03\n" +
+	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\xc6\x03\n" +
 	"\rLedgerOutcome\x12\x1e\n" +
 	"\x1aLEDGER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17LEDGER_OUTCOME_ENQUEUED\x10\x01\x12\"\n" +
@@ -1831,7 +1847,8 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x16LEDGER_OUTCOME_EXPIRED\x10\n" +
 	"\x12\x19\n" +
 	"\x15LEDGER_OUTCOME_PAUSED\x10\v\x12\x18\n" +
-	"\x14LEDGER_OUTCOME_ENDED\x10\f*M\n" +
+	"\x14LEDGER_OUTCOME_ENDED\x10\f\x12 \n" +
+	"\x1cLEDGER_OUTCOME_DEAD_LETTERED\x10\r*M\n" +
 	"\aDueKind\x12\x18\n" +
 	"\x14DUE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DUE_KIND_SCHEDULE\x10\x01\x12\x11\n" +

@@ -19,6 +19,7 @@ type defineFlags struct {
 	payload, headers, misfire, overlap string
 	catchUp, ttl                       time.Duration
 	maxDeliveries, maxRuns             int
+	pauseOnFailure                     bool
 	end                                string
 	set                                map[string]bool
 }
@@ -33,6 +34,7 @@ func (f *defineFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.every, "every", "", `interval ("30s", "1h"), from --start`)
 	fs.StringVar(&f.start, "start", "", "first instant of --every, or for --cron no instant before it, RFC 3339 (default: one interval from now, or now)")
 	fs.StringVar(&f.end, "end", "", "no instant after it fires, RFC 3339 (default: none)")
+	fs.BoolVar(&f.pauseOnFailure, "pause-on-failure", false, "pause the schedule when an occurrence is dead-lettered")
 	fs.IntVar(&f.maxRuns, "max-runs", 0, "the definition's instants, fired or passed, before the schedule completes (0: no bound)")
 	fs.StringVar(&f.at, "at", "", "one instant, RFC 3339")
 	fs.StringVar(&f.after, "after", "", `one instant this long after the schedule is created ("10m")`)
@@ -144,6 +146,9 @@ func (f *defineFlags) apply(o *client.ScheduleOptions, spec *orreryv1.ScheduleSp
 	}
 	if f.set["max-runs"] {
 		o.MaxOccurrences = f.maxRuns
+	}
+	if f.set["pause-on-failure"] {
+		o.PauseOnFailure = f.pauseOnFailure
 	}
 	return nil
 }

@@ -120,3 +120,14 @@ func TestSchedulesCreateWithBounds(t *testing.T) {
 		t.Errorf("--start with --at: exit %d (want 2), stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestSchedulesCreateThatPausesOnFailure: --pause-on-failure defines a schedule that pauses
+// when an occurrence is dead-lettered, which describe shows.
+func TestSchedulesCreateThatPausesOnFailure(t *testing.T) {
+	s := startSilo(t)
+	ok(t, s, "", "schedules", "create", "fragile", "--namespace", "cli-failure", "--queue", "jobs", "--every", "1h", "--pause-on-failure")
+	described := ok(t, s, "", "schedules", "describe", "cli-failure", "jobs", "fragile", "fragile")
+	if lineOf(described, "on failure", "pause") == "" {
+		t.Fatalf("describe has no on-failure line:\n%s", described)
+	}
+}

@@ -240,8 +240,16 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	w.row("overlap", policyName(def.GetOverlap().String(), "OVERLAP_POLICY_", "allow_all"))
 	w.row("catch-up window", catchUpText(def.GetCatchUpWindowMicros(), def.GetMisfire()))
 	w.row("bounds", boundsText(def))
+	if def.GetPauseOnFailure() {
+		w.row("on failure", "pause: a dead-lettered occurrence pauses the schedule")
+	} else {
+		w.row("on failure", "keep firing (default)")
+	}
 	if r := rec.GetSeriesEndReason(); r != "" {
 		w.row("ended", r)
+	}
+	if r := rec.GetPausedReason(); r != "" {
+		w.row("paused because", r)
 	}
 	w.row("redacted", strings.Join(rec.GetRedactedPaths(), ", "))
 	w.row("next due", instant(rec.GetNextDueAtUnixMicros()))

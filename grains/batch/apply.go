@@ -326,6 +326,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 				return nil, err
 			}
 		}
+		if k.ConfigureSchedule.GetDefinition().GetPauseOnFailure() {
+			if err := a.Require(ApplyVersionPauseOnFailure, "definition.pause_on_failure"); err != nil {
+				return nil, err
+			}
+		}
 		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, a.ZoneRules, now))
 	case *orreryv1.Mutation_EmitOccurrences:
 		return scheduleResult(schedule.ApplyEmitWithin(v, lim, k.EmitOccurrences, now, budget))
@@ -349,7 +354,12 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Enqueue{Enqueue: r}}
 		})
 	case *orreryv1.Mutation_Receive:
-		r, err := queue.ApplyReceive(v, lim, k.Receive, now)
+		var deadLettered func(*orreryv1.QueueMessage) error
+		if a.Require(ApplyVersionPauseOnFailure, "") == nil {
+			// An occurrence that used up its deliveries is ledgered, and may pause its schedule.
+			deadLettered = func(msg *orreryv1.QueueMessage) error { return schedule.DeadLettered(v, lim, msg, now) }
+		}
+		r, err := queue.ApplyReceiveNoting(v, lim, k.Receive, now, deadLettered)
 		if err == nil {
 			err = projectReceive(v, principal, r)
 		}

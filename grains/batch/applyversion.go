@@ -18,13 +18,20 @@ import (
 //
 //  1. everything before apply versions;
 //  2. a schedule's bounds (ScheduleDefinition start_at, end_at, max_occurrences:
-//     ApplyVersionScheduleBounds).
-const KnownApplyVersion uint32 = 2
+//     ApplyVersionScheduleBounds);
+//  3. an occurrence that used up its deliveries is ledgered DEAD_LETTERED, and pauses its
+//     schedule when the definition sets pause_on_failure (ApplyVersionPauseOnFailure).
+const KnownApplyVersion uint32 = 3
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
 // release would ignore them and fire past them.
 const ApplyVersionScheduleBounds uint32 = 2
+
+// ApplyVersionPauseOnFailure is the apply version that ledgers a dead-lettered occurrence and
+// takes a definition's pause_on_failure: before it a receive dead-letters without either, and
+// a definition that sets it is refused (Validation).
+const ApplyVersionPauseOnFailure uint32 = 3
 
 // LoadApplyVersion returns the apply version the partition's state holds (keys.ApplyVersion,
 // written by SetApplyVersion), 1 while it holds none.

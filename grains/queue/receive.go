@@ -28,6 +28,13 @@ const SweepBudget = 1024
 // the lease end. The result holds full copies of the leased messages; More is set when
 // visible messages remain that the max or a budget left behind.
 func ApplyReceive(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMicros int64) (*orreryv1.ReceiveResult, error) {
+	return ApplyReceiveNoting(v, lim, m, loggedNowMicros, nil)
+}
+
+// ApplyReceiveNoting is ApplyReceive that calls deadLettered, when set, in the same view with
+// each message the receive moves to its dead-letter queue (as it was in its own lane), for what
+// else changes with it (a schedule that pauses on failure).
+func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMicros int64, deadLettered func(*orreryv1.QueueMessage) error) (*orreryv1.ReceiveResult, error) {
 	maxMessages, until, err := validateReceive(lim, m, loggedNowMicros)
 	if err != nil {
 		return nil, err
@@ -54,7 +61,7 @@ func ApplyReceive(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMic
 			if !within() {
 				break
 			}
-			leased, moved, err := receiveOne(v, lim, e, m.GetOwner(), until, loggedNowMicros)
+			leased, moved, err := receiveOne(v, lim, e, m.GetOwner(), until, loggedNowMicros, deadLettered)
 			if err != nil {
 				return nil, err
 			}
@@ -136,7 +143,7 @@ func scanIndex(v kv.Reader, start, end []byte, limit int) ([]indexEntry, error) 
 // receiveOne handles one visible index entry: it expires, dead-letters or leases the message
 // and returns a copy of it when leased, nil otherwise, and the payload and header bytes it
 // wrote again (a leased or dead-lettered message; an expired one leaves only a tombstone).
-func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64) (*orreryv1.QueueMessage, uint64, error) {
+func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64, deadLettered func(*orreryv1.QueueMessage) error) (*orreryv1.QueueMessage, uint64, error) {
 	msg := &orreryv1.QueueMessage{}
 	found, err := record.Load(v, e.messageKey, msg)
 	if err != nil {
@@ -150,7 +157,15 @@ func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMi
 	}
 	queue := msg.GetLane().GetQueue()
 	if !input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() >= effectiveMaxDeliveries(msg, lim) {
-		return nil, MessageBytes(msg), deadLetter(v, lim, msg, loggedNowMicros)
+		if err := deadLetter(v, lim, msg, loggedNowMicros); err != nil {
+			return nil, 0, err
+		}
+		if deadLettered != nil {
+			if err := deadLettered(msg); err != nil {
+				return nil, 0, err
+			}
+		}
+		return nil, MessageBytes(msg), nil
 	}
 	msg.DeliveryCount++
 	msg.Lease = &orreryv1.Lease{

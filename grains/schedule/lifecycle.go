@@ -127,7 +127,7 @@ func ApplyResume(v kv.View, lim input.Limits, m *orreryv1.ResumeSchedule, logged
 		return nil, refused(rec, "resume", "schedule_id", "not paused", "there is nothing to resume")
 	}
 	oldDueAt := rec.GetNextDueAtUnixMicros()
-	rec.Paused = false
+	rec.Paused, rec.PausedReason = false, ""
 	rec.PausedAtUnixMicros = 0
 	rec.ResumeFloorUnixMicros = loggedNowMicros
 	rec.Revision++

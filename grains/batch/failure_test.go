@@ -1,0 +1,82 @@
+package batch
+
+import (
+	"strings"
+	"testing"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/schedule"
+)
+
+// TestADeadLetteredOccurrencePausesItsSchedule: a schedule with pause_on_failure whose
+// occurrence uses up its one delivery is paused by the receive that dead-letters it, in the
+// same command, with the reason on its record and the ordinal ledgered DEAD_LETTERED; at apply
+// version 2 the same receive dead-letters the message and leaves the schedule and its ledger
+// as they were.
+func TestADeadLetteredOccurrencePausesItsSchedule(t *testing.T) {
+	for _, c := range []struct {
+		version uint32
+		pauses  bool
+	}{{3, true}, {2, false}} {
+		v := granted(t)
+		a := applier()
+		a.ApplyVersion = c.version
+		now := t0
+		apply := func(id string, m *orreryv1.Mutation) *orreryv1.MutationResult {
+			t.Helper()
+			b := &orreryv1.Batch{CommandId: id, Mutations: []*orreryv1.Mutation{m}}
+			out, err := a.ApplyBatch(v, sender(b), b, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := out.Receipt.GetResults()[0]; r.GetError() != nil {
+				t.Fatalf("version %d, %s: %v", c.version, id, resultErr(r))
+			}
+			return out.Receipt.GetResults()[0]
+		}
+		configure := configureMutation(everySpec(t0+sec, hour), 0)
+		def := configure.GetConfigureSchedule().GetDefinition()
+		def.Template.MaxDeliveries = 1
+		def.PauseOnFailure = c.version >= ApplyVersionPauseOnFailure
+		apply("configure", configure)
+		if c.version < ApplyVersionPauseOnFailure {
+			early := configureMutation(everySpec(t0+sec, hour), 0)
+			early.GetConfigureSchedule().GetDefinition().ScheduleId = "1f8fad5b-d9cb-469f-a165-70867728950e"
+			early.GetConfigureSchedule().GetDefinition().PauseOnFailure = true
+			b := &orreryv1.Batch{CommandId: "early", Mutations: []*orreryv1.Mutation{early}}
+			out, err := a.ApplyBatch(v, sender(b), b, now)
+			if err != nil || !strings.Contains(resultErr(out.Receipt.GetResults()[0]).Error(), "needs apply version 3") {
+				t.Fatalf("pause_on_failure at version %d: %v %v, want refused", c.version, err, out)
+			}
+		}
+		now = t0 + sec
+		if res := apply("emit", emitMutation(1)); len(res.GetSchedule().GetEnqueuedIds()) != 1 {
+			t.Fatalf("emit %v", res)
+		}
+		receive := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: lane.GetNamespace(), Queue: lane.GetQueue(), Max: 10}}}
+		apply("receive-1", receive)
+		now += input.DefaultLimits().DefaultLeaseMicros
+		if res := apply("receive-2", receive); len(res.GetReceive().GetMessages()) != 0 {
+			t.Fatalf("the second receive leased %v, want the message dead-lettered", res)
+		}
+		rec, _, err := schedule.Load(v, lane, scheduleID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.GetPaused() != c.pauses || (c.pauses && !strings.Contains(rec.GetPausedReason(), "dead-lettered after 1 deliveries")) {
+			t.Fatalf("version %d: paused %v (%q), want %v", c.version, rec.GetPaused(), rec.GetPausedReason(), c.pauses)
+		}
+		ledger, _, err := schedule.ReadLedger(v, lane, scheduleID, schedule.LedgerQuery{FromMicros: 0, ToMicros: input.MaxInstantMicros, MaxRecords: 10})
+		if err != nil || len(ledger) != 1 {
+			t.Fatalf("ledger %v (%v)", ledger, err)
+		}
+		want := orreryv1.LedgerOutcome_LEDGER_OUTCOME_ENQUEUED
+		if c.version >= ApplyVersionPauseOnFailure {
+			want = orreryv1.LedgerOutcome_LEDGER_OUTCOME_DEAD_LETTERED
+		}
+		if ledger[0].GetOutcome() != want {
+			t.Fatalf("version %d: ordinal 0 ledgered %v, want %v", c.version, ledger[0].GetOutcome(), want)
+		}
+	}
+}
