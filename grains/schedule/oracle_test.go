@@ -55,6 +55,22 @@ func oracleNext(spec *orreryv1.ScheduleSpec, createdAt int64, fired []int64) int
 	}
 }
 
+// oracleBounded keeps the instants of due that def's bounds let fire: none after its end, at
+// most its maximum count, by filtering the brute-force list.
+func oracleBounded(def *orreryv1.ScheduleDefinition, due []int64) []int64 {
+	var out []int64
+	for _, at := range due {
+		if end := def.GetEndAtUnixMicros(); end > 0 && at > end {
+			break
+		}
+		if n := def.GetMaxOccurrences(); n > 0 && uint64(len(out)) >= n {
+			break
+		}
+		out = append(out, at)
+	}
+	return out
+}
+
 func genSpec(t *rapid.T) *orreryv1.ScheduleSpec {
 	switch rapid.IntRange(0, 2).Draw(t, "kind") {
 	case 0:
@@ -71,28 +87,39 @@ func genSpec(t *rapid.T) *orreryv1.ScheduleSpec {
 	}
 }
 
-// TestDueTimesMatchBruteForceOracle configures random definitions, emits with random bounds
-// at random advancing logged times, and checks the emitted ordinals and nominal instants are
-// exactly the oracle's instants up to each logged time, in order, with none early.
+// TestDueTimesMatchBruteForceOracle configures random definitions, with random bounds (an end,
+// a maximum count) half the time, emits with random batch sizes at random advancing logged
+// times, and checks the emitted ordinals and nominal instants are exactly the oracle's instants
+// up to each logged time, within the bounds, in order, with none early.
 func TestDueTimesMatchBruteForceOracle(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		spec := genSpec(t)
 		createdAt := t0 + rapid.Int64Range(-input.Day, input.Day).Draw(t, "createdAt")
 		v := kv.NewMemory()
 		def := definition(spec)
-		if _, err := applyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def}, createdAt); err != nil {
-			t.Fatalf("configure: %v", err)
-		}
 		unit := input.Day
 		if e := spec.GetEvery(); e != nil {
 			unit = e.GetIntervalMicros()
+		}
+		// Bounds, half the time: an end within about 100 units of the creation, a maximum count.
+		switch rapid.IntRange(0, 5).Draw(t, "bounds") {
+		case 3:
+			def.EndAtUnixMicros = max(1, createdAt+rapid.Int64Range(-10, 100).Draw(t, "endUnits")*unit+rapid.Int64Range(0, unit).Draw(t, "endPhase"))
+		case 4:
+			def.MaxOccurrences = rapid.Uint64Range(1, 60).Draw(t, "max")
+		case 5:
+			def.EndAtUnixMicros = max(1, createdAt+rapid.Int64Range(-10, 100).Draw(t, "endUnits")*unit)
+			def.MaxOccurrences = rapid.Uint64Range(1, 60).Draw(t, "max")
+		}
+		if _, err := applyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def}, createdAt); err != nil {
+			t.Fatalf("configure: %v", err)
 		}
 		var emitted []int64
 		now := createdAt
 		for step := range rapid.IntRange(1, 8).Draw(t, "steps") {
 			// Advance by up to 80 units (intervals for Every), at any sub-unit phase.
 			now += rapid.Int64Range(0, 80).Draw(t, "units")*unit + rapid.Int64Range(0, unit).Draw(t, "phase")
-			want := oracleDue(spec, createdAt, now)
+			want := oracleBounded(def, oracleDue(spec, createdAt, now))
 			for {
 				res, err := ApplyEmit(v, input.DefaultLimits(), &orreryv1.EmitOccurrences{
 					Lane: lane, ScheduleId: scheduleID, ExpectedGeneration: 1, Max: uint32(rapid.IntRange(1, 32).Draw(t, "max")),
@@ -125,6 +152,9 @@ func TestDueTimesMatchBruteForceOracle(t *testing.T) {
 			// The record's next due is the oracle's next instant.
 			rec, _, _ := Load(v, lane, scheduleID)
 			wantNext := oracleNext(spec, createdAt, want)
+			if end := def.GetEndAtUnixMicros(); (end > 0 && wantNext > end) || (def.GetMaxOccurrences() > 0 && uint64(len(want)) >= def.GetMaxOccurrences()) {
+				wantNext = 0 // a bound ended the series
+			}
 			if rec.GetNextDueAtUnixMicros() != wantNext {
 				t.Fatalf("next due %d, oracle %d", rec.GetNextDueAtUnixMicros(), wantNext)
 			}
