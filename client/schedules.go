@@ -30,6 +30,9 @@ const (
 	OverlapAllowAll  = orreryv1.OverlapPolicy_OVERLAP_POLICY_ALLOW_ALL
 	OverlapSkip      = orreryv1.OverlapPolicy_OVERLAP_POLICY_SKIP
 	OverlapBufferOne = orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE
+	// OverlapBufferAll fires every instant, one at a time: the series waits while an
+	// occurrence is in flight (apply version 4).
+	OverlapBufferAll = orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL
 
 	ScheduleActive    = orreryv1.ScheduleState_SCHEDULE_STATE_ACTIVE
 	SchedulePaused    = orreryv1.ScheduleState_SCHEDULE_STATE_PAUSED
@@ -55,7 +58,7 @@ var (
 type MisfirePolicy = orreryv1.MisfirePolicy
 
 // OverlapPolicy says what a schedule does with an instant while its previous occurrence is
-// still in flight (OverlapAllowAll, OverlapSkip, OverlapBufferOne).
+// still in flight (OverlapAllowAll, OverlapSkip, OverlapBufferOne, OverlapBufferAll).
 type OverlapPolicy = orreryv1.OverlapPolicy
 
 // ScheduleState is the state a schedule is listed under (ScheduleActive, SchedulePaused,

@@ -279,6 +279,11 @@ const (
 	OverlapPolicy_OVERLAP_POLICY_ALLOW_ALL   OverlapPolicy = 1
 	OverlapPolicy_OVERLAP_POLICY_SKIP        OverlapPolicy = 2
 	OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE  OverlapPolicy = 3
+	// Every instant fires, one at a time, in order (apply version 4): while an occurrence is in
+	// flight the series waits, and the ack (or the occurrence's expiry or dead-lettering) lets
+	// the next due instant go. The misfire policy and the catch-up window apply to the instants
+	// that waited as to instants missed while nothing ran.
+	OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL OverlapPolicy = 4
 )
 
 // Enum value maps for OverlapPolicy.
@@ -288,12 +293,14 @@ var (
 		1: "OVERLAP_POLICY_ALLOW_ALL",
 		2: "OVERLAP_POLICY_SKIP",
 		3: "OVERLAP_POLICY_BUFFER_ONE",
+		4: "OVERLAP_POLICY_BUFFER_ALL",
 	}
 	OverlapPolicy_value = map[string]int32{
 		"OVERLAP_POLICY_UNSPECIFIED": 0,
 		"OVERLAP_POLICY_ALLOW_ALL":   1,
 		"OVERLAP_POLICY_SKIP":        2,
 		"OVERLAP_POLICY_BUFFER_ONE":  3,
+		"OVERLAP_POLICY_BUFFER_ALL":  4,
 	}
 )
 
@@ -5002,12 +5009,13 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_CATCH_UP\x10\x01\x12\x17\n" +
 	"\x13MISFIRE_POLICY_SKIP\x10\x02\x12\x1b\n" +
-	"\x17MISFIRE_POLICY_COALESCE\x10\x03*\x85\x01\n" +
+	"\x17MISFIRE_POLICY_COALESCE\x10\x03*\xa4\x01\n" +
 	"\rOverlapPolicy\x12\x1e\n" +
 	"\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18OVERLAP_POLICY_ALLOW_ALL\x10\x01\x12\x17\n" +
 	"\x13OVERLAP_POLICY_SKIP\x10\x02\x12\x1d\n" +
-	"\x19OVERLAP_POLICY_BUFFER_ONE\x10\x03*\x8d\x01\n" +
+	"\x19OVERLAP_POLICY_BUFFER_ONE\x10\x03\x12\x1d\n" +
+	"\x19OVERLAP_POLICY_BUFFER_ALL\x10\x04*\x8d\x01\n" +
 	"\tSagaPhase\x12\x1a\n" +
 	"\x16SAGA_PHASE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SAGA_PHASE_WAITING\x10\x01\x12\x18\n" +

@@ -326,6 +326,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 				return nil, err
 			}
 		}
+		if k.ConfigureSchedule.GetDefinition().GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL {
+			if err := a.Require(ApplyVersionBufferAll, "definition.overlap"); err != nil {
+				return nil, err
+			}
+		}
 		if k.ConfigureSchedule.GetDefinition().GetPauseOnFailure() {
 			if err := a.Require(ApplyVersionPauseOnFailure, "definition.pause_on_failure"); err != nil {
 				return nil, err
@@ -357,7 +362,14 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		var deadLettered func(*orreryv1.QueueMessage) error
 		if a.Require(ApplyVersionPauseOnFailure, "") == nil {
 			// An occurrence that used up its deliveries is ledgered, and may pause its schedule.
-			deadLettered = func(msg *orreryv1.QueueMessage) error { return schedule.DeadLettered(v, lim, msg, now) }
+			releases := a.Require(ApplyVersionBufferAll, "") == nil
+			deadLettered = func(msg *orreryv1.QueueMessage) error {
+				if err := schedule.DeadLettered(v, lim, msg, now); err != nil || !releases {
+					return err
+				}
+				// A dead-lettered occurrence no longer holds its schedule's overlap slot.
+				return schedule.ReleaseSlot(v, lim, msg)
+			}
 		}
 		r, err := queue.ApplyReceiveNoting(v, lim, k.Receive, now, deadLettered)
 		if err == nil {

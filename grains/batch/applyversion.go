@@ -20,8 +20,10 @@ import (
 //  2. a schedule's bounds (ScheduleDefinition start_at, end_at, max_occurrences:
 //     ApplyVersionScheduleBounds);
 //  3. an occurrence that used up its deliveries is ledgered DEAD_LETTERED, and pauses its
-//     schedule when the definition sets pause_on_failure (ApplyVersionPauseOnFailure).
-const KnownApplyVersion uint32 = 3
+//     schedule when the definition sets pause_on_failure (ApplyVersionPauseOnFailure);
+//  4. the overlap policy BUFFER_ALL, and a dead-lettered occurrence frees its schedule's
+//     overlap slot at once (ApplyVersionBufferAll).
+const KnownApplyVersion uint32 = 4
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -32,6 +34,10 @@ const ApplyVersionScheduleBounds uint32 = 2
 // takes a definition's pause_on_failure: before it a receive dead-letters without either, and
 // a definition that sets it is refused (Validation).
 const ApplyVersionPauseOnFailure uint32 = 3
+
+// ApplyVersionBufferAll is the apply version that takes the overlap policy BUFFER_ALL and frees
+// an overlap slot when its occurrence is dead-lettered (before it, the next emit notices).
+const ApplyVersionBufferAll uint32 = 4
 
 // LoadApplyVersion returns the apply version the partition's state holds (keys.ApplyVersion,
 // written by SetApplyVersion), 1 while it holds none.

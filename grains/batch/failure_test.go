@@ -80,3 +80,52 @@ func TestADeadLetteredOccurrencePausesItsSchedule(t *testing.T) {
 		}
 	}
 }
+
+// TestADeadLetteredHolderLetsABufferAllSeriesGoOn: a BUFFER_ALL series waits, out of the due
+// index, while its occurrence is in flight; the receive that dead-letters that occurrence
+// frees the slot in the same command, so the series is due again; before apply version 4
+// BUFFER_ALL is refused.
+func TestADeadLetteredHolderLetsABufferAllSeriesGoOn(t *testing.T) {
+	v := granted(t)
+	a := applier()
+	a.ApplyVersion = 4
+	now := t0
+	apply := func(a Applier, id string, m *orreryv1.Mutation) *orreryv1.MutationResult {
+		t.Helper()
+		b := &orreryv1.Batch{CommandId: id, Mutations: []*orreryv1.Mutation{m}}
+		out, err := a.ApplyBatch(v, sender(b), b, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Receipt.GetResults()[0]
+	}
+	configure := configureMutation(everySpec(t0+sec, input.Minute), 0)
+	def := configure.GetConfigureSchedule().GetDefinition()
+	def.Template.MaxDeliveries = 1
+	def.Overlap = orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL
+	older := applier()
+	older.ApplyVersion = 3
+	if r := apply(older, "configure-at-3", configure); !strings.Contains(resultErr(r).Error(), "needs apply version 4") {
+		t.Fatalf("BUFFER_ALL at apply version 3: %v, want refused", resultErr(r))
+	}
+	if r := apply(a, "configure", configure); r.GetError() != nil {
+		t.Fatal(resultErr(r))
+	}
+	now = t0 + sec
+	apply(a, "emit-1", emitMutation(1))
+	now = t0 + 2*input.Minute
+	if r := apply(a, "emit-2", emitMutation(1)); len(r.GetSchedule().GetEnqueuedIds()) != 0 {
+		t.Fatalf("an emit with the slot taken enqueued %v", r)
+	}
+	if rec, _, _ := schedule.Load(v, lane, scheduleID); rec.GetNextDueAtUnixMicros() != 0 {
+		t.Fatalf("a held series is due at %d, want out of the due index", rec.GetNextDueAtUnixMicros())
+	}
+	receive := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: lane.GetNamespace(), Queue: lane.GetQueue(), Max: 1}}}
+	apply(a, "receive-1", receive)
+	now += input.DefaultLimits().DefaultLeaseMicros
+	apply(a, "receive-2", receive) // dead-letters ordinal 0, the holder
+	rec, _, _ := schedule.Load(v, lane, scheduleID)
+	if rec.GetInFlightMessageId() != "" || rec.GetNextDueAtUnixMicros() != t0+sec+input.Minute {
+		t.Fatalf("after its holder was dead-lettered: in flight %q, due at %d; want free and due at ordinal 1's instant", rec.GetInFlightMessageId(), rec.GetNextDueAtUnixMicros())
+	}
+}

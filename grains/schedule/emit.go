@@ -115,9 +115,11 @@ func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, l
 	} else if err := e.run(); err != nil {
 		return nil, err
 	}
-	if !e.changed {
+	if !e.changed && !(e.held && nextDue(rec) != oldDueAt) {
 		return result(rec, nil), nil
 	}
+	// (A held series that changed nothing else still moves its due entry out of the due
+	// index, or to its holder's expiry, so that it is not emitted again until then.)
 	rec.Revision++
 	refreshNextDue(rec)
 	if err := save(v, lim, rec, oldDueAt, loggedNowMicros); err != nil {
@@ -141,7 +143,9 @@ type emitter struct {
 	nominals  []int64 // the nominal instant of each enqueued occurrence
 	passed    uint32  // ordinals passed without a message
 	changed   bool
-	budget    *EmitBudget // the batch's byte budget (nil: none)
+	// held is set when a BUFFER_ALL series stopped at an instant because its slot is taken.
+	held   bool
+	budget *EmitBudget // the batch's byte budget (nil: none)
 }
 
 // point is one nominal instant of the series.
@@ -210,6 +214,9 @@ func (e *emitter) run() error {
 		}
 		if err := e.fire(u); err != nil {
 			return err
+		}
+		if e.held {
+			return nil
 		}
 	}
 	return nil
@@ -281,6 +288,10 @@ func (e *emitter) fire(u unit) error {
 		}
 	}
 	switch {
+	case !free && e.rec.GetDefinition().GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL:
+		// The series waits for the slot: nothing is passed, and the instants stay due.
+		e.held = true
+		return nil
 	case free:
 		if err := e.enqueue(origin); err != nil {
 			if orrery.CodeOf(err) != orrery.CodeExpired {

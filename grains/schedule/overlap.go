@@ -9,13 +9,22 @@ import (
 	"github.com/orreryhq/orrery/grains/queue"
 )
 
-// tracksSlot reports whether the overlap policy keeps an in-flight slot (SKIP, BUFFER_ONE).
+// tracksSlot reports whether the overlap policy keeps an in-flight slot (SKIP, BUFFER_ONE,
+// BUFFER_ALL).
 func tracksSlot(def *orreryv1.ScheduleDefinition) bool {
 	switch def.GetOverlap() {
-	case orreryv1.OverlapPolicy_OVERLAP_POLICY_SKIP, orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE:
+	case orreryv1.OverlapPolicy_OVERLAP_POLICY_SKIP, orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE,
+		orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL:
 		return true
 	}
 	return false
+}
+
+// holds reports whether rec's series waits for its in-flight occurrence: BUFFER_ALL with the
+// slot taken. Its due instants stay due, out of the due index (see refreshNextDue), until the
+// slot is freed (ReleaseSlot) or its holder expires.
+func holds(rec *orreryv1.ScheduleRecord) bool {
+	return rec.GetDefinition().GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL && rec.GetInFlightMessageId() != ""
 }
 
 // slotFree reports whether the overlap slot is free at the emit's logged time. A holder
@@ -90,9 +99,11 @@ func (e *emitter) flushBuffered() error {
 	return writeLedger(e.v, e.rec.GetDefinition().GetLane(), entry, e.now)
 }
 
-// ReleaseSlot is called in the same view as the ack that removed the message acked: when it
-// is the occurrence holding its schedule's overlap slot, the slot is freed (a new revision),
-// and a buffered occurrence becomes due at once. For any other message it does nothing.
+// ReleaseSlot is called in the same view as the ack that removed the message acked (and, from
+// apply version 4, the receive that dead-lettered it): when it is the occurrence holding its
+// schedule's overlap slot, the slot is freed (a new revision), and a buffered occurrence, or
+// the next instant a BUFFER_ALL series held back, becomes due at once. For any other message
+// it does nothing.
 func ReleaseSlot(v kv.View, lim input.Limits, acked *orreryv1.QueueMessage) error {
 	origin := acked.GetOccurrence()
 	if origin == nil || origin.GetManual() {

@@ -134,10 +134,12 @@ func canEmit(rec *orreryv1.ScheduleRecord) bool {
 // instant, or earlier when a buffered occurrence waits — at its own nominal instant once the
 // slot is free, else at the in-flight occurrence's expiry, when the slot frees itself. It is
 // zero when the schedule cannot emit or has nothing left.
-func refreshNextDue(rec *orreryv1.ScheduleRecord) {
-	rec.NextDueAtUnixMicros = 0
+func refreshNextDue(rec *orreryv1.ScheduleRecord) { rec.NextDueAtUnixMicros = nextDue(rec) }
+
+// nextDue is where rec's due entry belongs (see refreshNextDue); 0: not in the due index.
+func nextDue(rec *orreryv1.ScheduleRecord) int64 {
 	if !canEmit(rec) {
-		return
+		return 0
 	}
 	due, found := int64(0), false
 	consider := func(at int64) {
@@ -145,7 +147,14 @@ func refreshNextDue(rec *orreryv1.ScheduleRecord) {
 			due, found = at, true
 		}
 	}
-	if !rec.GetSeriesEnded() {
+	switch {
+	case holds(rec):
+		// The series waits for its in-flight occurrence: due again when it expires, or at
+		// once when its ack frees the slot (ReleaseSlot).
+		if !rec.GetSeriesEnded() && rec.GetInFlightExpiresAtUnixMicros() > 0 {
+			consider(max(rec.GetNextNominalUnixMicros(), rec.GetInFlightExpiresAtUnixMicros()))
+		}
+	case !rec.GetSeriesEnded():
 		consider(rec.GetNextNominalUnixMicros())
 	}
 	if b := rec.GetBuffered(); b != nil {
@@ -156,7 +165,7 @@ func refreshNextDue(rec *orreryv1.ScheduleRecord) {
 			consider(rec.GetInFlightExpiresAtUnixMicros())
 		}
 	}
-	rec.NextDueAtUnixMicros = due
+	return due
 }
 
 // ledgerEnded records as ENDED the instant a bound withheld when rec's series has just ended
