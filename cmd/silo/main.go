@@ -30,7 +30,8 @@
 // new one (orrery_member_rejoins_total counts it).
 //
 // The process tests arm faults through the environment of this binary, which alone reads it:
-// ORRERY_FAILPOINT (a crash boundary), ORRERY_RAFTNET_FAULTS and ORRERY_RAFTNET_FAULTS_FILE
+// ORRERY_FAILPOINT (a crash boundary, optionally only for a kind of command: due-entry-applied,
+// expire-entry-applied; see package partition), ORRERY_RAFTNET_FAULTS and ORRERY_RAFTNET_FAULTS_FILE
 // (Raft transport faults) and ORRERY_DIVERGE (a replica that diverges on purpose).
 //
 // silo import imports a data root of the old layout (cluster.json and one Badger database per
