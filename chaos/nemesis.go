@@ -33,10 +33,15 @@ const (
 	// FaultRollingRestart stops each silo in turn with SIGTERM, starts it again and waits
 	// until it has rejoined its groups.
 	FaultRollingRestart FaultKind = "rolling-restart"
+	// FaultFailpoint SIGKILLs a silo (most often a partition's leader), starts it again with a
+	// crash failpoint armed at a random boundary (partition.FailpointEnv; the due
+	// coordinator's emission and saga expiry commands among them), waits until it kills itself
+	// there, and starts it again unarmed.
+	FaultFailpoint FaultKind = "failpoint"
 )
 
 // AllFaultKinds lists every kind of fault, in the order a run's rotation starts from.
-var AllFaultKinds = []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultWipe, FaultRollingRestart}
+var AllFaultKinds = []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultWipe, FaultRollingRestart, FaultFailpoint}
 
 // Fault is one fault the nemesis injected, as the report lists it.
 type Fault struct {
@@ -238,6 +243,8 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind) {
 		err = n.wipe(ctx, &f)
 	case FaultRollingRestart:
 		err = n.rollingRestart(ctx, &f)
+	case FaultFailpoint:
+		err = n.failpoint(ctx, &f)
 	}
 	if f.Undone.IsZero() {
 		f.Undone = time.Now().UTC()

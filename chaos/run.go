@@ -95,11 +95,21 @@ func (c RunConfig) withDefaults(t TB) RunConfig {
 
 // Counts are a run's figures, as its CHAOS RESULT line prints them.
 type Counts struct {
-	Kills           int `json:"kills"`
-	Pauses          int `json:"pauses"`
-	Partitions      int `json:"partitions"` // network isolations of a silo
+	Kills  int `json:"kills"`
+	Pauses int `json:"pauses"`
+	// Partitions counts the network partitions: a silo isolated from all, and 2/3 splits
+	// (Splits counts those alone).
+	Partitions      int `json:"partitions"`
+	Splits          int `json:"splits"`
 	Wipes           int `json:"wipes"`
 	RollingRestarts int `json:"rolling_restarts"`
+	// Skews counts the silos run with their wall clock offset, Failpoints the silos run with a
+	// crash failpoint armed, ZoneRules the silos run with other time-zone rules, Combined the
+	// faults of several at once (each also counted by its own kind).
+	Skews      int `json:"skews"`
+	Failpoints int `json:"failpoints"`
+	ZoneRules  int `json:"zone_rules"`
+	Combined   int `json:"combined"`
 	// Ops counts the workload's calls (schedule changes, timers, enqueues, receives that
 	// never ack, saga calls, replays), OpsFailed those that returned an error.
 	Ops       int64 `json:"ops"`
@@ -217,22 +227,23 @@ func (r *Report) Failed() bool {
 // injected, and why it stopped.
 func (r *Report) IncompleteLine(reason error) string {
 	c := r.Counts
-	return fmt.Sprintf("CHAOS INCOMPLETE seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d process_exits=%d: %v",
-		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.ProcessExits, reason)
+	return fmt.Sprintf("CHAOS INCOMPLETE seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d skews=%d failpoints=%d process_exits=%d: %v",
+		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.Skews, c.Failpoints, c.ProcessExits, reason)
 }
 
 // ResultLine is the run's one-line verdict; linearizable reads unknown when the check could
-// not decide. skews and failpoints are the faults of those kinds injected: none yet.
+// not decide. partitions counts isolations and splits; splits, zone_rules and combined follow
+// failpoints.
 func (r *Report) ResultLine() string {
 	c := r.Counts
 	linearizable := "unknown"
 	if c.Linearizable != nil {
 		linearizable = fmt.Sprint(*c.Linearizable)
 	}
-	return fmt.Sprintf("CHAOS RESULT seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d skews=0 failpoints=0 ops=%d occurrences=%d "+
+	return fmt.Sprintf("CHAOS RESULT seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d skews=%d failpoints=%d zone_rules=%d splits=%d combined=%d ops=%d occurrences=%d "+
 		"duplicates=%d gaps=%d lost=%d early=%d double_timeouts=%d receipt_mismatches=%d inconsistencies=%d two_leaders=%d "+
 		"logged_time_backward=%d linearizable=%s max_lateness_ms=%d unavailable_s=%.1f process_exits=%d",
-		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.Ops, c.Occurrences,
+		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.Skews, c.Failpoints, c.ZoneRules, c.Splits, c.Combined, c.Ops, c.Occurrences,
 		c.Duplicates, c.Gaps, c.Lost, c.Early, c.DoubleTimeouts, c.ReceiptMismatches, c.Inconsistencies, c.TwoLeaders,
 		c.LoggedTimeBackward, linearizable,
 		c.MaxLatenessMS, c.UnavailableS, c.ProcessExits)
@@ -299,7 +310,7 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 		r.Faults = nem.faults
 		counts := nem.counts()
 		r.Counts.Kills, r.Counts.Pauses, r.Counts.Partitions = counts[FaultKill], counts[FaultPause], counts[FaultIsolate]
-		r.Counts.Wipes, r.Counts.RollingRestarts = counts[FaultWipe], counts[FaultRollingRestart]
+		r.Counts.Wipes, r.Counts.RollingRestarts, r.Counts.Failpoints = counts[FaultWipe], counts[FaultRollingRestart], counts[FaultFailpoint]
 		r.ProcessExits = nem.processExits()
 		r.Counts.ProcessExits = len(r.ProcessExits)
 		r.Problems = append(r.Problems, nem.problems...)
