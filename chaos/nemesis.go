@@ -534,3 +534,7 @@ func (n *nemesis) processes() []*SiloProcess {
 	defer n.mu.Unlock()
 	return append([]*SiloProcess(nil), n.launched...)
 }
+
+// ClockOffsetEnv is the environment variable of the silo binary (cmd/silo), for testing only,
+// that offsets its wall clock by a signed duration ("+7m"): FaultSkew's.
+const ClockOffsetEnv = "ORRERY_CLOCK_OFFSET"
