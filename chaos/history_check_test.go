@@ -179,3 +179,33 @@ func TestCheckHistoryLeavesEarlyCancelsUnstalled(t *testing.T) {
 		t.Fatalf("a gap of an early-cancelled schedule: gaps %d, problems %q", v.gaps, v.problems)
 	}
 }
+
+// TestCheckHistoryJudgesReceiptsByTheClockAhead: a silo whose clock ran ahead stamped an
+// occurrence at its nominal instant on its own clock, so a consumer on the real clock received
+// it minutes early: no violation while the receipt is within clockAhead of the nominal instant,
+// a violation beyond it; an enqueue before the nominal instant on the logging silo's clock is a
+// violation whatever clockAhead is.
+func TestCheckHistoryJudgesReceiptsByTheClockAhead(t *testing.T) {
+	received := func(clockAhead, early time.Duration, enqueuedLate time.Duration) verdict {
+		f := newCheckFixture()
+		d := f.occurrence("s1", 6, 1, enqueuedLate)
+		d.handledAt = d.nominal.Add(-early)
+		f.h.deliveries = append(f.h.deliveries, d)
+		f.h.next["s1"] = 7
+		f.h.cancelledAt["s1"] = f.first.Add(7 * time.Second)
+		f.h.clockAhead = clockAhead
+		return checkHistory(f.h)
+	}
+	if v := received(7*time.Minute, 5*time.Minute, 0); v.early != 0 {
+		t.Errorf("received 5m early with a clock 7m ahead: %q", v.problems)
+	}
+	if v := received(3*time.Minute, 5*time.Minute, 0); v.early != 1 || !strings.Contains(strings.Join(v.problems, "\n"), "received at") {
+		t.Errorf("received 5m early with a clock only 3m ahead: early %d, %q", v.early, v.problems)
+	}
+	if v := received(0, 5*time.Minute, 0); v.early != 1 {
+		t.Errorf("received 5m early with no clock ahead: early %d, %q", v.early, v.problems)
+	}
+	if v := received(7*time.Minute, 0, -time.Second); v.early != 1 || !strings.Contains(strings.Join(v.problems, "\n"), "enqueued at") {
+		t.Errorf("enqueued before its nominal instant with a clock 7m ahead: early %d, %q", v.early, v.problems)
+	}
+}

@@ -38,10 +38,14 @@ const (
 	// coordinator's emission and saga expiry commands among them), waits until it kills itself
 	// there, and starts it again unarmed.
 	FaultFailpoint FaultKind = "failpoint"
+	// FaultSkew SIGKILLs a silo (most often a partition's leader), starts it again with its
+	// wall clock offset by up to ±10 min (ClockOffsetEnv) for 10–30 s, then SIGKILLs it and
+	// starts it again on the real clock.
+	FaultSkew FaultKind = "skew"
 )
 
 // AllFaultKinds lists every kind of fault, in the order a run's rotation starts from.
-var AllFaultKinds = []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultWipe, FaultRollingRestart, FaultFailpoint}
+var AllFaultKinds = []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultWipe, FaultRollingRestart, FaultFailpoint, FaultSkew}
 
 // Fault is one fault the nemesis injected, as the report lists it.
 type Fault struct {
@@ -103,6 +107,7 @@ type nemesis struct {
 	watched  map[*SiloProcess]int  // process → silo index, while it runs
 	exits    []ProcessExit
 	launched []*SiloProcess
+	ahead    clockAhead
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -245,6 +250,8 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind) {
 		err = n.rollingRestart(ctx, &f)
 	case FaultFailpoint:
 		err = n.failpoint(ctx, &f)
+	case FaultSkew:
+		err = n.skew(ctx, &f)
 	}
 	if f.Undone.IsZero() {
 		f.Undone = time.Now().UTC()
@@ -394,7 +401,14 @@ func (n *nemesis) rollingRestart(ctx context.Context, f *Fault) error {
 
 // restart starts silo i again (its process has exited) and waits for its ready line; an exit
 // before ready is a process exit.
-func (n *nemesis) restart(i int) error {
+func (n *nemesis) restart(i int) error { return n.restartWith(i) }
+
+// restartWith is restart with env added to the silo's environment for this launch only.
+func (n *nemesis) restartWith(i int, env ...string) error {
+	spec := n.cl.Specs[i]
+	saved := spec.Env
+	spec.Env = append(slices.Clone(saved), env...)
+	defer func() { spec.Env = saved }()
 	n.cl.RestartWithoutWaiting(n.t, i)
 	err := n.cl.AwaitReady(n.t, i, readyTimeout)
 	p := n.cl.Silos[i]

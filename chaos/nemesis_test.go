@@ -88,3 +88,36 @@ func TestNemesisFailpointKillsAtTheDueCoordinatorsCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestNemesisSkewRunsASiloOnAnOffsetClock: FaultSkew restarts a silo with its clock 3 minutes
+// ahead, which then leads some partitions (leaderships are balanced within seconds) and stamps
+// their logged time ahead: messages are received with an enqueue time minutes after the real
+// time; the nemesis records the offset for the checkers. A silo 3 minutes behind serves too.
+// Both come back on the real clock, with no exit the nemesis did not cause.
+func TestNemesisSkewRunsASiloOnAnOffsetClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of silo processes")
+	}
+	r := startNemesisRig(t, 3, SiloSpec{})
+	f := Fault{Kind: FaultSkew}
+	err := r.nem.skewBy(r.ctx, &f, 0, -1, 3*time.Minute, 20*time.Second)
+	r.checkFault(t, f, err)
+	ahead := 0
+	for _, d := range r.w.log.snapshot() {
+		if d.enqueuedAt.Sub(d.handledAt) > 2*time.Minute {
+			ahead++
+		}
+	}
+	if ahead == 0 {
+		t.Errorf("no message was received with an enqueue time 2 minutes after its receipt: the skewed silo stamped no logged time")
+	}
+	if got := r.nem.clockAhead(); got.by != 3*time.Minute || time.Until(got.until) < 2*time.Minute {
+		t.Errorf("clock ahead recorded %v until %v, want 3m until about 3m from now", got.by, got.until)
+	}
+	f = Fault{Kind: FaultSkew}
+	err = r.nem.skewBy(r.ctx, &f, 1, -1, -3*time.Minute, 20*time.Second)
+	r.checkFault(t, f, err)
+	if got := r.nem.clockAhead(); got.by != 3*time.Minute {
+		t.Errorf("a clock behind changed the clock ahead to %v", got.by)
+	}
+}

@@ -194,6 +194,10 @@ type Report struct {
 	Skipped []string    `json:"skipped,omitempty"`
 	Faults  []Fault     `json:"faults"`
 	Counts  Counts      `json:"counts"`
+	// ClockAheadS is how far ahead of the real time, in seconds, a silo's clock ran at most
+	// (FaultSkew): the early checker allows receiving an occurrence that long before its
+	// nominal instant.
+	ClockAheadS float64 `json:"clock_ahead_s"`
 	// Checked names the checkers that ran; NotChecked those of issue 37 not built yet.
 	Checked    []string `json:"checked"`
 	NotChecked []string `json:"not_checked"`
@@ -311,6 +315,8 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 		counts := nem.counts()
 		r.Counts.Kills, r.Counts.Pauses, r.Counts.Partitions = counts[FaultKill], counts[FaultPause], counts[FaultIsolate]
 		r.Counts.Wipes, r.Counts.RollingRestarts, r.Counts.Failpoints = counts[FaultWipe], counts[FaultRollingRestart], counts[FaultFailpoint]
+		r.Counts.Skews = counts[FaultSkew]
+		r.ClockAheadS = nem.clockAhead().by.Seconds()
 		r.ProcessExits = nem.processExits()
 		r.Counts.ProcessExits = len(r.ProcessExits)
 		r.Problems = append(r.Problems, nem.problems...)
@@ -371,7 +377,7 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	if unread := w.readSagas(ctx); unread > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("%d sagas could not be read back after healing", unread))
 	}
-	dead, err := w.drain(ctx, 90*time.Second)
+	dead, err := w.drain(ctx, drainBound(nem.clockAhead(), time.Now()))
 	end := time.Now()
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
@@ -389,6 +395,7 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	samplerStopped = true
 	replicaViews, statusMarks, tablesRead, tablesFailed := sampler.stopSampling()
 	h := w.history(end, cfg.RecoveryBound)
+	h.clockAhead = nem.clockAhead().by
 	if cfg.LogDir != "" {
 		if err := writeHistory(filepath.Join(cfg.LogDir, "history.jsonl"), h); err != nil {
 			logf("history: %v", err)
@@ -414,6 +421,17 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 		len(h.deliveries), v.occurrences, len(h.timers), len(h.enqueued), r.Counts.Sagas, r.Counts.SagaOps, r.Counts.SagaUnknown,
 		r.Counts.SagaTimeouts, r.Counts.Replays, len(r.Violations))
 	return r, nil
+}
+
+// drainTimeout bounds the drain of the workload's queues after healing.
+const drainTimeout = 90 * time.Second
+
+// drainBound is how long the drain may take from now: drainTimeout, past the instant until
+// which a partition's logged time may still be ahead of the real time because a silo's clock
+// ran ahead (FaultSkew). Its leases end by that logged time, so a message leased and never
+// acked while it was ahead is delivered again only once the real time has caught up.
+func drainBound(ahead clockAhead, now time.Time) time.Duration {
+	return drainTimeout + max(ahead.until.Sub(now), 0)
 }
 
 // The Raft sampler reads every live silo's partition table every raftSampleInterval (a read

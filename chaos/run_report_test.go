@@ -45,3 +45,18 @@ func TestReportResultLineAndVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainBoundWaitsForTheClockAhead: the drain after healing is given its 90 s past the
+// instant a partition's logged time may still be ahead of the real time.
+func TestDrainBoundWaitsForTheClockAhead(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	if got := drainBound(clockAhead{}, now); got != drainTimeout {
+		t.Errorf("no clock ahead: %v, want %v", got, drainTimeout)
+	}
+	if got := drainBound(clockAhead{by: 7 * time.Minute, until: now.Add(-time.Minute)}, now); got != drainTimeout {
+		t.Errorf("a clock ahead caught up with: %v, want %v", got, drainTimeout)
+	}
+	if got := drainBound(clockAhead{by: 7 * time.Minute, until: now.Add(4 * time.Minute)}, now); got != drainTimeout+4*time.Minute {
+		t.Errorf("logged time ahead for 4 more minutes: %v, want %v", got, drainTimeout+4*time.Minute)
+	}
+}
