@@ -42,10 +42,22 @@ const (
 	// wall clock offset by up to ±10 min (ClockOffsetEnv) for 10–30 s, then SIGKILLs it and
 	// starts it again on the real clock.
 	FaultSkew FaultKind = "skew"
+	// FaultZoneRules SIGKILLs a silo (most often a partition's leader), starts it again with
+	// ZONEINFO naming other Europe/Berlin rules for 10–30 s, then SIGKILLs it and starts it
+	// again without.
+	FaultZoneRules FaultKind = "zone-rules"
+	// FaultSplit cuts a cluster of five or more silos in two for 4–10 s: a minority (two of
+	// five), often with a partition's leader, apart from the others, each side whole within
+	// (netsplit.go: needs what FaultIsolate needs), then heals it.
+	FaultSplit FaultKind = "split"
+	// FaultCombined injects two faults at once on two silos, never more than a minority down:
+	// a kill, pause or isolation of one silo while a second is killed, paused or isolated too
+	// (five silos or more) or runs on a skewed clock (fewer).
+	FaultCombined FaultKind = "combined"
 )
 
 // AllFaultKinds lists every kind of fault, in the order a run's rotation starts from.
-var AllFaultKinds = []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultWipe, FaultRollingRestart, FaultFailpoint, FaultSkew}
+var AllFaultKinds = []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultWipe, FaultRollingRestart, FaultFailpoint, FaultSkew, FaultZoneRules, FaultSplit, FaultCombined}
 
 // Fault is one fault the nemesis injected, as the report lists it.
 type Fault struct {
@@ -61,6 +73,8 @@ type Fault struct {
 	Start     time.Time `json:"start"`
 	Undone    time.Time `json:"undone"`
 	Recovered time.Time `json:"recovered"`
+	// Parts are the kinds of the faults a combined fault injected at once.
+	Parts []FaultKind `json:"parts,omitempty"`
 	// Detail says what was done; Error what went wrong doing it, or recovering.
 	Detail string `json:"detail,omitempty"`
 	Error  string `json:"error,omitempty"`
@@ -108,6 +122,8 @@ type nemesis struct {
 	exits    []ProcessExit
 	launched []*SiloProcess
 	ahead    clockAhead
+	zoneinfo string    // FaultZoneRules's zone database, once written
+	cut      *netSplit // FaultSplit's split while it holds
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -252,6 +268,12 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind) {
 		err = n.failpoint(ctx, &f)
 	case FaultSkew:
 		err = n.skew(ctx, &f)
+	case FaultZoneRules:
+		err = n.zoneRules(ctx, &f)
+	case FaultSplit:
+		err = n.split(ctx, &f)
+	case FaultCombined:
+		err = n.combined(ctx, &f)
 	}
 	if f.Undone.IsZero() {
 		f.Undone = time.Now().UTC()
@@ -470,6 +492,13 @@ func (n *nemesis) awaitWhole(ctx context.Context, after string) error {
 			return ctx.Err()
 		}
 		n.repair()
+		if n.cut != nil {
+			if err := n.cut.Heal(); err != nil {
+				n.logf("heal the split: %v", err)
+			} else {
+				n.cut = nil
+			}
+		}
 		for i, p := range n.cl.Silos {
 			if p.Paused() {
 				_ = p.Resume()
@@ -518,6 +547,9 @@ func (n *nemesis) counts() map[FaultKind]int {
 	out := map[FaultKind]int{}
 	for _, f := range n.faults {
 		out[f.Kind]++
+		for _, part := range f.Parts {
+			out[part]++
+		}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -35,16 +36,32 @@ func (n *nemesis) skew(ctx context.Context, f *Fault) error {
 func (n *nemesis) skewBy(ctx context.Context, f *Fault, i, leads int, offset, held time.Duration) error {
 	f.Detail = fmt.Sprintf("SIGKILL %s and restart it with its clock %s for %v", n.describe(f, i, leads), signed(offset), held.Round(time.Millisecond))
 	n.logf("fault %d: %s", len(n.faults)+1, f.Detail)
+	err := n.withSkew(ctx, i, offset, func() error {
+		n.sleep(ctx, held)
+		return nil
+	})
+	f.Undone = time.Now().UTC()
+	return err
+}
+
+// withSkew SIGKILLs silo i, starts it again with its clock offset by offset, waits until it has
+// rejoined, runs during, then SIGKILLs it and starts it again on the real clock, waiting until
+// it has rejoined.
+func (n *nemesis) withSkew(ctx context.Context, i int, offset time.Duration, during func() error) error {
 	p := n.cl.Silos[i]
 	n.expectExit(p)
 	p.Kill()
 	if offset > 0 {
-		n.noteClockAhead(offset, time.Now().Add(readyTimeout+held+n.timings.RecoveryTimeout))
+		n.noteClockAhead(offset, time.Now().Add(readyTimeout+n.timings.RecoveryTimeout))
 	}
 	if err := n.restartWith(i, fmt.Sprintf("%s=%s", ClockOffsetEnv, signed(offset))); err != nil {
 		return err
 	}
-	n.sleep(ctx, held)
+	var errs []error
+	if err := n.awaitRejoined(ctx, i); err != nil {
+		errs = append(errs, fmt.Errorf("silo %d on a clock %s: %w", i, signed(offset), err))
+	}
+	errs = append(errs, during())
 	p = n.cl.Silos[i]
 	n.expectExit(p)
 	p.Kill()
@@ -52,10 +69,9 @@ func (n *nemesis) skewBy(ctx context.Context, f *Fault, i, leads int, offset, he
 		n.noteClockAhead(offset, time.Now()) // stopped: from now on its logged times only age
 	}
 	if err := n.restart(i); err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
-	f.Undone = time.Now().UTC()
-	return n.awaitRejoined(ctx, i)
+	return errors.Join(append(errs, n.awaitRejoined(ctx, i))...)
 }
 
 // signed renders an offset with its sign, as ClockOffsetEnv takes it: +7m0s, -1m30s.

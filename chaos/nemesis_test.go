@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -119,5 +121,130 @@ func TestNemesisSkewRunsASiloOnAnOffsetClock(t *testing.T) {
 	r.checkFault(t, f, err)
 	if got := r.nem.clockAhead(); got.by != 3*time.Minute {
 		t.Errorf("a clock behind changed the clock ahead to %v", got.by)
+	}
+}
+
+// TestNemesisZoneRulesRestartsASiloWithOtherRules: FaultZoneRules restarts a silo with a
+// ZONEINFO in which Europe/Berlin is UTC; the silo says it ignores it, and every occurrence of
+// the workload's Europe/Berlin cron schedules delivered meanwhile is at an instant of the
+// compiled rules.
+func TestNemesisZoneRulesRestartsASiloWithOtherRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of silo processes")
+	}
+	r := startNemesisRig(t, 3, SiloSpec{})
+	f := Fault{Kind: FaultZoneRules}
+	err := r.nem.zoneRules(r.ctx, &f)
+	r.checkFault(t, f, err)
+	crons := map[string]bool{}
+	for _, s := range r.w.crons {
+		crons[s.lane.GetKey()] = true
+	}
+	delivered := 0
+	for _, d := range r.w.log.snapshot() {
+		if !crons[d.key] || d.origin != client.OriginOccurrence {
+			continue
+		}
+		delivered++
+		if !r.w.cronHours.holds(d.nominal) {
+			t.Errorf("cron occurrence %s at %v, not an instant of %q in %s", d.id, d.nominal, r.w.cronHours.expression(), cronZone)
+		}
+	}
+	if delivered == 0 && time.Now().In(r.w.cronHours.zone).Hour() == r.w.cronHours.first {
+		t.Errorf("no cron occurrence delivered within the hour they are due")
+	}
+	t.Logf("%d cron occurrences delivered", delivered)
+}
+
+// TestNemesisSplitCutsTheClusterInTwo: five silos split two from three: each side lists the
+// other's silos dead and its own alive, while the test process reaches all five; healed, the
+// cluster is whole again. Then FaultSplit does it again at random and the cluster recovers.
+func TestNemesisSplitCutsTheClusterInTwo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of five silo processes")
+	}
+	RequireNetcut(t)
+	r := startNemesisRig(t, 5, SiloSpec{Isolatable: true})
+	sideA, sideB := []int{0, 3}, []int{1, 2, 4}
+	procs := func(side []int) []*SiloProcess {
+		var out []*SiloProcess
+		for _, j := range side {
+			out = append(out, r.cl.Silos[j])
+		}
+		return out
+	}
+	s, err := Split(procs(sideA), procs(sideB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	healed := false
+	defer func() {
+		if !healed {
+			_ = s.Heal()
+		}
+	}()
+	// sees reports whether silo i lists every silo of alive alive and every one of dead not.
+	sees := func(i int, alive, dead []int) error {
+		ctx, cancel := context.WithTimeout(r.ctx, 3*time.Second)
+		defer cancel()
+		table, err := ReadSilos(ctx, r.cl.Silos[i].AdminAddress())
+		if err != nil {
+			return err
+		}
+		listed := map[string]bool{}
+		for _, row := range table.Silos {
+			listed[row.SiloID] = row.Alive
+		}
+		for _, j := range alive {
+			if !listed[r.cl.Silos[j].SiloID()] {
+				return fmt.Errorf("silo %d does not list silo %d alive", i, j)
+			}
+		}
+		for _, j := range dead {
+			if listed[r.cl.Silos[j].SiloID()] {
+				return fmt.Errorf("silo %d lists silo %d alive", i, j)
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := errors.Join(sees(0, sideA, sideB), sees(3, sideA, sideB), sees(1, sideB, sideA), sees(4, sideB, sideA))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("split for 20 s: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	healed = true
+	if err := s.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.nem.awaitWhole(r.ctx, "the split"); err != nil {
+		t.Fatal(err)
+	}
+	f := Fault{Kind: FaultSplit}
+	err = r.nem.split(r.ctx, &f)
+	r.checkFault(t, f, err)
+}
+
+// TestNemesisCombinedTakesTwoSilosAtOnce: in a cluster of three, FaultCombined takes one silo
+// down while another runs on a skewed clock, never two down; both come back.
+func TestNemesisCombinedTakesTwoSilosAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of silo processes")
+	}
+	r := startNemesisRig(t, 3, SiloSpec{})
+	f := Fault{Kind: FaultCombined}
+	err := r.nem.combined(r.ctx, &f)
+	r.checkFault(t, f, err)
+	if len(f.Parts) != 2 || f.Parts[1] != FaultSkew || !strings.Contains(f.Detail, "runs on a clock") {
+		t.Errorf("a combined fault of three silos: parts %v (%s), want a silo down and one skewed", f.Parts, f.Detail)
+	}
+	r.nem.faults = append(r.nem.faults, f)
+	if got := r.nem.counts(); got[FaultCombined] != 1 || got[FaultSkew] != 1 {
+		t.Errorf("counts %v", got)
 	}
 }

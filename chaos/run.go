@@ -286,14 +286,23 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 		Checked: checkedByRun, NotChecked: notCheckedYet, Violations: []string{}, Problems: []string{}, ProcessExits: []ProcessExit{}}
 	defer func() { r.Ended = time.Now().UTC() }()
 	kinds := slices.Clone(cfg.Kinds)
-	if slices.Contains(kinds, FaultIsolate) {
+	skip := func(kind FaultKind, why string) {
+		kinds = slices.DeleteFunc(kinds, func(k FaultKind) bool { return k == kind })
+		r.Skipped = append(r.Skipped, fmt.Sprintf("%s: %s", kind, why))
+		logf("SKIPPED fault kind %s: %s", kind, why)
+	}
+	if slices.Contains(kinds, FaultSplit) && cfg.Silos < 5 {
+		skip(FaultSplit, fmt.Sprintf("a 2/3 split needs at least 5 silos, the run has %d", cfg.Silos))
+	}
+	for _, kind := range []FaultKind{FaultIsolate, FaultSplit} {
+		if !slices.Contains(kinds, kind) {
+			continue
+		}
 		if err := NetcutAvailable(); err != nil {
 			if cfg.RequireNetcut {
 				return r, fmt.Errorf("this machine cannot isolate a silo: %w", err)
 			}
-			kinds = slices.DeleteFunc(kinds, func(k FaultKind) bool { return k == FaultIsolate })
-			r.Skipped = append(r.Skipped, fmt.Sprintf("%s: this machine cannot isolate a silo: %v", FaultIsolate, err))
-			logf("SKIPPED fault kind %s: this machine cannot isolate a silo: %v", FaultIsolate, err)
+			skip(kind, fmt.Sprintf("this machine cannot isolate a silo: %v", err))
 		}
 	}
 	if len(kinds) == 0 {
@@ -303,7 +312,7 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 
 	logf("seed %d: starting %d silos, %d partitions, %d replicas each", cfg.Seed, cfg.Silos, cfg.Partitions, cfg.Replicas)
 	cl := StartCluster(t, cfg.Silos, SiloSpec{Partitions: cfg.Partitions, Replicas: cfg.Replicas, DeadAfter: cfg.DeadAfter,
-		Isolatable: slices.Contains(kinds, FaultIsolate)})
+		Isolatable: slices.Contains(kinds, FaultIsolate) || slices.Contains(kinds, FaultSplit)})
 	for i, p := range cl.Silos {
 		logf("silo %d: id %s, pid %d, gossip %s, admin %s, data %s", i, p.SiloID(), p.PID(), p.GossipAddress(), p.AdminAddress(), p.Spec.DataDir)
 	}
@@ -313,9 +322,10 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 		nem.halt()
 		r.Faults = nem.faults
 		counts := nem.counts()
-		r.Counts.Kills, r.Counts.Pauses, r.Counts.Partitions = counts[FaultKill], counts[FaultPause], counts[FaultIsolate]
+		r.Counts.Kills, r.Counts.Pauses, r.Counts.Partitions = counts[FaultKill], counts[FaultPause], counts[FaultIsolate]+counts[FaultSplit]
+		r.Counts.Splits, r.Counts.Combined = counts[FaultSplit], counts[FaultCombined]
 		r.Counts.Wipes, r.Counts.RollingRestarts, r.Counts.Failpoints = counts[FaultWipe], counts[FaultRollingRestart], counts[FaultFailpoint]
-		r.Counts.Skews = counts[FaultSkew]
+		r.Counts.Skews, r.Counts.ZoneRules = counts[FaultSkew], counts[FaultZoneRules]
 		r.ClockAheadS = nem.clockAhead().by.Seconds()
 		r.ProcessExits = nem.processExits()
 		r.Counts.ProcessExits = len(r.ProcessExits)

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +59,16 @@ func TestDrainBoundWaitsForTheClockAhead(t *testing.T) {
 	}
 	if got := drainBound(clockAhead{by: 7 * time.Minute, until: now.Add(4 * time.Minute)}, now); got != drainTimeout+4*time.Minute {
 		t.Errorf("logged time ahead for 4 more minutes: %v, want %v", got, drainTimeout+4*time.Minute)
+	}
+}
+
+// TestNemesisCountsEachPartOfACombinedFault: a combined fault counts once as combined and once
+// under the kind of each of its parts.
+func TestNemesisCountsEachPartOfACombinedFault(t *testing.T) {
+	n := &nemesis{faults: []Fault{{Kind: FaultKill}, {Kind: FaultCombined, Parts: []FaultKind{FaultKill, FaultPause}}, {Kind: FaultCombined, Parts: []FaultKind{FaultIsolate, FaultSkew}}}}
+	got := n.counts()
+	want := map[FaultKind]int{FaultKill: 2, FaultPause: 1, FaultIsolate: 1, FaultSkew: 1, FaultCombined: 2}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("counts %v, want %v", got, want)
 	}
 }
