@@ -54,10 +54,14 @@ const (
 	// a kill, pause or isolation of one silo while a second is killed, paused or isolated too
 	// (five silos or more) or runs on a skewed clock (fewer).
 	FaultCombined FaultKind = "combined"
+	// FaultFullDisk restarts a silo (most often a partition's leader) reading its free disk
+	// space from a file (FreeBytesFileEnv), fills its disk for 4–10 s (the file says 0 bytes),
+	// and empties it again: the silo must refuse new work, stay up and recover on its own.
+	FaultFullDisk FaultKind = "full-disk"
 )
 
 // AllFaultKinds lists every kind of fault, in the order a run's rotation starts from.
-var AllFaultKinds = []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultWipe, FaultRollingRestart, FaultFailpoint, FaultSkew, FaultZoneRules, FaultSplit, FaultCombined}
+var AllFaultKinds = []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultWipe, FaultRollingRestart, FaultFailpoint, FaultSkew, FaultZoneRules, FaultSplit, FaultCombined, FaultFullDisk}
 
 // Fault is one fault the nemesis injected, as the report lists it.
 type Fault struct {
@@ -274,6 +278,8 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind) {
 		err = n.split(ctx, &f)
 	case FaultCombined:
 		err = n.combined(ctx, &f)
+	case FaultFullDisk:
+		err = n.fullDisk(ctx, &f)
 	}
 	if f.Undone.IsZero() {
 		f.Undone = time.Now().UTC()

@@ -248,3 +248,23 @@ func TestNemesisCombinedTakesTwoSilosAtOnce(t *testing.T) {
 		t.Errorf("counts %v", got)
 	}
 }
+
+// TestNemesisFullDiskRefusesAndRecovers: FaultFullDisk fills a silo's disk (its free-space
+// file says 0 bytes): the silo refuses new work (its /readyz answers 503), stays up, and serves
+// again on its own once the disk is emptied.
+func TestNemesisFullDiskRefusesAndRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of silo processes")
+	}
+	r := startNemesisRig(t, 3, SiloSpec{})
+	leader, err := r.cl.LeaderOf(r.ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Fault{Kind: FaultFullDisk}
+	err = r.nem.fullDiskFor(r.ctx, &f, leader, 0, 8*time.Second)
+	r.checkFault(t, f, err)
+	if !strings.Contains(f.Detail, "answered 503 while full") {
+		t.Errorf("the full silo did not refuse: %s", f.Detail)
+	}
+}

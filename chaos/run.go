@@ -110,6 +110,8 @@ type Counts struct {
 	Failpoints int `json:"failpoints"`
 	ZoneRules  int `json:"zone_rules"`
 	Combined   int `json:"combined"`
+	// FullDisks counts the silos whose disk was filled (FaultFullDisk).
+	FullDisks int `json:"full_disks"`
 	// Ops counts the workload's calls (schedule changes, timers, enqueues, receives that
 	// never ack, saga calls, replays), OpsFailed those that returned an error.
 	Ops       int64 `json:"ops"`
@@ -236,18 +238,18 @@ func (r *Report) IncompleteLine(reason error) string {
 }
 
 // ResultLine is the run's one-line verdict; linearizable reads unknown when the check could
-// not decide. partitions counts isolations and splits; splits, zone_rules and combined follow
-// failpoints.
+// not decide. partitions counts isolations and splits; zone_rules, splits, combined and
+// full_disks follow failpoints.
 func (r *Report) ResultLine() string {
 	c := r.Counts
 	linearizable := "unknown"
 	if c.Linearizable != nil {
 		linearizable = fmt.Sprint(*c.Linearizable)
 	}
-	return fmt.Sprintf("CHAOS RESULT seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d skews=%d failpoints=%d zone_rules=%d splits=%d combined=%d ops=%d occurrences=%d "+
+	return fmt.Sprintf("CHAOS RESULT seed=%d silos=%d kills=%d pauses=%d partitions=%d wipes=%d skews=%d failpoints=%d zone_rules=%d splits=%d combined=%d full_disks=%d ops=%d occurrences=%d "+
 		"duplicates=%d gaps=%d lost=%d early=%d double_timeouts=%d receipt_mismatches=%d inconsistencies=%d two_leaders=%d "+
 		"logged_time_backward=%d linearizable=%s max_lateness_ms=%d unavailable_s=%.1f process_exits=%d",
-		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.Skews, c.Failpoints, c.ZoneRules, c.Splits, c.Combined, c.Ops, c.Occurrences,
+		r.Seed, r.Silos, c.Kills, c.Pauses, c.Partitions, c.Wipes, c.Skews, c.Failpoints, c.ZoneRules, c.Splits, c.Combined, c.FullDisks, c.Ops, c.Occurrences,
 		c.Duplicates, c.Gaps, c.Lost, c.Early, c.DoubleTimeouts, c.ReceiptMismatches, c.Inconsistencies, c.TwoLeaders,
 		c.LoggedTimeBackward, linearizable,
 		c.MaxLatenessMS, c.UnavailableS, c.ProcessExits)
@@ -323,7 +325,7 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 		r.Faults = nem.faults
 		counts := nem.counts()
 		r.Counts.Kills, r.Counts.Pauses, r.Counts.Partitions = counts[FaultKill], counts[FaultPause], counts[FaultIsolate]+counts[FaultSplit]
-		r.Counts.Splits, r.Counts.Combined = counts[FaultSplit], counts[FaultCombined]
+		r.Counts.Splits, r.Counts.Combined, r.Counts.FullDisks = counts[FaultSplit], counts[FaultCombined], counts[FaultFullDisk]
 		r.Counts.Wipes, r.Counts.RollingRestarts, r.Counts.Failpoints = counts[FaultWipe], counts[FaultRollingRestart], counts[FaultFailpoint]
 		r.Counts.Skews, r.Counts.ZoneRules = counts[FaultSkew], counts[FaultZoneRules]
 		r.ClockAheadS = nem.clockAhead().by.Seconds()

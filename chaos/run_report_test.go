@@ -12,10 +12,10 @@ import (
 // inconsistency, a silo exit the nemesis did not cause or a problem, and only then.
 func TestReportResultLineAndVerdict(t *testing.T) {
 	linearizable := false
-	r := &Report{Seed: 42, Silos: 5, Counts: Counts{Kills: 1, Pauses: 2, Partitions: 3, Wipes: 4, Skews: 19, Failpoints: 20, ZoneRules: 21, Splits: 22, Combined: 23, Ops: 5, Occurrences: 6,
+	r := &Report{Seed: 42, Silos: 5, Counts: Counts{Kills: 1, Pauses: 2, Partitions: 3, Wipes: 4, Skews: 19, Failpoints: 20, ZoneRules: 21, Splits: 22, Combined: 23, FullDisks: 24, Ops: 5, Occurrences: 6,
 		Duplicates: 7, Gaps: 8, Lost: 9, Early: 10, DoubleTimeouts: 15, ReceiptMismatches: 16, Inconsistencies: 11, TwoLeaders: 17, LoggedTimeBackward: 18, Linearizable: &linearizable,
 		MaxLatenessMS: 12, UnavailableS: 13.25, ProcessExits: 14}}
-	want := "CHAOS RESULT seed=42 silos=5 kills=1 pauses=2 partitions=3 wipes=4 skews=19 failpoints=20 zone_rules=21 splits=22 combined=23 ops=5 occurrences=6 " +
+	want := "CHAOS RESULT seed=42 silos=5 kills=1 pauses=2 partitions=3 wipes=4 skews=19 failpoints=20 zone_rules=21 splits=22 combined=23 full_disks=24 ops=5 occurrences=6 " +
 		"duplicates=7 gaps=8 lost=9 early=10 double_timeouts=15 receipt_mismatches=16 inconsistencies=11 two_leaders=17 logged_time_backward=18 " +
 		"linearizable=false max_lateness_ms=12 unavailable_s=13.2 process_exits=14"
 	if got := r.ResultLine(); got != want {

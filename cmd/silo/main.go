@@ -32,10 +32,11 @@
 // The process tests arm faults through the environment of this binary, which alone reads it:
 // ORRERY_FAILPOINT (a crash boundary, optionally only for a kind of command: due-entry-applied,
 // expire-entry-applied; see package partition), ORRERY_RAFTNET_FAULTS and ORRERY_RAFTNET_FAULTS_FILE
-// (Raft transport faults), ORRERY_DIVERGE (a replica that diverges on purpose) and
+// (Raft transport faults), ORRERY_DIVERGE (a replica that diverges on purpose),
 // ORRERY_CLOCK_OFFSET (a signed duration such as +7m or -90s: the silo's wall clock, from which
-// it stamps logged time and judges what is due, runs that far off the real time; for testing
-// only, never in a deployment).
+// it stamps logged time and judges what is due, runs that far off the real time) and
+// ORRERY_FREE_BYTES_FILE (a file whose byte count, while it exists, the silo takes for its
+// disk's free space: 0 is a full disk); both for testing only, never in a deployment.
 //
 // silo import imports a data root of the old layout (cluster.json and one Badger database per
 // partition, partitions/<n>/), which a silo refuses to start on, into the silo store
@@ -304,7 +305,8 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 // armTestHooks arms, from the process's environment, the faults the process tests inject into a
 // real silo: a crash failpoint (partition.FailpointEnv), Raft transport faults
 // (raftnet.FaultsEnv, and raftnet.FaultsFileEnv for a file followed while it runs), replicas
-// that diverge on purpose (partition.DivergeEnv) and a wall clock offset (clockOffsetEnv). Only this binary reads them: an embedded silo
+// that diverge on purpose (partition.DivergeEnv), a wall clock offset (clockOffsetEnv) and a
+// free disk space read from a file (freeBytesFileEnv). Only this binary reads them: an embedded silo
 // gets them through silo.Config, or not at all.
 func armTestHooks(cfg *silo.Config, getenv func(string) string) error {
 	fp, err := partition.ProcessFailpoints(getenv(partition.FailpointEnv))
@@ -329,6 +331,9 @@ func armTestHooks(cfg *silo.Config, getenv func(string) string) error {
 	}
 	if offset != 0 {
 		cfg.Clock = offsetClock{base: clock.Real(), offset: offset}
+	}
+	if path := getenv(freeBytesFileEnv); path != "" {
+		cfg.Store.FreeBytesFunc = freeBytesFrom(path)
 	}
 	return nil
 }

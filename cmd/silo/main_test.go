@@ -573,3 +573,52 @@ func TestAnOffsetClockStampsAndSchedules(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestFreeBytesComeFromTheFileWhileItExists: with ORRERY_FREE_BYTES_FILE (the name the chaos
+// harness sets) the store's free space is the file's byte count while it exists, and the
+// disk's own figure once it is gone.
+func TestFreeBytesComeFromTheFileWhileItExists(t *testing.T) {
+	if chaos.FreeBytesFileEnv != freeBytesFileEnv {
+		t.Fatalf("the chaos harness sets %s, the binary reads %s", chaos.FreeBytesFileEnv, freeBytesFileEnv)
+	}
+	path := filepath.Join(t.TempDir(), "free")
+	opts, err := parseConfig(nil, func(k string) string {
+		if k == freeBytesFileEnv {
+			return path
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := opts.silo.Store.FreeBytesFunc
+	if free == nil {
+		t.Fatalf("%s set, no FreeBytesFunc", freeBytesFileEnv)
+	}
+	dir := t.TempDir()
+	if got, err := free(dir); err != nil || got == 0 {
+		t.Fatalf("no file: %d, %v; want the disk's free bytes", got, err)
+	}
+	if err := os.WriteFile(path, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := free(dir); err != nil || got != 0 {
+		t.Fatalf("file says 0: %d, %v", got, err)
+	}
+	if err := os.WriteFile(path, []byte("lots"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := free(dir); err == nil || !strings.Contains(err.Error(), freeBytesFileEnv) {
+		t.Fatalf("a file that is no byte count: %v, want an error naming the variable", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := free(dir); err != nil || got == 0 {
+		t.Fatalf("file removed: %d, %v; want the disk's free bytes", got, err)
+	}
+	none, err := parseConfig(nil, func(string) string { return "" })
+	if err != nil || none.silo.Store.FreeBytesFunc != nil {
+		t.Fatalf("without %s: FreeBytesFunc set (%v)", freeBytesFileEnv, err)
+	}
+}
