@@ -21,10 +21,10 @@ func writeSiloLogs(dir string, processes []*SiloProcess) error {
 	return errors.Join(errs...)
 }
 
-// historyLine is one line of history.jsonl: a schedule, a timer, an enqueue, a delivery, a
-// saga call or a replayed command.
+// historyLine is one line of history.jsonl: a schedule, a cron schedule, a timer, an enqueue,
+// a delivery, a saga call or a replayed command.
 type historyLine struct {
-	Kind       string     `json:"kind"` // schedule, timer, enqueued, delivery, saga, replay
+	Kind       string     `json:"kind"` // schedule, cron, timer, enqueued, delivery, saga, replay
 	ID         string     `json:"id"`
 	Lane       string     `json:"lane"`
 	Partition  int        `json:"partition"`
@@ -33,6 +33,7 @@ type historyLine struct {
 	Next       *uint64    `json:"next_ordinal,omitempty"`
 	Cancelled  *time.Time `json:"cancelled,omitempty"`
 	Paused     bool       `json:"paused_ever,omitempty"`
+	Expression string     `json:"expression,omitempty"` // a cron schedule's, in cronZone
 	Origin     string     `json:"origin,omitempty"`
 	Ordinal    *uint64    `json:"ordinal,omitempty"`
 	Nominal    *time.Time `json:"nominal,omitempty"`
@@ -79,6 +80,15 @@ func writeHistory(path string, h history) error {
 		key := s.lane.GetKey()
 		line := historyLine{Kind: "schedule", ID: s.id, Lane: key, Partition: s.partition, First: at(s.first),
 			Cancelled: at(h.cancelledAt[key]), Paused: h.paused[key]}
+		if next, ok := h.next[key]; ok {
+			line.Next = &next
+		}
+		err = errors.Join(err, enc.Encode(line))
+	}
+	for _, s := range h.crons {
+		key := s.lane.GetKey()
+		line := historyLine{Kind: "cron", ID: s.id, Lane: key, Partition: s.partition, Cancelled: at(h.cancelledAt[key]),
+			Expression: h.cronHours.expression()}
 		if next, ok := h.next[key]; ok {
 			line.Next = &next
 		}

@@ -1,11 +1,8 @@
 package chaos
 
 import (
-	"archive/zip"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,33 +17,12 @@ import (
 	"github.com/orreryhq/orrery/internal/testkit"
 )
 
-// fakeZoneinfo writes a zone database (the zip layout $ZONEINFO names) in which
-// Europe/Berlin has UTC's rules: what a host whose tzdata another update changed looks like.
+// fakeZoneinfo writes a zone database in which Europe/Berlin has UTC's rules
+// (writeOtherZoneinfo) into a temp dir of the test and returns its path.
 func fakeZoneinfo(t *testing.T) string {
 	t.Helper()
-	asUTC, ok := zonerules.Lookup("UTC")
-	if !ok {
-		t.Fatal("no UTC in the embedded zone rules")
-	}
-	path := filepath.Join(t.TempDir(), "zoneinfo.zip")
-	f, err := os.Create(path)
+	path, err := writeOtherZoneinfo(t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	w := zip.NewWriter(f)
-	for _, name := range []string{"Europe/Berlin", "UTC"} {
-		entry, err := w.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store}) // time reads stored entries only
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := entry.Write(asUTC); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return path

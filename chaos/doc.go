@@ -12,9 +12,14 @@
 //
 // Run is make chaos (chaos/cmd/chaos): a cluster under a workload through the Go client
 // (schedules, timers, probes, consumers, sagas raced against their deadlines, replayed command
-// ids) and a seeded nemesis that injects one fault at a time (kill, pause, isolate, wipe,
-// rolling restart), then the checkers over the recorded history, each a pure function:
-// checkHistory (duplicates, gaps, early and lost occurrences, lateness), checkSagaTimeouts
+// ids, Europe/Berlin cron schedules) and a seeded nemesis that injects one fault, or one
+// combination, at a time (kill, pause, isolate, wipe, rolling restart, a crash failpoint armed
+// at a boundary of every command or of the due coordinator's emission or saga expiry, a silo on
+// a skewed clock, a silo with other zone rules, a 2/3 split of five silos (netsplit.go), two
+// faults at once, and a full disk injected at the free-space check), then the checkers over the
+// recorded history, each a pure function:
+// checkHistory (duplicates, gaps, cron instants by the compiled zone rules, early and lost
+// occurrences, lateness; receipts judged early only beyond the largest clock ahead), checkSagaTimeouts
 // (double, early and lost saga timeouts, by the saga contract), checkSagasLinearizable
 // (porcupine over each saga's compare-and-sets, reads and expiries, against stepSaga) and
 // checkReceipts (a replayed command gets the first receipt's bytes); over the partition tables

@@ -92,8 +92,11 @@ func (l *deliveryLog) snapshot() []delivery {
 // history is what a run recorded at its client and read back from the cluster after healing:
 // the checkers' input (checkHistory).
 type history struct {
-	// schedules are Every-1s schedules, each alone in its lane.
+	// schedules are Every-1s schedules, each alone in its lane; crons cron schedules, each
+	// alone in its lane, due every 2 s in cronHours.
 	schedules []tickSchedule
+	crons     []tickSchedule
+	cronHours cronHours
 	// next is each schedule's next ordinal read back after its cancel, by lane key, and
 	// cancelledAt when the cancel returned.
 	next        map[string]uint64
@@ -120,6 +123,11 @@ type history struct {
 	// recoveryBound is not required to have been delivered.
 	end           time.Time
 	recoveryBound time.Duration
+	// clockAhead is how far ahead of the real time a silo's clock ran at most during the run
+	// (FaultSkew): a partition it led stamped logged times that far ahead, and emitted
+	// occurrences by them, so a consumer on the real clock may receive an occurrence up to
+	// clockAhead before its nominal instant.
+	clockAhead time.Duration
 }
 
 // verdict is what checkHistory found: each kind of violation counted and described.
@@ -140,8 +148,8 @@ type verdict struct {
 	// occurrences counts the occurrence ids delivered, redelivered the ids delivered more than
 	// once (lost acks, expired leases, released messages: no violation).
 	occurrences, redelivered int
-	// maxLateness is the largest enqueue time minus nominal instant of an occurrence of a
-	// schedule never paused, or of a timer.
+	// maxLateness is the largest lateness of an occurrence of a schedule never paused, a cron
+	// schedule, or a timer.
 	maxLateness time.Duration
 }
 
@@ -157,7 +165,12 @@ const stallBound = 10 * time.Second
 //     lost); no ordinal of a schedule is delivered under two ids;
 //   - gaps: every schedule's ordinals 0..next-1 are each delivered, at its nominal instant
 //     (first + ordinal × 1 s), except those its ledger records PAUSED; none beyond;
-//   - early: no occurrence was enqueued, or received, before its nominal instant;
+//   - early: no occurrence was enqueued (at its logged time, on the clock of the silo that
+//     logged it) before its nominal instant, nor received (on the real clock) more than
+//     clockAhead, the largest positive offset of a silo's clock in effect, before it;
+//   - crons: every cron schedule's ordinals 0..next-1 are each delivered once, none beyond, at
+//     increasing instants of its expression by the zone rules compiled into Orrery
+//     (cronHours.holds; other rules put them in other hours): a wrong instant counts as a gap;
 //   - lost: every enqueued message, and every timer due before end − recoveryBound, was
 //     delivered; no schedule's last emitted instant is more than 10 s before its cancel
 //     (unless it was cancelled while faults went on).
@@ -202,8 +215,8 @@ func checkHistory(h history) verdict {
 			fail(&v.early, "occurrence %s (lane %s) enqueued at %v, before its nominal instant %v", id, d.key, d.enqueuedAt, d.nominal)
 		}
 		for _, e := range ds {
-			if !e.handledAt.IsZero() && e.handledAt.Before(e.nominal) {
-				fail(&v.early, "occurrence %s (lane %s) received at %v, before its nominal instant %v", id, e.key, e.handledAt, e.nominal)
+			if !e.handledAt.IsZero() && e.handledAt.Add(h.clockAhead).Before(e.nominal) {
+				fail(&v.early, "occurrence %s (lane %s) received at %v, before its nominal instant %v (less %v a silo's clock ran ahead)", id, e.key, e.handledAt, e.nominal, h.clockAhead)
 				break
 			}
 		}
@@ -225,7 +238,7 @@ func checkHistory(h history) verdict {
 				fail(&v.gaps, "schedule %s: ordinal %d has nominal instant %v, want %v", s.id, d.ordinal, d.nominal, want)
 			}
 			if !h.paused[key] {
-				v.maxLateness = max(v.maxLateness, d.enqueuedAt.Sub(d.nominal))
+				v.maxLateness = max(v.maxLateness, lateness(byID[id]))
 			}
 		}
 		var missing []uint64
@@ -248,6 +261,7 @@ func checkHistory(h history) verdict {
 			fail(&v.lost, "schedule %s (partition %d): its last emitted instant %v is %v before its cancel: it stopped emitting", s.id, s.partition, last, lag)
 		}
 	}
+	checkCrons(h, byID, ids, fail, &v)
 	byKey := map[string][]delivery{}
 	for _, id := range ids {
 		d := byID[id][0]
@@ -271,7 +285,7 @@ func checkHistory(h history) verdict {
 			if !d.nominal.Equal(tm.due) {
 				fail(&v.gaps, "timer %s: delivered with nominal instant %v, want %v", tm.id, d.nominal, tm.due)
 			}
-			v.maxLateness = max(v.maxLateness, d.enqueuedAt.Sub(d.nominal))
+			v.maxLateness = max(v.maxLateness, lateness(byID[d.id]))
 		}
 	}
 	var lost []string
@@ -303,4 +317,61 @@ func historyProblems(schedules []tickSchedule, deliveries []delivery, enqueued m
 	summary = fmt.Sprintf("%d schedules emitted %d occurrences, %d messages enqueued; %d ids redelivered (lost acks or receive replies)",
 		len(schedules), total, len(enqueued), v.redelivered)
 	return v.problems, summary
+}
+
+// checkCrons checks the cron schedules of h (see checkHistory) over the deliveries by id
+// (byID, its sorted ids), counting through fail into v.
+func checkCrons(h history, byID map[string][]delivery, ids []string, fail func(count *int, format string, args ...any), v *verdict) {
+	for _, s := range h.crons {
+		key := s.lane.GetKey()
+		next := h.next[key]
+		ordinals := map[uint64]delivery{}
+		for _, id := range ids {
+			d := byID[id][0]
+			if d.key != key || d.origin != client.OriginOccurrence {
+				continue
+			}
+			if other, ok := ordinals[d.ordinal]; ok {
+				fail(&v.duplicates, "cron schedule %s: ordinal %d delivered under two ids, %s and %s", s.id, d.ordinal, min(id, other.id), max(id, other.id))
+			}
+			ordinals[d.ordinal] = d
+			if !h.cronHours.holds(d.nominal) {
+				fail(&v.gaps, "cron schedule %s: ordinal %d at %v (%v in %s), not an instant of %q by the compiled rules",
+					s.id, d.ordinal, d.nominal.UTC(), d.nominal.In(h.cronHours.zone).Format(time.DateTime), cronZone, h.cronHours.expression())
+			}
+			if d.ordinal >= next {
+				fail(&v.gaps, "cron schedule %s: ordinal %d delivered, beyond the %d it emitted", s.id, d.ordinal, next)
+			}
+			v.maxLateness = max(v.maxLateness, lateness(byID[d.id]))
+		}
+		var missing []uint64
+		for o := range next {
+			d, ok := ordinals[o]
+			if !ok {
+				missing = append(missing, o)
+				continue
+			}
+			if prev, ok := ordinals[o-1]; o > 0 && ok && !d.nominal.After(prev.nominal) {
+				fail(&v.gaps, "cron schedule %s: ordinal %d at %v, not after ordinal %d at %v", s.id, o, d.nominal.UTC(), o-1, prev.nominal.UTC())
+			}
+		}
+		if len(missing) > 0 {
+			v.gaps += len(missing) - 1
+			fail(&v.gaps, "cron schedule %s (partition %d): gap, ordinals %v of 0..%d never delivered", s.id, s.partition, missing, next-1)
+		}
+	}
+}
+
+// lateness is how late an occurrence was enqueued, from its deliveries ds: its enqueue time
+// (logged time) minus its nominal instant, or, when a delivery was received before that enqueue
+// time (on the real clock: the silo that logged it ran ahead), that receipt minus the nominal
+// instant. A logged time ahead of the real time would otherwise count as lateness.
+func lateness(ds []delivery) time.Duration {
+	enqueued := ds[0].enqueuedAt
+	for _, d := range ds {
+		if !d.handledAt.IsZero() && d.handledAt.Before(enqueued) {
+			enqueued = d.handledAt
+		}
+	}
+	return enqueued.Sub(ds[0].nominal)
 }

@@ -179,3 +179,108 @@ func TestCheckHistoryLeavesEarlyCancelsUnstalled(t *testing.T) {
 		t.Fatalf("a gap of an early-cancelled schedule: gaps %d, problems %q", v.gaps, v.problems)
 	}
 }
+
+// TestCheckHistoryJudgesReceiptsByTheClockAhead: a silo whose clock ran ahead stamped an
+// occurrence at its nominal instant on its own clock, so a consumer on the real clock received
+// it minutes early: no violation while the receipt is within clockAhead of the nominal instant,
+// a violation beyond it; an enqueue before the nominal instant on the logging silo's clock is a
+// violation whatever clockAhead is.
+func TestCheckHistoryJudgesReceiptsByTheClockAhead(t *testing.T) {
+	received := func(clockAhead, early time.Duration, enqueuedLate time.Duration) verdict {
+		f := newCheckFixture()
+		d := f.occurrence("s1", 6, 1, enqueuedLate)
+		d.handledAt = d.nominal.Add(-early)
+		f.h.deliveries = append(f.h.deliveries, d)
+		f.h.next["s1"] = 7
+		f.h.cancelledAt["s1"] = f.first.Add(7 * time.Second)
+		f.h.clockAhead = clockAhead
+		return checkHistory(f.h)
+	}
+	if v := received(7*time.Minute, 5*time.Minute, 0); v.early != 0 {
+		t.Errorf("received 5m early with a clock 7m ahead: %q", v.problems)
+	}
+	if v := received(3*time.Minute, 5*time.Minute, 0); v.early != 1 || !strings.Contains(strings.Join(v.problems, "\n"), "received at") {
+		t.Errorf("received 5m early with a clock only 3m ahead: early %d, %q", v.early, v.problems)
+	}
+	if v := received(0, 5*time.Minute, 0); v.early != 1 {
+		t.Errorf("received 5m early with no clock ahead: early %d, %q", v.early, v.problems)
+	}
+	if v := received(7*time.Minute, 0, -time.Second); v.early != 1 || !strings.Contains(strings.Join(v.problems, "\n"), "enqueued at") {
+		t.Errorf("enqueued before its nominal instant with a clock 7m ahead: early %d, %q", v.early, v.problems)
+	}
+}
+
+// TestCheckHistoryChecksCronInstantsByTheCompiledRules: a cron schedule due every 2 s in two
+// Europe/Berlin hours passes with its ordinals at those instants; an occurrence where UTC's
+// rules for the zone would put it (an hour later in winter), an ordinal never delivered, one
+// under two ids, and instants out of order are each a violation.
+func TestCheckHistoryChecksCronInstantsByTheCompiledRules(t *testing.T) {
+	zone, err := cronZoneLocation()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2023, 11, 14, 10, 0, 0, 0, zone)
+	lane := &orreryv1.Lane{Namespace: "n", Queue: "q", Key: "c1"}
+	build := func(instants ...time.Time) history {
+		f := newCheckFixture()
+		f.h.crons = []tickSchedule{{lane: lane, id: "cron-1", partition: 5}}
+		f.h.cronHours = cronHours{zone: zone, first: 10}
+		f.h.next["c1"] = uint64(len(instants))
+		for o, at := range instants {
+			f.h.deliveries = append(f.h.deliveries, delivery{id: fmt.Sprintf("cron-occ-%d", o), key: "c1", partition: 5, origin: client.OriginOccurrence,
+				ordinal: uint64(o), nominal: at, enqueuedAt: at.Add(20 * time.Millisecond), count: 1, handledAt: at.Add(30 * time.Millisecond)})
+		}
+		return f.h
+	}
+	clean := []time.Time{first, first.Add(2 * time.Second), first.Add(4 * time.Second), first.Add(3*time.Hour + 6*time.Second)}
+	if v := checkHistory(build(clean...)); v.violations() != 0 {
+		t.Fatalf("a clean cron history: %q", v.problems)
+	}
+	utcRules := time.Date(2023, 11, 14, 10, 0, 6, 0, time.UTC) // 11:00:06 in Berlin
+	for _, tc := range []struct {
+		name  string
+		h     func() history
+		count func(verdict) int
+		says  string
+	}{
+		{"an instant of other rules", func() history { return build(first, first.Add(2*time.Second), utcRules) },
+			func(v verdict) int { return v.gaps }, "not an instant"},
+		{"an odd second", func() history { return build(first, first.Add(3*time.Second)) },
+			func(v verdict) int { return v.gaps }, "not an instant"},
+		{"out of order", func() history { return build(first.Add(2*time.Second), first) },
+			func(v verdict) int { return v.gaps }, "not after"},
+		{"a gap", func() history {
+			h := build(clean...)
+			h.deliveries = slices.DeleteFunc(h.deliveries, func(d delivery) bool { return d.id == "cron-occ-1" })
+			return h
+		}, func(v verdict) int { return v.gaps }, "gap"},
+		{"one ordinal under two ids", func() history {
+			h := build(clean...)
+			d := h.deliveries[len(h.deliveries)-1]
+			d.id = "cron-occ-again"
+			h.deliveries = append(h.deliveries, d)
+			return h
+		}, func(v verdict) int { return v.duplicates }, "two ids"},
+	} {
+		v := checkHistory(tc.h())
+		if tc.count(v) == 0 || !strings.Contains(strings.Join(v.problems, "\n"), tc.says) {
+			t.Errorf("%s: not found (%q)", tc.name, v.problems)
+		}
+	}
+}
+
+// TestLatenessIsNotTheClockAhead: an occurrence a silo ahead by 5 minutes logged at its
+// nominal instant on its own clock, received 50 ms after it on the real clock, was 50 ms late,
+// not 5 minutes.
+func TestLatenessIsNotTheClockAhead(t *testing.T) {
+	f := newCheckFixture()
+	d := f.occurrence("s1", 6, 1, 5*time.Minute)
+	d.handledAt = d.nominal.Add(50 * time.Millisecond)
+	f.h.deliveries = append(f.h.deliveries, d)
+	f.h.next["s1"] = 7
+	f.h.cancelledAt["s1"] = f.first.Add(7 * time.Second)
+	v := checkHistory(f.h)
+	if v.maxLateness != 300*time.Millisecond { // the fixture's timer, the latest of the others
+		t.Errorf("max lateness %v, want the timer's 300ms: a logged time 5m ahead counted as lateness", v.maxLateness)
+	}
+}

@@ -33,10 +33,35 @@ const (
 	// FaultRollingRestart stops each silo in turn with SIGTERM, starts it again and waits
 	// until it has rejoined its groups.
 	FaultRollingRestart FaultKind = "rolling-restart"
+	// FaultFailpoint SIGKILLs a silo (most often a partition's leader), starts it again with a
+	// crash failpoint armed at a random boundary (partition.FailpointEnv; the due
+	// coordinator's emission and saga expiry commands among them), waits until it kills itself
+	// there, and starts it again unarmed.
+	FaultFailpoint FaultKind = "failpoint"
+	// FaultSkew SIGKILLs a silo (most often a partition's leader), starts it again with its
+	// wall clock offset by up to ±10 min (ClockOffsetEnv) for 10–30 s, then SIGKILLs it and
+	// starts it again on the real clock.
+	FaultSkew FaultKind = "skew"
+	// FaultZoneRules SIGKILLs a silo (most often a partition's leader), starts it again with
+	// ZONEINFO naming other Europe/Berlin rules for 10–30 s, then SIGKILLs it and starts it
+	// again without.
+	FaultZoneRules FaultKind = "zone-rules"
+	// FaultSplit cuts a cluster of five or more silos in two for 4–10 s: a minority (two of
+	// five), often with a partition's leader, apart from the others, each side whole within
+	// (netsplit.go: needs what FaultIsolate needs), then heals it.
+	FaultSplit FaultKind = "split"
+	// FaultCombined injects two faults at once on two silos, never more than a minority down:
+	// a kill, pause or isolation of one silo while a second is killed, paused or isolated too
+	// (five silos or more) or runs on a skewed clock (fewer).
+	FaultCombined FaultKind = "combined"
+	// FaultFullDisk restarts a silo (most often a partition's leader) reading its free disk
+	// space from a file (FreeBytesFileEnv), fills its disk for 4–10 s (the file says 0 bytes),
+	// and empties it again: the silo must refuse new work, stay up and recover on its own.
+	FaultFullDisk FaultKind = "full-disk"
 )
 
 // AllFaultKinds lists every kind of fault, in the order a run's rotation starts from.
-var AllFaultKinds = []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultWipe, FaultRollingRestart}
+var AllFaultKinds = []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultWipe, FaultRollingRestart, FaultFailpoint, FaultSkew, FaultZoneRules, FaultSplit, FaultCombined, FaultFullDisk}
 
 // Fault is one fault the nemesis injected, as the report lists it.
 type Fault struct {
@@ -52,6 +77,8 @@ type Fault struct {
 	Start     time.Time `json:"start"`
 	Undone    time.Time `json:"undone"`
 	Recovered time.Time `json:"recovered"`
+	// Parts are the kinds of the faults a combined fault injected at once.
+	Parts []FaultKind `json:"parts,omitempty"`
 	// Detail says what was done; Error what went wrong doing it, or recovering.
 	Detail string `json:"detail,omitempty"`
 	Error  string `json:"error,omitempty"`
@@ -98,6 +125,9 @@ type nemesis struct {
 	watched  map[*SiloProcess]int  // process → silo index, while it runs
 	exits    []ProcessExit
 	launched []*SiloProcess
+	ahead    clockAhead
+	zoneinfo string    // FaultZoneRules's zone database, once written
+	cut      *netSplit // FaultSplit's split while it holds
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -238,6 +268,18 @@ func (n *nemesis) inject(ctx context.Context, kind FaultKind) {
 		err = n.wipe(ctx, &f)
 	case FaultRollingRestart:
 		err = n.rollingRestart(ctx, &f)
+	case FaultFailpoint:
+		err = n.failpoint(ctx, &f)
+	case FaultSkew:
+		err = n.skew(ctx, &f)
+	case FaultZoneRules:
+		err = n.zoneRules(ctx, &f)
+	case FaultSplit:
+		err = n.split(ctx, &f)
+	case FaultCombined:
+		err = n.combined(ctx, &f)
+	case FaultFullDisk:
+		err = n.fullDisk(ctx, &f)
 	}
 	if f.Undone.IsZero() {
 		f.Undone = time.Now().UTC()
@@ -387,7 +429,14 @@ func (n *nemesis) rollingRestart(ctx context.Context, f *Fault) error {
 
 // restart starts silo i again (its process has exited) and waits for its ready line; an exit
 // before ready is a process exit.
-func (n *nemesis) restart(i int) error {
+func (n *nemesis) restart(i int) error { return n.restartWith(i) }
+
+// restartWith is restart with env added to the silo's environment for this launch only.
+func (n *nemesis) restartWith(i int, env ...string) error {
+	spec := n.cl.Specs[i]
+	saved := spec.Env
+	spec.Env = append(slices.Clone(saved), env...)
+	defer func() { spec.Env = saved }()
 	n.cl.RestartWithoutWaiting(n.t, i)
 	err := n.cl.AwaitReady(n.t, i, readyTimeout)
 	p := n.cl.Silos[i]
@@ -449,6 +498,13 @@ func (n *nemesis) awaitWhole(ctx context.Context, after string) error {
 			return ctx.Err()
 		}
 		n.repair()
+		if n.cut != nil {
+			if err := n.cut.Heal(); err != nil {
+				n.logf("heal the split: %v", err)
+			} else {
+				n.cut = nil
+			}
+		}
 		for i, p := range n.cl.Silos {
 			if p.Paused() {
 				_ = p.Resume()
@@ -497,6 +553,9 @@ func (n *nemesis) counts() map[FaultKind]int {
 	out := map[FaultKind]int{}
 	for _, f := range n.faults {
 		out[f.Kind]++
+		for _, part := range f.Parts {
+			out[part]++
+		}
 	}
 	return out
 }
@@ -527,3 +586,7 @@ func (n *nemesis) processes() []*SiloProcess {
 	defer n.mu.Unlock()
 	return append([]*SiloProcess(nil), n.launched...)
 }
+
+// ClockOffsetEnv is the environment variable of the silo binary (cmd/silo), for testing only,
+// that offsets its wall clock by a signed duration ("+7m"): FaultSkew's.
+const ClockOffsetEnv = "ORRERY_CLOCK_OFFSET"

@@ -7,11 +7,13 @@ import (
 	"time"
 )
 
-// TestChaosShortRun is make chaos in short: three silos, 75 s of faults (SIGKILL, SIGSTOP and,
-// where the machine can, network isolation; at least three of them), then healing, 15 s of
-// quiet and the checkers. It fails on any violation, any silo exit the nemesis did not cause
-// and any problem (a cluster that did not recover, a queue that did not drain). The wiped data
-// dir and the rolling restart, each longer than the whole run, are left to make chaos.
+// TestChaosShortRun is make chaos in short: three silos, 75 s of faults (SIGKILL, SIGSTOP, a
+// crash failpoint and, where the machine can, network isolation; at least three of them), then
+// healing, 15 s of quiet and the checkers. It fails on any violation, any silo exit the nemesis
+// did not cause and any problem (a cluster that did not recover, a queue that did not drain). The wiped data
+// dir and the rolling restart, each longer than the whole run, are left to make chaos, and so
+// are the skewed clock (a clock ahead holds the drain until the real time catches up), other
+// zone rules, the split (five silos) and combined faults.
 func TestChaosShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of silo processes for about two minutes")
@@ -19,7 +21,7 @@ func TestChaosShortRun(t *testing.T) {
 	seed := chaosSeed(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	report, err := Run(ctx, t, RunConfig{Seed: seed, Duration: 75 * time.Second, Kinds: []FaultKind{FaultKill, FaultPause, FaultIsolate},
+	report, err := Run(ctx, t, RunConfig{Seed: seed, Duration: 75 * time.Second, Kinds: []FaultKind{FaultKill, FaultPause, FaultIsolate, FaultFailpoint},
 		GapMin: 2 * time.Second, GapMax: 5 * time.Second, Quiet: 15 * time.Second, RequireNetcut: os.Getenv(NetcutRequiredEnv) == "1"})
 	if report != nil {
 		t.Log(report.ResultLine())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,8 @@ type workload struct {
 
 	mu          sync.Mutex
 	schedules   []tickSchedule
+	crons       []tickSchedule // cron schedules in cronZone, every 2 s in cronHours (first unused)
+	cronHours   cronHours
 	churn       map[string]bool // lane key → paused and resumed now and then
 	pausedEver  map[string]bool // lane key → a pause was sent
 	cancelling  map[string]time.Time
@@ -106,6 +109,9 @@ func startWorkload(ctx context.Context, c *client.Client, seed uint64, logf func
 			}
 		}
 	}
+	if err := w.configureCrons(ctx); err != nil {
+		return nil, err
+	}
 	wk := c.NewWorker(client.WorkerConfig{Namespace: w.namespace, Queue: w.queue, Handler: w.handle,
 		Concurrency: 16, LeaseDuration: 5 * time.Second, Wait: 2 * time.Second, UnreachableTimeout: -1})
 	workerCtx, stop := context.WithCancel(ctx)
@@ -116,6 +122,31 @@ func startWorkload(ctx context.Context, c *client.Client, seed uint64, logf func
 		w.consumersDone.Go(func() { w.consumeLeases(workerCtx, p, rng) })
 	}
 	return w, nil
+}
+
+// configureCrons configures one cron schedule in cronZone per partition, due every 2 s in this
+// hour of the zone and the one three hours later (cronHours), each alone in its lane, each
+// retried until it succeeds within 60 s.
+func (w *workload) configureCrons(ctx context.Context) error {
+	zone, err := cronZoneLocation()
+	if err != nil {
+		return err
+	}
+	w.cronHours = cronHours{zone: zone, first: time.Now().In(zone).Hour()}
+	for p := range w.partitions {
+		lane := &orreryv1.Lane{Namespace: w.namespace, Queue: w.queue, Key: keyOn(w.namespace, "c-"+uuid.NewString(), p, w.partitions)}
+		s := tickSchedule{lane: lane, id: uuid.NewString(), partition: p}
+		def := &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: s.id, Template: &orreryv1.MessageTemplate{PayloadJson: `{"cron":true}`},
+			Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Cron{Cron: &orreryv1.CronSpec{Expression: w.cronHours.expression(), TimeZone: cronZone}}}}
+		if err := w.untilDone(ctx, time.Minute, func(ctx context.Context) error {
+			_, err := w.c.ConfigureSchedule(ctx, def, 0, client.WithCommandID("configure-"+s.id))
+			return err
+		}); err != nil {
+			return fmt.Errorf("configure a cron schedule on partition %d: %w", p, err)
+		}
+		w.crons = append(w.crons, s)
+	}
+	return nil
 }
 
 // keyOn is a lane key starting with prefix whose lane (of namespace) routes to partition.
@@ -434,7 +465,7 @@ func (w *workload) settle(ctx context.Context) {
 // cancelAll cancels every schedule not cancelled yet; it reports the schedules it could not.
 func (w *workload) cancelAll(ctx context.Context) int {
 	failed := 0
-	for _, s := range w.schedules {
+	for _, s := range append(slices.Clone(w.schedules), w.crons...) {
 		if !w.cancel(ctx, s, false) {
 			failed++
 		}
@@ -541,8 +572,14 @@ func (w *workload) history(end time.Time, recoveryBound time.Duration) history {
 			schedules = append(schedules, s)
 		}
 	}
+	var crons []tickSchedule
+	for _, s := range w.crons {
+		if _, ok := w.next[s.lane.GetKey()]; ok {
+			crons = append(crons, s)
+		}
+	}
 	sagaOps, replays := w.sagas.snapshot()
-	return history{schedules: schedules, next: w.next, cancelledAt: w.cancelledAt, paused: paused, excused: w.excused,
+	return history{schedules: schedules, crons: crons, cronHours: w.cronHours, next: w.next, cancelledAt: w.cancelledAt, paused: paused, excused: w.excused,
 		cancelledEarly: early, timers: w.timers, enqueued: enqueued, deliveries: w.log.snapshot(), sagaOps: sagaOps, replays: replays,
 		end: end, recoveryBound: recoveryBound}
 }

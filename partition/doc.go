@@ -85,4 +85,10 @@
 //	entry-committed  committed command entries were handed to their state machines, not yet applied
 //	entry-applied    a state machine applied command entries, their replies not yet sent
 //	reply-sent       the grain sent the replies of applied entries
+//
+// entry-committed and entry-applied can be narrowed to a kind of command by a prefix: then only
+// the hits of a round with an entry of that kind count.
+//
+//	due-entry-applied       (or due-entry-committed) a due coordinator's command that emits occurrences
+//	expire-entry-applied    (or expire-entry-committed) a command that expires sagas
 package partition

@@ -3,10 +3,16 @@ package partition
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
+
+	"google.golang.org/protobuf/proto"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/replication"
 )
 
 // Failpoint names (see the package doc).
@@ -15,6 +21,18 @@ const (
 	FailpointEntryCommitted = "entry-committed"
 	FailpointEntryApplied   = "entry-applied"
 	FailpointReplySent      = "reply-sent"
+)
+
+// Command kinds a failpoint of the entry-committed or entry-applied boundary can be narrowed
+// to, as a prefix of its name ("due-entry-applied"): it then counts only the hits of a round
+// with an entry of that kind.
+const (
+	// FailpointKindDue is a due coordinator's command that emits occurrences (a due command
+	// carrying EmitOccurrences).
+	FailpointKindDue = "due"
+	// FailpointKindExpire is a command that expires sagas (carrying ExpireSaga: the due
+	// coordinator's saga expiry).
+	FailpointKindExpire = "expire"
 )
 
 // FailpointEnv is the environment variable of the silo binary (cmd/silo) that arms a failpoint
@@ -42,6 +60,7 @@ func ParseDiverge(spec string) (int, bool, error) {
 // Failpoints decides what happens at a crash boundary. The zero value does nothing.
 type Failpoints struct {
 	name  string
+	kind  string // "": every command
 	at    int64
 	hits  atomic.Int64
 	fire  func(name string)
@@ -73,9 +92,16 @@ func (f *Failpoints) Begin() {
 	}
 }
 
-// NewFailpoints arms "<name>[:<n>]" to call fire at the n-th hit (tests pass their own fire).
+// NewFailpoints arms "[<kind>-]<name>[:<n>]" to call fire at the n-th hit (tests pass their
+// own fire); fire is given the name without its kind.
 func NewFailpoints(spec string, fire func(name string)) (*Failpoints, error) {
 	name, count, hasCount := strings.Cut(spec, ":")
+	kind := ""
+	for _, k := range []string{FailpointKindDue, FailpointKindExpire} {
+		if rest, ok := strings.CutPrefix(name, k+"-"); ok && (rest == FailpointEntryCommitted || rest == FailpointEntryApplied) {
+			kind, name = k, rest
+		}
+	}
 	at := int64(1)
 	if hasCount {
 		n, err := strconv.ParseInt(count, 10, 64)
@@ -87,26 +113,58 @@ func NewFailpoints(spec string, fire func(name string)) (*Failpoints, error) {
 	switch name {
 	case FailpointEntryAppended, FailpointEntryCommitted, FailpointEntryApplied, FailpointReplySent:
 	default:
-		return nil, fmt.Errorf("%s=%q: unknown failpoint %q (want %s, %s, %s or %s)", FailpointEnv, spec, name,
-			FailpointEntryAppended, FailpointEntryCommitted, FailpointEntryApplied, FailpointReplySent)
+		return nil, fmt.Errorf("%s=%q: unknown failpoint %q (want %s, %s, %s or %s, the middle two optionally prefixed %s- or %s-)",
+			FailpointEnv, spec, name, FailpointEntryAppended, FailpointEntryCommitted, FailpointEntryApplied, FailpointReplySent,
+			FailpointKindDue, FailpointKindExpire)
 	}
-	return &Failpoints{name: name, at: at, fire: fire, armed: true}, nil
+	return &Failpoints{name: name, kind: kind, at: at, fire: fire, armed: true}, nil
 }
 
-// Armed returns the failpoint armed and the hit it fires at ("" and 0 when none is).
+// Armed returns the failpoint armed, its kind prefix included, and the hit it fires at ("" and
+// 0 when none is).
 func (f *Failpoints) Armed() (name string, at int64) {
 	if f == nil || !f.armed {
 		return "", 0
 	}
+	if f.kind != "" {
+		return f.kind + "-" + f.name, f.at
+	}
 	return f.name, f.at
 }
 
-// Hit records that execution reached the named point.
-func (f *Failpoints) Hit(name string) {
+// Hit records that execution reached the named point, for commands of any kind: a failpoint
+// narrowed to a kind ignores it.
+func (f *Failpoints) Hit(name string) { f.hit(name, nil) }
+
+// HitEntries records that execution reached the named point for a round of entries: a
+// failpoint narrowed to a kind counts it only when one of the entries is of that kind.
+func (f *Failpoints) HitEntries(name string, entries []replication.Entry) { f.hit(name, entries) }
+
+func (f *Failpoints) hit(name string, entries []replication.Entry) {
 	if f == nil || !f.armed || name != f.name || f.held.Load() {
+		return
+	}
+	if f.kind != "" && !slices.ContainsFunc(entries, f.ofKind) {
 		return
 	}
 	if f.hits.Add(1) == f.at {
 		f.fire(name)
 	}
+}
+
+// ofKind reports whether e's command is of the failpoint's kind.
+func (f *Failpoints) ofKind(e replication.Entry) bool {
+	cmd := &orreryv1.PartitionCommand{}
+	if proto.Unmarshal(e.GetCommand(), cmd) != nil {
+		return false
+	}
+	return slices.ContainsFunc(cmd.GetBatch().GetMutations(), func(m *orreryv1.Mutation) bool {
+		switch f.kind {
+		case FailpointKindDue:
+			return cmd.GetDue() && m.GetEmitOccurrences() != nil
+		case FailpointKindExpire:
+			return m.GetExpireSaga() != nil
+		}
+		return false
+	})
 }

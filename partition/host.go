@@ -458,7 +458,7 @@ func (h *Host) term(n int) uint64 {
 // apply at the same time and while the next round persists.
 func (h *Host) Apply(c replication.Committed) error {
 	if len(c.Entries) > 0 {
-		h.cfg.Failpoints.Hit(FailpointEntryCommitted)
+		h.cfg.Failpoints.HitEntries(FailpointEntryCommitted, c.Entries)
 	}
 	h.applying.Add(1)
 	err := h.machines[c.Group].enqueue(applyJob{c: c, handed: h.cfg.Clock.Now(), done: func(err error) {

@@ -236,7 +236,7 @@ func (m *machine) apply(c replication.Committed, handed time.Time) error {
 		m.checksum(check.Index)
 		entries = entries[end+1:]
 	}
-	m.host.cfg.Failpoints.Hit(FailpointEntryApplied)
+	m.host.cfg.Failpoints.HitEntries(FailpointEntryApplied, c.Entries)
 	m.observeStages(c.Entries, handed)
 	m.deliver(*out)
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/cluster/transportauth"
@@ -80,6 +81,10 @@ type Config struct {
 	// Failpoints arms crash boundaries (default: none). The silo binary arms them from
 	// partition.FailpointEnv; the library reads no environment.
 	Failpoints *partition.Failpoints
+	// Clock is the wall clock the partitions stamp logged time from and the due coordinator
+	// judges what is due by (default clock.Real()). The silo binary offsets it for testing only
+	// (ORRERY_CLOCK_OFFSET).
+	Clock clock.Clock
 	// RaftFaults drops or delays the Raft traffic between this silo and named silos (default:
 	// none; the silo binary reads raftnet.FaultsEnv; see raftnet.ParseFaults).
 	RaftFaults *raftnet.Faults
@@ -270,6 +275,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Failpoints == nil {
 		c.Failpoints = &partition.Failpoints{}
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
 	}
 	return c, nil
 }

@@ -65,7 +65,7 @@ func (s *Silo) join(ctx context.Context, joinTimeout time.Duration, founded *ato
 	cfg, host := s.cfg, s.host
 	pcfg := partition.Config{
 		Host: host, CheckEvery: cfg.ConsistencyCheckEvery,
-		Failpoints: cfg.Failpoints, Registry: s.registry, Pool: s.pool, Logger: cfg.Logger,
+		Failpoints: cfg.Failpoints, Clock: cfg.Clock, Registry: s.registry, Pool: s.pool, Logger: cfg.Logger,
 		OnNextDue: func(n *orreryv1.NextDueNotice) {
 			if coord := s.coord.Load(); coord != nil {
 				coord.Notify(n)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/orreryhq/orrery/actors"
 	"github.com/orreryhq/orrery/client"
-	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/cluster/transportauth"
@@ -124,7 +123,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	host, err := partition.OpenHost(partition.HostConfig{
 		DataRoot: cfg.DataDir, Partitions: cfg.Partitions, Store: cfg.Store, Limits: cfg.Limits,
-		LeadTimeout: cfg.OpenTimeout, Failpoints: cfg.Failpoints, Logger: cfg.Logger,
+		LeadTimeout: cfg.OpenTimeout, Failpoints: cfg.Failpoints, Logger: cfg.Logger, Clock: cfg.Clock,
 		RaftTick: profile.RaftTick, ElectionTicks: profile.ElectionTicks, HeartbeatTicks: profile.HeartbeatTicks,
 	})
 	if err != nil {
@@ -189,7 +188,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	runCtx := s.runCtx
 	transport := memberTransport{s}
 	coord := duecoordinator.New(duecoordinator.Config{
-		Partitions: transport, Clock: clock.Real(), CommandIDPrefix: "due-" + m.ID(),
+		Partitions: transport, Clock: cfg.Clock, CommandIDPrefix: "due-" + m.ID(),
 		RequestTimeout: cfg.RequestTimeout, Logger: s.log, Workers: cfg.Partitions, Pool: s.pool, LateAfter: cfg.LateAfter, TracerProvider: tracerProvider,
 	})
 	coord.Start(runCtx)

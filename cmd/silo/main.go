@@ -30,8 +30,13 @@
 // new one (orrery_member_rejoins_total counts it).
 //
 // The process tests arm faults through the environment of this binary, which alone reads it:
-// ORRERY_FAILPOINT (a crash boundary), ORRERY_RAFTNET_FAULTS and ORRERY_RAFTNET_FAULTS_FILE
-// (Raft transport faults) and ORRERY_DIVERGE (a replica that diverges on purpose).
+// ORRERY_FAILPOINT (a crash boundary, optionally only for a kind of command: due-entry-applied,
+// expire-entry-applied; see package partition), ORRERY_RAFTNET_FAULTS and ORRERY_RAFTNET_FAULTS_FILE
+// (Raft transport faults), ORRERY_DIVERGE (a replica that diverges on purpose),
+// ORRERY_CLOCK_OFFSET (a signed duration such as +7m or -90s: the silo's wall clock, from which
+// it stamps logged time and judges what is due, runs that far off the real time) and
+// ORRERY_FREE_BYTES_FILE (a file whose byte count, while it exists, the silo takes for its
+// disk's free space: 0 is a full disk); both for testing only, never in a deployment.
 //
 // silo import imports a data root of the old layout (cluster.json and one Badger database per
 // partition, partitions/<n>/), which a silo refuses to start on, into the silo store
@@ -68,6 +73,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/cluster"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/grains/input"
@@ -298,8 +304,9 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 
 // armTestHooks arms, from the process's environment, the faults the process tests inject into a
 // real silo: a crash failpoint (partition.FailpointEnv), Raft transport faults
-// (raftnet.FaultsEnv, and raftnet.FaultsFileEnv for a file followed while it runs) and replicas
-// that diverge on purpose (partition.DivergeEnv). Only this binary reads them: an embedded silo
+// (raftnet.FaultsEnv, and raftnet.FaultsFileEnv for a file followed while it runs), replicas
+// that diverge on purpose (partition.DivergeEnv), a wall clock offset (clockOffsetEnv) and a
+// free disk space read from a file (freeBytesFileEnv). Only this binary reads them: an embedded silo
 // gets them through silo.Config, or not at all.
 func armTestHooks(cfg *silo.Config, getenv func(string) string) error {
 	fp, err := partition.ProcessFailpoints(getenv(partition.FailpointEnv))
@@ -317,6 +324,16 @@ func armTestHooks(cfg *silo.Config, getenv func(string) string) error {
 	}
 	if ok {
 		cfg.Diverge = append(cfg.Diverge, n)
+	}
+	offset, err := parseClockOffset(getenv(clockOffsetEnv))
+	if err != nil {
+		return err
+	}
+	if offset != 0 {
+		cfg.Clock = offsetClock{base: clock.Real(), offset: offset}
+	}
+	if path := getenv(freeBytesFileEnv); path != "" {
+		cfg.Store.FreeBytesFunc = freeBytesFrom(path)
 	}
 	return nil
 }

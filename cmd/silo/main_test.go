@@ -477,7 +477,8 @@ func TestTheBinaryArmsTheTestHooksFromItsEnvironment(t *testing.T) {
 	if cfg.RaftFaults.String() != "drop:7" || cfg.RaftFaultsFile != "/tmp/faults" || !slices.Equal(cfg.Diverge, []int{5}) {
 		t.Fatalf("faults %q, file %q, diverge %v", cfg.RaftFaults.String(), cfg.RaftFaultsFile, cfg.Diverge)
 	}
-	for name, bad := range map[string]string{partition.FailpointEnv: "nope", raftnet.FaultsEnv: "cut:x", partition.DivergeEnv: "-1"} {
+	for name, bad := range map[string]string{partition.FailpointEnv: "nope", raftnet.FaultsEnv: "cut:x", partition.DivergeEnv: "-1",
+		clockOffsetEnv: "soon"} {
 		if _, err := parseConfig(nil, func(k string) string {
 			if k == name {
 				return bad
@@ -486,5 +487,138 @@ func TestTheBinaryArmsTheTestHooksFromItsEnvironment(t *testing.T) {
 		}); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%s: %v, want an error naming the variable", name, bad, err)
 		}
+	}
+}
+
+// TestClockOffsetComesFromItsVariable: ORRERY_CLOCK_OFFSET (the name the chaos harness sets)
+// moves the silo's clock by a signed duration; unset, the silo keeps the real clock.
+func TestClockOffsetComesFromItsVariable(t *testing.T) {
+	if chaos.ClockOffsetEnv != clockOffsetEnv {
+		t.Fatalf("the chaos harness sets %s, the binary reads %s", chaos.ClockOffsetEnv, clockOffsetEnv)
+	}
+	for spec, want := range map[string]time.Duration{"+7m": 7 * time.Minute, "-90s": -90 * time.Second} {
+		opts, err := parseConfig(nil, func(k string) string {
+			if k == clockOffsetEnv {
+				return spec
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.silo.Clock == nil {
+			t.Fatalf("%s=%s: no clock set", clockOffsetEnv, spec)
+		}
+		if got := opts.silo.Clock.Now().Sub(time.Now()); got < want-time.Second || got > want+time.Second {
+			t.Errorf("%s=%s: the clock is %v off, want %v", clockOffsetEnv, spec, got, want)
+		}
+	}
+	opts, err := parseConfig(nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.silo.Clock != nil {
+		t.Errorf("without %s the binary set a clock", clockOffsetEnv)
+	}
+}
+
+// TestAnOffsetClockStampsAndSchedules: a silo started with its clock 10 minutes ahead stamps
+// logged time 10 minutes ahead, and its due coordinator fires a timer due 3 minutes from the
+// real now at once, by its own clock.
+func TestAnOffsetClockStampsAndSchedules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real silo processes")
+	}
+	p := chaos.StartSilo(t, &chaos.SiloSpec{DataDir: t.TempDir(), Partitions: 4, Env: []string{clockOffsetEnv + "=+10m"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, client.DialConfig{Seeds: []string{p.GossipAddress()}, Options: client.Options{Logger: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	lane := &orreryv1.Lane{Namespace: "skew", Queue: "q", Key: "enqueued"}
+	sent := time.Now()
+	if _, err := c.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "m", PayloadJson: `{}`}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, _, err := c.InspectLane(ctx, lane, "", 10)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("inspect: %v, %d messages", err, len(msgs))
+	}
+	if ahead := time.UnixMicro(msgs[0].GetEnqueuedAtUnixMicros()).Sub(sent); ahead < 9*time.Minute || ahead > 11*time.Minute {
+		t.Fatalf("enqueued at a logged time %v after the real send, want about 10m", ahead)
+	}
+	timerLane := &orreryv1.Lane{Namespace: "skew", Queue: "q", Key: "timer"}
+	configured := time.Now()
+	due := configured.Add(3 * time.Minute).Truncate(time.Second)
+	if _, err := c.ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{Lane: timerLane, ScheduleId: "0b5e0c6a-7f7e-4c39-9a3e-3c5a2f5e9d01", Spec: client.At(due),
+		Template: &orreryv1.MessageTemplate{PayloadJson: `{}`}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msgs, _, err := c.InspectLane(ctx, timerLane, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) > 0 {
+			if nominal := time.UnixMicro(msgs[0].GetOccurrence().GetNominalDueAtUnixMicros()); !nominal.Equal(due) {
+				t.Fatalf("the timer's occurrence has nominal instant %v, want %v", nominal, due)
+			}
+			break
+		}
+		if time.Since(configured) > 15*time.Second {
+			t.Fatalf("a timer due %v from now on the real clock did not fire within 15 s on a silo 10m ahead", time.Until(due).Round(time.Second))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestFreeBytesComeFromTheFileWhileItExists: with ORRERY_FREE_BYTES_FILE (the name the chaos
+// harness sets) the store's free space is the file's byte count while it exists, and the
+// disk's own figure once it is gone.
+func TestFreeBytesComeFromTheFileWhileItExists(t *testing.T) {
+	if chaos.FreeBytesFileEnv != freeBytesFileEnv {
+		t.Fatalf("the chaos harness sets %s, the binary reads %s", chaos.FreeBytesFileEnv, freeBytesFileEnv)
+	}
+	path := filepath.Join(t.TempDir(), "free")
+	opts, err := parseConfig(nil, func(k string) string {
+		if k == freeBytesFileEnv {
+			return path
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := opts.silo.Store.FreeBytesFunc
+	if free == nil {
+		t.Fatalf("%s set, no FreeBytesFunc", freeBytesFileEnv)
+	}
+	dir := t.TempDir()
+	if got, err := free(dir); err != nil || got == 0 {
+		t.Fatalf("no file: %d, %v; want the disk's free bytes", got, err)
+	}
+	if err := os.WriteFile(path, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := free(dir); err != nil || got != 0 {
+		t.Fatalf("file says 0: %d, %v", got, err)
+	}
+	if err := os.WriteFile(path, []byte("lots"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := free(dir); err == nil || !strings.Contains(err.Error(), freeBytesFileEnv) {
+		t.Fatalf("a file that is no byte count: %v, want an error naming the variable", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := free(dir); err != nil || got == 0 {
+		t.Fatalf("file removed: %d, %v; want the disk's free bytes", got, err)
+	}
+	none, err := parseConfig(nil, func(string) string { return "" })
+	if err != nil || none.silo.Store.FreeBytesFunc != nil {
+		t.Fatalf("without %s: FreeBytesFunc set (%v)", freeBytesFileEnv, err)
 	}
 }

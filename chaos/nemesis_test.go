@@ -1,0 +1,270 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery/client"
+)
+
+// nemesisRig is a cluster of real silo processes under a run's workload (schedules, timers,
+// sagas, probes) and a nemesis over it, for tests of one fault kind.
+type nemesisRig struct {
+	cl  *Cluster
+	nem *nemesis
+	w   *workload
+	ctx context.Context
+}
+
+// startNemesisRig starts silos silos (4 partitions, 3 replicas each), the workload with its
+// load, and a nemesis watching every process; all of it is stopped when the test ends.
+func startNemesisRig(t *testing.T, silos int, spec SiloSpec) *nemesisRig {
+	t.Helper()
+	seed := chaosSeed(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	spec.Partitions, spec.Replicas, spec.DeadAfter = 4, 3, 30*time.Second
+	cl := StartCluster(t, silos, spec)
+	nem := newNemesis(t, cl, seed, AllFaultKinds, nemesisTimings{GapMin: time.Second, GapMax: 2 * time.Second,
+		RecoveryTimeout: 2 * time.Minute, DeadAfter: spec.DeadAfter}, t.Logf)
+	t.Cleanup(nem.halt)
+	if err := nem.awaitWhole(ctx, "the cluster's start"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctx, client.DialConfig{Seeds: cl.Seeds(), Options: client.Options{Logger: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	w, err := startWorkload(ctx, c, seed, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.workerStop)
+	t.Cleanup(w.stopLoad)
+	if err := awaitFlowing(ctx, w, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	w.startLoad(ctx, seed)
+	return &nemesisRig{cl: cl, nem: nem, w: w, ctx: ctx}
+}
+
+// checkFault fails the test when the fault has an error, the cluster did not recover, or a silo
+// exited without the nemesis causing it.
+func (r *nemesisRig) checkFault(t *testing.T, f Fault, err error) {
+	t.Helper()
+	t.Logf("fault %s: %s", f.Kind, f.Detail)
+	if err != nil {
+		t.Errorf("fault %s: %v", f.Kind, err)
+	}
+	if err := r.nem.awaitWhole(r.ctx, string(f.Kind)); err != nil {
+		t.Errorf("after fault %s: %v", f.Kind, err)
+	}
+	for _, e := range r.nem.processExits() {
+		t.Errorf("silo %d (%s) exited, not by the nemesis: %s\n%s", e.Silo, e.SiloID, e.Status, e.LogTail)
+	}
+}
+
+// TestNemesisFailpointKillsAtTheDueCoordinatorsCommands: a silo armed by FaultFailpoint at the
+// due coordinator's emission (due-entry-applied) or its saga expiry (expire-entry-applied)
+// kills itself there, an exit the nemesis expects, and comes back unarmed.
+func TestNemesisFailpointKillsAtTheDueCoordinatorsCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of silo processes")
+	}
+	r := startNemesisRig(t, 3, SiloSpec{})
+	for k, armed := range []string{"due-entry-applied:2", "expire-entry-applied:1"} {
+		f := Fault{Kind: FaultFailpoint}
+		err := r.nem.failpointAt(r.ctx, &f, k, -1, armed)
+		r.checkFault(t, f, err)
+		if !strings.Contains(f.Detail, "killed itself at the failpoint") {
+			t.Errorf("armed with %s, the silo did not die at its failpoint: %s", armed, f.Detail)
+		}
+		if r.cl.Silos[k].Exited() {
+			t.Errorf("silo %d is down after the fault", k)
+		}
+	}
+}
+
+// TestNemesisSkewRunsASiloOnAnOffsetClock: FaultSkew restarts a silo with its clock 3 minutes
+// ahead, which then leads some partitions (leaderships are balanced within seconds) and stamps
+// their logged time ahead: messages are received with an enqueue time minutes after the real
+// time; the nemesis records the offset for the checkers. A silo 3 minutes behind serves too.
+// Both come back on the real clock, with no exit the nemesis did not cause.
+func TestNemesisSkewRunsASiloOnAnOffsetClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of silo processes")
+	}
+	r := startNemesisRig(t, 3, SiloSpec{})
+	f := Fault{Kind: FaultSkew}
+	err := r.nem.skewBy(r.ctx, &f, 0, -1, 3*time.Minute, 20*time.Second)
+	r.checkFault(t, f, err)
+	ahead := 0
+	for _, d := range r.w.log.snapshot() {
+		if d.enqueuedAt.Sub(d.handledAt) > 2*time.Minute {
+			ahead++
+		}
+	}
+	if ahead == 0 {
+		t.Errorf("no message was received with an enqueue time 2 minutes after its receipt: the skewed silo stamped no logged time")
+	}
+	if got := r.nem.clockAhead(); got.by != 3*time.Minute || time.Until(got.until) < 2*time.Minute {
+		t.Errorf("clock ahead recorded %v until %v, want 3m until about 3m from now", got.by, got.until)
+	}
+	f = Fault{Kind: FaultSkew}
+	err = r.nem.skewBy(r.ctx, &f, 1, -1, -3*time.Minute, 20*time.Second)
+	r.checkFault(t, f, err)
+	if got := r.nem.clockAhead(); got.by != 3*time.Minute {
+		t.Errorf("a clock behind changed the clock ahead to %v", got.by)
+	}
+}
+
+// TestNemesisZoneRulesRestartsASiloWithOtherRules: FaultZoneRules restarts a silo with a
+// ZONEINFO in which Europe/Berlin is UTC; the silo says it ignores it, and every occurrence of
+// the workload's Europe/Berlin cron schedules delivered meanwhile is at an instant of the
+// compiled rules.
+func TestNemesisZoneRulesRestartsASiloWithOtherRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of silo processes")
+	}
+	r := startNemesisRig(t, 3, SiloSpec{})
+	f := Fault{Kind: FaultZoneRules}
+	err := r.nem.zoneRules(r.ctx, &f)
+	r.checkFault(t, f, err)
+	crons := map[string]bool{}
+	for _, s := range r.w.crons {
+		crons[s.lane.GetKey()] = true
+	}
+	delivered := 0
+	for _, d := range r.w.log.snapshot() {
+		if !crons[d.key] || d.origin != client.OriginOccurrence {
+			continue
+		}
+		delivered++
+		if !r.w.cronHours.holds(d.nominal) {
+			t.Errorf("cron occurrence %s at %v, not an instant of %q in %s", d.id, d.nominal, r.w.cronHours.expression(), cronZone)
+		}
+	}
+	if delivered == 0 && time.Now().In(r.w.cronHours.zone).Hour() == r.w.cronHours.first {
+		t.Errorf("no cron occurrence delivered within the hour they are due")
+	}
+	t.Logf("%d cron occurrences delivered", delivered)
+}
+
+// TestNemesisSplitCutsTheClusterInTwo: five silos split two from three: each side lists the
+// other's silos dead and its own alive, while the test process reaches all five; healed, the
+// cluster is whole again. Then FaultSplit does it again at random and the cluster recovers.
+func TestNemesisSplitCutsTheClusterInTwo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of five silo processes")
+	}
+	RequireNetcut(t)
+	r := startNemesisRig(t, 5, SiloSpec{Isolatable: true})
+	sideA, sideB := []int{0, 3}, []int{1, 2, 4}
+	procs := func(side []int) []*SiloProcess {
+		var out []*SiloProcess
+		for _, j := range side {
+			out = append(out, r.cl.Silos[j])
+		}
+		return out
+	}
+	s, err := Split(procs(sideA), procs(sideB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	healed := false
+	defer func() {
+		if !healed {
+			_ = s.Heal()
+		}
+	}()
+	// sees reports whether silo i lists every silo of alive alive and every one of dead not.
+	sees := func(i int, alive, dead []int) error {
+		ctx, cancel := context.WithTimeout(r.ctx, 3*time.Second)
+		defer cancel()
+		table, err := ReadSilos(ctx, r.cl.Silos[i].AdminAddress())
+		if err != nil {
+			return err
+		}
+		listed := map[string]bool{}
+		for _, row := range table.Silos {
+			listed[row.SiloID] = row.Alive
+		}
+		for _, j := range alive {
+			if !listed[r.cl.Silos[j].SiloID()] {
+				return fmt.Errorf("silo %d does not list silo %d alive", i, j)
+			}
+		}
+		for _, j := range dead {
+			if listed[r.cl.Silos[j].SiloID()] {
+				return fmt.Errorf("silo %d lists silo %d alive", i, j)
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := errors.Join(sees(0, sideA, sideB), sees(3, sideA, sideB), sees(1, sideB, sideA), sees(4, sideB, sideA))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("split for 20 s: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	healed = true
+	if err := s.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.nem.awaitWhole(r.ctx, "the split"); err != nil {
+		t.Fatal(err)
+	}
+	f := Fault{Kind: FaultSplit}
+	err = r.nem.split(r.ctx, &f)
+	r.checkFault(t, f, err)
+}
+
+// TestNemesisCombinedTakesTwoSilosAtOnce: in a cluster of three, FaultCombined takes one silo
+// down while another runs on a skewed clock, never two down; both come back.
+func TestNemesisCombinedTakesTwoSilosAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of silo processes")
+	}
+	r := startNemesisRig(t, 3, SiloSpec{})
+	f := Fault{Kind: FaultCombined}
+	err := r.nem.combined(r.ctx, &f)
+	r.checkFault(t, f, err)
+	if len(f.Parts) != 2 || f.Parts[1] != FaultSkew || !strings.Contains(f.Detail, "runs on a clock") {
+		t.Errorf("a combined fault of three silos: parts %v (%s), want a silo down and one skewed", f.Parts, f.Detail)
+	}
+	r.nem.faults = append(r.nem.faults, f)
+	if got := r.nem.counts(); got[FaultCombined] != 1 || got[FaultSkew] != 1 {
+		t.Errorf("counts %v", got)
+	}
+}
+
+// TestNemesisFullDiskRefusesAndRecovers: FaultFullDisk fills a silo's disk (its free-space
+// file says 0 bytes): the silo refuses new work (its /readyz answers 503), stays up, and serves
+// again on its own once the disk is emptied.
+func TestNemesisFullDiskRefusesAndRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of silo processes")
+	}
+	r := startNemesisRig(t, 3, SiloSpec{})
+	leader, err := r.cl.LeaderOf(r.ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Fault{Kind: FaultFullDisk}
+	err = r.nem.fullDiskFor(r.ctx, &f, leader, 0, 8*time.Second)
+	r.checkFault(t, f, err)
+	if !strings.Contains(f.Detail, "answered 503 while full") {
+		t.Errorf("the full silo did not refuse: %s", f.Detail)
+	}
+}
