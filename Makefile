@@ -64,7 +64,7 @@ cluster-test: chaos-deps ## the cluster tests at full length (ORRERY_CLUSTER_FUL
 	ORRERY_CLUSTER_FULL=1 ORRERY_NETCUT_REQUIRED=1 $(GO) test -count=1 -v -timeout 60m ./chaos
 	ORRERY_CLUSTER_FULL=1 ORRERY_NETCUT_REQUIRED=1 $(GO) test -count=1 -v -timeout 10m -run 'TestNoElectionWhileTheCoresAreSaturated|TestASiloWhoseDiskWasLostRejoinsAsANewSilo' ./silo
 
-chaos: chaos-deps ## a seeded nemesis (kills, pauses, network isolation, wiped disks, rolling restarts) against SILOS real silos for DURATION, then the history checkers; SEED replays a run; the last line is CHAOS RESULT
+chaos: chaos-deps ## a seeded nemesis (kills, pauses, network isolation, 2/3 splits, wiped disks, rolling restarts, failpoints, clock skew, other zone rules, full disks, several at once) against SILOS real silos for DURATION, then the history checkers; SEED replays a run; the last line is CHAOS RESULT
 	$(GO) run ./chaos/cmd/chaos -duration $(DURATION) -silos $(SILOS) $(if $(SEED),-seed $(SEED))
 
 bench: ## benchmarks at full scale (several minutes), figures via b.ReportMetric
