@@ -33,6 +33,10 @@ const (
 	// OverlapBufferAll fires every instant, one at a time: the series waits while an
 	// occurrence is in flight (apply version 4).
 	OverlapBufferAll = orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL
+	// OverlapCancelOther replaces the occurrence in flight with the new one: its lease is
+	// revoked, and its worker cancels its handler's context at its next lease extension
+	// (apply version 5).
+	OverlapCancelOther = orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER
 
 	ScheduleActive    = orreryv1.ScheduleState_SCHEDULE_STATE_ACTIVE
 	SchedulePaused    = orreryv1.ScheduleState_SCHEDULE_STATE_PAUSED
@@ -58,7 +62,8 @@ var (
 type MisfirePolicy = orreryv1.MisfirePolicy
 
 // OverlapPolicy says what a schedule does with an instant while its previous occurrence is
-// still in flight (OverlapAllowAll, OverlapSkip, OverlapBufferOne, OverlapBufferAll).
+// still in flight (OverlapAllowAll, OverlapSkip, OverlapBufferOne, OverlapBufferAll,
+// OverlapCancelOther).
 type OverlapPolicy = orreryv1.OverlapPolicy
 
 // ScheduleState is the state a schedule is listed under (ScheduleActive, SchedulePaused,
@@ -733,7 +738,7 @@ type ScheduleOutcome struct {
 	NominalDue, RecordedAt time.Time
 	// Outcome is the ledger outcome in lower case: "enqueued", "skipped_overlap",
 	// "missed_catchup_window", "coalesced_into", "manual", "suspended", "skipped_misfire",
-	// "buffered", "dropped", "expired", "paused", "ended" or "dead_lettered".
+	// "buffered", "dropped", "expired", "paused", "ended", "dead_lettered" or "cancelled".
 	Outcome string
 	// MessageID is the occurrence's message, when one was enqueued.
 	MessageID string

@@ -625,3 +625,47 @@ func TestAScheduleThatPausesOnFailure(t *testing.T) {
 		t.Fatalf("described %+v", d)
 	}
 }
+
+// TestCancelOtherCancelsTheRunningHandler: under OverlapCancelOther the next instant's
+// occurrence revokes the lease of the one still running, whose handler's context the worker
+// cancels at its next lease extension; the ledger says cancelled.
+func TestCancelOtherCancelsTheRunningHandler(t *testing.T) {
+	b := setup(t, 2)
+	ctx := ctxFor(t)
+	h, err := b.c.Schedules(testNamespace).Create(ctx, "replaced", client.ScheduleOptions{Queue: testQueue, Key: "k",
+		Spec: client.Every(time.Second, time.Now().Truncate(time.Second)), Overlap: client.OverlapCancelOther, CatchUpWindow: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled := make(chan string, 10)
+	w := b.c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue, Wait: 100 * time.Millisecond, LeaseDuration: 2 * time.Second,
+		Handler: func(ctx context.Context, m *client.Message) error {
+			<-ctx.Done()
+			cancelled <- m.ID()
+			return ctx.Err()
+		}})
+	stop := runWorker(t, w)
+	defer stop()
+	var first string
+	testkit.Eventually(t, 20*time.Second, "a running handler cancelled by the next occurrence", func() bool {
+		if _, err := b.tr.EmitDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case first = <-cancelled:
+			return true
+		default:
+			return false
+		}
+	})
+	d, err := h.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range d.LastOutcomes {
+		if o.MessageID == first && o.Outcome == "cancelled" {
+			return
+		}
+	}
+	t.Fatalf("the cancelled handler's occurrence %s is not ledgered cancelled: %+v", first, d.LastOutcomes)
+}

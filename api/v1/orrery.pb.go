@@ -284,6 +284,11 @@ const (
 	// the next due instant go. The misfire policy and the catch-up window apply to the instants
 	// that waited as to instants missed while nothing ran.
 	OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL OverlapPolicy = 4
+	// The new occurrence replaces the one in flight (apply version 5): the in-flight message is
+	// removed in the same transaction, its lease revoked (its ack and lease extension fail, so
+	// a worker's handler context is cancelled at its next extension), and its ordinal is ledgered
+	// CANCELLED.
+	OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER OverlapPolicy = 5
 )
 
 // Enum value maps for OverlapPolicy.
@@ -294,13 +299,15 @@ var (
 		2: "OVERLAP_POLICY_SKIP",
 		3: "OVERLAP_POLICY_BUFFER_ONE",
 		4: "OVERLAP_POLICY_BUFFER_ALL",
+		5: "OVERLAP_POLICY_CANCEL_OTHER",
 	}
 	OverlapPolicy_value = map[string]int32{
-		"OVERLAP_POLICY_UNSPECIFIED": 0,
-		"OVERLAP_POLICY_ALLOW_ALL":   1,
-		"OVERLAP_POLICY_SKIP":        2,
-		"OVERLAP_POLICY_BUFFER_ONE":  3,
-		"OVERLAP_POLICY_BUFFER_ALL":  4,
+		"OVERLAP_POLICY_UNSPECIFIED":  0,
+		"OVERLAP_POLICY_ALLOW_ALL":    1,
+		"OVERLAP_POLICY_SKIP":         2,
+		"OVERLAP_POLICY_BUFFER_ONE":   3,
+		"OVERLAP_POLICY_BUFFER_ALL":   4,
+		"OVERLAP_POLICY_CANCEL_OTHER": 5,
 	}
 )
 
@@ -5009,13 +5016,14 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_CATCH_UP\x10\x01\x12\x17\n" +
 	"\x13MISFIRE_POLICY_SKIP\x10\x02\x12\x1b\n" +
-	"\x17MISFIRE_POLICY_COALESCE\x10\x03*\xa4\x01\n" +
+	"\x17MISFIRE_POLICY_COALESCE\x10\x03*\xc5\x01\n" +
 	"\rOverlapPolicy\x12\x1e\n" +
 	"\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18OVERLAP_POLICY_ALLOW_ALL\x10\x01\x12\x17\n" +
 	"\x13OVERLAP_POLICY_SKIP\x10\x02\x12\x1d\n" +
 	"\x19OVERLAP_POLICY_BUFFER_ONE\x10\x03\x12\x1d\n" +
-	"\x19OVERLAP_POLICY_BUFFER_ALL\x10\x04*\x8d\x01\n" +
+	"\x19OVERLAP_POLICY_BUFFER_ALL\x10\x04\x12\x1f\n" +
+	"\x1bOVERLAP_POLICY_CANCEL_OTHER\x10\x05*\x8d\x01\n" +
 	"\tSagaPhase\x12\x1a\n" +
 	"\x16SAGA_PHASE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SAGA_PHASE_WAITING\x10\x01\x12\x18\n" +

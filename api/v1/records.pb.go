@@ -125,6 +125,9 @@ const (
 	// Its message used up its deliveries and moved to the dead-letter queue (see reason; apply
 	// version 3). It replaces the ENQUEUED record of the ordinal.
 	LedgerOutcome_LEDGER_OUTCOME_DEAD_LETTERED LedgerOutcome = 13
+	// Its message was in flight when a later instant fired under the overlap policy CANCEL_OTHER:
+	// removed, its lease revoked (see reason; apply version 5). It replaces the ENQUEUED record.
+	LedgerOutcome_LEDGER_OUTCOME_CANCELLED LedgerOutcome = 14
 )
 
 // Enum value maps for LedgerOutcome.
@@ -144,6 +147,7 @@ var (
 		11: "LEDGER_OUTCOME_PAUSED",
 		12: "LEDGER_OUTCOME_ENDED",
 		13: "LEDGER_OUTCOME_DEAD_LETTERED",
+		14: "LEDGER_OUTCOME_CANCELLED",
 	}
 	LedgerOutcome_value = map[string]int32{
 		"LEDGER_OUTCOME_UNSPECIFIED":           0,
@@ -160,6 +164,7 @@ var (
 		"LEDGER_OUTCOME_PAUSED":                11,
 		"LEDGER_OUTCOME_ENDED":                 12,
 		"LEDGER_OUTCOME_DEAD_LETTERED":         13,
+		"LEDGER_OUTCOME_CANCELLED":             14,
 	}
 )
 
@@ -1832,7 +1837,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x15SCHEDULE_STATE_PAUSED\x10\x02\x12\x1c\n" +
 	"\x18SCHEDULE_STATE_SUSPENDED\x10\x03\x12\x1c\n" +
 	"\x18SCHEDULE_STATE_CANCELLED\x10\x04\x12\x1c\n" +
-	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\xc6\x03\n" +
+	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\xe4\x03\n" +
 	"\rLedgerOutcome\x12\x1e\n" +
 	"\x1aLEDGER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17LEDGER_OUTCOME_ENQUEUED\x10\x01\x12\"\n" +
@@ -1848,7 +1853,8 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x12\x19\n" +
 	"\x15LEDGER_OUTCOME_PAUSED\x10\v\x12\x18\n" +
 	"\x14LEDGER_OUTCOME_ENDED\x10\f\x12 \n" +
-	"\x1cLEDGER_OUTCOME_DEAD_LETTERED\x10\r*M\n" +
+	"\x1cLEDGER_OUTCOME_DEAD_LETTERED\x10\r\x12\x1c\n" +
+	"\x18LEDGER_OUTCOME_CANCELLED\x10\x0e*M\n" +
 	"\aDueKind\x12\x18\n" +
 	"\x14DUE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DUE_KIND_SCHEDULE\x10\x01\x12\x11\n" +

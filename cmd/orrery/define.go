@@ -41,7 +41,7 @@ func (f *defineFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.payload, "payload", "", "payload of each occurrence, JSON")
 	fs.StringVar(&f.headers, "headers", "", "headers of each occurrence, a JSON object")
 	fs.StringVar(&f.misfire, "misfire", "", "misfire policy: catch_up, skip or coalesce (default catch_up)")
-	fs.StringVar(&f.overlap, "overlap", "", "overlap policy: allow_all, skip, buffer_one or buffer_all (default allow_all)")
+	fs.StringVar(&f.overlap, "overlap", "", "overlap policy: allow_all, skip, buffer_one, buffer_all or cancel_other (default allow_all)")
 	fs.DurationVar(&f.catchUp, "catch-up", 0, "how far back a catch-up or a resume reaches (0: no bound)")
 	fs.DurationVar(&f.ttl, "ttl", 0, "time to live of each occurrence (0: none)")
 	fs.IntVar(&f.maxDeliveries, "max-deliveries", 0, "deliveries before an occurrence is dead-lettered (0: the partition's default)")
@@ -115,7 +115,7 @@ func (f *defineFlags) apply(o *client.ScheduleOptions, spec *orreryv1.ScheduleSp
 		o.Misfire = client.MisfirePolicy(n)
 	}
 	if f.set["overlap"] {
-		n, err := enumFlag("overlap", f.overlap, "OVERLAP_POLICY_", orreryv1.OverlapPolicy_value, "allow_all, skip, buffer_one, buffer_all")
+		n, err := enumFlag("overlap", f.overlap, "OVERLAP_POLICY_", orreryv1.OverlapPolicy_value, "allow_all, skip, buffer_one, buffer_all, cancel_other")
 		if err != nil {
 			return err
 		}

@@ -326,8 +326,13 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 				return nil, err
 			}
 		}
-		if k.ConfigureSchedule.GetDefinition().GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL {
+		switch k.ConfigureSchedule.GetDefinition().GetOverlap() {
+		case orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL:
 			if err := a.Require(ApplyVersionBufferAll, "definition.overlap"); err != nil {
+				return nil, err
+			}
+		case orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER:
+			if err := a.Require(ApplyVersionCancelOther, "definition.overlap"); err != nil {
 				return nil, err
 			}
 		}

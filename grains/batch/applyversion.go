@@ -22,8 +22,9 @@ import (
 //  3. an occurrence that used up its deliveries is ledgered DEAD_LETTERED, and pauses its
 //     schedule when the definition sets pause_on_failure (ApplyVersionPauseOnFailure);
 //  4. the overlap policy BUFFER_ALL, and a dead-lettered occurrence frees its schedule's
-//     overlap slot at once (ApplyVersionBufferAll).
-const KnownApplyVersion uint32 = 4
+//     overlap slot at once (ApplyVersionBufferAll);
+//  5. the overlap policy CANCEL_OTHER (ApplyVersionCancelOther).
+const KnownApplyVersion uint32 = 5
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -38,6 +39,9 @@ const ApplyVersionPauseOnFailure uint32 = 3
 // ApplyVersionBufferAll is the apply version that takes the overlap policy BUFFER_ALL and frees
 // an overlap slot when its occurrence is dead-lettered (before it, the next emit notices).
 const ApplyVersionBufferAll uint32 = 4
+
+// ApplyVersionCancelOther is the apply version that takes the overlap policy CANCEL_OTHER.
+const ApplyVersionCancelOther uint32 = 5
 
 // LoadApplyVersion returns the apply version the partition's state holds (keys.ApplyVersion,
 // written by SetApplyVersion), 1 while it holds none.

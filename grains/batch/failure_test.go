@@ -129,3 +129,25 @@ func TestADeadLetteredHolderLetsABufferAllSeriesGoOn(t *testing.T) {
 		t.Fatalf("after its holder was dead-lettered: in flight %q, due at %d; want free and due at ordinal 1's instant", rec.GetInFlightMessageId(), rec.GetNextDueAtUnixMicros())
 	}
 }
+
+// TestCancelOtherWaitsForItsApplyVersion: CANCEL_OTHER is refused before apply version 5.
+func TestCancelOtherWaitsForItsApplyVersion(t *testing.T) {
+	for _, c := range []struct {
+		version uint32
+		taken   bool
+	}{{4, false}, {5, true}} {
+		v := granted(t)
+		a := applier()
+		a.ApplyVersion = c.version
+		configure := configureMutation(everySpec(t0+sec, input.Minute), 0)
+		configure.GetConfigureSchedule().GetDefinition().Overlap = orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER
+		b := &orreryv1.Batch{CommandId: "configure", Mutations: []*orreryv1.Mutation{configure}}
+		out, err := a.ApplyBatch(v, sender(b), b, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resultErr(out.Receipt.GetResults()[0]); (got == nil) != c.taken {
+			t.Fatalf("CANCEL_OTHER at apply version %d: %v, want taken %v", c.version, got, c.taken)
+		}
+	}
+}

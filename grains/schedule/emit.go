@@ -287,6 +287,12 @@ func (e *emitter) fire(u unit) error {
 			return err
 		}
 	}
+	if !free && e.rec.GetDefinition().GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER {
+		if err := e.cancelHolder(u.ordinal); err != nil {
+			return err
+		}
+		free = true
+	}
 	switch {
 	case !free && e.rec.GetDefinition().GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL:
 		// The series waits for the slot: nothing is passed, and the instants stay due.

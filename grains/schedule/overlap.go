@@ -1,20 +1,23 @@
 package schedule
 
 import (
+	"fmt"
+
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/queue"
+	"github.com/orreryhq/orrery/grains/record"
 )
 
 // tracksSlot reports whether the overlap policy keeps an in-flight slot (SKIP, BUFFER_ONE,
-// BUFFER_ALL).
+// BUFFER_ALL, CANCEL_OTHER).
 func tracksSlot(def *orreryv1.ScheduleDefinition) bool {
 	switch def.GetOverlap() {
 	case orreryv1.OverlapPolicy_OVERLAP_POLICY_SKIP, orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE,
-		orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL:
+		orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL, orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER:
 		return true
 	}
 	return false
@@ -97,6 +100,31 @@ func (e *emitter) flushBuffered() error {
 		return err
 	}
 	return writeLedger(e.v, e.rec.GetDefinition().GetLane(), entry, e.now)
+}
+
+// cancelHolder removes the message holding the slot (CANCEL_OTHER), whose lease is thereby
+// revoked, ledgers its ordinal CANCELLED, naming the ordinal that replaces it, and frees the
+// slot.
+func (e *emitter) cancelHolder(by uint64) error {
+	lane := e.rec.GetDefinition().GetLane()
+	msg := &orreryv1.QueueMessage{}
+	found, err := record.Load(e.v, keys.MessageKey(lane, e.rec.GetInFlightMessageId()), msg)
+	if err != nil {
+		return err
+	}
+	e.rec.InFlightMessageId, e.rec.InFlightExpiresAtUnixMicros = "", 0
+	if !found {
+		return nil
+	}
+	if err := queue.Remove(e.v, msg, e.now, false); err != nil {
+		return err
+	}
+	origin := msg.GetOccurrence()
+	entry := ledgerEntry(e.rec, origin.GetOrdinal(), origin.GetNominalDueAtUnixMicros(), orreryv1.LedgerOutcome_LEDGER_OUTCOME_CANCELLED)
+	entry.MessageId = msg.GetId()
+	entry.Reason = fmt.Sprintf("in flight (delivery %d) when ordinal %d fired: overlap CANCEL_OTHER removed it and revoked its lease", msg.GetDeliveryCount(), by)
+	e.changed = true
+	return writeLedger(e.v, lane, entry, e.now)
 }
 
 // ReleaseSlot is called in the same view as the ack that removed the message acked (and, from

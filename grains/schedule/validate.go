@@ -44,7 +44,7 @@ func ValidateDefinition(def *orreryv1.ScheduleDefinition, lim input.Limits) *orr
 	switch def.GetOverlap() {
 	case orreryv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED, orreryv1.OverlapPolicy_OVERLAP_POLICY_ALLOW_ALL,
 		orreryv1.OverlapPolicy_OVERLAP_POLICY_SKIP, orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE,
-		orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL:
+		orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL, orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER:
 	default:
 		return orrery.Invalid("overlap", "unknown policy %d", def.GetOverlap())
 	}
