@@ -121,6 +121,13 @@ type ScheduleOptions struct {
 	// stops firing until someone resumes it; PausedReason says which message. Needs apply
 	// version 3 (see StartAt).
 	PauseOnFailure bool
+	// Jitter, when positive (1 ms to 7 days), fires each occurrence up to Jitter after its
+	// nominal instant — or up to Jitter either side with JitterEarly — at an offset derived
+	// from the occurrence's id, so retries and replicas agree on it and a fleet of schedules
+	// on the same instant spreads out. The nominal instant stays the occurrence's identity
+	// (its id and its ledger record's NominalDue). Needs apply version 6 (see StartAt).
+	Jitter      time.Duration
+	JitterEarly bool
 }
 
 // marshalled is o with Payload marshalled into PayloadJSON; a negative MaxOccurrences, which
@@ -148,7 +155,7 @@ func (o ScheduleOptions) definition(namespace, name, id string) *orreryv1.Schedu
 		Misfire: o.Misfire, Overlap: o.Overlap,
 		CatchUpWindowMicros: o.CatchUpWindow.Microseconds(), AnomalyWindowMicros: o.AnomalyWindow.Microseconds(),
 		StartAtUnixMicros: unixMicrosOf(o.StartAt), EndAtUnixMicros: unixMicrosOf(o.EndAt), MaxOccurrences: uint64(max(o.MaxOccurrences, 0)),
-		PauseOnFailure: o.PauseOnFailure,
+		PauseOnFailure: o.PauseOnFailure, JitterMicros: o.Jitter.Microseconds(), JitterAllowEarly: o.JitterEarly,
 	}
 	t := &orreryv1.MessageTemplate{PayloadJson: o.PayloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
 		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1))}
@@ -190,7 +197,7 @@ func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
 		Misfire: def.GetMisfire(), Overlap: def.GetOverlap(),
 		CatchUpWindow: microDuration(def.GetCatchUpWindowMicros()), AnomalyWindow: microDuration(def.GetAnomalyWindowMicros()),
 		StartAt: instant(def.GetStartAtUnixMicros()), EndAt: instant(def.GetEndAtUnixMicros()), MaxOccurrences: int(min(def.GetMaxOccurrences(), 1<<62)),
-		PauseOnFailure: def.GetPauseOnFailure(),
+		PauseOnFailure: def.GetPauseOnFailure(), Jitter: microDuration(def.GetJitterMicros()), JitterEarly: def.GetJitterAllowEarly(),
 	}
 }
 

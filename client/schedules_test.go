@@ -669,3 +669,43 @@ func TestCancelOtherCancelsTheRunningHandler(t *testing.T) {
 	}
 	t.Fatalf("the cancelled handler's occurrence %s is not ledgered cancelled: %+v", first, d.LastOutcomes)
 }
+
+// TestAJitteredScheduleDescribesItsFireTimes: a schedule created with a Jitter keeps it in its
+// options, and its next fire times lie each within the jitter after its nominal instant, not
+// all on the nominal grid; a jitter below 1 ms is refused naming the field.
+func TestAJitteredScheduleDescribesItsFireTimes(t *testing.T) {
+	b := setup(t, 2)
+	ctx := ctxFor(t)
+	first := time.Now().Truncate(time.Minute).Add(time.Hour)
+	h, err := b.c.Schedules(testNamespace).Create(ctx, "spread", client.ScheduleOptions{Queue: testQueue, Key: "k",
+		Spec: client.Every(time.Minute, first), Jitter: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := h.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Options.Jitter != 30*time.Second || d.Options.JitterEarly || len(d.NextFireTimes) < 3 {
+		t.Fatalf("described %+v", d)
+	}
+	offGrid := 0
+	for k, at := range d.NextFireTimes {
+		nominal := first.Add(time.Duration(k) * time.Minute)
+		if at.Before(nominal) || at.After(nominal.Add(30*time.Second)) {
+			t.Fatalf("fire time %d at %v, want within 30s after %v", k, at, nominal)
+		}
+		if !at.Equal(nominal) {
+			offGrid++
+		}
+	}
+	if offGrid == 0 {
+		t.Fatalf("no fire time moved by the jitter: %v", d.NextFireTimes)
+	}
+	_, err = b.c.Schedules(testNamespace).Create(ctx, "too-fine", client.ScheduleOptions{Queue: testQueue, Key: "k2",
+		Spec: client.Every(time.Minute, first), Jitter: 500 * time.Microsecond})
+	var oe *orrery.Error
+	if !errors.As(err, &oe) || oe.Code != orrery.CodeValidation || !strings.HasSuffix(oe.Field, "jitter_micros") {
+		t.Fatalf("a 500µs jitter: %v, want Validation on jitter_micros", err)
+	}
+}

@@ -983,8 +983,16 @@ type ScheduleDefinition struct {
 	// deliveries and moves to the dead-letter queue, the schedule pauses in the same transaction
 	// (paused_reason names the message), so a failing job stops firing until someone resumes it.
 	PauseOnFailure bool `protobuf:"varint,13,opt,name=pause_on_failure,json=pauseOnFailure,proto3" json:"pause_on_failure,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Jitter (apply version 6; zero means none, otherwise 1 ms..7 days): each occurrence fires at
+	// its nominal instant plus an offset in [0, jitter_micros], or in [-jitter_micros,
+	// +jitter_micros] when jitter_allow_early is set. The offset is derived from the occurrence
+	// id (schedule, generation, ordinal), so every replica and every retry computes the same
+	// instant; the nominal instant stays the occurrence's identity, its ledger instant and the
+	// reference of the catch-up window. Occurrences still fire in ordinal order.
+	JitterMicros     int64 `protobuf:"varint,14,opt,name=jitter_micros,json=jitterMicros,proto3" json:"jitter_micros,omitempty"`
+	JitterAllowEarly bool  `protobuf:"varint,15,opt,name=jitter_allow_early,json=jitterAllowEarly,proto3" json:"jitter_allow_early,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ScheduleDefinition) Reset() {
@@ -1104,6 +1112,20 @@ func (x *ScheduleDefinition) GetMaxOccurrences() uint64 {
 func (x *ScheduleDefinition) GetPauseOnFailure() bool {
 	if x != nil {
 		return x.PauseOnFailure
+	}
+	return false
+}
+
+func (x *ScheduleDefinition) GetJitterMicros() int64 {
+	if x != nil {
+		return x.JitterMicros
+	}
+	return 0
+}
+
+func (x *ScheduleDefinition) GetJitterAllowEarly() bool {
+	if x != nil {
+		return x.JitterAllowEarly
 	}
 	return false
 }
@@ -4696,7 +4718,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xd5\x04\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xa8\x05\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -4712,7 +4734,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	" \x01(\x03R\x11startAtUnixMicros\x12+\n" +
 	"\x12end_at_unix_micros\x18\v \x01(\x03R\x0fendAtUnixMicros\x12'\n" +
 	"\x0fmax_occurrences\x18\f \x01(\x04R\x0emaxOccurrences\x12(\n" +
-	"\x10pause_on_failure\x18\r \x01(\bR\x0epauseOnFailure\"[\n" +
+	"\x10pause_on_failure\x18\r \x01(\bR\x0epauseOnFailure\x12#\n" +
+	"\rjitter_micros\x18\x0e \x01(\x03R\fjitterMicros\x12,\n" +
+	"\x12jitter_allow_early\x18\x0f \x01(\bR\x10jitterAllowEarly\"[\n" +
 	"\vSagaTimeout\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x126\n" +
 	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\xf6\x02\n" +

@@ -17,9 +17,9 @@ type defineFlags struct {
 	namespace, queue, key              string
 	cron, tz, every, start, at, after  string
 	payload, headers, misfire, overlap string
-	catchUp, ttl                       time.Duration
+	catchUp, ttl, jitter               time.Duration
 	maxDeliveries, maxRuns             int
-	pauseOnFailure                     bool
+	pauseOnFailure, jitterEarly        bool
 	end                                string
 	set                                map[string]bool
 }
@@ -36,6 +36,8 @@ func (f *defineFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.end, "end", "", "no instant after it fires, RFC 3339 (default: none)")
 	fs.BoolVar(&f.pauseOnFailure, "pause-on-failure", false, "pause the schedule when an occurrence is dead-lettered")
 	fs.IntVar(&f.maxRuns, "max-runs", 0, "the definition's instants, fired or passed, before the schedule completes (0: no bound)")
+	fs.DurationVar(&f.jitter, "jitter", 0, "fire each occurrence up to this long after its instant, at an offset derived from its id (0: none; 1ms..168h)")
+	fs.BoolVar(&f.jitterEarly, "jitter-early", false, "with --jitter: the offset may also be up to --jitter before the instant")
 	fs.StringVar(&f.at, "at", "", "one instant, RFC 3339")
 	fs.StringVar(&f.after, "after", "", `one instant this long after the schedule is created ("10m")`)
 	fs.StringVar(&f.payload, "payload", "", "payload of each occurrence, JSON")
@@ -149,6 +151,12 @@ func (f *defineFlags) apply(o *client.ScheduleOptions, spec *orreryv1.ScheduleSp
 	}
 	if f.set["pause-on-failure"] {
 		o.PauseOnFailure = f.pauseOnFailure
+	}
+	if f.set["jitter"] {
+		o.Jitter = f.jitter
+	}
+	if f.set["jitter-early"] {
+		o.JitterEarly = f.jitterEarly
 	}
 	return nil
 }

@@ -121,6 +121,20 @@ func TestSchedulesCreateWithBounds(t *testing.T) {
 	}
 }
 
+// TestSchedulesCreateWithJitter: --jitter and --jitter-early define a schedule's jitter, which
+// describe shows; --jitter-early alone is refused naming the field.
+func TestSchedulesCreateWithJitter(t *testing.T) {
+	s := startSilo(t)
+	ok(t, s, "", "schedules", "create", "spread", "--namespace", "cli-jitter", "--queue", "reports", "--every", "1h", "--jitter", "90s", "--jitter-early")
+	described := ok(t, s, "", "schedules", "describe", "cli-jitter", "reports", "spread", "spread")
+	if lineOf(described, "jitter", "up to 1m30s before or after each instant") == "" {
+		t.Fatalf("describe has no jitter line:\n%s", described)
+	}
+	if r := cli(t, s, "", "schedules", "create", "x", "--namespace", "cli-jitter", "--queue", "reports", "--every", "1h", "--jitter-early"); r.code == 0 || !strings.Contains(r.stderr, "jitter_allow_early") {
+		t.Errorf("--jitter-early alone: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 // TestSchedulesCreateThatPausesOnFailure: --pause-on-failure defines a schedule that pauses
 // when an occurrence is dead-lettered, which describe shows.
 func TestSchedulesCreateThatPausesOnFailure(t *testing.T) {

@@ -240,6 +240,7 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	w.row("overlap", policyName(def.GetOverlap().String(), "OVERLAP_POLICY_", "allow_all"))
 	w.row("catch-up window", catchUpText(def.GetCatchUpWindowMicros(), def.GetMisfire()))
 	w.row("bounds", boundsText(def))
+	w.row("jitter", jitterText(def))
 	if def.GetPauseOnFailure() {
 		w.row("on failure", "pause: a dead-lettered occurrence pauses the schedule")
 	} else {
@@ -404,6 +405,19 @@ func (c *command) scheduleAction(ctx context.Context, action string, args []stri
 	past := map[string]string{"pause": "paused", "resume": "resumed", "trigger": "triggered", "delete": "deleted"}[action]
 	_, err = fmt.Fprintf(c.stdout, "%s %s %s\n", past, strings.Join(args[:3], "/"), id)
 	return err
+}
+
+// jitterText describes a definition's jitter: "none", or how far its occurrences may move.
+func jitterText(def *orreryv1.ScheduleDefinition) string {
+	j := time.Duration(def.GetJitterMicros()) * time.Microsecond
+	switch {
+	case j == 0:
+		return "none"
+	case def.GetJitterAllowEarly():
+		return fmt.Sprintf("up to %v before or after each instant", j)
+	default:
+		return fmt.Sprintf("up to %v after each instant", j)
+	}
 }
 
 // boundsText describes a definition's bounds: "none", or its start, end and max runs.

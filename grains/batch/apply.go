@@ -336,6 +336,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 				return nil, err
 			}
 		}
+		if schedule.HasJitter(k.ConfigureSchedule.GetDefinition()) {
+			if err := a.Require(ApplyVersionJitter, "definition.jitter_micros"); err != nil {
+				return nil, err
+			}
+		}
 		if k.ConfigureSchedule.GetDefinition().GetPauseOnFailure() {
 			if err := a.Require(ApplyVersionPauseOnFailure, "definition.pause_on_failure"); err != nil {
 				return nil, err

@@ -23,8 +23,10 @@ import (
 //     schedule when the definition sets pause_on_failure (ApplyVersionPauseOnFailure);
 //  4. the overlap policy BUFFER_ALL, and a dead-lettered occurrence frees its schedule's
 //     overlap slot at once (ApplyVersionBufferAll);
-//  5. the overlap policy CANCEL_OTHER (ApplyVersionCancelOther).
-const KnownApplyVersion uint32 = 5
+//  5. the overlap policy CANCEL_OTHER (ApplyVersionCancelOther);
+//  6. a schedule's jitter (ScheduleDefinition jitter_micros, jitter_allow_early:
+//     ApplyVersionJitter).
+const KnownApplyVersion uint32 = 6
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -42,6 +44,11 @@ const ApplyVersionBufferAll uint32 = 4
 
 // ApplyVersionCancelOther is the apply version that takes the overlap policy CANCEL_OTHER.
 const ApplyVersionCancelOther uint32 = 5
+
+// ApplyVersionJitter is the apply version that takes a schedule definition's jitter: before it
+// a definition that sets one is refused (Validation), since a replica of an older release
+// would fire its occurrences at their nominal instants.
+const ApplyVersionJitter uint32 = 6
 
 // LoadApplyVersion returns the apply version the partition's state holds (keys.ApplyVersion,
 // written by SetApplyVersion), 1 while it holds none.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orreryhq/orrery"
+
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/schedule"
@@ -148,6 +150,30 @@ func TestCancelOtherWaitsForItsApplyVersion(t *testing.T) {
 		}
 		if got := resultErr(out.Receipt.GetResults()[0]); (got == nil) != c.taken {
 			t.Fatalf("CANCEL_OTHER at apply version %d: %v, want taken %v", c.version, got, c.taken)
+		}
+	}
+}
+
+// TestJitterWaitsForItsApplyVersion: a definition with a jitter is refused before apply
+// version 6, naming the field.
+func TestJitterWaitsForItsApplyVersion(t *testing.T) {
+	for _, c := range []struct {
+		version uint32
+		taken   bool
+	}{{5, false}, {6, true}} {
+		v := granted(t)
+		a := applier()
+		a.ApplyVersion = c.version
+		configure := configureMutation(everySpec(t0+sec, input.Minute), 0)
+		configure.GetConfigureSchedule().GetDefinition().JitterMicros = 10 * sec
+		b := &orreryv1.Batch{CommandId: "configure", Mutations: []*orreryv1.Mutation{configure}}
+		out, err := a.ApplyBatch(v, sender(b), b, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resultErr(out.Receipt.GetResults()[0])
+		if (got == nil) != c.taken || (got != nil && !strings.HasSuffix(orrery.AsError(got).Field, "definition.jitter_micros")) {
+			t.Fatalf("a jitter at apply version %d: %v, want taken %v", c.version, got, c.taken)
 		}
 	}
 }

@@ -88,7 +88,7 @@ func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, l
 		return result(rec, nil), nil
 	}
 	e := &emitter{v: v, lim: lim, rec: rec, now: loggedNowMicros, maxEmit: maxEmit, maxPassed: maxPassedPerEmit(lim), budget: budget}
-	seriesDue := !rec.GetSeriesEnded() && rec.GetNextNominalUnixMicros() <= loggedNowMicros
+	seriesDue := !rec.GetSeriesEnded() && nextFireAt(rec) <= loggedNowMicros
 	bufferedDue := false
 	if rec.GetBuffered() != nil {
 		if bufferedDue, err = e.slotFree(); err != nil {
@@ -184,7 +184,7 @@ func (e *emitter) run() error {
 	window := def.GetCatchUpWindowMicros()
 	for e.room() {
 		rec := e.rec
-		if rec.GetSeriesEnded() || rec.GetNextNominalUnixMicros() > e.now {
+		if rec.GetSeriesEnded() || nextFireAt(rec) > e.now {
 			return nil
 		}
 		current := point{rec.GetNextOrdinal(), rec.GetNextNominalUnixMicros()}
@@ -201,7 +201,7 @@ func (e *emitter) run() error {
 			if err != nil {
 				return err
 			}
-			if exists && next <= e.now {
+			if exists && fireAt(e.rec, current.ordinal+1, next) <= e.now {
 				if err := e.passWithout(current, orreryv1.LedgerOutcome_LEDGER_OUTCOME_SKIPPED_MISFIRE); err != nil {
 					return err
 				}
@@ -233,7 +233,7 @@ func (e *emitter) coalesce(first point) (unit, error) {
 		if err != nil {
 			return unit{}, err
 		}
-		if !exists || next > e.now {
+		if !exists || fireAt(e.rec, last.ordinal+1, next) > e.now {
 			break
 		}
 		members = append(members, point{last.ordinal + 1, next})

@@ -93,14 +93,14 @@ func evaluate(r kv.Reader, rec *orreryv1.ScheduleRecord) (s series, blocked stri
 }
 
 // clockAnomaly says why the emit's logged time is a clock anomaly for the record: further
-// past its reference instant (the next nominal instant, or the generation start or last
-// resume if later) than its anomaly window. It is "" when the guard is off or not tripped.
+// past its reference instant (the next nominal instant or, if later, the instant its jitter
+// fires it, the generation start or the last resume) than its anomaly window. It is "" when the guard is off or not tripped.
 func clockAnomaly(rec *orreryv1.ScheduleRecord, loggedNowMicros int64) string {
 	window := rec.GetDefinition().GetAnomalyWindowMicros()
 	if window <= 0 || rec.GetSeriesEnded() {
 		return ""
 	}
-	reference := max(rec.GetNextNominalUnixMicros(), rec.GetGenerationStartedAtUnixMicros(), rec.GetResumeFloorUnixMicros())
+	reference := max(rec.GetNextNominalUnixMicros(), nextFireAt(rec), rec.GetGenerationStartedAtUnixMicros(), rec.GetResumeFloorUnixMicros())
 	if late := loggedNowMicros - reference; late > window {
 		return fmt.Sprintf("clock anomaly: logged time %s is %s past the schedule's cursor %s, more than its anomaly window of %s",
 			instant(loggedNowMicros), duration(late), instant(reference), duration(window))

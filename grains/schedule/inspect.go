@@ -57,7 +57,8 @@ func Inspect(r kv.Reader, lane *orreryv1.Lane, scheduleID string, loggedNowMicro
 	return insp, err
 }
 
-// nextFireTimes walks the series from the watermark on a copy of the record: from where a
+// nextFireTimes walks the series from the watermark on a copy of the record, giving the instant
+// each ordinal fires (its nominal instant moved by the definition's jitter): from where a
 // resume at loggedNow would start when paused, and past the instants a resume left to be
 // passed PAUSED.
 func nextFireTimes(rec *orreryv1.ScheduleRecord, location *time.Location, loggedNowMicros int64) ([]int64, error) {
@@ -78,7 +79,7 @@ func nextFireTimes(rec *orreryv1.ScheduleRecord, location *time.Location, logged
 	var times []int64
 	ordinal, at := preview.GetNextOrdinal(), preview.GetNextNominalUnixMicros()
 	for exists := !preview.GetSeriesEnded(); exists && len(times) < InspectFireTimes; {
-		times = append(times, at)
+		times = append(times, fireAt(preview, ordinal, at))
 		ordinal++
 		if at, exists, err = s.after(ordinal, at); err != nil {
 			return nil, err

@@ -152,10 +152,10 @@ func nextDue(rec *orreryv1.ScheduleRecord) int64 {
 		// The series waits for its in-flight occurrence: due again when it expires, or at
 		// once when its ack frees the slot (ReleaseSlot).
 		if !rec.GetSeriesEnded() && rec.GetInFlightExpiresAtUnixMicros() > 0 {
-			consider(max(rec.GetNextNominalUnixMicros(), rec.GetInFlightExpiresAtUnixMicros()))
+			consider(max(nextFireAt(rec), rec.GetInFlightExpiresAtUnixMicros()))
 		}
 	case !rec.GetSeriesEnded():
-		consider(rec.GetNextNominalUnixMicros())
+		consider(nextFireAt(rec))
 	}
 	if b := rec.GetBuffered(); b != nil {
 		switch {

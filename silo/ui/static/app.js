@@ -235,14 +235,15 @@ function detailsRow(s, rec) {
           : el('p', { className: 'muted' }, 'none yet')))));
 }
 
-// boundsLine describes a schedule's bounds and failure policy, why its series ended by a bound and
-// why it paused itself; null when there is nothing to say.
+// boundsLine describes a schedule's bounds, jitter and failure policy, why its series ended by
+// a bound and why it paused itself; null when there is nothing to say.
 function boundsLine(def, rec) {
   const parts = [];
   if (def.start_at_unix_micros) parts.push(`from ${humanTime(micros(def.start_at_unix_micros))}`);
   if (def.end_at_unix_micros) parts.push(`until ${humanTime(micros(def.end_at_unix_micros))}`);
   if (def.max_occurrences) parts.push(`at most ${def.max_occurrences} runs`);
   if (def.pause_on_failure) parts.push('pauses on failure');
+  if (def.jitter_micros) parts.push(`jitter ${def.jitter_allow_early ? '±' : '+'}${duration(micros(def.jitter_micros) / 1000)}`);
   if (!parts.length && !rec.series_end_reason && !rec.paused_reason) return null;
   return el('p', { className: 'muted bounds' }, `bounds: ${parts.join(', ') || 'none'}` +
     (rec.series_end_reason ? ` · ended: ${rec.series_end_reason}` : '') +
