@@ -62,6 +62,13 @@ func (c *Client) ResumeSchedule(ctx context.Context, m *orreryv1.ResumeSchedule,
 	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_ResumeSchedule{ResumeSchedule: m}}, opts)
 }
 
+// SkipExpired passes, in one command, up to the partition's bound of the expired occurrences a
+// schedule stopped at (see orreryv1.ExpiredPolicy); res.PassedWithoutMessage counts them, and
+// 0 means none was left. ScheduleHandle.SkipExpired repeats it until none is.
+func (c *Client) SkipExpired(ctx context.Context, m *orreryv1.SkipExpired, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
+	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_SkipExpired{SkipExpired: m}}, opts)
+}
+
 // TriggerSchedule enqueues one manual occurrence now; it is refused while the schedule is
 // paused.
 func (c *Client) TriggerSchedule(ctx context.Context, m *orreryv1.TriggerSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {

@@ -38,6 +38,13 @@ const (
 	// (apply version 5).
 	OverlapCancelOther = orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER
 
+	// ExpiredFail (the default from apply version 7) stops the schedule at an occurrence whose
+	// TimeToLive passed before it could be enqueued: nothing is lost, the watchdog reports the
+	// schedule failing (Describe's Liveness), and SkipExpired or an Update resolves it.
+	ExpiredFail = orreryv1.ExpiredPolicy_EXPIRED_POLICY_FAIL
+	// ExpiredSkip passes such an occurrence with an "expired" ledger record and goes on.
+	ExpiredSkip = orreryv1.ExpiredPolicy_EXPIRED_POLICY_SKIP
+
 	ScheduleActive    = orreryv1.ScheduleState_SCHEDULE_STATE_ACTIVE
 	SchedulePaused    = orreryv1.ScheduleState_SCHEDULE_STATE_PAUSED
 	ScheduleSuspended = orreryv1.ScheduleState_SCHEDULE_STATE_SUSPENDED
@@ -56,6 +63,10 @@ var (
 	ErrScheduleCancelled = &orrery.Error{Code: orrery.CodeSuspended, Field: "cancelled"}
 	ErrScheduleSuspended = &orrery.Error{Code: orrery.CodeSuspended, Field: "suspended"}
 )
+
+// ExpiredPolicy says what a schedule does with an occurrence whose TimeToLive passed before it
+// could be enqueued (ExpiredFail, ExpiredSkip).
+type ExpiredPolicy = orreryv1.ExpiredPolicy
 
 // MisfirePolicy says what a schedule does with instants that passed while nothing could emit
 // them (MisfireCatchUp, MisfireSkip, MisfireCoalesce).
@@ -128,6 +139,10 @@ type ScheduleOptions struct {
 	// (its id and its ledger record's NominalDue). Needs apply version 6 (see StartAt).
 	Jitter      time.Duration
 	JitterEarly bool
+	// Expired says what an occurrence whose TimeToLive passed before it could be enqueued does
+	// (zero: ExpiredFail from apply version 7, skipped before). Setting it needs apply
+	// version 7 (see StartAt).
+	Expired ExpiredPolicy
 }
 
 // marshalled is o with Payload marshalled into PayloadJSON; a negative MaxOccurrences, which
@@ -156,6 +171,7 @@ func (o ScheduleOptions) definition(namespace, name, id string) *orreryv1.Schedu
 		CatchUpWindowMicros: o.CatchUpWindow.Microseconds(), AnomalyWindowMicros: o.AnomalyWindow.Microseconds(),
 		StartAtUnixMicros: unixMicrosOf(o.StartAt), EndAtUnixMicros: unixMicrosOf(o.EndAt), MaxOccurrences: uint64(max(o.MaxOccurrences, 0)),
 		PauseOnFailure: o.PauseOnFailure, JitterMicros: o.Jitter.Microseconds(), JitterAllowEarly: o.JitterEarly,
+		Expired: o.Expired,
 	}
 	t := &orreryv1.MessageTemplate{PayloadJson: o.PayloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
 		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1))}
@@ -198,6 +214,7 @@ func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
 		CatchUpWindow: microDuration(def.GetCatchUpWindowMicros()), AnomalyWindow: microDuration(def.GetAnomalyWindowMicros()),
 		StartAt: instant(def.GetStartAtUnixMicros()), EndAt: instant(def.GetEndAtUnixMicros()), MaxOccurrences: int(min(def.GetMaxOccurrences(), 1<<62)),
 		PauseOnFailure: def.GetPauseOnFailure(), Jitter: microDuration(def.GetJitterMicros()), JitterEarly: def.GetJitterAllowEarly(),
+		Expired: def.GetExpired(),
 	}
 }
 
@@ -579,6 +596,29 @@ func (h *ScheduleHandle) Trigger(ctx context.Context, opts ...CallOption) (messa
 		return ids[0], nil
 	}
 	return "", nil
+}
+
+// SkipExpired passes the occurrences the schedule stopped at because their TimeToLive had
+// passed (ExpiredFail): each is recorded "expired" in its ledger, with the caller in the
+// reason, and the schedule goes on from the first one still alive. It returns how many it
+// passed (0: none had expired). Needs apply version 7.
+func (h *ScheduleHandle) SkipExpired(ctx context.Context, opts ...CallOption) (int, error) {
+	id, err := h.resolve(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		res, err := h.c.SkipExpired(ctx, &orreryv1.SkipExpired{Lane: h.lane, ScheduleId: id}, opts...)
+		if err != nil {
+			return total, err
+		}
+		n := int(res.GetPassedWithoutMessage())
+		total += n
+		if n == 0 {
+			return total, nil
+		}
+	}
 }
 
 // Update changes the schedule's definition: it reads the current one, lets change edit its

@@ -709,3 +709,33 @@ func TestAJitteredScheduleDescribesItsFireTimes(t *testing.T) {
 		t.Fatalf("a 500µs jitter: %v, want Validation on jitter_micros", err)
 	}
 }
+
+// TestAnExpiredOccurrenceWaitsForSkipExpired: an occurrence that outlived its TimeToLive before
+// it fired stops its schedule (nothing is enqueued); SkipExpired passes it, recorded "expired",
+// and says how many it passed.
+func TestAnExpiredOccurrenceWaitsForSkipExpired(t *testing.T) {
+	b := setup(t, 2)
+	ctx := ctxFor(t)
+	h, err := b.c.Schedules(testNamespace).Create(ctx, "stale", client.ScheduleOptions{Queue: testQueue, Key: "k",
+		Spec: client.Every(time.Hour, time.Now().Add(-30*time.Minute)), TimeToLive: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := b.tr.EmitDue(ctx); n != 0 {
+		t.Fatalf("the stopped schedule enqueued %d", n)
+	}
+	if d, err := h.Describe(ctx); err != nil || d.Options.Expired != 0 || len(d.LastOutcomes) != 0 {
+		t.Fatalf("described %+v (%v) before the skip", d, err)
+	}
+	n, err := h.SkipExpired(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("SkipExpired: %d, %v; want 1", n, err)
+	}
+	d, err := h.Describe(ctx)
+	if err != nil || len(d.LastOutcomes) != 1 || d.LastOutcomes[0].Outcome != "expired" || !strings.Contains(d.LastOutcomes[0].Reason, "skipped by") {
+		t.Fatalf("described %+v (%v) after the skip", d, err)
+	}
+	if n, err := h.SkipExpired(ctx); err != nil || n != 0 {
+		t.Fatalf("a second SkipExpired: %d, %v; want 0", n, err)
+	}
+}

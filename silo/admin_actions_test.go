@@ -86,3 +86,29 @@ func TestAdminPausesResumesAndTriggersSchedules(t *testing.T) {
 		t.Fatalf("malformed id: %d %v, want 400 naming schedule_id", code, body)
 	}
 }
+
+// TestAdminSkipsExpiredOccurrences: POST …/skip-expired passes the expired occurrence a
+// schedule stopped at and answers how many it passed.
+func TestAdminSkipsExpiredOccurrences(t *testing.T) {
+	t.Parallel()
+	s := startSilo(t, t.TempDir(), nil)
+	waitReady(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lane := &orreryv1.Lane{Namespace: "actions-test", Queue: "jobs", Key: "stale"}
+	id := uuid.NewString()
+	if _, err := s.Client().ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: id,
+		Spec:     &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: time.Hour.Microseconds(), FirstDueAtUnixMicros: time.Now().Add(-30 * time.Minute).UnixMicro()}}},
+		Template: &orreryv1.MessageTemplate{TimeToLiveMicros: time.Second.Microseconds()},
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	code, body := post(t, "http://"+s.AdminAddress()+"/v1/schedules/actions-test/jobs/stale/"+id+"/skip-expired", nil)
+	if code != http.StatusOK || body["passed_without_message"] != float64(1) {
+		t.Fatalf("skip-expired: %d %v, want 200 and 1 passed", code, body)
+	}
+	rec, err := s.Client().InspectSchedule(ctx, lane, id)
+	if err != nil || rec.GetNextOrdinal() != 1 {
+		t.Fatalf("after skip-expired: %v (%v), want the watermark at 1", rec, err)
+	}
+}

@@ -270,6 +270,63 @@ func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
 	return file_api_v1_orrery_proto_rawDescGZIP(), []int{3}
 }
 
+// ExpiredPolicy says what a schedule does with an occurrence whose time to live has passed
+// before it could be enqueued (a catch-up after an outage longer than the time to live).
+type ExpiredPolicy int32
+
+const (
+	// FAIL from apply version 7 (SKIP before it).
+	ExpiredPolicy_EXPIRED_POLICY_UNSPECIFIED ExpiredPolicy = 0
+	// The schedule stops advancing at the expired occurrence: its emits fail (Expired), the due
+	// coordinator's watchdog reports it failing with the reason, and nothing is lost until an
+	// operator resolves it: SkipExpired passes the expired occurrences (ledgered EXPIRED), or a
+	// new definition replaces the generation.
+	ExpiredPolicy_EXPIRED_POLICY_FAIL ExpiredPolicy = 1
+	// The expired occurrence is passed with an EXPIRED ledger record, and the series goes on.
+	ExpiredPolicy_EXPIRED_POLICY_SKIP ExpiredPolicy = 2
+)
+
+// Enum value maps for ExpiredPolicy.
+var (
+	ExpiredPolicy_name = map[int32]string{
+		0: "EXPIRED_POLICY_UNSPECIFIED",
+		1: "EXPIRED_POLICY_FAIL",
+		2: "EXPIRED_POLICY_SKIP",
+	}
+	ExpiredPolicy_value = map[string]int32{
+		"EXPIRED_POLICY_UNSPECIFIED": 0,
+		"EXPIRED_POLICY_FAIL":        1,
+		"EXPIRED_POLICY_SKIP":        2,
+	}
+)
+
+func (x ExpiredPolicy) Enum() *ExpiredPolicy {
+	p := new(ExpiredPolicy)
+	*p = x
+	return p
+}
+
+func (x ExpiredPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExpiredPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_v1_orrery_proto_enumTypes[4].Descriptor()
+}
+
+func (ExpiredPolicy) Type() protoreflect.EnumType {
+	return &file_api_v1_orrery_proto_enumTypes[4]
+}
+
+func (x ExpiredPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExpiredPolicy.Descriptor instead.
+func (ExpiredPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{4}
+}
+
 // OverlapPolicy says what happens while a previous occurrence is not yet acknowledged.
 type OverlapPolicy int32
 
@@ -322,11 +379,11 @@ func (x OverlapPolicy) String() string {
 }
 
 func (OverlapPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_orrery_proto_enumTypes[4].Descriptor()
+	return file_api_v1_orrery_proto_enumTypes[5].Descriptor()
 }
 
 func (OverlapPolicy) Type() protoreflect.EnumType {
-	return &file_api_v1_orrery_proto_enumTypes[4]
+	return &file_api_v1_orrery_proto_enumTypes[5]
 }
 
 func (x OverlapPolicy) Number() protoreflect.EnumNumber {
@@ -335,7 +392,7 @@ func (x OverlapPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OverlapPolicy.Descriptor instead.
 func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{4}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{5}
 }
 
 // SagaPhase is the lifecycle of a saga. Completed, Cancelled and TimedOut are terminal.
@@ -378,11 +435,11 @@ func (x SagaPhase) String() string {
 }
 
 func (SagaPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_orrery_proto_enumTypes[5].Descriptor()
+	return file_api_v1_orrery_proto_enumTypes[6].Descriptor()
 }
 
 func (SagaPhase) Type() protoreflect.EnumType {
-	return &file_api_v1_orrery_proto_enumTypes[5]
+	return &file_api_v1_orrery_proto_enumTypes[6]
 }
 
 func (x SagaPhase) Number() protoreflect.EnumNumber {
@@ -391,7 +448,7 @@ func (x SagaPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SagaPhase.Descriptor instead.
 func (SagaPhase) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{5}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{6}
 }
 
 // Error is the one error shape on the wire. Field names the offending input field as a path
@@ -991,8 +1048,12 @@ type ScheduleDefinition struct {
 	// reference of the catch-up window. Occurrences still fire in ordinal order.
 	JitterMicros     int64 `protobuf:"varint,14,opt,name=jitter_micros,json=jitterMicros,proto3" json:"jitter_micros,omitempty"`
 	JitterAllowEarly bool  `protobuf:"varint,15,opt,name=jitter_allow_early,json=jitterAllowEarly,proto3" json:"jitter_allow_early,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// What an occurrence whose time to live passed before it was enqueued does (apply version 7
+	// for a set policy; see ExpiredPolicy). The time to live counts from the instant the
+	// occurrence fires (its nominal instant moved by the jitter).
+	Expired       ExpiredPolicy `protobuf:"varint,16,opt,name=expired,proto3,enum=orrery.v1.ExpiredPolicy" json:"expired,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleDefinition) Reset() {
@@ -1128,6 +1189,13 @@ func (x *ScheduleDefinition) GetJitterAllowEarly() bool {
 		return x.JitterAllowEarly
 	}
 	return false
+}
+
+func (x *ScheduleDefinition) GetExpired() ExpiredPolicy {
+	if x != nil {
+		return x.Expired
+	}
+	return ExpiredPolicy_EXPIRED_POLICY_UNSPECIFIED
 }
 
 // SagaTimeout is the message enqueued when a Waiting saga's deadline passes. It lands in lane
@@ -1958,6 +2026,63 @@ func (x *PauseSchedule) GetAnyRevision() bool {
 	return false
 }
 
+// SkipExpired (apply version 7) passes the expired occurrences a schedule stopped at (see
+// ExpiredPolicy FAIL): from its watermark on, each ordinal whose occurrence's time to live has
+// passed at the command's logged time is ledgered EXPIRED (the reason names the principal),
+// at most Limits.MaxPassedPerEmit per command; the result's passed_without_message counts
+// them, and 0 means none was left. The series then goes on from the first one not expired.
+type SkipExpired struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lane          *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	ScheduleId    string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkipExpired) Reset() {
+	*x = SkipExpired{}
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkipExpired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkipExpired) ProtoMessage() {}
+
+func (x *SkipExpired) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkipExpired.ProtoReflect.Descriptor instead.
+func (*SkipExpired) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SkipExpired) GetLane() *Lane {
+	if x != nil {
+		return x.Lane
+	}
+	return nil
+}
+
+func (x *SkipExpired) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
+}
+
 // ResumeSchedule restarts emission from the first occurrence after the resume's logged time
 // (minus the definition's catch-up window); the instants before that are recorded PAUSED in
 // the ledger. A schedule that is not paused, or is cancelled, cannot be resumed (Suspended).
@@ -1977,7 +2102,7 @@ type ResumeSchedule struct {
 
 func (x *ResumeSchedule) Reset() {
 	*x = ResumeSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2114,7 @@ func (x *ResumeSchedule) String() string {
 func (*ResumeSchedule) ProtoMessage() {}
 
 func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2127,7 @@ func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSchedule.ProtoReflect.Descriptor instead.
 func (*ResumeSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResumeSchedule) GetLane() *Lane {
@@ -2044,7 +2169,7 @@ type TriggerSchedule struct {
 
 func (x *TriggerSchedule) Reset() {
 	*x = TriggerSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2181,7 @@ func (x *TriggerSchedule) String() string {
 func (*TriggerSchedule) ProtoMessage() {}
 
 func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2194,7 @@ func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSchedule.ProtoReflect.Descriptor instead.
 func (*TriggerSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TriggerSchedule) GetLane() *Lane {
@@ -2104,7 +2229,7 @@ type CompareExchangeSaga struct {
 
 func (x *CompareExchangeSaga) Reset() {
 	*x = CompareExchangeSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2241,7 @@ func (x *CompareExchangeSaga) String() string {
 func (*CompareExchangeSaga) ProtoMessage() {}
 
 func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2254,7 @@ func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareExchangeSaga.ProtoReflect.Descriptor instead.
 func (*CompareExchangeSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CompareExchangeSaga) GetLane() *Lane {
@@ -2193,7 +2318,7 @@ type ExpireSaga struct {
 
 func (x *ExpireSaga) Reset() {
 	*x = ExpireSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2330,7 @@ func (x *ExpireSaga) String() string {
 func (*ExpireSaga) ProtoMessage() {}
 
 func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2343,7 @@ func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSaga.ProtoReflect.Descriptor instead.
 func (*ExpireSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExpireSaga) GetLane() *Lane {
@@ -2264,7 +2389,7 @@ type Enqueue struct {
 
 func (x *Enqueue) Reset() {
 	*x = Enqueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2401,7 @@ func (x *Enqueue) String() string {
 func (*Enqueue) ProtoMessage() {}
 
 func (x *Enqueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2414,7 @@ func (x *Enqueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueue.ProtoReflect.Descriptor instead.
 func (*Enqueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Enqueue) GetLane() *Lane {
@@ -2362,7 +2487,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2499,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2512,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Receive) GetNamespace() string {
@@ -2437,7 +2562,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2574,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2587,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Ack) GetLane() *Lane {
@@ -2499,7 +2624,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2511,7 +2636,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +2649,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Release) GetLane() *Lane {
@@ -2568,7 +2693,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2705,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2718,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExtendLease) GetLane() *Lane {
@@ -2638,7 +2763,7 @@ type Housekeep struct {
 
 func (x *Housekeep) Reset() {
 	*x = Housekeep{}
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2775,7 @@ func (x *Housekeep) String() string {
 func (*Housekeep) ProtoMessage() {}
 
 func (x *Housekeep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2788,7 @@ func (x *Housekeep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
 func (*Housekeep) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Housekeep) GetMaxRecords() uint32 {
@@ -2709,7 +2834,7 @@ type PartitionLimits struct {
 
 func (x *PartitionLimits) Reset() {
 	*x = PartitionLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2846,7 @@ func (x *PartitionLimits) String() string {
 func (*PartitionLimits) ProtoMessage() {}
 
 func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2859,7 @@ func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLimits.ProtoReflect.Descriptor instead.
 func (*PartitionLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PartitionLimits) GetMaxPayloadBytes() int64 {
@@ -2915,7 +3040,7 @@ type SetLimits struct {
 
 func (x *SetLimits) Reset() {
 	*x = SetLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2927,7 +3052,7 @@ func (x *SetLimits) String() string {
 func (*SetLimits) ProtoMessage() {}
 
 func (x *SetLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2940,7 +3065,7 @@ func (x *SetLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimits.ProtoReflect.Descriptor instead.
 func (*SetLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetLimits) GetLimits() *PartitionLimits {
@@ -2965,7 +3090,7 @@ type PartitionApplyVersion struct {
 
 func (x *PartitionApplyVersion) Reset() {
 	*x = PartitionApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3102,7 @@ func (x *PartitionApplyVersion) String() string {
 func (*PartitionApplyVersion) ProtoMessage() {}
 
 func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3115,7 @@ func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionApplyVersion.ProtoReflect.Descriptor instead.
 func (*PartitionApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PartitionApplyVersion) GetVersion() uint32 {
@@ -3013,7 +3138,7 @@ type SetApplyVersion struct {
 
 func (x *SetApplyVersion) Reset() {
 	*x = SetApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3150,7 @@ func (x *SetApplyVersion) String() string {
 func (*SetApplyVersion) ProtoMessage() {}
 
 func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3163,7 @@ func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetApplyVersion.ProtoReflect.Descriptor instead.
 func (*SetApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetApplyVersion) GetVersion() uint32 {
@@ -3060,7 +3185,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3197,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3210,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 // RefreshZoneRules makes the rules of each named zone that the entry carries
@@ -3104,7 +3229,7 @@ type RefreshZoneRules struct {
 
 func (x *RefreshZoneRules) Reset() {
 	*x = RefreshZoneRules{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3241,7 @@ func (x *RefreshZoneRules) String() string {
 func (*RefreshZoneRules) ProtoMessage() {}
 
 func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3254,7 @@ func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
 func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RefreshZoneRules) GetZones() []string {
@@ -3157,7 +3282,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3294,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3307,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3230,7 +3355,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3242,7 +3367,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3255,7 +3380,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3299,7 +3424,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3436,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3449,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -3351,7 +3476,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3488,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3501,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -3407,7 +3532,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3419,7 +3544,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3432,7 +3557,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -3476,6 +3601,7 @@ type Mutation struct {
 	//	*Mutation_SetLimits
 	//	*Mutation_RefreshZoneRules
 	//	*Mutation_SetApplyVersion
+	//	*Mutation_SkipExpired
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3483,7 +3609,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3621,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3634,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -3716,6 +3842,15 @@ func (x *Mutation) GetSetApplyVersion() *SetApplyVersion {
 	return nil
 }
 
+func (x *Mutation) GetSkipExpired() *SkipExpired {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_SkipExpired); ok {
+			return x.SkipExpired
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -3808,6 +3943,10 @@ type Mutation_SetApplyVersion struct {
 	SetApplyVersion *SetApplyVersion `protobuf:"bytes,22,opt,name=set_apply_version,json=setApplyVersion,proto3,oneof"`
 }
 
+type Mutation_SkipExpired struct {
+	SkipExpired *SkipExpired `protobuf:"bytes,23,opt,name=skip_expired,json=skipExpired,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -3852,6 +3991,8 @@ func (*Mutation_RefreshZoneRules) isMutation_Kind() {}
 
 func (*Mutation_SetApplyVersion) isMutation_Kind() {}
 
+func (*Mutation_SkipExpired) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -3866,7 +4007,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3878,7 +4019,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3891,7 +4032,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -3949,7 +4090,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3961,7 +4102,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3974,7 +4115,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -4074,7 +4215,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4086,7 +4227,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4099,7 +4240,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -4134,7 +4275,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4146,7 +4287,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4159,7 +4300,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -4190,7 +4331,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4202,7 +4343,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4215,7 +4356,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -4243,7 +4384,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4255,7 +4396,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4268,7 +4409,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -4303,7 +4444,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4315,7 +4456,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4328,7 +4469,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -4387,7 +4528,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4399,7 +4540,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4412,7 +4553,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -4456,7 +4597,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4609,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4622,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -4621,7 +4762,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4633,7 +4774,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4646,7 +4787,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -4718,7 +4859,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xa8\x05\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xdc\x05\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -4736,7 +4877,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x0fmax_occurrences\x18\f \x01(\x04R\x0emaxOccurrences\x12(\n" +
 	"\x10pause_on_failure\x18\r \x01(\bR\x0epauseOnFailure\x12#\n" +
 	"\rjitter_micros\x18\x0e \x01(\x03R\fjitterMicros\x12,\n" +
-	"\x12jitter_allow_early\x18\x0f \x01(\bR\x10jitterAllowEarly\"[\n" +
+	"\x12jitter_allow_early\x18\x0f \x01(\bR\x10jitterAllowEarly\x122\n" +
+	"\aexpired\x18\x10 \x01(\x0e2\x18.orrery.v1.ExpiredPolicyR\aexpired\"[\n" +
 	"\vSagaTimeout\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x126\n" +
 	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\xf6\x02\n" +
@@ -4809,7 +4951,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
 	"scheduleId\x12+\n" +
 	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\x12!\n" +
-	"\fany_revision\x18\x04 \x01(\bR\vanyRevision\"\xa6\x01\n" +
+	"\fany_revision\x18\x04 \x01(\bR\vanyRevision\"S\n" +
+	"\vSkipExpired\x12#\n" +
+	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
+	"\vschedule_id\x18\x02 \x01(\tR\n" +
+	"scheduleId\"\xa6\x01\n" +
 	"\x0eResumeSchedule\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -4921,7 +5067,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"K\n" +
 	"\x12RedriveDeadLetters\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\rR\x03max\"\x9d\v\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"\xda\v\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -4947,7 +5093,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\n" +
 	"set_limits\x18\x14 \x01(\v2\x14.orrery.v1.SetLimitsH\x00R\tsetLimits\x12K\n" +
 	"\x12refresh_zone_rules\x18\x15 \x01(\v2\x1b.orrery.v1.RefreshZoneRulesH\x00R\x10refreshZoneRules\x12H\n" +
-	"\x11set_apply_version\x18\x16 \x01(\v2\x1a.orrery.v1.SetApplyVersionH\x00R\x0fsetApplyVersionB\x06\n" +
+	"\x11set_apply_version\x18\x16 \x01(\v2\x1a.orrery.v1.SetApplyVersionH\x00R\x0fsetApplyVersion\x12;\n" +
+	"\fskip_expired\x18\x17 \x01(\v2\x16.orrery.v1.SkipExpiredH\x00R\vskipExpiredB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -5040,7 +5187,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_CATCH_UP\x10\x01\x12\x17\n" +
 	"\x13MISFIRE_POLICY_SKIP\x10\x02\x12\x1b\n" +
-	"\x17MISFIRE_POLICY_COALESCE\x10\x03*\xc5\x01\n" +
+	"\x17MISFIRE_POLICY_COALESCE\x10\x03*a\n" +
+	"\rExpiredPolicy\x12\x1e\n" +
+	"\x1aEXPIRED_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13EXPIRED_POLICY_FAIL\x10\x01\x12\x17\n" +
+	"\x13EXPIRED_POLICY_SKIP\x10\x02*\xc5\x01\n" +
 	"\rOverlapPolicy\x12\x1e\n" +
 	"\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18OVERLAP_POLICY_ALLOW_ALL\x10\x01\x12\x17\n" +
@@ -5067,144 +5218,149 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 	return file_api_v1_orrery_proto_rawDescData
 }
 
-var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
 	(CronRepeatPolicy)(0),         // 2: orrery.v1.CronRepeatPolicy
 	(MisfirePolicy)(0),            // 3: orrery.v1.MisfirePolicy
-	(OverlapPolicy)(0),            // 4: orrery.v1.OverlapPolicy
-	(SagaPhase)(0),                // 5: orrery.v1.SagaPhase
-	(*Error)(nil),                 // 6: orrery.v1.Error
-	(*Lane)(nil),                  // 7: orrery.v1.Lane
-	(*AtSpec)(nil),                // 8: orrery.v1.AtSpec
-	(*AfterSpec)(nil),             // 9: orrery.v1.AfterSpec
-	(*EverySpec)(nil),             // 10: orrery.v1.EverySpec
-	(*CronSpec)(nil),              // 11: orrery.v1.CronSpec
-	(*ScheduleSpec)(nil),          // 12: orrery.v1.ScheduleSpec
-	(*MessageTemplate)(nil),       // 13: orrery.v1.MessageTemplate
-	(*ScheduleDefinition)(nil),    // 14: orrery.v1.ScheduleDefinition
-	(*SagaTimeout)(nil),           // 15: orrery.v1.SagaTimeout
-	(*OccurrenceOrigin)(nil),      // 16: orrery.v1.OccurrenceOrigin
-	(*SagaTimeoutOrigin)(nil),     // 17: orrery.v1.SagaTimeoutOrigin
-	(*Lease)(nil),                 // 18: orrery.v1.Lease
-	(*QueueMessage)(nil),          // 19: orrery.v1.QueueMessage
-	(*ConfigureSchedule)(nil),     // 20: orrery.v1.ConfigureSchedule
-	(*EmitOccurrences)(nil),       // 21: orrery.v1.EmitOccurrences
-	(*CancelSchedule)(nil),        // 22: orrery.v1.CancelSchedule
-	(*DeleteSchedule)(nil),        // 23: orrery.v1.DeleteSchedule
-	(*PauseSchedule)(nil),         // 24: orrery.v1.PauseSchedule
-	(*ResumeSchedule)(nil),        // 25: orrery.v1.ResumeSchedule
-	(*TriggerSchedule)(nil),       // 26: orrery.v1.TriggerSchedule
-	(*CompareExchangeSaga)(nil),   // 27: orrery.v1.CompareExchangeSaga
-	(*ExpireSaga)(nil),            // 28: orrery.v1.ExpireSaga
-	(*Enqueue)(nil),               // 29: orrery.v1.Enqueue
-	(*Receive)(nil),               // 30: orrery.v1.Receive
-	(*Ack)(nil),                   // 31: orrery.v1.Ack
-	(*Release)(nil),               // 32: orrery.v1.Release
-	(*ExtendLease)(nil),           // 33: orrery.v1.ExtendLease
-	(*Housekeep)(nil),             // 34: orrery.v1.Housekeep
-	(*PartitionLimits)(nil),       // 35: orrery.v1.PartitionLimits
-	(*SetLimits)(nil),             // 36: orrery.v1.SetLimits
-	(*PartitionApplyVersion)(nil), // 37: orrery.v1.PartitionApplyVersion
-	(*SetApplyVersion)(nil),       // 38: orrery.v1.SetApplyVersion
-	(*CheckConsistency)(nil),      // 39: orrery.v1.CheckConsistency
-	(*RefreshZoneRules)(nil),      // 40: orrery.v1.RefreshZoneRules
-	(*FieldPolicy)(nil),           // 41: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),             // 42: orrery.v1.GrantRule
-	(*PutGrant)(nil),              // 43: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),           // 44: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),    // 45: orrery.v1.RedriveDeadLetters
-	(*Mutation)(nil),              // 46: orrery.v1.Mutation
-	(*Batch)(nil),                 // 47: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 48: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 49: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 50: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 51: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 52: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 53: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 54: orrery.v1.RedriveResult
-	(*MutationResult)(nil),        // 55: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 56: orrery.v1.Receipt
+	(ExpiredPolicy)(0),            // 4: orrery.v1.ExpiredPolicy
+	(OverlapPolicy)(0),            // 5: orrery.v1.OverlapPolicy
+	(SagaPhase)(0),                // 6: orrery.v1.SagaPhase
+	(*Error)(nil),                 // 7: orrery.v1.Error
+	(*Lane)(nil),                  // 8: orrery.v1.Lane
+	(*AtSpec)(nil),                // 9: orrery.v1.AtSpec
+	(*AfterSpec)(nil),             // 10: orrery.v1.AfterSpec
+	(*EverySpec)(nil),             // 11: orrery.v1.EverySpec
+	(*CronSpec)(nil),              // 12: orrery.v1.CronSpec
+	(*ScheduleSpec)(nil),          // 13: orrery.v1.ScheduleSpec
+	(*MessageTemplate)(nil),       // 14: orrery.v1.MessageTemplate
+	(*ScheduleDefinition)(nil),    // 15: orrery.v1.ScheduleDefinition
+	(*SagaTimeout)(nil),           // 16: orrery.v1.SagaTimeout
+	(*OccurrenceOrigin)(nil),      // 17: orrery.v1.OccurrenceOrigin
+	(*SagaTimeoutOrigin)(nil),     // 18: orrery.v1.SagaTimeoutOrigin
+	(*Lease)(nil),                 // 19: orrery.v1.Lease
+	(*QueueMessage)(nil),          // 20: orrery.v1.QueueMessage
+	(*ConfigureSchedule)(nil),     // 21: orrery.v1.ConfigureSchedule
+	(*EmitOccurrences)(nil),       // 22: orrery.v1.EmitOccurrences
+	(*CancelSchedule)(nil),        // 23: orrery.v1.CancelSchedule
+	(*DeleteSchedule)(nil),        // 24: orrery.v1.DeleteSchedule
+	(*PauseSchedule)(nil),         // 25: orrery.v1.PauseSchedule
+	(*SkipExpired)(nil),           // 26: orrery.v1.SkipExpired
+	(*ResumeSchedule)(nil),        // 27: orrery.v1.ResumeSchedule
+	(*TriggerSchedule)(nil),       // 28: orrery.v1.TriggerSchedule
+	(*CompareExchangeSaga)(nil),   // 29: orrery.v1.CompareExchangeSaga
+	(*ExpireSaga)(nil),            // 30: orrery.v1.ExpireSaga
+	(*Enqueue)(nil),               // 31: orrery.v1.Enqueue
+	(*Receive)(nil),               // 32: orrery.v1.Receive
+	(*Ack)(nil),                   // 33: orrery.v1.Ack
+	(*Release)(nil),               // 34: orrery.v1.Release
+	(*ExtendLease)(nil),           // 35: orrery.v1.ExtendLease
+	(*Housekeep)(nil),             // 36: orrery.v1.Housekeep
+	(*PartitionLimits)(nil),       // 37: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),             // 38: orrery.v1.SetLimits
+	(*PartitionApplyVersion)(nil), // 39: orrery.v1.PartitionApplyVersion
+	(*SetApplyVersion)(nil),       // 40: orrery.v1.SetApplyVersion
+	(*CheckConsistency)(nil),      // 41: orrery.v1.CheckConsistency
+	(*RefreshZoneRules)(nil),      // 42: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),           // 43: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),             // 44: orrery.v1.GrantRule
+	(*PutGrant)(nil),              // 45: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),           // 46: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),    // 47: orrery.v1.RedriveDeadLetters
+	(*Mutation)(nil),              // 48: orrery.v1.Mutation
+	(*Batch)(nil),                 // 49: orrery.v1.Batch
+	(*ScheduleResult)(nil),        // 50: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),            // 51: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),         // 52: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),         // 53: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),           // 54: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),       // 55: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),         // 56: orrery.v1.RedriveResult
+	(*MutationResult)(nil),        // 57: orrery.v1.MutationResult
+	(*Receipt)(nil),               // 58: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
 	1,  // 1: orrery.v1.CronSpec.gap_policy:type_name -> orrery.v1.CronGapPolicy
 	2,  // 2: orrery.v1.CronSpec.repeat_policy:type_name -> orrery.v1.CronRepeatPolicy
-	8,  // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
-	9,  // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
-	10, // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
-	11, // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
-	7,  // 7: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
-	12, // 8: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
+	9,  // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
+	10, // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
+	11, // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
+	12, // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
+	8,  // 7: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
+	13, // 8: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
 	3,  // 9: orrery.v1.ScheduleDefinition.misfire:type_name -> orrery.v1.MisfirePolicy
-	4,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
-	13, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
-	13, // 12: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
-	7,  // 13: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
-	18, // 14: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
-	16, // 15: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
-	17, // 16: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
-	14, // 17: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
-	7,  // 18: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
-	7,  // 19: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
-	7,  // 20: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
-	7,  // 21: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
-	7,  // 22: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	7,  // 23: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	7,  // 24: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	5,  // 25: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	15, // 26: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	7,  // 27: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	7,  // 28: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	7,  // 29: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	7,  // 30: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	7,  // 31: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	35, // 32: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	41, // 33: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	42, // 34: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	7,  // 35: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	20, // 36: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	21, // 37: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	22, // 38: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	23, // 39: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	24, // 40: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	25, // 41: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	26, // 42: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	27, // 43: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	28, // 44: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	29, // 45: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	30, // 46: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	31, // 47: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	32, // 48: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	33, // 49: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	34, // 50: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	43, // 51: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	44, // 52: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	45, // 53: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	39, // 54: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	36, // 55: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	40, // 56: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	38, // 57: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	46, // 58: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	5,  // 59: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	19, // 60: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	6,  // 61: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	48, // 62: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	49, // 63: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	50, // 64: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	51, // 65: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	52, // 66: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	53, // 67: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	54, // 68: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	55, // 69: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	6,  // 70: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	71, // [71:71] is the sub-list for method output_type
-	71, // [71:71] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
+	14, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
+	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
+	14, // 13: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
+	8,  // 14: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
+	19, // 15: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
+	17, // 16: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
+	18, // 17: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
+	15, // 18: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
+	8,  // 19: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
+	8,  // 20: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 21: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 22: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 23: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
+	8,  // 24: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 25: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 26: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	6,  // 27: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	16, // 28: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	8,  // 29: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	8,  // 30: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	8,  // 31: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	8,  // 32: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	8,  // 33: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	37, // 34: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	43, // 35: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	44, // 36: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	8,  // 37: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	21, // 38: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	22, // 39: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	23, // 40: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	24, // 41: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	25, // 42: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	27, // 43: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	28, // 44: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	29, // 45: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	30, // 46: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	31, // 47: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	32, // 48: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	33, // 49: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	34, // 50: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	35, // 51: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	36, // 52: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	45, // 53: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	46, // 54: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	47, // 55: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	41, // 56: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	38, // 57: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	42, // 58: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	40, // 59: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	26, // 60: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	48, // 61: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,  // 62: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	20, // 63: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	7,  // 64: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	50, // 65: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	51, // 66: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	52, // 67: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	53, // 68: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	54, // 69: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	55, // 70: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	56, // 71: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	57, // 72: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	7,  // 73: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -5222,7 +5378,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[40].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[41].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -5245,8 +5401,9 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_SetLimits)(nil),
 		(*Mutation_RefreshZoneRules)(nil),
 		(*Mutation_SetApplyVersion)(nil),
+		(*Mutation_SkipExpired)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[49].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[50].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -5260,8 +5417,8 @@ func file_api_v1_orrery_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   51,
+			NumEnums:      7,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

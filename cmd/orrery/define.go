@@ -17,6 +17,7 @@ type defineFlags struct {
 	namespace, queue, key              string
 	cron, tz, every, start, at, after  string
 	payload, headers, misfire, overlap string
+	expired                            string
 	catchUp, ttl, jitter               time.Duration
 	maxDeliveries, maxRuns             int
 	pauseOnFailure, jitterEarly        bool
@@ -44,6 +45,7 @@ func (f *defineFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.headers, "headers", "", "headers of each occurrence, a JSON object")
 	fs.StringVar(&f.misfire, "misfire", "", "misfire policy: catch_up, skip or coalesce (default catch_up)")
 	fs.StringVar(&f.overlap, "overlap", "", "overlap policy: allow_all, skip, buffer_one, buffer_all or cancel_other (default allow_all)")
+	fs.StringVar(&f.expired, "expired", "", "an occurrence whose --ttl passed before it fired: fail (stop the schedule until skip-expired) or skip (default fail)")
 	fs.DurationVar(&f.catchUp, "catch-up", 0, "how far back a catch-up or a resume reaches (0: no bound)")
 	fs.DurationVar(&f.ttl, "ttl", 0, "time to live of each occurrence (0: none)")
 	fs.IntVar(&f.maxDeliveries, "max-deliveries", 0, "deliveries before an occurrence is dead-lettered (0: the partition's default)")
@@ -122,6 +124,13 @@ func (f *defineFlags) apply(o *client.ScheduleOptions, spec *orreryv1.ScheduleSp
 			return err
 		}
 		o.Overlap = client.OverlapPolicy(n)
+	}
+	if f.set["expired"] {
+		n, err := enumFlag("expired", f.expired, "EXPIRED_POLICY_", orreryv1.ExpiredPolicy_value, "fail, skip")
+		if err != nil {
+			return err
+		}
+		o.Expired = client.ExpiredPolicy(n)
 	}
 	if f.set["catch-up"] {
 		o.CatchUpWindow = f.catchUp

@@ -135,6 +135,30 @@ func TestSchedulesCreateWithJitter(t *testing.T) {
 	}
 }
 
+// TestSchedulesSkipExpired: a schedule whose first occurrence outlived its --ttl before it
+// fired stops there; skip-expired passes it (its ledger says expired) and says how many; a
+// second one finds none. --expired skip is shown by describe.
+func TestSchedulesSkipExpired(t *testing.T) {
+	s := startSilo(t)
+	start := time.Now().Add(-30 * time.Minute).UTC().Truncate(time.Second)
+	ok(t, s, "", "schedules", "create", "stale", "--namespace", "cli-expired", "--queue", "jobs", "--every", "1h",
+		"--start", start.Format(time.RFC3339), "--ttl", "1s")
+	if out := ok(t, s, "", "schedules", "skip-expired", "cli-expired", "jobs", "stale", "stale"); !strings.HasPrefix(out, "skipped 1 expired occurrences") {
+		t.Fatalf("skip-expired printed %q", out)
+	}
+	if out := ok(t, s, "", "schedules", "skip-expired", "cli-expired", "jobs", "stale", "stale"); !strings.HasPrefix(out, "skipped 0 expired occurrences") {
+		t.Fatalf("a second skip-expired printed %q", out)
+	}
+	described := ok(t, s, "", "schedules", "describe", "cli-expired", "jobs", "stale", "stale")
+	if !strings.Contains(described, "expired") || lineOf(described, "on expiry", "stop until skip-expired") == "" {
+		t.Fatalf("describe:\n%s", described)
+	}
+	ok(t, s, "", "schedules", "create", "lenient", "--namespace", "cli-expired", "--queue", "jobs", "--every", "1h", "--ttl", "1s", "--expired", "skip")
+	if lineOf(ok(t, s, "", "schedules", "describe", "cli-expired", "jobs", "lenient", "lenient"), "on expiry", "skip") == "" {
+		t.Fatal("describe does not show --expired skip")
+	}
+}
+
 // TestSchedulesCreateThatPausesOnFailure: --pause-on-failure defines a schedule that pauses
 // when an occurrence is dead-lettered, which describe shows.
 func TestSchedulesCreateThatPausesOnFailure(t *testing.T) {

@@ -11,6 +11,7 @@ Commands:
   schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR) [--payload JSON] ...
   schedules update NAME --namespace NS --queue Q [--key K] [only the flags to change]
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
+  schedules skip-expired NS QUEUE KEY ID|NAME   pass the expired occurrences a schedule stopped at
   schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
   schedules import < schedules.jsonl
   sagas list --namespace NS [--queue Q] [--phase P] [--max N] [--after TOKEN]
@@ -33,16 +34,16 @@ flags. Every flag can also be set as ORRERY_<FLAG> in the environment.
 `
 
 // scheduleSubcommands are the schedules subcommands, for usage errors.
-const scheduleSubcommands = "list, describe, create, update, pause, resume, trigger, delete, export or import"
+const scheduleSubcommands = "list, describe, create, update, pause, resume, trigger, delete, skip-expired, export or import"
 
 // schedulesHelp is what orrery schedules help prints.
-const schedulesHelp = `orrery schedules: list, describe, create, update, pause, resume, trigger, delete, export, import.
+const schedulesHelp = `orrery schedules: list, describe, create, update, pause, resume, trigger, delete, skip-expired, export, import.
 
   schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
   schedules describe NS QUEUE KEY ID|NAME
   schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR)
       [--payload JSON] [--headers JSON] [--misfire catch_up|skip|coalesce] [--overlap allow_all|skip|buffer_one]
-      [--catch-up DUR] [--ttl DUR] [--max-deliveries N]
+      [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--expired fail|skip] [--jitter DUR [--jitter-early]]
   schedules update NAME --namespace NS --queue Q [--key K] [any flag of create: only those given change]
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
   schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl

@@ -35,7 +35,7 @@ func (c *command) schedules(ctx context.Context, args []string) error {
 		return c.listSchedules(ctx, args[1:])
 	case "describe":
 		return c.describeSchedule(ctx, args[1:])
-	case "pause", "resume", "trigger", "delete":
+	case "pause", "resume", "trigger", "delete", "skip-expired":
 		return c.scheduleAction(ctx, args[0], args[1:])
 	case "export":
 		return c.exportSchedules(ctx, args[1:])
@@ -241,6 +241,11 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	w.row("catch-up window", catchUpText(def.GetCatchUpWindowMicros(), def.GetMisfire()))
 	w.row("bounds", boundsText(def))
 	w.row("jitter", jitterText(def))
+	if def.GetExpired() == orreryv1.ExpiredPolicy_EXPIRED_POLICY_SKIP {
+		w.row("on expiry", "skip: an occurrence whose ttl passed is ledgered expired")
+	} else {
+		w.row("on expiry", "stop until skip-expired (default)")
+	}
 	if def.GetPauseOnFailure() {
 		w.row("on failure", "pause: a dead-lettered occurrence pauses the schedule")
 	} else {
@@ -366,7 +371,8 @@ func specText(spec *orreryv1.ScheduleSpec) string {
 	return ""
 }
 
-// scheduleAction pauses, resumes, triggers or deletes one schedule at whatever revision it is.
+// scheduleAction pauses, resumes, triggers or deletes one schedule at whatever revision it is,
+// or passes the expired occurrences it stopped at (skip-expired, as many commands as it takes).
 func (c *command) scheduleAction(ctx context.Context, action string, args []string) error {
 	lane, given, err := laneArgs("schedules "+action, args)
 	if err != nil {
@@ -391,6 +397,17 @@ func (c *command) scheduleAction(ctx context.Context, action string, args []stri
 		res, err = cl.TriggerSchedule(ctx, &orreryv1.TriggerSchedule{Lane: lane, ScheduleId: id})
 	case "delete":
 		res, err = cl.DeleteSchedule(ctx, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: id, AnyRevision: true})
+	case "skip-expired":
+		skipped := uint32(0)
+		for {
+			if res, err = cl.SkipExpired(ctx, &orreryv1.SkipExpired{Lane: lane, ScheduleId: id}); err != nil || res.GetPassedWithoutMessage() == 0 {
+				break
+			}
+			skipped += res.GetPassedWithoutMessage()
+		}
+		if err == nil {
+			res.PassedWithoutMessage = skipped
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("%s schedule %s: %w", action, recordLabel(args[3], id), err)
@@ -401,6 +418,10 @@ func (c *command) scheduleAction(ctx context.Context, action string, args []stri
 			return err
 		}
 		return writeJSON(c.stdout, map[string]any{"action": action, "schedule_id": id, "result": v})
+	}
+	if action == "skip-expired" {
+		_, err = fmt.Fprintf(c.stdout, "skipped %d expired occurrences of %s %s\n", res.GetPassedWithoutMessage(), strings.Join(args[:3], "/"), id)
+		return err
 	}
 	past := map[string]string{"pause": "paused", "resume": "resumed", "trigger": "triggered", "delete": "deleted"}[action]
 	_, err = fmt.Fprintf(c.stdout, "%s %s %s\n", past, strings.Join(args[:3], "/"), id)

@@ -336,6 +336,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 				return nil, err
 			}
 		}
+		if schedule.HasExpiredPolicy(k.ConfigureSchedule.GetDefinition()) {
+			if err := a.Require(ApplyVersionExpiredStops, "definition.expired"); err != nil {
+				return nil, err
+			}
+		}
 		if schedule.HasJitter(k.ConfigureSchedule.GetDefinition()) {
 			if err := a.Require(ApplyVersionJitter, "definition.jitter_micros"); err != nil {
 				return nil, err
@@ -348,7 +353,13 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		}
 		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, a.ZoneRules, now))
 	case *orreryv1.Mutation_EmitOccurrences:
-		return scheduleResult(schedule.ApplyEmitWithin(v, lim, k.EmitOccurrences, now, budget))
+		return scheduleResult(schedule.ApplyEmitWithin(v, lim, k.EmitOccurrences, now, budget,
+			schedule.EmitRules{ExpiredStops: a.Require(ApplyVersionExpiredStops, "") == nil}))
+	case *orreryv1.Mutation_SkipExpired:
+		if err := a.Require(ApplyVersionExpiredStops, "schedule_id"); err != nil {
+			return nil, err
+		}
+		return scheduleResult(schedule.ApplySkipExpired(v, lim, principal, k.SkipExpired, now))
 	case *orreryv1.Mutation_CancelSchedule:
 		return scheduleResult(schedule.ApplyCancel(v, lim, k.CancelSchedule))
 	case *orreryv1.Mutation_DeleteSchedule:

@@ -25,8 +25,10 @@ import (
 //     overlap slot at once (ApplyVersionBufferAll);
 //  5. the overlap policy CANCEL_OTHER (ApplyVersionCancelOther);
 //  6. a schedule's jitter (ScheduleDefinition jitter_micros, jitter_allow_early:
-//     ApplyVersionJitter).
-const KnownApplyVersion uint32 = 6
+//     ApplyVersionJitter);
+//  7. an expired occurrence stops its series (ScheduleDefinition expired, SkipExpired:
+//     ApplyVersionExpiredStops).
+const KnownApplyVersion uint32 = 7
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -49,6 +51,13 @@ const ApplyVersionCancelOther uint32 = 5
 // a definition that sets one is refused (Validation), since a replica of an older release
 // would fire its occurrences at their nominal instants.
 const ApplyVersionJitter uint32 = 6
+
+// ApplyVersionExpiredStops is the apply version from which an occurrence whose time to live
+// passed before it was enqueued stops its series (the emit fails Expired) unless the
+// definition's expired policy is SKIP, and SkipExpired passes such occurrences. Before it every
+// expired occurrence is passed EXPIRED, and a definition that sets an expired policy, or a
+// SkipExpired, is refused (Validation).
+const ApplyVersionExpiredStops uint32 = 7
 
 // LoadApplyVersion returns the apply version the partition's state holds (keys.ApplyVersion,
 // written by SetApplyVersion), 1 while it holds none.

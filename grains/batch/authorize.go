@@ -63,6 +63,8 @@ func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error 
 		schedules(k.ResumeSchedule.GetLane())
 	case *orreryv1.Mutation_TriggerSchedule:
 		schedules(k.TriggerSchedule.GetLane())
+	case *orreryv1.Mutation_SkipExpired:
+		schedules(k.SkipExpired.GetLane())
 	case *orreryv1.Mutation_CompareExchangeSaga:
 		needs = sagaNeeds(k.CompareExchangeSaga, grants.Write)
 	case *orreryv1.Mutation_Enqueue:

@@ -177,3 +177,50 @@ func TestJitterWaitsForItsApplyVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestAnExpiredOccurrenceStopsItsSeriesFromApplyVersion7: before apply version 7 an emit passes
+// an expired occurrence EXPIRED and goes on; from 7 it fails Expired and moves nothing, and
+// SkipExpired (refused before 7) passes it; a definition's expired policy waits for 7 too.
+func TestAnExpiredOccurrenceStopsItsSeriesFromApplyVersion7(t *testing.T) {
+	for _, version := range []uint32{6, 7} {
+		v := granted(t)
+		a := applier()
+		a.ApplyVersion = version
+		configure := configureMutation(everySpec(t0, hour), 0)
+		configure.GetConfigureSchedule().GetDefinition().GetTemplate().TimeToLiveMicros = 10 * input.Minute
+		apply := func(id string, m *orreryv1.Mutation, now int64) error {
+			b := &orreryv1.Batch{CommandId: id, Mutations: []*orreryv1.Mutation{m}}
+			out, err := a.ApplyBatch(v, sender(b), b, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resultErr(out.Receipt.GetResults()[0])
+		}
+		if err := apply("configure", configure, t0); err != nil {
+			t.Fatal(err)
+		}
+		emitErr := apply("emit", emitMutation(1), t0+hour+30*input.Minute) // 0 and 1 expired
+		rec, _, _ := schedule.Load(v, lane, scheduleID)
+		skipErr := apply("skip", &orreryv1.Mutation{Kind: &orreryv1.Mutation_SkipExpired{SkipExpired: &orreryv1.SkipExpired{Lane: lane, ScheduleId: scheduleID}}}, t0+hour+30*input.Minute)
+		skipped, _, _ := schedule.Load(v, lane, scheduleID)
+		withPolicy := configureMutation(everySpec(t0+24*hour, hour), skipped.GetRevision())
+		withPolicy.GetConfigureSchedule().GetDefinition().Expired = orreryv1.ExpiredPolicy_EXPIRED_POLICY_SKIP
+		policyErr := apply("policy", withPolicy, t0+hour+30*input.Minute)
+		switch version {
+		case 6:
+			if emitErr != nil || rec.GetNextOrdinal() != 2 {
+				t.Fatalf("apply version 6: emit %v, watermark %d; want both expired ordinals passed", emitErr, rec.GetNextOrdinal())
+			}
+			if skipErr == nil || policyErr == nil {
+				t.Fatalf("apply version 6 took SkipExpired (%v) or an expired policy (%v)", skipErr, policyErr)
+			}
+		case 7:
+			if orrery.CodeOf(emitErr) != orrery.CodeExpired || rec.GetNextOrdinal() != 0 {
+				t.Fatalf("apply version 7: emit %v, watermark %d; want Expired at ordinal 0", emitErr, rec.GetNextOrdinal())
+			}
+			if skipErr != nil || skipped.GetNextOrdinal() != 2 || policyErr != nil {
+				t.Fatalf("apply version 7: skip %v (watermark %d), policy %v", skipErr, skipped.GetNextOrdinal(), policyErr)
+			}
+		}
+	}
+}

@@ -184,3 +184,37 @@ func (l *logLines) all() []string {
 	defer l.mu.Unlock()
 	return slices.Clone(l.lines)
 }
+
+// TestWatchdogReportsAnExpiredScheduleFailingUntilSkipped: a schedule stopped at an occurrence
+// whose time to live passed before it was emitted is reported failing with the reason
+// "expired", and emits nothing; once an operator skips the expired occurrence the schedule
+// goes on and the watchdog reports its recovery.
+func TestWatchdogReportsAnExpiredScheduleFailingUntilSkipped(t *testing.T) {
+	t.Parallel()
+	logs := &logLines{}
+	b := setup(t, options{hints: true, cfg: func(c *Config) { c.Logger = slog.New(logs) }})
+	l := lane("stale")
+	// Ordinal 0 was due a minute before the coordinator starts and lived 1 s; ordinal 1 is due
+	// in 10 minutes.
+	b.apply(0, configure(l, scheduleID(1), every(t0.Add(-time.Minute), 11*time.Minute), time.Second))
+	b.start(0)
+	b.runUntil(t0.Add(2 * time.Minute))
+	live := b.c.Liveness()
+	if len(live) != 1 || live[0].State != LivenessFailing || !strings.Contains(live[0].Reason, "expired") {
+		t.Fatalf("liveness %+v, want the schedule failing with reason expired", live)
+	}
+	if msgs := b.messages(0, l); len(msgs) != 0 {
+		t.Fatalf("the stopped schedule enqueued %v", msgs)
+	}
+	r := b.apply(0, &orreryv1.Mutation{Kind: &orreryv1.Mutation_SkipExpired{SkipExpired: &orreryv1.SkipExpired{Lane: l, ScheduleId: scheduleID(1)}}})
+	if n := r.GetResults()[0].GetSchedule().GetPassedWithoutMessage(); n != 1 {
+		t.Fatalf("skip-expired passed %d: %v", n, r)
+	}
+	b.runUntil(t0.Add(20 * time.Minute))
+	if msgs := b.messages(0, l); len(msgs) != 1 {
+		t.Fatalf("after the skip the lane holds %v, want ordinal 1's occurrence", msgs)
+	}
+	if n := logs.count("due coordinator: schedule recovered"); n != 1 {
+		t.Fatalf("%d recovered lines, want 1:\n%s", n, logs)
+	}
+}

@@ -54,6 +54,8 @@ func MutationLane(m *orreryv1.Mutation) *orreryv1.Lane {
 		return k.ResumeSchedule.GetLane()
 	case *orreryv1.Mutation_TriggerSchedule:
 		return k.TriggerSchedule.GetLane()
+	case *orreryv1.Mutation_SkipExpired:
+		return k.SkipExpired.GetLane()
 	case *orreryv1.Mutation_CompareExchangeSaga:
 		return k.CompareExchangeSaga.GetLane()
 	case *orreryv1.Mutation_ExpireSaga:

@@ -38,7 +38,15 @@ func maxPassedPerEmit(lim input.Limits) uint32 {
 // only those, at most Limits.MaxPassedPerEmit, and skips the clock anomaly guard: it
 // enqueues nothing, so a jump of the clock cannot make it flood.
 func ApplyEmit(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
-	return ApplyEmitWithin(v, lim, m, loggedNowMicros, nil)
+	return ApplyEmitWithin(v, lim, m, loggedNowMicros, nil, EmitRules{ExpiredStops: true})
+}
+
+// EmitRules are the behaviours of an emit that depend on the partition's apply version.
+type EmitRules struct {
+	// ExpiredStops (apply version 7): an occurrence whose time to live passed before it could
+	// be enqueued stops the series there, unless its definition's expired policy is SKIP (see
+	// orreryv1.ExpiredPolicy); without it every expired occurrence is passed EXPIRED.
+	ExpiredStops bool
 }
 
 // EmitBudget is the budget the EmitOccurrences of one batch share (see
@@ -67,9 +75,9 @@ func (b *EmitBudget) spend(n int) {
 	}
 }
 
-// ApplyEmitWithin is ApplyEmit with the batch's byte budget: it stops, leaving the rest due,
-// once the budget is spent (nil: no byte bound).
-func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedNowMicros int64, budget *EmitBudget) (*orreryv1.ScheduleResult, error) {
+// ApplyEmitWithin is ApplyEmit with the batch's byte budget (it stops, leaving the rest due,
+// once the budget is spent; nil: no byte bound) and the partition's apply-version rules.
+func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedNowMicros int64, budget *EmitBudget, rules EmitRules) (*orreryv1.ScheduleResult, error) {
 	maxEmit := m.GetMax()
 	if maxEmit == 0 {
 		maxEmit = 1
@@ -87,7 +95,7 @@ func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, l
 	if !canEmit(rec) {
 		return result(rec, nil), nil
 	}
-	e := &emitter{v: v, lim: lim, rec: rec, now: loggedNowMicros, maxEmit: maxEmit, maxPassed: maxPassedPerEmit(lim), budget: budget}
+	e := &emitter{v: v, lim: lim, rec: rec, now: loggedNowMicros, maxEmit: maxEmit, maxPassed: maxPassedPerEmit(lim), budget: budget, rules: rules}
 	seriesDue := !rec.GetSeriesEnded() && nextFireAt(rec) <= loggedNowMicros
 	bufferedDue := false
 	if rec.GetBuffered() != nil {
@@ -144,8 +152,13 @@ type emitter struct {
 	passed    uint32  // ordinals passed without a message
 	changed   bool
 	// held is set when a BUFFER_ALL series stopped at an instant because its slot is taken.
-	held   bool
-	budget *EmitBudget // the batch's byte budget (nil: none)
+	held bool
+	// stopped is set when the series stopped at an expired occurrence after this emit had
+	// already changed the record (see EmitRules.ExpiredStops): what it did is kept, and the
+	// next emit fails at that occurrence.
+	stopped bool
+	budget  *EmitBudget // the batch's byte budget (nil: none)
+	rules   EmitRules
 }
 
 // point is one nominal instant of the series.
@@ -215,7 +228,7 @@ func (e *emitter) run() error {
 		if err := e.fire(u); err != nil {
 			return err
 		}
-		if e.held {
+		if e.held || e.stopped {
 			return nil
 		}
 	}
@@ -277,6 +290,14 @@ func (e *emitter) origin(u unit) *orreryv1.OccurrenceOrigin {
 func (e *emitter) fire(u unit) error {
 	origin := e.origin(u)
 	id := OccurrenceID(origin.GetScheduleId(), origin.GetGeneration(), u.ordinal)
+	if e.expiredStops() && occurrenceExpired(e.rec.GetDefinition(), fireAt(e.rec, u.ordinal, u.nominal), e.now) {
+		// Checked first, so that nothing (a CANCEL_OTHER's cancel) happens for it.
+		if e.changed {
+			e.stopped = true
+			return nil
+		}
+		return expiredStop(e.rec, u.point, e.now)
+	}
 	outcome := orreryv1.LedgerOutcome_LEDGER_OUTCOME_ENQUEUED
 	reason := ""
 	free := true

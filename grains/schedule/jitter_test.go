@@ -143,3 +143,22 @@ const (
 	pinned2 = 23772026
 	pinned3 = 29082209
 )
+
+// TestATimeToLiveCountsFromTheJitteredInstant: an occurrence's time to live starts when it
+// fires, so a jitter longer than the time to live expires nothing.
+func TestATimeToLiveCountsFromTheJitteredInstant(t *testing.T) {
+	v := kv.NewMemory()
+	def := jittered(false)
+	def.Template.TimeToLiveMicros = 5 * sec
+	configure(t, v, def, 0, t0)
+	for k := range uint64(10) {
+		fire := t0 + minute + int64(k)*minute + JitterOffsetMicros(def, 1, k)
+		ids := drain(t, v, 1, fire)
+		if len(ids) != 1 {
+			t.Fatalf("ordinal %d at its jittered instant: enqueued %v", k, ids)
+		}
+		if m := messages(t, v)[ids[0]]; m.GetExpiresAtUnixMicros() != fire+5*sec {
+			t.Fatalf("ordinal %d expires at %d, want its fire instant %d + 5 s", k, m.GetExpiresAtUnixMicros(), fire)
+		}
+	}
+}

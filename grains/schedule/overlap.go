@@ -58,7 +58,8 @@ func (e *emitter) slotFree() (bool, error) {
 func (e *emitter) enqueue(origin *orreryv1.OccurrenceOrigin) error {
 	def := e.rec.GetDefinition()
 	id := OccurrenceID(origin.GetScheduleId(), origin.GetGeneration(), origin.GetOrdinal())
-	msg, err := message(def, e.lim, id, origin.GetNominalDueAtUnixMicros(), e.now)
+	// The time to live counts from the instant the occurrence fires (its jitter included).
+	msg, err := message(def, e.lim, id, fireAt(e.rec, origin.GetOrdinal(), origin.GetNominalDueAtUnixMicros()), e.now)
 	if err != nil {
 		return err
 	}

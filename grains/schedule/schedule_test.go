@@ -228,10 +228,13 @@ func TestEveryEndsAtYear9999(t *testing.T) {
 	wantDue(t, v, 0, 0)
 }
 
+// TestTTLAlreadyExpiredIsPassedWithALedgerReason: under the expired policy SKIP an expired
+// occurrence is passed EXPIRED with the reason, and the series goes on.
 func TestTTLAlreadyExpiredIsPassedWithALedgerReason(t *testing.T) {
 	v := kv.NewMemory()
 	def := definition(every(t0, hour))
 	def.Template.TimeToLiveMicros = 10 * 60 * sec
+	def.Expired = orreryv1.ExpiredPolicy_EXPIRED_POLICY_SKIP
 	configure(t, v, def, 0, t0)
 	// Within its TTL an occurrence emits with an expiry relative to its due time.
 	res, err := emit(v, 1, 1, t0+9*60*sec)
@@ -272,6 +275,7 @@ func TestTTLExpiredUnderCoalesceRecordsEveryMember(t *testing.T) {
 	def := definition(every(t0, hour))
 	def.Misfire = orreryv1.MisfirePolicy_MISFIRE_POLICY_COALESCE
 	def.Template.TimeToLiveMicros = 10 * 60 * sec
+	def.Expired = orreryv1.ExpiredPolicy_EXPIRED_POLICY_SKIP
 	configure(t, v, def, 0, t0)
 	res, err := emit(v, 1, 32, t0+2*hour+30*60*sec) // ordinals 0..2 all expired
 	if err != nil || len(res.GetEnqueuedIds()) != 0 || res.GetPassedWithoutMessage() != 3 {

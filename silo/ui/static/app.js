@@ -200,7 +200,8 @@ function renderSchedules() {
           when(micros(last.nominal_due_at_unix_micros))]
         : el('span', { className: 'muted' }, s.error || 'none')),
       el('td', { className: 'actions' },
-        action('pause', state === 'active'), action('resume', state === 'paused'), action('trigger', state !== 'paused' && state !== 'cancelled')),
+        action('pause', state === 'active'), action('resume', state === 'paused'), action('trigger', state !== 'paused' && state !== 'cancelled'),
+        stoppedByExpiry(s) ? action('skip-expired', true) : null),
     ));
     if (ui.open.has(id)) rows.push(detailsRow(s, rec));
   }
@@ -248,6 +249,13 @@ function boundsLine(def, rec) {
   return el('p', { className: 'muted bounds' }, `bounds: ${parts.join(', ') || 'none'}` +
     (rec.series_end_reason ? ` · ended: ${rec.series_end_reason}` : '') +
     (rec.paused_reason ? ` · paused: ${rec.paused_reason}` : ''));
+}
+
+// stoppedByExpiry reports whether the watchdog reports the schedule failing because an
+// occurrence outlived its time to live (it waits for skip-expired).
+function stoppedByExpiry(s) {
+  const l = s.inspection && s.inspection.liveness;
+  return !!(l && l.state === 'failing' && /expired/.test(l.reason || ''));
 }
 
 async function act(action, def) {
