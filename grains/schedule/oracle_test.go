@@ -71,6 +71,21 @@ func oracleBounded(def *orreryv1.ScheduleDefinition, due []int64) []int64 {
 	return out
 }
 
+// oracleFired keeps the leading instants of bounded (the nominal instants, in order) that have
+// fired by now under def's jitter: an instant fires at its nominal instant plus its offset,
+// and not before every earlier one has fired. It returns them and the fire instant of the first
+// one left (0: none left).
+func oracleFired(def *orreryv1.ScheduleDefinition, bounded []int64, now int64) (fired []int64, next int64) {
+	for k, at := range bounded {
+		fire := min(max(at+JitterOffsetMicros(def, 1, uint64(k)), 0), input.MaxInstantMicros)
+		if fire > now {
+			return fired, fire
+		}
+		fired = append(fired, at)
+	}
+	return fired, 0
+}
+
 func genSpec(t *rapid.T) *orreryv1.ScheduleSpec {
 	switch rapid.IntRange(0, 2).Draw(t, "kind") {
 	case 0:
@@ -88,9 +103,10 @@ func genSpec(t *rapid.T) *orreryv1.ScheduleSpec {
 }
 
 // TestDueTimesMatchBruteForceOracle configures random definitions, with random bounds (an end,
-// a maximum count) half the time, emits with random batch sizes at random advancing logged
-// times, and checks the emitted ordinals and nominal instants are exactly the oracle's instants
-// up to each logged time, within the bounds, in order, with none early.
+// a maximum count) half the time and a random jitter (late only, or either side) a third of
+// the time, emits with random batch sizes at random advancing logged times, and checks the
+// emitted ordinals and nominal instants are exactly the oracle's instants fired by each logged
+// time, within the bounds, in order, with none before its (jittered) instant.
 func TestDueTimesMatchBruteForceOracle(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		spec := genSpec(t)
@@ -111,6 +127,10 @@ func TestDueTimesMatchBruteForceOracle(t *testing.T) {
 			def.EndAtUnixMicros = max(1, createdAt+rapid.Int64Range(-10, 100).Draw(t, "endUnits")*unit)
 			def.MaxOccurrences = rapid.Uint64Range(1, 60).Draw(t, "max")
 		}
+		if rapid.IntRange(0, 2).Draw(t, "jittered") == 0 {
+			def.JitterMicros = rapid.Int64Range(MinJitterMicros, min(MaxJitterMicros, 3*unit)).Draw(t, "jitter")
+			def.JitterAllowEarly = rapid.Bool().Draw(t, "early")
+		}
 		if _, err := applyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def}, createdAt); err != nil {
 			t.Fatalf("configure: %v", err)
 		}
@@ -119,7 +139,8 @@ func TestDueTimesMatchBruteForceOracle(t *testing.T) {
 		for step := range rapid.IntRange(1, 8).Draw(t, "steps") {
 			// Advance by up to 80 units (intervals for Every), at any sub-unit phase.
 			now += rapid.Int64Range(0, 80).Draw(t, "units")*unit + rapid.Int64Range(0, unit).Draw(t, "phase")
-			want := oracleBounded(def, oracleDue(spec, createdAt, now))
+			horizon := min(now+def.GetJitterMicros(), input.MaxInstantMicros)
+			want, wantNext := oracleFired(def, oracleBounded(def, oracleDue(spec, createdAt, horizon)), now)
 			for {
 				res, err := ApplyEmit(v, input.DefaultLimits(), &orreryv1.EmitOccurrences{
 					Lane: lane, ScheduleId: scheduleID, ExpectedGeneration: 1, Max: uint32(rapid.IntRange(1, 32).Draw(t, "max")),
@@ -135,8 +156,8 @@ func TestDueTimesMatchBruteForceOracle(t *testing.T) {
 					if o.GetOrdinal() != uint64(len(emitted)) {
 						t.Fatalf("ordinal %d emitted after %d occurrences", o.GetOrdinal(), len(emitted))
 					}
-					if o.GetNominalDueAtUnixMicros() > now {
-						t.Fatalf("occurrence due %d emitted early at %d", o.GetNominalDueAtUnixMicros(), now)
+					if fire := o.GetNominalDueAtUnixMicros() + JitterOffsetMicros(def, 1, o.GetOrdinal()); fire > now {
+						t.Fatalf("occurrence due %d (fires at %d) emitted early at %d", o.GetNominalDueAtUnixMicros(), fire, now)
 					}
 					emitted = append(emitted, o.GetNominalDueAtUnixMicros())
 				}
@@ -149,11 +170,17 @@ func TestDueTimesMatchBruteForceOracle(t *testing.T) {
 					t.Fatalf("ordinal %d due %d, oracle %d", i, emitted[i], want[i])
 				}
 			}
-			// The record's next due is the oracle's next instant.
+			// The record's next due is the oracle's next fire instant.
 			rec, _, _ := Load(v, lane, scheduleID)
-			wantNext := oracleNext(spec, createdAt, want)
-			if end := def.GetEndAtUnixMicros(); (end > 0 && wantNext > end) || (def.GetMaxOccurrences() > 0 && uint64(len(want)) >= def.GetMaxOccurrences()) {
-				wantNext = 0 // a bound ended the series
+			if wantNext == 0 { // every instant up to the horizon fired: the one after them
+				n := oracleNext(spec, createdAt, want)
+				if end := def.GetEndAtUnixMicros(); (end > 0 && n > end) || (def.GetMaxOccurrences() > 0 && uint64(len(want)) >= def.GetMaxOccurrences()) {
+					n = 0 // a bound ended the series
+				}
+				if n != 0 {
+					n = min(max(n+JitterOffsetMicros(def, 1, uint64(len(want))), 0), input.MaxInstantMicros)
+				}
+				wantNext = n
 			}
 			if rec.GetNextDueAtUnixMicros() != wantNext {
 				t.Fatalf("next due %d, oracle %d", rec.GetNextDueAtUnixMicros(), wantNext)
