@@ -751,7 +751,9 @@ func TestDescribeListsTheReplacedGenerations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, every := range []time.Duration{2 * time.Hour, 3 * time.Hour} {
-		if err := h.Update(ctx, func(o *client.ScheduleOptions) { o.Spec = client.Every(every, time.Now().Add(time.Hour).Truncate(time.Second)) }); err != nil {
+		if err := h.Update(ctx, func(o *client.ScheduleOptions) {
+			o.Spec = client.Every(every, time.Now().Add(time.Hour).Truncate(time.Second))
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
