@@ -553,6 +553,11 @@ func (h *ScheduleHandle) Describe(ctx context.Context) (*ScheduleDescription, er
 	if l := in.GetLiveness(); l != nil {
 		d.Liveness = Liveness{State: l.GetState(), Reason: l.GetReason(), DueAt: instant(l.GetDueAtUnixMicros()), Since: instant(l.GetSinceUnixMicros())}
 	}
+	for _, g := range in.GetGenerations() {
+		rec := g.GetRecord()
+		d.Generations = append(d.Generations, ScheduleGeneration{Generation: rec.GetGeneration(), Options: scheduleOptionsOf(rec.GetDefinition()),
+			Revision: rec.GetRevision(), NextOrdinal: rec.GetNextOrdinal(), ReplacedAt: instant(g.GetReplacedAtUnixMicros()), ReplacedBy: g.GetReplacedBy()})
+	}
 	return d, nil
 }
 
@@ -774,6 +779,23 @@ type ScheduleDescription struct {
 	LastOutcomes []ScheduleOutcome
 	// Liveness says whether its due work is on time (Describe only).
 	Liveness Liveness
+	// Generations are the definitions its Updates and Upserts replaced, newest first: the last
+	// ten (Describe only; kept from apply version 8).
+	Generations []ScheduleGeneration
+}
+
+// ScheduleGeneration is a replaced generation of a schedule: its definition and where it
+// stood when replaced.
+type ScheduleGeneration struct {
+	// Generation is its number; Options its definition.
+	Generation uint64
+	Options    ScheduleOptions
+	// Revision is the schedule's revision when it was replaced, and NextOrdinal how many of
+	// its instants it had passed.
+	Revision, NextOrdinal uint64
+	// ReplacedAt is when it was replaced, and ReplacedBy by whom.
+	ReplacedAt time.Time
+	ReplacedBy string
 }
 
 // ScheduleOutcome is one ledger record: what became of one instant of a schedule.

@@ -739,3 +739,31 @@ func TestAnExpiredOccurrenceWaitsForSkipExpired(t *testing.T) {
 		t.Fatalf("a second SkipExpired: %d, %v; want 0", n, err)
 	}
 }
+
+// TestDescribeListsTheReplacedGenerations: an Update keeps the definition it replaced, which
+// Describe lists with where it stood, newest first.
+func TestDescribeListsTheReplacedGenerations(t *testing.T) {
+	b := setup(t, 2)
+	ctx := ctxFor(t)
+	h, err := b.c.Schedules(testNamespace).Create(ctx, "evolving", client.ScheduleOptions{Queue: testQueue, Key: "k",
+		Spec: client.Every(time.Hour, time.Now().Add(time.Hour).Truncate(time.Second))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, every := range []time.Duration{2 * time.Hour, 3 * time.Hour} {
+		if err := h.Update(ctx, func(o *client.ScheduleOptions) {
+			o.Spec = client.Every(every, time.Now().Add(time.Hour).Truncate(time.Second))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := h.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Generations) != 2 || d.Generations[0].Generation != 2 || d.Generations[1].Generation != 1 ||
+		d.Generations[1].Options.Spec.GetEvery().GetIntervalMicros() != time.Hour.Microseconds() ||
+		d.Generations[0].ReplacedBy != testPrincipal || d.Generations[0].ReplacedAt.IsZero() {
+		t.Fatalf("generations %+v", d.Generations)
+	}
+}

@@ -722,8 +722,11 @@ type ScheduleInspection struct {
 	// Cron in a zone other than UTC: the tzdata release of the zone rules the partition
 	// evaluates the schedule with ("" otherwise, or when the partition holds no rules for it).
 	ZoneRulesVersion string `protobuf:"bytes,7,opt,name=zone_rules_version,json=zoneRulesVersion,proto3" json:"zone_rules_version,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The generations a new definition replaced (apply version 8), newest first: at most
+	// schedule.KeptGenerations, each the record as it stood when replaced.
+	Generations   []*ScheduleGeneration `protobuf:"bytes,8,rep,name=generations,proto3" json:"generations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleInspection) Reset() {
@@ -805,6 +808,77 @@ func (x *ScheduleInspection) GetZoneRulesVersion() string {
 	return ""
 }
 
+func (x *ScheduleInspection) GetGenerations() []*ScheduleGeneration {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
+// ScheduleGeneration is a replaced generation of a schedule (apply version 8): its record as it
+// stood when a ConfigureSchedule replaced its definition (definition, revision, generation,
+// watermark, creator), when and by whom. A schedule keeps its last schedule.KeptGenerations,
+// on the partition's retained-record account, and loses them when it is deleted.
+type ScheduleGeneration struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Record               *ScheduleRecord        `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	ReplacedAtUnixMicros int64                  `protobuf:"varint,2,opt,name=replaced_at_unix_micros,json=replacedAtUnixMicros,proto3" json:"replaced_at_unix_micros,omitempty"`
+	ReplacedBy           string                 `protobuf:"bytes,3,opt,name=replaced_by,json=replacedBy,proto3" json:"replaced_by,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ScheduleGeneration) Reset() {
+	*x = ScheduleGeneration{}
+	mi := &file_api_v1_records_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleGeneration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleGeneration) ProtoMessage() {}
+
+func (x *ScheduleGeneration) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_records_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleGeneration.ProtoReflect.Descriptor instead.
+func (*ScheduleGeneration) Descriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ScheduleGeneration) GetRecord() *ScheduleRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *ScheduleGeneration) GetReplacedAtUnixMicros() int64 {
+	if x != nil {
+		return x.ReplacedAtUnixMicros
+	}
+	return 0
+}
+
+func (x *ScheduleGeneration) GetReplacedBy() string {
+	if x != nil {
+		return x.ReplacedBy
+	}
+	return ""
+}
+
 // DueLiveness is the due coordinator's liveness report of one due record (docs/design.md §5).
 type DueLiveness struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -823,7 +897,7 @@ type DueLiveness struct {
 
 func (x *DueLiveness) Reset() {
 	*x = DueLiveness{}
-	mi := &file_api_v1_records_proto_msgTypes[3]
+	mi := &file_api_v1_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +909,7 @@ func (x *DueLiveness) String() string {
 func (*DueLiveness) ProtoMessage() {}
 
 func (x *DueLiveness) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[3]
+	mi := &file_api_v1_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +922,7 @@ func (x *DueLiveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DueLiveness.ProtoReflect.Descriptor instead.
 func (*DueLiveness) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DueLiveness) GetState() string {
@@ -891,7 +965,7 @@ type ScheduleTombstone struct {
 
 func (x *ScheduleTombstone) Reset() {
 	*x = ScheduleTombstone{}
-	mi := &file_api_v1_records_proto_msgTypes[4]
+	mi := &file_api_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +977,7 @@ func (x *ScheduleTombstone) String() string {
 func (*ScheduleTombstone) ProtoMessage() {}
 
 func (x *ScheduleTombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[4]
+	mi := &file_api_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +990,7 @@ func (x *ScheduleTombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleTombstone.ProtoReflect.Descriptor instead.
 func (*ScheduleTombstone) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ScheduleTombstone) GetLastRevision() uint64 {
@@ -963,7 +1037,7 @@ type SagaRecord struct {
 
 func (x *SagaRecord) Reset() {
 	*x = SagaRecord{}
-	mi := &file_api_v1_records_proto_msgTypes[5]
+	mi := &file_api_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1049,7 @@ func (x *SagaRecord) String() string {
 func (*SagaRecord) ProtoMessage() {}
 
 func (x *SagaRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[5]
+	mi := &file_api_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1062,7 @@ func (x *SagaRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaRecord.ProtoReflect.Descriptor instead.
 func (*SagaRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SagaRecord) GetLane() *Lane {
@@ -1076,7 +1150,7 @@ type DueRef struct {
 
 func (x *DueRef) Reset() {
 	*x = DueRef{}
-	mi := &file_api_v1_records_proto_msgTypes[6]
+	mi := &file_api_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1162,7 @@ func (x *DueRef) String() string {
 func (*DueRef) ProtoMessage() {}
 
 func (x *DueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[6]
+	mi := &file_api_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1175,7 @@ func (x *DueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DueRef.ProtoReflect.Descriptor instead.
 func (*DueRef) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DueRef) GetKind() DueKind {
@@ -1153,7 +1227,7 @@ type InboxEntry struct {
 
 func (x *InboxEntry) Reset() {
 	*x = InboxEntry{}
-	mi := &file_api_v1_records_proto_msgTypes[7]
+	mi := &file_api_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1239,7 @@ func (x *InboxEntry) String() string {
 func (*InboxEntry) ProtoMessage() {}
 
 func (x *InboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[7]
+	mi := &file_api_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1252,7 @@ func (x *InboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxEntry.ProtoReflect.Descriptor instead.
 func (*InboxEntry) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InboxEntry) GetRequestHash() []byte {
@@ -1220,7 +1294,7 @@ type LaneCounters struct {
 
 func (x *LaneCounters) Reset() {
 	*x = LaneCounters{}
-	mi := &file_api_v1_records_proto_msgTypes[8]
+	mi := &file_api_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1306,7 @@ func (x *LaneCounters) String() string {
 func (*LaneCounters) ProtoMessage() {}
 
 func (x *LaneCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[8]
+	mi := &file_api_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1319,7 @@ func (x *LaneCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaneCounters.ProtoReflect.Descriptor instead.
 func (*LaneCounters) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LaneCounters) GetMessages() uint64 {
@@ -1274,7 +1348,7 @@ type MessageTombstone struct {
 
 func (x *MessageTombstone) Reset() {
 	*x = MessageTombstone{}
-	mi := &file_api_v1_records_proto_msgTypes[9]
+	mi := &file_api_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1360,7 @@ func (x *MessageTombstone) String() string {
 func (*MessageTombstone) ProtoMessage() {}
 
 func (x *MessageTombstone) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[9]
+	mi := &file_api_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1373,7 @@ func (x *MessageTombstone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageTombstone.ProtoReflect.Descriptor instead.
 func (*MessageTombstone) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MessageTombstone) GetRemovedAtUnixMicros() int64 {
@@ -1328,7 +1402,7 @@ type PartitionCounters struct {
 
 func (x *PartitionCounters) Reset() {
 	*x = PartitionCounters{}
-	mi := &file_api_v1_records_proto_msgTypes[10]
+	mi := &file_api_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1414,7 @@ func (x *PartitionCounters) String() string {
 func (*PartitionCounters) ProtoMessage() {}
 
 func (x *PartitionCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[10]
+	mi := &file_api_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1427,7 @@ func (x *PartitionCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionCounters.ProtoReflect.Descriptor instead.
 func (*PartitionCounters) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PartitionCounters) GetRecords() uint64 {
@@ -1386,7 +1460,7 @@ type ListIndexProgress struct {
 
 func (x *ListIndexProgress) Reset() {
 	*x = ListIndexProgress{}
-	mi := &file_api_v1_records_proto_msgTypes[11]
+	mi := &file_api_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1472,7 @@ func (x *ListIndexProgress) String() string {
 func (*ListIndexProgress) ProtoMessage() {}
 
 func (x *ListIndexProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[11]
+	mi := &file_api_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1485,7 @@ func (x *ListIndexProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIndexProgress.ProtoReflect.Descriptor instead.
 func (*ListIndexProgress) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListIndexProgress) GetComplete() bool {
@@ -1440,7 +1514,7 @@ type GrantRecord struct {
 
 func (x *GrantRecord) Reset() {
 	*x = GrantRecord{}
-	mi := &file_api_v1_records_proto_msgTypes[12]
+	mi := &file_api_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1526,7 @@ func (x *GrantRecord) String() string {
 func (*GrantRecord) ProtoMessage() {}
 
 func (x *GrantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[12]
+	mi := &file_api_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1539,7 @@ func (x *GrantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRecord.ProtoReflect.Descriptor instead.
 func (*GrantRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GrantRecord) GetPrincipal() string {
@@ -1515,7 +1589,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_v1_records_proto_msgTypes[13]
+	mi := &file_api_v1_records_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1601,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[13]
+	mi := &file_api_v1_records_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1614,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AuditRecord) GetLoggedTimeUnixMicros() int64 {
@@ -1651,7 +1725,7 @@ type ZoneRules struct {
 
 func (x *ZoneRules) Reset() {
 	*x = ZoneRules{}
-	mi := &file_api_v1_records_proto_msgTypes[14]
+	mi := &file_api_v1_records_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1737,7 @@ func (x *ZoneRules) String() string {
 func (*ZoneRules) ProtoMessage() {}
 
 func (x *ZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[14]
+	mi := &file_api_v1_records_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1750,7 @@ func (x *ZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ZoneRules.ProtoReflect.Descriptor instead.
 func (*ZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ZoneRules) GetZone() string {
@@ -1752,7 +1826,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"message_id\x18\b \x01(\tR\tmessageId\x124\n" +
 	"\x16coalesced_into_ordinal\x18\t \x01(\x04R\x14coalescedIntoOrdinal\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\xff\x02\n" +
+	" \x01(\tR\x06reason\"\xc0\x03\n" +
 	"\x12ScheduleInspection\x121\n" +
 	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x12<\n" +
 	"\x1bnext_fire_times_unix_micros\x18\x02 \x03(\x03R\x17nextFireTimesUnixMicros\x12<\n" +
@@ -1760,7 +1834,13 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x10suspended_reason\x18\x04 \x01(\tR\x0fsuspendedReason\x12-\n" +
 	"\x12evaluator_mismatch\x18\x05 \x01(\tR\x11evaluatorMismatch\x122\n" +
 	"\bliveness\x18\x06 \x01(\v2\x16.orrery.v1.DueLivenessR\bliveness\x12,\n" +
-	"\x12zone_rules_version\x18\a \x01(\tR\x10zoneRulesVersion\"\x94\x01\n" +
+	"\x12zone_rules_version\x18\a \x01(\tR\x10zoneRulesVersion\x12?\n" +
+	"\vgenerations\x18\b \x03(\v2\x1d.orrery.v1.ScheduleGenerationR\vgenerations\"\x9f\x01\n" +
+	"\x12ScheduleGeneration\x121\n" +
+	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x125\n" +
+	"\x17replaced_at_unix_micros\x18\x02 \x01(\x03R\x14replacedAtUnixMicros\x12\x1f\n" +
+	"\vreplaced_by\x18\x03 \x01(\tR\n" +
+	"replacedBy\"\x94\x01\n" +
 	"\vDueLiveness\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12+\n" +
@@ -1878,7 +1958,7 @@ func file_api_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_api_v1_records_proto_goTypes = []any{
 	(ScheduleState)(0),         // 0: orrery.v1.ScheduleState
 	(LedgerOutcome)(0),         // 1: orrery.v1.LedgerOutcome
@@ -1887,44 +1967,47 @@ var file_api_v1_records_proto_goTypes = []any{
 	(*ScheduleRecord)(nil),     // 4: orrery.v1.ScheduleRecord
 	(*LedgerRecord)(nil),       // 5: orrery.v1.LedgerRecord
 	(*ScheduleInspection)(nil), // 6: orrery.v1.ScheduleInspection
-	(*DueLiveness)(nil),        // 7: orrery.v1.DueLiveness
-	(*ScheduleTombstone)(nil),  // 8: orrery.v1.ScheduleTombstone
-	(*SagaRecord)(nil),         // 9: orrery.v1.SagaRecord
-	(*DueRef)(nil),             // 10: orrery.v1.DueRef
-	(*InboxEntry)(nil),         // 11: orrery.v1.InboxEntry
-	(*LaneCounters)(nil),       // 12: orrery.v1.LaneCounters
-	(*MessageTombstone)(nil),   // 13: orrery.v1.MessageTombstone
-	(*PartitionCounters)(nil),  // 14: orrery.v1.PartitionCounters
-	(*ListIndexProgress)(nil),  // 15: orrery.v1.ListIndexProgress
-	(*GrantRecord)(nil),        // 16: orrery.v1.GrantRecord
-	(*AuditRecord)(nil),        // 17: orrery.v1.AuditRecord
-	(*ZoneRules)(nil),          // 18: orrery.v1.ZoneRules
-	(*ScheduleDefinition)(nil), // 19: orrery.v1.ScheduleDefinition
-	(*OccurrenceOrigin)(nil),   // 20: orrery.v1.OccurrenceOrigin
-	(*Lane)(nil),               // 21: orrery.v1.Lane
-	(SagaPhase)(0),             // 22: orrery.v1.SagaPhase
-	(*SagaTimeout)(nil),        // 23: orrery.v1.SagaTimeout
-	(*GrantRule)(nil),          // 24: orrery.v1.GrantRule
+	(*ScheduleGeneration)(nil), // 7: orrery.v1.ScheduleGeneration
+	(*DueLiveness)(nil),        // 8: orrery.v1.DueLiveness
+	(*ScheduleTombstone)(nil),  // 9: orrery.v1.ScheduleTombstone
+	(*SagaRecord)(nil),         // 10: orrery.v1.SagaRecord
+	(*DueRef)(nil),             // 11: orrery.v1.DueRef
+	(*InboxEntry)(nil),         // 12: orrery.v1.InboxEntry
+	(*LaneCounters)(nil),       // 13: orrery.v1.LaneCounters
+	(*MessageTombstone)(nil),   // 14: orrery.v1.MessageTombstone
+	(*PartitionCounters)(nil),  // 15: orrery.v1.PartitionCounters
+	(*ListIndexProgress)(nil),  // 16: orrery.v1.ListIndexProgress
+	(*GrantRecord)(nil),        // 17: orrery.v1.GrantRecord
+	(*AuditRecord)(nil),        // 18: orrery.v1.AuditRecord
+	(*ZoneRules)(nil),          // 19: orrery.v1.ZoneRules
+	(*ScheduleDefinition)(nil), // 20: orrery.v1.ScheduleDefinition
+	(*OccurrenceOrigin)(nil),   // 21: orrery.v1.OccurrenceOrigin
+	(*Lane)(nil),               // 22: orrery.v1.Lane
+	(SagaPhase)(0),             // 23: orrery.v1.SagaPhase
+	(*SagaTimeout)(nil),        // 24: orrery.v1.SagaTimeout
+	(*GrantRule)(nil),          // 25: orrery.v1.GrantRule
 }
 var file_api_v1_records_proto_depIdxs = []int32{
-	19, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
-	20, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
+	20, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
+	21, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
 	1,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
 	4,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
 	5,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
-	7,  // 5: orrery.v1.ScheduleInspection.liveness:type_name -> orrery.v1.DueLiveness
-	21, // 6: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
-	22, // 7: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
-	23, // 8: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
-	2,  // 9: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
-	21, // 10: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
-	24, // 11: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
-	3,  // 12: orrery.v1.AuditRecord.kind:type_name -> orrery.v1.AuditKind
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	8,  // 5: orrery.v1.ScheduleInspection.liveness:type_name -> orrery.v1.DueLiveness
+	7,  // 6: orrery.v1.ScheduleInspection.generations:type_name -> orrery.v1.ScheduleGeneration
+	4,  // 7: orrery.v1.ScheduleGeneration.record:type_name -> orrery.v1.ScheduleRecord
+	22, // 8: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
+	23, // 9: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
+	24, // 10: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
+	2,  // 11: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
+	22, // 12: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
+	25, // 13: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
+	3,  // 14: orrery.v1.AuditRecord.kind:type_name -> orrery.v1.AuditKind
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_records_proto_init() }
@@ -1939,7 +2022,7 @@ func file_api_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_records_proto_rawDesc), len(file_api_v1_records_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

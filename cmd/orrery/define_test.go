@@ -159,6 +159,21 @@ func TestSchedulesSkipExpired(t *testing.T) {
 	}
 }
 
+// TestSchedulesDescribeGenerations: an update keeps the generation it replaced; describe counts
+// the kept generations and --generations lists them.
+func TestSchedulesDescribeGenerations(t *testing.T) {
+	s := startSilo(t)
+	ok(t, s, "", "schedules", "create", "evolving", "--namespace", "cli-generations", "--queue", "jobs", "--every", "1h")
+	ok(t, s, "", "schedules", "update", "evolving", "--namespace", "cli-generations", "--queue", "jobs", "--every", "2h")
+	if lineOf(ok(t, s, "", "schedules", "describe", "cli-generations", "jobs", "evolving", "evolving"), "generations kept", "1 (--generations lists them)") == "" {
+		t.Fatal("describe does not count the kept generation")
+	}
+	listed := ok(t, s, "", "schedules", "describe", "cli-generations", "jobs", "evolving", "evolving", "--generations")
+	if lineOf(listed, "generation 1", "every 1h0m0s") == "" {
+		t.Fatalf("describe --generations:\n%s", listed)
+	}
+}
+
 // TestSchedulesCreateThatPausesOnFailure: --pause-on-failure defines a schedule that pauses
 // when an occurrence is dead-lettered, which describe shows.
 func TestSchedulesCreateThatPausesOnFailure(t *testing.T) {

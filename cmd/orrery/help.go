@@ -7,7 +7,7 @@ Usage: orrery [global flags] <command> [arguments and flags]
 
 Commands:
   schedules list --namespace NS [--queue Q] [--state S] [--max N] [--after TOKEN]
-  schedules describe NS QUEUE KEY ID|NAME
+  schedules describe NS QUEUE KEY ID|NAME [--generations]
   schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR) [--payload JSON] ...
   schedules update NAME --namespace NS --queue Q [--key K] [only the flags to change]
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME

@@ -10,7 +10,7 @@
 //
 //	orrery schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
 //	orrery help
-//	orrery schedules describe NS QUEUE KEY ID|NAME
+//	orrery schedules describe NS QUEUE KEY ID|NAME [--generations]
 //	orrery schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR) [--payload JSON] [--headers JSON] [--misfire P] [--overlap P] [--catch-up DUR] [--ttl DUR] [--max-deliveries N]
 //	orrery schedules update NAME --namespace NS --queue Q [--key K] [the flags of create to change]
 //	orrery schedules pause|resume|trigger|delete|skip-expired NS QUEUE KEY ID|NAME

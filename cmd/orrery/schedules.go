@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -177,6 +178,14 @@ func recordLabel(given, id string) string {
 // partition and its leader, whether it is late, and what the due coordinator reports of it
 // (late or failing, and why).
 func (c *command) describeSchedule(ctx context.Context, args []string) error {
+	generations := false
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool {
+		if a == "--generations" || a == "-generations" {
+			generations = true
+			return true
+		}
+		return false
+	})
 	lane, given, err := laneArgs("schedules describe", args)
 	if err != nil {
 		return err
@@ -293,6 +302,20 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 			outcome += " (" + o.GetReason() + ")"
 		}
 		w.row(fmt.Sprintf("outcome %d", i+1), fmt.Sprintf("%s ordinal %d: %s", instant(o.GetNominalDueAtUnixMicros()), o.GetOrdinal(), outcome))
+	}
+	if !generations {
+		if n := len(in.GetGenerations()); n > 0 {
+			w.row("generations kept", fmt.Sprintf("%d (--generations lists them)", n))
+		}
+		return w.flush()
+	}
+	if len(in.GetGenerations()) == 0 {
+		w.row("generations kept", "none")
+	}
+	for _, g := range in.GetGenerations() {
+		old := g.GetRecord()
+		w.row(fmt.Sprintf("generation %d", old.GetGeneration()), fmt.Sprintf("%s; replaced %s by %s at revision %d after %d instants",
+			specText(old.GetDefinition().GetSpec()), instant(g.GetReplacedAtUnixMicros()), g.GetReplacedBy(), old.GetRevision(), old.GetNextOrdinal()))
 	}
 	return w.flush()
 }

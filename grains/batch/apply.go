@@ -351,10 +351,10 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 				return nil, err
 			}
 		}
-		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, a.ZoneRules, now))
+		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, a.ZoneRules, now, a.scheduleRules()))
 	case *orreryv1.Mutation_EmitOccurrences:
 		return scheduleResult(schedule.ApplyEmitWithin(v, lim, k.EmitOccurrences, now, budget,
-			schedule.EmitRules{ExpiredStops: a.Require(ApplyVersionExpiredStops, "") == nil}))
+			a.scheduleRules()))
 	case *orreryv1.Mutation_SkipExpired:
 		if err := a.Require(ApplyVersionExpiredStops, "schedule_id"); err != nil {
 			return nil, err
@@ -363,7 +363,7 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_CancelSchedule:
 		return scheduleResult(schedule.ApplyCancel(v, lim, k.CancelSchedule))
 	case *orreryv1.Mutation_DeleteSchedule:
-		return scheduleResult(schedule.ApplyDelete(v, k.DeleteSchedule, now))
+		return scheduleResult(schedule.ApplyDelete(v, k.DeleteSchedule, now, a.scheduleRules()))
 	case *orreryv1.Mutation_PauseSchedule:
 		return scheduleResult(schedule.ApplyPause(v, lim, k.PauseSchedule, now))
 	case *orreryv1.Mutation_ResumeSchedule:

@@ -6,6 +6,7 @@ import (
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
+	"github.com/orreryhq/orrery/grains/schedule"
 )
 
 // KnownApplyVersion is the newest apply version this binary knows: it applies the entries of a
@@ -27,8 +28,10 @@ import (
 //  6. a schedule's jitter (ScheduleDefinition jitter_micros, jitter_allow_early:
 //     ApplyVersionJitter);
 //  7. an expired occurrence stops its series (ScheduleDefinition expired, SkipExpired:
-//     ApplyVersionExpiredStops).
-const KnownApplyVersion uint32 = 7
+//     ApplyVersionExpiredStops);
+//  8. a replaced generation is kept for inspection (ScheduleGeneration:
+//     ApplyVersionGenerationHistory).
+const KnownApplyVersion uint32 = 8
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -58,6 +61,18 @@ const ApplyVersionJitter uint32 = 6
 // expired occurrence is passed EXPIRED, and a definition that sets an expired policy, or a
 // SkipExpired, is refused (Validation).
 const ApplyVersionExpiredStops uint32 = 7
+
+// ApplyVersionGenerationHistory is the apply version from which a replacement keeps the
+// replaced generation's record and a delete removes the kept ones (schedule.KeptGenerations).
+const ApplyVersionGenerationHistory uint32 = 8
+
+// scheduleRules are the schedule state machine's rules at a's apply version.
+func (a Applier) scheduleRules() schedule.Rules {
+	return schedule.Rules{
+		ExpiredStops:     a.version() >= ApplyVersionExpiredStops,
+		KeepsGenerations: a.version() >= ApplyVersionGenerationHistory,
+	}
+}
 
 // LoadApplyVersion returns the apply version the partition's state holds (keys.ApplyVersion,
 // written by SetApplyVersion), 1 while it holds none.

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -221,6 +222,29 @@ func TestAnExpiredOccurrenceStopsItsSeriesFromApplyVersion7(t *testing.T) {
 			if skipErr != nil || skipped.GetNextOrdinal() != 2 || policyErr != nil {
 				t.Fatalf("apply version 7: skip %v (watermark %d), policy %v", skipErr, skipped.GetNextOrdinal(), policyErr)
 			}
+		}
+	}
+}
+
+// TestGenerationsAreKeptFromApplyVersion8: a replacement keeps the replaced generation from
+// apply version 8 on, and not before.
+func TestGenerationsAreKeptFromApplyVersion8(t *testing.T) {
+	for _, c := range []struct {
+		version uint32
+		kept    int
+	}{{7, 0}, {8, 1}} {
+		v := granted(t)
+		a := applier()
+		a.ApplyVersion = c.version
+		for i, m := range []*orreryv1.Mutation{configureMutation(everySpec(t0+hour, hour), 0), configureMutation(everySpec(t0+hour, 2*hour), 1)} {
+			b := &orreryv1.Batch{CommandId: fmt.Sprint("configure-", i), Mutations: []*orreryv1.Mutation{m}}
+			out, err := a.ApplyBatch(v, sender(b), b, t0)
+			if err != nil || resultErr(out.Receipt.GetResults()[0]) != nil {
+				t.Fatalf("configure %d: %v %v", i, out, err)
+			}
+		}
+		if gens, err := schedule.Generations(v, lane, scheduleID); err != nil || len(gens) != c.kept {
+			t.Fatalf("apply version %d kept %d generations (%v), want %d", c.version, len(gens), err, c.kept)
 		}
 	}
 }

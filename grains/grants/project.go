@@ -122,6 +122,9 @@ func ProjectInspect(r kv.Reader, principal string, reply *orreryv1.InspectReply)
 	reply.Schedule = ProjectSchedule(grant, principal, reply.GetSchedule())
 	if reply.GetInspection().GetRecord() != nil {
 		reply.Inspection.Record = ProjectSchedule(grant, principal, reply.GetInspection().GetRecord())
+		for _, g := range reply.GetInspection().GetGenerations() {
+			g.Record = ProjectSchedule(grant, principal, g.GetRecord())
+		}
 	}
 	reply.Saga = ProjectSaga(grant, principal, reply.GetSaga())
 	for i, msg := range reply.GetMessages() {

@@ -4,12 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
 )
 
 func readGrant(capability Capability, policies ...*orreryv1.FieldPolicy) *orreryv1.GrantRecord {
@@ -213,4 +217,29 @@ func reencode(t *rapid.T, doc string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestProjectInspectWithholdsTheKeptGenerations: an inspection's kept generations pass the
+// same read policies as its record: a caller without read on the payload sees none of theirs.
+func TestProjectInspectWithholdsTheKeptGenerations(t *testing.T) {
+	const canary = "CANARY-9c2e"
+	lane := &orreryv1.Lane{Namespace: "acme", Queue: "jobs", Key: "k"}
+	old := &orreryv1.ScheduleRecord{Creator: "alice", Generation: 1, Definition: &orreryv1.ScheduleDefinition{Lane: lane,
+		Template: &orreryv1.MessageTemplate{PayloadJson: `{"card":"` + canary + `"}`}}}
+	current := &orreryv1.ScheduleRecord{Creator: "alice", Generation: 2, Definition: &orreryv1.ScheduleDefinition{Lane: lane}}
+	v := kv.NewMemory()
+	if _, err := record.Store(v, keys.GrantKey("bob"), readGrant(QueueInspect, &orreryv1.FieldPolicy{Path: "payload"})); err != nil {
+		t.Fatal(err)
+	}
+	reply := &orreryv1.InspectReply{Inspection: &orreryv1.ScheduleInspection{Record: current,
+		Generations: []*orreryv1.ScheduleGeneration{{Record: old, ReplacedBy: "alice"}}}}
+	if err := ProjectInspect(v, "bob", reply); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(reply.String(), canary) {
+		t.Fatalf("the projected inspection shows a kept generation's payload: %s", reply)
+	}
+	if g := reply.GetInspection().GetGenerations()[0].GetRecord(); !slices.Contains(g.GetRedactedPaths(), "payload") {
+		t.Fatalf("kept generation redacted %q, want payload among them", g.GetRedactedPaths())
+	}
 }

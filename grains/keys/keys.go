@@ -7,6 +7,7 @@
 //
 //	s/  lane id        ScheduleRecord
 //	st/ lane id        ScheduleTombstone
+//	sh/ lane id ^generation  ScheduleGeneration (a replaced generation, newest first)
 //	g/  lane id        SagaRecord
 //	m/  lane id        QueueMessage (live)
 //	mt/ lane id        MessageTombstone (acked or expired id, for idempotent enqueue)
@@ -48,6 +49,7 @@ import (
 var (
 	Schedule          = []byte("s/")
 	ScheduleTombstone = []byte("st/")
+	ScheduleHistory   = []byte("sh/")
 	Saga              = []byte("g/")
 	Message           = []byte("m/")
 	MessageTombstone  = []byte("mt/")
@@ -165,6 +167,17 @@ func ScheduleKey(lane *orreryv1.Lane, id string) []byte { return Of(Schedule, La
 // ScheduleTombstoneKey is the key of a deleted schedule's tombstone.
 func ScheduleTombstoneKey(lane *orreryv1.Lane, id string) []byte {
 	return Of(ScheduleTombstone, LaneID(lane, id))
+}
+
+// ScheduleHistoryPrefix is the prefix of a schedule's replaced generations.
+func ScheduleHistoryPrefix(lane *orreryv1.Lane, id string) []byte {
+	return Of(ScheduleHistory, LaneID(lane, id))
+}
+
+// ScheduleHistoryKey is the key of a schedule's replaced generation; the generation is
+// inverted, so a forward scan reads the newest first.
+func ScheduleHistoryKey(lane *orreryv1.Lane, id string, generation uint64) []byte {
+	return AppendUint64(ScheduleHistoryPrefix(lane, id), ^generation)
 }
 
 // SagaKey is the key of a saga record.

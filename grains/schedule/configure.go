@@ -21,7 +21,10 @@ import (
 // which the carried rules (PartitionCommand.zone_rules, see ZoneRulesFor) replace when they are
 // of a newer release; a zone that neither holds is unknown (Validation on
 // definition.spec.cron.time_zone).
-func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.ConfigureSchedule, carried []*orreryv1.ZoneRules, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
+//
+// Under Rules.KeepsGenerations a replacement keeps the replaced record as a ScheduleGeneration
+// (the last KeptGenerations).
+func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.ConfigureSchedule, carried []*orreryv1.ZoneRules, loggedNowMicros int64, rules Rules) (*orreryv1.ScheduleResult, error) {
 	def := m.GetDefinition()
 	if err := ValidateDefinition(def, lim); err != nil {
 		return nil, err.InField("definition")
@@ -83,6 +86,11 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 		return nil, orrery.AsError(err)
 	}
 	refreshNextDue(rec)
+	if found && rules.KeepsGenerations {
+		if err := keepGeneration(v, lim, old, principal, loggedNowMicros); err != nil {
+			return nil, err
+		}
+	}
 	if found {
 		reason := fmt.Sprintf("generation %d was replaced by generation %d", old.GetGeneration(), rec.GetGeneration())
 		if err := dropBuffered(v, old, reason, loggedNowMicros); err != nil {

@@ -38,16 +38,23 @@ func maxPassedPerEmit(lim input.Limits) uint32 {
 // only those, at most Limits.MaxPassedPerEmit, and skips the clock anomaly guard: it
 // enqueues nothing, so a jump of the clock cannot make it flood.
 func ApplyEmit(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
-	return ApplyEmitWithin(v, lim, m, loggedNowMicros, nil, EmitRules{ExpiredStops: true})
+	return ApplyEmitWithin(v, lim, m, loggedNowMicros, nil, Newest)
 }
 
-// EmitRules are the behaviours of an emit that depend on the partition's apply version.
-type EmitRules struct {
+// Rules are the behaviours of the schedule state machine that depend on the partition's apply
+// version (batch.Applier sets them from it).
+type Rules struct {
 	// ExpiredStops (apply version 7): an occurrence whose time to live passed before it could
 	// be enqueued stops the series there, unless its definition's expired policy is SKIP (see
 	// orreryv1.ExpiredPolicy); without it every expired occurrence is passed EXPIRED.
 	ExpiredStops bool
+	// KeepsGenerations (apply version 8): a replacement keeps the replaced generation's record
+	// (ScheduleGeneration, the last KeptGenerations), and a delete removes them.
+	KeepsGenerations bool
 }
+
+// Newest is every rule of the newest apply version.
+var Newest = Rules{ExpiredStops: true, KeepsGenerations: true}
 
 // EmitBudget is the budget the EmitOccurrences of one batch share (see
 // Limits.MaxEmitBytesPerBatch). The zero value with its limits set is a fresh budget.
@@ -77,7 +84,7 @@ func (b *EmitBudget) spend(n int) {
 
 // ApplyEmitWithin is ApplyEmit with the batch's byte budget (it stops, leaving the rest due,
 // once the budget is spent; nil: no byte bound) and the partition's apply-version rules.
-func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedNowMicros int64, budget *EmitBudget, rules EmitRules) (*orreryv1.ScheduleResult, error) {
+func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, loggedNowMicros int64, budget *EmitBudget, rules Rules) (*orreryv1.ScheduleResult, error) {
 	maxEmit := m.GetMax()
 	if maxEmit == 0 {
 		maxEmit = 1
@@ -154,11 +161,11 @@ type emitter struct {
 	// held is set when a BUFFER_ALL series stopped at an instant because its slot is taken.
 	held bool
 	// stopped is set when the series stopped at an expired occurrence after this emit had
-	// already changed the record (see EmitRules.ExpiredStops): what it did is kept, and the
+	// already changed the record (see Rules.ExpiredStops): what it did is kept, and the
 	// next emit fails at that occurrence.
 	stopped bool
 	budget  *EmitBudget // the batch's byte budget (nil: none)
-	rules   EmitRules
+	rules   Rules
 }
 
 // point is one nominal instant of the series.

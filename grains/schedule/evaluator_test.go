@@ -71,7 +71,7 @@ func TestZoneRulesComeOnlyFromTheEntryAndTheState(t *testing.T) {
 		t.Helper()
 		def := definition(cronSpec("0 22 * * *", "Europe/Berlin"))
 		def.ScheduleId = id
-		res, err := ApplyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def, ExpectedRevision: expected}, carried, now)
+		res, err := ApplyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def, ExpectedRevision: expected}, carried, now, Newest)
 		if err != nil {
 			t.Fatalf("configure %s: %v", id, err)
 		}
@@ -105,7 +105,7 @@ func TestZoneRulesComeOnlyFromTheEntryAndTheState(t *testing.T) {
 	}
 	// Rules neither carried nor held: the zone is unknown, and nothing is written.
 	before := kv.NewMemory()
-	_, err = ApplyConfigure(before, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: definition(cronSpec("@daily", "Europe/Berlin"))}, nil, summer)
+	_, err = ApplyConfigure(before, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: definition(cronSpec("@daily", "Europe/Berlin"))}, nil, summer, Newest)
 	wantCode(t, err, orrery.ErrValidation, "definition.spec.cron.time_zone")
 	if before.Len() != 0 {
 		t.Fatalf("a refused configure wrote %d keys", before.Len())

@@ -23,7 +23,7 @@ func validateExpiredPolicy(def *orreryv1.ScheduleDefinition) *orrery.Error {
 }
 
 // expiredStops reports whether an expired occurrence of the emit's series stops it (see
-// EmitRules.ExpiredStops).
+// Rules.ExpiredStops).
 func (e *emitter) expiredStops() bool {
 	return e.rules.ExpiredStops && e.rec.GetDefinition().GetExpired() != orreryv1.ExpiredPolicy_EXPIRED_POLICY_SKIP
 }

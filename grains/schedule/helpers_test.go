@@ -131,5 +131,5 @@ func wantDue(t *testing.T, v kv.Reader, dueAt int64, generation uint64) {
 // applyConfigure applies m as a partition does: with the zone rules its leader carries.
 func applyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.ConfigureSchedule, now int64) (*orreryv1.ScheduleResult, error) {
 	carried := ZoneRulesFor([]*orreryv1.Mutation{{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: m}}})
-	return ApplyConfigure(v, lim, principal, m, carried, now)
+	return ApplyConfigure(v, lim, principal, m, carried, now, Newest)
 }

@@ -42,6 +42,9 @@ func Inspect(r kv.Reader, lane *orreryv1.Lane, scheduleID string, loggedNowMicro
 		return nil, err
 	}
 	insp.LastOutcomes = outcomes
+	if insp.Generations, err = Generations(r, lane, scheduleID); err != nil {
+		return nil, err
+	}
 	if rec.GetCancelled() || rec.GetSuspended() {
 		return insp, nil
 	}

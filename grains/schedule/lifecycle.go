@@ -36,7 +36,7 @@ func ApplyCancel(v kv.View, lim input.Limits, m *orreryv1.CancelSchedule) (*orre
 // ApplyDelete removes the expected revision (or any, with any_revision) for good: a tombstone
 // keeps the id from ever being configured again. Occurrences already enqueued stay in their
 // queue; a buffered one is recorded DROPPED; the ledger stays until its retention passes.
-func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
+func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64, rules Rules) (*orreryv1.ScheduleResult, error) {
 	rec, err := loadForAction(v, m.GetLane(), m.GetScheduleId(), m.GetExpectedRevision(), m.GetAnyRevision())
 	if err != nil {
 		return nil, err
@@ -50,6 +50,11 @@ func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64) (
 	}
 	if err := retained.Delete(v, keys.ScheduleKey(lane, id)); err != nil {
 		return nil, err
+	}
+	if rules.KeepsGenerations {
+		if err := deleteGenerations(v, lane, id); err != nil {
+			return nil, err
+		}
 	}
 	if err := v.Delete(IndexKey(rec)); err != nil {
 		return nil, err

@@ -50,7 +50,7 @@ func TestADeletedNameResolvesToANewIdentity(t *testing.T) {
 	if err != nil || len(old.GetEnqueuedIds()) != 3 {
 		t.Fatalf("emit of the first schedule: %v, %v", old, err)
 	}
-	if _, err := ApplyDelete(v, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: first.ScheduleID, AnyRevision: true}, t0+3*minute); err != nil {
+	if _, err := ApplyDelete(v, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: first.ScheduleID, AnyRevision: true}, t0+3*minute, Newest); err != nil {
 		t.Fatal(err)
 	}
 	tombstone, _, err := v.Get(keys.ScheduleTombstoneKey(lane, first.ScheduleID))
@@ -95,7 +95,7 @@ func TestADeletedNameResolvesToANewIdentity(t *testing.T) {
 		t.Fatal("a refused configure or pause of the deleted id wrote")
 	}
 
-	if _, err := ApplyDelete(v, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: second.ScheduleID, AnyRevision: true}, t0+5*minute); err != nil {
+	if _, err := ApplyDelete(v, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: second.ScheduleID, AnyRevision: true}, t0+5*minute, Newest); err != nil {
 		t.Fatal(err)
 	}
 	if third := resolve(t, v, "nightly"); third.Incarnation != 3 {

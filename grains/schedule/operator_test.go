@@ -28,7 +28,7 @@ func operatorActions() []operatorAction {
 			return ApplyCancel(v, lim, &orreryv1.CancelSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: expected, AnyRevision: anyRevision})
 		}},
 		{"delete", func(v kv.View, expected uint64, anyRevision bool, now int64) (*orreryv1.ScheduleResult, error) {
-			return ApplyDelete(v, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: expected, AnyRevision: anyRevision}, now)
+			return ApplyDelete(v, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: expected, AnyRevision: anyRevision}, now, Newest)
 		}},
 	}
 }

@@ -27,7 +27,7 @@ func TestRefreshZoneRulesMovesHeldZonesOntoNewerRules(t *testing.T) {
 	v := kv.NewMemory()
 	def := definition(cronSpec("0 22 * * *", "Europe/Berlin"))
 	old := []*orreryv1.ZoneRules{{Zone: "Europe/Berlin", Version: "2000a", Tzif: asUTC}}
-	res, err := ApplyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def}, old, summer)
+	res, err := ApplyConfigure(v, input.DefaultLimits(), "alice", &orreryv1.ConfigureSchedule{Definition: def}, old, summer, Newest)
 	if err != nil || res.GetNextDueAtUnixMicros() != tenPMUTC {
 		t.Fatalf("configure under the old rules: %v, %v", res, err)
 	}

@@ -169,7 +169,7 @@ func TestDeleteTombstonesIDAndKeepsEnqueuedOccurrences(t *testing.T) {
 	if _, err := emit(v, 1, 1, t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ApplyDelete(v, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 2}, t0); err != nil {
+	if _, err := ApplyDelete(v, &orreryv1.DeleteSchedule{Lane: lane, ScheduleId: scheduleID, ExpectedRevision: 2}, t0, Newest); err != nil {
 		t.Fatal(err)
 	}
 	if _, found, _ := Load(v, lane, scheduleID); found {

@@ -219,6 +219,9 @@ function detailsRow(s, rec) {
     el('td', {}, when(micros(o.nominal_due_at_unix_micros))), el('td', {}, when(micros(o.recorded_at_unix_micros))),
     el('td', {}, o.reason || o.message_id || '')));
   const def = rec.definition;
+  const generations = (insp.generations || []).map((g) => el('li', {},
+    `generation ${g.record.generation}: ${specText(g.record.definition.spec)}, replaced ${humanTime(micros(g.replaced_at_unix_micros))}` +
+    `${g.replaced_by ? ` by ${g.replaced_by}` : ''} after ${g.record.next_ordinal || 0} instants`));
   return el('tr', { className: 'details-row' }, el('td', { colspan: 8 },
     el('div', { className: 'details' },
       el('div', {},
@@ -226,7 +229,8 @@ function detailsRow(s, rec) {
         fires.length ? el('ol', {}, fires) : el('p', { className: 'muted' }, insp.evaluator_mismatch || rec.series_end_reason || 'none ahead'),
         boundsLine(def, rec),
         el('p', { className: 'muted' }, `id ${def.schedule_id} · revision ${rec.revision} · generation ${rec.generation} · partition ${s.item.partition}` +
-          (insp.zone_rules_version ? ` · zone rules tzdata ${insp.zone_rules_version}` : ''))),
+          (insp.zone_rules_version ? ` · zone rules tzdata ${insp.zone_rules_version}` : '')),
+        generations.length ? el('div', { className: 'generations' }, el('h3', {}, 'Replaced generations'), el('ol', {}, generations)) : null),
       el('div', {},
         el('h3', {}, 'Last outcomes'),
         outcomes.length
