@@ -69,6 +69,14 @@ func (c *Client) SkipExpired(ctx context.Context, m *orreryv1.SkipExpired, opts 
 	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_SkipExpired{SkipExpired: m}}, opts)
 }
 
+// BackfillSchedule runs, in one command, up to the partition's bound of a schedule's instants in
+// [m.FromUnixMicros, m.ToUnixMicros] now (see orreryv1.BackfillSchedule);
+// res.BackfillResumeFromUnixMicros is where the next command resumes, 0 when the range is done.
+// ScheduleHandle.Backfill repeats it to the end.
+func (c *Client) BackfillSchedule(ctx context.Context, m *orreryv1.BackfillSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {
+	return c.scheduleCall(ctx, m.GetLane(), &orreryv1.Mutation{Kind: &orreryv1.Mutation_BackfillSchedule{BackfillSchedule: m}}, opts)
+}
+
 // TriggerSchedule enqueues one manual occurrence now; it is refused while the schedule is
 // paused.
 func (c *Client) TriggerSchedule(ctx context.Context, m *orreryv1.TriggerSchedule, opts ...CallOption) (*orreryv1.ScheduleResult, error) {

@@ -603,6 +603,30 @@ func (h *ScheduleHandle) Trigger(ctx context.Context, opts ...CallOption) (messa
 	return "", nil
 }
 
+// Backfill runs the schedule's instants from from to to (both included; to not after now) now:
+// each is enqueued as its own occurrence (an id of its own, ledgered "backfilled"), without
+// moving the schedule, and neither waits for nor takes its overlap slot. An instant backfilled
+// before is not enqueued again, so a Backfill repeated over the same range enqueues nothing
+// more. It returns how many it enqueued. Needs apply version 9.
+func (h *ScheduleHandle) Backfill(ctx context.Context, from, to time.Time, opts ...CallOption) (int, error) {
+	id, err := h.resolve(ctx)
+	if err != nil {
+		return 0, err
+	}
+	m := &orreryv1.BackfillSchedule{Lane: h.lane, ScheduleId: id, FromUnixMicros: from.UnixMicro(), ToUnixMicros: to.UnixMicro()}
+	total := 0
+	for {
+		res, err := h.c.BackfillSchedule(ctx, m, opts...)
+		if err != nil {
+			return total, err
+		}
+		total += len(res.GetEnqueuedIds())
+		if m.FromUnixMicros = res.GetBackfillResumeFromUnixMicros(); m.FromUnixMicros == 0 {
+			return total, nil
+		}
+	}
+}
+
 // SkipExpired passes the occurrences the schedule stopped at because their TimeToLive had
 // passed (ExpiredFail): each is recorded "expired" in its ledger, with the caller in the
 // reason, and the schedule goes on from the first one still alive. It returns how many it

@@ -767,3 +767,32 @@ func TestDescribeListsTheReplacedGenerations(t *testing.T) {
 		t.Fatalf("generations %+v", d.Generations)
 	}
 }
+
+// TestBackfillRunsAPastRangeOnce: Backfill enqueues a past range's instants now, each with its
+// own id and a "backfilled" ledger record, and a second Backfill of the range enqueues none.
+func TestBackfillRunsAPastRangeOnce(t *testing.T) {
+	b := setup(t, 2)
+	ctx := ctxFor(t)
+	first := time.Now().Add(-5*time.Hour - 30*time.Minute).Truncate(time.Second)
+	h, err := b.c.Schedules(testNamespace).Create(ctx, "reports", client.ScheduleOptions{Queue: testQueue, Key: "k",
+		Spec: client.Every(time.Hour, first), Misfire: client.MisfireSkip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := h.Backfill(ctx, first, time.Now())
+	if err != nil || n != 6 {
+		t.Fatalf("Backfill of the 6 past instants: %d, %v", n, err)
+	}
+	if n, err := h.Backfill(ctx, first, time.Now()); err != nil || n != 0 {
+		t.Fatalf("a second Backfill: %d, %v; want 0", n, err)
+	}
+	d, err := h.Describe(ctx)
+	if err != nil || len(d.LastOutcomes) == 0 || d.LastOutcomes[0].Outcome != "backfilled" {
+		t.Fatalf("described %+v (%v)", d, err)
+	}
+	_, err = h.Backfill(ctx, first, time.Now().Add(time.Hour))
+	var oe *orrery.Error
+	if !errors.As(err, &oe) || oe.Code != orrery.CodeValidation || !strings.HasSuffix(oe.Field, "to_unix_micros") {
+		t.Fatalf("a range into the future: %v, want Validation on to_unix_micros", err)
+	}
+}

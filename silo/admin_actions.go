@@ -2,15 +2,18 @@ package silo
 
 import (
 	"net/http"
+	"time"
+
+	"github.com/orreryhq/orrery"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
 
 // scheduleAction serves POST
-// /v1/schedules/{namespace}/{queue}/{key}/{id}/{pause|resume|trigger|skip-expired}: it pauses,
-// resumes or triggers the schedule at whatever revision it is, or passes (in one command) the
-// expired occurrences it stopped at, as the CLI does, and answers the schedule's mutation
-// result.
+// /v1/schedules/{namespace}/{queue}/{key}/{id}/{pause|resume|trigger|skip-expired|backfill}: it
+// pauses, resumes or triggers the schedule at whatever revision it is, passes (in one command)
+// the expired occurrences it stopped at, or backfills ?from=&to= (see backfill), as the CLI
+// does, and answers the schedule's mutation result.
 func (s *Silo) scheduleAction(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		lane, id := lanePath(r), r.PathValue("id")
@@ -27,10 +30,42 @@ func (s *Silo) scheduleAction(action string) http.HandlerFunc {
 			res, err = s.adminClient(r).TriggerSchedule(r.Context(), &orreryv1.TriggerSchedule{Lane: lane, ScheduleId: id})
 		case "skip-expired":
 			res, err = s.adminClient(r).SkipExpired(r.Context(), &orreryv1.SkipExpired{Lane: lane, ScheduleId: id})
+		case "backfill":
+			res, err = s.backfill(r, lane, id)
 		}
 		s.writeRecord(w, res, err)
 	}
 }
 
 // scheduleActions are the actions scheduleAction serves.
-var scheduleActions = []string{"pause", "resume", "trigger", "skip-expired"}
+var scheduleActions = []string{"pause", "resume", "trigger", "skip-expired", "backfill"}
+
+// backfill runs the BackfillSchedule commands of the range ?from=&to= (RFC 3339; to defaults to
+// now) to its end and answers the last result with every enqueued id and nominal instant.
+func (s *Silo) backfill(r *http.Request, lane *orreryv1.Lane, id string) (*orreryv1.ScheduleResult, error) {
+	q := r.URL.Query()
+	from, err := time.Parse(time.RFC3339Nano, q.Get("from"))
+	if err != nil {
+		return nil, orrery.Invalid("from", "want an RFC 3339 instant, got %q", q.Get("from"))
+	}
+	to := time.Now()
+	if q.Get("to") != "" {
+		if to, err = time.Parse(time.RFC3339Nano, q.Get("to")); err != nil {
+			return nil, orrery.Invalid("to", "want an RFC 3339 instant, got %q", q.Get("to"))
+		}
+	}
+	m := &orreryv1.BackfillSchedule{Lane: lane, ScheduleId: id, FromUnixMicros: from.UnixMicro(), ToUnixMicros: to.UnixMicro()}
+	var ids []string
+	var nominals []int64
+	for {
+		res, err := s.adminClient(r).BackfillSchedule(r.Context(), m)
+		if err != nil {
+			return nil, err
+		}
+		ids, nominals = append(ids, res.GetEnqueuedIds()...), append(nominals, res.GetEnqueuedNominalDueAtUnixMicros()...)
+		if m.FromUnixMicros = res.GetBackfillResumeFromUnixMicros(); m.FromUnixMicros == 0 {
+			res.EnqueuedIds, res.EnqueuedNominalDueAtUnixMicros = ids, nominals
+			return res, nil
+		}
+	}
+}

@@ -1266,8 +1266,10 @@ type OccurrenceOrigin struct {
 	CoalescedCount              uint64 `protobuf:"varint,6,opt,name=coalesced_count,json=coalescedCount,proto3" json:"coalesced_count,omitempty"`
 	FirstNominalDueAtUnixMicros int64  `protobuf:"varint,7,opt,name=first_nominal_due_at_unix_micros,json=firstNominalDueAtUnixMicros,proto3" json:"first_nominal_due_at_unix_micros,omitempty"`
 	LastNominalDueAtUnixMicros  int64  `protobuf:"varint,8,opt,name=last_nominal_due_at_unix_micros,json=lastNominalDueAtUnixMicros,proto3" json:"last_nominal_due_at_unix_micros,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	// Set for an occurrence of a BackfillSchedule (its ordinal is 0; the nominal instant names it).
+	Backfill      bool `protobuf:"varint,9,opt,name=backfill,proto3" json:"backfill,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OccurrenceOrigin) Reset() {
@@ -1354,6 +1356,13 @@ func (x *OccurrenceOrigin) GetLastNominalDueAtUnixMicros() int64 {
 		return x.LastNominalDueAtUnixMicros
 	}
 	return 0
+}
+
+func (x *OccurrenceOrigin) GetBackfill() bool {
+	if x != nil {
+		return x.Backfill
+	}
+	return false
 }
 
 // SagaTimeoutOrigin is the provenance of a saga's timeout message.
@@ -2083,6 +2092,86 @@ func (x *SkipExpired) GetScheduleId() string {
 	return ""
 }
 
+// BackfillSchedule (apply version 9) runs a schedule's instants over a past range now: each
+// instant of the current generation's spec (within the definition's start_at and end_at) in
+// [from_unix_micros, to_unix_micros] is enqueued at once as its own occurrence, with the id
+// schedule.BackfillID (distinct from the series' occurrences), and ledgered BACKFILLED. An
+// instant whose backfill ledger record exists is not enqueued again, so a backfill run twice
+// over the same range enqueues nothing the second time (within the ledger's retention). Backfill
+// occurrences neither wait for nor take the overlap slot (as manual triggers; overlap
+// allow-all), do not move the watermark or revision, and their time to live counts from the
+// backfill. One command handles at most Limits.MaxEmitPerCommand instants;
+// ScheduleResult.backfill_resume_from_unix_micros says where the next one resumes. to must
+// not be after the command's logged time. A cancelled or suspended schedule refuses it
+// (Suspended); a paused one takes it.
+type BackfillSchedule struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Lane           *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	ScheduleId     string                 `protobuf:"bytes,2,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	FromUnixMicros int64                  `protobuf:"varint,3,opt,name=from_unix_micros,json=fromUnixMicros,proto3" json:"from_unix_micros,omitempty"`
+	ToUnixMicros   int64                  `protobuf:"varint,4,opt,name=to_unix_micros,json=toUnixMicros,proto3" json:"to_unix_micros,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BackfillSchedule) Reset() {
+	*x = BackfillSchedule{}
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillSchedule) ProtoMessage() {}
+
+func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillSchedule.ProtoReflect.Descriptor instead.
+func (*BackfillSchedule) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *BackfillSchedule) GetLane() *Lane {
+	if x != nil {
+		return x.Lane
+	}
+	return nil
+}
+
+func (x *BackfillSchedule) GetScheduleId() string {
+	if x != nil {
+		return x.ScheduleId
+	}
+	return ""
+}
+
+func (x *BackfillSchedule) GetFromUnixMicros() int64 {
+	if x != nil {
+		return x.FromUnixMicros
+	}
+	return 0
+}
+
+func (x *BackfillSchedule) GetToUnixMicros() int64 {
+	if x != nil {
+		return x.ToUnixMicros
+	}
+	return 0
+}
+
 // ResumeSchedule restarts emission from the first occurrence after the resume's logged time
 // (minus the definition's catch-up window); the instants before that are recorded PAUSED in
 // the ledger. A schedule that is not paused, or is cancelled, cannot be resumed (Suspended).
@@ -2102,7 +2191,7 @@ type ResumeSchedule struct {
 
 func (x *ResumeSchedule) Reset() {
 	*x = ResumeSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2203,7 @@ func (x *ResumeSchedule) String() string {
 func (*ResumeSchedule) ProtoMessage() {}
 
 func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2216,7 @@ func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSchedule.ProtoReflect.Descriptor instead.
 func (*ResumeSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResumeSchedule) GetLane() *Lane {
@@ -2169,7 +2258,7 @@ type TriggerSchedule struct {
 
 func (x *TriggerSchedule) Reset() {
 	*x = TriggerSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2270,7 @@ func (x *TriggerSchedule) String() string {
 func (*TriggerSchedule) ProtoMessage() {}
 
 func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2283,7 @@ func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSchedule.ProtoReflect.Descriptor instead.
 func (*TriggerSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TriggerSchedule) GetLane() *Lane {
@@ -2229,7 +2318,7 @@ type CompareExchangeSaga struct {
 
 func (x *CompareExchangeSaga) Reset() {
 	*x = CompareExchangeSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2241,7 +2330,7 @@ func (x *CompareExchangeSaga) String() string {
 func (*CompareExchangeSaga) ProtoMessage() {}
 
 func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2254,7 +2343,7 @@ func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareExchangeSaga.ProtoReflect.Descriptor instead.
 func (*CompareExchangeSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CompareExchangeSaga) GetLane() *Lane {
@@ -2318,7 +2407,7 @@ type ExpireSaga struct {
 
 func (x *ExpireSaga) Reset() {
 	*x = ExpireSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2419,7 @@ func (x *ExpireSaga) String() string {
 func (*ExpireSaga) ProtoMessage() {}
 
 func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2432,7 @@ func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSaga.ProtoReflect.Descriptor instead.
 func (*ExpireSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExpireSaga) GetLane() *Lane {
@@ -2389,7 +2478,7 @@ type Enqueue struct {
 
 func (x *Enqueue) Reset() {
 	*x = Enqueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2490,7 @@ func (x *Enqueue) String() string {
 func (*Enqueue) ProtoMessage() {}
 
 func (x *Enqueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2503,7 @@ func (x *Enqueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueue.ProtoReflect.Descriptor instead.
 func (*Enqueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Enqueue) GetLane() *Lane {
@@ -2487,7 +2576,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2588,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2601,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Receive) GetNamespace() string {
@@ -2562,7 +2651,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2574,7 +2663,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2587,7 +2676,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Ack) GetLane() *Lane {
@@ -2624,7 +2713,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2725,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2738,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Release) GetLane() *Lane {
@@ -2693,7 +2782,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2794,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2807,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExtendLease) GetLane() *Lane {
@@ -2763,7 +2852,7 @@ type Housekeep struct {
 
 func (x *Housekeep) Reset() {
 	*x = Housekeep{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2864,7 @@ func (x *Housekeep) String() string {
 func (*Housekeep) ProtoMessage() {}
 
 func (x *Housekeep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +2877,7 @@ func (x *Housekeep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
 func (*Housekeep) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Housekeep) GetMaxRecords() uint32 {
@@ -2834,7 +2923,7 @@ type PartitionLimits struct {
 
 func (x *PartitionLimits) Reset() {
 	*x = PartitionLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +2935,7 @@ func (x *PartitionLimits) String() string {
 func (*PartitionLimits) ProtoMessage() {}
 
 func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +2948,7 @@ func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLimits.ProtoReflect.Descriptor instead.
 func (*PartitionLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PartitionLimits) GetMaxPayloadBytes() int64 {
@@ -3040,7 +3129,7 @@ type SetLimits struct {
 
 func (x *SetLimits) Reset() {
 	*x = SetLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3141,7 @@ func (x *SetLimits) String() string {
 func (*SetLimits) ProtoMessage() {}
 
 func (x *SetLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +3154,7 @@ func (x *SetLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimits.ProtoReflect.Descriptor instead.
 func (*SetLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetLimits) GetLimits() *PartitionLimits {
@@ -3090,7 +3179,7 @@ type PartitionApplyVersion struct {
 
 func (x *PartitionApplyVersion) Reset() {
 	*x = PartitionApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3191,7 @@ func (x *PartitionApplyVersion) String() string {
 func (*PartitionApplyVersion) ProtoMessage() {}
 
 func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3204,7 @@ func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionApplyVersion.ProtoReflect.Descriptor instead.
 func (*PartitionApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PartitionApplyVersion) GetVersion() uint32 {
@@ -3138,7 +3227,7 @@ type SetApplyVersion struct {
 
 func (x *SetApplyVersion) Reset() {
 	*x = SetApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3150,7 +3239,7 @@ func (x *SetApplyVersion) String() string {
 func (*SetApplyVersion) ProtoMessage() {}
 
 func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3163,7 +3252,7 @@ func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetApplyVersion.ProtoReflect.Descriptor instead.
 func (*SetApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetApplyVersion) GetVersion() uint32 {
@@ -3185,7 +3274,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3197,7 +3286,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3210,7 +3299,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 // RefreshZoneRules makes the rules of each named zone that the entry carries
@@ -3229,7 +3318,7 @@ type RefreshZoneRules struct {
 
 func (x *RefreshZoneRules) Reset() {
 	*x = RefreshZoneRules{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3241,7 +3330,7 @@ func (x *RefreshZoneRules) String() string {
 func (*RefreshZoneRules) ProtoMessage() {}
 
 func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3254,7 +3343,7 @@ func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
 func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RefreshZoneRules) GetZones() []string {
@@ -3282,7 +3371,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3294,7 +3383,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3307,7 +3396,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3355,7 +3444,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3367,7 +3456,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3380,7 +3469,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3424,7 +3513,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3436,7 +3525,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3449,7 +3538,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -3476,7 +3565,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +3577,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3501,7 +3590,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -3532,7 +3621,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3544,7 +3633,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3557,7 +3646,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -3602,6 +3691,7 @@ type Mutation struct {
 	//	*Mutation_RefreshZoneRules
 	//	*Mutation_SetApplyVersion
 	//	*Mutation_SkipExpired
+	//	*Mutation_BackfillSchedule
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3609,7 +3699,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3711,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3724,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -3851,6 +3941,15 @@ func (x *Mutation) GetSkipExpired() *SkipExpired {
 	return nil
 }
 
+func (x *Mutation) GetBackfillSchedule() *BackfillSchedule {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_BackfillSchedule); ok {
+			return x.BackfillSchedule
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -3947,6 +4046,10 @@ type Mutation_SkipExpired struct {
 	SkipExpired *SkipExpired `protobuf:"bytes,23,opt,name=skip_expired,json=skipExpired,proto3,oneof"`
 }
 
+type Mutation_BackfillSchedule struct {
+	BackfillSchedule *BackfillSchedule `protobuf:"bytes,24,opt,name=backfill_schedule,json=backfillSchedule,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -3993,6 +4096,8 @@ func (*Mutation_SetApplyVersion) isMutation_Kind() {}
 
 func (*Mutation_SkipExpired) isMutation_Kind() {}
 
+func (*Mutation_BackfillSchedule) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -4007,7 +4112,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4019,7 +4124,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4032,7 +4137,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -4084,13 +4189,16 @@ type ScheduleResult struct {
 	AlreadyDue                  uint64 `protobuf:"varint,10,opt,name=already_due,json=alreadyDue,proto3" json:"already_due,omitempty"`
 	FirstAlreadyDueAtUnixMicros int64  `protobuf:"varint,11,opt,name=first_already_due_at_unix_micros,json=firstAlreadyDueAtUnixMicros,proto3" json:"first_already_due_at_unix_micros,omitempty"`
 	LastAlreadyDueAtUnixMicros  int64  `protobuf:"varint,12,opt,name=last_already_due_at_unix_micros,json=lastAlreadyDueAtUnixMicros,proto3" json:"last_already_due_at_unix_micros,omitempty"`
-	unknownFields               protoimpl.UnknownFields
-	sizeCache                   protoimpl.SizeCache
+	// On a BackfillSchedule: where the next command of the same backfill resumes (its
+	// from_unix_micros), zero when the range is done.
+	BackfillResumeFromUnixMicros int64 `protobuf:"varint,13,opt,name=backfill_resume_from_unix_micros,json=backfillResumeFromUnixMicros,proto3" json:"backfill_resume_from_unix_micros,omitempty"`
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
 }
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4102,7 +4210,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4115,7 +4223,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -4202,6 +4310,13 @@ func (x *ScheduleResult) GetLastAlreadyDueAtUnixMicros() int64 {
 	return 0
 }
 
+func (x *ScheduleResult) GetBackfillResumeFromUnixMicros() int64 {
+	if x != nil {
+		return x.BackfillResumeFromUnixMicros
+	}
+	return 0
+}
+
 // SagaResult reports a saga after a mutation.
 type SagaResult struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -4215,7 +4330,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4342,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4355,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -4275,7 +4390,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4287,7 +4402,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4300,7 +4415,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -4331,7 +4446,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4458,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4471,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -4384,7 +4499,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4396,7 +4511,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4409,7 +4524,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -4444,7 +4559,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4456,7 +4571,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4469,7 +4584,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -4528,7 +4643,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4540,7 +4655,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4553,7 +4668,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -4597,7 +4712,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4609,7 +4724,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4622,7 +4737,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -4762,7 +4877,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4774,7 +4889,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4787,7 +4902,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -4881,7 +4996,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\aexpired\x18\x10 \x01(\x0e2\x18.orrery.v1.ExpiredPolicyR\aexpired\"[\n" +
 	"\vSagaTimeout\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x126\n" +
-	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\xf6\x02\n" +
+	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\x92\x03\n" +
 	"\x10OccurrenceOrigin\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x1e\n" +
@@ -4893,7 +5008,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x1anominal_due_at_unix_micros\x18\x05 \x01(\x03R\x16nominalDueAtUnixMicros\x12'\n" +
 	"\x0fcoalesced_count\x18\x06 \x01(\x04R\x0ecoalescedCount\x12E\n" +
 	" first_nominal_due_at_unix_micros\x18\a \x01(\x03R\x1bfirstNominalDueAtUnixMicros\x12C\n" +
-	"\x1flast_nominal_due_at_unix_micros\x18\b \x01(\x03R\x1alastNominalDueAtUnixMicros\"\x89\x01\n" +
+	"\x1flast_nominal_due_at_unix_micros\x18\b \x01(\x03R\x1alastNominalDueAtUnixMicros\x12\x1a\n" +
+	"\bbackfill\x18\t \x01(\bR\bbackfill\"\x89\x01\n" +
 	"\x11SagaTimeoutOrigin\x12\x17\n" +
 	"\asaga_id\x18\x01 \x01(\tR\x06sagaId\x12)\n" +
 	"\x10waiting_revision\x18\x02 \x01(\x04R\x0fwaitingRevision\x120\n" +
@@ -4955,7 +5071,13 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\vSkipExpired\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
-	"scheduleId\"\xa6\x01\n" +
+	"scheduleId\"\xa8\x01\n" +
+	"\x10BackfillSchedule\x12#\n" +
+	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
+	"\vschedule_id\x18\x02 \x01(\tR\n" +
+	"scheduleId\x12(\n" +
+	"\x10from_unix_micros\x18\x03 \x01(\x03R\x0efromUnixMicros\x12$\n" +
+	"\x0eto_unix_micros\x18\x04 \x01(\x03R\ftoUnixMicros\"\xa6\x01\n" +
 	"\x0eResumeSchedule\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -5067,7 +5189,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"K\n" +
 	"\x12RedriveDeadLetters\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\rR\x03max\"\xda\v\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"\xa6\f\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -5094,13 +5216,14 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"set_limits\x18\x14 \x01(\v2\x14.orrery.v1.SetLimitsH\x00R\tsetLimits\x12K\n" +
 	"\x12refresh_zone_rules\x18\x15 \x01(\v2\x1b.orrery.v1.RefreshZoneRulesH\x00R\x10refreshZoneRules\x12H\n" +
 	"\x11set_apply_version\x18\x16 \x01(\v2\x1a.orrery.v1.SetApplyVersionH\x00R\x0fsetApplyVersion\x12;\n" +
-	"\fskip_expired\x18\x17 \x01(\v2\x16.orrery.v1.SkipExpiredH\x00R\vskipExpiredB\x06\n" +
+	"\fskip_expired\x18\x17 \x01(\v2\x16.orrery.v1.SkipExpiredH\x00R\vskipExpired\x12J\n" +
+	"\x11backfill_schedule\x18\x18 \x01(\v2\x1b.orrery.v1.BackfillScheduleH\x00R\x10backfillScheduleB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x121\n" +
 	"\tmutations\x18\x02 \x03(\v2\x13.orrery.v1.MutationR\tmutations\x12$\n" +
-	"\x0eall_or_nothing\x18\x03 \x01(\bR\fallOrNothing\"\xb7\x04\n" +
+	"\x0eall_or_nothing\x18\x03 \x01(\bR\fallOrNothing\"\xff\x04\n" +
 	"\x0eScheduleResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12\x1e\n" +
 	"\n" +
@@ -5117,7 +5240,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	" \x01(\x04R\n" +
 	"alreadyDue\x12E\n" +
 	" first_already_due_at_unix_micros\x18\v \x01(\x03R\x1bfirstAlreadyDueAtUnixMicros\x12C\n" +
-	"\x1flast_already_due_at_unix_micros\x18\f \x01(\x03R\x1alastAlreadyDueAtUnixMicros\"\x82\x01\n" +
+	"\x1flast_already_due_at_unix_micros\x18\f \x01(\x03R\x1alastAlreadyDueAtUnixMicros\x12F\n" +
+	" backfill_resume_from_unix_micros\x18\r \x01(\x03R\x1cbackfillResumeFromUnixMicros\"\x82\x01\n" +
 	"\n" +
 	"SagaResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12*\n" +
@@ -5219,7 +5343,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
@@ -5248,38 +5372,39 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*DeleteSchedule)(nil),        // 24: orrery.v1.DeleteSchedule
 	(*PauseSchedule)(nil),         // 25: orrery.v1.PauseSchedule
 	(*SkipExpired)(nil),           // 26: orrery.v1.SkipExpired
-	(*ResumeSchedule)(nil),        // 27: orrery.v1.ResumeSchedule
-	(*TriggerSchedule)(nil),       // 28: orrery.v1.TriggerSchedule
-	(*CompareExchangeSaga)(nil),   // 29: orrery.v1.CompareExchangeSaga
-	(*ExpireSaga)(nil),            // 30: orrery.v1.ExpireSaga
-	(*Enqueue)(nil),               // 31: orrery.v1.Enqueue
-	(*Receive)(nil),               // 32: orrery.v1.Receive
-	(*Ack)(nil),                   // 33: orrery.v1.Ack
-	(*Release)(nil),               // 34: orrery.v1.Release
-	(*ExtendLease)(nil),           // 35: orrery.v1.ExtendLease
-	(*Housekeep)(nil),             // 36: orrery.v1.Housekeep
-	(*PartitionLimits)(nil),       // 37: orrery.v1.PartitionLimits
-	(*SetLimits)(nil),             // 38: orrery.v1.SetLimits
-	(*PartitionApplyVersion)(nil), // 39: orrery.v1.PartitionApplyVersion
-	(*SetApplyVersion)(nil),       // 40: orrery.v1.SetApplyVersion
-	(*CheckConsistency)(nil),      // 41: orrery.v1.CheckConsistency
-	(*RefreshZoneRules)(nil),      // 42: orrery.v1.RefreshZoneRules
-	(*FieldPolicy)(nil),           // 43: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),             // 44: orrery.v1.GrantRule
-	(*PutGrant)(nil),              // 45: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),           // 46: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),    // 47: orrery.v1.RedriveDeadLetters
-	(*Mutation)(nil),              // 48: orrery.v1.Mutation
-	(*Batch)(nil),                 // 49: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 50: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 51: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 52: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 53: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 54: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 55: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 56: orrery.v1.RedriveResult
-	(*MutationResult)(nil),        // 57: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 58: orrery.v1.Receipt
+	(*BackfillSchedule)(nil),      // 27: orrery.v1.BackfillSchedule
+	(*ResumeSchedule)(nil),        // 28: orrery.v1.ResumeSchedule
+	(*TriggerSchedule)(nil),       // 29: orrery.v1.TriggerSchedule
+	(*CompareExchangeSaga)(nil),   // 30: orrery.v1.CompareExchangeSaga
+	(*ExpireSaga)(nil),            // 31: orrery.v1.ExpireSaga
+	(*Enqueue)(nil),               // 32: orrery.v1.Enqueue
+	(*Receive)(nil),               // 33: orrery.v1.Receive
+	(*Ack)(nil),                   // 34: orrery.v1.Ack
+	(*Release)(nil),               // 35: orrery.v1.Release
+	(*ExtendLease)(nil),           // 36: orrery.v1.ExtendLease
+	(*Housekeep)(nil),             // 37: orrery.v1.Housekeep
+	(*PartitionLimits)(nil),       // 38: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),             // 39: orrery.v1.SetLimits
+	(*PartitionApplyVersion)(nil), // 40: orrery.v1.PartitionApplyVersion
+	(*SetApplyVersion)(nil),       // 41: orrery.v1.SetApplyVersion
+	(*CheckConsistency)(nil),      // 42: orrery.v1.CheckConsistency
+	(*RefreshZoneRules)(nil),      // 43: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),           // 44: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),             // 45: orrery.v1.GrantRule
+	(*PutGrant)(nil),              // 46: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),           // 47: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),    // 48: orrery.v1.RedriveDeadLetters
+	(*Mutation)(nil),              // 49: orrery.v1.Mutation
+	(*Batch)(nil),                 // 50: orrery.v1.Batch
+	(*ScheduleResult)(nil),        // 51: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),            // 52: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),         // 53: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),         // 54: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),           // 55: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),       // 56: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),         // 57: orrery.v1.RedriveResult
+	(*MutationResult)(nil),        // 58: orrery.v1.MutationResult
+	(*Receipt)(nil),               // 59: orrery.v1.Receipt
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -5306,61 +5431,63 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	8,  // 21: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
 	8,  // 22: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
 	8,  // 23: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
-	8,  // 24: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 25: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 26: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	6,  // 27: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	16, // 28: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	8,  // 29: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	8,  // 30: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	8,  // 31: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	8,  // 32: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	8,  // 33: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	37, // 34: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	43, // 35: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	44, // 36: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	8,  // 37: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	21, // 38: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	22, // 39: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	23, // 40: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	24, // 41: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	25, // 42: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	27, // 43: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	28, // 44: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	29, // 45: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	30, // 46: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	31, // 47: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	32, // 48: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	33, // 49: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	34, // 50: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	35, // 51: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	36, // 52: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	45, // 53: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	46, // 54: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	47, // 55: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	41, // 56: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	38, // 57: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	42, // 58: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	40, // 59: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	26, // 60: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	48, // 61: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 62: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	20, // 63: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	7,  // 64: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	50, // 65: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	51, // 66: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	52, // 67: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	53, // 68: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	54, // 69: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	55, // 70: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	56, // 71: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	57, // 72: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	7,  // 73: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	8,  // 24: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 25: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 26: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 27: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	6,  // 28: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	16, // 29: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	8,  // 30: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	8,  // 31: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	8,  // 32: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	8,  // 33: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	8,  // 34: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	38, // 35: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	44, // 36: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	45, // 37: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	8,  // 38: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	21, // 39: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	22, // 40: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	23, // 41: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	24, // 42: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	25, // 43: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	28, // 44: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	29, // 45: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	30, // 46: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	31, // 47: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	32, // 48: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	33, // 49: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	34, // 50: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	35, // 51: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	36, // 52: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	37, // 53: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	46, // 54: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	47, // 55: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	48, // 56: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	42, // 57: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	39, // 58: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	43, // 59: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	41, // 60: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	26, // 61: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	27, // 62: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	49, // 63: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,  // 64: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	20, // 65: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	7,  // 66: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	51, // 67: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	52, // 68: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	53, // 69: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	54, // 70: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	55, // 71: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	56, // 72: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	57, // 73: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	58, // 74: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	7,  // 75: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -5378,7 +5505,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[41].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[42].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -5402,8 +5529,9 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_RefreshZoneRules)(nil),
 		(*Mutation_SetApplyVersion)(nil),
 		(*Mutation_SkipExpired)(nil),
+		(*Mutation_BackfillSchedule)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[50].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[51].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -5418,7 +5546,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   52,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -128,6 +128,8 @@ const (
 	// Its message was in flight when a later instant fired under the overlap policy CANCEL_OTHER:
 	// removed, its lease revoked (see reason; apply version 5). It replaces the ENQUEUED record.
 	LedgerOutcome_LEDGER_OUTCOME_CANCELLED LedgerOutcome = 14
+	// Enqueued by a BackfillSchedule (apply version 9; the record's backfill is set).
+	LedgerOutcome_LEDGER_OUTCOME_BACKFILLED LedgerOutcome = 15
 )
 
 // Enum value maps for LedgerOutcome.
@@ -148,6 +150,7 @@ var (
 		12: "LEDGER_OUTCOME_ENDED",
 		13: "LEDGER_OUTCOME_DEAD_LETTERED",
 		14: "LEDGER_OUTCOME_CANCELLED",
+		15: "LEDGER_OUTCOME_BACKFILLED",
 	}
 	LedgerOutcome_value = map[string]int32{
 		"LEDGER_OUTCOME_UNSPECIFIED":           0,
@@ -165,6 +168,7 @@ var (
 		"LEDGER_OUTCOME_ENDED":                 12,
 		"LEDGER_OUTCOME_DEAD_LETTERED":         13,
 		"LEDGER_OUTCOME_CANCELLED":             14,
+		"LEDGER_OUTCOME_BACKFILLED":            15,
 	}
 )
 
@@ -596,7 +600,10 @@ type LedgerRecord struct {
 	// COALESCED_INTO: the ordinal of the occurrence that stands for it.
 	CoalescedIntoOrdinal uint64 `protobuf:"varint,9,opt,name=coalesced_into_ordinal,json=coalescedIntoOrdinal,proto3" json:"coalesced_into_ordinal,omitempty"`
 	// SUSPENDED, DROPPED, EXPIRED: why.
-	Reason        string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Set for a backfilled instant (BACKFILLED): its own record beside the series' record of the
+	// same nominal instant, if any.
+	Backfill      bool `protobuf:"varint,11,opt,name=backfill,proto3" json:"backfill,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -699,6 +706,13 @@ func (x *LedgerRecord) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *LedgerRecord) GetBackfill() bool {
+	if x != nil {
+		return x.Backfill
+	}
+	return false
 }
 
 // ScheduleInspection is what an operator sees of one schedule.
@@ -1810,7 +1824,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x0eredacted_paths\x18\x18 \x03(\tR\rredactedPaths\x12*\n" +
 	"\x11series_end_reason\x18\x19 \x01(\tR\x0fseriesEndReason\x12D\n" +
 	"\x1fseries_end_withheld_unix_micros\x18\x1a \x01(\x03R\x1bseriesEndWithheldUnixMicros\x12#\n" +
-	"\rpaused_reason\x18\x1b \x01(\tR\fpausedReasonJ\x04\b\x10\x10\x11R\x10zone_fingerprint\"\x95\x03\n" +
+	"\rpaused_reason\x18\x1b \x01(\tR\fpausedReasonJ\x04\b\x10\x10\x11R\x10zone_fingerprint\"\xb1\x03\n" +
 	"\fLedgerRecord\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x1e\n" +
@@ -1826,7 +1840,8 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"message_id\x18\b \x01(\tR\tmessageId\x124\n" +
 	"\x16coalesced_into_ordinal\x18\t \x01(\x04R\x14coalescedIntoOrdinal\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\xc0\x03\n" +
+	" \x01(\tR\x06reason\x12\x1a\n" +
+	"\bbackfill\x18\v \x01(\bR\bbackfill\"\xc0\x03\n" +
 	"\x12ScheduleInspection\x121\n" +
 	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x12<\n" +
 	"\x1bnext_fire_times_unix_micros\x18\x02 \x03(\x03R\x17nextFireTimesUnixMicros\x12<\n" +
@@ -1917,7 +1932,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x15SCHEDULE_STATE_PAUSED\x10\x02\x12\x1c\n" +
 	"\x18SCHEDULE_STATE_SUSPENDED\x10\x03\x12\x1c\n" +
 	"\x18SCHEDULE_STATE_CANCELLED\x10\x04\x12\x1c\n" +
-	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\xe4\x03\n" +
+	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\x83\x04\n" +
 	"\rLedgerOutcome\x12\x1e\n" +
 	"\x1aLEDGER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17LEDGER_OUTCOME_ENQUEUED\x10\x01\x12\"\n" +
@@ -1934,7 +1949,8 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x15LEDGER_OUTCOME_PAUSED\x10\v\x12\x18\n" +
 	"\x14LEDGER_OUTCOME_ENDED\x10\f\x12 \n" +
 	"\x1cLEDGER_OUTCOME_DEAD_LETTERED\x10\r\x12\x1c\n" +
-	"\x18LEDGER_OUTCOME_CANCELLED\x10\x0e*M\n" +
+	"\x18LEDGER_OUTCOME_CANCELLED\x10\x0e\x12\x1d\n" +
+	"\x19LEDGER_OUTCOME_BACKFILLED\x10\x0f*M\n" +
 	"\aDueKind\x12\x18\n" +
 	"\x14DUE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DUE_KIND_SCHEDULE\x10\x01\x12\x11\n" +

@@ -174,6 +174,25 @@ func TestSchedulesDescribeGenerations(t *testing.T) {
 	}
 }
 
+// TestSchedulesBackfill: backfill runs a past range's instants now and says how many; a second
+// run over the range enqueues none; --from is required.
+func TestSchedulesBackfill(t *testing.T) {
+	s := startSilo(t)
+	first := time.Now().Add(-3*time.Hour - 30*time.Minute).UTC().Truncate(time.Second)
+	ok(t, s, "", "schedules", "create", "hourly", "--namespace", "cli-backfill", "--queue", "jobs", "--every", "1h",
+		"--start", first.Format(time.RFC3339), "--misfire", "skip")
+	args := []string{"schedules", "backfill", "--from", first.Format(time.RFC3339), "cli-backfill", "jobs", "hourly", "hourly"}
+	if out := ok(t, s, "", args...); !strings.HasPrefix(out, "backfilled 4 occurrences") {
+		t.Fatalf("backfill printed %q", out)
+	}
+	if out := ok(t, s, "", args...); !strings.HasPrefix(out, "backfilled 0 occurrences") {
+		t.Fatalf("a second backfill printed %q", out)
+	}
+	if r := cli(t, s, "", "schedules", "backfill", "cli-backfill", "jobs", "hourly", "hourly"); r.code != 2 {
+		t.Errorf("backfill without --from: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 // TestSchedulesCreateThatPausesOnFailure: --pause-on-failure defines a schedule that pauses
 // when an occurrence is dead-lettered, which describe shows.
 func TestSchedulesCreateThatPausesOnFailure(t *testing.T) {

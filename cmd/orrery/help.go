@@ -12,6 +12,7 @@ Commands:
   schedules update NAME --namespace NS --queue Q [--key K] [only the flags to change]
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
   schedules skip-expired NS QUEUE KEY ID|NAME   pass the expired occurrences a schedule stopped at
+  schedules backfill --from TIME [--to TIME] NS QUEUE KEY ID|NAME   run a past range's instants now
   schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
   schedules import < schedules.jsonl
   sagas list --namespace NS [--queue Q] [--phase P] [--max N] [--after TOKEN]
@@ -34,10 +35,10 @@ flags. Every flag can also be set as ORRERY_<FLAG> in the environment.
 `
 
 // scheduleSubcommands are the schedules subcommands, for usage errors.
-const scheduleSubcommands = "list, describe, create, update, pause, resume, trigger, delete, skip-expired, export or import"
+const scheduleSubcommands = "list, describe, create, update, pause, resume, trigger, delete, skip-expired, backfill, export or import"
 
 // schedulesHelp is what orrery schedules help prints.
-const schedulesHelp = `orrery schedules: list, describe, create, update, pause, resume, trigger, delete, skip-expired, export, import.
+const schedulesHelp = `orrery schedules: list, describe, create, update, pause, resume, trigger, delete, skip-expired, backfill, export, import.
 
   schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
   schedules describe NS QUEUE KEY ID|NAME

@@ -14,6 +14,7 @@
 //	orrery schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR) [--payload JSON] [--headers JSON] [--misfire P] [--overlap P] [--catch-up DUR] [--ttl DUR] [--max-deliveries N]
 //	orrery schedules update NAME --namespace NS --queue Q [--key K] [the flags of create to change]
 //	orrery schedules pause|resume|trigger|delete|skip-expired NS QUEUE KEY ID|NAME
+//	orrery schedules backfill --from TIME [--to TIME] NS QUEUE KEY ID|NAME
 //	orrery schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
 //	orrery schedules import < schedules.jsonl
 //	orrery sagas list --namespace NS [--queue Q] [--phase waiting|completed|cancelled|timed_out] [--max N] [--after TOKEN]

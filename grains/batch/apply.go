@@ -355,6 +355,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_EmitOccurrences:
 		return scheduleResult(schedule.ApplyEmitWithin(v, lim, k.EmitOccurrences, now, budget,
 			a.scheduleRules()))
+	case *orreryv1.Mutation_BackfillSchedule:
+		if err := a.Require(ApplyVersionBackfill, "schedule_id"); err != nil {
+			return nil, err
+		}
+		return scheduleResult(schedule.ApplyBackfill(v, lim, k.BackfillSchedule, now))
 	case *orreryv1.Mutation_SkipExpired:
 		if err := a.Require(ApplyVersionExpiredStops, "schedule_id"); err != nil {
 			return nil, err

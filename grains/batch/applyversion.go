@@ -30,8 +30,9 @@ import (
 //  7. an expired occurrence stops its series (ScheduleDefinition expired, SkipExpired:
 //     ApplyVersionExpiredStops);
 //  8. a replaced generation is kept for inspection (ScheduleGeneration:
-//     ApplyVersionGenerationHistory).
-const KnownApplyVersion uint32 = 8
+//     ApplyVersionGenerationHistory);
+//  9. BackfillSchedule (ApplyVersionBackfill).
+const KnownApplyVersion uint32 = 9
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -65,6 +66,9 @@ const ApplyVersionExpiredStops uint32 = 7
 // ApplyVersionGenerationHistory is the apply version from which a replacement keeps the
 // replaced generation's record and a delete removes the kept ones (schedule.KeptGenerations).
 const ApplyVersionGenerationHistory uint32 = 8
+
+// ApplyVersionBackfill is the apply version that takes BackfillSchedule (before it: Validation).
+const ApplyVersionBackfill uint32 = 9
 
 // scheduleRules are the schedule state machine's rules at a's apply version.
 func (a Applier) scheduleRules() schedule.Rules {

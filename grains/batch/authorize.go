@@ -65,6 +65,8 @@ func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error 
 		schedules(k.TriggerSchedule.GetLane())
 	case *orreryv1.Mutation_SkipExpired:
 		schedules(k.SkipExpired.GetLane())
+	case *orreryv1.Mutation_BackfillSchedule:
+		schedules(k.BackfillSchedule.GetLane())
 	case *orreryv1.Mutation_CompareExchangeSaga:
 		needs = sagaNeeds(k.CompareExchangeSaga, grants.Write)
 	case *orreryv1.Mutation_Enqueue:

@@ -18,7 +18,7 @@
 //	ie/ expiresAt principal commandId → empty (receipts by expiry, for housekeeping)
 //	ma/ removedAt lane id → empty (message tombstones by age, for housekeeping)
 //	sl/ lane id ^nominal ^generation kind ^ordinal → LedgerRecord (occurrence ledger, newest
-//	    nominal instant first; kind 0 recurring, 1 manual)
+//	    nominal instant first; kind 0 recurring, 1 manual, 2 backfill)
 //	sla/ recordedAt <ledger key suffix> → empty (ledger records by age, for housekeeping)
 //	xs/ ns state queue key id → empty (schedules by namespace and ScheduleState, listing)
 //	xg/ ns phase queue key id → empty (sagas by namespace and SagaPhase, listing)
@@ -321,11 +321,23 @@ func LedgerInstantKey(lane *orreryv1.Lane, scheduleID string, nominalMicros int6
 // occurrence triggered at nominal) of a generation. Instants, generations and ordinals are
 // stored inverted, so a forward scan reads the newest first.
 func LedgerKey(lane *orreryv1.Lane, scheduleID string, nominalMicros int64, generation uint64, manual bool, ordinal uint64) []byte {
-	k := AppendUint64(LedgerInstantKey(lane, scheduleID, nominalMicros), ^generation)
-	kind := byte(0)
+	kind := LedgerRecurring
 	if manual {
-		kind = 1
+		kind = LedgerManual
 	}
+	return LedgerKeyOfKind(lane, scheduleID, nominalMicros, generation, kind, ordinal)
+}
+
+// The kinds of ledger record, the byte after the generation in a ledger key.
+const (
+	LedgerRecurring byte = 0
+	LedgerManual    byte = 1
+	LedgerBackfill  byte = 2
+)
+
+// LedgerKeyOfKind is LedgerKey for a record of the given kind.
+func LedgerKeyOfKind(lane *orreryv1.Lane, scheduleID string, nominalMicros int64, generation uint64, kind byte, ordinal uint64) []byte {
+	k := AppendUint64(LedgerInstantKey(lane, scheduleID, nominalMicros), ^generation)
 	return AppendUint64(append(k, kind), ^ordinal)
 }
 

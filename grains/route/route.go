@@ -56,6 +56,8 @@ func MutationLane(m *orreryv1.Mutation) *orreryv1.Lane {
 		return k.TriggerSchedule.GetLane()
 	case *orreryv1.Mutation_SkipExpired:
 		return k.SkipExpired.GetLane()
+	case *orreryv1.Mutation_BackfillSchedule:
+		return k.BackfillSchedule.GetLane()
 	case *orreryv1.Mutation_CompareExchangeSaga:
 		return k.CompareExchangeSaga.GetLane()
 	case *orreryv1.Mutation_ExpireSaga:

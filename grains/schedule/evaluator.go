@@ -94,7 +94,8 @@ func evaluate(r kv.Reader, rec *orreryv1.ScheduleRecord) (s series, blocked stri
 
 // clockAnomaly says why the emit's logged time is a clock anomaly for the record: further
 // past its reference instant (the next nominal instant or, if later, the instant its jitter
-// fires it, the generation start or the last resume) than its anomaly window. It is "" when the guard is off or not tripped.
+// fires it, the generation start or the last resume) than its anomaly window. It is "" when
+// the guard is off or not tripped.
 func clockAnomaly(rec *orreryv1.ScheduleRecord, loggedNowMicros int64) string {
 	window := rec.GetDefinition().GetAnomalyWindowMicros()
 	if window <= 0 || rec.GetSeriesEnded() {

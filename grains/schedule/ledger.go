@@ -18,6 +18,9 @@ const MaxLedgerRead = 1000
 
 // ledgerKey is the key of a ledger entry.
 func ledgerKey(lane *orreryv1.Lane, entry *orreryv1.LedgerRecord) []byte {
+	if entry.GetBackfill() {
+		return keys.LedgerKeyOfKind(lane, entry.GetScheduleId(), entry.GetNominalDueAtUnixMicros(), entry.GetGeneration(), keys.LedgerBackfill, entry.GetOrdinal())
+	}
 	return keys.LedgerKey(lane, entry.GetScheduleId(), entry.GetNominalDueAtUnixMicros(), entry.GetGeneration(), entry.GetManual(), entry.GetOrdinal())
 }
 

@@ -66,7 +66,8 @@ func startSilo(t *testing.T, mutate ...func(*silo.Config)) *silo.Silo {
 // TestUIPausesASchedule drives headless chromium through the admin endpoint's UI: it loads a
 // namespace, finds a schedule's next fire time (UTC and relative) and last outcome, checks that
 // every request carries the bearer token entered in the token box, pauses the schedule with the
-// page's button and checks through the client that it is paused, writes a screenshot (to
+// page's button and checks through the client that it is paused, backfills another schedule
+// from its details, writes a screenshot (to
 // $ORRERY_UI_SCREENSHOT or a temp dir; the path is logged), then resumes it.
 func TestUIPausesASchedule(t *testing.T) {
 	b := startBrowser(t)
@@ -78,8 +79,9 @@ func TestUIPausesASchedule(t *testing.T) {
 	nextFire := time.Now().Add(time.Hour).Truncate(time.Second)
 	report := client.NamedSchedule(&orreryv1.Lane{Namespace: namespace, Queue: "reports", Key: "eu"}, "hourly-report",
 		client.Every(time.Hour, nextFire), `{"report":"hourly"}`)
+	heartbeatStart := time.Now().Truncate(time.Second)
 	heartbeat := client.NamedSchedule(&orreryv1.Lane{Namespace: namespace, Queue: "jobs", Key: "heartbeat"}, "heartbeat",
-		client.Every(2*time.Second, time.Now().Truncate(time.Second)), `{"beat":true}`)
+		client.Every(2*time.Second, heartbeatStart), `{"beat":true}`)
 	heartbeat.MaxOccurrences = 100_000 // a bound, for the details to show
 	for _, def := range []*orreryv1.ScheduleDefinition{report, heartbeat} {
 		if _, err := s.Client().ConfigureSchedule(ctx, def, 0); err != nil {
@@ -139,6 +141,13 @@ func TestUIPausesASchedule(t *testing.T) {
 	b.poll("the heartbeat's details, with its bound", func() (bool, error) {
 		details := b.textOf("tr.details-row")
 		return strings.Contains(details, "Next fire times") && strings.Contains(details, "bounds: at most 100000 runs"), nil
+	})
+	// The details' backfill action runs the heartbeat's instants since its start now.
+	b.typeInto("tr.details-row form.backfill input[name=from]", heartbeatStart.UTC().Format(time.RFC3339))
+	b.click("tr.details-row form.backfill button.backfill")
+	b.poll("the backfill's report", func() (bool, error) {
+		status := b.textOf("#status")
+		return strings.HasPrefix(status, "backfill: ") && !strings.HasPrefix(status, "backfill: 0 ") && strings.Contains(status, "heartbeat enqueued"), nil
 	})
 	b.poll("the heartbeat lane's depth", func() (bool, error) {
 		depth := strings.TrimSuffix(b.textOf(`tr[data-lane="jobs/heartbeat"] td.depth`), "+")

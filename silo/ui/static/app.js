@@ -17,6 +17,7 @@ const ui = {
   schedules: [],    // {item, inspection, error}
   extraLanes: [],   // lanes added in the form: {queue, key}
   open: new Set(),  // ids of the schedules whose details are shown
+  drafts: {},       // schedule id → the backfill form's {from, to} as typed
   busy: false,
   again: false,
 };
@@ -168,6 +169,9 @@ async function loadSchedules() {
 }
 
 function renderSchedules() {
+  // A refresh does not redraw the table under a backfill form being typed in.
+  const focused = document.activeElement;
+  if (focused && focused.closest && focused.closest('form.backfill')) return;
   const body = $('schedules').tBodies[0];
   const rows = [];
   if (ui.schedules.length === 0) {
@@ -230,7 +234,11 @@ function detailsRow(s, rec) {
         boundsLine(def, rec),
         el('p', { className: 'muted' }, `id ${def.schedule_id} · revision ${rec.revision} · generation ${rec.generation} · partition ${s.item.partition}` +
           (insp.zone_rules_version ? ` · zone rules tzdata ${insp.zone_rules_version}` : '')),
-        generations.length ? el('div', { className: 'generations' }, el('h3', {}, 'Replaced generations'), el('ol', {}, generations)) : null),
+        generations.length ? el('div', { className: 'generations' }, el('h3', {}, 'Replaced generations'), el('ol', {}, generations)) : null,
+        el('form', { className: 'backfill', onsubmit: (e) => { e.preventDefault(); backfill(def, e.target); } },
+          el('label', {}, 'Backfill from ', draftInput(def.schedule_id, 'from', '2026-12-01T00:00:00Z', true)),
+          el('label', {}, ' to ', draftInput(def.schedule_id, 'to', 'now', false)), ' ',
+          el('button', { type: 'submit', className: 'action backfill', textContent: 'backfill' }))),
       el('div', {},
         el('h3', {}, 'Last outcomes'),
         outcomes.length
@@ -260,6 +268,29 @@ function boundsLine(def, rec) {
 function stoppedByExpiry(s) {
   const l = s.inspection && s.inspection.liveness;
   return !!(l && l.state === 'failing' && /expired/.test(l.reason || ''));
+}
+
+// draftInput is one input of a schedule's backfill form, keeping what is typed across redraws.
+function draftInput(id, name, placeholder, required) {
+  const draft = ui.drafts[id] || {};
+  return el('input', { type: 'text', name, placeholder, required, value: draft[name] || '',
+    oninput: (e) => { (ui.drafts[id] ||= {})[name] = e.target.value; } });
+}
+
+// backfill runs the schedule's instants between the form's from and to (RFC 3339; to empty:
+// now) now, and says how many occurrences it enqueued.
+async function backfill(def, form) {
+  const q = new URLSearchParams({ from: form.elements.from.value.trim() });
+  const to = form.elements.to.value.trim();
+  if (to) q.set('to', to);
+  const path = `/v1/schedules/${lanePath(def.lane.namespace, def.lane.queue, def.lane.key)}/${seg(def.schedule_id)}/backfill?${q}`;
+  try {
+    const res = await api('POST', path);
+    setStatus(`backfill: ${(res && res.enqueued_ids || []).length} occurrences of ${def.name || def.schedule_id} enqueued`);
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+  await refresh();
 }
 
 async function act(action, def) {
