@@ -30,6 +30,11 @@ type ListSchedulesRequest struct {
 	MaxRecords int
 	// After resumes a previous list with its continuation, under the same filter.
 	After []byte
+	// Labels, when set, lists only the schedules carrying every one of these labels with the
+	// value given (an empty value: the label with any value); NamePrefix only those whose name
+	// begins with it. A filtered page may hold fewer schedules than MaxRecords.
+	Labels     map[string]string
+	NamePrefix string
 }
 
 // ListSagasRequest names one page of a namespace's sagas.
@@ -68,6 +73,7 @@ func (c *Client) ListSchedules(ctx context.Context, req ListSchedulesRequest) (p
 	items, next, err := c.list(ctx, req.MaxRecords, req.After, func(p int, after []byte, max uint32) ([]listItem, []byte, error) {
 		reply, err := c.inspect(ctx, p, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_ListSchedules{ListSchedules: &orreryv1.ListSchedules{
 			Namespace: req.Namespace, Queue: req.Queue, State: req.State, After: after, MaxRecords: max,
+			Labels: req.Labels, NamePrefix: req.NamePrefix,
 		}}})
 		if err != nil {
 			return nil, nil, err
@@ -126,13 +132,17 @@ type cursor struct {
 // partition's cursor to the last of its records kept: done when it answered no continuation
 // and every record it sent was kept.
 func (c *Client) list(ctx context.Context, maxRecords int, after []byte, fetch func(p int, after []byte, max uint32) ([]listItem, []byte, error)) ([]listItem, []byte, error) {
+	return listPartitions(c.Partitions(), maxRecords, after, fetch)
+}
+
+// listPartitions is list over partitions partitions.
+func listPartitions(partitions, maxRecords int, after []byte, fetch func(p int, after []byte, max uint32) ([]listItem, []byte, error)) ([]listItem, []byte, error) {
 	if maxRecords < 0 || maxRecords > MaxListMax {
 		return nil, nil, orrery.Invalid("max_records", "must be 0..%d, got %d", MaxListMax, maxRecords)
 	}
 	if maxRecords == 0 {
 		maxRecords = DefaultListMax
 	}
-	partitions := c.Partitions()
 	cursors, err := decodeListToken(after, partitions)
 	if err != nil {
 		return nil, nil, err
@@ -186,6 +196,11 @@ func (c *Client) list(ctx context.Context, maxRecords int, after []byte, fetch f
 		if taken[p] == len(a.items) && len(a.next) == 0 {
 			cursors[p].done = true
 			continue
+		}
+		if taken[p] == len(a.items) {
+			// Everything it answered was kept: go on from its continuation, which a filtered
+			// page may have moved past records it passed over (a page of none, even).
+			cursors[p].after = a.next
 		}
 		complete = false
 	}

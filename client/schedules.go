@@ -143,6 +143,9 @@ type ScheduleOptions struct {
 	// (zero: ExpiredFail from apply version 7, skipped before). Setting it needs apply
 	// version 7 (see StartAt).
 	Expired ExpiredPolicy
+	// Labels are key/value pairs that List selects schedules by (ListSchedules.Labels): at
+	// most 16, keys of 1..63 letters, digits, '.', '_', '-' and '/'. Needs apply version 10.
+	Labels map[string]string
 }
 
 // marshalled is o with Payload marshalled into PayloadJSON; a negative MaxOccurrences, which
@@ -171,7 +174,7 @@ func (o ScheduleOptions) definition(namespace, name, id string) *orreryv1.Schedu
 		CatchUpWindowMicros: o.CatchUpWindow.Microseconds(), AnomalyWindowMicros: o.AnomalyWindow.Microseconds(),
 		StartAtUnixMicros: unixMicrosOf(o.StartAt), EndAtUnixMicros: unixMicrosOf(o.EndAt), MaxOccurrences: uint64(max(o.MaxOccurrences, 0)),
 		PauseOnFailure: o.PauseOnFailure, JitterMicros: o.Jitter.Microseconds(), JitterAllowEarly: o.JitterEarly,
-		Expired: o.Expired,
+		Expired: o.Expired, Labels: o.Labels,
 	}
 	t := &orreryv1.MessageTemplate{PayloadJson: o.PayloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
 		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1))}
@@ -214,7 +217,7 @@ func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
 		CatchUpWindow: microDuration(def.GetCatchUpWindowMicros()), AnomalyWindow: microDuration(def.GetAnomalyWindowMicros()),
 		StartAt: instant(def.GetStartAtUnixMicros()), EndAt: instant(def.GetEndAtUnixMicros()), MaxOccurrences: int(min(def.GetMaxOccurrences(), 1<<62)),
 		PauseOnFailure: def.GetPauseOnFailure(), Jitter: microDuration(def.GetJitterMicros()), JitterEarly: def.GetJitterAllowEarly(),
-		Expired: def.GetExpired(),
+		Expired: def.GetExpired(), Labels: def.GetLabels(),
 	}
 }
 
@@ -331,6 +334,11 @@ type ListSchedules struct {
 	State ScheduleState
 	// PageSize is how many schedules each call fetches (0: DefaultListMax; at most MaxListMax).
 	PageSize int
+	// Labels, when set, lists only the schedules carrying every one of these labels with the
+	// value given (an empty value: the label with any value); NamePrefix only those whose name
+	// begins with it.
+	Labels     map[string]string
+	NamePrefix string
 }
 
 // List yields the namespace's schedules in (queue, key, id) order, fetching a page at a time
@@ -339,7 +347,8 @@ type ListSchedules struct {
 // only Describe computes, are empty.
 func (s *Schedules) List(ctx context.Context, f ListSchedules) iter.Seq2[*ScheduleDescription, error] {
 	return pages(func(after []byte) ([]ListedSchedule, []byte, error) {
-		return s.c.ListSchedules(ctx, ListSchedulesRequest{Namespace: s.namespace, Queue: f.Queue, State: f.State, MaxRecords: f.PageSize, After: after})
+		return s.c.ListSchedules(ctx, ListSchedulesRequest{Namespace: s.namespace, Queue: f.Queue, State: f.State, MaxRecords: f.PageSize, After: after,
+			Labels: f.Labels, NamePrefix: f.NamePrefix})
 	}, func(l ListedSchedule) *ScheduleDescription {
 		d := describeRecord(l.Record)
 		d.Partition = l.Partition

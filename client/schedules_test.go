@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/orreryhq/orrery/internal/testkit"
 	"slices"
 	"strings"
@@ -794,5 +795,43 @@ func TestBackfillRunsAPastRangeOnce(t *testing.T) {
 	var oe *orrery.Error
 	if !errors.As(err, &oe) || oe.Code != orrery.CodeValidation || !strings.HasSuffix(oe.Field, "to_unix_micros") {
 		t.Fatalf("a range into the future: %v, want Validation on to_unix_micros", err)
+	}
+}
+
+// TestListSelectsSchedulesByLabels: schedules created with Labels are listed by a label
+// selector and a name prefix, across partitions; Describe returns the labels.
+func TestListSelectsSchedulesByLabels(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	schedules := b.c.Schedules(testNamespace)
+	for i := range 12 {
+		o := client.ScheduleOptions{Queue: testQueue, Spec: client.Every(time.Hour, time.Now().Add(time.Hour).Truncate(time.Second)),
+			Labels: map[string]string{"team": []string{"billing", "search", "ops"}[i%3]}}
+		name := fmt.Sprintf("job-%02d", i)
+		if i%4 == 0 {
+			name = fmt.Sprintf("nightly-%02d", i)
+		}
+		if _, err := schedules.Create(ctx, name, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var billing, nightlyOps []string
+	for d, err := range schedules.List(ctx, client.ListSchedules{Labels: map[string]string{"team": "billing"}, PageSize: 1}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Options.Labels["team"] != "billing" {
+			t.Fatalf("listed %s with labels %v", d.Name, d.Options.Labels)
+		}
+		billing = append(billing, d.Name)
+	}
+	for d, err := range schedules.List(ctx, client.ListSchedules{Labels: map[string]string{"team": "ops"}, NamePrefix: "nightly-"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		nightlyOps = append(nightlyOps, d.Name)
+	}
+	if len(billing) != 4 || len(nightlyOps) != 1 || nightlyOps[0] != "nightly-08" {
+		t.Fatalf("team=billing listed %v; team=ops with prefix nightly- %v", billing, nightlyOps)
 	}
 }

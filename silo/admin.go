@@ -283,7 +283,8 @@ func writePage(w http.ResponseWriter, key string, items []map[string]any, next [
 	writeJSON(w, http.StatusOK, body)
 }
 
-// listSchedules serves a page of a namespace's schedules.
+// listSchedules serves a page of a namespace's schedules: ?queue=, ?state=, ?label=KEY=VALUE
+// (repeatable; KEY alone: any value) and ?name_prefix= filter it.
 func (s *Silo) listSchedules(w http.ResponseWriter, r *http.Request) {
 	const prefix = "SCHEDULE_STATE_"
 	state, after, maxRecords, err := listQuery(r.URL.Query(), "state", prefix, orreryv1.ScheduleState_value)
@@ -291,9 +292,15 @@ func (s *Silo) listSchedules(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	labels := map[string]string{}
+	for _, l := range r.URL.Query()["label"] {
+		k, v, _ := strings.Cut(l, "=")
+		labels[k] = v
+	}
 	page, next, err := s.adminClient(r).ListSchedules(r.Context(), client.ListSchedulesRequest{
 		Namespace: r.PathValue("namespace"), Queue: r.URL.Query().Get("queue"),
 		State: orreryv1.ScheduleState(state), MaxRecords: maxRecords, After: after,
+		Labels: labels, NamePrefix: r.URL.Query().Get("name_prefix"),
 	})
 	if err != nil {
 		writeError(w, err)

@@ -1051,7 +1051,11 @@ type ScheduleDefinition struct {
 	// What an occurrence whose time to live passed before it was enqueued does (apply version 7
 	// for a set policy; see ExpiredPolicy). The time to live counts from the instant the
 	// occurrence fires (its nominal instant moved by the jitter).
-	Expired       ExpiredPolicy `protobuf:"varint,16,opt,name=expired,proto3,enum=orrery.v1.ExpiredPolicy" json:"expired,omitempty"`
+	Expired ExpiredPolicy `protobuf:"varint,16,opt,name=expired,proto3,enum=orrery.v1.ExpiredPolicy" json:"expired,omitempty"`
+	// Labels (apply version 10): at most 16 key/value pairs that lists select schedules by
+	// (ListSchedules.labels). A key is 1..63 bytes of letters, digits, '.', '_', '-' and '/';
+	// a value 0..200 bytes of valid UTF-8 without control characters.
+	Labels        map[string]string `protobuf:"bytes,17,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1196,6 +1200,13 @@ func (x *ScheduleDefinition) GetExpired() ExpiredPolicy {
 		return x.Expired
 	}
 	return ExpiredPolicy_EXPIRED_POLICY_UNSPECIFIED
+}
+
+func (x *ScheduleDefinition) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // SagaTimeout is the message enqueued when a Waiting saga's deadline passes. It lands in lane
@@ -4974,7 +4985,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xdc\x05\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xda\x06\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -4993,7 +5004,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x10pause_on_failure\x18\r \x01(\bR\x0epauseOnFailure\x12#\n" +
 	"\rjitter_micros\x18\x0e \x01(\x03R\fjitterMicros\x12,\n" +
 	"\x12jitter_allow_early\x18\x0f \x01(\bR\x10jitterAllowEarly\x122\n" +
-	"\aexpired\x18\x10 \x01(\x0e2\x18.orrery.v1.ExpiredPolicyR\aexpired\"[\n" +
+	"\aexpired\x18\x10 \x01(\x0e2\x18.orrery.v1.ExpiredPolicyR\aexpired\x12A\n" +
+	"\x06labels\x18\x11 \x03(\v2).orrery.v1.ScheduleDefinition.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
 	"\vSagaTimeout\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x126\n" +
 	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\x92\x03\n" +
@@ -5343,7 +5358,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
@@ -5405,6 +5420,7 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*RedriveResult)(nil),         // 57: orrery.v1.RedriveResult
 	(*MutationResult)(nil),        // 58: orrery.v1.MutationResult
 	(*Receipt)(nil),               // 59: orrery.v1.Receipt
+	nil,                           // 60: orrery.v1.ScheduleDefinition.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -5420,74 +5436,75 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
 	14, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
 	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	14, // 13: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
-	8,  // 14: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
-	19, // 15: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
-	17, // 16: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
-	18, // 17: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
-	15, // 18: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
-	8,  // 19: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
-	8,  // 20: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 21: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 22: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 23: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
-	8,  // 24: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 25: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 26: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 27: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	6,  // 28: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	16, // 29: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	8,  // 30: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	8,  // 31: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	8,  // 32: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	8,  // 33: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	8,  // 34: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	38, // 35: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	44, // 36: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	45, // 37: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	8,  // 38: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	21, // 39: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	22, // 40: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	23, // 41: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	24, // 42: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	25, // 43: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	28, // 44: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	29, // 45: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	30, // 46: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	31, // 47: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	32, // 48: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	33, // 49: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	34, // 50: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	35, // 51: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	36, // 52: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	37, // 53: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	46, // 54: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	47, // 55: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	48, // 56: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	42, // 57: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	39, // 58: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	43, // 59: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	41, // 60: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	26, // 61: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	27, // 62: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	49, // 63: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 64: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	20, // 65: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	7,  // 66: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	51, // 67: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	52, // 68: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	53, // 69: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	54, // 70: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	55, // 71: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	56, // 72: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	57, // 73: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	58, // 74: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	7,  // 75: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	60, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	14, // 14: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
+	8,  // 15: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
+	19, // 16: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
+	17, // 17: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
+	18, // 18: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
+	15, // 19: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
+	8,  // 20: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
+	8,  // 21: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 22: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 23: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 24: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
+	8,  // 25: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 26: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 27: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 28: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	6,  // 29: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	16, // 30: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	8,  // 31: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	8,  // 32: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	8,  // 33: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	8,  // 34: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	8,  // 35: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	38, // 36: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	44, // 37: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	45, // 38: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	8,  // 39: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	21, // 40: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	22, // 41: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	23, // 42: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	24, // 43: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	25, // 44: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	28, // 45: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	29, // 46: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	30, // 47: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	31, // 48: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	32, // 49: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	33, // 50: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	34, // 51: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	35, // 52: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	36, // 53: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	37, // 54: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	46, // 55: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	47, // 56: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	48, // 57: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	42, // 58: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	39, // 59: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	43, // 60: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	41, // 61: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	26, // 62: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	27, // 63: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	49, // 64: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,  // 65: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	20, // 66: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	7,  // 67: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	51, // 68: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	52, // 69: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	53, // 70: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	54, // 71: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	55, // 72: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	56, // 73: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	57, // 74: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	58, // 75: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	7,  // 76: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	77, // [77:77] is the sub-list for method output_type
+	77, // [77:77] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -5546,7 +5563,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -704,7 +704,12 @@ type ListSchedules struct {
 	// Resumes a previous page: its reply's list_continuation, under the same filter.
 	After []byte `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
 	// Zero means 100; at most 1000.
-	MaxRecords    uint32 `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	MaxRecords uint32 `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	// Only the schedules whose definition carries every one of these labels with the value
+	// given (an empty value: the key with any value).
+	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Only the schedules whose name begins with it.
+	NamePrefix    string `protobuf:"bytes,7,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -772,6 +777,20 @@ func (x *ListSchedules) GetMaxRecords() uint32 {
 		return x.MaxRecords
 	}
 	return 0
+}
+
+func (x *ListSchedules) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *ListSchedules) GetNamePrefix() string {
+	if x != nil {
+		return x.NamePrefix
+	}
+	return ""
 }
 
 // ListSagas pages through one partition's sagas of a namespace in (queue, key, id) order,
@@ -2092,14 +2111,20 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x0eto_unix_micros\x18\x02 \x01(\x03R\ftoUnixMicros\x12\x1f\n" +
 	"\vmax_records\x18\x03 \x01(\rR\n" +
 	"maxRecords\x12\x14\n" +
-	"\x05after\x18\x04 \x01(\fR\x05after\"\xaa\x01\n" +
+	"\x05after\x18\x04 \x01(\fR\x05after\"\xc4\x02\n" +
 	"\rListSchedules\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x18.orrery.v1.ScheduleStateR\x05state\x12\x14\n" +
 	"\x05after\x18\x04 \x01(\fR\x05after\x12\x1f\n" +
 	"\vmax_records\x18\x05 \x01(\rR\n" +
-	"maxRecords\"\xa2\x01\n" +
+	"maxRecords\x12<\n" +
+	"\x06labels\x18\x06 \x03(\v2$.orrery.v1.ListSchedules.LabelsEntryR\x06labels\x12\x1f\n" +
+	"\vname_prefix\x18\a \x01(\tR\n" +
+	"namePrefix\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
 	"\tListSagas\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12*\n" +
@@ -2232,7 +2257,7 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
 	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
@@ -2257,24 +2282,25 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*ConsistencyCheck)(nil),   // 20: orrery.v1.ConsistencyCheck
 	(*CommandLimits)(nil),      // 21: orrery.v1.CommandLimits
 	(*InspectReply)(nil),       // 22: orrery.v1.InspectReply
-	(*Batch)(nil),              // 23: orrery.v1.Batch
-	(*Error)(nil),              // 24: orrery.v1.Error
-	(*DueRef)(nil),             // 25: orrery.v1.DueRef
-	(ScheduleState)(0),         // 26: orrery.v1.ScheduleState
-	(SagaPhase)(0),             // 27: orrery.v1.SagaPhase
-	(*ScheduleRecord)(nil),     // 28: orrery.v1.ScheduleRecord
-	(*Lane)(nil),               // 29: orrery.v1.Lane
-	(*SagaRecord)(nil),         // 30: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 31: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 32: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 33: orrery.v1.LedgerRecord
-	(*AuditRecord)(nil),        // 34: orrery.v1.AuditRecord
+	nil,                        // 23: orrery.v1.ListSchedules.LabelsEntry
+	(*Batch)(nil),              // 24: orrery.v1.Batch
+	(*Error)(nil),              // 25: orrery.v1.Error
+	(*DueRef)(nil),             // 26: orrery.v1.DueRef
+	(ScheduleState)(0),         // 27: orrery.v1.ScheduleState
+	(SagaPhase)(0),             // 28: orrery.v1.SagaPhase
+	(*ScheduleRecord)(nil),     // 29: orrery.v1.ScheduleRecord
+	(*Lane)(nil),               // 30: orrery.v1.Lane
+	(*SagaRecord)(nil),         // 31: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 32: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 33: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 34: orrery.v1.LedgerRecord
+	(*AuditRecord)(nil),        // 35: orrery.v1.AuditRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	23, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	24, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	25, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	24, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	24, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	25, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	26, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	25, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
 	11, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
 	12, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
 	13, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
@@ -2285,34 +2311,35 @@ var file_api_v1_partition_proto_depIdxs = []int32{
 	14, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
 	15, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
 	6,  // 13: orrery.v1.InspectRequest.audit:type_name -> orrery.v1.ReadAudit
-	26, // 14: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
-	27, // 15: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
-	28, // 16: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
-	26, // 17: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
-	29, // 18: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
-	29, // 19: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	29, // 20: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	29, // 21: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	21, // 22: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	20, // 23: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
-	19, // 24: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
-	28, // 25: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	30, // 26: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	31, // 27: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	18, // 28: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	24, // 29: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	32, // 30: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	33, // 31: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	9,  // 32: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	30, // 33: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	16, // 34: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	16, // 35: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
-	34, // 36: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	27, // 14: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
+	23, // 15: orrery.v1.ListSchedules.labels:type_name -> orrery.v1.ListSchedules.LabelsEntry
+	28, // 16: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
+	29, // 17: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
+	27, // 18: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
+	30, // 19: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	30, // 20: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	30, // 21: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	30, // 22: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	21, // 23: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	20, // 24: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
+	19, // 25: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
+	29, // 26: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	31, // 27: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	32, // 28: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	18, // 29: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	25, // 30: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	33, // 31: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	34, // 32: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	9,  // 33: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	31, // 34: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	16, // 35: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	16, // 36: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	35, // 37: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -2340,7 +2367,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

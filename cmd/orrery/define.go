@@ -18,6 +18,7 @@ type defineFlags struct {
 	cron, tz, every, start, at, after  string
 	payload, headers, misfire, overlap string
 	expired                            string
+	labels                             labelFlag
 	catchUp, ttl, jitter               time.Duration
 	maxDeliveries, maxRuns             int
 	pauseOnFailure, jitterEarly        bool
@@ -45,6 +46,8 @@ func (f *defineFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.headers, "headers", "", "headers of each occurrence, a JSON object")
 	fs.StringVar(&f.misfire, "misfire", "", "misfire policy: catch_up, skip or coalesce (default catch_up)")
 	fs.StringVar(&f.overlap, "overlap", "", "overlap policy: allow_all, skip, buffer_one, buffer_all or cancel_other (default allow_all)")
+	f.labels = labelFlag{}
+	fs.Var(f.labels, "label", "a label of the schedule, KEY=VALUE; repeatable (update: replaces them all)")
 	fs.StringVar(&f.expired, "expired", "", "an occurrence whose --ttl passed before it fired: fail (stop the schedule until skip-expired) or skip (default fail)")
 	fs.DurationVar(&f.catchUp, "catch-up", 0, "how far back a catch-up or a resume reaches (0: no bound)")
 	fs.DurationVar(&f.ttl, "ttl", 0, "time to live of each occurrence (0: none)")
@@ -124,6 +127,9 @@ func (f *defineFlags) apply(o *client.ScheduleOptions, spec *orreryv1.ScheduleSp
 			return err
 		}
 		o.Overlap = client.OverlapPolicy(n)
+	}
+	if f.set["label"] {
+		o.Labels = map[string]string(f.labels)
 	}
 	if f.set["expired"] {
 		n, err := enumFlag("expired", f.expired, "EXPIRED_POLICY_", orreryv1.ExpiredPolicy_value, "fail, skip")

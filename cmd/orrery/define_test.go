@@ -193,6 +193,25 @@ func TestSchedulesBackfill(t *testing.T) {
 	}
 }
 
+// TestSchedulesLabels: --label defines a schedule's labels, describe shows them, and list
+// --label and --name-prefix select by them.
+func TestSchedulesLabels(t *testing.T) {
+	s := startSilo(t)
+	ok(t, s, "", "schedules", "create", "nightly-bill", "--namespace", "cli-labels", "--queue", "jobs", "--every", "1h", "--label", "team=billing", "--label", "tier=gold")
+	ok(t, s, "", "schedules", "create", "hourly-search", "--namespace", "cli-labels", "--queue", "jobs", "--every", "1h", "--label", "team=search")
+	if lineOf(ok(t, s, "", "schedules", "describe", "cli-labels", "jobs", "nightly-bill", "nightly-bill"), "labels", "team=billing,tier=gold") == "" {
+		t.Fatal("describe does not show the labels")
+	}
+	listed := ok(t, s, "", "schedules", "list", "--namespace", "cli-labels", "--label", "team=billing")
+	if !strings.Contains(listed, "nightly-bill") || strings.Contains(listed, "hourly-search") {
+		t.Fatalf("list --label team=billing:\n%s", listed)
+	}
+	listed = ok(t, s, "", "schedules", "list", "--namespace", "cli-labels", "--label", "team", "--name-prefix", "hourly-")
+	if strings.Contains(listed, "nightly-bill") || !strings.Contains(listed, "hourly-search") {
+		t.Fatalf("list --label team --name-prefix hourly-:\n%s", listed)
+	}
+}
+
 // TestSchedulesCreateThatPausesOnFailure: --pause-on-failure defines a schedule that pauses
 // when an occurrence is dead-lettered, which describe shows.
 func TestSchedulesCreateThatPausesOnFailure(t *testing.T) {

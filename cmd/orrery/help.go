@@ -40,11 +40,11 @@ const scheduleSubcommands = "list, describe, create, update, pause, resume, trig
 // schedulesHelp is what orrery schedules help prints.
 const schedulesHelp = `orrery schedules: list, describe, create, update, pause, resume, trigger, delete, skip-expired, backfill, export, import.
 
-  schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
+  schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--label K=V]... [--name-prefix P] [--max N] [--after TOKEN]
   schedules describe NS QUEUE KEY ID|NAME
   schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR)
       [--payload JSON] [--headers JSON] [--misfire catch_up|skip|coalesce] [--overlap allow_all|skip|buffer_one]
-      [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--expired fail|skip] [--jitter DUR [--jitter-early]]
+      [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--expired fail|skip] [--jitter DUR [--jitter-early]] [--label K=V]...
   schedules update NAME --namespace NS --queue Q [--key K] [any flag of create: only those given change]
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
   schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl

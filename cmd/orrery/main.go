@@ -8,7 +8,7 @@
 //
 //	orrery [--seeds host:port,...] [--cluster name] [--gossip-key-file FILE] [--tls-ca F --tls-cert F --tls-key F] [--token TOKEN] [-o table|json] [--timeout 30s] [--log-level off] <command>
 //
-//	orrery schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--max N] [--after TOKEN]
+//	orrery schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--label K=V]... [--name-prefix P] [--max N] [--after TOKEN]
 //	orrery help
 //	orrery schedules describe NS QUEUE KEY ID|NAME [--generations]
 //	orrery schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR) [--payload JSON] [--headers JSON] [--misfire P] [--overlap P] [--catch-up DUR] [--ttl DUR] [--max-deliveries N]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +49,28 @@ func (c *command) schedules(ctx context.Context, args []string) error {
 	return usagef("schedules: unknown subcommand %q: want %s", args[0], scheduleSubcommands)
 }
 
+// labelFlag is a repeatable KEY=VALUE flag (KEY alone: an empty value) collecting labels.
+type labelFlag map[string]string
+
+// String is the labels as KEY=VALUE pairs, by key.
+func (l labelFlag) String() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		parts = append(parts, k+"="+l[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set adds one KEY=VALUE.
+func (l labelFlag) Set(s string) error {
+	k, v, _ := strings.Cut(s, "=")
+	if k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", s)
+	}
+	l[k] = v
+	return nil
+}
+
 // listFlags are the flags of a list: its filter and page.
 type listFlags struct {
 	namespace, queue, after string
@@ -83,9 +106,12 @@ func parseState(v string) (orreryv1.ScheduleState, error) {
 func (c *command) listSchedules(ctx context.Context, args []string) error {
 	fs := c.flagSet("schedules list")
 	var lf listFlags
-	var state string
+	var state, namePrefix string
+	labels := labelFlag{}
 	lf.define(fs)
 	fs.StringVar(&state, "state", "", "only schedules in this state: "+scheduleStates)
+	fs.Var(labels, "label", "only schedules with this label, KEY=VALUE (KEY alone: any value); repeatable")
+	fs.StringVar(&namePrefix, "name-prefix", "", "only schedules whose name begins with it")
 	if _, err := c.parse(fs, args, false); err != nil {
 		return err
 	}
@@ -102,7 +128,8 @@ func (c *command) listSchedules(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	page, next, err := cl.ListSchedules(ctx, client.ListSchedulesRequest{Namespace: lf.namespace, Queue: lf.queue, State: st, MaxRecords: lf.max, After: after})
+	page, next, err := cl.ListSchedules(ctx, client.ListSchedulesRequest{Namespace: lf.namespace, Queue: lf.queue, State: st, MaxRecords: lf.max, After: after,
+		Labels: labels, NamePrefix: namePrefix})
 	if err != nil {
 		return fmt.Errorf("list schedules of namespace %q: %w", lf.namespace, err)
 	}
@@ -252,6 +279,9 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	w.row("catch-up window", catchUpText(def.GetCatchUpWindowMicros(), def.GetMisfire()))
 	w.row("bounds", boundsText(def))
 	w.row("jitter", jitterText(def))
+	if l := def.GetLabels(); len(l) > 0 {
+		w.row("labels", labelFlag(l).String())
+	}
 	if def.GetExpired() == orreryv1.ExpiredPolicy_EXPIRED_POLICY_SKIP {
 		w.row("on expiry", "skip: an occurrence whose ttl passed is ledgered expired")
 	} else {

@@ -31,8 +31,9 @@ import (
 //     ApplyVersionExpiredStops);
 //  8. a replaced generation is kept for inspection (ScheduleGeneration:
 //     ApplyVersionGenerationHistory);
-//  9. BackfillSchedule (ApplyVersionBackfill).
-const KnownApplyVersion uint32 = 9
+//  9. BackfillSchedule (ApplyVersionBackfill);
+//  10. a schedule definition's labels (ApplyVersionLabels).
+const KnownApplyVersion uint32 = 10
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -69,6 +70,10 @@ const ApplyVersionGenerationHistory uint32 = 8
 
 // ApplyVersionBackfill is the apply version that takes BackfillSchedule (before it: Validation).
 const ApplyVersionBackfill uint32 = 9
+
+// ApplyVersionLabels is the apply version that takes a schedule definition's labels (before it:
+// Validation), so that no replica of an older release stores the definition without them.
+const ApplyVersionLabels uint32 = 10
 
 // scheduleRules are the schedule state machine's rules at a's apply version.
 func (a Applier) scheduleRules() schedule.Rules {

@@ -248,3 +248,27 @@ func TestGenerationsAreKeptFromApplyVersion8(t *testing.T) {
 		}
 	}
 }
+
+// TestLabelsWaitForTheirApplyVersion: a definition with labels is refused before apply
+// version 10, naming the field.
+func TestLabelsWaitForTheirApplyVersion(t *testing.T) {
+	for _, c := range []struct {
+		version uint32
+		taken   bool
+	}{{9, false}, {10, true}} {
+		v := granted(t)
+		a := applier()
+		a.ApplyVersion = c.version
+		configure := configureMutation(everySpec(t0+sec, input.Minute), 0)
+		configure.GetConfigureSchedule().GetDefinition().Labels = map[string]string{"team": "billing"}
+		b := &orreryv1.Batch{CommandId: "configure", Mutations: []*orreryv1.Mutation{configure}}
+		out, err := a.ApplyBatch(v, sender(b), b, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resultErr(out.Receipt.GetResults()[0])
+		if (got == nil) != c.taken || (got != nil && !strings.HasSuffix(orrery.AsError(got).Field, "definition.labels")) {
+			t.Fatalf("labels at apply version %d: %v, want taken %v", c.version, got, c.taken)
+		}
+	}
+}

@@ -287,3 +287,55 @@ func TestBuildIndexesOlderRecords(t *testing.T) {
 		t.Fatalf("waiting sagas after the build: %v", got)
 	}
 }
+
+// TestListSelectsByLabelsAndNamePrefix: a list with labels returns only the schedules carrying
+// every label (an empty value: any value), with a name prefix only those whose name begins
+// with it, in order and across pages, by the records or by the state index; a page that scans
+// MaxScanned records without a match ends empty with a continuation, and the next page goes on.
+func TestListSelectsByLabelsAndNamePrefix(t *testing.T) {
+	v := kv.NewMemory()
+	labelled := batch.Applier{Limits: input.DefaultLimits(), ApplyVersion: batch.KnownApplyVersion}
+	if err := grants.ApplyPut(v, input.SystemPrincipalPrefix+"test", grants.Everything("alice")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	for i := range n {
+		def := &orreryv1.ScheduleDefinition{Lane: jobs, ScheduleId: id(i), Spec: every(t0 + input.Hour), Name: fmt.Sprintf("job-%02d", i),
+			Labels: map[string]string{"team": []string{"billing", "search"}[i%2]}}
+		if i%10 == 0 {
+			def.Labels["tier"] = "gold"
+			def.Name = fmt.Sprintf("nightly-%02d", i)
+		}
+		m := &orreryv1.Mutation{Kind: &orreryv1.Mutation_ConfigureSchedule{ConfigureSchedule: &orreryv1.ConfigureSchedule{Definition: def}}}
+		out, err := labelled.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: fmt.Sprint("c", i), Mutations: []*orreryv1.Mutation{m}}, t0)
+		if err != nil || out.Receipt.GetResults()[0].GetError() != nil {
+			t.Fatalf("configure %d: %v %v", i, err, out.Receipt.GetResults()[0].GetError())
+		}
+	}
+	gold := scheduleIDs(t, v, &orreryv1.ListSchedules{Namespace: "acme", Labels: map[string]string{"tier": "gold", "team": "billing"}, MaxRecords: 1})
+	if fmt.Sprint(gold) != fmt.Sprint([]string{id(0), id(10), id(20), id(30)}) {
+		t.Fatalf("tier=gold,team=billing listed %v", gold)
+	}
+	if anyTier := scheduleIDs(t, v, &orreryv1.ListSchedules{Namespace: "acme", State: active, Labels: map[string]string{"tier": ""}, MaxRecords: 3}); len(anyTier) != 4 {
+		t.Fatalf("tier (any value) by the state index listed %v", anyTier)
+	}
+	if nightly := scheduleIDs(t, v, &orreryv1.ListSchedules{Namespace: "acme", NamePrefix: "nightly-", MaxRecords: 2}); len(nightly) != 4 {
+		t.Fatalf("name prefix nightly- listed %v", nightly)
+	}
+	if search := scheduleIDs(t, v, &orreryv1.ListSchedules{Namespace: "acme", Labels: map[string]string{"team": "search"}}); len(search) != n/2 {
+		t.Fatalf("team=search listed %d, want %d", len(search), n/2)
+	}
+	// A page that scans its bound without a match ends empty, with a continuation.
+	restore := listing.SetMaxScannedForTest(5)
+	defer restore()
+	page, next, err := listing.Schedules(v, &orreryv1.ListSchedules{Namespace: "acme", Labels: map[string]string{"tier": "gold"}, After: nil, MaxRecords: 10}, listing.MaxPageBytes)
+	if err != nil || len(page) != 1 || next == nil {
+		t.Fatalf("a bounded scan: %d records, next %x, err %v; want the one match among the first 5 and a continuation", len(page), next, err)
+	}
+	if all := scheduleIDs(t, v, &orreryv1.ListSchedules{Namespace: "acme", Labels: map[string]string{"tier": "gold"}, MaxRecords: 10}); len(all) != 4 {
+		t.Fatalf("bounded scans listed %v, want all 4 over the pages", all)
+	}
+	if _, _, err := listing.Schedules(v, &orreryv1.ListSchedules{Namespace: "acme", Labels: map[string]string{"bad key": "x"}}, listing.MaxPageBytes); err == nil {
+		t.Fatal("a selector with a malformed key was taken")
+	}
+}

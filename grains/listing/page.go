@@ -2,6 +2,7 @@ package listing
 
 import (
 	"bytes"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -19,6 +20,13 @@ const (
 	DefaultRecords = 100
 	MaxRecords     = 1000
 )
+
+// MaxScanned bounds the records one filtered page (labels, name prefix) scans: a page that
+// reaches it ends there, with a continuation, whatever it holds.
+const MaxScanned = 10_000
+
+// maxScanned is MaxScanned, lowered by tests (SetMaxScannedForTest).
+var maxScanned = MaxScanned
 
 // MaxPageBytes bounds the encoded records of one page a partition answers with, so that a
 // page of the largest records still fits the actor transport's largest message. A page holds
@@ -79,8 +87,20 @@ func (q query) bounds(base []byte) (start, end []byte) {
 type page struct {
 	maxRecords, maxBytes int
 	records, bytes       int
-	last                 []byte // the position of the last record taken
+	last                 []byte // the position of the last record taken (or passed over)
 	next                 []byte // set once a record is left for the next page
+	scanned              int    // records a filtered page looked at
+}
+
+// pass records a record the filter left out at position; it reports false (and sets the
+// continuation) once the page has scanned MaxScanned records.
+func (p *page) pass(position []byte) bool {
+	if p.scanned++; p.scanned > maxScanned {
+		p.next = p.last
+		return false
+	}
+	p.last = bytes.Clone(position)
+	return true
 }
 
 // take admits one record of the given size at position, or reports false (and sets the
@@ -98,8 +118,9 @@ func (p *page) take(position []byte, size int) bool {
 
 // scan visits the records of a query in order: from the records themselves when it names no
 // state, else from the index under indexPrefix, loading each record it names. visit gets a
-// record's position and encoding and returns false when the page is full.
-func scan(r kv.Reader, q query, recordPrefix, indexPrefix []byte, visit func(position, encoded []byte) (bool, error)) error {
+// record's position and encoding and returns false when the page is full. collect is how many
+// index entries to read (the page size, or MaxScanned when a filter may pass records over).
+func scan(r kv.Reader, q query, recordPrefix, indexPrefix []byte, collect int, visit func(position, encoded []byte) (bool, error)) error {
 	if q.state == 0 {
 		base := keys.RecordListPrefix(recordPrefix, q.namespace, "")
 		start, end := q.bounds(base)
@@ -114,7 +135,7 @@ func scan(r kv.Reader, q query, recordPrefix, indexPrefix []byte, visit func(pos
 	var positions [][]byte
 	err := r.Scan(start, end, func(key, _ []byte) (bool, error) {
 		positions = append(positions, bytes.Clone(key[len(base):]))
-		return len(positions) <= q.maxRecords, nil
+		return len(positions) <= collect, nil
 	})
 	if err != nil {
 		return err
@@ -140,8 +161,10 @@ func scan(r kv.Reader, q query, recordPrefix, indexPrefix []byte, visit func(pos
 }
 
 // Schedules reads one page of the partition's schedules that q names, in (queue, key, id)
-// order, within maxBytes of encoded records (at most MaxPageBytes); next is set when more may follow (pass it as q.after). It fails
-// Unavailable while the listing index does not cover every record (Ready).
+// order, within maxBytes of encoded records (at most MaxPageBytes); next is set when more may
+// follow (pass it as q.after). With labels or a name prefix it scans at most MaxScanned
+// records, so a page may hold fewer than asked, even none, with next set. It fails Unavailable
+// while the listing index does not cover every record (Ready).
 func Schedules(r kv.Reader, q *orreryv1.ListSchedules, maxBytes int) (listed []*orreryv1.ListedSchedule, next []byte, err error) {
 	state := q.GetState()
 	if _, known := orreryv1.ScheduleState_name[int32(state)]; !known {
@@ -154,11 +177,22 @@ func Schedules(r kv.Reader, q *orreryv1.ListSchedules, maxBytes int) (listed []*
 	if err := requireReady(r); err != nil {
 		return nil, nil, err
 	}
+	if err := schedule.ValidateLabels("labels", q.GetLabels()); err != nil {
+		return nil, nil, err
+	}
+	filtered := len(q.GetLabels()) > 0 || q.GetNamePrefix() != ""
+	collect := query.maxRecords
+	if filtered {
+		collect = maxScanned
+	}
 	p := &page{maxRecords: query.maxRecords, maxBytes: min(maxBytes, MaxPageBytes)}
-	err = scan(r, query, keys.Schedule, keys.ScheduleIndex, func(position, encoded []byte) (bool, error) {
+	err = scan(r, query, keys.Schedule, keys.ScheduleIndex, collect, func(position, encoded []byte) (bool, error) {
 		rec, err := schedule.Decode(encoded)
 		if err != nil {
 			return false, err
+		}
+		if filtered && (!strings.HasPrefix(rec.GetDefinition().GetName(), q.GetNamePrefix()) || !schedule.MatchesLabels(rec.GetDefinition().GetLabels(), q.GetLabels())) {
+			return p.pass(position), nil
 		}
 		item := &orreryv1.ListedSchedule{Record: rec, State: schedule.StateOf(rec)}
 		if !p.take(position, proto.Size(item)) {
@@ -187,7 +221,7 @@ func Sagas(r kv.Reader, q *orreryv1.ListSagas, maxBytes int) (listed []*orreryv1
 		return nil, nil, err
 	}
 	p := &page{maxRecords: query.maxRecords, maxBytes: min(maxBytes, MaxPageBytes)}
-	err = scan(r, query, keys.Saga, keys.SagaIndex, func(position, encoded []byte) (bool, error) {
+	err = scan(r, query, keys.Saga, keys.SagaIndex, query.maxRecords, func(position, encoded []byte) (bool, error) {
 		rec := &orreryv1.SagaRecord{}
 		if err := record.Unmarshal(encoded, rec); err != nil {
 			return false, err

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"strings"
 	"testing"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -160,5 +161,26 @@ func TestATimeToLiveCountsFromTheJitteredInstant(t *testing.T) {
 		if m := messages(t, v)[ids[0]]; m.GetExpiresAtUnixMicros() != fire+5*sec {
 			t.Fatalf("ordinal %d expires at %d, want its fire instant %d + 5 s", k, m.GetExpiresAtUnixMicros(), fire)
 		}
+	}
+}
+
+// TestLabelsAreValidated: too many labels, a malformed key or a value with a control character
+// is refused naming the labels field.
+func TestLabelsAreValidated(t *testing.T) {
+	many := map[string]string{}
+	for i := range MaxLabels + 1 {
+		many[string(rune('a'+i))] = "v"
+	}
+	for _, labels := range []map[string]string{many, {"bad key": "v"}, {"": "v"}, {"k": "a\x01b"}} {
+		def := definition(every(t0+minute, minute))
+		def.Labels = labels
+		if err := ValidateDefinition(def, input.DefaultLimits()); err == nil || !strings.HasPrefix(err.Field, "labels") {
+			t.Fatalf("labels %q: %v, want a Validation error on labels", labels, err)
+		}
+	}
+	def := definition(every(t0+minute, minute))
+	def.Labels = map[string]string{"team": "billing", "app.kubernetes.io/name": "", "tier": "gold"}
+	if err := ValidateDefinition(def, input.DefaultLimits()); err != nil {
+		t.Fatalf("valid labels refused: %v", err)
 	}
 }

@@ -12,6 +12,8 @@ const ui = {
   namespace: '',
   queue: '',
   state: '',
+  labels: [],       // the label filter: KEY=VALUE or KEY
+  namePrefix: '',
   after: null,      // next_after of the schedules page shown
   pageAfter: null,  // after of the schedules page shown
   schedules: [],    // {item, inspection, error}
@@ -153,6 +155,8 @@ async function loadSchedules() {
   const q = new URLSearchParams({ max: '50' });
   if (ui.queue) q.set('queue', ui.queue);
   if (ui.state) q.set('state', ui.state);
+  for (const l of ui.labels) q.append('label', l);
+  if (ui.namePrefix) q.set('name_prefix', ui.namePrefix);
   if (ui.pageAfter) q.set('after', ui.pageAfter);
   const page = await api('GET', `/v1/schedules/${seg(ui.namespace)}?${q}`);
   ui.after = page.next_after;
@@ -191,7 +195,8 @@ function renderSchedules() {
     rows.push(el('tr', { className: `schedule ${state}`, 'data-schedule-id': id },
       el('td', {},
         el('button', { type: 'button', className: 'link details', textContent: def.name || id, title: id,
-          onclick: () => { ui.open.has(id) ? ui.open.delete(id) : ui.open.add(id); renderSchedules(); } })),
+          onclick: () => { ui.open.has(id) ? ui.open.delete(id) : ui.open.add(id); renderSchedules(); } }),
+        labelsLine(def.labels)),
       el('td', {}, `${def.lane.queue} / ${def.lane.key}`),
       el('td', {}, el('span', { className: `badge ${state}` }, state),
         s.inspection && s.inspection.suspended_reason ? el('div', { className: 'muted' }, s.inspection.suspended_reason) : null),
@@ -268,6 +273,13 @@ function boundsLine(def, rec) {
 function stoppedByExpiry(s) {
   const l = s.inspection && s.inspection.liveness;
   return !!(l && l.state === 'failing' && /expired/.test(l.reason || ''));
+}
+
+// labelsLine shows a schedule's labels as KEY=VALUE, by key; null without any.
+function labelsLine(labels) {
+  const keys = Object.keys(labels || {}).sort();
+  if (!keys.length) return null;
+  return el('div', { className: 'muted labels' }, keys.map((k) => `${k}=${labels[k]}`).join(' '));
 }
 
 // draftInput is one input of a schedule's backfill form, keeping what is typed across redraws.
@@ -446,10 +458,14 @@ function readForm() {
   ui.namespace = $('namespace').value.trim();
   ui.queue = $('queue').value.trim();
   ui.state = $('state').value;
+  ui.labels = $('labels').value.split(',').map((l) => l.trim()).filter((l) => l);
+  ui.namePrefix = $('name-prefix').value.trim();
   ui.pageAfter = null;
   const params = new URLSearchParams({ namespace: ui.namespace });
   if (ui.queue) params.set('queue', ui.queue);
   if (ui.state) params.set('state', ui.state);
+  if (ui.labels.length) params.set('labels', ui.labels.join(','));
+  if (ui.namePrefix) params.set('name_prefix', ui.namePrefix);
   history.replaceState(null, '', `?${params}`);
 }
 
@@ -458,6 +474,8 @@ function init() {
   $('namespace').value = params.get('namespace') || '';
   $('queue').value = params.get('queue') || '';
   $('state').value = params.get('state') || '';
+  $('labels').value = params.get('labels') || '';
+  $('name-prefix').value = params.get('name_prefix') || '';
   $('token').value = sessionStorage.getItem(tokenKey) || '';
   if ($('namespace').value) readForm();
 
