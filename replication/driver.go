@@ -540,6 +540,15 @@ func (r boundedReader) Next() ([]byte, error) {
 	return chunk, err
 }
 
+// SetClockUnfit tells the groups whether this silo's clock is judged unfit
+// (Groups.SetClockUnfit).
+func (d *Driver) SetClockUnfit(unfit bool) {
+	d.mu.Lock()
+	d.cfg.Groups.SetClockUnfit(unfit)
+	d.mu.Unlock()
+	d.signal()
+}
+
 // Campaign makes group campaign at once (Groups.Campaign).
 func (d *Driver) Campaign(group int) error {
 	d.mu.Lock()
