@@ -89,9 +89,9 @@ func (p *placer) look(now time.Time) {
 	}
 	self := s.SiloID()
 	draining := s.member().provider.DrainingSilos()
-	if s.offsets.Verdict().Fitness == clockoffset.Unfit {
+	unfit := s.offsets.Verdict().Fitness == clockoffset.Unfit
+	if unfit {
 		p.handOver(now, live, draining, leads)
-		return
 	}
 	for n := range s.cfg.Partitions {
 		st, ok := s.host.Status(n)
@@ -118,7 +118,10 @@ func (p *placer) look(now time.Time) {
 		if step.Action == placement.Transfer {
 			step = placement.Next(leadable, membership, s.cfg.Replicas)
 		}
-		if step.Action == placement.None && now.Sub(p.lastTransfer) >= balanceEvery {
+		if unfit && step.Action == placement.Transfer {
+			continue // handOver moves a clock-unfit silo's leaderships
+		}
+		if !unfit && step.Action == placement.None && now.Sub(p.lastTransfer) >= balanceEvery {
 			if to := placement.Balance(leadable, leads); to != 0 {
 				step = placement.Step{Action: placement.Transfer, Replica: to}
 			}

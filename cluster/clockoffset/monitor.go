@@ -23,6 +23,11 @@ const (
 // waits for its reply: a peer whose probes go unanswered that long drops out of the verdict.
 const staleIntervals = 3
 
+// unmeasuredSpeedup divides the interval before the next round while a live peer has no fresh
+// estimate, so that a silo that just started, or just saw a peer, judges within a fraction of
+// the interval.
+const unmeasuredSpeedup = 8
+
 // Config configures a Monitor. Zero fields take their defaults.
 type Config struct {
 	// Wall is the silo's wall clock, the one its leaders stamp logged time from: probes carry
@@ -107,7 +112,8 @@ func New(cfg Config) (*Monitor, error) {
 	return m, nil
 }
 
-// Start sends the first probes at once and then every Interval, until Stop.
+// Start sends the first probes at once and then every Interval (an eighth of it while a live
+// peer has no fresh estimate), until Stop.
 func (m *Monitor) Start() { m.round() }
 
 // Stop ends the probes; replies that arrive later are ignored.
@@ -144,7 +150,11 @@ func (m *Monitor) round() {
 		sends = append(sends, send{to, m.nextID})
 	}
 	change, v := m.judgeLocked(peers, now)
-	m.timer = m.cfg.Mono.AfterFunc(m.cfg.Interval, m.round)
+	next := m.cfg.Interval
+	if v.Measured < len(peers) {
+		next /= unmeasuredSpeedup // a peer just seen, or whose answers were lost: judge soon
+	}
+	m.timer = m.cfg.Mono.AfterFunc(next, m.round)
 	m.mu.Unlock()
 	m.changed(change, v)
 	for _, s := range sends {
