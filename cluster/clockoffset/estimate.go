@@ -47,11 +47,11 @@ type Fitness int
 // Fitness values; their numbers are those of the wire's ClockFitness.
 const (
 	// Unjudged: the silo has not measured enough of its live peers to tell (it has just
-	// started or rejoined, or its probes go unanswered). It may lead; its peers hand it no
-	// leadership until it has judged itself Fit.
+	// started or rejoined, or its probes go unanswered), or its view is split evenly. It may
+	// lead; its peers hand it no leadership until it has judged itself Fit.
 	Unjudged Fitness = 0
-	// Fit: the silo's clock cannot be beyond the bound from a strict majority of the silos it
-	// sees (or the bound is 0: disabled).
+	// Fit: the silo's clock is within the bound of a strict majority of the silos it sees,
+	// itself counted (or the bound is 0: disabled).
 	Fit Fitness = 1
 	// Unfit: the silo's clock is beyond the bound from a strict majority of the silos it
 	// sees, itself counted on its own side: it leads no partition.
@@ -82,12 +82,13 @@ type Verdict struct {
 }
 
 // Judge returns the verdict of the fresh estimates of the live peers (livePeers of them,
-// measured or not) against bound. The rule: this silo is Unfit when the peers beyond the bound
-// are a strict majority of the silos of its view, itself counted among those within
-// (2 × far > livePeers + 1), even if every peer not measured yet is within; Fit when that
-// cannot be true even if every peer not measured yet is beyond; Unjudged in between. So a lone
-// silo, and the two silos of a two-silo cluster (a tie: nobody can tell whose clock is wrong),
-// are always Fit, and the bound 0 disables the judgment (always Fit).
+// measured or not) against bound. Counting the silos of its view, itself among those within:
+// this silo is Unfit when those beyond the bound are a strict majority (2 × far > silos), even
+// if every peer not measured yet is within; Fit when those within are a strict majority even
+// if every peer not measured yet is beyond; Unjudged otherwise, a tie included (nobody can
+// tell whose clock is wrong: of two silos whose clocks disagree, neither is judged unfit, and
+// neither is handed a leadership). A lone silo is Fit; the bound 0 disables the judgment
+// (always Fit).
 func Judge(estimates []Estimate, livePeers int, bound time.Duration) Verdict {
 	v := Verdict{Measured: len(estimates), Bound: bound}
 	for _, e := range estimates {
@@ -106,7 +107,7 @@ func Judge(estimates []Estimate, livePeers int, bound time.Duration) Verdict {
 		v.Far = 0
 	case 2*v.Far > silos:
 		v.Fitness = Unfit
-	case 2*(v.Far+unmeasured) <= silos:
+	case 2*(v.Far+unmeasured) < silos:
 		v.Fitness = Fit
 	default:
 		v.Fitness = Unjudged
