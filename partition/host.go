@@ -344,6 +344,11 @@ func (h *Host) Leads(n int) bool {
 // proposals (replication.ErrClockUnfit, Unavailable) until the silo hands them over.
 func (h *Host) SetClockUnfit(unfit bool) { h.driver.SetClockUnfit(unfit) }
 
+// SetClockUnjudged tells every group whether this silo has yet to judge its wall clock
+// against its peers' (replication.Groups.SetClockUnjudged): while it has, the replicas take no
+// leadership a peer can take.
+func (h *Host) SetClockUnjudged(unjudged bool) { h.driver.SetClockUnjudged(unjudged) }
+
 // Leader is the silo id this replica believes leads partition n's group; 0 when it knows none
 // or does not host n.
 func (h *Host) Leader(n int) uint64 {

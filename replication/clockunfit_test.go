@@ -137,3 +137,25 @@ func TestAClockUnfitSoleVoterStillLeads(t *testing.T) {
 	c.propose(0, "sole")
 	c.awaitAppliedOn(t, 0, []string{"sole"}, electionBound, 1)
 }
+
+// A replica whose silo has not judged its clock yet takes no leadership a fit voter can take,
+// as a clock-unfit one, but stamps as usual where it leads.
+func TestAClockUnjudgedReplicaWinsNoElectionButStamps(t *testing.T) {
+	c := newCluster(t, 3, 2, 65)
+	unjudged := c.replica(1)
+	unjudged.driver.SetClockUnjudged(true)
+	for g, l := range c.awaitLeaders(4 * electionBound) {
+		if l == unjudged {
+			t.Fatalf("the unjudged replica leads group %d", g)
+		}
+	}
+	unjudged.driver.SetClockUnjudged(false)
+	l := c.leader(0)
+	if err := l.driver.TransferLeadership(0, unjudged.id); err != nil {
+		t.Fatal(err)
+	}
+	c.await(t, electionBound, "the replica, judged, takes the transfer", func() bool { return c.leader(0) == unjudged })
+	unjudged.driver.SetClockUnjudged(true)
+	c.propose(0, "stamped-while-unjudged")
+	c.awaitAppliedOn(t, 0, []string{"stamped-while-unjudged"}, electionBound, 1, 2, 3)
+}

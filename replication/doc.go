@@ -57,7 +57,9 @@
 // silo's cluster/clockoffset.Monitor) leads no group a fit voter can lead: it drops the
 // pre-votes granted to it until its group has had no leader for a few election timeouts, drops
 // a leadership transfer's MsgTimeoutNow, and refuses Propose (ErrClockUnfit) in a group with
-// another voter while the silo hands its leaderships over.
+// another voter while the silo hands its leaderships over. A replica whose silo has not judged
+// its clock yet (Groups.SetClockUnjudged: it just started, or cannot tell) takes no leadership
+// either, but stamps where it leads.
 //
 // # Reads
 //

@@ -549,6 +549,15 @@ func (d *Driver) SetClockUnfit(unfit bool) {
 	d.signal()
 }
 
+// SetClockUnjudged tells the groups whether this silo has yet to judge its clock
+// (Groups.SetClockUnjudged).
+func (d *Driver) SetClockUnjudged(unjudged bool) {
+	d.mu.Lock()
+	d.cfg.Groups.SetClockUnjudged(unjudged)
+	d.mu.Unlock()
+	d.signal()
+}
+
 // Campaign makes group campaign at once (Groups.Campaign).
 func (d *Driver) Campaign(group int) error {
 	d.mu.Lock()

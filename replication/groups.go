@@ -95,8 +95,10 @@ type Groups struct {
 	groups map[int]*group
 	order  []int  // hosted groups, ascending: rounds visit them in this order
 	round  *Round // the round Ready returned and Advance has not yet taken back
-	// clockUnfit is SetClockUnfit's: this replica takes no leadership a peer could take.
-	clockUnfit bool
+	// clockUnfit is SetClockUnfit's: this replica takes no leadership a peer could take, and
+	// stamps nothing where another voter could. clockUnjudged is SetClockUnjudged's: it takes
+	// no leadership a peer could take.
+	clockUnfit, clockUnjudged bool
 }
 
 // group is one hosted group's RawNode and what Groups tracks beside it.
@@ -269,7 +271,7 @@ func (g *Groups) Step(id int, m *raftpb.Message) error {
 	if m.GetType() == raftpb.MsgSnap {
 		return fmt.Errorf("raft group %d: %w", id, ErrSnapshotWithoutState)
 	}
-	if g.clockUnfit && electsThisReplica(m) && (m.GetType() == raftpb.MsgTimeoutNow || gr.leaderlessTicks < unfitCampaignElections*g.cfg.ElectionTicks) {
+	if (g.clockUnfit || g.clockUnjudged) && electsThisReplica(m) && (m.GetType() == raftpb.MsgTimeoutNow || gr.leaderlessTicks < unfitCampaignElections*g.cfg.ElectionTicks) {
 		return fmt.Errorf("raft group %d: %s from %d dropped: %w", id, m.GetType(), m.GetFrom(), ErrClockUnfit)
 	}
 	return gr.node.Step(m)
@@ -302,6 +304,12 @@ func electsThisReplica(m *raftpb.Message) bool {
 // group whose only voter it is elects it and has it stamp, as nobody else can. Reads and
 // configuration changes carry no logged time and are not refused.
 func (g *Groups) SetClockUnfit(unfit bool) { g.clockUnfit = unfit }
+
+// SetClockUnjudged tells every group whether this replica's silo has yet to judge its wall
+// clock against its peers' (it has just started, or cannot tell): while it has, the replica
+// takes no leadership its peers could take, as while unfit (SetClockUnfit), but Propose
+// stamps as usual.
+func (g *Groups) SetClockUnjudged(unjudged bool) { g.clockUnjudged = unjudged }
 
 // Proposal identifies an accepted proposal: the log position its entry was appended at and
 // the logged time stamped on it. One Outcome of a later round settles it.

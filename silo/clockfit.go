@@ -17,8 +17,9 @@ var errClockUnfit = errors.New("clock offset beyond the bound")
 
 // newClockMonitor builds the silo's clock offset monitor (cluster/clockoffset): it probes the
 // live peer silos over the Raft transport of the current member every
-// clockoffset.DefaultInterval and tells the Host when the silo becomes clock-unfit and when it
-// is no longer.
+// clockoffset.DefaultInterval and tells the Host each change of its verdict: while unfit or
+// unjudged the silo's replicas take no leadership a peer can take, and while unfit they stamp
+// nothing where another voter can.
 func (s *Silo) newClockMonitor() (*clockoffset.Monitor, error) {
 	bound := s.cfg.MaxClockOffset
 	if bound < 0 {
@@ -34,7 +35,10 @@ func (s *Silo) newClockMonitor() (*clockoffset.Monitor, error) {
 				m.raft.SendClockProbe(to, probe, sentWall)
 			}
 		},
-		OnChange: func(v clockoffset.Verdict) { s.host.SetClockUnfit(v.Fitness == clockoffset.Unfit) },
+		OnChange: func(v clockoffset.Verdict) {
+			s.host.SetClockUnfit(v.Fitness == clockoffset.Unfit)
+			s.host.SetClockUnjudged(v.Fitness == clockoffset.Unjudged)
+		},
 		Log:      s.log,
 	})
 }
