@@ -39,7 +39,7 @@ func (s *Silo) newClockMonitor() (*clockoffset.Monitor, error) {
 			s.host.SetClockUnfit(v.Fitness == clockoffset.Unfit)
 			s.host.SetClockUnjudged(v.Fitness == clockoffset.Unjudged)
 		},
-		Log:      s.log,
+		Log: s.log,
 	})
 }
 
