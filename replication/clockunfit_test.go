@@ -138,8 +138,8 @@ func TestAClockUnfitSoleVoterStillLeads(t *testing.T) {
 	c.awaitAppliedOn(t, 0, []string{"sole"}, electionBound, 1)
 }
 
-// A replica whose silo has not judged its clock yet takes no leadership a fit voter can take,
-// as a clock-unfit one, but stamps as usual where it leads.
+// A replica whose silo has not judged its clock yet wins no election a fit voter can win, as a
+// clock-unfit one, but takes a leadership transferred to it and stamps as usual.
 func TestAClockUnjudgedReplicaWinsNoElectionButStamps(t *testing.T) {
 	c := newCluster(t, 3, 2, 65)
 	unjudged := c.replica(1)
@@ -149,13 +149,11 @@ func TestAClockUnjudgedReplicaWinsNoElectionButStamps(t *testing.T) {
 			t.Fatalf("the unjudged replica leads group %d", g)
 		}
 	}
-	unjudged.driver.SetClockUnjudged(false)
 	l := c.leader(0)
 	if err := l.driver.TransferLeadership(0, unjudged.id); err != nil {
 		t.Fatal(err)
 	}
-	c.await(t, electionBound, "the replica, judged, takes the transfer", func() bool { return c.leader(0) == unjudged })
-	unjudged.driver.SetClockUnjudged(true)
+	c.await(t, electionBound, "the unjudged replica takes the transfer", func() bool { return c.leader(0) == unjudged })
 	c.propose(0, "stamped-while-unjudged")
 	c.awaitAppliedOn(t, 0, []string{"stamped-while-unjudged"}, electionBound, 1, 2, 3)
 }

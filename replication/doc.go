@@ -58,8 +58,8 @@
 // pre-votes granted to it until its group has had no leader for a few election timeouts, drops
 // a leadership transfer's MsgTimeoutNow, and refuses Propose (ErrClockUnfit) in a group with
 // another voter while the silo hands its leaderships over. A replica whose silo has not judged
-// its clock yet (Groups.SetClockUnjudged: it just started, or cannot tell) takes no leadership
-// either, but stamps where it leads.
+// its clock yet (Groups.SetClockUnjudged: it just started, or cannot tell) wins no election
+// either, but takes a transfer and stamps where it leads.
 //
 // # Reads
 //

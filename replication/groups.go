@@ -271,10 +271,25 @@ func (g *Groups) Step(id int, m *raftpb.Message) error {
 	if m.GetType() == raftpb.MsgSnap {
 		return fmt.Errorf("raft group %d: %w", id, ErrSnapshotWithoutState)
 	}
-	if (g.clockUnfit || g.clockUnjudged) && electsThisReplica(m) && (m.GetType() == raftpb.MsgTimeoutNow || gr.leaderlessTicks < unfitCampaignElections*g.cfg.ElectionTicks) {
+	if g.refusesToBeElected(gr, m) {
 		return fmt.Errorf("raft group %d: %s from %d dropped: %w", id, m.GetType(), m.GetFrom(), ErrClockUnfit)
 	}
 	return gr.node.Step(m)
+}
+
+// refusesToBeElected reports whether this replica drops m, which would elect it, because of
+// its silo's clock (SetClockUnfit, SetClockUnjudged): a transfer's MsgTimeoutNow while unfit,
+// a granted pre-vote while unfit or unjudged until the group has had no leader for
+// unfitCampaignElections election timeouts.
+func (g *Groups) refusesToBeElected(gr *group, m *raftpb.Message) bool {
+	switch {
+	case !electsThisReplica(m):
+		return false
+	case m.GetType() == raftpb.MsgTimeoutNow:
+		return g.clockUnfit
+	default:
+		return (g.clockUnfit || g.clockUnjudged) && gr.leaderlessTicks < unfitCampaignElections*g.cfg.ElectionTicks
+	}
 }
 
 // electsThisReplica reports whether m would have this replica lead: a pre-vote granted to it
@@ -307,8 +322,9 @@ func (g *Groups) SetClockUnfit(unfit bool) { g.clockUnfit = unfit }
 
 // SetClockUnjudged tells every group whether this replica's silo has yet to judge its wall
 // clock against its peers' (it has just started, or cannot tell): while it has, the replica
-// takes no leadership its peers could take, as while unfit (SetClockUnfit), but Propose
-// stamps as usual.
+// wins no election its peers could win, as while unfit (SetClockUnfit), but it takes a
+// leadership a leader transfers to it (the leader's silo chose it: an older build, which
+// measures no clock, in a rolling upgrade), and Propose stamps as usual.
 func (g *Groups) SetClockUnjudged(unjudged bool) { g.clockUnjudged = unjudged }
 
 // Proposal identifies an accepted proposal: the log position its entry was appended at and

@@ -254,11 +254,18 @@ func (s *Silo) drain() {
 				continue
 			}
 			led++
+			// A voter whose clock is judged fit first; failing one (peers that do not answer
+			// clock probes: an older build in a rolling upgrade), any other: one that is
+			// clock-unfit refuses the transfer, and the group elects once this silo is gone.
 			var to uint64
+			toFit := false
 			for _, v := range st.Voters {
 				_, live := s.liveSilos()[v]
-				if pr := st.Progress[v]; v != self && pr.Active && pr.CaughtUp && live && !slices.Contains(draining, v) && s.mayLeadOn(v) && (to == 0 || v < to) {
-					to = v
+				if pr := st.Progress[v]; v != self && pr.Active && pr.CaughtUp && live && !slices.Contains(draining, v) {
+					fit := s.mayLeadOn(v)
+					if to == 0 || (fit && !toFit) || (fit == toFit && v < to) {
+						to, toFit = v, fit
+					}
 				}
 			}
 			if to != 0 {
