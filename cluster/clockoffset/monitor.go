@@ -23,9 +23,10 @@ const (
 // waits for its reply: a peer whose probes go unanswered that long drops out of the verdict.
 const staleIntervals = 3
 
-// unmeasuredSpeedup divides the interval before the next round while a live peer has no fresh
-// estimate, so that a silo that just started, or just saw a peer, judges within a fraction of
-// the interval.
+// unmeasuredSpeedup divides the interval before the next round while a peer first seen live
+// less than staleIntervals intervals ago has not answered yet, so that a silo that just
+// started, or just saw a peer, judges within a fraction of the interval (and one that never
+// answers, an older build, is not probed faster for long).
 const unmeasuredSpeedup = 8
 
 // Config configures a Monitor. Zero fields take their defaults.
@@ -73,6 +74,8 @@ type Monitor struct {
 	nextID  uint64
 	pending map[uint64]probe // by probe number
 	peers   map[uint64]Peer
+	// seen is when each live peer was first seen live (forgotten once it is not).
+	seen    map[uint64]time.Time
 	verdict Verdict
 	timer   clock.Timer
 	stopped bool
@@ -107,13 +110,13 @@ func New(cfg Config) (*Monitor, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	m := &Monitor{cfg: cfg, pending: map[uint64]probe{}, peers: map[uint64]Peer{}}
+	m := &Monitor{cfg: cfg, pending: map[uint64]probe{}, peers: map[uint64]Peer{}, seen: map[uint64]time.Time{}}
 	m.verdict = Judge(nil, len(cfg.Peers()), cfg.MaxOffset)
 	return m, nil
 }
 
-// Start sends the first probes at once and then every Interval (an eighth of it while a live
-// peer has no fresh estimate), until Stop.
+// Start sends the first probes at once and then every Interval (an eighth of it while a peer
+// just seen has not answered yet), until Stop.
 func (m *Monitor) Start() { m.round() }
 
 // Stop ends the probes; replies that arrive later are ignored.
@@ -151,8 +154,20 @@ func (m *Monitor) round() {
 	}
 	change, v := m.judgeLocked(peers, now)
 	next := m.cfg.Interval
-	if v.Measured < len(peers) {
-		next /= unmeasuredSpeedup // a peer just seen, or whose answers were lost: judge soon
+	for id := range m.seen {
+		if !slices.Contains(peers, id) {
+			delete(m.seen, id)
+		}
+	}
+	for _, id := range peers {
+		first, ok := m.seen[id]
+		if !ok {
+			first = now
+			m.seen[id] = now
+		}
+		if _, measured := m.peers[id]; !measured && now.Sub(first) < m.stale() {
+			next = m.cfg.Interval / unmeasuredSpeedup // a peer just seen: judge soon
+		}
 	}
 	m.timer = m.cfg.Mono.AfterFunc(next, m.round)
 	m.mu.Unlock()

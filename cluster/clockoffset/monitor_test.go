@@ -284,3 +284,32 @@ func TestAnAnswerToNoProbeIsIgnored(t *testing.T) {
 		t.Fatalf("answers to no probe of theirs were taken: %+v", f.monitors[1].Peers())
 	}
 }
+
+func TestAPeerJustSeenIsProbedSoonerUntilItAnswersOrLongEnough(t *testing.T) {
+	f := newFleet(t, 500*time.Millisecond, map[uint64]time.Duration{1: 0, 2: 0})
+	f.cut[2] = true // never answers: an older build
+	f.start()
+	gap := func() time.Duration {
+		at, ok := f.mono.Next()
+		if !ok {
+			t.Fatal("no round armed")
+		}
+		return at.Sub(f.mono.Now())
+	}
+	if got := gap(); got != DefaultInterval/unmeasuredSpeedup {
+		t.Fatalf("next round in %v, want %v while the peer just seen has not answered", got, DefaultInterval/unmeasuredSpeedup)
+	}
+	for f.mono.Now().Sub(time.Unix(1_000_000, 0)) < staleIntervals*DefaultInterval {
+		f.nextRound()
+		f.deliver(0)
+	}
+	if got := gap(); got != DefaultInterval {
+		t.Fatalf("next round in %v, want %v once the silent peer was probed fast for long enough", got, DefaultInterval)
+	}
+	delete(f.cut, 2)
+	f.nextRound()
+	f.deliver(0)
+	if got := f.fitness(1); got != Fit {
+		t.Fatalf("silo 1 once silo 2 answers: %v, want fit", got)
+	}
+}
