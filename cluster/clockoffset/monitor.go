@@ -47,8 +47,9 @@ type Config struct {
 	// Send sends probe number probe, carrying this silo's wall time sentWall, to peer to; the
 	// reply comes back through Observe, or never (required). It must not block.
 	Send func(to, probe uint64, sentWall time.Time)
-	// OnChange, when set, is called with each new verdict whose Fitness differs from the last
-	// one's, on the goroutine that judged it and with no lock held.
+	// OnChange, when set, is called after each change of the verdict's Fitness, with the
+	// verdict current when it runs (one call at a time, on the goroutine that judged the
+	// change, with no lock of the Monitor's held; a call may repeat the previous one's Fitness).
 	OnChange func(Verdict)
 	// Log receives one WARN when the silo becomes Unfit and one INFO when it stops being so
 	// (default slog.Default()).
@@ -69,6 +70,9 @@ type Peer struct {
 // replies (Judge). It is safe for concurrent use.
 type Monitor struct {
 	cfg Config
+
+	// notifyMu serializes the OnChange calls.
+	notifyMu sync.Mutex
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -152,7 +156,7 @@ func (m *Monitor) round() {
 		m.pending[m.nextID] = probe{to: to, sentWall: wall, sentMono: now}
 		sends = append(sends, send{to, m.nextID})
 	}
-	change, v := m.judgeLocked(peers, now)
+	change, _ := m.judgeLocked(peers, now)
 	next := m.cfg.Interval
 	for id := range m.seen {
 		if !slices.Contains(peers, id) {
@@ -171,7 +175,7 @@ func (m *Monitor) round() {
 	}
 	m.timer = m.cfg.Mono.AfterFunc(next, m.round)
 	m.mu.Unlock()
-	m.changed(change, v)
+	m.changed(change)
 	for _, s := range sends {
 		m.cfg.Send(s.to, s.id, wall)
 	}
@@ -202,9 +206,9 @@ func (m *Monitor) Observe(from, probeID uint64, peerWall time.Time, reported Fit
 	}
 	delete(m.pending, probeID)
 	m.peers[from] = Peer{Estimate: Measure(p.sentWall, now.Sub(p.sentMono), peerWall, now), Reported: reported}
-	change, v := m.judgeLocked(live, now)
+	change, _ := m.judgeLocked(live, now)
 	m.mu.Unlock()
-	m.changed(change, v)
+	m.changed(change)
 }
 
 // judgeLocked forgets the peers no longer live, judges the fresh estimates of the others and
@@ -238,11 +242,16 @@ func (m *Monitor) judgeLocked(live []uint64, now time.Time) (changed bool, v Ver
 	return changed, v
 }
 
-// changed calls OnChange with v when the fitness changed.
-func (m *Monitor) changed(change bool, v Verdict) {
-	if change && m.cfg.OnChange != nil {
-		m.cfg.OnChange(v)
+// changed calls OnChange when the fitness changed, one call at a time and with the verdict
+// current then, so that of two changes judged on two goroutines the last call carries the
+// latest.
+func (m *Monitor) changed(change bool) {
+	if !change || m.cfg.OnChange == nil {
+		return
 	}
+	m.notifyMu.Lock()
+	defer m.notifyMu.Unlock()
+	m.cfg.OnChange(m.Verdict())
 }
 
 // Verdict returns the latest verdict.
