@@ -174,3 +174,22 @@ func grepLines(text, s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestALoneSiloIsClockFitWhateverItsClock: a zero Config.MaxClockOffset takes
+// DefaultMaxClockOffset and a negative one stays (the judgment disabled); a silo with no peer,
+// on a clock an hour off, is fit and ready, its clock probing nobody.
+func TestALoneSiloIsClockFitWhateverItsClock(t *testing.T) {
+	for _, tc := range []struct{ given, want time.Duration }{{0, DefaultMaxClockOffset}, {2 * time.Second, 2 * time.Second}, {-1, -1}} {
+		c, err := Config{InsecureDev: true, MaxClockOffset: tc.given}.withDefaults()
+		if err != nil || c.MaxClockOffset != tc.want {
+			t.Fatalf("MaxClockOffset %v: %v (%v), want %v", tc.given, c.MaxClockOffset, err, tc.want)
+		}
+	}
+	s := startSilo(t, t.TempDir(), func(c *Config) { c.Clock = offsetClock{time.Hour} })
+	if v := s.ClockVerdict(); v.Fitness != clockoffset.Fit || v.Measured != 0 {
+		t.Fatalf("a lone silo's verdict: %+v, want fit with nothing measured", v)
+	}
+	if status, body := get(t, "http://"+s.AdminAddress()+"/readyz"); status != http.StatusOK {
+		t.Fatalf("a lone silo's /readyz: %d %s", status, body)
+	}
+}
