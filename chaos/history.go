@@ -123,8 +123,9 @@ type history struct {
 	// recoveryBound is not required to have been delivered.
 	end           time.Time
 	recoveryBound time.Duration
-	// clockAhead is how far ahead of the real time a silo's clock ran at most during the run
-	// (FaultSkew): a partition it led stamped logged times that far ahead, and emitted
+	// clockAhead is how far ahead of the real time a leader's clock may have run during the
+	// run (FaultSkew; the bound --max-clock-offset when the skewed silo was clock-unfit and
+	// led nothing): a partition it led stamped logged times that far ahead, and emitted
 	// occurrences by them, so a consumer on the real clock may receive an occurrence up to
 	// clockAhead before its nominal instant.
 	clockAhead time.Duration

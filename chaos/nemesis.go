@@ -40,7 +40,7 @@ const (
 	FaultFailpoint FaultKind = "failpoint"
 	// FaultSkew SIGKILLs a silo (most often a partition's leader), starts it again with its
 	// wall clock offset by up to ±10 min (ClockOffsetEnv) for 10–30 s, then SIGKILLs it and
-	// starts it again on the real clock.
+	// starts it again on the real clock. The skewed silo, clock-unfit, leads no partition.
 	FaultSkew FaultKind = "skew"
 	// FaultZoneRules SIGKILLs a silo (most often a partition's leader), starts it again with
 	// ZONEINFO naming other Europe/Berlin rules for 10–30 s, then SIGKILLs it and starts it

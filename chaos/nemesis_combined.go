@@ -58,7 +58,7 @@ func (n *nemesis) combined(ctx context.Context, f *Fault) error {
 		f.Silo, f.SiloID = -1, ""
 		f.Parts = []FaultKind{first.kind, FaultSkew}
 		n.logf("fault %d: %s", len(n.faults)+1, f.Detail)
-		return n.withSkew(ctx, j, offset, func() error { return n.holdDown(ctx, []int{i}, []downFault{first}, held) })
+		return n.withSkew(ctx, j, offset, false, func() error { return n.holdDown(ctx, []int{i}, []downFault{first}, held) })
 	}
 	second := downs[n.rng.IntN(len(downs))]
 	f.Detail = fmt.Sprintf("%s %s and %s silo %d (%s) at once for %v", first.what, target, second.what, j, n.cl.Silos[j].SiloID(), held.Round(time.Millisecond))

@@ -5,22 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/orreryhq/orrery/cluster/clockoffset"
 )
 
 // maxClockSkew bounds the offset FaultSkew gives a silo's clock, either way.
 const maxClockSkew = 10 * time.Minute
 
 // skew SIGKILLs a silo (most often a partition's leader), starts it again with its wall clock
-// offset (ClockOffsetEnv) by 30 s to maxClockSkew, ahead or behind, lets it serve 10–30 s (its
-// replicas lead or follow, stamping logged time and judging what is due by that clock when
-// they lead), then SIGKILLs it and starts it again on the real clock.
+// offset (ClockOffsetEnv) by 30 s to maxClockSkew, ahead or behind, lets it serve 10–30 s, then
+// SIGKILLs it and starts it again on the real clock.
 //
-// A partition that a silo ahead by d led keeps a logged time up to d ahead of the real time
-// after the silo is gone (logged time never decreases: persistence.NextLoggedTime), so its
-// occurrences may be enqueued, and received, up to d before their nominal instants on the real
-// clock (never on the clock of the silo that logged them), and its leases and deadlines end
-// only once the real time has caught up. The nemesis records the largest such offset and when
-// it may last be in effect (clockAhead), which the checkers and the drain allow for.
+// The offset is far beyond the silos' --max-clock-offset (clockoffset.DefaultMaxOffset, the
+// default the harness leaves), and every other silo is up: the skewed silo judges itself
+// clock-unfit against the majority within a second or so of rejoining, and until then it has
+// not judged itself fit, so it takes no leadership (its replicas follow) and stamps no logged
+// time; its /readyz answers 503 naming the clock offset. Logged time is stamped by the other
+// silos' clocks, which may be off the real time by at most the bound, so the nemesis records
+// only the bound (clockAhead) for the checkers and the drain. (In combined, where another silo
+// is down, the skewed silo and the last fit one are a tie: neither is judged, one of them
+// leads, and the skewed silo's whole offset is recorded.)
 func (n *nemesis) skew(ctx context.Context, f *Fault) error {
 	i, leads := n.target(ctx)
 	offset := between(n.rng, 30*time.Second, maxClockSkew).Round(time.Second)
@@ -36,7 +40,7 @@ func (n *nemesis) skew(ctx context.Context, f *Fault) error {
 func (n *nemesis) skewBy(ctx context.Context, f *Fault, i, leads int, offset, held time.Duration) error {
 	f.Detail = fmt.Sprintf("SIGKILL %s and restart it with its clock %s for %v", n.describe(f, i, leads), signed(offset), held.Round(time.Millisecond))
 	n.logf("fault %d: %s", len(n.faults)+1, f.Detail)
-	err := n.withSkew(ctx, i, offset, func() error {
+	err := n.withSkew(ctx, i, offset, true, func() error {
 		n.sleep(ctx, held)
 		return nil
 	})
@@ -46,13 +50,18 @@ func (n *nemesis) skewBy(ctx context.Context, f *Fault, i, leads int, offset, he
 
 // withSkew SIGKILLs silo i, starts it again with its clock offset by offset, waits until it has
 // rejoined, runs during, then SIGKILLs it and starts it again on the real clock, waiting until
-// it has rejoined.
-func (n *nemesis) withSkew(ctx context.Context, i int, offset time.Duration, during func() error) error {
+// it has rejoined. unfit says that every other silo is up, so the skewed silo is found
+// clock-unfit and stamps no logged time: only the bound is recorded as the clock ahead.
+func (n *nemesis) withSkew(ctx context.Context, i int, offset time.Duration, unfit bool, during func() error) error {
 	p := n.cl.Silos[i]
 	n.expectExit(p)
 	p.Kill()
-	if offset > 0 {
-		n.noteClockAhead(offset, time.Now().Add(readyTimeout+n.timings.RecoveryTimeout))
+	ahead := offset
+	if unfit {
+		ahead = min(offset, clockoffset.DefaultMaxOffset)
+	}
+	if ahead > 0 {
+		n.noteClockAhead(ahead, time.Now().Add(readyTimeout+n.timings.RecoveryTimeout))
 	}
 	if err := n.restartWith(i, fmt.Sprintf("%s=%s", ClockOffsetEnv, signed(offset))); err != nil {
 		return err
@@ -65,8 +74,8 @@ func (n *nemesis) withSkew(ctx context.Context, i int, offset time.Duration, dur
 	p = n.cl.Silos[i]
 	n.expectExit(p)
 	p.Kill()
-	if offset > 0 {
-		n.noteClockAhead(offset, time.Now()) // stopped: from now on its logged times only age
+	if ahead > 0 {
+		n.noteClockAhead(ahead, time.Now()) // stopped: from now on its logged times only age
 	}
 	if err := n.restart(i); err != nil {
 		return errors.Join(append(errs, err)...)

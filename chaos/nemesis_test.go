@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/cluster/clockoffset"
 )
 
 // nemesisRig is a cluster of real silo processes under a run's workload (schedules, timers,
@@ -92,36 +95,87 @@ func TestNemesisFailpointKillsAtTheDueCoordinatorsCommands(t *testing.T) {
 }
 
 // TestNemesisSkewRunsASiloOnAnOffsetClock: FaultSkew restarts a silo with its clock 3 minutes
-// ahead, which then leads some partitions (leaderships are balanced within seconds) and stamps
-// their logged time ahead: messages are received with an enqueue time minutes after the real
-// time; the nemesis records the offset for the checkers. A silo 3 minutes behind serves too.
-// Both come back on the real clock, with no exit the nemesis did not cause.
+// ahead. Every other silo being up, it judges itself clock-unfit against them: within
+// skewedLeadsNothingWithin of rejoining it leads no partition, and none again while skewed; its
+// /readyz answers 503 naming the clock offset; the partitions keep serving, and no message is
+// received with an enqueue time beyond the bound after its receipt (the skewed silo stamped no
+// logged time); the nemesis records only the bound for the checkers. A silo 3 minutes behind
+// leads nothing either. Both come back on the real clock, with no exit the nemesis did not
+// cause.
 func TestNemesisSkewRunsASiloOnAnOffsetClock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of silo processes")
 	}
 	r := startNemesisRig(t, 3, SiloSpec{})
-	f := Fault{Kind: FaultSkew}
-	err := r.nem.skewBy(r.ctx, &f, 0, -1, 3*time.Minute, 20*time.Second)
-	r.checkFault(t, f, err)
+	for k, offset := range []time.Duration{3 * time.Minute, -3 * time.Minute} {
+		f := Fault{Kind: FaultSkew, Detail: fmt.Sprintf("silo %d on a clock %s", k, signed(offset))}
+		handled := len(r.w.log.snapshot())
+		err := r.nem.withSkew(r.ctx, k, offset, true, func() error { return r.skewedLeadsNothing(k, 20*time.Second) })
+		r.checkFault(t, f, err)
+		if served := len(r.w.log.snapshot()) - handled; served == 0 {
+			t.Errorf("silo %d on a clock %s: no message was handled meanwhile", k, signed(offset))
+		}
+	}
 	ahead := 0
 	for _, d := range r.w.log.snapshot() {
-		if d.enqueuedAt.Sub(d.handledAt) > 2*time.Minute {
+		if d.enqueuedAt.Sub(d.handledAt) > clockoffset.DefaultMaxOffset+time.Second {
 			ahead++
 		}
 	}
-	if ahead == 0 {
-		t.Errorf("no message was received with an enqueue time 2 minutes after its receipt: the skewed silo stamped no logged time")
+	if ahead > 0 {
+		t.Errorf("%d messages were received with an enqueue time more than %v after their receipt: the skewed silo stamped logged time",
+			ahead, clockoffset.DefaultMaxOffset+time.Second)
 	}
-	if got := r.nem.clockAhead(); got.by != 3*time.Minute || time.Until(got.until) < 2*time.Minute {
-		t.Errorf("clock ahead recorded %v until %v, want 3m until about 3m from now", got.by, got.until)
+	if got := r.nem.clockAhead(); got.by != clockoffset.DefaultMaxOffset {
+		t.Errorf("clock ahead recorded %v, want the bound %v", got.by, clockoffset.DefaultMaxOffset)
 	}
-	f = Fault{Kind: FaultSkew}
-	err = r.nem.skewBy(r.ctx, &f, 1, -1, -3*time.Minute, 20*time.Second)
-	r.checkFault(t, f, err)
-	if got := r.nem.clockAhead(); got.by != 3*time.Minute {
-		t.Errorf("a clock behind changed the clock ahead to %v", got.by)
+}
+
+// httpGet is a GET's status and body.
+func httpGet(ctx context.Context, url string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
 	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// skewedLeadsNothingWithin bounds how long a silo restarted on a clock far off the others'
+// may still lead a partition once it has rejoined: its first clock probes, then a leadership
+// transfer.
+const skewedLeadsNothingWithin = 10 * time.Second
+
+// skewedLeadsNothing watches, for held, that silo i leads no partition once
+// skewedLeadsNothingWithin has passed, and that its /readyz answers 503 naming the clock
+// offset by then.
+func (r *nemesisRig) skewedLeadsNothing(i int, held time.Duration) error {
+	start := time.Now()
+	var errs []error
+	for time.Since(start) < held {
+		settled := time.Since(start) > skewedLeadsNothingWithin
+		var led []int
+		for n, leader := range r.cl.Leaders(r.ctx) {
+			if leader == i {
+				led = append(led, n)
+			}
+		}
+		if settled && len(led) > 0 {
+			errs = append(errs, fmt.Errorf("%v after it rejoined, skewed silo %d leads partitions %v", time.Since(start).Round(time.Millisecond), i, led))
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	status, body, err := httpGet(r.ctx, "http://"+r.cl.Silos[i].AdminAddress()+"/readyz")
+	if err != nil || status != http.StatusServiceUnavailable || !strings.Contains(body, "clock offset") {
+		errs = append(errs, fmt.Errorf("skewed silo %d's /readyz: %d %s (%v), want 503 naming the clock offset", i, status, body, err))
+	}
+	return errors.Join(errs...)
 }
 
 // TestNemesisZoneRulesRestartsASiloWithOtherRules: FaultZoneRules restarts a silo with a

@@ -196,9 +196,10 @@ type Report struct {
 	Skipped []string    `json:"skipped,omitempty"`
 	Faults  []Fault     `json:"faults"`
 	Counts  Counts      `json:"counts"`
-	// ClockAheadS is how far ahead of the real time, in seconds, a silo's clock ran at most
-	// (FaultSkew): the early checker allows receiving an occurrence that long before its
-	// nominal instant.
+	// ClockAheadS is how far ahead of the real time, in seconds, a leader's clock may have run
+	// (FaultSkew: the bound --max-clock-offset when the skewed silo was clock-unfit, its whole
+	// offset when it was not judged, in combined): the early checker allows receiving an
+	// occurrence that long before its nominal instant.
 	ClockAheadS float64 `json:"clock_ahead_s"`
 	// Checked names the checkers that ran; NotChecked those of issue 37 not built yet.
 	Checked    []string `json:"checked"`

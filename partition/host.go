@@ -338,6 +338,17 @@ func (h *Host) Leads(n int) bool {
 	return ok && l.CanPropose
 }
 
+// SetClockUnfit tells every group whether this silo's wall clock is judged beyond the bound
+// from most of its peers' (replication.Groups.SetClockUnfit): while it is, the replicas take
+// no leadership a fit voter can take, and those leading a group with another voter refuse
+// proposals (replication.ErrClockUnfit, Unavailable) until the silo hands them over.
+func (h *Host) SetClockUnfit(unfit bool) { h.driver.SetClockUnfit(unfit) }
+
+// SetClockUnjudged tells every group whether this silo has yet to judge its wall clock
+// against its peers' (replication.Groups.SetClockUnjudged): while it has, the replicas take no
+// leadership a peer can take.
+func (h *Host) SetClockUnjudged(unjudged bool) { h.driver.SetClockUnjudged(unjudged) }
+
 // Leader is the silo id this replica believes leads partition n's group; 0 when it knows none
 // or does not host n.
 func (h *Host) Leader(n int) uint64 {

@@ -50,6 +50,17 @@
 // proposed in. A lost proposal may still have been committed by a later leader; the client
 // retries with the same command id and the command inbox answers the original receipt.
 //
+// The stamp is only as good as the leader's wall clock: one behind stamps last + 1 µs per
+// entry until its clock reaches the log's logged time, and one ahead leaves the log's logged
+// time ahead after it is gone (logged time never goes back). So a replica whose silo judged
+// its clock beyond the bound from most of its peers' (Groups.SetClockUnfit, driven by the
+// silo's cluster/clockoffset.Monitor) leads no group a fit voter can lead: it drops the
+// pre-votes granted to it until its group has had no leader for a few election timeouts, drops
+// a leadership transfer's MsgTimeoutNow, and refuses Propose (ErrClockUnfit) in a group with
+// another voter while the silo hands its leaderships over. A replica whose silo has not judged
+// its clock yet (Groups.SetClockUnjudged: it just started, or cannot tell) wins no election
+// either, but takes a transfer and stamps where it leads.
+//
 // # Reads
 //
 // A leader answers a read from its applied state only after confirming it still leads (Raft's

@@ -540,6 +540,24 @@ func (r boundedReader) Next() ([]byte, error) {
 	return chunk, err
 }
 
+// SetClockUnfit tells the groups whether this silo's clock is judged unfit
+// (Groups.SetClockUnfit).
+func (d *Driver) SetClockUnfit(unfit bool) {
+	d.mu.Lock()
+	d.cfg.Groups.SetClockUnfit(unfit)
+	d.mu.Unlock()
+	d.signal()
+}
+
+// SetClockUnjudged tells the groups whether this silo has yet to judge its clock
+// (Groups.SetClockUnjudged).
+func (d *Driver) SetClockUnjudged(unjudged bool) {
+	d.mu.Lock()
+	d.cfg.Groups.SetClockUnjudged(unjudged)
+	d.mu.Unlock()
+	d.signal()
+}
+
 // Campaign makes group campaign at once (Groups.Campaign).
 func (d *Driver) Campaign(group int) error {
 	d.mu.Lock()

@@ -28,6 +28,10 @@ var (
 	ErrNotCaughtUp = errors.New("leader has not applied its own term's first entry")
 	// ErrUnknownGroup: this replica does not host the group.
 	ErrUnknownGroup = errors.New("group not hosted here")
+	// ErrClockUnfit: this replica's silo judged its wall clock beyond the bound from most of
+	// its peers' (SetClockUnfit), so it stamps no logged time in a group that has another
+	// voter to lead it.
+	ErrClockUnfit = errors.New("this silo's clock is off its peers' beyond the bound")
 	// ErrConfNotCurrent: the group has not yet applied again the entries its log had
 	// committed when it was opened, so its configuration may be an old one (Campaign).
 	ErrConfNotCurrent = errors.New("configuration not applied again since the group opened")
@@ -91,6 +95,10 @@ type Groups struct {
 	groups map[int]*group
 	order  []int  // hosted groups, ascending: rounds visit them in this order
 	round  *Round // the round Ready returned and Advance has not yet taken back
+	// clockUnfit is SetClockUnfit's: this replica takes no leadership a peer could take, and
+	// stamps nothing where another voter could. clockUnjudged is SetClockUnjudged's: it takes
+	// no leadership a peer could take.
+	clockUnfit, clockUnjudged bool
 }
 
 // group is one hosted group's RawNode and what Groups tracks beside it.
@@ -127,6 +135,8 @@ type group struct {
 	// change of Raft's soft state; leaderTransitions counts the changes of it since Open.
 	leading           bool
 	leaderTransitions uint64
+	// leaderlessTicks counts the ticks since this replica last knew a leader of the group.
+	leaderlessTicks int
 }
 
 // Applied is what a group's state machine has applied, handed to Open on a restart: the last
@@ -235,9 +245,19 @@ func (g *Groups) open(id int, applied Applied) (*group, error) {
 // Tick advances every group's logical clock by one tick: heartbeats, elections, quorum checks.
 func (g *Groups) Tick() {
 	for _, id := range g.order {
-		g.groups[id].node.Tick()
+		gr := g.groups[id]
+		gr.node.Tick()
+		if gr.node.BasicStatus().Lead == raft.None {
+			gr.leaderlessTicks++
+		} else {
+			gr.leaderlessTicks = 0
+		}
 	}
 }
+
+// unfitCampaignElections is how many election timeouts a clock-unfit replica lets pass
+// without a leader before it takes the pre-votes granted to it after all (SetClockUnfit).
+const unfitCampaignElections = 3
 
 // Step hands group a message another replica sent. Messages for a group not hosted here, or
 // from a replica outside the group, are refused with an error the caller may ignore (Raft
@@ -251,8 +271,61 @@ func (g *Groups) Step(id int, m *raftpb.Message) error {
 	if m.GetType() == raftpb.MsgSnap {
 		return fmt.Errorf("raft group %d: %w", id, ErrSnapshotWithoutState)
 	}
+	if g.refusesToBeElected(gr, m) {
+		return fmt.Errorf("raft group %d: %s from %d dropped: %w", id, m.GetType(), m.GetFrom(), ErrClockUnfit)
+	}
 	return gr.node.Step(m)
 }
+
+// refusesToBeElected reports whether this replica drops m, which would elect it, because of
+// its silo's clock (SetClockUnfit, SetClockUnjudged): a transfer's MsgTimeoutNow while unfit,
+// a granted pre-vote while unfit or unjudged until the group has had no leader for
+// unfitCampaignElections election timeouts.
+func (g *Groups) refusesToBeElected(gr *group, m *raftpb.Message) bool {
+	switch {
+	case !electsThisReplica(m):
+		return false
+	case m.GetType() == raftpb.MsgTimeoutNow:
+		return g.clockUnfit
+	default:
+		return (g.clockUnfit || g.clockUnjudged) && gr.leaderlessTicks < unfitCampaignElections*g.cfg.ElectionTicks
+	}
+}
+
+// electsThisReplica reports whether m would have this replica lead: a pre-vote granted to it
+// (PreVote is on, so every election it starts on its own begins with one), or the leader's
+// MsgTimeoutNow ending a leadership transfer to it (which campaigns without a pre-vote).
+func electsThisReplica(m *raftpb.Message) bool {
+	switch m.GetType() {
+	case raftpb.MsgPreVoteResp:
+		return !m.GetReject()
+	case raftpb.MsgTimeoutNow:
+		return true
+	}
+	return false
+}
+
+// SetClockUnfit tells every group whether this replica's silo judged its wall clock beyond
+// the bound from most of its peers' (cluster/clockoffset), the clock Propose stamps logged
+// time from. While unfit, the replica takes no leadership its peers could take: Step drops
+// the MsgTimeoutNow of a leadership transfer to it (the leader abandons the transfer after an
+// election timeout), and the pre-votes granted to it, so an election it starts does not get
+// past its pre-vote, until the group has had no leader for unfitCampaignElections election
+// timeouts: then no fit voter could win (a fit voter whose log is behind this replica's gets
+// no vote from it), and it takes the leadership to hand it over. Propose refuses with
+// ErrClockUnfit in a group with another voter, so a leadership it holds (won that way, won
+// before it was judged unfit, or whose vote was under way) stamps nothing until it is handed
+// over (the silo's placement hands it to a fit voter, which Raft brings up to date first). A
+// group whose only voter it is elects it and has it stamp, as nobody else can. Reads and
+// configuration changes carry no logged time and are not refused.
+func (g *Groups) SetClockUnfit(unfit bool) { g.clockUnfit = unfit }
+
+// SetClockUnjudged tells every group whether this replica's silo has yet to judge its wall
+// clock against its peers' (it has just started, or cannot tell): while it has, the replica
+// wins no election its peers could win, as while unfit (SetClockUnfit), but it takes a
+// leadership a leader transfers to it (the leader's silo chose it: an older build, which
+// measures no clock, in a rolling upgrade), and Propose stamps as usual.
+func (g *Groups) SetClockUnjudged(unjudged bool) { g.clockUnjudged = unjudged }
 
 // Proposal identifies an accepted proposal: the log position its entry was appended at and
 // the logged time stamped on it. One Outcome of a later round settles it.
@@ -267,11 +340,15 @@ type Proposal struct {
 // the logged time max(now in µs, last stamped + 1, last applied + 1). It fails with code
 // Unavailable when this replica does not lead the group (ErrNotLeader), leads it but has not
 // applied an entry of its own term (ErrNotCaughtUp), or Raft drops the proposal (too many
-// uncommitted bytes, a leadership transfer under way).
+// uncommitted bytes, a leadership transfer under way), and with ErrClockUnfit while this
+// replica's silo is clock-unfit (SetClockUnfit) and the group has another voter.
 func (g *Groups) Propose(id int, principal string, command []byte, now time.Time) (Proposal, error) {
 	gr, term, err := g.leading(id)
 	if err != nil {
 		return Proposal{}, err
+	}
+	if g.clockUnfit && len(gr.confState.GetVoters()) > 1 {
+		return Proposal{}, orrery.Wrap(orrery.CodeUnavailable, ErrClockUnfit, "partition %d: handing the leadership over", id)
 	}
 	stamp := persistence.NextLoggedTime(max(gr.stampedMicros, gr.appliedMicros), now.UnixMicro())
 	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(&orreryv1.PartitionEntry{
@@ -349,8 +426,8 @@ type Status struct {
 	AppliedIndex uint64
 	// AppliedLoggedTimeMicros is the logged time of the last PartitionEntry applied.
 	AppliedLoggedTimeMicros int64
-	// CanPropose reports whether Propose would stamp: this replica leads and has applied an
-	// entry of its own term.
+	// CanPropose reports whether this replica leads and has applied an entry of its own term,
+	// so that Propose stamps (unless the silo is clock-unfit: SetClockUnfit).
 	CanPropose bool
 	// Voters and Learners are the group's configuration as of AppliedIndex, ascending.
 	Voters, Learners []uint64

@@ -41,7 +41,8 @@ import (
 //	                                                    missing replicas, checksums)
 //	GET /v1/silos                                       the silos: address, alive, partitions led, replicas,
 //	                                                    build (zone rules, cron evaluator) and whether it
-//	                                                    differs from this silo's
+//	                                                    differs from this silo's, clock offset from this
+//	                                                    silo's and clock fitness; this silo's clock verdict
 //	GET /v1/coordinator                                 the due coordinator's counters and late or failing records
 //	GET /v1/schedules/{namespace}/{queue}/{key}/{id}    a schedule: record, next 10 fire times, last 10 outcomes, liveness
 //	GET /v1/ledger/{namespace}/{queue}/{key}/{id}?from=&to=&max=&after=
@@ -341,8 +342,9 @@ func lanePath(r *http.Request) *orreryv1.Lane {
 }
 
 // readyz is ready when the silo is in the topology, its store's disk is above the free-space
-// floor (below it every command is refused), and each partition placed on it opens and
-// answers within a short bound.
+// floor (below it every command is refused), its clock is not judged unfit
+// (Config.MaxClockOffset: it then leads no partition), and each partition placed on it opens
+// and answers within a short bound.
 func (s *Silo) readyz(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-s.stopped:
@@ -356,6 +358,10 @@ func (s *Silo) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.host.CheckFreeSpace(); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": err.Error()})
+		return
+	}
+	if err := s.clockUnfit(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": err.Error(), "clock": s.clockJSON()})
 		return
 	}
 	owned, notReady, err := s.readiness(r.Context())
@@ -425,7 +431,8 @@ func (s *Silo) partitionTable(w http.ResponseWriter, r *http.Request) {
 		}
 		rows[i] = row
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "silo_id": cluster.FormatID(s.SiloID()), "partitions": rows, "owned_here": s.Owned()})
+	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "silo_id": cluster.FormatID(s.SiloID()), "partitions": rows, "owned_here": s.Owned(),
+		"clock": s.clockJSON()})
 }
 
 // maxCheckAgain bounds the checks checkPartitions proposes again to a partition whose
@@ -597,6 +604,7 @@ func (s *Silo) siloTable(w http.ResponseWriter, r *http.Request) {
 	}
 	rows := make([]map[string]any, 0, len(silos))
 	builds := s.siloBuilds()
+	peers := s.offsets.Peers()
 	for _, id := range slices.Sorted(maps.Keys(silos)) {
 		address, alive := live[id]
 		build, known := builds[id]
@@ -609,6 +617,7 @@ func (s *Silo) siloTable(w http.ResponseWriter, r *http.Request) {
 		if alive {
 			row["address"] = address
 		}
+		row["clock"] = s.peerClockJSON(id, peers)
 		rows = append(rows, row)
 	}
 	retired := []string{}
@@ -616,7 +625,7 @@ func (s *Silo) siloTable(w http.ResponseWriter, r *http.Request) {
 		retired = append(retired, cluster.FormatID(id))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"silo": s.ID(), "silo_id": cluster.FormatID(s.SiloID()),
-		"partitions": s.cfg.Partitions, "hosted_here": hosted, "silos": rows, "retired_silos": retired})
+		"partitions": s.cfg.Partitions, "hosted_here": hosted, "silos": rows, "retired_silos": retired, "clock": s.clockJSON()})
 }
 
 func (s *Silo) writeRecord(w http.ResponseWriter, rec proto.Message, err error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/clock"
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/cluster/clockoffset"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
@@ -33,6 +34,8 @@ const (
 	DefaultReplicas    = 3
 	DefaultDeadAfter   = time.Minute
 	DefaultLateAfter   = duecoordinator.DefaultLateAfter
+	// DefaultMaxClockOffset is Config.MaxClockOffset's default.
+	DefaultMaxClockOffset = clockoffset.DefaultMaxOffset
 	// DefaultMinFreeBytes is the free-disk floor of the silo store (Config.Store.MinFreeBytes):
 	// four memtables plus 64 MiB.
 	DefaultMinFreeBytes = uint64(4*persistence.DefaultMemTableBytes) + 64<<20
@@ -85,6 +88,16 @@ type Config struct {
 	// judges what is due by (default clock.Real()). The silo binary offsets it for testing only
 	// (ORRERY_CLOCK_OFFSET).
 	Clock clock.Clock
+	// MaxClockOffset is the bound on this silo's wall-clock offset from its peers' (default
+	// DefaultMaxClockOffset; negative disables the judgment, offsets are still measured). The
+	// silo measures its offset from every live peer every few seconds over the Raft transport;
+	// beyond the bound (the measurement's uncertainty, half the round trip, given the benefit
+	// of the doubt) from a strict majority of the silos it sees, itself counted on its side, it
+	// is clock-unfit: it hands the leadership of every partition it leads to a fit voter, takes
+	// none, and its /readyz answers 503, until it is within the bound again. Logged time is
+	// stamped from the leader's clock, so the bound is also how far logged time may run ahead
+	// of the cluster's clocks, or stall behind them, because of one silo's clock.
+	MaxClockOffset time.Duration
 	// RaftFaults drops or delays the Raft traffic between this silo and named silos (default:
 	// none; the silo binary reads raftnet.FaultsEnv; see raftnet.ParseFaults).
 	RaftFaults *raftnet.Faults
@@ -247,6 +260,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LateAfter <= 0 {
 		c.LateAfter = DefaultLateAfter
+	}
+	if c.MaxClockOffset == 0 {
+		c.MaxClockOffset = DefaultMaxClockOffset
 	}
 	if c.FailureProfile == "" {
 		c.FailureProfile = DefaultFailureProfile

@@ -107,7 +107,7 @@ func (s *Silo) join(ctx context.Context, joinTimeout time.Duration, founded *ato
 	m := &member{cluster: c, provider: provider}
 	m.raft, err = raftnet.New(raftnet.Config{Self: host.SiloID(), System: c.ActorSystem, Addresses: s.raftAddress, Faults: cfg.RaftFaults,
 		Counts: s.countsReplica, OnRemoved: s.noticeRemoved, OnChecksum: host.ChecksumReported,
-		OnRepairRequest: host.RepairRequested})
+		OnRepairRequest: host.RepairRequested, OnClockProbe: s.answerClockProbe, OnClockReading: s.clockReading})
 	if err != nil {
 		if err := cluster.Shutdown(c, provider, false); err != nil {
 			s.cfg.Logger.Warn("cluster shutdown", "err", err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/cluster/clockoffset"
 	"github.com/orreryhq/orrery/grains/engine"
 	"github.com/orreryhq/orrery/replication"
 )
@@ -233,6 +235,11 @@ var (
 	descMemberRejoins   = prometheus.NewDesc("orrery_member_rejoins_total", "Times this silo rejoined its cluster under a new member id because the cluster no longer accepted the previous one (after a pause or a network cut).", nil, nil)
 	descOtherBuilds     = prometheus.NewDesc("orrery_silos_with_other_build", "Live silos whose build (zone rules release, cron evaluator version) differs from this silo's: an unfinished rolling upgrade.", nil, nil)
 	descMemberRejoining = prometheus.NewDesc("orrery_member_rejoining", "1 while this silo rejoins its cluster under a new member id.", nil, nil)
+
+	descClockOffset      = prometheus.NewDesc("orrery_clock_offset_seconds", "The live peer silo's wall clock minus this silo's, as last measured (positive: the peer is ahead).", []string{"peer"}, nil)
+	descClockUncertainty = prometheus.NewDesc("orrery_clock_offset_uncertainty_seconds", "The uncertainty of orrery_clock_offset_seconds: half the probe's round trip.", []string{"peer"}, nil)
+	descClockMaxOffset   = prometheus.NewDesc("orrery_clock_max_offset_seconds", "The largest magnitude of this silo's fresh clock offsets from its live peers (0: none measured).", nil, nil)
+	descClockUnfit       = prometheus.NewDesc("orrery_clock_unfit", "1 while this silo's clock is beyond --max-clock-offset from a strict majority of the silos it sees: it leads no partition and is not ready; else 0.", nil, nil)
 )
 
 func newSiloCollector(s *Silo) *siloCollector { return &siloCollector{s: s} }
@@ -249,6 +256,7 @@ func (c *siloCollector) Describe(ch chan<- *prometheus.Desc) {
 		descCoordRounds, descCoordScans, descCoordCommands, descCoordRefs, descCoordStale,
 		descCoordSkipped, descCoordRetries, descCoordErrors, descCoordOwned,
 		descLate, descFailing, descLivenessChanges, descNoQuorum, descQuorumChanges, descMemberRejoins, descMemberRejoining, descOtherBuilds,
+		descClockOffset, descClockUncertainty, descClockMaxOffset, descClockUnfit,
 	} {
 		ch <- d
 	}
@@ -301,6 +309,15 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(descOtherBuilds, float64(others))
+	for id, p := range s.offsets.Peers() {
+		if p.Fresh {
+			gauge(descClockOffset, p.Estimate.Offset.Seconds(), cluster.FormatID(id))
+			gauge(descClockUncertainty, p.Estimate.Uncertainty.Seconds(), cluster.FormatID(id))
+		}
+	}
+	verdict := s.offsets.Verdict()
+	gauge(descClockMaxOffset, math.Abs(verdict.Largest.Seconds()))
+	gauge(descClockUnfit, boolGauge(verdict.Fitness == clockoffset.Unfit))
 	c.collectQueues(gauge)
 	if m := s.member(); m != nil {
 		rs := m.raft.Stats()

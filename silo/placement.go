@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/cluster/clockoffset"
 	"github.com/orreryhq/orrery/cluster/placement"
 	"github.com/orreryhq/orrery/replication"
 )
@@ -29,10 +30,17 @@ type placer struct {
 	// lastSeen is when each silo was last in the topology.
 	lastSeen     map[uint64]time.Time
 	lastTransfer time.Time
+	// handedOver is when handOver last asked each partition's group to transfer its
+	// leadership: it asks again only after handOverEvery.
+	handedOver map[int]time.Time
 }
 
+// handOverEvery spaces a clock-unfit silo's requests to hand one partition's leadership over:
+// longer than Raft takes to abandon a transfer its target did not take (an election timeout).
+const handOverEvery = 2 * time.Second
+
 func newPlacer(s *Silo) *placer {
-	return &placer{s: s, started: time.Now(), lastSeen: map[uint64]time.Time{}}
+	return &placer{s: s, started: time.Now(), lastSeen: map[uint64]time.Time{}, handedOver: map[int]time.Time{}}
 }
 
 // run looks every placementEvery until ctx ends, and checks each time whether the cluster has
@@ -81,6 +89,10 @@ func (p *placer) look(now time.Time) {
 	}
 	self := s.SiloID()
 	draining := s.member().provider.DrainingSilos()
+	unfit := s.offsets.Verdict().Fitness == clockoffset.Unfit
+	if unfit {
+		p.handOver(now, live, draining, leads)
+	}
 	for n := range s.cfg.Partitions {
 		st, ok := s.host.Status(n)
 		if !ok || !st.CanPropose || st.ConfChangePending {
@@ -95,9 +107,22 @@ func (p *placer) look(now time.Time) {
 			// learner to, however far its log had come.
 			g.CaughtUp[id] = pr.CaughtUp && pr.Active && slices.Contains(live, id) && !slices.Contains(draining, id)
 		}
+		// A leadership goes only where the clock is judged fit (mayLeadOn): the same group,
+		// with the other silos counted as not caught up, decides transfers.
+		leadable := g
+		leadable.CaughtUp = map[uint64]bool{}
+		for id, ok := range g.CaughtUp {
+			leadable.CaughtUp[id] = ok && s.mayLeadOn(id)
+		}
 		step := placement.Next(g, membership, s.cfg.Replicas)
-		if step.Action == placement.None && now.Sub(p.lastTransfer) >= balanceEvery {
-			if to := placement.Balance(g, leads); to != 0 {
+		if step.Action == placement.Transfer {
+			step = placement.Next(leadable, membership, s.cfg.Replicas)
+		}
+		if unfit && step.Action == placement.Transfer {
+			continue // handOver moves a clock-unfit silo's leaderships
+		}
+		if !unfit && step.Action == placement.None && now.Sub(p.lastTransfer) >= balanceEvery {
+			if to := placement.Balance(leadable, leads); to != 0 {
 				step = placement.Step{Action: placement.Transfer, Replica: to}
 			}
 		}
@@ -127,6 +152,50 @@ func (p *placer) look(now time.Time) {
 			leads[self]--
 			leads[step.Replica]++
 		}
+	}
+}
+
+// handOver hands the leadership of every partition this clock-unfit silo leads with another
+// voter to a fit one (Config.MaxClockOffset): live, active, not draining, judged fit by its own
+// clock verdict, caught up if one is (Raft brings the one it hands to up to date first), the
+// one leading fewest partitions (leads), lowest id among equals. A transfer under way to the
+// same voter is left to finish; Raft abandons one the target does not take within an election
+// timeout, and the next look tries again.
+func (p *placer) handOver(now time.Time, live, draining []uint64, leads map[uint64]int) {
+	s := p.s
+	self := s.SiloID()
+	for n := range s.cfg.Partitions {
+		st, ok := s.host.Status(n)
+		if !ok || st.Leader != self || len(st.Voters) < 2 || now.Sub(p.handedOver[n]) < handOverEvery {
+			continue
+		}
+		var to uint64
+		toCaughtUp := false
+		for _, v := range st.Voters {
+			pr := st.Progress[v]
+			if v == self || !pr.Active || !slices.Contains(live, v) || slices.Contains(draining, v) || !s.mayLeadOn(v) {
+				continue
+			}
+			better := to == 0 || (pr.CaughtUp && !toCaughtUp) ||
+				(pr.CaughtUp == toCaughtUp && (leads[v] < leads[to] || (leads[v] == leads[to] && v < to)))
+			if better {
+				to, toCaughtUp = v, pr.CaughtUp
+			}
+		}
+		if to == 0 {
+			continue
+		}
+		if err := s.host.TransferLeadership(n, to); err != nil {
+			if !errors.Is(err, replication.ErrNotLeader) {
+				s.log.Warn("could not hand a leadership over while clock-unfit", "partition", n, "replica", cluster.FormatID(to), "err", err)
+			}
+			continue
+		}
+		p.handedOver[n] = now
+		s.log.Info("replica placement", "partition", n, "step", placement.Transfer.String(), "replica", cluster.FormatID(to),
+			"reason", "clock-unfit")
+		leads[self]--
+		leads[to]++
 	}
 }
 
@@ -185,11 +254,18 @@ func (s *Silo) drain() {
 				continue
 			}
 			led++
+			// A voter whose clock is judged fit first; failing one (peers that do not answer
+			// clock probes: an older build in a rolling upgrade), any other: one that is
+			// clock-unfit refuses the transfer, and the group elects once this silo is gone.
 			var to uint64
+			toFit := false
 			for _, v := range st.Voters {
 				_, live := s.liveSilos()[v]
-				if pr := st.Progress[v]; v != self && pr.Active && pr.CaughtUp && live && !slices.Contains(draining, v) && (to == 0 || v < to) {
-					to = v
+				if pr := st.Progress[v]; v != self && pr.Active && pr.CaughtUp && live && !slices.Contains(draining, v) {
+					fit := s.mayLeadOn(v)
+					if to == 0 || (fit && !toFit) || (fit == toFit && v < to) {
+						to, toFit = v, fit
+					}
 				}
 			}
 			if to != 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/orreryhq/orrery/actors"
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/cluster"
+	"github.com/orreryhq/orrery/cluster/clockoffset"
 	"github.com/orreryhq/orrery/cluster/raftnet"
 	"github.com/orreryhq/orrery/cluster/transportauth"
 	"github.com/orreryhq/orrery/grains/duecoordinator"
@@ -74,6 +75,9 @@ type Silo struct {
 	placement *placer
 	// removal tracks whether the cluster removed this silo from every partition's group.
 	removal removal
+	// offsets measures this silo's clock against its live peers' and judges it
+	// (Config.MaxClockOffset).
+	offsets *clockoffset.Monitor
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -148,6 +152,13 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 			"zoneinfo", path, "zone_rules", zonerules.Version)
 	}
 
+	if s.offsets, err = s.newClockMonitor(); err != nil {
+		s.cancel()
+		s.flushTraces()
+		_ = host.Close()
+		return nil, err
+	}
+
 	// The coordinator needs the transport, the transport needs the cluster, and the cluster
 	// needs the partition kind, whose grains notify the coordinator: wire through the silo.
 	storedClusterID := host.ClusterID()
@@ -200,6 +211,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.rejoinMu.Unlock()
 	s.placement = newPlacer(s)
 	go s.placement.run(runCtx)
+	s.offsets.Start()
 	go s.watchHost(runCtx)
 	go s.watchQuorum(runCtx)
 	if err := s.awaitPartitions(ctx); err != nil {
@@ -333,6 +345,7 @@ func (s *Silo) setStopCause(err error) {
 func (s *Silo) shutdown(graceful bool) {
 	s.stopOnce.Do(func() {
 		s.cancel()
+		s.offsets.Stop()
 		if coord := s.coord.Load(); coord != nil {
 			coord.Stop()
 		}

@@ -25,6 +25,60 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ClockFitness is a silo's verdict on its own wall clock (cluster/clockoffset.Fitness): whether
+// it is beyond the bound from a strict majority of the silos it sees.
+type ClockFitness int32
+
+const (
+	// CLOCK_UNJUDGED: it has not measured enough of its peers to tell.
+	ClockFitness_CLOCK_UNJUDGED ClockFitness = 0
+	// CLOCK_FIT: within the bound, or the bound is disabled.
+	ClockFitness_CLOCK_FIT ClockFitness = 1
+	// CLOCK_UNFIT: beyond the bound; it leads no partition.
+	ClockFitness_CLOCK_UNFIT ClockFitness = 2
+)
+
+// Enum value maps for ClockFitness.
+var (
+	ClockFitness_name = map[int32]string{
+		0: "CLOCK_UNJUDGED",
+		1: "CLOCK_FIT",
+		2: "CLOCK_UNFIT",
+	}
+	ClockFitness_value = map[string]int32{
+		"CLOCK_UNJUDGED": 0,
+		"CLOCK_FIT":      1,
+		"CLOCK_UNFIT":    2,
+	}
+)
+
+func (x ClockFitness) Enum() *ClockFitness {
+	p := new(ClockFitness)
+	*p = x
+	return p
+}
+
+func (x ClockFitness) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ClockFitness) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_v1_raftnet_proto_enumTypes[0].Descriptor()
+}
+
+func (ClockFitness) Type() protoreflect.EnumType {
+	return &file_api_v1_raftnet_proto_enumTypes[0]
+}
+
+func (x ClockFitness) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ClockFitness.Descriptor instead.
+func (ClockFitness) EnumDescriptor() ([]byte, []int) {
+	return file_api_v1_raftnet_proto_rawDescGZIP(), []int{0}
+}
+
 // RaftBatch is Raft messages from one replica to another, in the order they were sent.
 type RaftBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -687,6 +741,158 @@ func (x *RepairRequest) GetReplica() uint64 {
 	return 0
 }
 
+// ClockProbe asks a silo for its wall time, to estimate the offset of its clock from the
+// sender's (cluster/clockoffset): the receiver answers with a ClockReading at once.
+type ClockProbe struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	To    uint64                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	// probe numbers the probe among the sender's.
+	Probe uint64 `protobuf:"varint,3,opt,name=probe,proto3" json:"probe,omitempty"`
+	// sent_unix_micros is the sender's wall time when it sent the probe.
+	SentUnixMicros int64 `protobuf:"varint,4,opt,name=sent_unix_micros,json=sentUnixMicros,proto3" json:"sent_unix_micros,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ClockProbe) Reset() {
+	*x = ClockProbe{}
+	mi := &file_api_v1_raftnet_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockProbe) ProtoMessage() {}
+
+func (x *ClockProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_raftnet_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockProbe.ProtoReflect.Descriptor instead.
+func (*ClockProbe) Descriptor() ([]byte, []int) {
+	return file_api_v1_raftnet_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ClockProbe) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ClockProbe) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *ClockProbe) GetProbe() uint64 {
+	if x != nil {
+		return x.Probe
+	}
+	return 0
+}
+
+func (x *ClockProbe) GetSentUnixMicros() int64 {
+	if x != nil {
+		return x.SentUnixMicros
+	}
+	return 0
+}
+
+// ClockReading answers a ClockProbe.
+type ClockReading struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	To    uint64                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	// probe is the number of the probe answered.
+	Probe uint64 `protobuf:"varint,3,opt,name=probe,proto3" json:"probe,omitempty"`
+	// wall_unix_micros is the answering silo's wall time when it answered.
+	WallUnixMicros int64 `protobuf:"varint,4,opt,name=wall_unix_micros,json=wallUnixMicros,proto3" json:"wall_unix_micros,omitempty"`
+	// fitness is the answering silo's verdict on its own clock.
+	Fitness       ClockFitness `protobuf:"varint,5,opt,name=fitness,proto3,enum=orrery.v1.ClockFitness" json:"fitness,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClockReading) Reset() {
+	*x = ClockReading{}
+	mi := &file_api_v1_raftnet_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockReading) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockReading) ProtoMessage() {}
+
+func (x *ClockReading) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_raftnet_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockReading.ProtoReflect.Descriptor instead.
+func (*ClockReading) Descriptor() ([]byte, []int) {
+	return file_api_v1_raftnet_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ClockReading) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *ClockReading) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *ClockReading) GetProbe() uint64 {
+	if x != nil {
+		return x.Probe
+	}
+	return 0
+}
+
+func (x *ClockReading) GetWallUnixMicros() int64 {
+	if x != nil {
+		return x.WallUnixMicros
+	}
+	return 0
+}
+
+func (x *ClockReading) GetFitness() ClockFitness {
+	if x != nil {
+		return x.Fitness
+	}
+	return ClockFitness_CLOCK_UNJUDGED
+}
+
 var File_api_v1_raftnet_proto protoreflect.FileDescriptor
 
 const file_api_v1_raftnet_proto_rawDesc = "" +
@@ -739,7 +945,23 @@ const file_api_v1_raftnet_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\rR\x05group\x12\x18\n" +
-	"\areplica\x18\x04 \x01(\x04R\areplicaB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\areplica\x18\x04 \x01(\x04R\areplica\"p\n" +
+	"\n" +
+	"ClockProbe\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x14\n" +
+	"\x05probe\x18\x03 \x01(\x04R\x05probe\x12(\n" +
+	"\x10sent_unix_micros\x18\x04 \x01(\x03R\x0esentUnixMicros\"\xa5\x01\n" +
+	"\fClockReading\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\x12\x14\n" +
+	"\x05probe\x18\x03 \x01(\x04R\x05probe\x12(\n" +
+	"\x10wall_unix_micros\x18\x04 \x01(\x03R\x0ewallUnixMicros\x121\n" +
+	"\afitness\x18\x05 \x01(\x0e2\x17.orrery.v1.ClockFitnessR\afitness*B\n" +
+	"\fClockFitness\x12\x12\n" +
+	"\x0eCLOCK_UNJUDGED\x10\x00\x12\r\n" +
+	"\tCLOCK_FIT\x10\x01\x12\x0f\n" +
+	"\vCLOCK_UNFIT\x10\x02B,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_raftnet_proto_rawDescOnce sync.Once
@@ -753,27 +975,32 @@ func file_api_v1_raftnet_proto_rawDescGZIP() []byte {
 	return file_api_v1_raftnet_proto_rawDescData
 }
 
-var file_api_v1_raftnet_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_api_v1_raftnet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_api_v1_raftnet_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_api_v1_raftnet_proto_goTypes = []any{
-	(*RaftBatch)(nil),        // 0: orrery.v1.RaftBatch
-	(*RaftGroupMessage)(nil), // 1: orrery.v1.RaftGroupMessage
-	(*SnapshotOpen)(nil),     // 2: orrery.v1.SnapshotOpen
-	(*SnapshotChunk)(nil),    // 3: orrery.v1.SnapshotChunk
-	(*SnapshotEnd)(nil),      // 4: orrery.v1.SnapshotEnd
-	(*SnapshotReply)(nil),    // 5: orrery.v1.SnapshotReply
-	(*RaftRemoved)(nil),      // 6: orrery.v1.RaftRemoved
-	(*ChecksumReport)(nil),   // 7: orrery.v1.ChecksumReport
-	(*RepairRequest)(nil),    // 8: orrery.v1.RepairRequest
-	(*Error)(nil),            // 9: orrery.v1.Error
+	(ClockFitness)(0),        // 0: orrery.v1.ClockFitness
+	(*RaftBatch)(nil),        // 1: orrery.v1.RaftBatch
+	(*RaftGroupMessage)(nil), // 2: orrery.v1.RaftGroupMessage
+	(*SnapshotOpen)(nil),     // 3: orrery.v1.SnapshotOpen
+	(*SnapshotChunk)(nil),    // 4: orrery.v1.SnapshotChunk
+	(*SnapshotEnd)(nil),      // 5: orrery.v1.SnapshotEnd
+	(*SnapshotReply)(nil),    // 6: orrery.v1.SnapshotReply
+	(*RaftRemoved)(nil),      // 7: orrery.v1.RaftRemoved
+	(*ChecksumReport)(nil),   // 8: orrery.v1.ChecksumReport
+	(*RepairRequest)(nil),    // 9: orrery.v1.RepairRequest
+	(*ClockProbe)(nil),       // 10: orrery.v1.ClockProbe
+	(*ClockReading)(nil),     // 11: orrery.v1.ClockReading
+	(*Error)(nil),            // 12: orrery.v1.Error
 }
 var file_api_v1_raftnet_proto_depIdxs = []int32{
-	1, // 0: orrery.v1.RaftBatch.messages:type_name -> orrery.v1.RaftGroupMessage
-	9, // 1: orrery.v1.SnapshotReply.error:type_name -> orrery.v1.Error
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2,  // 0: orrery.v1.RaftBatch.messages:type_name -> orrery.v1.RaftGroupMessage
+	12, // 1: orrery.v1.SnapshotReply.error:type_name -> orrery.v1.Error
+	0,  // 2: orrery.v1.ClockReading.fitness:type_name -> orrery.v1.ClockFitness
+	3,  // [3:3] is the sub-list for method output_type
+	3,  // [3:3] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_raftnet_proto_init() }
@@ -787,13 +1014,14 @@ func file_api_v1_raftnet_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_raftnet_proto_rawDesc), len(file_api_v1_raftnet_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   9,
+			NumEnums:      1,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_api_v1_raftnet_proto_goTypes,
 		DependencyIndexes: file_api_v1_raftnet_proto_depIdxs,
+		EnumInfos:         file_api_v1_raftnet_proto_enumTypes,
 		MessageInfos:      file_api_v1_raftnet_proto_msgTypes,
 	}.Build()
 	File_api_v1_raftnet_proto = out.File

@@ -21,6 +21,13 @@
 // the Receiver, and answered with a RaftRemoved naming the group, which the sender's transport
 // hands to its Config.OnRemoved.
 //
+// Clock probes. SendClockProbe sends a ClockProbe (the sender's wall time and a probe number)
+// behind the Raft messages queued for the destination; its replication actor answers at once
+// with a ClockReading from Config.OnClockProbe (its wall time and its verdict on its own
+// clock), which the prober's actor hands to Config.OnClockReading. Both may be lost, and the
+// transport's faults apply to them as to Raft messages. The silo's clockoffset.Monitor times
+// the round trip.
+//
 // Snapshots. SendSnapshot streams on a goroutine of its own: a SnapshotOpen carrying the
 // MsgSnap, so that the receiver hands the InboundSnapshot to its Driver at once (and a Driver
 // that refuses it stops the stream before its state is sent); then the chunks, numbered, never

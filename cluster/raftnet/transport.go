@@ -84,6 +84,15 @@ type Config struct {
 	// (SendRepairRequest): rebuild replica's state of group from this silo's. It runs on the
 	// replication actor and must not block.
 	OnRepairRequest func(from uint64, group int, replica uint64)
+	// OnClockProbe, when set, answers each ClockProbe another silo sends (SendClockProbe) with
+	// this silo's wall time and its verdict on its own clock, sent back as a ClockReading
+	// behind the Raft messages queued there (nil: probes are not answered). It runs on the
+	// replication actor and must not block.
+	OnClockProbe func(from uint64) (wall time.Time, fitness orreryv1.ClockFitness)
+	// OnClockReading, when set, is called with each ClockReading that answers a probe this
+	// silo sent: the number of the probe, the answering silo's wall time and its verdict. It
+	// runs on the replication actor and must not block.
+	OnClockReading func(from, probe uint64, wall time.Time, fitness orreryv1.ClockFitness)
 	// OutboxMessages bounds the Raft messages waiting to be sent to one replica; Send drops
 	// what does not fit (Raft re-sends). Default DefaultOutboxMessages.
 	OutboxMessages int
@@ -241,6 +250,20 @@ func (t *Transport) SendRepairRequest(to uint64, group int, replica uint64) {
 	t.post(to, nil, &orreryv1.RepairRequest{From: t.cfg.Self, To: to, Group: uint32(group), Replica: replica})
 }
 
+// SendClockProbe sends probe number probe, carrying this silo's wall time sentWall, to replica
+// to's silo, behind the Raft messages queued there; like them it may be lost, and so may the
+// ClockReading that answers it.
+func (t *Transport) SendClockProbe(to, probe uint64, sentWall time.Time) {
+	t.post(to, nil, &orreryv1.ClockProbe{From: t.cfg.Self, To: to, Probe: probe, SentUnixMicros: sentWall.UnixMicro()})
+}
+
+// answerClockProbe answers a ClockProbe with Config.OnClockProbe's reading.
+func (t *Transport) answerClockProbe(m *orreryv1.ClockProbe) {
+	wall, fitness := t.cfg.OnClockProbe(m.GetFrom())
+	t.post(m.GetFrom(), nil, &orreryv1.ClockReading{From: t.cfg.Self, To: m.GetFrom(), Probe: m.GetProbe(),
+		WallUnixMicros: wall.UnixMicro(), Fitness: fitness})
+}
+
 // post queues a snapshot stream message for replica to (sent to target, or to Addresses(to)
 // when target is nil), behind what is already queued there; it reports false once closed.
 func (t *Transport) post(to uint64, target *actor.PID, m proto.Message) bool {
@@ -270,6 +293,16 @@ func (t *Transport) receive(ctx actor.Context) {
 	case *orreryv1.RepairRequest:
 		if m.GetTo() == t.cfg.Self && t.cfg.OnRepairRequest != nil {
 			t.arrive(m.GetFrom(), 1, func() { t.cfg.OnRepairRequest(m.GetFrom(), int(m.GetGroup()), m.GetReplica()) })
+		}
+	case *orreryv1.ClockProbe:
+		if m.GetTo() == t.cfg.Self && t.cfg.OnClockProbe != nil {
+			t.arrive(m.GetFrom(), 1, func() { t.answerClockProbe(m) })
+		}
+	case *orreryv1.ClockReading:
+		if m.GetTo() == t.cfg.Self && t.cfg.OnClockReading != nil {
+			t.arrive(m.GetFrom(), 1, func() {
+				t.cfg.OnClockReading(m.GetFrom(), m.GetProbe(), time.UnixMicro(m.GetWallUnixMicros()), m.GetFitness())
+			})
 		}
 	case *orreryv1.SnapshotOpen:
 		if m.GetTo() == t.cfg.Self {

@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/internal/testkit"
 	"github.com/orreryhq/orrery/replication"
 )
@@ -236,6 +237,47 @@ func TestIntegrationAChecksumReachesTheLeader(t *testing.T) {
 	select {
 	case got := <-reports:
 		t.Fatalf("a report crossed a cut: %+v", got)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// A clock probe (SendClockProbe) is answered by the probed silo's OnClockProbe, and the
+// answer reaches the prober's OnClockReading with the probe's number, the answering silo's
+// wall time and its verdict; across a cut neither goes.
+func TestIntegrationAClockProbeIsAnsweredWithThePeersWallTime(t *testing.T) {
+	n := newNet(t)
+	type reading struct {
+		from, probe uint64
+		wall        time.Time
+		fitness     orreryv1.ClockFitness
+	}
+	readings := make(chan reading, 8)
+	peerWall := time.UnixMicro(1_700_000_000_123_456)
+	prober := n.start(1, Config{OnClockReading: func(from, probe uint64, wall time.Time, fitness orreryv1.ClockFitness) {
+		readings <- reading{from, probe, wall, fitness}
+	}})
+	peer := n.start(2, Config{OnClockProbe: func(from uint64) (time.Time, orreryv1.ClockFitness) {
+		if from != 1 {
+			t.Errorf("probe from %d, want 1", from)
+		}
+		return peerWall, orreryv1.ClockFitness_CLOCK_UNFIT
+	}})
+	prober.transport.SetReceiver(&recorder{})
+	peer.transport.SetReceiver(&recorder{})
+	prober.transport.SendClockProbe(2, 7, time.Now())
+	select {
+	case got := <-readings:
+		if got.from != 2 || got.probe != 7 || !got.wall.Equal(peerWall) || got.fitness != orreryv1.ClockFitness_CLOCK_UNFIT {
+			t.Fatalf("reading %+v, want from 2, probe 7, %v, unfit", got, peerWall)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no clock reading arrived")
+	}
+	prober.faults.Cut(2)
+	prober.transport.SendClockProbe(2, 8, time.Now())
+	select {
+	case got := <-readings:
+		t.Fatalf("a probe or its answer crossed a cut: %+v", got)
 	case <-time.After(500 * time.Millisecond):
 	}
 }

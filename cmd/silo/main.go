@@ -207,6 +207,7 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 	fs.DurationVar(&cfg.DeadAfter, "dead-after", silo.DefaultDeadAfter, "how long a silo may be missing before its replicas are re-created on other silos")
 	fs.DurationVar(&cfg.LateAfter, "late-after", silo.DefaultLateAfter, "liveness bound: a schedule due longer ago without an outcome, or a partition without a leader for longer, is reported (log, /metrics, inspection)")
 	fs.DurationVar(&cfg.ConsistencyCheckEvery, "consistency-check-every", partition.DefaultCheckEvery, "how often each partition's leader compares its replicas' state checksums (0: never)")
+	fs.DurationVar(&cfg.MaxClockOffset, "max-clock-offset", silo.DefaultMaxClockOffset, "bound on this silo's wall-clock offset from its peers': beyond it from a strict majority of the silos it sees, it hands over and takes no partition leadership and /readyz answers 503 (0: not checked, still measured)")
 	fs.DurationVar(&cfg.OpenTimeout, "open-timeout", silo.DefaultOpenTimeout, "how long to wait for the partitions placed on this silo to open before exiting with their error")
 	fs.StringVar(&metricsSchedules, "metrics-schedules", "", fmt.Sprintf("comma-separated schedule ids whose occurrences /metrics counts on their own, labelled schedule (at most %d)", silo.MaxMetricsSchedules))
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", `OTLP/HTTP collector receiving the silo's traces, host:port or an http(s) URL (path default /v1/traces); empty: no traces`)
@@ -249,6 +250,12 @@ func parseConfig(args []string, getenv func(string) string) (options, error) {
 		return opts, fmt.Errorf("consistency-check-every: must not be negative, got %v", cfg.ConsistencyCheckEvery)
 	case cfg.ConsistencyCheckEvery == 0:
 		cfg.ConsistencyCheckEvery = -1 // never
+	}
+	switch {
+	case cfg.MaxClockOffset < 0:
+		return opts, fmt.Errorf("max-clock-offset: must not be negative, got %v", cfg.MaxClockOffset)
+	case cfg.MaxClockOffset == 0:
+		cfg.MaxClockOffset = -1 // not checked
 	}
 	if cfg.DeadAfter <= 0 {
 		return opts, fmt.Errorf("dead-after: must be positive, got %v", cfg.DeadAfter)

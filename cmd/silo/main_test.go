@@ -65,6 +65,27 @@ func TestBootstrapExpectFlag(t *testing.T) {
 	}
 }
 
+// TestMaxClockOffsetFlag: --max-clock-offset defaults to silo.DefaultMaxClockOffset, 0
+// disables the check (a negative Config.MaxClockOffset), and a negative value names the flag.
+func TestMaxClockOffsetFlag(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, silo.DefaultMaxClockOffset},
+		{[]string{"--max-clock-offset", "2s"}, 2 * time.Second},
+		{[]string{"--max-clock-offset", "0"}, -1},
+	} {
+		if opts, err := parseConfig(tc.args, none); err != nil || opts.silo.MaxClockOffset != tc.want {
+			t.Fatalf("%v: max clock offset %v (%v), want %v", tc.args, opts.silo.MaxClockOffset, err, tc.want)
+		}
+	}
+	if _, err := parseConfig([]string{"--max-clock-offset", "-1s"}, none); err == nil || !strings.Contains(err.Error(), "max-clock-offset") {
+		t.Fatalf("--max-clock-offset -1s: error %v should name the flag", err)
+	}
+}
+
 func TestLateAfterFlag(t *testing.T) {
 	none := func(string) string { return "" }
 	if opts, err := parseConfig(nil, none); err != nil || opts.silo.LateAfter != silo.DefaultLateAfter {

@@ -1,0 +1,315 @@
+package clockoffset
+
+import (
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery/clock"
+	"github.com/orreryhq/orrery/internal/testkit"
+)
+
+// wallClock is a silo's wall clock in a test: the shared monotonic fake moved by an offset
+// the test may change.
+type wallClock struct {
+	mono   *clock.Fake
+	offset atomic.Int64
+}
+
+func (w *wallClock) Now() time.Time { return w.mono.Now().Add(time.Duration(w.offset.Load())) }
+func (w *wallClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return w.mono.AfterFunc(d, f)
+}
+
+// sent is a probe a Monitor sent and the test has not delivered yet.
+type sent struct {
+	from, to, probe uint64
+}
+
+// fleet is several silos' Monitors on one fake monotonic clock, exchanging probes through the
+// test: deliver answers every probe sent so far, the round trip taking rtt of the fake clock.
+type fleet struct {
+	t        *testing.T
+	mono     *clock.Fake
+	walls    map[uint64]*wallClock
+	monitors map[uint64]*Monitor
+	logs     map[uint64]*testkit.Buffer
+	changes  map[uint64][]Fitness
+	mu       sync.Mutex
+	inFlight []sent
+	cut      map[uint64]bool // silos whose probes and answers are lost
+}
+
+func newFleet(t *testing.T, bound time.Duration, offsets map[uint64]time.Duration) *fleet {
+	f := &fleet{
+		t: t, mono: clock.NewFake(time.Unix(1_000_000, 0)), walls: map[uint64]*wallClock{},
+		monitors: map[uint64]*Monitor{}, logs: map[uint64]*testkit.Buffer{}, changes: map[uint64][]Fitness{},
+		cut: map[uint64]bool{},
+	}
+	for id, offset := range offsets {
+		w := &wallClock{mono: f.mono}
+		w.offset.Store(int64(offset))
+		f.walls[id] = w
+		f.logs[id] = &testkit.Buffer{}
+		self := id
+		m, err := New(Config{
+			Wall: w, Mono: f.mono, MaxOffset: bound,
+			Peers: func() []uint64 {
+				var peers []uint64
+				for p := range offsets {
+					if p != self {
+						peers = append(peers, p)
+					}
+				}
+				slices.Sort(peers)
+				return peers
+			},
+			Send: func(to, probe uint64, _ time.Time) {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				f.inFlight = append(f.inFlight, sent{self, to, probe})
+			},
+			OnChange: func(v Verdict) {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				f.changes[self] = append(f.changes[self], v.Fitness)
+			},
+			Log: slog.New(slog.NewTextHandler(f.logs[id], nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.monitors[id] = m
+	}
+	return f
+}
+
+// start starts every Monitor: each sends its first probes.
+func (f *fleet) start() {
+	for _, id := range f.ids() {
+		f.monitors[id].Start()
+	}
+	f.t.Cleanup(func() {
+		for _, m := range f.monitors {
+			m.Stop()
+		}
+	})
+}
+
+func (f *fleet) ids() []uint64 {
+	var ids []uint64
+	for id := range f.monitors {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// deliver answers every probe in flight: half the round trip out, the peer answers, half
+// back.
+func (f *fleet) deliver(rtt time.Duration) {
+	f.mu.Lock()
+	probes := f.inFlight
+	f.inFlight = nil
+	f.mu.Unlock()
+	type answer struct {
+		sent
+		wall    time.Time
+		fitness Fitness
+	}
+	f.mono.Advance(rtt / 2)
+	var answers []answer
+	for _, p := range probes {
+		if f.cut[p.from] || f.cut[p.to] {
+			continue
+		}
+		wall, fitness := f.monitors[p.to].Answer()
+		answers = append(answers, answer{p, wall, fitness})
+	}
+	f.mono.Advance(rtt / 2)
+	for _, a := range answers {
+		f.monitors[a.from].Observe(a.to, a.probe, a.wall, a.fitness)
+	}
+}
+
+// nextRound advances the fake clock to the next round of probes, which are sent.
+func (f *fleet) nextRound() {
+	at, ok := f.mono.Next()
+	if !ok {
+		f.t.Fatal("no round armed")
+	}
+	f.mono.AdvanceTo(at)
+}
+
+func (f *fleet) fitness(id uint64) Fitness { return f.monitors[id].Verdict().Fitness }
+
+func TestAMonitorJudgesItsClockFromTheOthersAndSaysSoOnce(t *testing.T) {
+	const bound = 500 * time.Millisecond
+	f := newFleet(t, bound, map[uint64]time.Duration{1: 5 * time.Minute, 2: 0, 3: 100 * time.Millisecond})
+	for _, id := range f.ids() {
+		if got := f.fitness(id); got != Unjudged {
+			t.Fatalf("silo %d before any probe: %v, want unjudged", id, got)
+		}
+	}
+	f.start()
+	f.deliver(20 * time.Millisecond)
+	if got := f.fitness(1); got != Unfit {
+		t.Fatalf("silo 1, 5m ahead: %v, want unfit", got)
+	}
+	for _, id := range []uint64{2, 3} {
+		if got := f.fitness(id); got != Fit {
+			t.Fatalf("silo %d: %v, want fit", id, got)
+		}
+	}
+	v := f.monitors[1].Verdict()
+	if v.Far != 2 || v.Measured != 2 || v.Largest > -5*time.Minute+50*time.Millisecond || v.Largest < -5*time.Minute-50*time.Millisecond {
+		t.Fatalf("silo 1's verdict %+v: want both peers far, the largest offset about -5m", v)
+	}
+	est := f.monitors[2].Peers()[1]
+	if d := est.Estimate.Offset - 5*time.Minute; d < -est.Estimate.Uncertainty || d > est.Estimate.Uncertainty || est.Estimate.Uncertainty != 10*time.Millisecond {
+		t.Fatalf("silo 2's estimate of silo 1: %+v, want 5m ± 10ms", est.Estimate)
+	}
+	// The next rounds' answers carry silo 1's verdict: no peer hands it a leadership.
+	f.nextRound()
+	f.deliver(20 * time.Millisecond)
+	if f.monitors[2].MayLead(1) || !f.monitors[2].MayLead(3) || !f.monitors[1].MayLead(2) {
+		t.Fatal("silo 2 may lead on silo 1 (unfit) or not on silo 3 (fit), or silo 1 not on silo 2")
+	}
+	// Unfit stays unfit, said once.
+	for range 3 {
+		f.nextRound()
+		f.deliver(20 * time.Millisecond)
+	}
+	if got := strings.Count(f.logs[1].String(), "level=WARN"); got != 1 {
+		t.Fatalf("silo 1 logged %d WARN lines, want 1:\n%s", got, f.logs[1].String())
+	}
+	// Its clock is set right: fit again, said once.
+	f.walls[1].offset.Store(int64(200 * time.Millisecond))
+	f.nextRound()
+	f.deliver(20 * time.Millisecond)
+	if got := f.fitness(1); got != Fit {
+		t.Fatalf("silo 1 set right: %v, want fit", got)
+	}
+	if got := strings.Count(f.logs[1].String(), "level=INFO"); got != 1 || !strings.Contains(f.logs[1].String(), "may lead again") {
+		t.Fatalf("silo 1 logged %d INFO lines, want 1 saying it may lead again:\n%s", got, f.logs[1].String())
+	}
+	f.mu.Lock()
+	changes := slices.Clone(f.changes[1])
+	f.mu.Unlock()
+	if !slices.Equal(changes, []Fitness{Unfit, Fit}) {
+		t.Fatalf("silo 1's OnChange saw %v, want [unfit fit]", changes)
+	}
+	for _, id := range []uint64{2, 3} {
+		if logs := f.logs[id].String(); logs != "" {
+			t.Fatalf("silo %d, fit throughout, logged:\n%s", id, logs)
+		}
+	}
+}
+
+func TestARoundTripTooSlowToTellIsNoEvidence(t *testing.T) {
+	// 700 ms off with a 600 ms round trip (± 300 ms): not beyond 500 ms for sure.
+	f := newFleet(t, 500*time.Millisecond, map[uint64]time.Duration{1: 700 * time.Millisecond, 2: 0, 3: 0})
+	f.start()
+	f.deliver(600 * time.Millisecond)
+	if got := f.fitness(1); got != Fit {
+		t.Fatalf("silo 1: %v, want fit (the offset is within the uncertainty)", got)
+	}
+	f.nextRound()
+	f.deliver(20 * time.Millisecond)
+	if got := f.fitness(1); got != Unfit {
+		t.Fatalf("silo 1 measured precisely: %v, want unfit", got)
+	}
+}
+
+func TestEstimatesAgeOutWhenProbesGoUnanswered(t *testing.T) {
+	f := newFleet(t, 500*time.Millisecond, map[uint64]time.Duration{1: -5 * time.Minute, 2: 0, 3: 0})
+	f.start()
+	f.deliver(10 * time.Millisecond)
+	if got := f.fitness(1); got != Unfit {
+		t.Fatalf("silo 1: %v, want unfit", got)
+	}
+	f.cut[1] = true
+	for range staleIntervals + 1 {
+		f.nextRound()
+		f.deliver(10 * time.Millisecond)
+	}
+	if got := f.fitness(1); got != Unjudged {
+		t.Fatalf("silo 1 cut off: %v, want unjudged (no fresh estimate)", got)
+	}
+	if f.monitors[2].MayLead(1) {
+		t.Fatal("silo 2 may lead on silo 1, not heard from for longer than the estimates count")
+	}
+	f.mu.Lock()
+	pending := len(f.monitors[1].pending)
+	f.mu.Unlock()
+	if pending > 2*(staleIntervals+1) {
+		t.Fatalf("silo 1 keeps %d probes in flight; expired ones must go", pending)
+	}
+}
+
+func TestADisabledBoundJudgesFitButStillMeasures(t *testing.T) {
+	f := newFleet(t, 0, map[uint64]time.Duration{1: 5 * time.Minute, 2: 0, 3: 0})
+	if got := f.fitness(1); got != Fit {
+		t.Fatalf("disabled, before any probe: %v, want fit", got)
+	}
+	f.start()
+	f.deliver(10 * time.Millisecond)
+	if got := f.fitness(1); got != Fit || !f.monitors[2].MayLead(1) {
+		t.Fatalf("disabled: silo 1 is %v, or silo 2 may not lead on it", got)
+	}
+	if off := f.monitors[2].Peers()[1].Estimate.Offset; off < 4*time.Minute {
+		t.Fatalf("disabled: silo 2's estimate of silo 1 is %v, want about 5m", off)
+	}
+}
+
+func TestALoneSiloIsFit(t *testing.T) {
+	f := newFleet(t, 500*time.Millisecond, map[uint64]time.Duration{1: 5 * time.Minute})
+	f.start()
+	f.deliver(10 * time.Millisecond)
+	if got := f.fitness(1); got != Fit {
+		t.Fatalf("lone silo: %v, want fit", got)
+	}
+}
+
+func TestAnAnswerToNoProbeIsIgnored(t *testing.T) {
+	f := newFleet(t, 500*time.Millisecond, map[uint64]time.Duration{1: 0, 2: 0, 3: 0})
+	f.start()
+	f.monitors[1].Observe(2, 999, f.mono.Now().Add(time.Hour), Fit)
+	f.monitors[1].Observe(3, 1, f.mono.Now().Add(time.Hour), Fit) // probe 1 went to silo 2
+	if len(f.monitors[1].Peers()) != 0 {
+		t.Fatalf("answers to no probe of theirs were taken: %+v", f.monitors[1].Peers())
+	}
+}
+
+func TestAPeerJustSeenIsProbedSoonerUntilItAnswersOrLongEnough(t *testing.T) {
+	f := newFleet(t, 500*time.Millisecond, map[uint64]time.Duration{1: 0, 2: 0})
+	f.cut[2] = true // never answers: an older build
+	f.start()
+	gap := func() time.Duration {
+		at, ok := f.mono.Next()
+		if !ok {
+			t.Fatal("no round armed")
+		}
+		return at.Sub(f.mono.Now())
+	}
+	if got := gap(); got != DefaultInterval/unmeasuredSpeedup {
+		t.Fatalf("next round in %v, want %v while the peer just seen has not answered", got, DefaultInterval/unmeasuredSpeedup)
+	}
+	for f.mono.Now().Sub(time.Unix(1_000_000, 0)) < staleIntervals*DefaultInterval {
+		f.nextRound()
+		f.deliver(0)
+	}
+	if got := gap(); got != DefaultInterval {
+		t.Fatalf("next round in %v, want %v once the silent peer was probed fast for long enough", got, DefaultInterval)
+	}
+	delete(f.cut, 2)
+	f.nextRound()
+	f.deliver(0)
+	if got := f.fitness(1); got != Fit {
+		t.Fatalf("silo 1 once silo 2 answers: %v, want fit", got)
+	}
+}
