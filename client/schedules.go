@@ -146,6 +146,12 @@ type ScheduleOptions struct {
 	// Labels are key/value pairs that List selects schedules by (ListSchedules.Labels): at
 	// most 16, keys of 1..63 letters, digits, '.', '_', '-' and '/'. Needs apply version 10.
 	Labels map[string]string
+	// PacePerWindow and PaceWindow, when set, pace the schedule: at most PacePerWindow
+	// (1..1000) occurrences per PaceWindow (1 s..24 h), so a backlog drains oldest first at that
+	// pace; it bounds every occurrence, so set it above the schedule's own rate. Describe's
+	// Backlog counts what is left. Needs apply version 11.
+	PacePerWindow int
+	PaceWindow    time.Duration
 }
 
 // marshalled is o with Payload marshalled into PayloadJSON; a negative MaxOccurrences, which
@@ -175,6 +181,9 @@ func (o ScheduleOptions) definition(namespace, name, id string) *orreryv1.Schedu
 		StartAtUnixMicros: unixMicrosOf(o.StartAt), EndAtUnixMicros: unixMicrosOf(o.EndAt), MaxOccurrences: uint64(max(o.MaxOccurrences, 0)),
 		PauseOnFailure: o.PauseOnFailure, JitterMicros: o.Jitter.Microseconds(), JitterAllowEarly: o.JitterEarly,
 		Expired: o.Expired, Labels: o.Labels,
+	}
+	if o.PacePerWindow != 0 || o.PaceWindow != 0 {
+		def.CatchUpPace = &orreryv1.CatchUpPace{MaxPerWindow: uint32(min(max(o.PacePerWindow, 0), 1<<31)), WindowMicros: o.PaceWindow.Microseconds()}
 	}
 	t := &orreryv1.MessageTemplate{PayloadJson: o.PayloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
 		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1))}
@@ -218,6 +227,7 @@ func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
 		StartAt: instant(def.GetStartAtUnixMicros()), EndAt: instant(def.GetEndAtUnixMicros()), MaxOccurrences: int(min(def.GetMaxOccurrences(), 1<<62)),
 		PauseOnFailure: def.GetPauseOnFailure(), Jitter: microDuration(def.GetJitterMicros()), JitterEarly: def.GetJitterAllowEarly(),
 		Expired: def.GetExpired(), Labels: def.GetLabels(),
+		PacePerWindow: int(def.GetCatchUpPace().GetMaxPerWindow()), PaceWindow: microDuration(def.GetCatchUpPace().GetWindowMicros()),
 	}
 }
 
@@ -562,6 +572,7 @@ func (h *ScheduleHandle) Describe(ctx context.Context) (*ScheduleDescription, er
 	if l := in.GetLiveness(); l != nil {
 		d.Liveness = Liveness{State: l.GetState(), Reason: l.GetReason(), DueAt: instant(l.GetDueAtUnixMicros()), Since: instant(l.GetSinceUnixMicros())}
 	}
+	d.Backlog, d.BacklogCapped = int(in.GetBacklog()), in.GetBacklogCapped()
 	for _, g := range in.GetGenerations() {
 		rec := g.GetRecord()
 		d.Generations = append(d.Generations, ScheduleGeneration{Generation: rec.GetGeneration(), Options: scheduleOptionsOf(rec.GetDefinition()),
@@ -812,6 +823,10 @@ type ScheduleDescription struct {
 	LastOutcomes []ScheduleOutcome
 	// Liveness says whether its due work is on time (Describe only).
 	Liveness Liveness
+	// Backlog is how many of its instants are due and not yet enqueued or passed (Describe
+	// only; at most 10,000, BacklogCapped when more).
+	Backlog       int
+	BacklogCapped bool
 	// Generations are the definitions its Updates and Upserts replaced, newest first: the last
 	// ten (Describe only; kept from apply version 8).
 	Generations []ScheduleGeneration

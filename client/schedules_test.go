@@ -835,3 +835,23 @@ func TestListSelectsSchedulesByLabels(t *testing.T) {
 		t.Fatalf("team=billing listed %v; team=ops with prefix nightly- %v", billing, nightlyOps)
 	}
 }
+
+// TestAPacedScheduleDescribesItsBacklog: a schedule started in the past with a pace enqueues
+// its backlog at the pace, and Describe counts what is left.
+func TestAPacedScheduleDescribesItsBacklog(t *testing.T) {
+	b := setup(t, 2)
+	ctx := ctxFor(t)
+	first := time.Now().Add(-30 * time.Minute).Truncate(time.Minute)
+	h, err := b.c.Schedules(testNamespace).Create(ctx, "paced", client.ScheduleOptions{Queue: testQueue, Key: "k",
+		Spec: client.Every(time.Minute, first), CatchUpWindow: time.Hour, PacePerWindow: 5, PaceWindow: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.tr.EmitDue(ctx); err != nil || n != 5 {
+		t.Fatalf("EmitDue: %d, %v; want the pace's 5", n, err)
+	}
+	d, err := h.Describe(ctx)
+	if err != nil || d.Options.PacePerWindow != 5 || d.Options.PaceWindow != time.Hour || d.Backlog < 25 {
+		t.Fatalf("described %+v (%v): want the pace and a backlog of the other 26 or so", d, err)
+	}
+}

@@ -1055,7 +1055,12 @@ type ScheduleDefinition struct {
 	// Labels (apply version 10): at most 16 key/value pairs that lists select schedules by
 	// (ListSchedules.labels). A key is 1..63 bytes of letters, digits, '.', '_', '-' and '/';
 	// a value 0..200 bytes of valid UTF-8 without control characters.
-	Labels        map[string]string `protobuf:"bytes,17,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,17,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Paced catch-up (apply version 11; unset: none): the schedule enqueues at most
+	// max_per_window occurrences per window, so that a backlog (after an outage, a resume, a
+	// start in the past) drains oldest first at that pace instead of at once. The pace bounds
+	// every occurrence of the series, on time or not: set it above the schedule's own rate.
+	CatchUpPace   *CatchUpPace `protobuf:"bytes,18,opt,name=catch_up_pace,json=catchUpPace,proto3" json:"catch_up_pace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1209,6 +1214,68 @@ func (x *ScheduleDefinition) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *ScheduleDefinition) GetCatchUpPace() *CatchUpPace {
+	if x != nil {
+		return x.CatchUpPace
+	}
+	return nil
+}
+
+// CatchUpPace bounds how fast a schedule enqueues: at most max_per_window (1..1000)
+// occurrences per window_micros (1 s..1 day). A window starts with the first occurrence
+// enqueued after the previous one ended.
+type CatchUpPace struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MaxPerWindow  uint32                 `protobuf:"varint,1,opt,name=max_per_window,json=maxPerWindow,proto3" json:"max_per_window,omitempty"`
+	WindowMicros  int64                  `protobuf:"varint,2,opt,name=window_micros,json=windowMicros,proto3" json:"window_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatchUpPace) Reset() {
+	*x = CatchUpPace{}
+	mi := &file_api_v1_orrery_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatchUpPace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatchUpPace) ProtoMessage() {}
+
+func (x *CatchUpPace) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatchUpPace.ProtoReflect.Descriptor instead.
+func (*CatchUpPace) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CatchUpPace) GetMaxPerWindow() uint32 {
+	if x != nil {
+		return x.MaxPerWindow
+	}
+	return 0
+}
+
+func (x *CatchUpPace) GetWindowMicros() int64 {
+	if x != nil {
+		return x.WindowMicros
+	}
+	return 0
+}
+
 // SagaTimeout is the message enqueued when a Waiting saga's deadline passes. It lands in lane
 // {saga namespace, queue, saga key}.
 type SagaTimeout struct {
@@ -1221,7 +1288,7 @@ type SagaTimeout struct {
 
 func (x *SagaTimeout) Reset() {
 	*x = SagaTimeout{}
-	mi := &file_api_v1_orrery_proto_msgTypes[9]
+	mi := &file_api_v1_orrery_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1300,7 @@ func (x *SagaTimeout) String() string {
 func (*SagaTimeout) ProtoMessage() {}
 
 func (x *SagaTimeout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[9]
+	mi := &file_api_v1_orrery_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1313,7 @@ func (x *SagaTimeout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaTimeout.ProtoReflect.Descriptor instead.
 func (*SagaTimeout) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SagaTimeout) GetQueue() string {
@@ -1285,7 +1352,7 @@ type OccurrenceOrigin struct {
 
 func (x *OccurrenceOrigin) Reset() {
 	*x = OccurrenceOrigin{}
-	mi := &file_api_v1_orrery_proto_msgTypes[10]
+	mi := &file_api_v1_orrery_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1364,7 @@ func (x *OccurrenceOrigin) String() string {
 func (*OccurrenceOrigin) ProtoMessage() {}
 
 func (x *OccurrenceOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[10]
+	mi := &file_api_v1_orrery_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1377,7 @@ func (x *OccurrenceOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OccurrenceOrigin.ProtoReflect.Descriptor instead.
 func (*OccurrenceOrigin) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OccurrenceOrigin) GetScheduleId() string {
@@ -1388,7 +1455,7 @@ type SagaTimeoutOrigin struct {
 
 func (x *SagaTimeoutOrigin) Reset() {
 	*x = SagaTimeoutOrigin{}
-	mi := &file_api_v1_orrery_proto_msgTypes[11]
+	mi := &file_api_v1_orrery_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1467,7 @@ func (x *SagaTimeoutOrigin) String() string {
 func (*SagaTimeoutOrigin) ProtoMessage() {}
 
 func (x *SagaTimeoutOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[11]
+	mi := &file_api_v1_orrery_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1480,7 @@ func (x *SagaTimeoutOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaTimeoutOrigin.ProtoReflect.Descriptor instead.
 func (*SagaTimeoutOrigin) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SagaTimeoutOrigin) GetSagaId() string {
@@ -1449,7 +1516,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[12]
+	mi := &file_api_v1_orrery_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1528,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[12]
+	mi := &file_api_v1_orrery_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1541,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Lease) GetToken() string {
@@ -1534,7 +1601,7 @@ type QueueMessage struct {
 
 func (x *QueueMessage) Reset() {
 	*x = QueueMessage{}
-	mi := &file_api_v1_orrery_proto_msgTypes[13]
+	mi := &file_api_v1_orrery_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1613,7 @@ func (x *QueueMessage) String() string {
 func (*QueueMessage) ProtoMessage() {}
 
 func (x *QueueMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[13]
+	mi := &file_api_v1_orrery_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1626,7 @@ func (x *QueueMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessage.ProtoReflect.Descriptor instead.
 func (*QueueMessage) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QueueMessage) GetId() string {
@@ -1713,7 +1780,7 @@ type ConfigureSchedule struct {
 
 func (x *ConfigureSchedule) Reset() {
 	*x = ConfigureSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[14]
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1792,7 @@ func (x *ConfigureSchedule) String() string {
 func (*ConfigureSchedule) ProtoMessage() {}
 
 func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[14]
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1805,7 @@ func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureSchedule.ProtoReflect.Descriptor instead.
 func (*ConfigureSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConfigureSchedule) GetDefinition() *ScheduleDefinition {
@@ -1769,7 +1836,7 @@ type EmitOccurrences struct {
 
 func (x *EmitOccurrences) Reset() {
 	*x = EmitOccurrences{}
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1848,7 @@ func (x *EmitOccurrences) String() string {
 func (*EmitOccurrences) ProtoMessage() {}
 
 func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1861,7 @@ func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmitOccurrences.ProtoReflect.Descriptor instead.
 func (*EmitOccurrences) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EmitOccurrences) GetLane() *Lane {
@@ -1842,7 +1909,7 @@ type CancelSchedule struct {
 
 func (x *CancelSchedule) Reset() {
 	*x = CancelSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1921,7 @@ func (x *CancelSchedule) String() string {
 func (*CancelSchedule) ProtoMessage() {}
 
 func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1934,7 @@ func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelSchedule.ProtoReflect.Descriptor instead.
 func (*CancelSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelSchedule) GetLane() *Lane {
@@ -1916,7 +1983,7 @@ type DeleteSchedule struct {
 
 func (x *DeleteSchedule) Reset() {
 	*x = DeleteSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +1995,7 @@ func (x *DeleteSchedule) String() string {
 func (*DeleteSchedule) ProtoMessage() {}
 
 func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2008,7 @@ func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSchedule.ProtoReflect.Descriptor instead.
 func (*DeleteSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteSchedule) GetLane() *Lane {
@@ -1990,7 +2057,7 @@ type PauseSchedule struct {
 
 func (x *PauseSchedule) Reset() {
 	*x = PauseSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2069,7 @@ func (x *PauseSchedule) String() string {
 func (*PauseSchedule) ProtoMessage() {}
 
 func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2082,7 @@ func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSchedule.ProtoReflect.Descriptor instead.
 func (*PauseSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PauseSchedule) GetLane() *Lane {
@@ -2061,7 +2128,7 @@ type SkipExpired struct {
 
 func (x *SkipExpired) Reset() {
 	*x = SkipExpired{}
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2140,7 @@ func (x *SkipExpired) String() string {
 func (*SkipExpired) ProtoMessage() {}
 
 func (x *SkipExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2153,7 @@ func (x *SkipExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipExpired.ProtoReflect.Descriptor instead.
 func (*SkipExpired) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SkipExpired) GetLane() *Lane {
@@ -2127,7 +2194,7 @@ type BackfillSchedule struct {
 
 func (x *BackfillSchedule) Reset() {
 	*x = BackfillSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2206,7 @@ func (x *BackfillSchedule) String() string {
 func (*BackfillSchedule) ProtoMessage() {}
 
 func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2219,7 @@ func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillSchedule.ProtoReflect.Descriptor instead.
 func (*BackfillSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BackfillSchedule) GetLane() *Lane {
@@ -2202,7 +2269,7 @@ type ResumeSchedule struct {
 
 func (x *ResumeSchedule) Reset() {
 	*x = ResumeSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2281,7 @@ func (x *ResumeSchedule) String() string {
 func (*ResumeSchedule) ProtoMessage() {}
 
 func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2294,7 @@ func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSchedule.ProtoReflect.Descriptor instead.
 func (*ResumeSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResumeSchedule) GetLane() *Lane {
@@ -2269,7 +2336,7 @@ type TriggerSchedule struct {
 
 func (x *TriggerSchedule) Reset() {
 	*x = TriggerSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2348,7 @@ func (x *TriggerSchedule) String() string {
 func (*TriggerSchedule) ProtoMessage() {}
 
 func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2361,7 @@ func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSchedule.ProtoReflect.Descriptor instead.
 func (*TriggerSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TriggerSchedule) GetLane() *Lane {
@@ -2329,7 +2396,7 @@ type CompareExchangeSaga struct {
 
 func (x *CompareExchangeSaga) Reset() {
 	*x = CompareExchangeSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2408,7 @@ func (x *CompareExchangeSaga) String() string {
 func (*CompareExchangeSaga) ProtoMessage() {}
 
 func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2421,7 @@ func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareExchangeSaga.ProtoReflect.Descriptor instead.
 func (*CompareExchangeSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CompareExchangeSaga) GetLane() *Lane {
@@ -2418,7 +2485,7 @@ type ExpireSaga struct {
 
 func (x *ExpireSaga) Reset() {
 	*x = ExpireSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2497,7 @@ func (x *ExpireSaga) String() string {
 func (*ExpireSaga) ProtoMessage() {}
 
 func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2510,7 @@ func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSaga.ProtoReflect.Descriptor instead.
 func (*ExpireSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExpireSaga) GetLane() *Lane {
@@ -2489,7 +2556,7 @@ type Enqueue struct {
 
 func (x *Enqueue) Reset() {
 	*x = Enqueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2568,7 @@ func (x *Enqueue) String() string {
 func (*Enqueue) ProtoMessage() {}
 
 func (x *Enqueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2581,7 @@ func (x *Enqueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueue.ProtoReflect.Descriptor instead.
 func (*Enqueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Enqueue) GetLane() *Lane {
@@ -2587,7 +2654,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2666,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2679,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Receive) GetNamespace() string {
@@ -2662,7 +2729,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2674,7 +2741,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2687,7 +2754,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Ack) GetLane() *Lane {
@@ -2724,7 +2791,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2803,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2816,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Release) GetLane() *Lane {
@@ -2793,7 +2860,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2872,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2885,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ExtendLease) GetLane() *Lane {
@@ -2863,7 +2930,7 @@ type Housekeep struct {
 
 func (x *Housekeep) Reset() {
 	*x = Housekeep{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +2942,7 @@ func (x *Housekeep) String() string {
 func (*Housekeep) ProtoMessage() {}
 
 func (x *Housekeep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +2955,7 @@ func (x *Housekeep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
 func (*Housekeep) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Housekeep) GetMaxRecords() uint32 {
@@ -2934,7 +3001,7 @@ type PartitionLimits struct {
 
 func (x *PartitionLimits) Reset() {
 	*x = PartitionLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3013,7 @@ func (x *PartitionLimits) String() string {
 func (*PartitionLimits) ProtoMessage() {}
 
 func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3026,7 @@ func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLimits.ProtoReflect.Descriptor instead.
 func (*PartitionLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PartitionLimits) GetMaxPayloadBytes() int64 {
@@ -3140,7 +3207,7 @@ type SetLimits struct {
 
 func (x *SetLimits) Reset() {
 	*x = SetLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3152,7 +3219,7 @@ func (x *SetLimits) String() string {
 func (*SetLimits) ProtoMessage() {}
 
 func (x *SetLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3165,7 +3232,7 @@ func (x *SetLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimits.ProtoReflect.Descriptor instead.
 func (*SetLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetLimits) GetLimits() *PartitionLimits {
@@ -3190,7 +3257,7 @@ type PartitionApplyVersion struct {
 
 func (x *PartitionApplyVersion) Reset() {
 	*x = PartitionApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +3269,7 @@ func (x *PartitionApplyVersion) String() string {
 func (*PartitionApplyVersion) ProtoMessage() {}
 
 func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +3282,7 @@ func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionApplyVersion.ProtoReflect.Descriptor instead.
 func (*PartitionApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PartitionApplyVersion) GetVersion() uint32 {
@@ -3238,7 +3305,7 @@ type SetApplyVersion struct {
 
 func (x *SetApplyVersion) Reset() {
 	*x = SetApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3250,7 +3317,7 @@ func (x *SetApplyVersion) String() string {
 func (*SetApplyVersion) ProtoMessage() {}
 
 func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3263,7 +3330,7 @@ func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetApplyVersion.ProtoReflect.Descriptor instead.
 func (*SetApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetApplyVersion) GetVersion() uint32 {
@@ -3285,7 +3352,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3364,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3377,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 // RefreshZoneRules makes the rules of each named zone that the entry carries
@@ -3329,7 +3396,7 @@ type RefreshZoneRules struct {
 
 func (x *RefreshZoneRules) Reset() {
 	*x = RefreshZoneRules{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3341,7 +3408,7 @@ func (x *RefreshZoneRules) String() string {
 func (*RefreshZoneRules) ProtoMessage() {}
 
 func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3421,7 @@ func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
 func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RefreshZoneRules) GetZones() []string {
@@ -3382,7 +3449,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3461,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3474,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3455,7 +3522,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3534,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3547,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3524,7 +3591,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3536,7 +3603,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3549,7 +3616,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -3576,7 +3643,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3588,7 +3655,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3601,7 +3668,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -3632,7 +3699,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3644,7 +3711,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3657,7 +3724,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -3710,7 +3777,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3722,7 +3789,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3735,7 +3802,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -4123,7 +4190,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4135,7 +4202,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4148,7 +4215,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -4209,7 +4276,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4221,7 +4288,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4234,7 +4301,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -4341,7 +4408,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4353,7 +4420,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4366,7 +4433,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -4401,7 +4468,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4413,7 +4480,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4426,7 +4493,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -4457,7 +4524,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4469,7 +4536,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +4549,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -4510,7 +4577,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4522,7 +4589,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4535,7 +4602,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -4570,7 +4637,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4582,7 +4649,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4595,7 +4662,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -4654,7 +4721,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4666,7 +4733,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4679,7 +4746,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -4723,7 +4790,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4735,7 +4802,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4748,7 +4815,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -4888,7 +4955,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4900,7 +4967,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4913,7 +4980,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -4985,7 +5052,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xda\x06\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\x96\a\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -5005,10 +5072,14 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\rjitter_micros\x18\x0e \x01(\x03R\fjitterMicros\x12,\n" +
 	"\x12jitter_allow_early\x18\x0f \x01(\bR\x10jitterAllowEarly\x122\n" +
 	"\aexpired\x18\x10 \x01(\x0e2\x18.orrery.v1.ExpiredPolicyR\aexpired\x12A\n" +
-	"\x06labels\x18\x11 \x03(\v2).orrery.v1.ScheduleDefinition.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x11 \x03(\v2).orrery.v1.ScheduleDefinition.LabelsEntryR\x06labels\x12:\n" +
+	"\rcatch_up_pace\x18\x12 \x01(\v2\x16.orrery.v1.CatchUpPaceR\vcatchUpPace\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
+	"\vCatchUpPace\x12$\n" +
+	"\x0emax_per_window\x18\x01 \x01(\rR\fmaxPerWindow\x12#\n" +
+	"\rwindow_micros\x18\x02 \x01(\x03R\fwindowMicros\"[\n" +
 	"\vSagaTimeout\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x126\n" +
 	"\btemplate\x18\x02 \x01(\v2\x1a.orrery.v1.MessageTemplateR\btemplate\"\x92\x03\n" +
@@ -5358,7 +5429,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
@@ -5376,51 +5447,52 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*ScheduleSpec)(nil),          // 13: orrery.v1.ScheduleSpec
 	(*MessageTemplate)(nil),       // 14: orrery.v1.MessageTemplate
 	(*ScheduleDefinition)(nil),    // 15: orrery.v1.ScheduleDefinition
-	(*SagaTimeout)(nil),           // 16: orrery.v1.SagaTimeout
-	(*OccurrenceOrigin)(nil),      // 17: orrery.v1.OccurrenceOrigin
-	(*SagaTimeoutOrigin)(nil),     // 18: orrery.v1.SagaTimeoutOrigin
-	(*Lease)(nil),                 // 19: orrery.v1.Lease
-	(*QueueMessage)(nil),          // 20: orrery.v1.QueueMessage
-	(*ConfigureSchedule)(nil),     // 21: orrery.v1.ConfigureSchedule
-	(*EmitOccurrences)(nil),       // 22: orrery.v1.EmitOccurrences
-	(*CancelSchedule)(nil),        // 23: orrery.v1.CancelSchedule
-	(*DeleteSchedule)(nil),        // 24: orrery.v1.DeleteSchedule
-	(*PauseSchedule)(nil),         // 25: orrery.v1.PauseSchedule
-	(*SkipExpired)(nil),           // 26: orrery.v1.SkipExpired
-	(*BackfillSchedule)(nil),      // 27: orrery.v1.BackfillSchedule
-	(*ResumeSchedule)(nil),        // 28: orrery.v1.ResumeSchedule
-	(*TriggerSchedule)(nil),       // 29: orrery.v1.TriggerSchedule
-	(*CompareExchangeSaga)(nil),   // 30: orrery.v1.CompareExchangeSaga
-	(*ExpireSaga)(nil),            // 31: orrery.v1.ExpireSaga
-	(*Enqueue)(nil),               // 32: orrery.v1.Enqueue
-	(*Receive)(nil),               // 33: orrery.v1.Receive
-	(*Ack)(nil),                   // 34: orrery.v1.Ack
-	(*Release)(nil),               // 35: orrery.v1.Release
-	(*ExtendLease)(nil),           // 36: orrery.v1.ExtendLease
-	(*Housekeep)(nil),             // 37: orrery.v1.Housekeep
-	(*PartitionLimits)(nil),       // 38: orrery.v1.PartitionLimits
-	(*SetLimits)(nil),             // 39: orrery.v1.SetLimits
-	(*PartitionApplyVersion)(nil), // 40: orrery.v1.PartitionApplyVersion
-	(*SetApplyVersion)(nil),       // 41: orrery.v1.SetApplyVersion
-	(*CheckConsistency)(nil),      // 42: orrery.v1.CheckConsistency
-	(*RefreshZoneRules)(nil),      // 43: orrery.v1.RefreshZoneRules
-	(*FieldPolicy)(nil),           // 44: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),             // 45: orrery.v1.GrantRule
-	(*PutGrant)(nil),              // 46: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),           // 47: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),    // 48: orrery.v1.RedriveDeadLetters
-	(*Mutation)(nil),              // 49: orrery.v1.Mutation
-	(*Batch)(nil),                 // 50: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 51: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 52: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 53: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 54: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 55: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 56: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 57: orrery.v1.RedriveResult
-	(*MutationResult)(nil),        // 58: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 59: orrery.v1.Receipt
-	nil,                           // 60: orrery.v1.ScheduleDefinition.LabelsEntry
+	(*CatchUpPace)(nil),           // 16: orrery.v1.CatchUpPace
+	(*SagaTimeout)(nil),           // 17: orrery.v1.SagaTimeout
+	(*OccurrenceOrigin)(nil),      // 18: orrery.v1.OccurrenceOrigin
+	(*SagaTimeoutOrigin)(nil),     // 19: orrery.v1.SagaTimeoutOrigin
+	(*Lease)(nil),                 // 20: orrery.v1.Lease
+	(*QueueMessage)(nil),          // 21: orrery.v1.QueueMessage
+	(*ConfigureSchedule)(nil),     // 22: orrery.v1.ConfigureSchedule
+	(*EmitOccurrences)(nil),       // 23: orrery.v1.EmitOccurrences
+	(*CancelSchedule)(nil),        // 24: orrery.v1.CancelSchedule
+	(*DeleteSchedule)(nil),        // 25: orrery.v1.DeleteSchedule
+	(*PauseSchedule)(nil),         // 26: orrery.v1.PauseSchedule
+	(*SkipExpired)(nil),           // 27: orrery.v1.SkipExpired
+	(*BackfillSchedule)(nil),      // 28: orrery.v1.BackfillSchedule
+	(*ResumeSchedule)(nil),        // 29: orrery.v1.ResumeSchedule
+	(*TriggerSchedule)(nil),       // 30: orrery.v1.TriggerSchedule
+	(*CompareExchangeSaga)(nil),   // 31: orrery.v1.CompareExchangeSaga
+	(*ExpireSaga)(nil),            // 32: orrery.v1.ExpireSaga
+	(*Enqueue)(nil),               // 33: orrery.v1.Enqueue
+	(*Receive)(nil),               // 34: orrery.v1.Receive
+	(*Ack)(nil),                   // 35: orrery.v1.Ack
+	(*Release)(nil),               // 36: orrery.v1.Release
+	(*ExtendLease)(nil),           // 37: orrery.v1.ExtendLease
+	(*Housekeep)(nil),             // 38: orrery.v1.Housekeep
+	(*PartitionLimits)(nil),       // 39: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),             // 40: orrery.v1.SetLimits
+	(*PartitionApplyVersion)(nil), // 41: orrery.v1.PartitionApplyVersion
+	(*SetApplyVersion)(nil),       // 42: orrery.v1.SetApplyVersion
+	(*CheckConsistency)(nil),      // 43: orrery.v1.CheckConsistency
+	(*RefreshZoneRules)(nil),      // 44: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),           // 45: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),             // 46: orrery.v1.GrantRule
+	(*PutGrant)(nil),              // 47: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),           // 48: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),    // 49: orrery.v1.RedriveDeadLetters
+	(*Mutation)(nil),              // 50: orrery.v1.Mutation
+	(*Batch)(nil),                 // 51: orrery.v1.Batch
+	(*ScheduleResult)(nil),        // 52: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),            // 53: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),         // 54: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),         // 55: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),           // 56: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),       // 57: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),         // 58: orrery.v1.RedriveResult
+	(*MutationResult)(nil),        // 59: orrery.v1.MutationResult
+	(*Receipt)(nil),               // 60: orrery.v1.Receipt
+	nil,                           // 61: orrery.v1.ScheduleDefinition.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -5436,75 +5508,76 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
 	14, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
 	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	60, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
-	14, // 14: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
-	8,  // 15: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
-	19, // 16: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
-	17, // 17: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
-	18, // 18: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
-	15, // 19: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
-	8,  // 20: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
-	8,  // 21: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 22: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 23: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 24: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
-	8,  // 25: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 26: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 27: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 28: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	6,  // 29: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	16, // 30: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	8,  // 31: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	8,  // 32: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	8,  // 33: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	8,  // 34: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	8,  // 35: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	38, // 36: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	44, // 37: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	45, // 38: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	8,  // 39: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	21, // 40: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	22, // 41: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	23, // 42: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	24, // 43: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	25, // 44: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	28, // 45: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	29, // 46: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	30, // 47: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	31, // 48: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	32, // 49: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	33, // 50: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	34, // 51: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	35, // 52: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	36, // 53: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	37, // 54: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	46, // 55: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	47, // 56: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	48, // 57: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	42, // 58: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	39, // 59: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	43, // 60: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	41, // 61: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	26, // 62: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	27, // 63: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	49, // 64: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 65: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	20, // 66: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	7,  // 67: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	51, // 68: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	52, // 69: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	53, // 70: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	54, // 71: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	55, // 72: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	56, // 73: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	57, // 74: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	58, // 75: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	7,  // 76: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	77, // [77:77] is the sub-list for method output_type
-	77, // [77:77] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	61, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	16, // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
+	14, // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
+	8,  // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
+	20, // 17: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
+	18, // 18: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
+	19, // 19: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
+	15, // 20: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
+	8,  // 21: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
+	8,  // 22: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 23: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 24: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 25: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
+	8,  // 26: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 27: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 28: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	8,  // 29: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	6,  // 30: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	17, // 31: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	8,  // 32: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	8,  // 33: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	8,  // 34: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	8,  // 35: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	8,  // 36: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	39, // 37: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	45, // 38: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	46, // 39: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	8,  // 40: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	22, // 41: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	23, // 42: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	24, // 43: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	25, // 44: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	26, // 45: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	29, // 46: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	30, // 47: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	31, // 48: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	32, // 49: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	33, // 50: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	34, // 51: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	35, // 52: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	36, // 53: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	37, // 54: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	38, // 55: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	47, // 56: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	48, // 57: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	49, // 58: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	43, // 59: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	40, // 60: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	44, // 61: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	42, // 62: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	27, // 63: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	28, // 64: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	50, // 65: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,  // 66: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	21, // 67: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	7,  // 68: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	52, // 69: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	53, // 70: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	54, // 71: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	55, // 72: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	56, // 73: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	57, // 74: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	58, // 75: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	59, // 76: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	7,  // 77: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	78, // [78:78] is the sub-list for method output_type
+	78, // [78:78] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -5518,11 +5591,11 @@ func file_api_v1_orrery_proto_init() {
 		(*ScheduleSpec_Every)(nil),
 		(*ScheduleSpec_Cron)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[13].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[14].OneofWrappers = []any{
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[42].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[43].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -5548,7 +5621,7 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_SkipExpired)(nil),
 		(*Mutation_BackfillSchedule)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[51].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[52].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -5563,7 +5636,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

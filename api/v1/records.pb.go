@@ -365,9 +365,13 @@ type ScheduleRecord struct {
 	SeriesEndWithheldUnixMicros int64  `protobuf:"varint,26,opt,name=series_end_withheld_unix_micros,json=seriesEndWithheldUnixMicros,proto3" json:"series_end_withheld_unix_micros,omitempty"`
 	// Why the schedule was paused, when not by a PauseSchedule: its pause_on_failure and the
 	// occurrence that failed. Cleared by a resume.
-	PausedReason  string `protobuf:"bytes,27,opt,name=paused_reason,json=pausedReason,proto3" json:"paused_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PausedReason string `protobuf:"bytes,27,opt,name=paused_reason,json=pausedReason,proto3" json:"paused_reason,omitempty"`
+	// Paced catch-up (definition.catch_up_pace): the logged time the current pace window
+	// started, and the occurrences enqueued in it.
+	PaceWindowStartUnixMicros int64  `protobuf:"varint,28,opt,name=pace_window_start_unix_micros,json=paceWindowStartUnixMicros,proto3" json:"pace_window_start_unix_micros,omitempty"`
+	PaceWindowEnqueued        uint32 `protobuf:"varint,29,opt,name=pace_window_enqueued,json=paceWindowEnqueued,proto3" json:"pace_window_enqueued,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *ScheduleRecord) Reset() {
@@ -582,6 +586,20 @@ func (x *ScheduleRecord) GetPausedReason() string {
 	return ""
 }
 
+func (x *ScheduleRecord) GetPaceWindowStartUnixMicros() int64 {
+	if x != nil {
+		return x.PaceWindowStartUnixMicros
+	}
+	return 0
+}
+
+func (x *ScheduleRecord) GetPaceWindowEnqueued() uint32 {
+	if x != nil {
+		return x.PaceWindowEnqueued
+	}
+	return 0
+}
+
 // LedgerRecord is the durable outcome of one nominal instant a schedule passed (one per
 // generation and ordinal), or of one manual trigger.
 type LedgerRecord struct {
@@ -738,7 +756,12 @@ type ScheduleInspection struct {
 	ZoneRulesVersion string `protobuf:"bytes,7,opt,name=zone_rules_version,json=zoneRulesVersion,proto3" json:"zone_rules_version,omitempty"`
 	// The generations a new definition replaced (apply version 8), newest first: at most
 	// schedule.KeptGenerations, each the record as it stood when replaced.
-	Generations   []*ScheduleGeneration `protobuf:"bytes,8,rep,name=generations,proto3" json:"generations,omitempty"`
+	Generations []*ScheduleGeneration `protobuf:"bytes,8,rep,name=generations,proto3" json:"generations,omitempty"`
+	// How many instants are due and not yet passed at the read's logged time (at most
+	// schedule.MaxBacklogCount; backlog_capped when there are more): what a catch-up, paced or
+	// not, has left to drain.
+	Backlog       uint64 `protobuf:"varint,9,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	BacklogCapped bool   `protobuf:"varint,10,opt,name=backlog_capped,json=backlogCapped,proto3" json:"backlog_capped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -827,6 +850,20 @@ func (x *ScheduleInspection) GetGenerations() []*ScheduleGeneration {
 		return x.Generations
 	}
 	return nil
+}
+
+func (x *ScheduleInspection) GetBacklog() uint64 {
+	if x != nil {
+		return x.Backlog
+	}
+	return 0
+}
+
+func (x *ScheduleInspection) GetBacklogCapped() bool {
+	if x != nil {
+		return x.BacklogCapped
+	}
+	return false
 }
 
 // ScheduleGeneration is a replaced generation of a schedule (apply version 8): its record as it
@@ -1792,7 +1829,8 @@ var File_api_v1_records_proto protoreflect.FileDescriptor
 
 const file_api_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xec\t\n" +
+	"\x14api/v1/records.proto\x12\torrery.v1\x1a\x13api/v1/orrery.proto\"\xe0\n" +
+	"\n" +
 	"\x0eScheduleRecord\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.orrery.v1.ScheduleDefinitionR\n" +
@@ -1824,7 +1862,9 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x0eredacted_paths\x18\x18 \x03(\tR\rredactedPaths\x12*\n" +
 	"\x11series_end_reason\x18\x19 \x01(\tR\x0fseriesEndReason\x12D\n" +
 	"\x1fseries_end_withheld_unix_micros\x18\x1a \x01(\x03R\x1bseriesEndWithheldUnixMicros\x12#\n" +
-	"\rpaused_reason\x18\x1b \x01(\tR\fpausedReasonJ\x04\b\x10\x10\x11R\x10zone_fingerprint\"\xb1\x03\n" +
+	"\rpaused_reason\x18\x1b \x01(\tR\fpausedReason\x12@\n" +
+	"\x1dpace_window_start_unix_micros\x18\x1c \x01(\x03R\x19paceWindowStartUnixMicros\x120\n" +
+	"\x14pace_window_enqueued\x18\x1d \x01(\rR\x12paceWindowEnqueuedJ\x04\b\x10\x10\x11R\x10zone_fingerprint\"\xb1\x03\n" +
 	"\fLedgerRecord\x12\x1f\n" +
 	"\vschedule_id\x18\x01 \x01(\tR\n" +
 	"scheduleId\x12\x1e\n" +
@@ -1841,7 +1881,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x16coalesced_into_ordinal\x18\t \x01(\x04R\x14coalescedIntoOrdinal\x12\x16\n" +
 	"\x06reason\x18\n" +
 	" \x01(\tR\x06reason\x12\x1a\n" +
-	"\bbackfill\x18\v \x01(\bR\bbackfill\"\xc0\x03\n" +
+	"\bbackfill\x18\v \x01(\bR\bbackfill\"\x81\x04\n" +
 	"\x12ScheduleInspection\x121\n" +
 	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x12<\n" +
 	"\x1bnext_fire_times_unix_micros\x18\x02 \x03(\x03R\x17nextFireTimesUnixMicros\x12<\n" +
@@ -1850,7 +1890,10 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x12evaluator_mismatch\x18\x05 \x01(\tR\x11evaluatorMismatch\x122\n" +
 	"\bliveness\x18\x06 \x01(\v2\x16.orrery.v1.DueLivenessR\bliveness\x12,\n" +
 	"\x12zone_rules_version\x18\a \x01(\tR\x10zoneRulesVersion\x12?\n" +
-	"\vgenerations\x18\b \x03(\v2\x1d.orrery.v1.ScheduleGenerationR\vgenerations\"\x9f\x01\n" +
+	"\vgenerations\x18\b \x03(\v2\x1d.orrery.v1.ScheduleGenerationR\vgenerations\x12\x18\n" +
+	"\abacklog\x18\t \x01(\x04R\abacklog\x12%\n" +
+	"\x0ebacklog_capped\x18\n" +
+	" \x01(\bR\rbacklogCapped\"\x9f\x01\n" +
 	"\x12ScheduleGeneration\x121\n" +
 	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x125\n" +
 	"\x17replaced_at_unix_micros\x18\x02 \x01(\x03R\x14replacedAtUnixMicros\x12\x1f\n" +

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +18,7 @@ type defineFlags struct {
 	namespace, queue, key              string
 	cron, tz, every, start, at, after  string
 	payload, headers, misfire, overlap string
-	expired                            string
+	expired, pace                      string
 	labels                             labelFlag
 	catchUp, ttl, jitter               time.Duration
 	maxDeliveries, maxRuns             int
@@ -48,6 +49,7 @@ func (f *defineFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.overlap, "overlap", "", "overlap policy: allow_all, skip, buffer_one, buffer_all or cancel_other (default allow_all)")
 	f.labels = labelFlag{}
 	fs.Var(f.labels, "label", "a label of the schedule, KEY=VALUE; repeatable (update: replaces them all)")
+	fs.StringVar(&f.pace, "pace", "", `paced catch-up: at most N occurrences per window, N/DURATION ("10/1m")`)
 	fs.StringVar(&f.expired, "expired", "", "an occurrence whose --ttl passed before it fired: fail (stop the schedule until skip-expired) or skip (default fail)")
 	fs.DurationVar(&f.catchUp, "catch-up", 0, "how far back a catch-up or a resume reaches (0: no bound)")
 	fs.DurationVar(&f.ttl, "ttl", 0, "time to live of each occurrence (0: none)")
@@ -130,6 +132,15 @@ func (f *defineFlags) apply(o *client.ScheduleOptions, spec *orreryv1.ScheduleSp
 	}
 	if f.set["label"] {
 		o.Labels = map[string]string(f.labels)
+	}
+	if f.set["pace"] {
+		n, window, ok := strings.Cut(f.pace, "/")
+		per, err := strconv.Atoi(n)
+		d, derr := time.ParseDuration(window)
+		if !ok || err != nil || derr != nil {
+			return usagef("pace: want N/DURATION (10/1m), got %q", f.pace)
+		}
+		o.PacePerWindow, o.PaceWindow = per, d
 	}
 	if f.set["expired"] {
 		n, err := enumFlag("expired", f.expired, "EXPIRED_POLICY_", orreryv1.ExpiredPolicy_value, "fail, skip")

@@ -212,6 +212,20 @@ func TestSchedulesLabels(t *testing.T) {
 	}
 }
 
+// TestSchedulesCreateWithAPace: --pace N/DUR paces a schedule's catch-up; describe shows the
+// pace and the backlog; a malformed pace is a usage error.
+func TestSchedulesCreateWithAPace(t *testing.T) {
+	s := startSilo(t)
+	ok(t, s, "", "schedules", "create", "paced", "--namespace", "cli-pace", "--queue", "jobs", "--every", "1h", "--pace", "10/1m")
+	described := ok(t, s, "", "schedules", "describe", "cli-pace", "jobs", "paced", "paced")
+	if lineOf(described, "catch-up pace", "at most 10 per 1m0s") == "" || lineOf(described, "backlog", "0") == "" {
+		t.Fatalf("describe:\n%s", described)
+	}
+	if r := cli(t, s, "", "schedules", "create", "x", "--namespace", "cli-pace", "--queue", "jobs", "--every", "1h", "--pace", "ten"); r.code != 2 {
+		t.Errorf("--pace ten: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 // TestSchedulesCreateThatPausesOnFailure: --pause-on-failure defines a schedule that pauses
 // when an occurrence is dead-lettered, which describe shows.
 func TestSchedulesCreateThatPausesOnFailure(t *testing.T) {

@@ -44,7 +44,7 @@ const schedulesHelp = `orrery schedules: list, describe, create, update, pause, 
   schedules describe NS QUEUE KEY ID|NAME
   schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR)
       [--payload JSON] [--headers JSON] [--misfire catch_up|skip|coalesce] [--overlap allow_all|skip|buffer_one]
-      [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--expired fail|skip] [--jitter DUR [--jitter-early]] [--label K=V]...
+      [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--expired fail|skip] [--jitter DUR [--jitter-early]] [--label K=V]... [--pace N/DUR]
   schedules update NAME --namespace NS --queue Q [--key K] [any flag of create: only those given change]
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
   schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl

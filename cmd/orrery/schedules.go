@@ -279,6 +279,14 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	w.row("catch-up window", catchUpText(def.GetCatchUpWindowMicros(), def.GetMisfire()))
 	w.row("bounds", boundsText(def))
 	w.row("jitter", jitterText(def))
+	if p := def.GetCatchUpPace(); p != nil {
+		w.row("catch-up pace", fmt.Sprintf("at most %d per %v", p.GetMaxPerWindow(), time.Duration(p.GetWindowMicros())*time.Microsecond))
+	}
+	backlog := strconv.FormatUint(in.GetBacklog(), 10)
+	if in.GetBacklogCapped() {
+		backlog += "+"
+	}
+	w.row("backlog", backlog)
 	if l := def.GetLabels(); len(l) > 0 {
 		w.row("labels", labelFlag(l).String())
 	}

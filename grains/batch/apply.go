@@ -336,6 +336,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 				return nil, err
 			}
 		}
+		if schedule.HasPace(k.ConfigureSchedule.GetDefinition()) {
+			if err := a.Require(ApplyVersionPace, "definition.catch_up_pace"); err != nil {
+				return nil, err
+			}
+		}
 		if schedule.HasLabels(k.ConfigureSchedule.GetDefinition()) {
 			if err := a.Require(ApplyVersionLabels, "definition.labels"); err != nil {
 				return nil, err

@@ -32,8 +32,9 @@ import (
 //  8. a replaced generation is kept for inspection (ScheduleGeneration:
 //     ApplyVersionGenerationHistory);
 //  9. BackfillSchedule (ApplyVersionBackfill);
-//  10. a schedule definition's labels (ApplyVersionLabels).
-const KnownApplyVersion uint32 = 10
+//  10. a schedule definition's labels (ApplyVersionLabels);
+//  11. a schedule definition's catch-up pace (ApplyVersionPace).
+const KnownApplyVersion uint32 = 11
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -74,6 +75,10 @@ const ApplyVersionBackfill uint32 = 9
 // ApplyVersionLabels is the apply version that takes a schedule definition's labels (before it:
 // Validation), so that no replica of an older release stores the definition without them.
 const ApplyVersionLabels uint32 = 10
+
+// ApplyVersionPace is the apply version that takes a definition's catch_up_pace (before it:
+// Validation).
+const ApplyVersionPace uint32 = 11
 
 // scheduleRules are the schedule state machine's rules at a's apply version.
 func (a Applier) scheduleRules() schedule.Rules {

@@ -158,7 +158,8 @@ type emitter struct {
 	nominals  []int64 // the nominal instant of each enqueued occurrence
 	passed    uint32  // ordinals passed without a message
 	changed   bool
-	// held is set when a BUFFER_ALL series stopped at an instant because its slot is taken.
+	// held is set when the series stopped at an instant because its slot is taken (BUFFER_ALL)
+	// or its catch-up pace's window is full.
 	held bool
 	// stopped is set when the series stopped at an expired occurrence after this emit had
 	// already changed the record (see Rules.ExpiredStops): what it did is kept, and the
@@ -304,6 +305,11 @@ func (e *emitter) fire(u unit) error {
 			return nil
 		}
 		return expiredStop(e.rec, u.point, e.now)
+	}
+	if !paceAllows(e.rec, e.now) {
+		// The pace window is full: the series waits, due again when the window ends.
+		e.held = true
+		return nil
 	}
 	outcome := orreryv1.LedgerOutcome_LEDGER_OUTCOME_ENQUEUED
 	reason := ""

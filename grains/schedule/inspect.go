@@ -56,7 +56,10 @@ func Inspect(r kv.Reader, lane *orreryv1.Lane, scheduleID string, loggedNowMicro
 		return insp, err
 	}
 	insp.ZoneRulesVersion = version
-	insp.NextFireTimesUnixMicros, err = nextFireTimes(rec, location, loggedNowMicros)
+	if insp.NextFireTimesUnixMicros, err = nextFireTimes(rec, location, loggedNowMicros); err != nil {
+		return nil, err
+	}
+	insp.Backlog, insp.BacklogCapped, err = backlog(r, rec, loggedNowMicros)
 	return insp, err
 }
 

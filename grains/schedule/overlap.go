@@ -73,6 +73,7 @@ func (e *emitter) enqueue(origin *orreryv1.OccurrenceOrigin) error {
 		e.rec.InFlightMessageId, e.rec.InFlightExpiresAtUnixMicros = id, msg.GetExpiresAtUnixMicros()
 	}
 	e.enqueued, e.nominals = append(e.enqueued, id), append(e.nominals, origin.GetNominalDueAtUnixMicros())
+	paceSpent(e.rec)
 	e.changed = true
 	return nil
 }

@@ -157,6 +157,9 @@ func nextDue(rec *orreryv1.ScheduleRecord) int64 {
 	case !rec.GetSeriesEnded():
 		consider(nextFireAt(rec))
 	}
+	if hold := paceHold(rec); found && hold > due {
+		due = hold // the pace window is full: nothing is enqueued before it ends
+	}
 	if b := rec.GetBuffered(); b != nil {
 		switch {
 		case rec.GetInFlightMessageId() == "":

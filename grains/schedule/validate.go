@@ -57,6 +57,9 @@ func ValidateDefinition(def *orreryv1.ScheduleDefinition, lim input.Limits) *orr
 	if err := input.Template("template", def.GetTemplate(), lim); err != nil {
 		return orrery.AsError(err)
 	}
+	if err := validatePace(def); err != nil {
+		return err
+	}
 	if err := ValidateLabels("labels", def.GetLabels()); err != nil {
 		return err
 	}
