@@ -44,6 +44,9 @@ type ListSagasRequest struct {
 	Queue string
 	// Phase, when set, lists only the sagas in that phase.
 	Phase orreryv1.SagaPhase
+	// Labels, when set, lists only the sagas carrying every one of these labels (an empty
+	// value: the label with any value). A filtered page may hold fewer sagas than MaxRecords.
+	Labels map[string]string
 	// MaxRecords is the page size (0: DefaultListMax; at most MaxListMax).
 	MaxRecords int
 	// After resumes a previous list with its continuation, under the same filter.
@@ -97,7 +100,7 @@ func (c *Client) ListSchedules(ctx context.Context, req ListSchedulesRequest) (p
 func (c *Client) ListSagas(ctx context.Context, req ListSagasRequest) (page []ListedSaga, continuation []byte, err error) {
 	items, next, err := c.list(ctx, req.MaxRecords, req.After, func(p int, after []byte, max uint32) ([]listItem, []byte, error) {
 		reply, err := c.inspect(ctx, p, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_ListSagas{ListSagas: &orreryv1.ListSagas{
-			Namespace: req.Namespace, Queue: req.Queue, Phase: req.Phase, After: after, MaxRecords: max,
+			Namespace: req.Namespace, Queue: req.Queue, Phase: req.Phase, After: after, MaxRecords: max, Labels: req.Labels,
 		}}})
 		if err != nil {
 			return nil, nil, err

@@ -42,11 +42,14 @@ type SagaWait struct {
 	TimeoutQueue string
 	// TimeoutPayloadJSON is the timeout message's payload ("" for none).
 	TimeoutPayloadJSON string
+	// Labels, when set, replace the saga's labels (List selects by them); unset, it keeps its
+	// own. Needs apply version 12.
+	Labels map[string]string
 }
 
 // exchange is the compare-and-set that moves h's saga from revision to phase with w.
 func (w SagaWait) exchange(h *SagaHandle, revision uint64, phase SagaPhase) *orreryv1.CompareExchangeSaga {
-	m := &orreryv1.CompareExchangeSaga{Lane: h.lane, SagaId: h.id, ExpectedRevision: revision, Phase: phase, StateJson: w.StateJSON}
+	m := &orreryv1.CompareExchangeSaga{Lane: h.lane, SagaId: h.id, ExpectedRevision: revision, Phase: phase, StateJson: w.StateJSON, Labels: w.Labels}
 	if !w.Deadline.IsZero() {
 		m.DeadlineUnixMicros = w.Deadline.UnixMicro()
 		m.Timeout = Timeout(w.TimeoutQueue, w.TimeoutPayloadJSON)
@@ -94,6 +97,9 @@ type ListSagas struct {
 	Phase SagaPhase
 	// PageSize is how many sagas each call fetches (0: DefaultListMax; at most MaxListMax).
 	PageSize int
+	// Labels, when set, lists only the sagas carrying every one of these labels with the value
+	// given (an empty value: the label with any value).
+	Labels map[string]string
 }
 
 // List yields the namespace's sagas in (queue, key, id) order, a page at a time as the loop
@@ -101,7 +107,7 @@ type ListSagas struct {
 // empty: the record keeps the id only.
 func (s *Sagas) List(ctx context.Context, f ListSagas) iter.Seq2[*SagaDescription, error] {
 	return pages(func(after []byte) ([]ListedSaga, []byte, error) {
-		return s.c.ListSagas(ctx, ListSagasRequest{Namespace: s.namespace, Queue: f.Queue, Phase: f.Phase, MaxRecords: f.PageSize, After: after})
+		return s.c.ListSagas(ctx, ListSagasRequest{Namespace: s.namespace, Queue: f.Queue, Phase: f.Phase, MaxRecords: f.PageSize, After: after, Labels: f.Labels})
 	}, func(l ListedSaga) *SagaDescription {
 		d := describeSaga(l.Record)
 		d.Partition = l.Partition
@@ -185,6 +191,8 @@ type SagaDescription struct {
 	TimeoutQueue, TimeoutPayloadJSON, TimeoutMessageID string
 	// Creator is the principal that started it.
 	Creator string
+	// Labels are its labels.
+	Labels map[string]string
 }
 
 // describeSaga is the description a stored record gives.
@@ -193,6 +201,6 @@ func describeSaga(rec *orreryv1.SagaRecord) *SagaDescription {
 		ID: rec.GetSagaId(), Namespace: rec.GetLane().GetNamespace(), Queue: rec.GetLane().GetQueue(), Key: rec.GetLane().GetKey(),
 		Revision: rec.GetRevision(), Phase: rec.GetPhase(), StateJSON: rec.GetStateJson(), Deadline: instant(rec.GetDeadlineUnixMicros()),
 		TimeoutQueue: rec.GetTimeout().GetQueue(), TimeoutPayloadJSON: rec.GetTimeout().GetTemplate().GetPayloadJson(),
-		TimeoutMessageID: rec.GetTimeoutMessageId(), Creator: rec.GetCreator(),
+		TimeoutMessageID: rec.GetTimeoutMessageId(), Creator: rec.GetCreator(), Labels: rec.GetLabels(),
 	}
 }

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -106,5 +107,41 @@ func TestSagasListIteratesByPhase(t *testing.T) {
 	if all, waiting, cancelled := count(client.ListSagas{PageSize: 2}), count(client.ListSagas{Phase: client.SagaWaiting}),
 		count(client.ListSagas{Phase: client.SagaCancelled}); all != 3 || waiting != 2 || cancelled != 1 {
 		t.Fatalf("listed %d, %d waiting, %d cancelled; want 3, 2, 1", all, waiting, cancelled)
+	}
+}
+
+// TestSagasCarryLabelsThatListSelects: a saga started with labels keeps them through a Wait
+// without any and a Complete, and List selects by them.
+func TestSagasCarryLabelsThatListSelects(t *testing.T) {
+	b := setup(t, 4)
+	ctx := ctxFor(t)
+	sagas := b.c.Sagas(testNamespace)
+	for i := range 9 {
+		team := []string{"billing", "search", "ops"}[i%3]
+		h, err := sagas.Start(ctx, testQueue, "", fmt.Sprintf("order-%d", i), client.SagaWait{StateJSON: `{}`, Labels: map[string]string{"team": team}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Wait(ctx, client.SagaWait{StateJSON: `{"step":2}`}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := h.Complete(ctx, `{}`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var billing []string
+	for d, err := range sagas.List(ctx, client.ListSagas{Labels: map[string]string{"team": "billing"}, PageSize: 1}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Labels["team"] != "billing" {
+			t.Fatalf("listed %s with labels %v", d.ID, d.Labels)
+		}
+		billing = append(billing, d.ID)
+	}
+	if len(billing) != 3 {
+		t.Fatalf("team=billing listed %v, want the 3 billing sagas (the completed one too)", billing)
 	}
 }

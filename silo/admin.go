@@ -284,6 +284,17 @@ func writePage(w http.ResponseWriter, key string, items []map[string]any, next [
 	writeJSON(w, http.StatusOK, body)
 }
 
+// labelQuery is the label selector of a list's ?label=KEY=VALUE parameters (KEY alone: any
+// value).
+func labelQuery(q url.Values) map[string]string {
+	labels := map[string]string{}
+	for _, l := range q["label"] {
+		k, v, _ := strings.Cut(l, "=")
+		labels[k] = v
+	}
+	return labels
+}
+
 // listSchedules serves a page of a namespace's schedules: ?queue=, ?state=, ?label=KEY=VALUE
 // (repeatable; KEY alone: any value) and ?name_prefix= filter it.
 func (s *Silo) listSchedules(w http.ResponseWriter, r *http.Request) {
@@ -293,11 +304,7 @@ func (s *Silo) listSchedules(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	labels := map[string]string{}
-	for _, l := range r.URL.Query()["label"] {
-		k, v, _ := strings.Cut(l, "=")
-		labels[k] = v
-	}
+	labels := labelQuery(r.URL.Query())
 	page, next, err := s.adminClient(r).ListSchedules(r.Context(), client.ListSchedulesRequest{
 		Namespace: r.PathValue("namespace"), Queue: r.URL.Query().Get("queue"),
 		State: orreryv1.ScheduleState(state), MaxRecords: maxRecords, After: after,
@@ -324,7 +331,7 @@ func (s *Silo) listSagas(w http.ResponseWriter, r *http.Request) {
 	}
 	page, next, err := s.adminClient(r).ListSagas(r.Context(), client.ListSagasRequest{
 		Namespace: r.PathValue("namespace"), Queue: r.URL.Query().Get("queue"),
-		Phase: orreryv1.SagaPhase(phase), MaxRecords: maxRecords, After: after,
+		Phase: orreryv1.SagaPhase(phase), MaxRecords: maxRecords, After: after, Labels: labelQuery(r.URL.Query()),
 	})
 	if err != nil {
 		writeError(w, err)

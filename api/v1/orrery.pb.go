@@ -2390,8 +2390,11 @@ type CompareExchangeSaga struct {
 	// Zero means no deadline. A deadline and a timeout come together, only in Waiting.
 	DeadlineUnixMicros int64        `protobuf:"varint,6,opt,name=deadline_unix_micros,json=deadlineUnixMicros,proto3" json:"deadline_unix_micros,omitempty"`
 	Timeout            *SagaTimeout `protobuf:"bytes,7,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Labels (apply version 12) that lists select sagas by (ListSagas.labels), as a schedule
+	// definition's: set, they replace the saga's labels; empty, the saga keeps its own.
+	Labels        map[string]string `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompareExchangeSaga) Reset() {
@@ -2469,6 +2472,13 @@ func (x *CompareExchangeSaga) GetDeadlineUnixMicros() int64 {
 func (x *CompareExchangeSaga) GetTimeout() *SagaTimeout {
 	if x != nil {
 		return x.Timeout
+	}
+	return nil
+}
+
+func (x *CompareExchangeSaga) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -5173,7 +5183,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x0fTriggerSchedule\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
-	"scheduleId\"\xaf\x02\n" +
+	"scheduleId\"\xae\x03\n" +
 	"\x13CompareExchangeSaga\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x17\n" +
 	"\asaga_id\x18\x02 \x01(\tR\x06sagaId\x12+\n" +
@@ -5182,7 +5192,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\n" +
 	"state_json\x18\x05 \x01(\tR\tstateJson\x120\n" +
 	"\x14deadline_unix_micros\x18\x06 \x01(\x03R\x12deadlineUnixMicros\x120\n" +
-	"\atimeout\x18\a \x01(\v2\x16.orrery.v1.SagaTimeoutR\atimeout\"w\n" +
+	"\atimeout\x18\a \x01(\v2\x16.orrery.v1.SagaTimeoutR\atimeout\x12B\n" +
+	"\x06labels\x18\b \x03(\v2*.orrery.v1.CompareExchangeSaga.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
 	"\n" +
 	"ExpireSaga\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x17\n" +
@@ -5429,7 +5443,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
@@ -5493,6 +5507,7 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*MutationResult)(nil),        // 59: orrery.v1.MutationResult
 	(*Receipt)(nil),               // 60: orrery.v1.Receipt
 	nil,                           // 61: orrery.v1.ScheduleDefinition.LabelsEntry
+	nil,                           // 62: orrery.v1.CompareExchangeSaga.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -5527,57 +5542,58 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	8,  // 29: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
 	6,  // 30: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
 	17, // 31: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	8,  // 32: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	8,  // 33: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	8,  // 34: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	8,  // 35: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	8,  // 36: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	39, // 37: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	45, // 38: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	46, // 39: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	8,  // 40: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	22, // 41: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	23, // 42: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	24, // 43: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	25, // 44: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	26, // 45: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	29, // 46: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	30, // 47: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	31, // 48: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	32, // 49: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	33, // 50: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	34, // 51: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	35, // 52: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	36, // 53: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	37, // 54: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	38, // 55: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	47, // 56: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	48, // 57: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	49, // 58: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	43, // 59: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	40, // 60: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	44, // 61: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	42, // 62: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	27, // 63: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	28, // 64: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	50, // 65: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 66: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	21, // 67: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	7,  // 68: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	52, // 69: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	53, // 70: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	54, // 71: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	55, // 72: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	56, // 73: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	57, // 74: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	58, // 75: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	59, // 76: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	7,  // 77: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	78, // [78:78] is the sub-list for method output_type
-	78, // [78:78] is the sub-list for method input_type
-	78, // [78:78] is the sub-list for extension type_name
-	78, // [78:78] is the sub-list for extension extendee
-	0,  // [0:78] is the sub-list for field type_name
+	62, // 32: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	8,  // 33: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	8,  // 34: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	8,  // 35: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	8,  // 36: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	8,  // 37: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	39, // 38: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	45, // 39: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	46, // 40: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	8,  // 41: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	22, // 42: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	23, // 43: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	24, // 44: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	25, // 45: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	26, // 46: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	29, // 47: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	30, // 48: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	31, // 49: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	32, // 50: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	33, // 51: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	34, // 52: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	35, // 53: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	36, // 54: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	37, // 55: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	38, // 56: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	47, // 57: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	48, // 58: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	49, // 59: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	43, // 60: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	40, // 61: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	44, // 62: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	42, // 63: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	27, // 64: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	28, // 65: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	50, // 66: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,  // 67: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	21, // 68: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	7,  // 69: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	52, // 70: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	53, // 71: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	54, // 72: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	55, // 73: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	56, // 74: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	57, // 75: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	58, // 76: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	59, // 77: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	7,  // 78: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	79, // [79:79] is the sub-list for method output_type
+	79, // [79:79] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -5636,7 +5652,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

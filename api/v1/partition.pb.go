@@ -796,12 +796,15 @@ func (x *ListSchedules) GetNamePrefix() string {
 // ListSagas pages through one partition's sagas of a namespace in (queue, key, id) order,
 // optionally only those of one queue and of one phase, like ListSchedules.
 type ListSagas struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
-	Phase         SagaPhase              `protobuf:"varint,3,opt,name=phase,proto3,enum=orrery.v1.SagaPhase" json:"phase,omitempty"`
-	After         []byte                 `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
-	MaxRecords    uint32                 `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Namespace  string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue      string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Phase      SagaPhase              `protobuf:"varint,3,opt,name=phase,proto3,enum=orrery.v1.SagaPhase" json:"phase,omitempty"`
+	After      []byte                 `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
+	MaxRecords uint32                 `protobuf:"varint,5,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	// Only the sagas carrying every one of these labels, as ListSchedules.labels (a page then
+	// scans at most listing.MaxScanned records).
+	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -869,6 +872,13 @@ func (x *ListSagas) GetMaxRecords() uint32 {
 		return x.MaxRecords
 	}
 	return 0
+}
+
+func (x *ListSagas) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // ListedSchedule is one schedule of a list page, with the state it is listed under.
@@ -2124,14 +2134,18 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"namePrefix\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x02\n" +
 	"\tListSagas\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12*\n" +
 	"\x05phase\x18\x03 \x01(\x0e2\x14.orrery.v1.SagaPhaseR\x05phase\x12\x14\n" +
 	"\x05after\x18\x04 \x01(\fR\x05after\x12\x1f\n" +
 	"\vmax_records\x18\x05 \x01(\rR\n" +
-	"maxRecords\"s\n" +
+	"maxRecords\x128\n" +
+	"\x06labels\x18\x06 \x03(\v2 .orrery.v1.ListSagas.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
 	"\x0eListedSchedule\x121\n" +
 	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.orrery.v1.ScheduleStateR\x05state\"\xdc\x01\n" +
@@ -2257,7 +2271,7 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
 	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
@@ -2283,24 +2297,25 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandLimits)(nil),      // 21: orrery.v1.CommandLimits
 	(*InspectReply)(nil),       // 22: orrery.v1.InspectReply
 	nil,                        // 23: orrery.v1.ListSchedules.LabelsEntry
-	(*Batch)(nil),              // 24: orrery.v1.Batch
-	(*Error)(nil),              // 25: orrery.v1.Error
-	(*DueRef)(nil),             // 26: orrery.v1.DueRef
-	(ScheduleState)(0),         // 27: orrery.v1.ScheduleState
-	(SagaPhase)(0),             // 28: orrery.v1.SagaPhase
-	(*ScheduleRecord)(nil),     // 29: orrery.v1.ScheduleRecord
-	(*Lane)(nil),               // 30: orrery.v1.Lane
-	(*SagaRecord)(nil),         // 31: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 32: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 33: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 34: orrery.v1.LedgerRecord
-	(*AuditRecord)(nil),        // 35: orrery.v1.AuditRecord
+	nil,                        // 24: orrery.v1.ListSagas.LabelsEntry
+	(*Batch)(nil),              // 25: orrery.v1.Batch
+	(*Error)(nil),              // 26: orrery.v1.Error
+	(*DueRef)(nil),             // 27: orrery.v1.DueRef
+	(ScheduleState)(0),         // 28: orrery.v1.ScheduleState
+	(SagaPhase)(0),             // 29: orrery.v1.SagaPhase
+	(*ScheduleRecord)(nil),     // 30: orrery.v1.ScheduleRecord
+	(*Lane)(nil),               // 31: orrery.v1.Lane
+	(*SagaRecord)(nil),         // 32: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 33: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 34: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 35: orrery.v1.LedgerRecord
+	(*AuditRecord)(nil),        // 36: orrery.v1.AuditRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	24, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	25, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	26, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	25, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	25, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	26, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	27, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	26, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
 	11, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
 	12, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
 	13, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
@@ -2311,35 +2326,36 @@ var file_api_v1_partition_proto_depIdxs = []int32{
 	14, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
 	15, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
 	6,  // 13: orrery.v1.InspectRequest.audit:type_name -> orrery.v1.ReadAudit
-	27, // 14: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
+	28, // 14: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
 	23, // 15: orrery.v1.ListSchedules.labels:type_name -> orrery.v1.ListSchedules.LabelsEntry
-	28, // 16: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
-	29, // 17: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
-	27, // 18: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
-	30, // 19: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
-	30, // 20: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	30, // 21: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	30, // 22: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	21, // 23: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	20, // 24: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
-	19, // 25: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
-	29, // 26: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	31, // 27: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	32, // 28: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	18, // 29: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	25, // 30: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	33, // 31: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	34, // 32: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	9,  // 33: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	31, // 34: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	16, // 35: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	16, // 36: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
-	35, // 37: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	29, // 16: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
+	24, // 17: orrery.v1.ListSagas.labels:type_name -> orrery.v1.ListSagas.LabelsEntry
+	30, // 18: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
+	28, // 19: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
+	31, // 20: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	31, // 21: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	31, // 22: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	31, // 23: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	21, // 24: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	20, // 25: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
+	19, // 26: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
+	30, // 27: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	32, // 28: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	33, // 29: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	18, // 30: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	26, // 31: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	34, // 32: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	35, // 33: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	9,  // 34: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	32, // 35: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	16, // 36: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	16, // 37: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	36, // 38: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -2367,7 +2383,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1082,6 +1082,8 @@ type SagaRecord struct {
 	// of the timeout's template (under "timeout.payload", "timeout.headers") the caller's read
 	// policies removed, and "creator" when the creator is withheld, sorted (grants.ProjectSaga).
 	RedactedPaths []string `protobuf:"bytes,10,rep,name=redacted_paths,json=redactedPaths,proto3" json:"redacted_paths,omitempty"`
+	// Its labels (CompareExchangeSaga.labels).
+	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1182,6 +1184,13 @@ func (x *SagaRecord) GetTimeoutMessageId() string {
 func (x *SagaRecord) GetRedactedPaths() []string {
 	if x != nil {
 		return x.RedactedPaths
+	}
+	return nil
+}
+
+func (x *SagaRecord) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -1907,7 +1916,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x11ScheduleTombstone\x12#\n" +
 	"\rlast_revision\x18\x01 \x01(\x04R\flastRevision\x12'\n" +
 	"\x0flast_generation\x18\x02 \x01(\x04R\x0elastGeneration\x123\n" +
-	"\x16deleted_at_unix_micros\x18\x03 \x01(\x03R\x13deletedAtUnixMicros\"\x84\x03\n" +
+	"\x16deleted_at_unix_micros\x18\x03 \x01(\x03R\x13deletedAtUnixMicros\"\xfa\x03\n" +
 	"\n" +
 	"SagaRecord\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x17\n" +
@@ -1921,7 +1930,11 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\acreator\x18\b \x01(\tR\acreator\x12,\n" +
 	"\x12timeout_message_id\x18\t \x01(\tR\x10timeoutMessageId\x12%\n" +
 	"\x0eredacted_paths\x18\n" +
-	" \x03(\tR\rredactedPaths\"\xa8\x01\n" +
+	" \x03(\tR\rredactedPaths\x129\n" +
+	"\x06labels\x18\v \x03(\v2!.orrery.v1.SagaRecord.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x01\n" +
 	"\x06DueRef\x12&\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x12.orrery.v1.DueKindR\x04kind\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
@@ -2017,7 +2030,7 @@ func file_api_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_api_v1_records_proto_goTypes = []any{
 	(ScheduleState)(0),         // 0: orrery.v1.ScheduleState
 	(LedgerOutcome)(0),         // 1: orrery.v1.LedgerOutcome
@@ -2039,34 +2052,36 @@ var file_api_v1_records_proto_goTypes = []any{
 	(*GrantRecord)(nil),        // 17: orrery.v1.GrantRecord
 	(*AuditRecord)(nil),        // 18: orrery.v1.AuditRecord
 	(*ZoneRules)(nil),          // 19: orrery.v1.ZoneRules
-	(*ScheduleDefinition)(nil), // 20: orrery.v1.ScheduleDefinition
-	(*OccurrenceOrigin)(nil),   // 21: orrery.v1.OccurrenceOrigin
-	(*Lane)(nil),               // 22: orrery.v1.Lane
-	(SagaPhase)(0),             // 23: orrery.v1.SagaPhase
-	(*SagaTimeout)(nil),        // 24: orrery.v1.SagaTimeout
-	(*GrantRule)(nil),          // 25: orrery.v1.GrantRule
+	nil,                        // 20: orrery.v1.SagaRecord.LabelsEntry
+	(*ScheduleDefinition)(nil), // 21: orrery.v1.ScheduleDefinition
+	(*OccurrenceOrigin)(nil),   // 22: orrery.v1.OccurrenceOrigin
+	(*Lane)(nil),               // 23: orrery.v1.Lane
+	(SagaPhase)(0),             // 24: orrery.v1.SagaPhase
+	(*SagaTimeout)(nil),        // 25: orrery.v1.SagaTimeout
+	(*GrantRule)(nil),          // 26: orrery.v1.GrantRule
 }
 var file_api_v1_records_proto_depIdxs = []int32{
-	20, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
-	21, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
+	21, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
+	22, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
 	1,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
 	4,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
 	5,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
 	8,  // 5: orrery.v1.ScheduleInspection.liveness:type_name -> orrery.v1.DueLiveness
 	7,  // 6: orrery.v1.ScheduleInspection.generations:type_name -> orrery.v1.ScheduleGeneration
 	4,  // 7: orrery.v1.ScheduleGeneration.record:type_name -> orrery.v1.ScheduleRecord
-	22, // 8: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
-	23, // 9: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
-	24, // 10: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
-	2,  // 11: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
-	22, // 12: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
-	25, // 13: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
-	3,  // 14: orrery.v1.AuditRecord.kind:type_name -> orrery.v1.AuditKind
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	23, // 8: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
+	24, // 9: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
+	25, // 10: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
+	20, // 11: orrery.v1.SagaRecord.labels:type_name -> orrery.v1.SagaRecord.LabelsEntry
+	2,  // 12: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
+	23, // 13: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
+	26, // 14: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
+	3,  // 15: orrery.v1.AuditRecord.kind:type_name -> orrery.v1.AuditKind
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_records_proto_init() }
@@ -2081,7 +2096,7 @@ func file_api_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_records_proto_rawDesc), len(file_api_v1_records_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

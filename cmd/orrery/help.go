@@ -15,7 +15,7 @@ Commands:
   schedules backfill --from TIME [--to TIME] NS QUEUE KEY ID|NAME   run a past range's instants now
   schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
   schedules import < schedules.jsonl
-  sagas list --namespace NS [--queue Q] [--phase P] [--max N] [--after TOKEN]
+  sagas list --namespace NS [--queue Q] [--phase P] [--label K=V]... [--max N] [--after TOKEN]
   sagas describe NS QUEUE KEY ID|NAME
   queues stats NS QUEUE [KEY]
   queues peek NS QUEUE KEY [-n N] [--after ID]

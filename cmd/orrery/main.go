@@ -17,7 +17,7 @@
 //	orrery schedules backfill --from TIME [--to TIME] NS QUEUE KEY ID|NAME
 //	orrery schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
 //	orrery schedules import < schedules.jsonl
-//	orrery sagas list --namespace NS [--queue Q] [--phase waiting|completed|cancelled|timed_out] [--max N] [--after TOKEN]
+//	orrery sagas list --namespace NS [--queue Q] [--phase waiting|completed|cancelled|timed_out] [--label K=V]... [--max N] [--after TOKEN]
 //	orrery sagas describe NS QUEUE KEY ID|NAME
 //	orrery queues stats NS QUEUE [KEY]
 //	orrery queues peek NS QUEUE KEY [-n N] [--after ID]      (QUEUE may be a dead-letter queue, QUEUE$dlq)

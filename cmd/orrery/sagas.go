@@ -34,6 +34,8 @@ func (c *command) listSagas(ctx context.Context, args []string) error {
 	var phase string
 	lf.define(fs)
 	fs.StringVar(&phase, "phase", "", "only sagas in this phase: "+sagaPhases)
+	labels := labelFlag{}
+	fs.Var(labels, "label", "only sagas with this label, KEY=VALUE (KEY alone: any value); repeatable")
 	if _, err := c.parse(fs, args, false); err != nil {
 		return err
 	}
@@ -50,7 +52,8 @@ func (c *command) listSagas(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	page, next, err := cl.ListSagas(ctx, client.ListSagasRequest{Namespace: lf.namespace, Queue: lf.queue, Phase: orreryv1.SagaPhase(ph), MaxRecords: lf.max, After: after})
+	page, next, err := cl.ListSagas(ctx, client.ListSagasRequest{Namespace: lf.namespace, Queue: lf.queue, Phase: orreryv1.SagaPhase(ph), MaxRecords: lf.max, After: after,
+		Labels: labels})
 	if err != nil {
 		return fmt.Errorf("list sagas of namespace %q: %w", lf.namespace, err)
 	}

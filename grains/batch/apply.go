@@ -386,6 +386,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_TriggerSchedule:
 		return scheduleResult(schedule.ApplyTrigger(v, lim, k.TriggerSchedule, now))
 	case *orreryv1.Mutation_CompareExchangeSaga:
+		if len(k.CompareExchangeSaga.GetLabels()) > 0 {
+			if err := a.Require(ApplyVersionSagaLabels, "labels"); err != nil {
+				return nil, err
+			}
+		}
 		return sagaResult(saga.ApplyCompareExchange(v, lim, principal, k.CompareExchangeSaga, now))
 	case *orreryv1.Mutation_ExpireSaga:
 		return sagaResult(saga.ApplyExpire(v, lim, k.ExpireSaga, now))

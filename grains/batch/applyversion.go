@@ -33,8 +33,9 @@ import (
 //     ApplyVersionGenerationHistory);
 //  9. BackfillSchedule (ApplyVersionBackfill);
 //  10. a schedule definition's labels (ApplyVersionLabels);
-//  11. a schedule definition's catch-up pace (ApplyVersionPace).
-const KnownApplyVersion uint32 = 11
+//  11. a schedule definition's catch-up pace (ApplyVersionPace);
+//  12. a saga's labels (ApplyVersionSagaLabels).
+const KnownApplyVersion uint32 = 12
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -79,6 +80,10 @@ const ApplyVersionLabels uint32 = 10
 // ApplyVersionPace is the apply version that takes a definition's catch_up_pace (before it:
 // Validation).
 const ApplyVersionPace uint32 = 11
+
+// ApplyVersionSagaLabels is the apply version that takes CompareExchangeSaga.labels (before
+// it: Validation).
+const ApplyVersionSagaLabels uint32 = 12
 
 // scheduleRules are the schedule state machine's rules at a's apply version.
 func (a Applier) scheduleRules() schedule.Rules {

@@ -6,9 +6,10 @@ import (
 	"testing"
 
 	"github.com/orreryhq/orrery"
-
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/record"
 	"github.com/orreryhq/orrery/grains/schedule"
 )
 
@@ -269,6 +270,51 @@ func TestLabelsWaitForTheirApplyVersion(t *testing.T) {
 		got := resultErr(out.Receipt.GetResults()[0])
 		if (got == nil) != c.taken || (got != nil && !strings.HasSuffix(orrery.AsError(got).Field, "definition.labels")) {
 			t.Fatalf("labels at apply version %d: %v, want taken %v", c.version, got, c.taken)
+		}
+	}
+}
+
+// TestSagaLabelsWaitForTheirApplyVersion: a saga exchange with labels is refused before apply
+// version 12; from it the labels are stored, replaced by an exchange that sets others and kept
+// by one that sets none.
+func TestSagaLabelsWaitForTheirApplyVersion(t *testing.T) {
+	for _, version := range []uint32{11, 12} {
+		v := granted(t)
+		a := applier()
+		a.ApplyVersion = version
+		exchange := func(id string, expected uint64, labels map[string]string) (*orreryv1.MutationResult, error) {
+			m := &orreryv1.Mutation{Kind: &orreryv1.Mutation_CompareExchangeSaga{CompareExchangeSaga: &orreryv1.CompareExchangeSaga{
+				Lane: lane, SagaId: scheduleID, ExpectedRevision: expected, Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{}`, Labels: labels}}}
+			b := &orreryv1.Batch{CommandId: id, Mutations: []*orreryv1.Mutation{m}}
+			out, err := a.ApplyBatch(v, sender(b), b, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := out.Receipt.GetResults()[0]
+			return r, resultErr(r)
+		}
+		_, err := exchange("create", 0, map[string]string{"team": "billing"})
+		if version == 11 {
+			if err == nil || !strings.HasSuffix(orrery.AsError(err).Field, "labels") {
+				t.Fatalf("saga labels at apply version 11: %v, want refused on labels", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := exchange("keep", 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		rec := &orreryv1.SagaRecord{}
+		if _, err := record.Load(v, keys.SagaKey(lane, scheduleID), rec); err != nil || rec.GetLabels()["team"] != "billing" {
+			t.Fatalf("after an exchange without labels: %v (%v), want team=billing kept", rec.GetLabels(), err)
+		}
+		if _, err := exchange("replace", 2, map[string]string{"team": "ops"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := record.Load(v, keys.SagaKey(lane, scheduleID), rec); err != nil || len(rec.GetLabels()) != 1 || rec.GetLabels()["team"] != "ops" {
+			t.Fatalf("after an exchange with labels: %v (%v), want team=ops", rec.GetLabels(), err)
 		}
 	}
 }

@@ -177,7 +177,7 @@ func Schedules(r kv.Reader, q *orreryv1.ListSchedules, maxBytes int) (listed []*
 	if err := requireReady(r); err != nil {
 		return nil, nil, err
 	}
-	if err := schedule.ValidateLabels("labels", q.GetLabels()); err != nil {
+	if err := input.Labels("labels", q.GetLabels()); err != nil {
 		return nil, nil, err
 	}
 	filtered := len(q.GetLabels()) > 0 || q.GetNamePrefix() != ""
@@ -191,7 +191,7 @@ func Schedules(r kv.Reader, q *orreryv1.ListSchedules, maxBytes int) (listed []*
 		if err != nil {
 			return false, err
 		}
-		if filtered && (!strings.HasPrefix(rec.GetDefinition().GetName(), q.GetNamePrefix()) || !schedule.MatchesLabels(rec.GetDefinition().GetLabels(), q.GetLabels())) {
+		if filtered && (!strings.HasPrefix(rec.GetDefinition().GetName(), q.GetNamePrefix()) || !matchesLabels(rec.GetDefinition().GetLabels(), q.GetLabels())) {
 			return p.pass(position), nil
 		}
 		item := &orreryv1.ListedSchedule{Record: rec, State: schedule.StateOf(rec)}
@@ -207,6 +207,18 @@ func Schedules(r kv.Reader, q *orreryv1.ListSchedules, maxBytes int) (listed []*
 	return listed, p.next, nil
 }
 
+// matchesLabels reports whether labels carry every key of selector with its value (an empty
+// value in selector: the key with any value).
+func matchesLabels(labels, selector map[string]string) bool {
+	for k, want := range selector {
+		got, ok := labels[k]
+		if !ok || (want != "" && got != want) {
+			return false
+		}
+	}
+	return true
+}
+
 // Sagas reads one page of the partition's sagas that q names, like Schedules.
 func Sagas(r kv.Reader, q *orreryv1.ListSagas, maxBytes int) (listed []*orreryv1.SagaRecord, next []byte, err error) {
 	phase := q.GetPhase()
@@ -220,11 +232,22 @@ func Sagas(r kv.Reader, q *orreryv1.ListSagas, maxBytes int) (listed []*orreryv1
 	if err := requireReady(r); err != nil {
 		return nil, nil, err
 	}
+	if err := input.Labels("labels", q.GetLabels()); err != nil {
+		return nil, nil, err
+	}
+	filtered := len(q.GetLabels()) > 0
+	collect := query.maxRecords
+	if filtered {
+		collect = maxScanned
+	}
 	p := &page{maxRecords: query.maxRecords, maxBytes: min(maxBytes, MaxPageBytes)}
-	err = scan(r, query, keys.Saga, keys.SagaIndex, query.maxRecords, func(position, encoded []byte) (bool, error) {
+	err = scan(r, query, keys.Saga, keys.SagaIndex, collect, func(position, encoded []byte) (bool, error) {
 		rec := &orreryv1.SagaRecord{}
 		if err := record.Unmarshal(encoded, rec); err != nil {
 			return false, err
+		}
+		if filtered && !matchesLabels(rec.GetLabels(), q.GetLabels()) {
+			return p.pass(position), nil
 		}
 		if !p.take(position, proto.Size(rec)) {
 			return false, nil

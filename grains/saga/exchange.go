@@ -67,9 +67,13 @@ func ApplyCompareExchange(v kv.View, lim input.Limits, principal string, m *orre
 	if t := m.GetTimeout(); t != nil {
 		next.Timeout = proto.CloneOf(t)
 	}
+	next.Labels = m.GetLabels()
 	if found {
 		next.Revision = current.GetRevision() + 1
 		next.Creator = current.GetCreator()
+		if len(next.Labels) == 0 {
+			next.Labels = current.GetLabels()
+		}
 	}
 
 	if err := store(v, lim, current, next); err != nil {
@@ -91,6 +95,9 @@ func validateExchange(lim input.Limits, m *orreryv1.CompareExchangeSaga, loggedN
 		return orrery.Invalid("phase", "must be WAITING, COMPLETED or CANCELLED, got %s", phaseName(phase))
 	}
 	if err := input.JSONValue("state_json", m.GetStateJson(), lim.MaxStateBytes); err != nil {
+		return err
+	}
+	if err := input.Labels("labels", m.GetLabels()); err != nil {
 		return err
 	}
 	deadline, timeout := m.GetDeadlineUnixMicros(), m.GetTimeout()

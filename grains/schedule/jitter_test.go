@@ -168,7 +168,7 @@ func TestATimeToLiveCountsFromTheJitteredInstant(t *testing.T) {
 // is refused naming the labels field.
 func TestLabelsAreValidated(t *testing.T) {
 	many := map[string]string{}
-	for i := range MaxLabels + 1 {
+	for i := range input.MaxLabels + 1 {
 		many[string(rune('a'+i))] = "v"
 	}
 	for _, labels := range []map[string]string{many, {"bad key": "v"}, {"": "v"}, {"k": "a\x01b"}} {

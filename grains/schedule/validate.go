@@ -60,8 +60,8 @@ func ValidateDefinition(def *orreryv1.ScheduleDefinition, lim input.Limits) *orr
 	if err := validatePace(def); err != nil {
 		return err
 	}
-	if err := ValidateLabels("labels", def.GetLabels()); err != nil {
-		return err
+	if err := input.Labels("labels", def.GetLabels()); err != nil {
+		return orrery.AsError(err)
 	}
 	if err := validateExpiredPolicy(def); err != nil {
 		return err
