@@ -87,6 +87,9 @@ func (c *Client) inspect(ctx context.Context, partition int, req *orreryv1.Inspe
 		return nil, err
 	}
 	req.Principal = c.principal
+	if d, ok := ctx.Deadline(); ok {
+		req.BudgetMicros = max(time.Until(d).Microseconds(), 1)
+	}
 	ctx, span := c.tracer.Start(ctx, tracing.InspectSpanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(tracing.AttrPartition.Int(partition)))
 	var reply *orreryv1.InspectReply
 	err := c.retrying(ctx, "inspect", partition, nil, func() error {

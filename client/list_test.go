@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/client/clienttest"
+	"github.com/orreryhq/orrery/grains/grants"
 )
 
 // TestListSchedulesFansOutOverPartitions: schedules spread over every partition of the twin
@@ -138,5 +141,36 @@ func TestListSagasByPhase(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(waiting) {
 		t.Fatalf("waiting sagas %v, want %v", got, waiting)
+	}
+}
+
+// budgetRecorder is a transport that records the budget of each read it passes on.
+type budgetRecorder struct {
+	*clienttest.Transport
+	budgets []int64
+}
+
+func (r *budgetRecorder) Inspect(ctx context.Context, partition int, req *orreryv1.InspectRequest) (*orreryv1.InspectReply, error) {
+	r.budgets = append(r.budgets, req.GetBudgetMicros())
+	return r.Transport.Inspect(ctx, partition, req)
+}
+
+// TestAReadCarriesItsCallersBudget: a read under a context with a deadline tells the partition
+// how long its caller has left; one without a deadline carries none.
+func TestAReadCarriesItsCallersBudget(t *testing.T) {
+	rec := &budgetRecorder{Transport: clienttest.New(1, clienttest.WithGrants(grants.Everything(testPrincipal)))}
+	c := client.New(rec, client.Options{Principal: testPrincipal})
+	defer c.Close()
+	lane := &orreryv1.Lane{Namespace: testNamespace, Queue: testQueue, Key: "k"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := c.InspectLane(ctx, lane, "", 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.InspectLane(context.Background(), lane, "", 10); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.budgets) != 2 || rec.budgets[0] <= 0 || rec.budgets[0] > (10*time.Second).Microseconds() || rec.budgets[1] != 0 {
+		t.Fatalf("budgets sent %v, want about 10 s then none", rec.budgets)
 	}
 }

@@ -413,8 +413,14 @@ type InspectRequest struct {
 	//	*InspectRequest_Queue
 	//	*InspectRequest_ListQueues
 	//	*InspectRequest_Audit
-	Target        isInspectRequest_Target `protobuf_oneof:"target"`
-	Principal     string                  `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
+	Target    isInspectRequest_Target `protobuf_oneof:"target"`
+	Principal string                  `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The time the caller had left when it sent the read (zero: no deadline). The partition
+	// counts it from when the read reaches it, so that no clock offset between caller and silo
+	// matters: a read it comes to only after that (behind a leadership check, or queued behind
+	// others) is answered DeadlineExceeded instead of late. A read's pages are bounded by their
+	// budgets, so one that starts in time answers whole, never a partial page.
+	BudgetMicros  int64 `protobuf:"varint,12,opt,name=budget_micros,json=budgetMicros,proto3" json:"budget_micros,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -551,6 +557,13 @@ func (x *InspectRequest) GetPrincipal() string {
 		return x.Principal
 	}
 	return ""
+}
+
+func (x *InspectRequest) GetBudgetMicros() int64 {
+	if x != nil {
+		return x.BudgetMicros
+	}
+	return 0
 }
 
 type isInspectRequest_Target interface {
@@ -2099,7 +2112,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\rNextDueNotice\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x124\n" +
 	"\x17next_due_at_unix_micros\x18\x02 \x01(\x03R\x13nextDueAtUnixMicros\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xd2\x04\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xf7\x04\n" +
 	"\x0eInspectRequest\x128\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1a.orrery.v1.InspectScheduleH\x00R\bschedule\x12,\n" +
 	"\x04saga\x18\x02 \x01(\v2\x16.orrery.v1.InspectSagaH\x00R\x04saga\x12,\n" +
@@ -2114,7 +2127,8 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	" \x01(\v2\x15.orrery.v1.ListQueuesH\x00R\n" +
 	"listQueues\x12,\n" +
 	"\x05audit\x18\v \x01(\v2\x14.orrery.v1.ReadAuditH\x00R\x05audit\x12\x1c\n" +
-	"\tprincipal\x18\b \x01(\tR\tprincipalB\b\n" +
+	"\tprincipal\x18\b \x01(\tR\tprincipal\x12#\n" +
+	"\rbudget_micros\x18\f \x01(\x03R\fbudgetMicrosB\b\n" +
 	"\x06target\"\x92\x01\n" +
 	"\tReadAudit\x12(\n" +
 	"\x10from_unix_micros\x18\x01 \x01(\x03R\x0efromUnixMicros\x12$\n" +
