@@ -41,6 +41,7 @@ func startNemesisRig(t *testing.T, silos int, spec SiloSpec) *nemesisRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	nem.probe = c
 	w, err := startWorkload(ctx, c, seed, t.Logf)
 	if err != nil {
 		t.Fatal(err)

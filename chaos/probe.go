@@ -1,0 +1,43 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orreryhq/orrery"
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+)
+
+// probeNamespace is the namespace of the lanes the whole-cluster probe writes to; no schedule
+// ever lives there.
+const probeNamespace = "chaos-probe"
+
+// probeTimeout bounds each partition's probe command in awaitWhole.
+const probeTimeout = 5 * time.Second
+
+// probeLane is a lane of probeNamespace that routes to partition n of partitions.
+func probeLane(n, partitions int) *orreryv1.Lane {
+	return &orreryv1.Lane{Namespace: probeNamespace, Queue: "probe", Key: keyOn(probeNamespace, "probe", n, partitions)}
+}
+
+// probePartitions sends one command to each of partitions partitions through c and returns an
+// error naming the first that does not answer it within timeout. The command is a read-write
+// one that changes nothing: it cancels, under a new command id, a schedule that does not
+// exist, so the partition's leader must commit and apply an entry (its replay record) before it
+// answers NotFound; any other answer, or none, is the partition not serving.
+func probePartitions(ctx context.Context, c *client.Client, partitions int, timeout time.Duration) error {
+	for n := range partitions {
+		callCtx, cancel := context.WithTimeout(ctx, timeout)
+		_, err := c.CancelSchedule(callCtx, &orreryv1.CancelSchedule{Lane: probeLane(n, partitions), ScheduleId: uuid.NewString(), AnyRevision: true},
+			client.WithCommandID("probe-"+uuid.NewString()))
+		cancel()
+		if orrery.CodeOf(err) != orrery.CodeNotFound {
+			return fmt.Errorf("partition %d does not answer a command within %v: %v", n, timeout, err)
+		}
+	}
+	return nil
+}
