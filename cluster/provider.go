@@ -101,6 +101,9 @@ type Provider struct {
 	heard     map[uint64]map[uint64]bool
 	saveMu    sync.Mutex
 
+	// failed are the silos of this cluster memberlist declared dead, for the join loop.
+	failed failedPeers
+
 	joinMu      sync.Mutex
 	lastJoinErr error // the last failed join's error, nil once a join succeeded
 	// refusedJoins counts the last failed joins in a row whose every seed refused the connection.
@@ -256,8 +259,9 @@ func (p *Provider) start(env *environment) error {
 		slog.String("silo_id", FormatID(uint64(p.metaBase.Silo))), slog.String("cluster_id", FormatID(p.form.clusterID)),
 		slog.Int("bootstrap_expect", p.form.expect))
 	p.signal() // the first sync applies the cluster-identity rule (a seedless node opens at once)
-	p.loops.Add(1)
+	p.loops.Add(2)
 	go p.run()
+	go p.rejoinLoop()
 	if len(seeds) > 0 {
 		p.loops.Add(1)
 		go p.joinLoop(seeds)
@@ -562,6 +566,42 @@ func (p *Provider) joinLoop(seeds []string) {
 		case <-timer.C:
 		}
 	}
+}
+
+// rejoinLoop joins, once per push/pull interval until the provider shuts down, the addresses of
+// the silos memberlist declared dead (failedPeers), so that the two sides of a healed split find
+// each other again. It runs apart from joinLoop, so that addresses that time out never delay a
+// rejoin of the seeds.
+func (p *Provider) rejoinLoop() {
+	defer p.loops.Done()
+	ticker := time.NewTicker(p.cfg.PushPullInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case now := <-ticker.C:
+			p.rejoinFailed(now)
+		}
+	}
+}
+
+// rejoinFailed joins the addresses of the silos memberlist declared dead (failedPeers.due at
+// now): a TCP state exchange with each that answers, which merges both nodes' views.
+func (p *Provider) rejoinFailed(now time.Time) {
+	addrs := p.failed.due(now, p.Retired)
+	if len(addrs) == 0 {
+		return
+	}
+	n, err := p.ml.Join(addrs)
+	if n > 0 {
+		p.logger.Info("contacted silos memberlist had declared dead", slog.String("member", p.env.selfID),
+			slog.Any("addresses", addrs), slog.Int("contacted", n))
+		p.signal()
+		return
+	}
+	p.logger.Debug("silos memberlist declared dead do not answer", slog.String("member", p.env.selfID),
+		slog.Any("addresses", addrs), slog.Any("error", err))
 }
 
 // alone reports whether memberlist knows no live member other than this one that announces
