@@ -68,6 +68,7 @@ func (e events) NotifyUpdate(n *memberlist.Node) { e.p.setNode(*n) }
 func (p *Provider) setNode(n memberlist.Node) {
 	p.failed.seen(n.Address())
 	p.nodesMu.Lock()
+	delete(p.departing, n.Name)
 	p.nodes[n.Name] = n
 	p.nodesMu.Unlock()
 	p.signal()
@@ -87,9 +88,18 @@ func (p *Provider) noteFailed(n memberlist.Node) {
 }
 
 // dropNode forgets a node that is dead or left, and remembers which until the next publish logs
-// it (logPeers).
+// it (logPeers). A node that did not announce that it drains stays in the view for deadGrace
+// (Provider.view), and is back in it for good if memberlist lists it again meanwhile.
 func (p *Provider) dropNode(name string, state memberlist.NodeStateType) {
 	p.nodesMu.Lock()
+	if node, ok := p.nodes[name]; ok {
+		if meta, err := decodeMeta(node.Meta); err == nil && !meta.Draining {
+			if p.departing == nil {
+				p.departing = map[string]departingNode{}
+			}
+			p.departing[name] = departingNode{node: node, at: time.Now()}
+		}
+	}
 	delete(p.nodes, name)
 	if p.departed == nil {
 		p.departed = map[string]memberlist.NodeStateType{}

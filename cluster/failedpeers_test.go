@@ -187,3 +187,56 @@ func TestTheSidesOfAHealedSplitFindEachOtherAgain(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "every member to list the four again after the heal", func() bool { return sees(4) })
 	t.Logf("every member lists the four %v after the heal", time.Since(healed).Round(time.Millisecond))
 }
+
+// TestARefutedDeathNeverLeavesTheTopology: a silo memberlist declares dead stays in the
+// published member set for deadGrace, and one listed again meanwhile (it refuted a death
+// relayed from nodes that could not reach it) never leaves it, so protoactor never blocks its
+// member id; one that stays dead leaves after the grace, and one that announced that it drains
+// leaves at once.
+func TestARefutedDeathNeverLeavesTheTopology(t *testing.T) {
+	t.Parallel()
+	p, top := startFake(t, ProviderConfig{}, "refuted", false)
+	testkit.Eventually(t, 5*time.Second, "the founder to have a cluster id", func() bool { return p.ClusterID() != 0 })
+	peer := func(name string, port uint16, draining bool) *memberlist.Node {
+		meta, err := encodeMeta(nodeMeta{Cluster: "refuted", ID: name, Host: "127.0.0.1", Port: int(port), Kinds: []string{"echo"},
+			Silo: hexID(port), ClusterID: hexID(p.ClusterID()), Draining: draining})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &memberlist.Node{Name: name, Addr: net.ParseIP("127.0.0.1"), Port: port, Meta: meta}
+	}
+	listed := func(name string) bool {
+		ids, _ := top.snapshot()
+		return slices.Contains(ids, name)
+	}
+	ev := events{p}
+	x := peer("peer-x", 1, false)
+	ev.NotifyJoin(x)
+	testkit.Eventually(t, 5*time.Second, "the founder to list peer-x", func() bool { return listed("peer-x") })
+
+	ev.NotifyLeave(x) // a death relayed from the other side of a split
+	_, before := top.snapshot()
+	for deadline := time.Now().Add(p.deadGrace() / 2); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if !listed("peer-x") {
+			t.Fatal("peer-x left the topology at once: protoactor would block it for good")
+		}
+	}
+	if _, after := top.snapshot(); after-before < 3 {
+		t.Fatalf("only %d publishes while peer-x was declared dead", after-before)
+	}
+	ev.NotifyJoin(x) // refuted
+	time.Sleep(p.deadGrace())
+	if !listed("peer-x") {
+		t.Fatal("peer-x, listed again within the grace, left the topology after it")
+	}
+
+	ev.NotifyLeave(x) // dead for good
+	testkit.Eventually(t, p.deadGrace()+2*time.Second, "peer-x to leave once the grace passed", func() bool { return !listed("peer-x") })
+
+	y := peer("peer-y", 2, false)
+	ev.NotifyJoin(y)
+	testkit.Eventually(t, 5*time.Second, "the founder to list peer-y", func() bool { return listed("peer-y") })
+	ev.NotifyUpdate(peer("peer-y", 2, true))
+	ev.NotifyLeave(peer("peer-y", 2, true))
+	testkit.Eventually(t, p.deadGrace()/2, "peer-y, which drained, to leave at once", func() bool { return !listed("peer-y") })
+}

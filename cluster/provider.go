@@ -49,6 +49,9 @@ type Provider struct {
 	// nodes are memberlist's live nodes (alive or suspect) by name, as its events reported them.
 	nodesMu sync.Mutex
 	nodes   map[string]memberlistNode
+	// departing are the nodes memberlist declared dead within deadGrace, by name, with when:
+	// still in the view (see deadGrace).
+	departing map[string]departingNode
 	// departed holds, by node name, how each node that left memberlist's live set went (left or
 	// dead), until logPeers has logged it.
 	departed map[string]memberlist.NodeStateType
@@ -289,7 +292,8 @@ func otherSeeds(seeds []string, selfAddr string, selfHosts ...string) []string {
 }
 
 // Shutdown implements cluster.ClusterProvider. It stops republishing, leaves the gossip
-// cluster when graceful (peers drop this member at once instead of detecting a failure), and
+// cluster when graceful, a silo first announcing that it drains (peers drop this member at
+// once instead of detecting a failure and waiting out deadGrace), and
 // always shuts memberlist down. It is safe to call more than once and before start; later
 // calls return the first call's result.
 func (p *Provider) Shutdown(graceful bool) error {
@@ -304,6 +308,14 @@ func (p *Provider) Shutdown(graceful bool) error {
 		}
 		var errs []error
 		if graceful {
+			// A silo announces that it drains before it leaves, unless it did already, so that
+			// its peers drop it at once rather than after deadGrace: memberlist's leave event does
+			// not tell a leave from a death.
+			if !p.env.client && p.gateOpen.Load() && p.draining.CompareAndSwap(false, true) {
+				if err := p.announce(); err == nil {
+					_ = ml.UpdateNode(p.cfg.LeaveTimeout)
+				}
+			}
 			if err := ml.Leave(p.cfg.LeaveTimeout); err != nil {
 				errs = append(errs, fmt.Errorf("memberlist leave: %w", err))
 			}
@@ -468,18 +480,47 @@ type viewNode struct {
 	node *memberlistNode
 }
 
-// view decodes memberlist's live nodes (alive or suspect) of this cluster name, this one
-// excepted, clients included.
+// departingNode is a node memberlist declared dead, kept in the view until deadGrace passes.
+type departingNode struct {
+	node memberlistNode
+	at   time.Time
+}
+
+// deadGrace is how long a node memberlist declared dead stays in this node's view, unless it
+// announced that it drains (a graceful stop): twice memberlist's suspicion timeout. A death is
+// gossiped, and relayed by any node that hears it, so a node can be declared dead by others
+// than the ones that probed it: in a split, a client that reaches both sides relays one side's
+// verdicts to the other, where the silo it names is alive and refutes as soon as the verdict
+// reaches it. Protoactor blocks, for good, the id of a member that leaves the topology, so
+// without the grace a refuted death would cost that silo its member id (lost.go), and a
+// client, which never says whom it blocked, could never reach it again.
+func (p *Provider) deadGrace() time.Duration {
+	return 2 * time.Duration(p.cfg.SuspicionMult) * p.cfg.ProbeInterval
+}
+
+// view decodes memberlist's live nodes (alive or suspect) of this cluster name, and those
+// declared dead within deadGrace, this one excepted, clients included.
 func (p *Provider) view() []viewNode {
 	p.nodesMu.Lock()
 	defer p.nodesMu.Unlock()
+	now := time.Now()
 	var view []viewNode
-	for _, node := range p.nodes {
+	add := func(node memberlistNode) {
 		meta, err := decodeMeta(node.Meta)
 		if err != nil || meta.Cluster != p.env.clusterName || meta.ID == p.env.selfID {
-			continue
+			return
 		}
 		view = append(view, viewNode{meta: meta, node: &node})
+	}
+	for _, node := range p.nodes {
+		add(node)
+	}
+	for name, d := range p.departing {
+		if now.Sub(d.at) >= p.deadGrace() {
+			delete(p.departing, name)
+			continue
+		}
+		add(d.node)
 	}
 	return view
 }
