@@ -89,15 +89,22 @@ func (p *Provider) noteFailed(n memberlist.Node) {
 
 // dropNode forgets a node that is dead or left, and remembers which until the next publish logs
 // it (logPeers). A node that did not announce that it drains stays in the view for deadGrace
-// (Provider.view), and is back in it for good if memberlist lists it again meanwhile.
+// (Provider.view), and is back in it for good if memberlist lists it again meanwhile. The state
+// memberlist's leave event carries is always StateAlive (see noteFailed), so a known node counts
+// as left when it announced that it drains (a graceful stop does), as dead otherwise.
 func (p *Provider) dropNode(name string, state memberlist.NodeStateType) {
 	p.nodesMu.Lock()
 	if node, ok := p.nodes[name]; ok {
-		if meta, err := decodeMeta(node.Meta); err == nil && !meta.Draining {
-			if p.departing == nil {
-				p.departing = map[string]departingNode{}
+		if meta, err := decodeMeta(node.Meta); err == nil {
+			state = memberlist.StateDead
+			if meta.Draining {
+				state = memberlist.StateLeft
+			} else {
+				if p.departing == nil {
+					p.departing = map[string]departingNode{}
+				}
+				p.departing[name] = departingNode{node: node, at: time.Now()}
 			}
-			p.departing[name] = departingNode{node: node, at: time.Now()}
 		}
 	}
 	delete(p.nodes, name)
