@@ -217,7 +217,7 @@ func TestNemesisSplitCutsTheClusterInTwo(t *testing.T) {
 	// other side elects), then every partition must answer.
 	time.Sleep(5 * time.Second)
 	if err := probePartitions(r.ctx, r.nem.probe, r.cl.Specs[0].Partitions, 15*time.Second); err != nil {
-		t.Fatalf("%v into the split: %v", time.Since(split).Round(time.Millisecond), err)
+		t.Fatalf("%v into the split: %v\n%s", time.Since(split).Round(time.Millisecond), err, describeReplicas(r.ctx, r.cl))
 	}
 	t.Logf("every partition answered a command %v into the split", time.Since(split).Round(time.Millisecond))
 	for i, p := range r.cl.Silos {

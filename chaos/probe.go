@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,4 +41,41 @@ func probePartitions(ctx context.Context, c *client.Client, partitions int, time
 		}
 	}
 	return nil
+}
+
+// describeReplicas is, for a failure message, every serving silo's view of each partition's
+// group (the leader it knows, its term, the voters, whether it leads) and the tail of each
+// silo's log.
+func describeReplicas(ctx context.Context, cl *Cluster) string {
+	var b strings.Builder
+	tables := cl.Tables(ctx)
+	for i, p := range cl.Silos {
+		fmt.Fprintf(&b, "silo %d (%s):", i, p.SiloID())
+		table, ok := tables[i]
+		if !ok {
+			b.WriteString(" no partition table\n")
+			continue
+		}
+		for _, row := range table.Partitions {
+			r := row.Replica
+			if r == nil {
+				fmt.Fprintf(&b, " p%d:-", row.Partition)
+				continue
+			}
+			leader := "none"
+			if r.LeaderSilo != nil {
+				leader = *r.LeaderSilo
+			}
+			fmt.Fprintf(&b, " p%d:{leader %s term %d voters %v leads %v}", row.Partition, leader, r.Term, r.Voters, r.Leads)
+		}
+		b.WriteString("\n")
+	}
+	for i, p := range cl.Silos {
+		log := p.Log()
+		if len(log) > 4000 {
+			log = log[len(log)-4000:]
+		}
+		fmt.Fprintf(&b, "--- the tail of silo %d's log:\n%s\n", i, log)
+	}
+	return b.String()
 }
