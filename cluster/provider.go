@@ -117,6 +117,7 @@ type Provider struct {
 	announcedDraining bool
 
 	// Owned by the run goroutine.
+	kept              keptMembers // a client's published members
 	form              formation
 	inTopology        bool
 	lastNotice        map[string]time.Time
@@ -433,7 +434,16 @@ func (p *Provider) sync() {
 	}
 	p.announceDraining()
 	members, silos, peers := p.members(view)
-	topology := p.env.publish(members)
+	var topology []*protocluster.Member
+	if p.env.client {
+		// Publish every silo seen lately (keptMembers), route by the live ones.
+		accepted := p.env.publish(p.kept.publish(members, time.Now()))
+		topology = slices.DeleteFunc(accepted, func(m *protocluster.Member) bool {
+			return !slices.ContainsFunc(members, func(live *protocluster.Member) bool { return live.GetId() == m.GetId() })
+		})
+	} else {
+		topology = p.env.publish(members)
+	}
 	p.topologyMu.Lock()
 	before := p.silos
 	p.topology, p.silos = topology, silos
@@ -487,7 +497,10 @@ type departingNode struct {
 }
 
 // deadGrace is how long a node memberlist declared dead stays in this node's view, unless it
-// announced that it drains (a graceful stop): twice memberlist's suspicion timeout. A death is
+// announced that it drains (a graceful stop): twice memberlist's suspicion timeout and two
+// push/pull intervals, so that a refutation memberlist's gossip lost (a refuting node
+// retransmits its news to a few random nodes only) comes back through a state exchange or a
+// join of the node's address (rejoinLoop) within it. A death is
 // gossiped, and relayed by any node that hears it, so a node can be declared dead by others
 // than the ones that probed it: in a split, a client that reaches both sides relays one side's
 // verdicts to the other, where the silo it names is alive and refutes as soon as the verdict
@@ -495,7 +508,7 @@ type departingNode struct {
 // without the grace a refuted death would cost that silo its member id (lost.go), and a
 // client, which never says whom it blocked, could never reach it again.
 func (p *Provider) deadGrace() time.Duration {
-	return 2 * time.Duration(p.cfg.SuspicionMult) * p.cfg.ProbeInterval
+	return 2*time.Duration(p.cfg.SuspicionMult)*p.cfg.ProbeInterval + 2*p.cfg.PushPullInterval
 }
 
 // view decodes memberlist's live nodes (alive or suspect) of this cluster name, and those
