@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,12 +49,24 @@ func probePartitions(ctx context.Context, c *client.Client, partitions int, time
 // silo's log.
 func describeReplicas(ctx context.Context, cl *Cluster) string {
 	var b strings.Builder
-	tables := cl.Tables(ctx)
+	// A silo's table reads each partition's status through the cluster (5 s at most): longer
+	// than Tables allows while a partition does not answer.
+	tables := make([]*PartitionTable, len(cl.Silos))
+	errs := make([]error, len(cl.Silos))
+	var wg sync.WaitGroup
+	for i, p := range cl.Silos {
+		wg.Go(func() {
+			readCtx, cancel := context.WithTimeout(ctx, 8*time.Second)
+			defer cancel()
+			tables[i], errs[i] = ReadPartitions(readCtx, p.AdminAddress())
+		})
+	}
+	wg.Wait()
 	for i, p := range cl.Silos {
 		fmt.Fprintf(&b, "silo %d (%s):", i, p.SiloID())
-		table, ok := tables[i]
-		if !ok {
-			b.WriteString(" no partition table\n")
+		table := tables[i]
+		if table == nil {
+			fmt.Fprintf(&b, " no partition table (%v)\n", errs[i])
 			continue
 		}
 		for _, row := range table.Partitions {
