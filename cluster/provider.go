@@ -117,7 +117,6 @@ type Provider struct {
 	announcedDraining bool
 
 	// Owned by the run goroutine.
-	kept              keptMembers // a client's published members
 	form              formation
 	inTopology        bool
 	lastNotice        map[string]time.Time
@@ -434,16 +433,7 @@ func (p *Provider) sync() {
 	}
 	p.announceDraining()
 	members, silos, peers := p.members(view)
-	var topology []*protocluster.Member
-	if p.env.client {
-		// Publish every silo seen lately (keptMembers), route by the live ones.
-		accepted := p.env.publish(p.kept.publish(members, time.Now()))
-		topology = slices.DeleteFunc(accepted, func(m *protocluster.Member) bool {
-			return !slices.ContainsFunc(members, func(live *protocluster.Member) bool { return live.GetId() == m.GetId() })
-		})
-	} else {
-		topology = p.env.publish(members)
-	}
+	topology := p.env.publish(members)
 	p.topologyMu.Lock()
 	before := p.silos
 	p.topology, p.silos = topology, silos
@@ -506,7 +496,8 @@ type departingNode struct {
 // verdicts to the other, where the silo it names is alive and refutes as soon as the verdict
 // reaches it. Protoactor blocks, for good, the id of a member that leaves the topology, so
 // without the grace a refuted death would cost that silo its member id (lost.go), and a
-// client, which never says whom it blocked, could never reach it again.
+// client, which never says whom it blocked, could not reach it again until the silo took a
+// new one.
 func (p *Provider) deadGrace() time.Duration {
 	return 2*time.Duration(p.cfg.SuspicionMult)*p.cfg.ProbeInterval + 2*p.cfg.PushPullInterval
 }

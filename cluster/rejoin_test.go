@@ -28,29 +28,23 @@ func TestClientRejoinsWhenItsOnlySiloComesBack(t *testing.T) {
 	seed := silo.GossipAddress()
 	_, portText, _ := net.SplitHostPort(seed)
 	port, _ := strconv.Atoi(portText)
-	client, _ := startFake(t, ProviderConfig{Seeds: []string{seed}}, "rejoin", true)
-	// The client routes by its live topology; it publishes to protoactor every silo it saw
-	// lately (keptMembers).
-	routed := func() []string {
-		var ids []string
-		for _, m := range client.Topology() {
-			ids = append(ids, m.GetId())
-		}
-		return ids
-	}
+	client, clientTop := startFake(t, ProviderConfig{Seeds: []string{seed}}, "rejoin", true)
 	testkit.Eventually(t, 5*time.Second, "the client to see the silo", func() bool {
-		return slices.Equal(routed(), []string{silo.MemberID()})
+		ids, _ := clientTop.snapshot()
+		return slices.Equal(ids, []string{silo.MemberID()})
 	})
 
 	if err := silo.Shutdown(false); err != nil { // as after SIGKILL: no leave
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 15*time.Second, "the client to drop the killed silo", func() bool {
-		return len(routed()) == 0
+		ids, _ := clientTop.snapshot()
+		return len(ids) == 0
 	})
 	restarted, _ := startFake(t, ProviderConfig{BindPort: port, SiloID: silo.SiloID(), ClusterID: silo.ClusterID()}, "rejoin", false)
 	testkit.Eventually(t, 15*time.Second, "the client to see the restarted silo", func() bool {
-		return slices.Equal(routed(), []string{restarted.MemberID()})
+		ids, _ := clientTop.snapshot()
+		return slices.Equal(ids, []string{restarted.MemberID()})
 	})
 	if client.JoinError() != nil {
 		t.Errorf("JoinError after a successful rejoin: %v", client.JoinError())
