@@ -492,10 +492,12 @@ func (n *nemesis) repair() {
 }
 
 // awaitWhole waits up to the recovery timeout until the cluster is whole: every silo's process
-// runs (repair restarts one that exited), none is paused or isolated, each answers /readyz, and
-// every partition has a leader with its full group of voters and, once the nemesis has a probe
-// client, answers a command (probePartitions: a Raft table can look whole while a partition
-// answers nothing). Past the bound it records a problem and returns it.
+// runs (repair restarts one that exited), none is paused or isolated, each answers /readyz,
+// every partition has a leader with its full group of voters, that group is its target set
+// over the serving silos (unsettled: placement has finished moving it), and, once the nemesis
+// has a probe client, every partition answers a command (probePartitions: a Raft table can
+// look whole while a partition answers nothing). Past the bound it records a problem and
+// returns it.
 func (n *nemesis) awaitWhole(ctx context.Context, after string) error {
 	deadline := time.Now().Add(n.timings.RecoveryTimeout)
 	problem := ""
@@ -537,6 +539,15 @@ func (n *nemesis) awaitWhole(ctx context.Context, after string) error {
 				problem = err.Error()
 			}
 			cancel()
+		}
+		if problem == "" {
+			var ids []string
+			for _, i := range n.cl.Serving() {
+				ids = append(ids, n.cl.Silos[i].SiloID())
+			}
+			if err := unsettled(n.cl.Replications(ctx), ids, n.voters); err != nil {
+				problem = err.Error()
+			}
 		}
 		if problem == "" && n.probe != nil {
 			if err := probePartitions(ctx, n.probe, n.cl.Specs[0].Partitions, probeTimeout); err != nil {
