@@ -495,11 +495,18 @@ type departingNode struct {
 // than the ones that probed it: in a split, a client that reaches both sides relays one side's
 // verdicts to the other, where the silo it names is alive and refutes as soon as the verdict
 // reaches it. Protoactor blocks, for good, the id of a member that leaves the topology, so
-// without the grace a refuted death would cost that silo its member id (lost.go), and a
-// client, which never says whom it blocked, could not reach it again until the silo took a
-// new one.
+// without the grace a refuted death would cost that silo its member id (lost.go).
+//
+// A client waits two push/pull intervals longer than a silo: it never says whom it blocked, so
+// a silo it alone blocked would keep the member id the client refuses, and the client could
+// not reach it again. Waiting longer, a client drops a silo only after the silos have, and
+// their notices make that silo rejoin under a new id, which the client accepts.
 func (p *Provider) deadGrace() time.Duration {
-	return 2*time.Duration(p.cfg.SuspicionMult)*p.cfg.ProbeInterval + 2*p.cfg.PushPullInterval
+	grace := 2*time.Duration(p.cfg.SuspicionMult)*p.cfg.ProbeInterval + 2*p.cfg.PushPullInterval
+	if p.env != nil && p.env.client {
+		grace += 2 * p.cfg.PushPullInterval
+	}
+	return grace
 }
 
 // view decodes memberlist's live nodes (alive or suspect) of this cluster name, and those
