@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/orreryhq/orrery/client"
 )
 
 // FaultKind names a kind of fault the nemesis injects.
@@ -16,7 +18,7 @@ type FaultKind string
 
 // The kinds of fault. Each is held for a random time drawn from the run's seed, then undone,
 // and the nemesis waits until the cluster is whole again (every silo ready, every partition
-// led, with its full group of voters) before the next one.
+// led, with its full group of voters, and answering a command) before the next one.
 const (
 	// FaultKill SIGKILLs a silo (most often the leader of a random partition), holds it down
 	// 1–6 s, restarts it on its data dir and waits until it has rejoined its groups.
@@ -128,8 +130,11 @@ type nemesis struct {
 	ahead    clockAhead
 	zoneinfo string    // FaultZoneRules's zone database, once written
 	cut      *netSplit // FaultSplit's split while it holds
-	stop     chan struct{}
-	done     chan struct{}
+	// probe is the client awaitWhole sends each partition a command through, once set (nil
+	// until the run has dialled the cluster).
+	probe *client.Client
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 // newNemesis watches cl's processes from now on.
@@ -487,9 +492,12 @@ func (n *nemesis) repair() {
 }
 
 // awaitWhole waits up to the recovery timeout until the cluster is whole: every silo's process
-// runs (repair restarts one that exited), none is paused or isolated, each answers /readyz, and
-// every partition has a leader with its full group of voters. Past the bound it records a
-// problem and returns it.
+// runs (repair restarts one that exited), none is paused or isolated, each answers /readyz,
+// every partition has a leader with its full group of voters, that group is its target set
+// over the serving silos (unsettled: placement has finished moving it), and, once the nemesis
+// has a probe client, every partition answers a command (probePartitions: a Raft table can
+// look whole while a partition answers nothing). Past the bound it records a problem and
+// returns it.
 func (n *nemesis) awaitWhole(ctx context.Context, after string) error {
 	deadline := time.Now().Add(n.timings.RecoveryTimeout)
 	problem := ""
@@ -531,6 +539,20 @@ func (n *nemesis) awaitWhole(ctx context.Context, after string) error {
 				problem = err.Error()
 			}
 			cancel()
+		}
+		if problem == "" {
+			var ids []string
+			for _, i := range n.cl.Serving() {
+				ids = append(ids, n.cl.Silos[i].SiloID())
+			}
+			if err := unsettled(n.cl.Replications(ctx), ids, n.voters); err != nil {
+				problem = err.Error()
+			}
+		}
+		if problem == "" && n.probe != nil {
+			if err := probePartitions(ctx, n.probe, n.cl.Specs[0].Partitions, probeTimeout); err != nil {
+				problem = err.Error()
+			}
 		}
 		if problem == "" {
 			return nil

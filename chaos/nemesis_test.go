@@ -44,6 +44,7 @@ func startNemesisRig(t *testing.T, silos int, spec SiloSpec) *nemesisRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	nem.probe = c
 	w, err := startWorkload(ctx, c, seed, t.Logf)
 	if err != nil {
 		t.Fatal(err)
@@ -210,13 +211,18 @@ func TestNemesisZoneRulesRestartsASiloWithOtherRules(t *testing.T) {
 	t.Logf("%d cron occurrences delivered", delivered)
 }
 
-// TestNemesisSplitCutsTheClusterInTwo: five silos split two from three: each side lists the
-// other's silos dead and its own alive, while the test process reaches all five; healed, the
-// cluster is whole again. Then FaultSplit does it again at random and the cluster recovers.
+// TestNemesisSplitCutsTheClusterInTwo: five silos split two from three, while the test process
+// reaches all five: every partition still answers a command (each group holds a quorum on one
+// side, which serves it), and no silo stops. Healed, every silo lists every silo alive within a
+// few gossip rounds, and the cluster is whole again (awaitWhole: every partition led, its full
+// group of voters, answering a command). Then FaultSplit does it again at random and the cluster
+// recovers.
 //
-// It runs under make cluster-test (ORRERY_CLUSTER_FULL=1) only, and fails there today: the
-// sides' views of each other take 20 s to 90 s to converge, and after the heal a partition can
-// stay without a leader on a serving silo for over 2 minutes (issue 37's split defects).
+// The silos' membership views need not split: the test's client, a memberlist node both sides
+// reach, answers memberlist's indirect probes and relays its gossip, so each side may go on
+// listing the other live (memberlist's failure detection is built to ride out connectivity
+// that is not transitive); a side that does declare the other dead finds it again after the
+// heal (cluster.failedPeers). It runs under make cluster-test (ORRERY_CLUSTER_FULL=1) only.
 func TestNemesisSplitCutsTheClusterInTwo(t *testing.T) {
 	if testing.Short() || !clusterFull() {
 		t.Skip("starts a cluster of five silo processes, and splits it; make cluster-test runs it")
@@ -241,8 +247,8 @@ func TestNemesisSplitCutsTheClusterInTwo(t *testing.T) {
 			_ = s.Heal()
 		}
 	}()
-	// sees reports whether silo i lists every silo of alive alive and every one of dead not.
-	sees := func(i int, alive, dead []int) error {
+	// sees reports whether silo i lists every silo of alive alive.
+	sees := func(i int, alive []int) error {
 		ctx, cancel := context.WithTimeout(r.ctx, 3*time.Second)
 		defer cancel()
 		table, err := ReadSilos(ctx, r.cl.Silos[i].AdminAddress())
@@ -258,31 +264,46 @@ func TestNemesisSplitCutsTheClusterInTwo(t *testing.T) {
 				return fmt.Errorf("silo %d does not list silo %d alive", i, j)
 			}
 		}
-		for _, j := range dead {
-			if listed[r.cl.Silos[j].SiloID()] {
-				return fmt.Errorf("silo %d lists silo %d alive", i, j)
-			}
-		}
 		return nil
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := errors.Join(sees(0, sideA, sideB), sees(3, sideA, sideB), sees(1, sideB, sideA), sees(4, sideB, sideA))
-		if err == nil {
-			break
+	split := time.Now()
+	// Held a while, for the sides to act on it (leaders cut from their quorum step down, the
+	// other side elects), then every partition must answer.
+	time.Sleep(5 * time.Second)
+	if err := probePartitions(r.ctx, r.nem.probe, r.cl.Specs[0].Partitions, 15*time.Second); err != nil {
+		t.Fatalf("%v into the split: %v\n%s", time.Since(split).Round(time.Millisecond), err, describeReplicas(r.ctx, r.cl))
+	}
+	t.Logf("every partition answered a command %v into the split", time.Since(split).Round(time.Millisecond))
+	for i, p := range r.cl.Silos {
+		if p.Exited() {
+			t.Fatalf("silo %d exited during the split\n%s", i, p.Log())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("split for 20 s: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond)
 	}
 	healed = true
 	if err := s.Heal(); err != nil {
 		t.Fatal(err)
 	}
+	heal := time.Now()
+	all := []int{0, 1, 2, 3, 4}
+	for {
+		var errs []error
+		for i := range all {
+			errs = append(errs, sees(i, all))
+		}
+		err := errors.Join(errs...)
+		if err == nil {
+			break
+		}
+		if time.Since(heal) > 20*time.Second {
+			t.Fatalf("20 s after the heal: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("every silo lists every silo alive %v after the heal", time.Since(heal).Round(time.Millisecond))
 	if err := r.nem.awaitWhole(r.ctx, "the split"); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the cluster is whole %v after the heal", time.Since(heal).Round(time.Millisecond))
 	f := Fault{Kind: FaultSplit}
 	err = r.nem.split(r.ctx, &f)
 	r.checkFault(t, f, err)

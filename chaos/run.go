@@ -357,6 +357,7 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 		return r, fmt.Errorf("dial the cluster: %w", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	nem.probe = c
 	w, err := startWorkload(ctx, c, cfg.Seed, logf)
 	if err != nil {
 		return r, err

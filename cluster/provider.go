@@ -49,6 +49,9 @@ type Provider struct {
 	// nodes are memberlist's live nodes (alive or suspect) by name, as its events reported them.
 	nodesMu sync.Mutex
 	nodes   map[string]memberlistNode
+	// departing are the nodes memberlist declared dead within deadGrace, by name, with when:
+	// still in the view (see deadGrace).
+	departing map[string]departingNode
 	// departed holds, by node name, how each node that left memberlist's live set went (left or
 	// dead), until logPeers has logged it.
 	departed map[string]memberlist.NodeStateType
@@ -100,6 +103,9 @@ type Provider struct {
 	learned   map[uint64]bool
 	heard     map[uint64]map[uint64]bool
 	saveMu    sync.Mutex
+
+	// failed are the silos of this cluster memberlist declared dead, for the join loop.
+	failed failedPeers
 
 	joinMu      sync.Mutex
 	lastJoinErr error // the last failed join's error, nil once a join succeeded
@@ -256,8 +262,9 @@ func (p *Provider) start(env *environment) error {
 		slog.String("silo_id", FormatID(uint64(p.metaBase.Silo))), slog.String("cluster_id", FormatID(p.form.clusterID)),
 		slog.Int("bootstrap_expect", p.form.expect))
 	p.signal() // the first sync applies the cluster-identity rule (a seedless node opens at once)
-	p.loops.Add(1)
+	p.loops.Add(2)
 	go p.run()
+	go p.rejoinLoop()
 	if len(seeds) > 0 {
 		p.loops.Add(1)
 		go p.joinLoop(seeds)
@@ -285,7 +292,8 @@ func otherSeeds(seeds []string, selfAddr string, selfHosts ...string) []string {
 }
 
 // Shutdown implements cluster.ClusterProvider. It stops republishing, leaves the gossip
-// cluster when graceful (peers drop this member at once instead of detecting a failure), and
+// cluster when graceful, a silo first announcing that it drains (peers drop this member at
+// once instead of detecting a failure and waiting out deadGrace), and
 // always shuts memberlist down. It is safe to call more than once and before start; later
 // calls return the first call's result.
 func (p *Provider) Shutdown(graceful bool) error {
@@ -300,6 +308,14 @@ func (p *Provider) Shutdown(graceful bool) error {
 		}
 		var errs []error
 		if graceful {
+			// A silo announces that it drains before it leaves, unless it did already, so that
+			// its peers drop it at once rather than after deadGrace: memberlist's leave event does
+			// not tell a leave from a death.
+			if !p.env.client && p.gateOpen.Load() && p.draining.CompareAndSwap(false, true) {
+				if err := p.announce(); err == nil {
+					_ = ml.UpdateNode(p.cfg.LeaveTimeout)
+				}
+			}
 			if err := ml.Leave(p.cfg.LeaveTimeout); err != nil {
 				errs = append(errs, fmt.Errorf("memberlist leave: %w", err))
 			}
@@ -464,18 +480,58 @@ type viewNode struct {
 	node *memberlistNode
 }
 
-// view decodes memberlist's live nodes (alive or suspect) of this cluster name, this one
-// excepted, clients included.
+// departingNode is a node memberlist declared dead, kept in the view until deadGrace passes.
+type departingNode struct {
+	node memberlistNode
+	at   time.Time
+}
+
+// deadGrace is how long a node memberlist declared dead stays in this node's view, unless it
+// announced that it drains (a graceful stop): twice memberlist's suspicion timeout and two
+// push/pull intervals, so that a refutation memberlist's gossip lost (a refuting node
+// retransmits its news to a few random nodes only) comes back through a state exchange or a
+// join of the node's address (rejoinLoop) within it. A death is
+// gossiped, and relayed by any node that hears it, so a node can be declared dead by others
+// than the ones that probed it: in a split, a client that reaches both sides relays one side's
+// verdicts to the other, where the silo it names is alive and refutes as soon as the verdict
+// reaches it. Protoactor blocks, for good, the id of a member that leaves the topology, so
+// without the grace a refuted death would cost that silo its member id (lost.go).
+//
+// A client waits two push/pull intervals longer than a silo: it never says whom it blocked, so
+// a silo it alone blocked would keep the member id the client refuses, and the client could
+// not reach it again. Waiting longer, a client drops a silo only after the silos have, and
+// their notices make that silo rejoin under a new id, which the client accepts.
+func (p *Provider) deadGrace() time.Duration {
+	grace := 2*time.Duration(p.cfg.SuspicionMult)*p.cfg.ProbeInterval + 2*p.cfg.PushPullInterval
+	if p.env != nil && p.env.client {
+		grace += 2 * p.cfg.PushPullInterval
+	}
+	return grace
+}
+
+// view decodes memberlist's live nodes (alive or suspect) of this cluster name, and those
+// declared dead within deadGrace, this one excepted, clients included.
 func (p *Provider) view() []viewNode {
 	p.nodesMu.Lock()
 	defer p.nodesMu.Unlock()
+	now := time.Now()
 	var view []viewNode
-	for _, node := range p.nodes {
+	add := func(node memberlistNode) {
 		meta, err := decodeMeta(node.Meta)
 		if err != nil || meta.Cluster != p.env.clusterName || meta.ID == p.env.selfID {
-			continue
+			return
 		}
 		view = append(view, viewNode{meta: meta, node: &node})
+	}
+	for _, node := range p.nodes {
+		add(node)
+	}
+	for name, d := range p.departing {
+		if now.Sub(d.at) >= p.deadGrace() {
+			delete(p.departing, name)
+			continue
+		}
+		add(d.node)
 	}
 	return view
 }
@@ -562,6 +618,42 @@ func (p *Provider) joinLoop(seeds []string) {
 		case <-timer.C:
 		}
 	}
+}
+
+// rejoinLoop joins, once per push/pull interval until the provider shuts down, the addresses of
+// the silos memberlist declared dead (failedPeers), so that the two sides of a healed split find
+// each other again. It runs apart from joinLoop, so that addresses that time out never delay a
+// rejoin of the seeds.
+func (p *Provider) rejoinLoop() {
+	defer p.loops.Done()
+	ticker := time.NewTicker(p.cfg.PushPullInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case now := <-ticker.C:
+			p.rejoinFailed(now)
+		}
+	}
+}
+
+// rejoinFailed joins the addresses of the silos memberlist declared dead (failedPeers.due at
+// now): a TCP state exchange with each that answers, which merges both nodes' views.
+func (p *Provider) rejoinFailed(now time.Time) {
+	addrs := p.failed.due(now, p.Retired)
+	if len(addrs) == 0 {
+		return
+	}
+	n, err := p.ml.Join(addrs)
+	if n > 0 {
+		p.logger.Info("contacted silos memberlist had declared dead", slog.String("member", p.env.selfID),
+			slog.Any("addresses", addrs), slog.Int("contacted", n))
+		p.signal()
+		return
+	}
+	p.logger.Debug("silos memberlist declared dead do not answer", slog.String("member", p.env.selfID),
+		slog.Any("addresses", addrs), slog.Any("error", err))
 }
 
 // alone reports whether memberlist knows no live member other than this one that announces

@@ -1,7 +1,6 @@
 package silo
 
 import (
-	"fmt"
 	"slices"
 	"sync"
 
@@ -9,12 +8,15 @@ import (
 	"github.com/orreryhq/orrery/cluster/placement"
 )
 
-// removal tracks whether the cluster has removed this silo (a removed silo closes its
-// replicas and exits; docs/architecture.md, "Replicas"): removed its replicas although, by this silo's own view of the live
-// silos, it belongs in those partitions' target sets (the cluster declared it dead for longer
-// than --dead-after, or its identity is gone). A live silo that placement leaves out of a
-// partition's target set (--replicas lowered, or more silos than a partition needs) is a
-// spare, not removed: it loses that replica and stays up, ready to receive replicas again.
+// removal tracks the removals of this silo's replicas from their partitions' groups, for the
+// log (docs/architecture.md, "Replicas"). A removal never stops the silo: the silo's own view
+// of the live silos cannot tell a removal that placement will undo from one it will not. In a
+// split, or while a silo rejoins under a new member id, the group's leader and this silo see
+// different live sets, so a removal the leader decided as a rebalance can look, from here,
+// like one inside this silo's target set. A silo the cluster must not serve again is retired
+// first (placer.look, cluster.Provider.Retire), and retirement fences it; any other removed
+// replica stays open, receiving nothing, and the group's leader adds it back, as a learner
+// caught up by its log or a snapshot, once its placement counts this silo in the target set.
 //
 // Evidence that a partition's group removed this silo's replica is any of: its leader said so
 // (a RaftRemoved answering this replica's campaign: a voter removed while it was cut off, down
@@ -25,26 +27,9 @@ import (
 //
 // Each piece of evidence is judged once, at the first check that finds it, against the
 // partition's target by the silo's live view at that check (placement.Target over the live
-// silos and itself, Config.Replicas):
-//   - outside the target, the removal is a rebalance: the partition no longer counts toward
-//     membership, and it is forgotten once the silo hears the group's leader while the group
-//     counts it again (a later re-add);
-//   - inside the target, the removal is held against the silo for the rest of the process's
-//     life, even when the group's leader adds it back afterwards: the silo exits,
-//     whichever of its removal and its re-add it sees first.
-//
-// A silo missing beyond --dead-after is retired before any group removes its replica for that
-// reason (placer.look, cluster.Provider.Retire): paused or cut off, it is fenced as soon as it
-// is heard again; restarted on the same data dir, it refuses or fences itself once a peer tells
-// it, and no group adds it back meanwhile. The evidence above is Raft's own and needs no
-// gossip.
-//
-// The silo stops once removedLooks consecutive checks found a held removal and no other
-// partition's group counting it (a silo still holding other replicas keeps serving them). A
-// silo no group counts and none removed (a joiner not added yet) is not removed. The judgement
-// assumes this silo's live view agrees with the leader's by the time a removal commits: a
-// removal follows adding and catching up a replacement, seconds after any membership change,
-// while gossip spreads one in well under a second.
+// silos and itself, Config.Replicas): outside the target it is logged as a rebalance, inside
+// it as a removal the leader is expected to undo. Either way the partition is then forgotten
+// until the silo hears the group's leader while the group counts it again (a later re-add).
 type removal struct {
 	mu sync.Mutex
 	// noticed maps a partition to the leader that said its group no longer counts this silo,
@@ -53,18 +38,10 @@ type removal struct {
 	// counted and voted list the partitions whose configuration counted this silo (as a
 	// voter or learner, as a voter) at some check since its last judged removal.
 	counted, voted map[int]bool
-	// left lists the partitions whose removal of this silo was a rebalance and that have not
+	// left lists the partitions whose removal of this silo was judged and that have not
 	// counted it again since.
 	left map[int]bool
-	// held lists the partitions whose removal of this silo was judged inside its target.
-	held map[int]bool
-	// looks counts the consecutive checks that found the silo removed.
-	looks int
-	err   error
 }
-
-// removedLooks is how many consecutive checks must find the silo removed before it stops.
-const removedLooks = 2
 
 // groupLook is what one check sees of one partition's group on this silo.
 type groupLook struct {
@@ -80,59 +57,41 @@ type groupLook struct {
 // judged is a removal the check judged, for the log.
 type judged struct {
 	partition int
-	held      bool
+	// inTarget: by this silo's view at the check, the partition's target set holds it.
+	inTarget bool
 }
 
 // look is one check over groups: it judges the new evidence of removals and reports the
-// removals judged at this check, and, once the silo is removed, the partitions held against it
-// and true (see removal). The caller holds r.mu.
-func (r *removal) look(groups []groupLook) (judgedNow []judged, heldParts []int, stop bool) {
+// removals judged at this check (see removal). The caller holds r.mu.
+func (r *removal) look(groups []groupLook) (judgedNow []judged) {
 	if r.counted == nil {
-		r.counted, r.voted, r.left, r.held = map[int]bool{}, map[int]bool{}, map[int]bool{}, map[int]bool{}
+		r.counted, r.voted, r.left = map[int]bool{}, map[int]bool{}, map[int]bool{}
 	}
-	member := false
 	for _, g := range groups {
 		n := g.partition
 		counts := g.voter || g.learner
 		_, noticed := r.noticed[n]
 		delete(r.noticed, n)
 		switch {
-		case r.held[n]:
 		case r.left[n]:
 			if counts && g.leader {
 				delete(r.left, n) // added back: a member again
-				member = true
 			}
 		case noticed || (r.counted[n] && !counts) || (r.voted[n] && g.learner):
-			judgedNow = append(judgedNow, judged{partition: n, held: g.inTarget})
-			if g.inTarget {
-				r.held[n] = true
-			} else {
-				r.left[n] = true
-			}
+			judgedNow = append(judgedNow, judged{partition: n, inTarget: g.inTarget})
+			r.left[n] = true
 			delete(r.counted, n)
 			delete(r.voted, n)
 			continue
-		case counts:
-			member = true
 		}
-		if counts && !r.held[n] && !r.left[n] {
+		if counts && !r.left[n] {
 			r.counted[n] = true
 		}
-		if g.voter && !r.held[n] && !r.left[n] {
+		if g.voter && !r.left[n] {
 			r.voted[n] = true
 		}
 	}
-	if member || len(r.held) == 0 {
-		r.looks = 0
-		return judgedNow, nil, false
-	}
-	r.looks++
-	for n := range r.held {
-		heldParts = append(heldParts, n)
-	}
-	slices.Sort(heldParts)
-	return judgedNow, heldParts, r.looks >= removedLooks
+	return judgedNow
 }
 
 // countsReplica is the Raft transport's Config.Counts: false only when this silo leads
@@ -157,15 +116,15 @@ func (s *Silo) noticeRemoved(from uint64, groups []int) {
 		s.removal.noticed = map[int]uint64{}
 	}
 	for _, n := range groups {
-		if _, ok := s.removal.noticed[n]; !ok && !s.removal.left[n] && !s.removal.held[n] {
+		if _, ok := s.removal.noticed[n]; !ok && !s.removal.left[n] {
 			s.log.Warn("partition's group no longer counts this silo", "partition", n, "leader", cluster.FormatID(from))
 		}
 		s.removal.noticed[n] = from
 	}
 }
 
-// checkRemoved looks at every partition's group on this silo (see removal) and stops the
-// silo, its Err naming why, once the cluster has removed it.
+// checkRemoved looks at every partition's group on this silo and logs the removals of its
+// replicas it finds (see removal).
 func (s *Silo) checkRemoved() {
 	self := s.SiloID()
 	live := []uint64{self}
@@ -191,26 +150,12 @@ func (s *Silo) checkRemoved() {
 	r := &s.removal
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	judgedNow, held, stop := r.look(groups)
-	for _, j := range judgedNow {
-		if j.held {
-			s.log.Warn("partition's group removed this silo although it is in the partition's target set", "partition", j.partition)
+	for _, j := range r.look(groups) {
+		if j.inTarget {
+			s.log.Warn("partition's group removed this silo although it is in the partition's target set by this silo's view; "+
+				"the replica stays open until the group's leader adds it back", "partition", j.partition)
 		} else {
 			s.log.Info("partition's group removed this silo, which is outside the partition's target set: a rebalance", "partition", j.partition)
 		}
 	}
-	if !stop || r.err != nil {
-		return
-	}
-	r.err = fmt.Errorf("removed by the cluster from the Raft group of every partition it held (partitions %v) although in their target sets: "+
-		"its replicas are closed; a silo the cluster removed does not serve again with this data dir", held)
-	s.log.Error("silo removed by the cluster from every partition's group; closing its replicas and stopping", "partitions", held)
-	go s.shutdown(true)
-}
-
-// removedErr is why the cluster removed this silo, nil unless it has.
-func (s *Silo) removedErr() error {
-	s.removal.mu.Lock()
-	defer s.removal.mu.Unlock()
-	return s.removal.err
 }

@@ -73,7 +73,7 @@ type Silo struct {
 	buildsDiffer atomic.Pointer[string]
 	// placement is the replica placement loop.
 	placement *placer
-	// removal tracks whether the cluster removed this silo from every partition's group.
+	// removal tracks the removals of this silo's replicas from their partitions' groups.
 	removal removal
 	// offsets measures this silo's clock against its live peers' and judges it
 	// (Config.MaxClockOffset).
@@ -87,8 +87,8 @@ type Silo struct {
 	// runCtx lives until the silo stops; cancel ends it.
 	runCtx context.Context
 	cancel context.CancelFunc
-	// stopCause is why the silo stopped on its own when neither its partitions, a fence nor a
-	// removal says so: its cluster refused it at a rejoin.
+	// stopCause is why the silo stopped on its own when neither its partitions nor a fence
+	// says so: its cluster refused it at a rejoin.
 	stopCauseMu sync.Mutex
 	stopCause   error
 	// stopTraces flushes and stops the silo's own TracerProvider (nil without one).
@@ -109,8 +109,9 @@ type Silo struct {
 // do not lead or answer within it once joined, stops, and Start returns an error naming what
 // it waited for (the data dir and its ids, or the partitions and the first one's reason).
 //
-// Once started, a silo stops on its own only when the cluster retires it, removes it from
-// every partition's group, or refuses it, or when its partitions fail (Done, Err). When the
+// Once started, a silo stops on its own only when the cluster retires it or refuses it, or when
+// its partitions fail (Done, Err); a group that removes its replica adds it back once placement
+// counts it in the partition's target set again. When the
 // cluster no longer accepts its member id (it was paused or cut off long enough to be
 // declared dead), it rejoins in-process under a new one (Rejoins).
 func Start(ctx context.Context, cfg Config) (*Silo, error) {
@@ -279,12 +280,12 @@ func (s *Silo) SiloID() uint64 { return s.host.SiloID() }
 // ClusterID is the id of the cluster the silo belongs to, recorded in its store.
 func (s *Silo) ClusterID() uint64 { return s.member().provider.ClusterID() }
 
-// Done is closed when the silo has stopped: Stop, fenced by the cluster, removed by the cluster
-// from every partition's group, or its partitions failed (Err says which of the last three).
+// Done is closed when the silo has stopped: Stop, fenced by the cluster, or its partitions
+// failed (Err says which of the last two).
 func (s *Silo) Done() <-chan struct{} { return s.stopped }
 
-// Err is why the silo stopped on its own: its partitions' failure, the cause of its fence, or
-// its removal from every partition's group; nil while it runs and after Stop.
+// Err is why the silo stopped on its own: its partitions' failure or the cause of its fence;
+// nil while it runs and after Stop.
 func (s *Silo) Err() error {
 	if err := s.host.Err(); err != nil {
 		return fmt.Errorf("partitions failed: %w", err)
@@ -295,10 +296,7 @@ func (s *Silo) Err() error {
 	s.stopCauseMu.Lock()
 	cause := s.stopCause
 	s.stopCauseMu.Unlock()
-	if cause != nil {
-		return cause
-	}
-	return s.removedErr()
+	return cause
 }
 
 // CoordinatorStats returns the due coordinator's counters and per-partition view.

@@ -10,7 +10,8 @@
 //
 // The steps, in the order Next takes them:
 //  1. promote a learner of the target set once it has caught up;
-//  2. remove a learner outside the target set;
+//  2. remove a learner outside the target set whose silo is live (a rebalance) or gone; one
+//     out of the leader's sight but not gone yet waits, as a dead voter does;
 //  3. add a target silo that holds no replica as a learner, while no other learner of the
 //     target set is still catching up (one snapshot in flight per group);
 //  4. remove a voter outside the target set when its silo is gone (dead longer than the bound,

@@ -97,13 +97,18 @@ type Step struct {
 func Next(g Group, m Membership, r int) Step {
 	target := Target(g.Partition, m.Live, r)
 	inTarget := func(s uint64) bool { return slices.Contains(target, s) }
+	live := func(s uint64) bool { return slices.Contains(m.Live, s) }
+	gone := func(s uint64) bool { return m.Gone != nil && m.Gone(s) }
 	for _, l := range sorted(g.Learners) {
 		if inTarget(l) && g.CaughtUp[l] {
 			return Step{Promote, l}
 		}
 	}
 	for _, l := range sorted(g.Learners) {
-		if !inTarget(l) {
+		// A learner whose silo is merely out of this leader's sight (a split, a pause) may
+		// be in the target set of the cluster as a whole: like a dead voter, it waits for
+		// the bound.
+		if !inTarget(l) && (live(l) || gone(l)) {
 			return Step{Remove, l}
 		}
 	}
@@ -121,14 +126,12 @@ func Next(g Group, m Membership, r int) Step {
 			targetVoters++
 		}
 	}
-	live := func(s uint64) bool { return slices.Contains(m.Live, s) }
 	leaderLeaves := false
 	for _, v := range sorted(g.Voters) {
 		if inTarget(v) || len(g.Voters) == 1 {
 			continue
 		}
-		gone := m.Gone != nil && m.Gone(v)
-		if !gone && (!live(v) || targetVoters < len(target)) {
+		if !gone(v) && (!live(v) || targetVoters < len(target)) {
 			continue // dead but not gone yet, or its replacement is not a voter yet
 		}
 		if v == g.Leader {

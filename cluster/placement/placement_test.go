@@ -72,7 +72,11 @@ func TestNextSteps(t *testing.T) {
 		{"a learner catching up holds further adds", group(0, 1, []uint64{1}, []uint64{2}, 1), none, Step{}},
 		{"a caught-up learner is promoted", group(0, 1, []uint64{1}, []uint64{2}, 1, 2), none, Step{Promote, 2}},
 		{"full target: nothing to do", group(0, 1, []uint64{1, 2, 3}, nil, 1, 2, 3), none, Step{}},
-		{"a learner outside the target is removed", group(0, 1, []uint64{1, 2, 3}, []uint64{4}, 1, 2, 3), none, Step{Remove, 4}},
+		{"a gone learner outside the target is removed", group(0, 1, []uint64{1, 2, 3}, []uint64{4}, 1, 2, 3),
+			Membership{Live: live, Gone: func(s uint64) bool { return s == 4 }}, Step{Remove, 4}},
+		// Cut off from the leader (a split, a pause) but not gone: its silo may be alive and
+		// in the target set of a leader that sees it, so it waits like a dead voter.
+		{"an unreachable learner is kept before the bound", group(0, 1, []uint64{1, 2, 3}, []uint64{4}, 1, 2, 3), none, Step{}},
 		{"a dead voter is kept before the bound", group(0, 1, []uint64{1, 2, 3}, nil, 1, 2), Membership{Live: []uint64{1, 2}}, Step{}},
 		{"a gone voter is removed", group(0, 1, []uint64{1, 2, 3}, nil, 1, 2),
 			Membership{Live: []uint64{1, 2}, Gone: func(s uint64) bool { return s == 3 }}, Step{Remove, 3}},
@@ -83,6 +87,23 @@ func TestNextSteps(t *testing.T) {
 		if got := Next(tc.g, tc.m, 3); got != tc.want {
 			t.Errorf("%s: Next = %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestALiveLearnerOutsideTheTargetIsRemovedAtOnce: a learner whose silo is live and ranked
+// outside the target set (a rebalance) is removed without waiting for the bound.
+func TestALiveLearnerOutsideTheTargetIsRemovedAtOnce(t *testing.T) {
+	live := []uint64{1, 2, 3, 4}
+	target := Target(0, live, 3)
+	var out uint64
+	for _, s := range live {
+		if !slices.Contains(target, s) {
+			out = s
+		}
+	}
+	g := group(0, target[0], target, []uint64{out}, target...)
+	if got := Next(g, Membership{Live: live}, 3); got != (Step{Remove, out}) {
+		t.Fatalf("Next = %+v, want the removal of learner %d", got, out)
 	}
 }
 
