@@ -321,45 +321,8 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	}
 	switch k := m.GetKind().(type) {
 	case *orreryv1.Mutation_ConfigureSchedule:
-		if schedule.HasBounds(k.ConfigureSchedule.GetDefinition()) {
-			if err := a.Require(ApplyVersionScheduleBounds, "definition.end_at_unix_micros"); err != nil {
-				return nil, err
-			}
-		}
-		switch k.ConfigureSchedule.GetDefinition().GetOverlap() {
-		case orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL:
-			if err := a.Require(ApplyVersionBufferAll, "definition.overlap"); err != nil {
-				return nil, err
-			}
-		case orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER:
-			if err := a.Require(ApplyVersionCancelOther, "definition.overlap"); err != nil {
-				return nil, err
-			}
-		}
-		if schedule.HasPace(k.ConfigureSchedule.GetDefinition()) {
-			if err := a.Require(ApplyVersionPace, "definition.catch_up_pace"); err != nil {
-				return nil, err
-			}
-		}
-		if schedule.HasLabels(k.ConfigureSchedule.GetDefinition()) {
-			if err := a.Require(ApplyVersionLabels, "definition.labels"); err != nil {
-				return nil, err
-			}
-		}
-		if schedule.HasExpiredPolicy(k.ConfigureSchedule.GetDefinition()) {
-			if err := a.Require(ApplyVersionExpiredStops, "definition.expired"); err != nil {
-				return nil, err
-			}
-		}
-		if schedule.HasJitter(k.ConfigureSchedule.GetDefinition()) {
-			if err := a.Require(ApplyVersionJitter, "definition.jitter_micros"); err != nil {
-				return nil, err
-			}
-		}
-		if k.ConfigureSchedule.GetDefinition().GetPauseOnFailure() {
-			if err := a.Require(ApplyVersionPauseOnFailure, "definition.pause_on_failure"); err != nil {
-				return nil, err
-			}
+		if err := a.requireDefinition(k.ConfigureSchedule.GetDefinition()); err != nil {
+			return nil, err
 		}
 		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, a.ZoneRules, now, a.scheduleRules()))
 	case *orreryv1.Mutation_EmitOccurrences:

@@ -85,6 +85,40 @@ const ApplyVersionPace uint32 = 11
 // it: Validation).
 const ApplyVersionSagaLabels uint32 = 12
 
+// definitionGates are the schedule definition's fields that need an apply version: a
+// definition that sets one is refused (Validation, on the field) before its version.
+var definitionGates = []struct {
+	version uint32
+	field   string
+	sets    func(*orreryv1.ScheduleDefinition) bool
+}{
+	{ApplyVersionScheduleBounds, "definition.end_at_unix_micros", schedule.HasBounds},
+	{ApplyVersionPauseOnFailure, "definition.pause_on_failure", (*orreryv1.ScheduleDefinition).GetPauseOnFailure},
+	{ApplyVersionBufferAll, "definition.overlap", func(d *orreryv1.ScheduleDefinition) bool {
+		return d.GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL
+	}},
+	{ApplyVersionCancelOther, "definition.overlap", func(d *orreryv1.ScheduleDefinition) bool {
+		return d.GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER
+	}},
+	{ApplyVersionJitter, "definition.jitter_micros", schedule.HasJitter},
+	{ApplyVersionExpiredStops, "definition.expired", schedule.HasExpiredPolicy},
+	{ApplyVersionLabels, "definition.labels", schedule.HasLabels},
+	{ApplyVersionPace, "definition.catch_up_pace", schedule.HasPace},
+}
+
+// requireDefinition refuses a definition that sets a field of an apply version above a's
+// (definitionGates), naming the first such field.
+func (a Applier) requireDefinition(def *orreryv1.ScheduleDefinition) error {
+	for _, g := range definitionGates {
+		if g.sets(def) {
+			if err := a.Require(g.version, g.field); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // scheduleRules are the schedule state machine's rules at a's apply version.
 func (a Applier) scheduleRules() schedule.Rules {
 	return schedule.Rules{
