@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,38 @@ func TestCheckSchedulesLinearizableFindsEachViolation(t *testing.T) {
 				t.Errorf("illegal %q, undecided %q; want schedule %s alone illegal", v.illegal, v.undecided, tc.schedule)
 			}
 		})
+	}
+}
+
+// TestCheckLinearizabilityCoversSagasAndSchedules: the run's verdict (linearizable= in the
+// CHAOS RESULT line) covers the saga and the schedule histories, and the report says which
+// histories were checked and their sizes; a schedule history alone not linearizable makes it
+// false and is a violation.
+func TestCheckLinearizabilityCoversSagasAndSchedules(t *testing.T) {
+	h := newSagaFixture().h
+	h.scheduleOps = newScheduleFixture().h.scheduleOps
+	r := &Report{}
+	checkLinearizability(r, h)
+	want := []HistoriesChecked{{Kind: "saga", Histories: 4, Operations: 18}, {Kind: "schedule", Histories: 3, Operations: len(h.scheduleOps) - 1}}
+	if !slices.Equal(r.Linearizability, want) {
+		t.Errorf("Linearizability = %+v; want %+v", r.Linearizability, want)
+	}
+	if len(r.Violations) != 0 || r.Counts.Linearizable == nil || !*r.Counts.Linearizable || !strings.Contains(r.ResultLine(), " linearizable=true ") {
+		t.Errorf("clean histories: violations %q, result %s", r.Violations, r.ResultLine())
+	}
+	if r.Counts.ScheduleOps != len(h.scheduleOps) || r.Counts.ScheduleUnknown != 4 {
+		t.Errorf("schedule_ops %d, schedule_unknown_outcomes %d; want %d and 4", r.Counts.ScheduleOps, r.Counts.ScheduleUnknown, len(h.scheduleOps))
+	}
+
+	f := newScheduleFixture()
+	f.h.scheduleOps[3] = f.op(scheduleEmitting, schedulePause, 3, 121, 150, outcomeOK, 4) // two wins from revision 3
+	h.scheduleOps = f.h.scheduleOps
+	r = &Report{}
+	checkLinearizability(r, h)
+	if len(r.Violations) != 1 || !strings.HasPrefix(r.Violations[0], "schedule "+scheduleEmitting) || !strings.Contains(r.ResultLine(), " linearizable=false ") {
+		t.Errorf("a double win: violations %q, result %s; want the schedule named and linearizable=false", r.Violations, r.ResultLine())
+	}
+	if r.Linearizability[1].Illegal != 1 || r.Linearizability[0].Illegal != 0 {
+		t.Errorf("Linearizability = %+v; want the schedule history alone illegal", r.Linearizability)
 	}
 }
