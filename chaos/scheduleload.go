@@ -76,6 +76,21 @@ func (w *workload) setSchedule(ctx context.Context, s tickSchedule, kind schedul
 	return op
 }
 
+// runPauses, every 0.5–2 s, pauses or resumes one of the churn schedules at the revision it
+// reads (pauseOrResume), alongside runChurn's, so that compare-and-sets of one schedule from
+// two goroutines race each other, the schedule's emits and the faults.
+func (w *workload) runPauses(ctx context.Context, rng *rand.Rand) {
+	var churn []tickSchedule
+	for _, s := range w.schedules {
+		if w.churn[s.lane.GetKey()] {
+			churn = append(churn, s)
+		}
+	}
+	for len(churn) > 0 && sleep(ctx, between(rng, 500*time.Millisecond, 2*time.Second)) {
+		w.pauseOrResume(ctx, rng, churn[rng.IntN(len(churn))])
+	}
+}
+
 // pauseOrResume reads s and, unless it is cancelled, pauses it when it runs or resumes it when
 // paused, at the revision read (an emit between the read and the call makes it a revision
 // conflict); one time in three it sends two from that revision at once, of which at most one

@@ -193,11 +193,11 @@ func retriable(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || orrery.Retriable(orrery.CodeOf(err))
 }
 
-// startLoad starts the churn of schedules, the timers, the sagas and the probes, each with
-// its own random source drawn from seed; stopLoad stops them.
+// startLoad starts the churn of schedules (runChurn and runPauses), the timers, the sagas and
+// the probes, each with its own random source drawn from seed; stopLoad stops them.
 func (w *workload) startLoad(ctx context.Context, seed uint64) {
 	ctx, w.loadStop = context.WithCancel(ctx)
-	for i, run := range []func(context.Context, *rand.Rand){w.runChurn, w.runTimers} {
+	for i, run := range []func(context.Context, *rand.Rand){w.runChurn, w.runTimers, w.runPauses} {
 		rng := rand.New(rand.NewPCG(seed, uint64(i+1)))
 		w.loadDone.Go(func() { run(ctx, rng) })
 	}
