@@ -521,9 +521,9 @@ func checkSagas(r *Report, h history) {
 	r.Counts.Replays, r.Counts.ReplaysCompared, r.Counts.ReceiptMismatches = rv.replays, rv.compared, rv.mismatches
 }
 
-// checkLinearizability runs the linearizability check over h's saga and schedule histories
-// and adds what it covered, its violations (a history not linearizable) and problems (one not
-// decided) to r. Linearizable is false when any history is illegal, true when every one was
+// checkLinearizability counts h's schedule calls, runs the linearizability check over its saga
+// and schedule histories and adds what it covered, its violations (a history not
+// linearizable) and problems (one not decided) to r. Linearizable is false when any history is illegal, true when every one was
 // decided linearizable, and null otherwise.
 func checkLinearizability(r *Report, h history) {
 	for _, op := range h.scheduleOps {
