@@ -36,8 +36,11 @@ import (
 //  9. BackfillSchedule (ApplyVersionBackfill);
 //  10. a schedule definition's labels (ApplyVersionLabels);
 //  11. a schedule definition's catch-up pace (ApplyVersionPace);
-//  12. a saga's labels (ApplyVersionSagaLabels).
-const KnownApplyVersion uint32 = 12
+//  12. a saga's labels (ApplyVersionSagaLabels);
+//  16. the audit log bounded: a repeated denial counted on its window's record, the log
+//     capped at audit.MaxRecords (ApplyVersionAuditBound; 13 to 15 are taken by work in
+//     flight).
+const KnownApplyVersion uint32 = 16
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -130,6 +133,11 @@ func (a Applier) checkKnown() error {
 	}
 	return nil
 }
+
+// ApplyVersionAuditBound is the apply version from which the audit log is bounded by size as
+// well as age (audit.Trail.Write's bounded): a denial repeated within audit.DenialWindowMicros
+// is counted on its first record, and a write past audit.MaxRecords removes the oldest.
+const ApplyVersionAuditBound uint32 = 16
 
 // takes reports whether the partition applies under version needed or a later one: whether a
 // behaviour introduced by needed is on. Every replica reads the version from the state, so all
