@@ -11,10 +11,10 @@ import (
 // Bounds of ProcessDueRequest.MaxSchedules, and the occurrences one schedule's emit enqueues
 // at most (the partition's cap on EmitOccurrences.max).
 const (
-	DefaultProcessDue   = 100
-	MaxProcessDue       = 10_000
-	processDueEmitMax   = 32
-	processDuePage = due.MaxListRefs
+	DefaultProcessDue = 100
+	MaxProcessDue     = 10_000
+	processDueEmitMax = 32
+	processDuePage    = due.MaxListRefs
 )
 
 // ProcessDueRequest names the due schedules ProcessDue processes: those of Namespace (of Queue,
