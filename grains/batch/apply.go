@@ -393,6 +393,28 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return leaseResult(queue.ApplyRelease(v, lim, k.Release, now))
 	case *orreryv1.Mutation_ExtendLease:
 		return leaseResult(queue.ApplyExtendLease(v, lim, k.ExtendLease, now))
+	case *orreryv1.Mutation_PauseQueue:
+		if err := a.Require(ApplyVersionQueuePause, "queue"); err != nil {
+			return nil, err
+		}
+		return queuePauseResult(queue.ApplyPause(v, principal, k.PauseQueue, now))
+	case *orreryv1.Mutation_ResumeQueue:
+		if err := a.Require(ApplyVersionQueuePause, "queue"); err != nil {
+			return nil, err
+		}
+		return queuePauseResult(queue.ApplyResume(v, k.ResumeQueue))
+	case *orreryv1.Mutation_CancelMessage:
+		if err := a.Require(ApplyVersionCancelMessage, "id"); err != nil {
+			return nil, err
+		}
+		r, cancelled, err := queue.ApplyCancel(v, principal, k.CancelMessage, now)
+		if err == nil && cancelled != nil {
+			// A cancelled occurrence is ledgered and frees its schedule's overlap slot now.
+			err = schedule.MessageCancelled(v, lim, cancelled, principal, k.CancelMessage.GetReason(), now)
+		}
+		return wrap(err, func() *orreryv1.MutationResult {
+			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_CancelMessage{CancelMessage: r}}
+		})
 	case *orreryv1.Mutation_RedriveDeadLetters:
 		r, err := queue.ApplyRedrive(v, lim, k.RedriveDeadLetters, now)
 		return wrap(err, func() *orreryv1.MutationResult {
@@ -473,6 +495,12 @@ func scheduleResult(r *orreryv1.ScheduleResult, err error) (*orreryv1.MutationRe
 func sagaResult(r *orreryv1.SagaResult, err error) (*orreryv1.MutationResult, error) {
 	return wrap(err, func() *orreryv1.MutationResult {
 		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Saga{Saga: r}}
+	})
+}
+
+func queuePauseResult(r *orreryv1.QueuePauseResult, err error) (*orreryv1.MutationResult, error) {
+	return wrap(err, func() *orreryv1.MutationResult {
+		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_QueuePause{QueuePause: r}}
 	})
 }
 

@@ -34,8 +34,10 @@ import (
 //  9. BackfillSchedule (ApplyVersionBackfill);
 //  10. a schedule definition's labels (ApplyVersionLabels);
 //  11. a schedule definition's catch-up pace (ApplyVersionPace);
-//  12. a saga's labels (ApplyVersionSagaLabels).
-const KnownApplyVersion uint32 = 12
+//  12. a saga's labels (ApplyVersionSagaLabels);
+//  13. PauseQueue and ResumeQueue (ApplyVersionQueuePause);
+//  14. CancelMessage (ApplyVersionCancelMessage).
+const KnownApplyVersion uint32 = 14
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -84,6 +86,16 @@ const ApplyVersionPace uint32 = 11
 // ApplyVersionSagaLabels is the apply version that takes CompareExchangeSaga.labels (before
 // it: Validation).
 const ApplyVersionSagaLabels uint32 = 12
+
+// ApplyVersionQueuePause is the apply version that takes PauseQueue and ResumeQueue (before it:
+// Validation), so that no replica of an older release leases from a queue the others hold
+// paused.
+const ApplyVersionQueuePause uint32 = 13
+
+// ApplyVersionCancelMessage is the apply version that takes CancelMessage (before it:
+// Validation), so that no replica of an older release acks a message the others hold
+// cancelled.
+const ApplyVersionCancelMessage uint32 = 14
 
 // definitionGates are the schedule definition's fields that need an apply version: a
 // definition that sets one is refused (Validation, on the field) before its version.
