@@ -65,8 +65,10 @@ type PartitionsError struct {
 
 // PartitionMiss is one partition a call sent to every partition did not reach.
 type PartitionMiss struct {
+	// Partition is the partition's number.
 	Partition int
-	Err       error
+	// Err is why it did not apply the call.
+	Err error
 }
 
 // Error names the partitions not reached and the first one's error.

@@ -4005,7 +4005,8 @@ func (x *ResumeQueue) GetQueue() string {
 // leased (visible, delayed, or its lease ended) is removed and tombstoned (cancelled), so its
 // id is not enqueued again while the tombstone is kept. A leased one is marked cancelled
 // (QueueMessage.cancelled): its ack, release and lease extension fail TokenInvalidated, and it
-// is removed once its lease ends (by the next receive that meets it, or another CancelMessage).
+// is removed once its lease ends (by the next receive that meets it, a redrive of its
+// dead-letter queue, or another CancelMessage).
 // An occurrence of a schedule is ledgered CANCELLED with the caller in the reason, and frees
 // its schedule's overlap slot, at the cancel in both cases. An id the lane holds no message or
 // tombstone of is NotFound ("id"); one already removed (a tombstone) or already cancelled

@@ -128,3 +128,31 @@ func TestCancelUnknownAndInvalid(t *testing.T) {
 		wantCode(t, err, orrery.CodeValidation, c.field)
 	}
 }
+
+// TestRedriveRemovesACancelledDeadLetter: a dead letter cancelled while leased is not moved
+// back by a redrive once its lease ends: it is removed with a cancelled tombstone.
+func TestRedriveRemovesACancelledDeadLetter(t *testing.T) {
+	b := setup(t)
+	live := laneOf(testQueue, "k")
+	dead := DeadLetterLane(live)
+	b.enqueue("a", func(e *orreryv1.Enqueue) { e.MaxDeliveries = 1 })
+	b.receive(testQueue, 1)
+	b.advance(b.lim.DefaultLeaseMicros)
+	b.receive(testQueue, 1) // dead-letters a
+	b.receive(deadQueue, 1)
+	if res, _, err := b.cancel(dead, "a"); err != nil || res.GetOutcome() != orreryv1.CancelOutcome_CANCEL_OUTCOME_LEASE_REVOKED {
+		t.Fatalf("cancel of the leased dead letter: %v %v", res, err)
+	}
+	b.advance(b.lim.DefaultLeaseMicros)
+	res, err := ApplyRedrive(b.store, b.lim, &orreryv1.RedriveDeadLetters{Lane: live}, b.now)
+	if err != nil || len(res.GetRedrivenIds()) != 0 {
+		t.Fatalf("redrive: %v %v", res, err)
+	}
+	b.check()
+	if _, found := b.message(live, "a"); found {
+		t.Fatal("the cancelled dead letter was moved back")
+	}
+	if ts, found := b.tombstone(dead, "a"); !found || !ts.GetCancelled() {
+		t.Fatalf("dead-letter tombstone %v (found %v)", ts, found)
+	}
+}
