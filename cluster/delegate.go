@@ -89,7 +89,8 @@ func (p *Provider) noteFailed(n memberlist.Node) {
 
 // dropNode forgets a node that is dead or left, and remembers which until the next publish logs
 // it (logPeers). A node that did not announce that it drains stays in the view for deadGrace
-// (Provider.view), and is back in it for good if memberlist lists it again meanwhile. The state
+// (Provider.view), and is back in it for good if memberlist lists it again meanwhile, or out of
+// it at once when another node is live at its address (it was restarted). The state
 // memberlist's leave event carries is always StateAlive (see noteFailed), so a known node counts
 // as left when it announced that it drains (a graceful stop does), as dead otherwise.
 func (p *Provider) dropNode(name string, state memberlist.NodeStateType) {

@@ -240,3 +240,51 @@ func TestARefutedDeathNeverLeavesTheTopology(t *testing.T) {
 	ev.NotifyLeave(peer("peer-y", 2, true))
 	testkit.Eventually(t, p.deadGrace()/2, "peer-y, which drained, to leave at once", func() bool { return !listed("peer-y") })
 }
+
+// TestARestartedSiloSupersedesItsDeadMemberAtOnce: a member declared dead leaves the topology
+// as soon as a node of another name is live at its address (the silo restarted on its ports
+// under a new member id), without waiting out deadGrace, whichever of the two events memberlist
+// reports first; a dead member at another address still waits out the grace.
+func TestARestartedSiloSupersedesItsDeadMemberAtOnce(t *testing.T) {
+	t.Parallel()
+	p, top := startFake(t, ProviderConfig{}, "superseded", false)
+	testkit.Eventually(t, 5*time.Second, "the founder to have a cluster id", func() bool { return p.ClusterID() != 0 })
+	peer := func(name string, port uint16) *memberlist.Node {
+		meta, err := encodeMeta(nodeMeta{Cluster: "superseded", ID: name, Host: "127.0.0.1", Port: int(port), Kinds: []string{"echo"},
+			Silo: hexID(port), ClusterID: hexID(p.ClusterID())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &memberlist.Node{Name: name, Addr: net.ParseIP("127.0.0.1"), Port: port, Meta: meta}
+	}
+	listed := func(name string) bool {
+		ids, _ := top.snapshot()
+		return slices.Contains(ids, name)
+	}
+	ev := events{p}
+	for _, n := range []*memberlist.Node{peer("old-a", 1), peer("other", 2), peer("old-b", 3)} {
+		ev.NotifyJoin(n)
+	}
+	testkit.Eventually(t, 5*time.Second, "the founder to list its peers", func() bool {
+		return listed("old-a") && listed("other") && listed("old-b")
+	})
+
+	// Declared dead, then its address taken by a new member id.
+	start := time.Now()
+	ev.NotifyLeave(peer("old-a", 1))
+	ev.NotifyLeave(peer("other", 2))
+	ev.NotifyJoin(peer("new-a", 1))
+	// A new member id live at the address first, the old one declared dead after.
+	ev.NotifyJoin(peer("new-b", 3))
+	ev.NotifyLeave(peer("old-b", 3))
+	testkit.Eventually(t, p.deadGrace()/2, "the dead members superseded at their addresses to leave", func() bool {
+		return !listed("old-a") && !listed("old-b") && listed("new-a") && listed("new-b")
+	})
+	if waited := time.Since(start); waited >= p.deadGrace()/2 {
+		t.Fatalf("the superseded members left after %v, the grace is %v", waited, p.deadGrace())
+	}
+	if !listed("other") {
+		t.Fatal("a dead member whose address nobody took left before its grace")
+	}
+	testkit.Eventually(t, p.deadGrace()+2*time.Second, "the other dead member to leave after its grace", func() bool { return !listed("other") })
+}

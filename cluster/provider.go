@@ -510,7 +510,11 @@ func (p *Provider) deadGrace() time.Duration {
 }
 
 // view decodes memberlist's live nodes (alive or suspect) of this cluster name, and those
-// declared dead within deadGrace, this one excepted, clients included.
+// declared dead within deadGrace, this one excepted, clients included. A dead node whose
+// address a live node of another name holds is superseded at once, grace or not: only one
+// process binds an address, so the one that listens there now (a silo restarted on its ports,
+// or one that rejoined under a new member id) replaced it, and the dead one's refutation
+// cannot come.
 func (p *Provider) view() []viewNode {
 	p.nodesMu.Lock()
 	defer p.nodesMu.Unlock()
@@ -523,11 +527,13 @@ func (p *Provider) view() []viewNode {
 		}
 		view = append(view, viewNode{meta: meta, node: &node})
 	}
+	live := map[string]bool{}
 	for _, node := range p.nodes {
 		add(node)
+		live[node.Address()] = true
 	}
 	for name, d := range p.departing {
-		if now.Sub(d.at) >= p.deadGrace() {
+		if now.Sub(d.at) >= p.deadGrace() || live[d.node.Address()] {
 			delete(p.departing, name)
 			continue
 		}

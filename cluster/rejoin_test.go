@@ -64,10 +64,12 @@ func silentPartitionKind(arrived chan<- struct{}) *protocluster.Kind {
 	}))
 }
 
-// TestCallsInFlightEndWhenAMemberLeaves: a call waiting on a member that dies is ended with
-// Unavailable as soon as the member leaves the topology, not at its attempt timeout, so a
-// long-poll receive to a crashed silo is retried (on its replacement) within seconds.
-func TestCallsInFlightEndWhenAMemberLeaves(t *testing.T) {
+// TestCallsInFlightEndWhenTheirMemberDies: a call waiting on a member that dies is ended with
+// Unavailable as soon as the actor transport loses its connection to the member, not when
+// memberlist declares it dead and the dead-peer grace has passed (the member stays in the
+// topology until then), nor at its attempt timeout, so a long-poll receive to a crashed silo is
+// retried (on its replacement) at once.
+func TestCallsInFlightEndWhenTheirMemberDies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	arrived := make(chan struct{}, 1)
@@ -97,9 +99,16 @@ func TestCallsInFlightEndWhenAMemberLeaves(t *testing.T) {
 	killed := time.Now()
 	select {
 	case err := <-done:
-		t.Logf("call ended %v after the kill: %v", time.Since(killed).Round(time.Millisecond), err)
-		if !errors.Is(err, orrery.ErrUnavailable) || !errors.Is(err, errMemberLeft) {
-			t.Fatalf("call ended with %v, want Unavailable because the member left", err)
+		ended := time.Since(killed)
+		t.Logf("call ended %v after the kill: %v", ended.Round(time.Millisecond), err)
+		if !errors.Is(err, orrery.ErrUnavailable) || !errors.Is(err, errConnectionLost) {
+			t.Fatalf("call ended with %v, want Unavailable because the connection to the member was lost", err)
+		}
+		if grace := caller.p.deadGrace(); ended >= grace {
+			t.Fatalf("the call ended %v after the kill, not before the dead member could leave the topology (grace %v)", ended, grace)
+		}
+		if len(caller.topology()) != 1 {
+			t.Log("the dead member had already left the caller's topology")
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the call to the dead member was still waiting 15 s after the kill (attempt timeout 1 min)")

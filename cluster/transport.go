@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
@@ -140,7 +142,8 @@ func call[T proto.Message](ctx context.Context, t *PartitionTransport, n int, re
 	}
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(t.left.current(), func() { cancel(errMemberLeft) })
+	churn := t.left.current()
+	stop := context.AfterFunc(churn, func() { cancel(context.Cause(churn)) })
 	defer stop()
 	identity := strconv.Itoa(n)
 	var reply proto.Message
@@ -150,8 +153,9 @@ func call[T proto.Message](ctx context.Context, t *PartitionTransport, n int, re
 		if err == nil {
 			break
 		}
-		if ctx.Err() == nil && errors.Is(context.Cause(callCtx), errMemberLeft) {
-			return zero, orrery.Wrap(orrery.CodeUnavailable, errMemberLeft, "call partition/%d", n)
+		if cause := context.Cause(callCtx); ctx.Err() == nil && (errors.Is(cause, errMemberLeft) || errors.Is(cause, errConnectionLost)) {
+			t.cluster.PidCache.Remove(identity, PartitionKind)
+			return zero, orrery.Wrap(orrery.CodeUnavailable, cause, "call partition/%d", n)
 		}
 		if !t.redirect(n, identity, err) || hop >= maxLeaderHops || callCtx.Err() != nil {
 			return zero, err
@@ -201,32 +205,63 @@ func (t *PartitionTransport) String() string {
 // errMemberLeft ends the calls in flight when a member leaves the topology.
 var errMemberLeft = errors.New("a member left the cluster while the call was in flight")
 
-// leaveWatch hands out a context that is cancelled the next time a member leaves c's topology,
-// and a fresh one after that.
+// errConnectionLost ends the calls in flight when the actor transport loses its connection to
+// a member of the topology (remote.EndpointTerminatedEvent: the member's process died, or the
+// network cut the connection; a client's connection to a silo, which the silo answers on, does
+// not count): a reply cannot come on it, and the member may stay in the topology for seconds
+// more (memberlist's suspicion, then the dead-peer grace), during which a long-poll receive
+// would otherwise wait out its whole wait.
+var errConnectionLost = errors.New("the connection to a member was lost while the call was in flight")
+
+// leaveWatch hands out a context that is cancelled, with errMemberLeft or errConnectionLost as
+// its cause, the next time a member leaves c's topology or the actor transport loses its
+// connection to one, and a fresh one after that. Every call in flight ends then, whichever
+// member it waited on: the caller retries, and the calls to members still there are answered
+// on the retry.
 type leaveWatch struct {
 	system *actor.ActorSystem
 	sub    *eventstream.Subscription
 
 	mu     sync.Mutex
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
+	// member reports whether an actor address is a member's of the topology (with a provider
+	// other than Provider's, every address counts).
+	member func(address string) bool
 }
 
 func watchLeaves(c *protocluster.Cluster) *leaveWatch {
-	w := &leaveWatch{system: c.ActorSystem}
-	w.ctx, w.cancel = context.WithCancel(context.Background())
-	w.sub = c.ActorSystem.EventStream.Subscribe(func(evt any) {
-		if topology, ok := evt.(*protocluster.ClusterTopology); ok && len(topology.GetLeft()) > 0 {
-			w.mu.Lock()
-			w.cancel()
-			w.ctx, w.cancel = context.WithCancel(context.Background())
-			w.mu.Unlock()
+	w := &leaveWatch{system: c.ActorSystem, member: func(string) bool { return true }}
+	if p, ok := c.Config.ClusterProvider.(*Provider); ok {
+		w.member = func(address string) bool {
+			return slices.ContainsFunc(p.Topology(), func(m *protocluster.Member) bool { return m.Address() == address })
 		}
+	}
+	w.ctx, w.cancel = context.WithCancelCause(context.Background())
+	w.sub = c.ActorSystem.EventStream.Subscribe(func(evt any) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		var cause error
+		switch e := evt.(type) {
+		case *protocluster.ClusterTopology:
+			if len(e.GetLeft()) > 0 {
+				cause = errMemberLeft
+			}
+		case *remote.EndpointTerminatedEvent:
+			if w.member(e.Address) { // not a client's connection, which a silo answers on
+				cause = errConnectionLost
+			}
+		}
+		if cause == nil {
+			return
+		}
+		w.cancel(cause)
+		w.ctx, w.cancel = context.WithCancelCause(context.Background())
 	})
 	return w
 }
 
-// current is cancelled when the next member leaves.
+// current is cancelled at the next leave or lost connection.
 func (w *leaveWatch) current() context.Context {
 	w.mu.Lock()
 	defer w.mu.Unlock()

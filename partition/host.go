@@ -45,6 +45,12 @@ type HostConfig struct {
 	// Clock ticks the Raft groups and tells the time leaders stamp entries with (default
 	// clock.Real()); the grains' Config.Clock should be the same.
 	Clock clock.Clock
+	// ClockUnjudged opens the replicas as SetClockUnjudged(true) leaves them: until the silo
+	// has judged its wall clock against its peers' (and says so through SetClockUnjudged and
+	// SetClockUnfit), they win no election a peer could win. A silo that judges its clock sets
+	// it, so that one restarted on a skewed clock leads nothing before its first probes are
+	// answered.
+	ClockUnjudged bool
 	// Failpoints arms crash boundaries (default: none).
 	Failpoints *Failpoints
 	// Logger receives the replicas' logs (default slog.Default()).
@@ -162,6 +168,7 @@ func (h *Host) open() error {
 	if err != nil {
 		return err
 	}
+	groups.SetClockUnjudged(h.cfg.ClockUnjudged)
 	h.machines = make([]*machine, h.cfg.Partitions)
 	for n := range h.machines {
 		state, err := h.store.Partition(n)

@@ -128,7 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	}
 	host, err := partition.OpenHost(partition.HostConfig{
 		DataRoot: cfg.DataDir, Partitions: cfg.Partitions, Store: cfg.Store, Limits: cfg.Limits,
-		LeadTimeout: cfg.OpenTimeout, Failpoints: cfg.Failpoints, Logger: cfg.Logger, Clock: cfg.Clock,
+		LeadTimeout: cfg.OpenTimeout, Failpoints: cfg.Failpoints, ClockUnjudged: cfg.MaxClockOffset > 0, Logger: cfg.Logger, Clock: cfg.Clock,
 		RaftTick: profile.RaftTick, ElectionTicks: profile.ElectionTicks, HeartbeatTicks: profile.HeartbeatTicks,
 	})
 	if err != nil {

@@ -92,8 +92,11 @@ type probe struct {
 	sentMono time.Time
 }
 
-// New validates cfg and returns a Monitor that has judged nothing yet (Unjudged with peers,
-// Fit without); Start begins the probes.
+// New validates cfg and returns a Monitor that has judged nothing yet: Unjudged (Fit when the
+// bound is 0), whatever Peers says now, since a silo that has not joined its cluster yet sees
+// no peer and would judge itself a lone silo, and its answers would tell its peers it may
+// lead. Start begins the probes; its first round judges (a silo that is alone then is Fit at
+// once).
 func New(cfg Config) (*Monitor, error) {
 	switch {
 	case cfg.Wall == nil:
@@ -115,7 +118,10 @@ func New(cfg Config) (*Monitor, error) {
 		cfg.Log = slog.Default()
 	}
 	m := &Monitor{cfg: cfg, pending: map[uint64]probe{}, peers: map[uint64]Peer{}, seen: map[uint64]time.Time{}}
-	m.verdict = Judge(nil, len(cfg.Peers()), cfg.MaxOffset)
+	m.verdict = Verdict{Fitness: Unjudged, Bound: cfg.MaxOffset}
+	if cfg.MaxOffset == 0 {
+		m.verdict.Fitness = Fit
+	}
 	return m, nil
 }
 

@@ -313,3 +313,49 @@ func TestAPeerJustSeenIsProbedSoonerUntilItAnswersOrLongEnough(t *testing.T) {
 		t.Fatalf("silo 1 once silo 2 answers: %v, want fit", got)
 	}
 }
+
+// TestAMonitorIsUnjudgedUntilItsFirstRound: a Monitor built while its silo sees no peer yet
+// (it has not joined) neither judges nor answers that it is fit before its first round, so
+// that peers hand it no leadership; its first round judges a silo still alone fit at once,
+// and one that sees peers by then unjudged until they answer.
+func TestAMonitorIsUnjudgedUntilItsFirstRound(t *testing.T) {
+	var joined atomic.Bool
+	var changes []Fitness
+	var sent []uint64
+	newMonitor := func() *Monitor {
+		m, err := New(Config{
+			Wall: clock.NewFake(time.Unix(1_000_000, 0)), Mono: clock.NewFake(time.Unix(1_000_000, 0)), MaxOffset: 500 * time.Millisecond,
+			Peers: func() []uint64 {
+				if joined.Load() {
+					return []uint64{2, 3}
+				}
+				return nil
+			},
+			Send:     func(to, _ uint64, _ time.Time) { sent = append(sent, to) },
+			OnChange: func(v Verdict) { changes = append(changes, v.Fitness) },
+			Log:      slog.New(slog.NewTextHandler(&testkit.Buffer{}, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		return m
+	}
+	m := newMonitor()
+	if _, fitness := m.Answer(); fitness != Unjudged || m.Verdict().Fitness != Unjudged {
+		t.Fatalf("built before its silo joined: answers %v, verdict %v; want unjudged", fitness, m.Verdict().Fitness)
+	}
+	joined.Store(true)
+	m.Start()
+	if got := m.Verdict().Fitness; got != Unjudged || len(changes) != 0 || len(sent) != 2 {
+		t.Fatalf("first round with two peers unmeasured: %v, changes %v, probes to %v; want unjudged, no change, two probes", got, changes, sent)
+	}
+
+	joined.Store(false)
+	lone := newMonitor()
+	changes = nil
+	lone.Start()
+	if got := lone.Verdict().Fitness; got != Fit || !slices.Equal(changes, []Fitness{Fit}) {
+		t.Fatalf("a lone silo's first round: %v, changes %v; want fit, said once", got, changes)
+	}
+}

@@ -69,6 +69,9 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 	if err := checkEnvelope(principal, b, loggedNowMicros); err != nil {
 		return nil, err
 	}
+	if err := a.checkWire(b); err != nil {
+		return nil, err
+	}
 	hash, err := RequestHash(b)
 	if err != nil {
 		return nil, err
@@ -117,6 +120,9 @@ func (a Applier) ApplyDue(v kv.View, principal string, b *orreryv1.Batch, logged
 		return nil, err
 	}
 	if err := checkEnvelope(principal, b, loggedNowMicros); err != nil {
+		return nil, err
+	}
+	if err := a.checkWire(b); err != nil {
 		return nil, err
 	}
 	if b.GetAllOrNothing() {
@@ -321,22 +327,13 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	}
 	switch k := m.GetKind().(type) {
 	case *orreryv1.Mutation_ConfigureSchedule:
-		if err := a.requireDefinition(k.ConfigureSchedule.GetDefinition()); err != nil {
-			return nil, err
-		}
 		return scheduleResult(schedule.ApplyConfigure(v, lim, principal, k.ConfigureSchedule, a.ZoneRules, now, a.scheduleRules()))
 	case *orreryv1.Mutation_EmitOccurrences:
 		return scheduleResult(schedule.ApplyEmitWithin(v, lim, k.EmitOccurrences, now, budget,
 			a.scheduleRules()))
 	case *orreryv1.Mutation_BackfillSchedule:
-		if err := a.Require(ApplyVersionBackfill, "schedule_id"); err != nil {
-			return nil, err
-		}
 		return scheduleResult(schedule.ApplyBackfill(v, lim, k.BackfillSchedule, now))
 	case *orreryv1.Mutation_SkipExpired:
-		if err := a.Require(ApplyVersionExpiredStops, "schedule_id"); err != nil {
-			return nil, err
-		}
 		return scheduleResult(schedule.ApplySkipExpired(v, lim, principal, k.SkipExpired, now))
 	case *orreryv1.Mutation_CancelSchedule:
 		return scheduleResult(schedule.ApplyCancel(v, lim, k.CancelSchedule))
@@ -349,11 +346,6 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_TriggerSchedule:
 		return scheduleResult(schedule.ApplyTrigger(v, lim, k.TriggerSchedule, now))
 	case *orreryv1.Mutation_CompareExchangeSaga:
-		if len(k.CompareExchangeSaga.GetLabels()) > 0 {
-			if err := a.Require(ApplyVersionSagaLabels, "labels"); err != nil {
-				return nil, err
-			}
-		}
 		return sagaResult(saga.ApplyCompareExchange(v, lim, principal, k.CompareExchangeSaga, now))
 	case *orreryv1.Mutation_ExpireSaga:
 		return sagaResult(saga.ApplyExpire(v, lim, k.ExpireSaga, now))
@@ -364,9 +356,9 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		})
 	case *orreryv1.Mutation_Receive:
 		var deadLettered func(*orreryv1.QueueMessage) error
-		if a.Require(ApplyVersionPauseOnFailure, "") == nil {
+		if a.takes(ApplyVersionPauseOnFailure) {
 			// An occurrence that used up its deliveries is ledgered, and may pause its schedule.
-			releases := a.Require(ApplyVersionBufferAll, "") == nil
+			releases := a.takes(ApplyVersionBufferAll)
 			deadLettered = func(msg *orreryv1.QueueMessage) error {
 				if err := schedule.DeadLettered(v, lim, msg, now); err != nil || !releases {
 					return err
@@ -394,19 +386,10 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_ExtendLease:
 		return leaseResult(queue.ApplyExtendLease(v, lim, k.ExtendLease, now))
 	case *orreryv1.Mutation_PauseQueue:
-		if err := a.Require(ApplyVersionQueuePause, "queue"); err != nil {
-			return nil, err
-		}
 		return queuePauseResult(queue.ApplyPause(v, principal, k.PauseQueue, now))
 	case *orreryv1.Mutation_ResumeQueue:
-		if err := a.Require(ApplyVersionQueuePause, "queue"); err != nil {
-			return nil, err
-		}
 		return queuePauseResult(queue.ApplyResume(v, k.ResumeQueue))
 	case *orreryv1.Mutation_CancelMessage:
-		if err := a.Require(ApplyVersionCancelMessage, "id"); err != nil {
-			return nil, err
-		}
 		r, cancelled, err := queue.ApplyCancel(v, principal, k.CancelMessage, now)
 		if err == nil && cancelled != nil {
 			// A cancelled occurrence is ledgered and frees its schedule's overlap slot now.

@@ -13,8 +13,10 @@ import (
 // partition at any version up to it, with that version's behaviour, and stops (Internal)
 // before an entry of a partition at a higher one. Version 1 is the behaviour of every release
 // before apply versions existed. A release that changes what apply does (a new command form,
-// a field the state machine acts on, another result) raises it and gates the change with
-// Applier.Require, so that a partition takes the change only once every replica can. The
+// a field the state machine acts on, another result) raises it and gates the change, so that
+// a partition takes the change only once every replica can: a part of the command wire in
+// wireGates (a command that carries it earlier is refused, Validation, by every replica
+// alike), a behaviour with Applier.takes. The
 // versions and what each adds:
 //
 //  1. everything before apply versions;
@@ -87,49 +89,14 @@ const ApplyVersionPace uint32 = 11
 // it: Validation).
 const ApplyVersionSagaLabels uint32 = 12
 
-// ApplyVersionQueuePause is the apply version that takes PauseQueue and ResumeQueue (before it:
-// Validation), so that no replica of an older release leases from a queue the others hold
-// paused.
+// ApplyVersionQueuePause is the apply version that takes PauseQueue and ResumeQueue (wire
+// gates: before it a command carrying one is refused), so that no replica of an older release
+// leases from a queue the others hold paused.
 const ApplyVersionQueuePause uint32 = 13
 
-// ApplyVersionCancelMessage is the apply version that takes CancelMessage (before it:
-// Validation), so that no replica of an older release acks a message the others hold
-// cancelled.
+// ApplyVersionCancelMessage is the apply version that takes CancelMessage (a wire gate), so
+// that no replica of an older release acks a message the others hold cancelled.
 const ApplyVersionCancelMessage uint32 = 14
-
-// definitionGates are the schedule definition's fields that need an apply version: a
-// definition that sets one is refused (Validation, on the field) before its version.
-var definitionGates = []struct {
-	version uint32
-	field   string
-	sets    func(*orreryv1.ScheduleDefinition) bool
-}{
-	{ApplyVersionScheduleBounds, "definition.end_at_unix_micros", schedule.HasBounds},
-	{ApplyVersionPauseOnFailure, "definition.pause_on_failure", (*orreryv1.ScheduleDefinition).GetPauseOnFailure},
-	{ApplyVersionBufferAll, "definition.overlap", func(d *orreryv1.ScheduleDefinition) bool {
-		return d.GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ALL
-	}},
-	{ApplyVersionCancelOther, "definition.overlap", func(d *orreryv1.ScheduleDefinition) bool {
-		return d.GetOverlap() == orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER
-	}},
-	{ApplyVersionJitter, "definition.jitter_micros", schedule.HasJitter},
-	{ApplyVersionExpiredStops, "definition.expired", schedule.HasExpiredPolicy},
-	{ApplyVersionLabels, "definition.labels", schedule.HasLabels},
-	{ApplyVersionPace, "definition.catch_up_pace", schedule.HasPace},
-}
-
-// requireDefinition refuses a definition that sets a field of an apply version above a's
-// (definitionGates), naming the first such field.
-func (a Applier) requireDefinition(def *orreryv1.ScheduleDefinition) error {
-	for _, g := range definitionGates {
-		if g.sets(def) {
-			if err := a.Require(g.version, g.field); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
 // scheduleRules are the schedule state machine's rules at a's apply version.
 func (a Applier) scheduleRules() schedule.Rules {
@@ -175,16 +142,11 @@ func (a Applier) checkKnown() error {
 	return nil
 }
 
-// Require refuses a behaviour introduced by apply version needed while the partition applies
-// under an older one (Validation on field). Every replica refuses it alike, whatever its
-// binary, until the partition's leader raises the version (SetApplyVersion), which it does once
+// takes reports whether the partition applies under version needed or a later one: whether a
+// behaviour introduced by needed is on. Every replica reads the version from the state, so all
+// behave alike until the partition's leader raises it (SetApplyVersion), which it does once
 // every voter of the group runs a release that knows it.
-func (a Applier) Require(needed uint32, field string) error {
-	if v := a.version(); v < needed {
-		return orrery.Invalid(field, "needs apply version %d, and this partition applies under %d until every silo of its group runs a release that knows %d", needed, v, needed)
-	}
-	return nil
-}
+func (a Applier) takes(needed uint32) bool { return a.version() >= needed }
 
 // applySetApplyVersion raises the partition's apply version. A version this binary does not
 // know is Internal (the replica stops: it cannot apply what follows as the others will), one

@@ -85,21 +85,6 @@ func TestABinaryStopsBeforeAVersionItDoesNotKnow(t *testing.T) {
 	}
 }
 
-// TestRequireRefusesABehaviourBeforeItsVersion: Require is a Validation error on its field
-// while the partition applies under an older version than the behaviour needs, and nil from
-// that version on.
-func TestRequireRefusesABehaviourBeforeItsVersion(t *testing.T) {
-	a := applier()
-	var e *orrery.Error
-	if err := a.Require(2, "definition.jitter_micros"); !errors.As(err, &e) || e.Code != orrery.CodeValidation || e.Field != "definition.jitter_micros" {
-		t.Fatalf("Require 2 at 1: %v, want Validation on the field", err)
-	}
-	a.ApplyVersion = 2
-	if err := a.Require(2, "definition.jitter_micros"); err != nil {
-		t.Fatalf("Require 2 at 2: %v", err)
-	}
-}
-
 // TestScheduleBoundsWaitForTheirApplyVersion: a configure that sets a bound is refused
 // (Validation naming the apply version) while the partition applies under version 1, since a
 // replica of an older release would fire past the bound, and taken at version 2; a configure
@@ -114,16 +99,12 @@ func TestScheduleBoundsWaitForTheirApplyVersion(t *testing.T) {
 		v := granted(t)
 		a := applier()
 		a.ApplyVersion = c.version
-		out, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "bounded", Mutations: []*orreryv1.Mutation{bounded}}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := resultErr(out.Receipt.GetResults()[0])
+		got := oneResultErr(a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "bounded", Mutations: []*orreryv1.Mutation{bounded}}, t0))
 		if taken := got == nil; taken != c.taken {
 			t.Fatalf("at apply version %d a bounded configure: %v, want taken %v", c.version, got, c.taken)
 		}
-		if !c.taken && (!errors.Is(got, orrery.ErrValidation) || !strings.Contains(got.Error(), "needs apply version 2")) {
-			t.Fatalf("at apply version 1: %v, want Validation naming version 2", got)
+		if !c.taken && (!errors.Is(got, orrery.ErrValidation) || !strings.Contains(got.Error(), "field 12 of orrery.v1.ScheduleDefinition, which this partition does not take under apply version 1")) {
+			t.Fatalf("at apply version 1: %v, want Validation naming max_occurrences (field 12) and version 1", got)
 		}
 		plain := configureMutation(everySpec(t0+hour, hour), 0)
 		plain.GetConfigureSchedule().GetDefinition().ScheduleId = "1f8fad5b-d9cb-469f-a165-70867728950e"

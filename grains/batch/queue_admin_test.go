@@ -39,28 +39,29 @@ func applyAt(t *testing.T, a Applier, v kv.View, principal, id string, m *orrery
 	return out.Receipt.GetResults()[0]
 }
 
-// TestQueuePauseAndCancelWaitForTheirApplyVersions: PauseQueue and ResumeQueue are refused
-// (Validation naming apply version 13) before version 13, CancelMessage (naming 14) before
-// version 14, so that no replica of an older release leases from a paused queue or acks a
-// cancelled message; from their versions on they are taken.
+// TestQueuePauseAndCancelWaitForTheirApplyVersions: a command carrying PauseQueue or
+// ResumeQueue is refused whole (Validation naming the mutation's field number, nothing
+// written) before apply version 13, one carrying CancelMessage before version 14, so that no
+// replica of an older release leases from a paused queue or acks a cancelled message; from
+// their versions on they are taken.
 func TestQueuePauseAndCancelWaitForTheirApplyVersions(t *testing.T) {
 	for _, c := range []struct {
 		mutation *orreryv1.Mutation
 		version  uint32
-		field    string
+		want     string
 	}{
-		{pauseQueueMutation(""), ApplyVersionQueuePause, "mutations[0].pause_queue.queue"},
-		{resumeQueueMutation(), ApplyVersionQueuePause, "mutations[0].resume_queue.queue"},
-		{cancelMessageMutation("m1"), ApplyVersionCancelMessage, "mutations[0].cancel_message.id"},
+		{pauseQueueMutation(""), ApplyVersionQueuePause, "mutations[0]: carries field 25 of orrery.v1.Mutation"},
+		{resumeQueueMutation(), ApplyVersionQueuePause, "mutations[0]: carries field 26 of orrery.v1.Mutation"},
+		{cancelMessageMutation("m1"), ApplyVersionCancelMessage, "mutations[0]: carries field 27 of orrery.v1.Mutation"},
 	} {
 		v := granted(t)
 		applyOne(t, v, "enqueue", enqueueMutation("m1"), t0)
 		a := applier()
 		a.ApplyVersion = c.version - 1
-		got := resultErr(applyAt(t, a, v, "alice", "older", c.mutation, t0))
-		var e *orrery.Error
-		if !errors.As(got, &e) || e.Code != orrery.CodeValidation || e.Field != c.field || !strings.Contains(e.Message, "apply version") {
-			t.Fatalf("%s at apply version %d: %v, want Validation on %s", kindName(c.mutation), c.version-1, got, c.field)
+		before := v.Clone()
+		_, err := a.ApplyBatch(v, "alice", &orreryv1.Batch{CommandId: "older", Mutations: []*orreryv1.Mutation{c.mutation}}, t0)
+		if !errors.Is(err, orrery.ErrValidation) || !strings.Contains(err.Error(), c.want) || !v.Equal(before) {
+			t.Fatalf("%s at apply version %d: %v (wrote: %v), want Validation %q and nothing written", kindName(c.mutation), c.version-1, err, !v.Equal(before), c.want)
 		}
 		a.ApplyVersion = c.version
 		if got := resultErr(applyAt(t, a, v, "alice", "current", c.mutation, t0)); got != nil {

@@ -1,0 +1,42 @@
+package partition
+
+import (
+	"testing"
+	"time"
+
+	"github.com/orreryhq/orrery/internal/testkit"
+)
+
+// TestAHostOpenedClockUnjudgedWinsNoElectionAtOnce: a host opened with ClockUnjudged (a silo
+// restarted before it has measured its peers' clocks, perhaps on a skewed one) wins no
+// election its peers could win from the moment its groups open: here it is the only replica
+// that campaigns (its peers' election timeouts are far longer), and its peers grant its
+// pre-votes, yet it leads nothing for the unjudged replica's three election timeouts; only
+// then, the groups leaderless that long, does it take them.
+func TestAHostOpenedClockUnjudgedWinsNoElectionAtOnce(t *testing.T) {
+	const electionTicks = 10 // 1 s at the default 100 ms tick
+	rs := newReplicaSetWith(t, func(i int, cfg *HostConfig) {
+		if i == 0 {
+			cfg.ElectionTicks, cfg.ClockUnjudged = electionTicks, true
+		} else {
+			cfg.ElectionTicks = 1000 // never campaigns within the test
+		}
+	})
+	unjudged := rs.host(rs.ids[0])
+	// Ticks are never early: three election timeouts of ticks take at least 3 s.
+	for deadline := time.Now().Add(2900 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for n := range 4 {
+			if unjudged.Leads(n) {
+				t.Fatalf("the host opened clock-unjudged leads partition %d before its groups were leaderless for three election timeouts", n)
+			}
+		}
+	}
+	testkit.Eventually(t, 30*time.Second, "the unjudged host to take the groups nobody else leads", func() bool {
+		for n := range 4 {
+			if !unjudged.Leads(n) {
+				return false
+			}
+		}
+		return true
+	})
+}
