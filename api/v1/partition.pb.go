@@ -1342,8 +1342,10 @@ type QueueStats struct {
 	LaneMessages uint64 `protobuf:"varint,8,opt,name=lane_messages,json=laneMessages,proto3" json:"lane_messages,omitempty"`
 	LaneBytes    uint64 `protobuf:"varint,9,opt,name=lane_bytes,json=laneBytes,proto3" json:"lane_bytes,omitempty"`
 	// The queue counted (set by ListQueues).
-	Namespace     string `protobuf:"bytes,10,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Queue         string `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
+	Namespace string `protobuf:"bytes,10,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue     string `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Set while the queue is paused in this partition (PauseQueue).
+	Pause         *QueuePause `protobuf:"bytes,12,opt,name=pause,proto3" json:"pause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1453,6 +1455,13 @@ func (x *QueueStats) GetQueue() string {
 		return x.Queue
 	}
 	return ""
+}
+
+func (x *QueueStats) GetPause() *QueuePause {
+	if x != nil {
+		return x.Pause
+	}
+	return nil
 }
 
 // InspectPartition asks for the partition's status.
@@ -2191,7 +2200,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\n" +
 	"ListQueues\x12\x1d\n" +
 	"\n" +
-	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\x8a\x03\n" +
+	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\xb7\x03\n" +
 	"\n" +
 	"QueueStats\x12\x18\n" +
 	"\avisible\x18\x01 \x01(\x04R\avisible\x12\x16\n" +
@@ -2206,7 +2215,8 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"lane_bytes\x18\t \x01(\x04R\tlaneBytes\x12\x1c\n" +
 	"\tnamespace\x18\n" +
 	" \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05queue\x18\v \x01(\tR\x05queue\"\x12\n" +
+	"\x05queue\x18\v \x01(\tR\x05queue\x12+\n" +
+	"\x05pause\x18\f \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\"\x12\n" +
 	"\x10InspectPartition\"\xc1\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12)\n" +
@@ -2319,11 +2329,12 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(SagaPhase)(0),             // 29: orrery.v1.SagaPhase
 	(*ScheduleRecord)(nil),     // 30: orrery.v1.ScheduleRecord
 	(*Lane)(nil),               // 31: orrery.v1.Lane
-	(*SagaRecord)(nil),         // 32: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 33: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 34: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 35: orrery.v1.LedgerRecord
-	(*AuditRecord)(nil),        // 36: orrery.v1.AuditRecord
+	(*QueuePause)(nil),         // 32: orrery.v1.QueuePause
+	(*SagaRecord)(nil),         // 33: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 34: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 35: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 36: orrery.v1.LedgerRecord
+	(*AuditRecord)(nil),        // 37: orrery.v1.AuditRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
 	25, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
@@ -2350,26 +2361,27 @@ var file_api_v1_partition_proto_depIdxs = []int32{
 	31, // 21: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
 	31, // 22: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
 	31, // 23: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	21, // 24: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	20, // 25: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
-	19, // 26: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
-	30, // 27: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	32, // 28: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	33, // 29: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	18, // 30: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	26, // 31: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	34, // 32: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	35, // 33: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	9,  // 34: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	32, // 35: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	16, // 36: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	16, // 37: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
-	36, // 38: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	32, // 24: orrery.v1.QueueStats.pause:type_name -> orrery.v1.QueuePause
+	21, // 25: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	20, // 26: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
+	19, // 27: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
+	30, // 28: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	33, // 29: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	34, // 30: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	18, // 31: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	26, // 32: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	35, // 33: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	36, // 34: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	9,  // 35: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	33, // 36: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	16, // 37: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	16, // 38: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	37, // 39: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
