@@ -6,6 +6,7 @@ RUNS     ?= 2
 DURATION ?= 5m
 SEED     ?=
 SILOS    ?= 3
+GAPS     ?=
 # Packages whose tests start protoactor clusters run without -race: protoactor-go's cluster code
 # has data races of its own (the cluster package doc names them), which would fail every run.
 CLUSTER_PKGS_RE := /(cluster|silo|cmd/silo|cmd/orrery|examples|chaos|bench)(/|$$)
@@ -69,7 +70,7 @@ cluster-test: chaos-deps ## the cluster tests at full length (ORRERY_CLUSTER_FUL
 	ORRERY_CLUSTER_FULL=1 ORRERY_NETCUT_REQUIRED=1 $(GO) test -count=1 -v -timeout 10m -run 'TestNoElectionWhileTheCoresAreSaturated|TestASiloWhoseDiskWasLostRejoinsAsANewSilo' ./silo
 
 chaos: chaos-deps ## a seeded nemesis (kills, pauses, network isolation, 2/3 splits, wiped disks, rolling restarts, failpoints, clock skew, other zone rules, full disks, several at once) against SILOS real silos for DURATION, then the history checkers; SEED replays a run; the last line is CHAOS RESULT
-	$(GO) run ./chaos/cmd/chaos -duration $(DURATION) -silos $(SILOS) $(if $(SEED),-seed $(SEED))
+	$(GO) run ./chaos/cmd/chaos -duration $(DURATION) -silos $(SILOS) $(if $(SEED),-seed $(SEED)) $(if $(GAPS),-gap-min $(word 1,$(subst -, ,$(GAPS))) -gap-max $(word 2,$(subst -, ,$(GAPS))))
 
 bench: ## benchmarks at full scale (several minutes), figures via b.ReportMetric
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...

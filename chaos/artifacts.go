@@ -22,9 +22,9 @@ func writeSiloLogs(dir string, processes []*SiloProcess) error {
 }
 
 // historyLine is one line of history.jsonl: a schedule, a cron schedule, a timer, an enqueue,
-// a delivery, a saga call or a replayed command.
+// a delivery, a saga call, a replayed command or a schedule call.
 type historyLine struct {
-	Kind       string     `json:"kind"` // schedule, cron, timer, enqueued, delivery, saga, replay
+	Kind       string     `json:"kind"` // schedule, cron, timer, enqueued, delivery, saga, replay, schedule_call
 	ID         string     `json:"id"`
 	Lane       string     `json:"lane"`
 	Partition  int        `json:"partition"`
@@ -45,8 +45,8 @@ type historyLine struct {
 	Saga            string     `json:"saga,omitempty"`
 	WaitingRevision uint64     `json:"waiting_revision,omitempty"`
 	Deadline        *time.Time `json:"deadline,omitempty"`
-	// A saga call (ID is the saga's): what it asked, when, and what came back (returned is
-	// absent for an unknown outcome).
+	// A saga call (ID is the saga's) or a schedule call (ID is the schedule's): what it asked,
+	// when, and what came back (returned is absent for an unknown outcome).
 	Op       string     `json:"op,omitempty"`
 	Expected *uint64    `json:"expected_revision,omitempty"`
 	Call     *time.Time `json:"call,omitempty"`
@@ -56,6 +56,8 @@ type historyLine struct {
 	Revision uint64     `json:"revision,omitempty"`
 	Phase    string     `json:"phase,omitempty"`
 	Final    bool       `json:"final_read,omitempty"`
+	// State is what an ok read of a schedule found: running, paused or cancelled.
+	State string `json:"state,omitempty"`
 	// A replay (ID is the command id): the call, and whether its receipt was the first's.
 	What  string `json:"what,omitempty"`
 	Match *bool  `json:"receipt_matched,omitempty"`
@@ -124,6 +126,18 @@ func writeHistory(path string, h history) error {
 		}
 		err = errors.Join(err, enc.Encode(line))
 	}
+	for _, op := range h.scheduleOps {
+		expected := op.expected
+		line := historyLine{Kind: "schedule_call", ID: op.scheduleID, Lane: op.key, Op: string(op.kind), Call: at(op.call),
+			Returned: at(op.returned), Outcome: string(op.outcome), Error: op.err, Revision: op.revision}
+		if op.kind != scheduleRead {
+			line.Expected = &expected
+		}
+		if op.kind == scheduleRead && op.outcome == outcomeOK {
+			line.State = readState(op)
+		}
+		err = errors.Join(err, enc.Encode(line))
+	}
 	for _, r := range h.replays {
 		line := historyLine{Kind: "replay", ID: r.commandID, What: r.what, Error: r.againErr}
 		if r.again != nil {
@@ -133,4 +147,16 @@ func writeHistory(path string, h history) error {
 		err = errors.Join(err, enc.Encode(line))
 	}
 	return errors.Join(err, out.Flush(), f.Close())
+}
+
+// readState names what an ok read of a schedule found: cancelled, paused or running.
+func readState(op scheduleOp) string {
+	switch {
+	case op.cancelled:
+		return "cancelled"
+	case op.paused:
+		return "paused"
+	default:
+		return "running"
+	}
 }

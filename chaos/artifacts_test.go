@@ -37,3 +37,36 @@ func TestHistoryFileListsCronSchedules(t *testing.T) {
 		t.Fatalf("history line %s", data)
 	}
 }
+
+// TestHistoryFileListsScheduleCalls: history.jsonl has a line for each schedule call, with
+// its expected revision (a compare-and-set's), outcome and revision, and what a read found.
+func TestHistoryFileListsScheduleCalls(t *testing.T) {
+	f := newScheduleFixture()
+	h := history{scheduleOps: f.h.scheduleOps[4:6]} // a read of the paused schedule, a pause refused
+	h.scheduleOps[0].paused = true
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	if err := writeHistory(path, h); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("history %s; want 2 lines", data)
+	}
+	var read, refused historyLine
+	if err := json.Unmarshal([]byte(lines[0]), &read); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &refused); err != nil {
+		t.Fatal(err)
+	}
+	if read.Kind != "schedule_call" || read.ID != scheduleEmitting || read.Op != "read" || read.Expected != nil || read.Revision != 4 || read.State != "paused" || read.Returned == nil {
+		t.Errorf("read line %s", lines[0])
+	}
+	if refused.Op != "pause" || refused.Expected == nil || *refused.Expected != 4 || refused.Outcome != "failed" || refused.State != "" {
+		t.Errorf("refused pause line %s", lines[1])
+	}
+}

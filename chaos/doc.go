@@ -11,7 +11,8 @@
 // even on failure, and that no cgroup, mount or nftables rule outlives it.
 //
 // Run is make chaos (chaos/cmd/chaos): a cluster under a workload through the Go client
-// (schedules, timers, probes, consumers, sagas raced against their deadlines, replayed command
+// (schedules paused, resumed and cancelled by compare-and-set, timers, probes, consumers,
+// sagas raced against their deadlines, replayed command
 // ids, Europe/Berlin cron schedules) and a seeded nemesis that injects one fault, or one
 // combination, at a time (kill, pause, isolate, wipe, rolling restart, a crash failpoint armed
 // at a boundary of every command or of the due coordinator's emission or saga expiry, a silo on
@@ -21,7 +22,10 @@
 // checkHistory (duplicates, gaps, cron instants by the compiled zone rules, early and lost
 // occurrences, lateness; receipts judged early only beyond the largest clock ahead), checkSagaTimeouts
 // (double, early and lost saga timeouts, by the saga contract), checkSagasLinearizable
-// (porcupine over each saga's compare-and-sets, reads and expiries, against stepSaga) and
+// (porcupine over each saga's compare-and-sets, reads and expiries, against stepSaga),
+// checkSchedulesLinearizable (porcupine over each schedule's compare-and-sets at an expected
+// revision and reads, against stepScheduleRevision, a revision register that also grows by
+// commands no client sees) and
 // checkReceipts (a replayed command gets the first receipt's bytes); over the partition tables
 // a raftSampler reads from every live silo every 500 ms for the whole run,
 // checkOneLeaderPerTerm (no two silos named leader of one partition in one term) and

@@ -119,6 +119,9 @@ type history struct {
 	// replays every command sent again under its command id.
 	sagaOps []sagaOp
 	replays []receiptReplay
+	// scheduleOps are every schedule call of the workload at an expected revision (creates,
+	// pauses, resumes, cancels) and every read of a schedule's revision.
+	scheduleOps []scheduleOp
 	// end is when the history was closed (every lane drained); a timer due after end −
 	// recoveryBound is not required to have been delivered.
 	end           time.Time

@@ -8,214 +8,64 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-
-	"github.com/orreryhq/orrery"
-	orreryv1 "github.com/orreryhq/orrery/api/v1"
 )
 
-// sagaExpire is the due coordinator's ExpireSaga of one Waiting revision, which no client
-// calls: the history infers it from the timeout message it enqueued, or from a read that found
-// the saga TimedOut.
-const sagaExpire sagaOpKind = "expire"
-
-// sagaState is the model's state of one saga: its revision (0 while absent) and phase.
-type sagaState struct {
-	revision uint64
-	phase    orreryv1.SagaPhase
-}
-
-// sagaInput is what an operation asked: its kind and, for a CAS or an expiry, the expected
-// revision.
-type sagaInput struct {
-	kind     sagaOpKind
-	expected uint64
-}
-
-// sagaOutput is what an operation got: its outcome, a failure's code, and an ok CAS's
-// resulting (or an ok read's) revision and phase.
-type sagaOutput struct {
-	outcome  outcome
-	code     orrery.Code
-	revision uint64
-	phase    orreryv1.SagaPhase
-}
-
-// targetPhase is the phase a CAS of kind asks for.
-func targetPhase(kind sagaOpKind) orreryv1.SagaPhase {
-	switch kind {
-	case sagaComplete:
-		return orreryv1.SagaPhase_SAGA_PHASE_COMPLETED
-	case sagaCancel:
-		return orreryv1.SagaPhase_SAGA_PHASE_CANCELLED
-	default:
-		return orreryv1.SagaPhase_SAGA_PHASE_WAITING
-	}
-}
-
-// stepSaga is the saga state machine's rules (grains/saga: ApplyCompareExchange, ApplyExpire
-// and their transition table) as a sequential specification: whether an operation with this
-// output can take effect in state s, and the state after it.
-//
-//   - A CAS with expected revision 0 applies when the saga is absent and creates it Waiting at
-//     revision 1; with expected revision r it applies when the saga is at r and Waiting, and
-//     moves it to r+1 in the phase asked (Waiting, Completed or Cancelled). An ok CAS must have
-//     applied and reports the new revision and phase. RevisionConflict means it could not
-//     apply on an existing saga (another revision, or a terminal phase); NotFound means the
-//     saga was absent and the CAS named a revision. Other failures (Validation of a deadline
-//     already past, say) are refused before the revision is looked at: no change, no
-//     constraint. An unknown outcome applies when it can and otherwise changes nothing: since
-//     its interval never closes, "never applied" is the same as "applied after everything".
-//   - A read reports the state as it is; NotFound means absent.
-//   - An expiry of revision r applies only to a saga Waiting at r and makes it TimedOut at r+1.
-func stepSaga(s sagaState, in sagaInput, out sagaOutput) (bool, sagaState) {
-	waiting := orreryv1.SagaPhase_SAGA_PHASE_WAITING
-	switch in.kind {
-	case sagaRead:
-		switch {
-		case out.outcome == outcomeOK:
-			return s == sagaState{out.revision, out.phase}, s
-		case out.outcome == outcomeFailed && out.code == orrery.CodeNotFound:
-			return s.revision == 0, s
-		default:
-			return true, s
-		}
-	case sagaExpire:
-		return s.revision == in.expected && s.phase == waiting, sagaState{in.expected + 1, orreryv1.SagaPhase_SAGA_PHASE_TIMED_OUT}
-	}
-	applies := s.revision == 0
-	if in.expected != 0 {
-		applies = s.revision == in.expected && s.phase == waiting
-	}
-	next := sagaState{in.expected + 1, targetPhase(in.kind)}
-	switch out.outcome {
-	case outcomeOK:
-		return applies && sagaState{out.revision, out.phase} == next, next
-	case outcomeUnknown:
-		if applies {
-			return true, next
-		}
-		return true, s
-	}
-	switch out.code {
-	case orrery.CodeRevisionConflict:
-		return s.revision != 0 && !applies, s
-	case orrery.CodeNotFound:
-		return in.expected != 0 && s.revision == 0, s
-	default:
-		return true, s
-	}
-}
-
-// sagaModel is stepSaga as a porcupine model of one saga.
-var sagaModel = porcupine.Model{
-	Init: func() any { return sagaState{} },
-	Step: func(state, input, output any) (bool, any) {
-		return stepSaga(state.(sagaState), input.(sagaInput), output.(sagaOutput))
-	},
-	DescribeOperation: func(input, output any) string {
-		return describeSagaStep(input.(sagaInput), output.(sagaOutput))
-	},
-	DescribeState: func(state any) string {
-		s := state.(sagaState)
-		return fmt.Sprintf("revision %d %s", s.revision, phaseName(s.phase))
-	},
-}
-
-// linearizabilityVerdict is what checkSagasLinearizable found.
+// linearizabilityVerdict is what checkLinearizable found over the histories of one kind of
+// record (sagas, schedules).
 type linearizabilityVerdict struct {
-	// sagas counts the sagas checked, operations their operations (inferred expiries included).
-	sagas, operations int
-	// illegal describes each saga whose history is not linearizable; undecided each saga the
-	// checker could not decide within its time budget.
+	// histories counts the records checked (each its own history), operations their
+	// operations (inferred ones included).
+	histories, operations int
+	// illegal describes each record whose history is not linearizable; undecided each record
+	// the checker could not decide within its time budget.
 	illegal, undecided []string
 }
 
-// linearizable reports whether every saga's history was decided linearizable.
+// linearizable reports whether every history was decided linearizable.
 func (v linearizabilityVerdict) linearizable() bool {
 	return len(v.illegal) == 0 && len(v.undecided) == 0
 }
 
-// checkSagasLinearizable checks, saga by saga (sagas are independent: each is one record),
-// that the history of its CAS calls, reads and expiries is linearizable against stepSaga,
-// with porcupine, each saga within budget. A call's interval is [invocation, response] on
-// the client's clock; an unknown outcome's never closes. An expiry is inferred for each
-// Waiting revision a timeout message was delivered for, over [the saga's first invocation,
-// the message's first receipt] (not from its deadline: the partition judges the deadline by
-// its own logged time), and for each TimedOut read whose expiry no message showed, never
-// closing.
-func checkSagasLinearizable(h history, budget time.Duration) linearizabilityVerdict {
+// checkLinearizable checks, record by record (records are independent: each is one key of
+// one partition, and its operations name it alone), that each record's operations are
+// linearizable against model, with porcupine, each within budget. noun names the kind of
+// record in the verdict's descriptions ("saga 0000…: history not linearizable: …").
+func checkLinearizable(noun string, model porcupine.Model, byRecord map[string][]porcupine.Operation, budget time.Duration) linearizabilityVerdict {
 	var v linearizabilityVerdict
-	bySaga := sagaOperations(h)
-	for _, sagaID := range sortedKeys(bySaga) {
-		ops := bySaga[sagaID]
-		v.sagas++
+	for _, id := range sortedKeys(byRecord) {
+		ops := byRecord[id]
+		v.histories++
 		v.operations += len(ops)
-		switch porcupine.CheckOperationsTimeout(sagaModel, ops, budget) {
+		switch porcupine.CheckOperationsTimeout(model, ops, budget) {
 		case porcupine.Illegal:
-			v.illegal = append(v.illegal, fmt.Sprintf("saga %s: history not linearizable: %s", sagaID, describeSagaHistory(ops)))
+			v.illegal = append(v.illegal, fmt.Sprintf("%s %s: history not linearizable: %s", noun, id, describeHistory(model, ops)))
 		case porcupine.Unknown:
-			v.undecided = append(v.undecided, fmt.Sprintf("saga %s: linearizability not decided within %v (%d operations)", sagaID, budget, len(ops)))
+			v.undecided = append(v.undecided, fmt.Sprintf("%s %s: linearizability not decided within %v (%d operations)", noun, id, budget, len(ops)))
 		}
 	}
 	return v
 }
 
-// neverReturned is the response instant of an operation whose outcome is unknown.
+// neverReturned is the response instant of an operation whose outcome is unknown: its
+// interval never closes, so porcupine may place its effect anywhere after its invocation, or
+// after every other operation (which is the same as never).
 const neverReturned = math.MaxInt64
 
-// sagaOperations turns a history's saga calls and timeout messages into porcupine operations
-// by saga id, instants in nanoseconds since the history's first invocation. Reads whose
-// outcome is unknown say nothing and are left out.
-func sagaOperations(h history) map[string][]porcupine.Operation {
-	if len(h.sagaOps) == 0 {
-		return nil
+// clientInstants maps instants on the client's clock to porcupine's: nanoseconds since base,
+// the history's first invocation.
+type clientInstants struct{ base time.Time }
+
+// at is t as porcupine's instant.
+func (c clientInstants) at(t time.Time) int64 { return t.Sub(c.base).Nanoseconds() }
+
+// returnedAt is the response instant of an operation invoked at call that returned at
+// returned, or never (neverReturned) when returned is zero (an unknown outcome). A response
+// is never before its invocation.
+func (c clientInstants) returnedAt(call, returned time.Time) int64 {
+	if returned.IsZero() {
+		return neverReturned
 	}
-	base := h.sagaOps[0].call
-	firstCall := map[string]time.Time{}
-	for _, op := range h.sagaOps {
-		base = earliest(base, op.call)
-		if first, ok := firstCall[op.sagaID]; !ok || op.call.Before(first) {
-			firstCall[op.sagaID] = op.call
-		}
-	}
-	at := func(t time.Time) int64 { return t.Sub(base).Nanoseconds() }
-	out := map[string][]porcupine.Operation{}
-	add := func(sagaID string, in sagaInput, outp sagaOutput, call, returned int64) {
-		out[sagaID] = append(out[sagaID], porcupine.Operation{Input: in, Output: outp, Call: call, Return: max(call, returned)})
-	}
-	expired := map[string]map[uint64]bool{}
-	for sagaID, revisions := range timeoutsByRevision(h.deliveries) {
-		expired[sagaID] = map[uint64]bool{}
-		for revision, messages := range revisions {
-			received := messages[0].handledAt
-			for _, d := range h.deliveries {
-				if d.id == messages[0].id && d.handledAt.Before(received) {
-					received = d.handledAt
-				}
-			}
-			expired[sagaID][revision] = true
-			add(sagaID, sagaInput{sagaExpire, revision}, sagaOutput{outcome: outcomeOK}, at(firstCall[sagaID]), at(received))
-		}
-	}
-	for _, op := range h.sagaOps {
-		if op.kind == sagaRead && op.outcome == outcomeUnknown {
-			continue
-		}
-		returned := int64(neverReturned)
-		if op.outcome != outcomeUnknown {
-			returned = at(op.returned)
-		}
-		add(op.sagaID, sagaInput{op.kind, op.expected}, sagaOutput{op.outcome, op.code, op.revision, op.phase}, at(op.call), returned)
-		if op.kind == sagaRead && op.outcome == outcomeOK && op.phase == orreryv1.SagaPhase_SAGA_PHASE_TIMED_OUT && op.revision > 1 &&
-			!expired[op.sagaID][op.revision-1] {
-			if expired[op.sagaID] == nil {
-				expired[op.sagaID] = map[uint64]bool{}
-			}
-			expired[op.sagaID][op.revision-1] = true
-			add(op.sagaID, sagaInput{sagaExpire, op.revision - 1}, sagaOutput{outcome: outcomeOK}, at(firstCall[op.sagaID]), neverReturned)
-		}
-	}
-	return out
+	return max(c.at(call), c.at(returned))
 }
 
 // earliest is the earlier of a and b.
@@ -226,24 +76,10 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// describeSagaStep renders one operation: "advance(expected 3) ok → revision 4 WAITING".
-func describeSagaStep(in sagaInput, out sagaOutput) string {
-	s := fmt.Sprintf("%s(expected %d) %s", in.kind, in.expected, out.outcome)
-	if in.kind == sagaRead {
-		s = fmt.Sprintf("read %s", out.outcome)
-	}
-	switch {
-	case out.outcome == outcomeOK && in.kind != sagaExpire:
-		s += fmt.Sprintf(" → revision %d %s", out.revision, phaseName(out.phase))
-	case out.outcome == outcomeFailed:
-		s += " " + strings.TrimPrefix(out.code.String(), "ERROR_CODE_")
-	}
-	return s
-}
-
-// describeSagaHistory renders a saga's operations in invocation order, with their intervals
-// in milliseconds since the history's first invocation.
-func describeSagaHistory(ops []porcupine.Operation) string {
+// describeHistory renders a record's operations in invocation order, each by the model's
+// DescribeOperation, with their intervals in milliseconds since the history's first
+// invocation.
+func describeHistory(model porcupine.Model, ops []porcupine.Operation) string {
 	sorted := append([]porcupine.Operation(nil), ops...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
 	parts := make([]string, len(sorted))
@@ -252,15 +88,7 @@ func describeSagaHistory(ops []porcupine.Operation) string {
 		if op.Return != neverReturned {
 			returned = fmt.Sprintf("%.1f", float64(op.Return)/1e6)
 		}
-		parts[i] = fmt.Sprintf("[%.1f, %s ms] %s", float64(op.Call)/1e6, returned, describeSagaStep(op.Input.(sagaInput), op.Output.(sagaOutput)))
+		parts[i] = fmt.Sprintf("[%.1f, %s ms] %s", float64(op.Call)/1e6, returned, model.DescribeOperation(op.Input, op.Output))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// phaseName is p without the enum prefix; the zero phase (an absent saga) reads ABSENT.
-func phaseName(p orreryv1.SagaPhase) string {
-	if p == orreryv1.SagaPhase_SAGA_PHASE_UNSPECIFIED {
-		return "ABSENT"
-	}
-	return strings.TrimPrefix(p.String(), "SAGA_PHASE_")
 }

@@ -137,6 +137,10 @@ type Counts struct {
 	SagaTimeouts    int `json:"saga_timeouts"`
 	Replays         int `json:"replays"`
 	ReplaysCompared int `json:"replays_compared"`
+	// ScheduleOps counts the workload's schedule calls at an expected revision and reads of a
+	// schedule's revision, ScheduleUnknown those whose outcome is unknown.
+	ScheduleOps     int `json:"schedule_ops"`
+	ScheduleUnknown int `json:"schedule_unknown_outcomes"`
 	Duplicates      int `json:"duplicates"`
 	Gaps            int `json:"gaps"`
 	// Lost and Early count saga timeouts too: a TimedOut saga whose timeout message never
@@ -147,8 +151,9 @@ type Counts struct {
 	// ReceiptMismatches the replayed commands not answered with the first receipt's bytes.
 	DoubleTimeouts    int `json:"double_timeouts"`
 	ReceiptMismatches int `json:"receipt_mismatches"`
-	// Linearizable says whether every saga's history of CAS calls, reads and expiries was
-	// found linearizable; null when the check did not run or could not decide.
+	// Linearizable says whether every saga's history of CAS calls, reads and expiries and every
+	// schedule's history of compare-and-sets and reads was found linearizable; null when the
+	// check did not run or could not decide (Report.Linearizability says which histories).
 	Linearizable *bool `json:"linearizable"`
 	// Inconsistencies counts the partitions whose replicas' checksums differed at the
 	// consistency check after healing.
@@ -204,6 +209,9 @@ type Report struct {
 	// Checked names the checkers that ran; NotChecked those of issue 37 not built yet.
 	Checked    []string `json:"checked"`
 	NotChecked []string `json:"not_checked"`
+	// Linearizability is what the linearizability check covered: one entry per kind of
+	// history (sagas, schedules).
+	Linearizability []HistoriesChecked `json:"linearizability"`
 	// Violations describes each violation the checkers found; Problems what else went wrong
 	// (a cluster that did not recover, a queue that did not drain).
 	Violations   []string      `json:"violations"`
@@ -214,14 +222,29 @@ type Report struct {
 	Complete bool `json:"complete"`
 }
 
+// HistoriesChecked is what the linearizability check found over one kind of history.
+type HistoriesChecked struct {
+	// Kind is saga or schedule; Histories counts the records checked (each its own history),
+	// Operations their operations (a saga's inferred expiries included, reads of unknown
+	// outcome left out).
+	Kind       string `json:"kind"`
+	Histories  int    `json:"histories"`
+	Operations int    `json:"operations"`
+	// Illegal counts the histories found not linearizable (each a violation), Undecided those
+	// porcupine could not decide within its budget (each a problem).
+	Illegal   int `json:"illegal"`
+	Undecided int `json:"undecided"`
+}
+
 // Checkers a run has.
 var (
 	checkedByRun = []string{"duplicates", "gaps", "early", "lost", "max_lateness", "unavailable", "double_timeouts",
-		"receipt_mismatches", "linearizable (porcupine over each saga's CAS calls, reads and expiries)",
+		"receipt_mismatches",
+		"linearizable (porcupine over each saga's CAS calls, reads and expiries, and each schedule's compare-and-sets and reads)",
 		"inconsistencies (one consistency check after healing)",
 		"two_leaders (replica views sampled from every live silo every 500 ms)",
 		"logged_time_backward (partition statuses sampled from every live silo every 500 ms)", "process_exits"}
-	notCheckedYet = []string{"linearizability of the schedule CAS history", "consistency at every index the consistency checker ran at"}
+	notCheckedYet = []string{"consistency at every index the consistency checker ran at"}
 )
 
 // Failed reports whether the run found a violation, a silo exit it did not cause, or a
@@ -422,6 +445,10 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	r.Counts.MaxLatenessMS = v.maxLateness.Milliseconds()
 	r.Counts.Timers, r.Counts.TimersUnconfirmed, r.Counts.Enqueued = len(h.timers), w.unconfirmed, len(h.enqueued)
 	checkSagas(r, h)
+	checkLinearizability(r, h)
+	for _, c := range r.Linearizability {
+		logf("linearizability: %d %s histories, %d operations; %d not linearizable, %d undecided", c.Histories, c.Kind, c.Operations, c.Illegal, c.Undecided)
+	}
 	inconsistent, err := checkConsistency(ctx, cl)
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
@@ -431,9 +458,10 @@ func Run(ctx context.Context, t TB, cfg RunConfig) (*Report, error) {
 	checkRaft(r, replicaViews, statusMarks, tablesRead, tablesFailed)
 	logf("raft sampled: %s; %d leader claims over %d (partition, term) pairs", sampler, r.Counts.LeaderClaims, r.Counts.LeaderTerms)
 	r.Complete = true
-	logf("history closed: %d deliveries, %d occurrences, %d timers, %d enqueued, %d sagas (%d calls, %d of unknown outcome, %d timeouts), %d replays; %d violations",
+	logf("history closed: %d deliveries, %d occurrences, %d timers, %d enqueued, %d sagas (%d calls, %d of unknown outcome, %d timeouts), %d replays, "+
+		"%d schedule calls (%d of unknown outcome); %d violations",
 		len(h.deliveries), v.occurrences, len(h.timers), len(h.enqueued), r.Counts.Sagas, r.Counts.SagaOps, r.Counts.SagaUnknown,
-		r.Counts.SagaTimeouts, r.Counts.Replays, len(r.Violations))
+		r.Counts.SagaTimeouts, r.Counts.Replays, r.Counts.ScheduleOps, r.Counts.ScheduleUnknown, len(r.Violations))
 	return r, nil
 }
 
@@ -471,11 +499,11 @@ func checkRaft(r *Report, replicaViews []replicaSample, statusMarks []statusSamp
 	r.Violations = append(r.Violations, tc.problems...)
 }
 
-// linearizabilityBudget bounds porcupine's search over one saga's history.
+// linearizabilityBudget bounds porcupine's search over one saga's or one schedule's history.
 const linearizabilityBudget = 30 * time.Second
 
-// checkSagas runs the saga and receipt checkers over h and adds their counts, violations and
-// problems to r.
+// checkSagas runs the saga timeout and receipt checkers over h and adds their counts,
+// violations and problems to r.
 func checkSagas(r *Report, h history) {
 	sv := checkSagaTimeouts(h)
 	r.Violations = append(r.Violations, sv.problems...)
@@ -491,11 +519,37 @@ func checkSagas(r *Report, h history) {
 	rv := checkReceipts(h.replays)
 	r.Violations = append(r.Violations, rv.problems...)
 	r.Counts.Replays, r.Counts.ReplaysCompared, r.Counts.ReceiptMismatches = rv.replays, rv.compared, rv.mismatches
-	lv := checkSagasLinearizable(h, linearizabilityBudget)
-	r.Violations = append(r.Violations, lv.illegal...)
-	r.Problems = append(r.Problems, lv.undecided...)
-	if len(lv.undecided) == 0 || len(lv.illegal) > 0 {
-		linearizable := len(lv.illegal) == 0
+}
+
+// checkLinearizability counts h's schedule calls, runs the linearizability check over its saga
+// and schedule histories and adds what it covered, its violations (a history not
+// linearizable) and problems (one not decided) to r. Linearizable is false when any history is illegal, true when every one was
+// decided linearizable, and null otherwise.
+func checkLinearizability(r *Report, h history) {
+	for _, op := range h.scheduleOps {
+		r.Counts.ScheduleOps++
+		if op.outcome == outcomeUnknown {
+			r.Counts.ScheduleUnknown++
+		}
+	}
+	illegal, undecided := false, false
+	for _, kind := range []struct {
+		name    string
+		verdict linearizabilityVerdict
+	}{
+		{"saga", checkSagasLinearizable(h, linearizabilityBudget)},
+		{"schedule", checkSchedulesLinearizable(h, linearizabilityBudget)},
+	} {
+		v := kind.verdict
+		r.Violations = append(r.Violations, v.illegal...)
+		r.Problems = append(r.Problems, v.undecided...)
+		r.Linearizability = append(r.Linearizability, HistoriesChecked{Kind: kind.name, Histories: v.histories, Operations: v.operations,
+			Illegal: len(v.illegal), Undecided: len(v.undecided)})
+		illegal = illegal || len(v.illegal) > 0
+		undecided = undecided || len(v.undecided) > 0
+	}
+	if illegal || !undecided {
+		linearizable := !illegal
 		r.Counts.Linearizable = &linearizable
 	}
 }

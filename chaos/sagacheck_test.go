@@ -132,8 +132,8 @@ func TestSagaCheckersPassACleanHistory(t *testing.T) {
 	if !lv.linearizable() {
 		t.Errorf("checkSagasLinearizable: illegal %q, undecided %q", lv.illegal, lv.undecided)
 	}
-	if lv.sagas != 4 || lv.operations != 18 { // 17 calls with an answer or a possible effect, 1 inferred expiry
-		t.Errorf("checkSagasLinearizable checked %d sagas, %d operations; want 4 and 18", lv.sagas, lv.operations)
+	if lv.histories != 4 || lv.operations != 18 { // 17 calls with an answer or a possible effect, 1 inferred expiry
+		t.Errorf("checkSagasLinearizable checked %d sagas, %d operations; want 4 and 18", lv.histories, lv.operations)
 	}
 	rv := checkReceipts(f.h.replays)
 	if rv.mismatches != 0 || rv.replays != 3 || rv.compared != 2 {

@@ -187,17 +187,9 @@ func (w *workload) send(ctx context.Context, s *sagaRun, kind sagaOpKind, deadli
 }
 
 // classify sets the op's outcome from the call's error and whether the partition answered
-// with a receipt: no error is ok; an error with a receipt (a mutation the partition refused) is
-// failed; an error without one is unknown (the command may have been applied, or may yet be).
+// with a receipt (classifyCall).
 func (op *sagaOp) classify(err error, receipt bool) {
-	switch {
-	case err == nil:
-		op.outcome, op.returned = outcomeOK, time.Now()
-	case receipt:
-		op.outcome, op.returned, op.code, op.err = outcomeFailed, time.Now(), orrery.CodeOf(err), err.Error()
-	default:
-		op.outcome, op.code, op.err = outcomeUnknown, orrery.CodeOf(err), err.Error()
-	}
+	op.outcome, op.returned, op.code, op.err = classifyCall(err, receipt)
 }
 
 // readSaga reads s (InspectSaga), records the read, and moves s to what it found: its revision,

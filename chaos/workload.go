@@ -53,6 +53,9 @@ type workload struct {
 	lastProbeOK []time.Time
 	sagaRuns    []*sagaRun
 	sagas       *sagaLog
+	// scheduleCalls are the schedule calls at an expected revision and the reads of a
+	// schedule's revision (schedulehistory.go).
+	scheduleCalls *scheduleLog
 
 	ops       atomic.Int64
 	opsFailed atomic.Int64
@@ -84,7 +87,7 @@ const callTimeout = 5 * time.Second
 // starts the worker; startLoad starts the rest.
 func startWorkload(ctx context.Context, c *client.Client, seed uint64, logf func(string, ...any)) (*workload, error) {
 	w := &workload{c: c, namespace: fmt.Sprintf("chaos-%016x", seed)[:14] + "-" + uuid.NewString()[:8], queue: "work",
-		partitions: c.Partitions(), log: &deliveryLog{}, sagas: &sagaLog{}, logf: logf,
+		partitions: c.Partitions(), log: &deliveryLog{}, sagas: &sagaLog{}, scheduleCalls: &scheduleLog{}, logf: logf,
 		churn: map[string]bool{}, pausedEver: map[string]bool{}, cancelling: map[string]time.Time{}, early: map[string]bool{},
 		next: map[string]uint64{}, cancelledAt: map[string]time.Time{}, excused: map[string]map[uint64]bool{},
 		enqueued: map[string]string{}}
@@ -97,10 +100,7 @@ func startWorkload(ctx context.Context, c *client.Client, seed uint64, logf func
 			s := tickSchedule{lane: lane, id: uuid.NewString(), partition: p, first: first}
 			def := &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: s.id, Spec: client.Every(time.Second, first),
 				Template: &orreryv1.MessageTemplate{PayloadJson: `{"tick":true}`}}
-			if err := w.untilDone(ctx, time.Minute, func(ctx context.Context) error {
-				_, err := c.ConfigureSchedule(ctx, def, 0, client.WithCommandID("configure-"+s.id))
-				return err
-			}); err != nil {
+			if err := w.create(ctx, def); err != nil {
 				return nil, fmt.Errorf("configure a schedule on partition %d: %w", p, err)
 			}
 			w.schedules = append(w.schedules, s)
@@ -138,10 +138,7 @@ func (w *workload) configureCrons(ctx context.Context) error {
 		s := tickSchedule{lane: lane, id: uuid.NewString(), partition: p}
 		def := &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: s.id, Template: &orreryv1.MessageTemplate{PayloadJson: `{"cron":true}`},
 			Spec: &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Cron{Cron: &orreryv1.CronSpec{Expression: w.cronHours.expression(), TimeZone: cronZone}}}}
-		if err := w.untilDone(ctx, time.Minute, func(ctx context.Context) error {
-			_, err := w.c.ConfigureSchedule(ctx, def, 0, client.WithCommandID("configure-"+s.id))
-			return err
-		}); err != nil {
+		if err := w.create(ctx, def); err != nil {
 			return fmt.Errorf("configure a cron schedule on partition %d: %w", p, err)
 		}
 		w.crons = append(w.crons, s)
@@ -196,11 +193,11 @@ func retriable(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || orrery.Retriable(orrery.CodeOf(err))
 }
 
-// startLoad starts the churn of schedules, the timers, the sagas and the probes, each with
-// its own random source drawn from seed; stopLoad stops them.
+// startLoad starts the churn of schedules (runChurn and runPauses), the timers, the sagas and
+// the probes, each with its own random source drawn from seed; stopLoad stops them.
 func (w *workload) startLoad(ctx context.Context, seed uint64) {
 	ctx, w.loadStop = context.WithCancel(ctx)
-	for i, run := range []func(context.Context, *rand.Rand){w.runChurn, w.runTimers} {
+	for i, run := range []func(context.Context, *rand.Rand){w.runChurn, w.runTimers, w.runPauses} {
 		rng := rand.New(rand.NewPCG(seed, uint64(i+1)))
 		w.loadDone.Go(func() { run(ctx, rng) })
 	}
@@ -239,8 +236,9 @@ func between(rng *rand.Rand, low, high time.Duration) time.Duration {
 	return low + time.Duration(rng.Int64N(int64(high-low)))
 }
 
-// runChurn, every 2–6 s, pauses or resumes one of the churn schedules or (one time in six,
-// while no more than a quarter are) cancels one of the others.
+// runChurn, every 2–6 s, pauses or resumes one of the churn schedules at the revision it reads
+// (pauseOrResume) or (one time in six, while no more than a quarter are) cancels one of the
+// others.
 func (w *workload) runChurn(ctx context.Context, rng *rand.Rand) {
 	var churn, others []tickSchedule
 	for _, s := range w.schedules {
@@ -250,37 +248,13 @@ func (w *workload) runChurn(ctx context.Context, rng *rand.Rand) {
 			others = append(others, s)
 		}
 	}
-	paused := map[string]bool{}
 	for sleep(ctx, between(rng, 2*time.Second, 6*time.Second)) {
 		if rng.IntN(6) == 0 && len(others) > 0 && len(w.earlyCancelled()) < len(w.schedules)/4 {
 			w.cancel(ctx, others[rng.IntN(len(others))], true) // nothing when cancelled before
 			continue
 		}
-		if len(churn) == 0 {
-			continue
-		}
-		s := churn[rng.IntN(len(churn))]
-		key := s.lane.GetKey()
-		var err error
-		if paused[key] {
-			err = w.untilDone(ctx, 0, func(ctx context.Context) error {
-				_, err := w.c.ResumeSchedule(ctx, &orreryv1.ResumeSchedule{Lane: s.lane, ScheduleId: s.id, AnyRevision: true})
-				return err
-			})
-		} else {
-			w.mu.Lock()
-			w.pausedEver[key] = true
-			w.mu.Unlock()
-			err = w.untilDone(ctx, 0, func(ctx context.Context) error {
-				_, err := w.c.PauseSchedule(ctx, &orreryv1.PauseSchedule{Lane: s.lane, ScheduleId: s.id, AnyRevision: true})
-				return err
-			})
-		}
-		switch {
-		case err == nil:
-			paused[key] = !paused[key]
-		case errors.Is(err, orrery.ErrSuspended):
-			paused[key] = !paused[key] // an earlier attempt whose answer was lost had done it
+		if len(churn) > 0 {
+			w.pauseOrResume(ctx, rng, churn[rng.IntN(len(churn))])
 		}
 	}
 }
@@ -296,9 +270,10 @@ func (w *workload) earlyCancelled() []string {
 	return out
 }
 
-// cancel cancels s (any revision) and reads its next ordinal back, retrying both until they
-// succeed (within 90 s); cancelledAt is when the first attempt was sent. early marks a cancel
-// during the faults. It reports whether both succeeded.
+// cancel cancels s at the revision it reads, and reads it back, until a read finds it
+// cancelled (within 90 s; untilRead), and keeps that read's next ordinal; cancelledAt is when
+// the first attempt was sent. early marks a cancel during the faults. It reports whether a read
+// found s cancelled.
 func (w *workload) cancel(ctx context.Context, s tickSchedule, early bool) bool {
 	key := s.lane.GetKey()
 	w.mu.Lock()
@@ -313,28 +288,12 @@ func (w *workload) cancel(ctx context.Context, s tickSchedule, early bool) bool 
 		w.cancelling[key] = time.Now()
 	}
 	w.mu.Unlock()
-	err := w.untilDone(ctx, 90*time.Second, func(ctx context.Context) error {
-		_, err := w.c.CancelSchedule(ctx, &orreryv1.CancelSchedule{Lane: s.lane, ScheduleId: s.id, AnyRevision: true})
-		if err != nil {
-			if r, inspectErr := w.c.InspectSchedule(ctx, s.lane, s.id); inspectErr == nil && r.GetCancelled() {
-				return nil // an earlier attempt whose answer was lost had cancelled it
-			}
-		}
-		return err
-	})
-	if err != nil {
-		w.logf("workload: cancel schedule %s (partition %d): %v", s.id, s.partition, err)
+	rec := w.untilRead(ctx, s, 90*time.Second, (*orreryv1.ScheduleRecord).GetCancelled, scheduleCancel)
+	if rec == nil {
+		w.logf("workload: cancel schedule %s (partition %d) and read it back cancelled: not within 90 s", s.id, s.partition)
 		return false
 	}
-	var next uint64
-	if err := w.untilDone(ctx, 90*time.Second, func(ctx context.Context) error {
-		r, err := w.c.InspectSchedule(ctx, s.lane, s.id)
-		next = r.GetNextOrdinal()
-		return err
-	}); err != nil {
-		w.logf("workload: read schedule %s back after its cancel: %v", s.id, err)
-		return false
-	}
+	next := rec.GetNextOrdinal()
 	w.mu.Lock()
 	w.next[key], w.cancelledAt[key] = next, w.cancelling[key]
 	w.mu.Unlock()
@@ -442,22 +401,13 @@ func (w *workload) consumeLeases(ctx context.Context, partition int, rng *rand.R
 	}
 }
 
-// settle resumes every churn schedule left paused (each within 90 s).
+// settle resumes every churn schedule left paused, at the revision it reads, until a read
+// finds it running (within 90 s each; untilRead).
 func (w *workload) settle(ctx context.Context) {
+	running := func(r *orreryv1.ScheduleRecord) bool { return !r.GetPaused() || r.GetCancelled() }
 	for _, s := range w.schedules {
-		if !w.churn[s.lane.GetKey()] {
-			continue
-		}
-		err := w.untilDone(ctx, 90*time.Second, func(ctx context.Context) error {
-			r, err := w.c.InspectSchedule(ctx, s.lane, s.id)
-			if err != nil || !r.GetPaused() {
-				return err
-			}
-			_, err = w.c.ResumeSchedule(ctx, &orreryv1.ResumeSchedule{Lane: s.lane, ScheduleId: s.id, AnyRevision: true})
-			return err
-		})
-		if err != nil {
-			w.logf("workload: resume schedule %s: %v", s.id, err)
+		if w.churn[s.lane.GetKey()] && w.untilRead(ctx, s, 90*time.Second, running, scheduleResume) == nil {
+			w.logf("workload: resume schedule %s and read it back running: not within 90 s", s.id)
 		}
 	}
 }
@@ -581,7 +531,7 @@ func (w *workload) history(end time.Time, recoveryBound time.Duration) history {
 	sagaOps, replays := w.sagas.snapshot()
 	return history{schedules: schedules, crons: crons, cronHours: w.cronHours, next: w.next, cancelledAt: w.cancelledAt, paused: paused, excused: w.excused,
 		cancelledEarly: early, timers: w.timers, enqueued: enqueued, deliveries: w.log.snapshot(), sagaOps: sagaOps, replays: replays,
-		end: end, recoveryBound: recoveryBound}
+		scheduleOps: w.scheduleCalls.snapshot(), end: end, recoveryBound: recoveryBound}
 }
 
 // longestUnavailable is the longest time any partition went without a successful probe

@@ -1,14 +1,15 @@
 package silo
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/orreryhq/orrery"
-	"github.com/orreryhq/orrery/client"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
 )
 
 // scheduleAction serves POST
@@ -70,6 +71,62 @@ func (s *Silo) backfill(r *http.Request, lane *orreryv1.Lane, id string) (*orrer
 			return res, nil
 		}
 	}
+}
+
+// queueStats serves GET /v1/queues/{namespace}/{queue}: the queue's depth on every partition
+// (client.QueueStats) with each partition's pause, and on how many partitions it is paused.
+func (s *Silo) queueStats(w http.ResponseWriter, r *http.Request) {
+	shares, err := s.adminClient(r).QueueStats(r.Context(), r.PathValue("namespace"), r.PathValue("queue"), "")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	partitions := make([]map[string]any, len(shares))
+	paused := 0
+	for i, share := range shares {
+		partitions[i] = map[string]any{"partition": share.Partition, "stats": protoJSON(share.Stats)}
+		if share.Stats.GetPause() != nil {
+			paused++
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"namespace": r.PathValue("namespace"), "queue": r.PathValue("queue"),
+		"partitions": partitions, "paused_partitions": paused})
+}
+
+// queueAction serves POST /v1/queues/{namespace}/{queue}/{pause|resume}?reason=: it pauses or
+// resumes the queue on every partition (client.PauseQueue, ResumeQueue) and answers
+// {"namespace", "queue", "paused", "partitions"}; when some partitions were not reached the
+// error names them (calling again is safe).
+func (s *Silo) queueAction(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		namespace, queue := r.PathValue("namespace"), r.PathValue("queue")
+		cl := s.adminClient(r)
+		var err error
+		if action == "pause" {
+			err = cl.PauseQueue(r.Context(), namespace, queue, r.URL.Query().Get("reason"))
+		} else {
+			err = cl.ResumeQueue(r.Context(), namespace, queue)
+		}
+		var missed *client.PartitionsError
+		if errors.As(err, &missed) { // the message names the partitions, not only the first's error
+			err = orrery.Wrap(orrery.CodeOf(err), err, "%s", missed.Error())
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"namespace": namespace, "queue": queue, "paused": action == "pause", "partitions": cl.Partitions()})
+	}
+}
+
+// queueActions are the actions queueAction serves.
+var queueActions = []string{"pause", "resume"}
+
+// cancelMessage serves POST /v1/lanes/{namespace}/{queue}/{key}/messages/{id}/cancel?reason=:
+// it cancels the message (client.CancelMessage) and answers its CancelMessageResult.
+func (s *Silo) cancelMessage(w http.ResponseWriter, r *http.Request) {
+	res, err := s.adminClient(r).CancelMessage(r.Context(), lanePath(r), r.PathValue("id"), r.URL.Query().Get("reason"))
+	s.writeRecord(w, res, err)
 }
 
 // processDue serves POST /v1/schedules/{namespace}/process-due?partition=N (or ?queue=Q&key=K

@@ -1444,8 +1444,10 @@ type QueueStats struct {
 	LaneMessages uint64 `protobuf:"varint,8,opt,name=lane_messages,json=laneMessages,proto3" json:"lane_messages,omitempty"`
 	LaneBytes    uint64 `protobuf:"varint,9,opt,name=lane_bytes,json=laneBytes,proto3" json:"lane_bytes,omitempty"`
 	// The queue counted (set by ListQueues).
-	Namespace     string `protobuf:"bytes,10,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Queue         string `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
+	Namespace string `protobuf:"bytes,10,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue     string `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Set while the queue is paused in this partition (PauseQueue).
+	Pause         *QueuePause `protobuf:"bytes,12,opt,name=pause,proto3" json:"pause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1555,6 +1557,13 @@ func (x *QueueStats) GetQueue() string {
 		return x.Queue
 	}
 	return ""
+}
+
+func (x *QueueStats) GetPause() *QueuePause {
+	if x != nil {
+		return x.Pause
+	}
+	return nil
 }
 
 // InspectPartition asks for the partition's status.
@@ -2309,7 +2318,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\n" +
 	"ListQueues\x12\x1d\n" +
 	"\n" +
-	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\x8a\x03\n" +
+	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\xb7\x03\n" +
 	"\n" +
 	"QueueStats\x12\x18\n" +
 	"\avisible\x18\x01 \x01(\x04R\avisible\x12\x16\n" +
@@ -2324,7 +2333,8 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"lane_bytes\x18\t \x01(\x04R\tlaneBytes\x12\x1c\n" +
 	"\tnamespace\x18\n" +
 	" \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05queue\x18\v \x01(\tR\x05queue\"\x12\n" +
+	"\x05queue\x18\v \x01(\tR\x05queue\x12+\n" +
+	"\x05pause\x18\f \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\"\x12\n" +
 	"\x10InspectPartition\"\xc1\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12)\n" +
@@ -2439,11 +2449,12 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(SagaPhase)(0),             // 30: orrery.v1.SagaPhase
 	(*Lane)(nil),               // 31: orrery.v1.Lane
 	(*ScheduleRecord)(nil),     // 32: orrery.v1.ScheduleRecord
-	(*SagaRecord)(nil),         // 33: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 34: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 35: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 36: orrery.v1.LedgerRecord
-	(*AuditRecord)(nil),        // 37: orrery.v1.AuditRecord
+	(*QueuePause)(nil),         // 33: orrery.v1.QueuePause
+	(*SagaRecord)(nil),         // 34: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 35: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 36: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 37: orrery.v1.LedgerRecord
+	(*AuditRecord)(nil),        // 38: orrery.v1.AuditRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
 	26, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
@@ -2472,27 +2483,28 @@ var file_api_v1_partition_proto_depIdxs = []int32{
 	31, // 23: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
 	31, // 24: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
 	31, // 25: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	22, // 26: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	21, // 27: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
-	20, // 28: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
-	32, // 29: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	33, // 30: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	34, // 31: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	19, // 32: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	27, // 33: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	35, // 34: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	36, // 35: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	10, // 36: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	33, // 37: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	17, // 38: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	17, // 39: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
-	37, // 40: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
-	28, // 41: orrery.v1.InspectReply.due:type_name -> orrery.v1.DueRef
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	33, // 26: orrery.v1.QueueStats.pause:type_name -> orrery.v1.QueuePause
+	22, // 27: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	21, // 28: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
+	20, // 29: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
+	32, // 30: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	34, // 31: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	35, // 32: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	19, // 33: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	27, // 34: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	36, // 35: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	37, // 36: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	10, // 37: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	34, // 38: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	17, // 39: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	17, // 40: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	38, // 41: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
+	28, // 42: orrery.v1.InspectReply.due:type_name -> orrery.v1.DueRef
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }

@@ -21,6 +21,9 @@ Commands:
   queues stats NS QUEUE [KEY]
   queues peek NS QUEUE KEY [-n N] [--after ID]
   queues redrive-dlq NS QUEUE KEY [--max N]
+  queues pause NS QUEUE [--reason R]   stop every partition's receives of a queue (enqueues still land)
+  queues resume NS QUEUE
+  messages cancel NS QUEUE KEY ID [--reason R]   remove a message, or revoke its lease if leased
   lag [--namespace NS --queue Q] [--fail-over DUR]
   audit [--since 24h] [--max N] [--after TOKEN]
   partitions [--admin URL]

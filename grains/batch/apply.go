@@ -385,6 +385,19 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return leaseResult(queue.ApplyRelease(v, lim, k.Release, now))
 	case *orreryv1.Mutation_ExtendLease:
 		return leaseResult(queue.ApplyExtendLease(v, lim, k.ExtendLease, now))
+	case *orreryv1.Mutation_PauseQueue:
+		return queuePauseResult(queue.ApplyPause(v, principal, k.PauseQueue, now))
+	case *orreryv1.Mutation_ResumeQueue:
+		return queuePauseResult(queue.ApplyResume(v, k.ResumeQueue))
+	case *orreryv1.Mutation_CancelMessage:
+		r, cancelled, err := queue.ApplyCancel(v, principal, k.CancelMessage, now)
+		if err == nil && cancelled != nil {
+			// A cancelled occurrence is ledgered and frees its schedule's overlap slot now.
+			err = schedule.MessageCancelled(v, lim, cancelled, principal, k.CancelMessage.GetReason(), now)
+		}
+		return wrap(err, func() *orreryv1.MutationResult {
+			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_CancelMessage{CancelMessage: r}}
+		})
 	case *orreryv1.Mutation_RedriveDeadLetters:
 		r, err := queue.ApplyRedrive(v, lim, k.RedriveDeadLetters, now)
 		return wrap(err, func() *orreryv1.MutationResult {
@@ -465,6 +478,12 @@ func scheduleResult(r *orreryv1.ScheduleResult, err error) (*orreryv1.MutationRe
 func sagaResult(r *orreryv1.SagaResult, err error) (*orreryv1.MutationResult, error) {
 	return wrap(err, func() *orreryv1.MutationResult {
 		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Saga{Saga: r}}
+	})
+}
+
+func queuePauseResult(r *orreryv1.QueuePauseResult, err error) (*orreryv1.MutationResult, error) {
+	return wrap(err, func() *orreryv1.MutationResult {
+		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_QueuePause{QueuePause: r}}
 	})
 }
 

@@ -37,8 +37,10 @@ import (
 //  10. a schedule definition's labels (ApplyVersionLabels);
 //  11. a schedule definition's catch-up pace (ApplyVersionPace);
 //  12. a saga's labels (ApplyVersionSagaLabels);
+//  13. PauseQueue and ResumeQueue (ApplyVersionQueuePause);
+//  14. CancelMessage (ApplyVersionCancelMessage);
 //  15. an EmitOccurrences from a caller that may manage the schedule, not only from the due
-//     coordinator (ApplyVersionManualEmit; 13 and 14 are taken by work in flight).
+//     coordinator (ApplyVersionManualEmit).
 const KnownApplyVersion uint32 = 15
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
@@ -88,6 +90,15 @@ const ApplyVersionPace uint32 = 11
 // ApplyVersionSagaLabels is the apply version that takes CompareExchangeSaga.labels (before
 // it: Validation).
 const ApplyVersionSagaLabels uint32 = 12
+
+// ApplyVersionQueuePause is the apply version that takes PauseQueue and ResumeQueue (wire
+// gates: before it a command carrying one is refused), so that no replica of an older release
+// leases from a queue the others hold paused.
+const ApplyVersionQueuePause uint32 = 13
+
+// ApplyVersionCancelMessage is the apply version that takes CancelMessage (a wire gate), so
+// that no replica of an older release acks a message the others hold cancelled.
+const ApplyVersionCancelMessage uint32 = 14
 
 // scheduleRules are the schedule state machine's rules at a's apply version.
 func (a Applier) scheduleRules() schedule.Rules {

@@ -92,8 +92,14 @@ func (a Applier) authorizeCaller(v kv.Reader, principal string, m *orreryv1.Muta
 	case *orreryv1.Mutation_RedriveDeadLetters:
 		// It takes messages out of the dead-letter queue and publishes them to the live one.
 		lane := k.RedriveDeadLetters.GetLane()
-		needs = []need{{capability: grants.QueueConsume, namespace: lane.GetNamespace(), queue: lane.GetQueue()},
-			{capability: grants.QueuePublish, namespace: lane.GetNamespace(), queue: lane.GetQueue()}}
+		needs = queueAdminNeeds(lane.GetNamespace(), lane.GetQueue())
+	case *orreryv1.Mutation_PauseQueue:
+		needs = queueAdminNeeds(k.PauseQueue.GetNamespace(), k.PauseQueue.GetQueue())
+	case *orreryv1.Mutation_ResumeQueue:
+		needs = queueAdminNeeds(k.ResumeQueue.GetNamespace(), k.ResumeQueue.GetQueue())
+	case *orreryv1.Mutation_CancelMessage:
+		lane := k.CancelMessage.GetLane()
+		needs = queueAdminNeeds(lane.GetNamespace(), lane.GetQueue())
 	case *orreryv1.Mutation_Housekeep:
 		return grants.RequireSystem(principal, "housekeep")
 	case *orreryv1.Mutation_CheckConsistency:
@@ -110,6 +116,15 @@ func (a Applier) authorizeCaller(v kv.Reader, principal string, m *orreryv1.Muta
 		return orrery.Errorf(orrery.CodeUnauthorized, "mutation %T has no authorization rule", k)
 	}
 	return require(v, grants.Caller(principal), principal, needs)
+}
+
+// queueAdminNeeds are what an operator's action on a queue needs, the actions that change what
+// the queue's consumers get: QueueConsume and QueuePublish on it. A redrive (dead letters
+// taken out and published again), a pause or resume, and a cancel of a message by id need
+// them; no capability is a queue's own admin.
+func queueAdminNeeds(namespace, queue string) []need {
+	return []need{{capability: grants.QueueConsume, namespace: namespace, queue: queue},
+		{capability: grants.QueuePublish, namespace: namespace, queue: queue}}
 }
 
 // laneOf returns the lane of a lease mutation.

@@ -36,6 +36,8 @@ func run() int {
 		requireNetcut = flag.Bool("require-netcut", false, "fail when this machine cannot isolate a silo's network traffic (root, cgroup v2, nft) instead of skipping that kind of fault")
 		reportPath    = flag.String("report", "", "where to write the JSON report (empty: report.json in the run's directory)")
 		keepData      = flag.Bool("keep-data", false, "keep the silos' data dirs in the run's directory after the run")
+		gapMin        = flag.Duration("gap-min", 5*time.Second, "shortest recovery gap between one fault's recovery and the next")
+		gapMax        = flag.Duration("gap-max", 15*time.Second, "longest recovery gap (at least -gap-min)")
 	)
 	flag.Parse()
 	seed := rand.Uint64()
@@ -45,6 +47,10 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "chaos: -seed %q: %v\n", *seedFlag, err)
 			return 2
 		}
+	}
+	if *gapMin <= 0 || *gapMax < *gapMin {
+		fmt.Fprintf(os.Stderr, "chaos: -gap-min %v, -gap-max %v: want 0 < gap-min <= gap-max\n", *gapMin, *gapMax)
+		return 2
 	}
 	fmt.Printf("seed %d\n", seed)
 	var kinds []chaos.FaultKind
@@ -86,7 +92,7 @@ func run() int {
 		os.Exit(130)
 	}()
 
-	cfg := chaos.RunConfig{Seed: seed, Silos: *silos, Partitions: *partitions, Duration: *duration, Kinds: kinds,
+	cfg := chaos.RunConfig{Seed: seed, Silos: *silos, Partitions: *partitions, Duration: *duration, Kinds: kinds, GapMin: *gapMin, GapMax: *gapMax,
 		RequireNetcut: *requireNetcut, LogDir: dir, Logf: s.Logf}
 	report, runErr := runChaos(ctx, s, cfg)
 	s.close() // the silos are stopped and the cgroups removed before the verdict
