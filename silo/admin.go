@@ -110,6 +110,7 @@ func (s *Silo) adminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/schedules/{namespace}", s.listSchedules)
 	mux.HandleFunc("GET /v1/sagas/{namespace}", s.listSagas)
 	mux.HandleFunc("GET /v1/audit", s.auditLog)
+	mux.HandleFunc("POST /v1/schedules/{namespace}/process-due", s.processDue)
 	for _, action := range scheduleActions {
 		mux.HandleFunc("POST /v1/schedules/{namespace}/{queue}/{key}/{id}/"+action, s.scheduleAction(action))
 	}

@@ -3,6 +3,7 @@ package silo
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/orreryhq/orrery"
@@ -126,4 +127,44 @@ var queueActions = []string{"pause", "resume"}
 func (s *Silo) cancelMessage(w http.ResponseWriter, r *http.Request) {
 	res, err := s.adminClient(r).CancelMessage(r.Context(), lanePath(r), r.PathValue("id"), r.URL.Query().Get("reason"))
 	s.writeRecord(w, res, err)
+}
+
+// processDue serves POST /v1/schedules/{namespace}/process-due?partition=N (or ?queue=Q&key=K
+// for one lane; queue also narrows a partition's) [&max=N]: it emits now, oldest due first, at
+// most max (default client.DefaultProcessDue) of the namespace's due schedules, as the CLI's
+// schedules process-due does (client.ProcessDue), and answers what it did.
+func (s *Silo) processDue(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := client.ProcessDueRequest{Namespace: r.PathValue("namespace"), Queue: q.Get("queue"), Partition: -1}
+	maxSchedules, err := positiveMax(q, client.DefaultProcessDue)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req.MaxSchedules = maxSchedules
+	switch {
+	case q.Get("key") != "" && req.Queue == "":
+		writeError(w, orrery.Invalid("queue", "is required with key"))
+		return
+	case q.Get("key") != "":
+		req.Lane = &orreryv1.Lane{Namespace: req.Namespace, Queue: req.Queue, Key: q.Get("key")}
+	default:
+		n, err := strconv.Atoi(q.Get("partition"))
+		if err != nil || n < 0 {
+			writeError(w, orrery.Invalid("partition", "want a partition number (or queue and key), got %q", q.Get("partition")))
+			return
+		}
+		req.Partition = n
+	}
+	done, err := s.adminClient(r).ProcessDue(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	failed := []map[string]string{}
+	for _, f := range done.Failed {
+		failed = append(failed, map[string]string{"namespace": f.Lane.GetNamespace(), "queue": f.Lane.GetQueue(), "key": f.Lane.GetKey(),
+			"schedule_id": f.ScheduleID, "error": f.Err.Error()})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": done.Schedules, "enqueued": done.Enqueued, "more": done.More, "failed": failed})
 }

@@ -171,3 +171,29 @@ func TestAdminPausesAndResumesAQueue(t *testing.T) {
 		t.Fatalf("cancel of an unknown id: %d %v", code, body)
 	}
 }
+
+// TestAdminProcessesDueSchedules: POST /v1/schedules/{ns}/process-due emits a lane's due
+// schedules now and answers what it did; without a partition or a lane it is refused, naming
+// the partition.
+func TestAdminProcessesDueSchedules(t *testing.T) {
+	t.Parallel()
+	s := startSilo(t, t.TempDir(), nil)
+	waitReady(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lane := &orreryv1.Lane{Namespace: "due-test", Queue: "jobs", Key: "backlog"}
+	if _, err := s.Client().ConfigureSchedule(ctx, &orreryv1.ScheduleDefinition{Lane: lane, ScheduleId: uuid.NewString(),
+		Spec:                &orreryv1.ScheduleSpec{Kind: &orreryv1.ScheduleSpec_Every{Every: &orreryv1.EverySpec{IntervalMicros: time.Second.Microseconds(), FirstDueAtUnixMicros: time.Now().Add(-time.Hour).UnixMicro()}}},
+		CatchUpWindowMicros: time.Hour.Microseconds(),
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	code, body := post(t, "http://"+s.AdminAddress()+"/v1/schedules/due-test/process-due?queue=jobs&key=backlog&max=2", nil)
+	if _, ok := body["enqueued"].(float64); code != http.StatusOK || !ok || body["failed"] == nil {
+		t.Fatalf("process-due: %d %v, want 200 with what it did", code, body)
+	}
+	code, body = post(t, "http://"+s.AdminAddress()+"/v1/schedules/due-test/process-due", nil)
+	if field, _ := body["error"].(map[string]any)["field"].(string); code != http.StatusBadRequest || field != "partition" {
+		t.Fatalf("process-due without a partition or lane: %d %v, want 400 naming partition", code, body)
+	}
+}

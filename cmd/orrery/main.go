@@ -16,6 +16,7 @@
 //	orrery schedules update NAME --namespace NS --queue Q [--key K] [the flags of create to change]
 //	orrery schedules pause|resume|trigger|delete|skip-expired NS QUEUE KEY ID|NAME
 //	orrery schedules backfill --from TIME [--to TIME] NS QUEUE KEY ID|NAME
+//	orrery schedules process-due --namespace NS (--partition N | --queue Q --key K) [--max N]
 //	orrery schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
 //	orrery schedules import < schedules.jsonl
 //	orrery sagas list --namespace NS [--queue Q] [--phase waiting|completed|cancelled|timed_out] [--label K=V]... [--max N] [--after TOKEN]

@@ -79,7 +79,7 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 	inboxKey := keys.InboxKey(principal, b.GetCommandId())
 	if replay, err := a.replay(v, inboxKey, hash); replay != nil || err != nil {
 		if err == nil {
-			err = reauthorize(v, principal, b)
+			err = a.reauthorize(v, principal, b)
 		}
 		if err == nil {
 			err = reproject(v, principal, b, replay)
@@ -149,7 +149,7 @@ func (a Applier) CheckWaiting(r kv.Reader, principal string, b *orreryv1.Batch, 
 	if len(b.GetMutations()) != 1 || b.GetMutations()[0].GetReceive() == nil {
 		return orrery.Invalid("mutations", "a waiting command holds exactly one receive")
 	}
-	if err := authorizeCaller(r, principal, b.GetMutations()[0]); err != nil {
+	if err := a.authorizeCaller(r, principal, b.GetMutations()[0]); err != nil {
 		return orrery.AsError(err).InField("mutations[0].receive")
 	}
 	if err := queue.CheckReceive(a.Limits, b.GetMutations()[0].GetReceive(), loggedNowMicros); err != nil {
@@ -289,9 +289,9 @@ func (a Applier) replay(v kv.Reader, inboxKey, hash []byte) (*Outcome, error) {
 // receipt is replayed: a receipt (a receive's messages, a schedule's revision) goes only to a
 // caller that may still send the command. A denial is the command's error, with no receipt;
 // nothing is applied again either way.
-func reauthorize(v kv.Reader, principal string, b *orreryv1.Batch) error {
+func (a Applier) reauthorize(v kv.Reader, principal string, b *orreryv1.Batch) error {
 	for i, m := range b.GetMutations() {
-		if err := authorizeCaller(v, principal, m); err != nil {
+		if err := a.authorizeCaller(v, principal, m); err != nil {
 			return orrery.AsError(err).InField(mutationField(i, m))
 		}
 	}
@@ -322,7 +322,7 @@ func platform(e *orrery.Error) bool {
 // the target's old grant.
 func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now int64, budget *schedule.EmitBudget, changed func(old *orreryv1.GrantRecord)) (*orreryv1.MutationResult, error) {
 	lim := a.Limits
-	if err := authorize(v, principal, m); err != nil {
+	if err := a.authorize(v, principal, m); err != nil {
 		return nil, err
 	}
 	switch k := m.GetKind().(type) {

@@ -38,8 +38,10 @@ import (
 //  11. a schedule definition's catch-up pace (ApplyVersionPace);
 //  12. a saga's labels (ApplyVersionSagaLabels);
 //  13. PauseQueue and ResumeQueue (ApplyVersionQueuePause);
-//  14. CancelMessage (ApplyVersionCancelMessage).
-const KnownApplyVersion uint32 = 14
+//  14. CancelMessage (ApplyVersionCancelMessage);
+//  15. an EmitOccurrences from a caller that may manage the schedule, not only from the due
+//     coordinator (ApplyVersionManualEmit).
+const KnownApplyVersion uint32 = 15
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -141,6 +143,11 @@ func (a Applier) checkKnown() error {
 	}
 	return nil
 }
+
+// ApplyVersionManualEmit is the apply version from which a caller holding SchedulerManage and
+// QueuePublish on a schedule's lane may send its EmitOccurrences (client.ProcessDue); before
+// it only Orrery's own principals may, and a replica of an older release refuses it.
+const ApplyVersionManualEmit uint32 = 15
 
 // takes reports whether the partition applies under version needed or a later one: whether a
 // behaviour introduced by needed is on. Every replica reads the version from the state, so all

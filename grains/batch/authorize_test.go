@@ -215,7 +215,9 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 			putGrant(t, v, "dave", &orreryv1.GrantRule{Namespace: ns, Queue: jobs, Capabilities: uint64(grants.QueueConsume)})
 		}, func(string) *orreryv1.Mutation { return mutationOf(&orreryv1.DeleteGrant{Principal: "dave"}) },
 			[]need{{capability: grants.PolicyAdmin, namespace: ns, queue: jobs}}},
-		{"emit", nil, func(string) *orreryv1.Mutation { return emitMutation(1) }, nil},
+		// A caller's emit (client.ProcessDue), from ApplyVersionManualEmit; before it, Orrery's
+		// own principals only (TestACallerThatManagesAScheduleMayEmitIt).
+		{"emit", nil, func(string) *orreryv1.Mutation { return emitMutation(1) }, schedulerNeeds},
 		{"expire saga", nil, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.ExpireSaga{Lane: lane, SagaId: sagaID, ExpectedRevision: 1})
 		}, nil},
