@@ -20,6 +20,8 @@ type delivery struct {
 	msg         *Message
 	leaseLatest time.Time // the lease surely ends by then
 	nextExtend  time.Time // when to extend it next
+	// lost is why the lease was lost (the extension's error), once extend reports it lost.
+	lost error
 }
 
 func (r *run) newDelivery(partition int, qm *orreryv1.QueueMessage, sent, answered time.Time) *delivery {
@@ -82,8 +84,8 @@ func (r *run) abandon(partition int, msgs []*orreryv1.QueueMessage) {
 
 // deliver runs the handler and keeps the lease until it returns, then settles the message.
 func (r *run) deliver(d *delivery) {
-	handlerCtx, cancel := context.WithCancel(r.ctx)
-	defer cancel()
+	handlerCtx, cancel := context.WithCancelCause(r.ctx)
+	defer cancel(nil)
 	handlerCtx, span := tracing.StartHandling(handlerCtx, r.w.c.tracer, d.msg.msg, d.msg.partition)
 	done := make(chan error, 1)
 	r.metrics.started(d.msg, r.now())
@@ -104,8 +106,10 @@ func (r *run) deliver(d *delivery) {
 			if r.extend(d) {
 				continue
 			}
-			// The message is no longer ours: stop the handler and do not settle it.
-			cancel()
+			// The message is no longer ours (its lease ran out, or it was cancelled:
+			// CancelMessage): stop the handler, with the extension's error as the cause, and do
+			// not settle it.
+			cancel(d.lost)
 			err := <-done
 			r.w.c.log.Warn("orrery worker: lease lost while the handler ran", "id", d.msg.ID(), "partition", d.msg.Partition(), "handler_err", err)
 			r.putSlots(1)
@@ -157,8 +161,9 @@ func (r *run) settle(d *delivery, handlerErr error) {
 	}
 }
 
-// extend extends d's lease. It reports false when the lease is lost: the partition refused the
-// extension for good, or the lease has surely run out while extensions kept failing.
+// extend extends d's lease. It reports false when the lease is lost, with the reason in d.lost:
+// the partition refused the extension for good (the message was cancelled, or another lease
+// took it), or the lease has surely run out while extensions kept failing.
 func (r *run) extend(d *delivery) bool {
 	lease := r.cfg.LeaseDuration
 	ctx, cancel := r.settleContext(r.now().Add(lease))
@@ -173,6 +178,7 @@ func (r *run) extend(d *delivery) bool {
 	}
 	if !orrery.Retriable(orrery.CodeOf(err)) || r.now().After(d.leaseLatest) {
 		r.w.c.log.Warn("orrery worker: lease extension failed, lease lost", "id", m.ID(), "partition", m.Partition(), "err", err)
+		d.lost = fmt.Errorf("orrery worker: the lease of message %s was lost: %w", m.ID(), err)
 		return false
 	}
 	r.w.c.log.Debug("orrery worker: lease extension failed, trying again", "id", m.ID(), "err", err)

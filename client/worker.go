@@ -35,7 +35,8 @@ const (
 
 // Handler processes one message. Returning nil acks it; returning an error (or panicking)
 // releases it for redelivery. ctx is cancelled when the worker stops or the message's lease is
-// lost.
+// lost; a lease lost to a CancelMessage is lost at the next extension, and context.Cause(ctx)
+// is then that extension's error (TokenInvalidated, naming who cancelled the message).
 type Handler func(ctx context.Context, m *Message) error
 
 // WorkerConfig configures a Worker. Namespace is required, and at least one queue: Queue with

@@ -49,6 +49,14 @@ import (
 //	                                                    a schedule's occurrence ledger (RFC 3339 bounds)
 //	GET /v1/sagas/{namespace}/{queue}/{key}/{id}        a saga record
 //	GET /v1/lanes/{namespace}/{queue}/{key}?after=&max= a page of a lane's messages
+//	POST /v1/lanes/{namespace}/{queue}/{key}/messages/{id}/cancel?reason=
+//	                                                    cancel a message: removed, or its lease
+//	                                                    revoked when leased (CancelMessageResult)
+//	GET /v1/queues/{namespace}/{queue}                  a queue's depth on every partition, with
+//	                                                    each partition's pause and paused_partitions
+//	POST /v1/queues/{namespace}/{queue}/pause|resume?reason=
+//	                                                    pause or resume the queue's consumption on
+//	                                                    every partition
 //	GET /v1/schedules/{namespace}?queue=&state=&after=&max=
 //	                                                    a page of a namespace's schedules (state:
 //	                                                    active, paused, suspended, cancelled, completed)
@@ -102,9 +110,15 @@ func (s *Silo) adminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/schedules/{namespace}", s.listSchedules)
 	mux.HandleFunc("GET /v1/sagas/{namespace}", s.listSagas)
 	mux.HandleFunc("GET /v1/audit", s.auditLog)
+	mux.HandleFunc("POST /v1/schedules/{namespace}/process-due", s.processDue)
 	for _, action := range scheduleActions {
 		mux.HandleFunc("POST /v1/schedules/{namespace}/{queue}/{key}/{id}/"+action, s.scheduleAction(action))
 	}
+	mux.HandleFunc("GET /v1/queues/{namespace}/{queue}", s.queueStats)
+	for _, action := range queueActions {
+		mux.HandleFunc("POST /v1/queues/{namespace}/{queue}/"+action, s.queueAction(action))
+	}
+	mux.HandleFunc("POST /v1/lanes/{namespace}/{queue}/{key}/messages/{id}/cancel", s.cancelMessage)
 	mux.Handle("GET "+ui.Prefix, ui.Handler())
 	mux.Handle("GET /{$}", http.RedirectHandler(ui.Prefix, http.StatusFound))
 	mux.HandleFunc("GET /v1/lanes/{namespace}/{queue}/{key}", func(w http.ResponseWriter, r *http.Request) {

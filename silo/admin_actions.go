@@ -1,12 +1,15 @@
 package silo
 
 import (
+	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/orreryhq/orrery"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
 )
 
 // scheduleAction serves POST
@@ -68,4 +71,100 @@ func (s *Silo) backfill(r *http.Request, lane *orreryv1.Lane, id string) (*orrer
 			return res, nil
 		}
 	}
+}
+
+// queueStats serves GET /v1/queues/{namespace}/{queue}: the queue's depth on every partition
+// (client.QueueStats) with each partition's pause, and on how many partitions it is paused.
+func (s *Silo) queueStats(w http.ResponseWriter, r *http.Request) {
+	shares, err := s.adminClient(r).QueueStats(r.Context(), r.PathValue("namespace"), r.PathValue("queue"), "")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	partitions := make([]map[string]any, len(shares))
+	paused := 0
+	for i, share := range shares {
+		partitions[i] = map[string]any{"partition": share.Partition, "stats": protoJSON(share.Stats)}
+		if share.Stats.GetPause() != nil {
+			paused++
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"namespace": r.PathValue("namespace"), "queue": r.PathValue("queue"),
+		"partitions": partitions, "paused_partitions": paused})
+}
+
+// queueAction serves POST /v1/queues/{namespace}/{queue}/{pause|resume}?reason=: it pauses or
+// resumes the queue on every partition (client.PauseQueue, ResumeQueue) and answers
+// {"namespace", "queue", "paused", "partitions"}; when some partitions were not reached the
+// error names them (calling again is safe).
+func (s *Silo) queueAction(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		namespace, queue := r.PathValue("namespace"), r.PathValue("queue")
+		cl := s.adminClient(r)
+		var err error
+		if action == "pause" {
+			err = cl.PauseQueue(r.Context(), namespace, queue, r.URL.Query().Get("reason"))
+		} else {
+			err = cl.ResumeQueue(r.Context(), namespace, queue)
+		}
+		var missed *client.PartitionsError
+		if errors.As(err, &missed) { // the message names the partitions, not only the first's error
+			err = orrery.Wrap(orrery.CodeOf(err), err, "%s", missed.Error())
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"namespace": namespace, "queue": queue, "paused": action == "pause", "partitions": cl.Partitions()})
+	}
+}
+
+// queueActions are the actions queueAction serves.
+var queueActions = []string{"pause", "resume"}
+
+// cancelMessage serves POST /v1/lanes/{namespace}/{queue}/{key}/messages/{id}/cancel?reason=:
+// it cancels the message (client.CancelMessage) and answers its CancelMessageResult.
+func (s *Silo) cancelMessage(w http.ResponseWriter, r *http.Request) {
+	res, err := s.adminClient(r).CancelMessage(r.Context(), lanePath(r), r.PathValue("id"), r.URL.Query().Get("reason"))
+	s.writeRecord(w, res, err)
+}
+
+// processDue serves POST /v1/schedules/{namespace}/process-due?partition=N (or ?queue=Q&key=K
+// for one lane; queue also narrows a partition's) [&max=N]: it emits now, oldest due first, at
+// most max (default client.DefaultProcessDue) of the namespace's due schedules, as the CLI's
+// schedules process-due does (client.ProcessDue), and answers what it did.
+func (s *Silo) processDue(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := client.ProcessDueRequest{Namespace: r.PathValue("namespace"), Queue: q.Get("queue"), Partition: -1}
+	maxSchedules, err := positiveMax(q, client.DefaultProcessDue)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req.MaxSchedules = maxSchedules
+	switch {
+	case q.Get("key") != "" && req.Queue == "":
+		writeError(w, orrery.Invalid("queue", "is required with key"))
+		return
+	case q.Get("key") != "":
+		req.Lane = &orreryv1.Lane{Namespace: req.Namespace, Queue: req.Queue, Key: q.Get("key")}
+	default:
+		n, err := strconv.Atoi(q.Get("partition"))
+		if err != nil || n < 0 {
+			writeError(w, orrery.Invalid("partition", "want a partition number (or queue and key), got %q", q.Get("partition")))
+			return
+		}
+		req.Partition = n
+	}
+	done, err := s.adminClient(r).ProcessDue(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	failed := []map[string]string{}
+	for _, f := range done.Failed {
+		failed = append(failed, map[string]string{"namespace": f.Lane.GetNamespace(), "queue": f.Lane.GetQueue(), "key": f.Lane.GetKey(),
+			"schedule_id": f.ScheduleID, "error": f.Err.Error()})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": done.Schedules, "enqueued": done.Enqueued, "more": done.More, "failed": failed})
 }

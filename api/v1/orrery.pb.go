@@ -451,6 +451,63 @@ func (SagaPhase) EnumDescriptor() ([]byte, []int) {
 	return file_api_v1_orrery_proto_rawDescGZIP(), []int{6}
 }
 
+// CancelOutcome is what a CancelMessage did.
+type CancelOutcome int32
+
+const (
+	CancelOutcome_CANCEL_OUTCOME_UNSPECIFIED CancelOutcome = 0
+	// The message was not leased: removed and tombstoned.
+	CancelOutcome_CANCEL_OUTCOME_REMOVED CancelOutcome = 1
+	// The message was leased: marked cancelled, its lease revoked.
+	CancelOutcome_CANCEL_OUTCOME_LEASE_REVOKED CancelOutcome = 2
+	// The message was already removed (acked, expired, dead-lettered or cancelled: its tombstone)
+	// or already marked cancelled: nothing changed.
+	CancelOutcome_CANCEL_OUTCOME_ALREADY_DONE CancelOutcome = 3
+)
+
+// Enum value maps for CancelOutcome.
+var (
+	CancelOutcome_name = map[int32]string{
+		0: "CANCEL_OUTCOME_UNSPECIFIED",
+		1: "CANCEL_OUTCOME_REMOVED",
+		2: "CANCEL_OUTCOME_LEASE_REVOKED",
+		3: "CANCEL_OUTCOME_ALREADY_DONE",
+	}
+	CancelOutcome_value = map[string]int32{
+		"CANCEL_OUTCOME_UNSPECIFIED":   0,
+		"CANCEL_OUTCOME_REMOVED":       1,
+		"CANCEL_OUTCOME_LEASE_REVOKED": 2,
+		"CANCEL_OUTCOME_ALREADY_DONE":  3,
+	}
+)
+
+func (x CancelOutcome) Enum() *CancelOutcome {
+	p := new(CancelOutcome)
+	*p = x
+	return p
+}
+
+func (x CancelOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CancelOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_v1_orrery_proto_enumTypes[7].Descriptor()
+}
+
+func (CancelOutcome) Type() protoreflect.EnumType {
+	return &file_api_v1_orrery_proto_enumTypes[7]
+}
+
+func (x CancelOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CancelOutcome.Descriptor instead.
+func (CancelOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{7}
+}
+
 // Error is the one error shape on the wire. Field names the offending input field as a path
 // such as "mutations[2].configure_schedule.definition.spec.every.interval_micros".
 type Error struct {
@@ -1595,6 +1652,10 @@ type QueueMessage struct {
 	// Set only in replies (inspection, receive), never stored with the message: the paths the
 	// caller's read policies removed ("payload.card", "headers"), sorted (grants.Redact).
 	RedactedPaths []string `protobuf:"bytes,16,rep,name=redacted_paths,json=redactedPaths,proto3" json:"redacted_paths,omitempty"`
+	// Set when a CancelMessage found the message leased (apply version 14): its lease is
+	// revoked (ack, release and extend fail TokenInvalidated) and the message is removed once
+	// the lease ends, never delivered again.
+	Cancelled     *MessageCancel `protobuf:"bytes,17,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1752,6 +1813,13 @@ func (x *QueueMessage) GetRedactedPaths() []string {
 	return nil
 }
 
+func (x *QueueMessage) GetCancelled() *MessageCancel {
+	if x != nil {
+		return x.Cancelled
+	}
+	return nil
+}
+
 type isQueueMessage_Origin interface {
 	isQueueMessage_Origin()
 }
@@ -1768,6 +1836,67 @@ func (*QueueMessage_Occurrence) isQueueMessage_Origin() {}
 
 func (*QueueMessage_SagaTimeout) isQueueMessage_Origin() {}
 
+// MessageCancel is who cancelled a leased message, when and why.
+type MessageCancel struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	CancelledBy           string                 `protobuf:"bytes,1,opt,name=cancelled_by,json=cancelledBy,proto3" json:"cancelled_by,omitempty"`
+	CancelledAtUnixMicros int64                  `protobuf:"varint,2,opt,name=cancelled_at_unix_micros,json=cancelledAtUnixMicros,proto3" json:"cancelled_at_unix_micros,omitempty"`
+	Reason                string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *MessageCancel) Reset() {
+	*x = MessageCancel{}
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageCancel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageCancel) ProtoMessage() {}
+
+func (x *MessageCancel) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageCancel.ProtoReflect.Descriptor instead.
+func (*MessageCancel) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *MessageCancel) GetCancelledBy() string {
+	if x != nil {
+		return x.CancelledBy
+	}
+	return ""
+}
+
+func (x *MessageCancel) GetCancelledAtUnixMicros() int64 {
+	if x != nil {
+		return x.CancelledAtUnixMicros
+	}
+	return 0
+}
+
+func (x *MessageCancel) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ConfigureSchedule creates (expected_revision 0) or replaces (exact current revision) a
 // schedule definition. Replacement starts a new generation with ordinal 0.
 type ConfigureSchedule struct {
@@ -1780,7 +1909,7 @@ type ConfigureSchedule struct {
 
 func (x *ConfigureSchedule) Reset() {
 	*x = ConfigureSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1921,7 @@ func (x *ConfigureSchedule) String() string {
 func (*ConfigureSchedule) ProtoMessage() {}
 
 func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1934,7 @@ func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureSchedule.ProtoReflect.Descriptor instead.
 func (*ConfigureSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConfigureSchedule) GetDefinition() *ScheduleDefinition {
@@ -1836,7 +1965,7 @@ type EmitOccurrences struct {
 
 func (x *EmitOccurrences) Reset() {
 	*x = EmitOccurrences{}
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1977,7 @@ func (x *EmitOccurrences) String() string {
 func (*EmitOccurrences) ProtoMessage() {}
 
 func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1990,7 @@ func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmitOccurrences.ProtoReflect.Descriptor instead.
 func (*EmitOccurrences) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EmitOccurrences) GetLane() *Lane {
@@ -1909,7 +2038,7 @@ type CancelSchedule struct {
 
 func (x *CancelSchedule) Reset() {
 	*x = CancelSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2050,7 @@ func (x *CancelSchedule) String() string {
 func (*CancelSchedule) ProtoMessage() {}
 
 func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2063,7 @@ func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelSchedule.ProtoReflect.Descriptor instead.
 func (*CancelSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelSchedule) GetLane() *Lane {
@@ -1983,7 +2112,7 @@ type DeleteSchedule struct {
 
 func (x *DeleteSchedule) Reset() {
 	*x = DeleteSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2124,7 @@ func (x *DeleteSchedule) String() string {
 func (*DeleteSchedule) ProtoMessage() {}
 
 func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2137,7 @@ func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSchedule.ProtoReflect.Descriptor instead.
 func (*DeleteSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteSchedule) GetLane() *Lane {
@@ -2057,7 +2186,7 @@ type PauseSchedule struct {
 
 func (x *PauseSchedule) Reset() {
 	*x = PauseSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2198,7 @@ func (x *PauseSchedule) String() string {
 func (*PauseSchedule) ProtoMessage() {}
 
 func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2211,7 @@ func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSchedule.ProtoReflect.Descriptor instead.
 func (*PauseSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PauseSchedule) GetLane() *Lane {
@@ -2128,7 +2257,7 @@ type SkipExpired struct {
 
 func (x *SkipExpired) Reset() {
 	*x = SkipExpired{}
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2269,7 @@ func (x *SkipExpired) String() string {
 func (*SkipExpired) ProtoMessage() {}
 
 func (x *SkipExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2282,7 @@ func (x *SkipExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipExpired.ProtoReflect.Descriptor instead.
 func (*SkipExpired) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SkipExpired) GetLane() *Lane {
@@ -2194,7 +2323,7 @@ type BackfillSchedule struct {
 
 func (x *BackfillSchedule) Reset() {
 	*x = BackfillSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2335,7 @@ func (x *BackfillSchedule) String() string {
 func (*BackfillSchedule) ProtoMessage() {}
 
 func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2348,7 @@ func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillSchedule.ProtoReflect.Descriptor instead.
 func (*BackfillSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BackfillSchedule) GetLane() *Lane {
@@ -2269,7 +2398,7 @@ type ResumeSchedule struct {
 
 func (x *ResumeSchedule) Reset() {
 	*x = ResumeSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2410,7 @@ func (x *ResumeSchedule) String() string {
 func (*ResumeSchedule) ProtoMessage() {}
 
 func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2423,7 @@ func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSchedule.ProtoReflect.Descriptor instead.
 func (*ResumeSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResumeSchedule) GetLane() *Lane {
@@ -2336,7 +2465,7 @@ type TriggerSchedule struct {
 
 func (x *TriggerSchedule) Reset() {
 	*x = TriggerSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2477,7 @@ func (x *TriggerSchedule) String() string {
 func (*TriggerSchedule) ProtoMessage() {}
 
 func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2490,7 @@ func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSchedule.ProtoReflect.Descriptor instead.
 func (*TriggerSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TriggerSchedule) GetLane() *Lane {
@@ -2399,7 +2528,7 @@ type CompareExchangeSaga struct {
 
 func (x *CompareExchangeSaga) Reset() {
 	*x = CompareExchangeSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2540,7 @@ func (x *CompareExchangeSaga) String() string {
 func (*CompareExchangeSaga) ProtoMessage() {}
 
 func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2553,7 @@ func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareExchangeSaga.ProtoReflect.Descriptor instead.
 func (*CompareExchangeSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CompareExchangeSaga) GetLane() *Lane {
@@ -2495,7 +2624,7 @@ type ExpireSaga struct {
 
 func (x *ExpireSaga) Reset() {
 	*x = ExpireSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2636,7 @@ func (x *ExpireSaga) String() string {
 func (*ExpireSaga) ProtoMessage() {}
 
 func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2520,7 +2649,7 @@ func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSaga.ProtoReflect.Descriptor instead.
 func (*ExpireSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExpireSaga) GetLane() *Lane {
@@ -2566,7 +2695,7 @@ type Enqueue struct {
 
 func (x *Enqueue) Reset() {
 	*x = Enqueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2707,7 @@ func (x *Enqueue) String() string {
 func (*Enqueue) ProtoMessage() {}
 
 func (x *Enqueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2720,7 @@ func (x *Enqueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueue.ProtoReflect.Descriptor instead.
 func (*Enqueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Enqueue) GetLane() *Lane {
@@ -2664,7 +2793,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2805,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2818,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Receive) GetNamespace() string {
@@ -2739,7 +2868,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +2880,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +2893,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Ack) GetLane() *Lane {
@@ -2801,7 +2930,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2813,7 +2942,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2826,7 +2955,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Release) GetLane() *Lane {
@@ -2870,7 +2999,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2882,7 +3011,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2895,7 +3024,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExtendLease) GetLane() *Lane {
@@ -2940,7 +3069,7 @@ type Housekeep struct {
 
 func (x *Housekeep) Reset() {
 	*x = Housekeep{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3081,7 @@ func (x *Housekeep) String() string {
 func (*Housekeep) ProtoMessage() {}
 
 func (x *Housekeep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3094,7 @@ func (x *Housekeep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
 func (*Housekeep) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Housekeep) GetMaxRecords() uint32 {
@@ -3011,7 +3140,7 @@ type PartitionLimits struct {
 
 func (x *PartitionLimits) Reset() {
 	*x = PartitionLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3023,7 +3152,7 @@ func (x *PartitionLimits) String() string {
 func (*PartitionLimits) ProtoMessage() {}
 
 func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3036,7 +3165,7 @@ func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLimits.ProtoReflect.Descriptor instead.
 func (*PartitionLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PartitionLimits) GetMaxPayloadBytes() int64 {
@@ -3217,7 +3346,7 @@ type SetLimits struct {
 
 func (x *SetLimits) Reset() {
 	*x = SetLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3229,7 +3358,7 @@ func (x *SetLimits) String() string {
 func (*SetLimits) ProtoMessage() {}
 
 func (x *SetLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3242,7 +3371,7 @@ func (x *SetLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimits.ProtoReflect.Descriptor instead.
 func (*SetLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetLimits) GetLimits() *PartitionLimits {
@@ -3267,7 +3396,7 @@ type PartitionApplyVersion struct {
 
 func (x *PartitionApplyVersion) Reset() {
 	*x = PartitionApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3279,7 +3408,7 @@ func (x *PartitionApplyVersion) String() string {
 func (*PartitionApplyVersion) ProtoMessage() {}
 
 func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3292,7 +3421,7 @@ func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionApplyVersion.ProtoReflect.Descriptor instead.
 func (*PartitionApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PartitionApplyVersion) GetVersion() uint32 {
@@ -3315,7 +3444,7 @@ type SetApplyVersion struct {
 
 func (x *SetApplyVersion) Reset() {
 	*x = SetApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3327,7 +3456,7 @@ func (x *SetApplyVersion) String() string {
 func (*SetApplyVersion) ProtoMessage() {}
 
 func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3340,7 +3469,7 @@ func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetApplyVersion.ProtoReflect.Descriptor instead.
 func (*SetApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetApplyVersion) GetVersion() uint32 {
@@ -3362,7 +3491,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +3503,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +3516,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 // RefreshZoneRules makes the rules of each named zone that the entry carries
@@ -3406,7 +3535,7 @@ type RefreshZoneRules struct {
 
 func (x *RefreshZoneRules) Reset() {
 	*x = RefreshZoneRules{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3418,7 +3547,7 @@ func (x *RefreshZoneRules) String() string {
 func (*RefreshZoneRules) ProtoMessage() {}
 
 func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3431,7 +3560,7 @@ func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
 func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RefreshZoneRules) GetZones() []string {
@@ -3459,7 +3588,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3471,7 +3600,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +3613,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3532,7 +3661,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3544,7 +3673,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3557,7 +3686,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3601,7 +3730,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +3742,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +3755,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -3653,7 +3782,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3665,7 +3794,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3678,7 +3807,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -3709,7 +3838,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3850,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +3863,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -3749,6 +3878,198 @@ func (x *RedriveDeadLetters) GetMax() uint32 {
 		return x.Max
 	}
 	return 0
+}
+
+// PauseQueue (apply version 13) pauses the consumption of queue (namespace, queue) in the
+// partition that applies it: receives of the queue lease nothing (and long polls wait) until
+// a ResumeQueue. Enqueues still land, and leases already held keep working (ack, release,
+// extend). A queue spans every partition, so a pause is sent to each (the client fans it out).
+// Pausing a paused queue keeps its first pause record and reports changed false. A dead-letter
+// queue ("<queue>$dlq") is paused on its own.
+type PauseQueue struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue     string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Optional, at most input.MaxReasonBytes.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseQueue) Reset() {
+	*x = PauseQueue{}
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseQueue) ProtoMessage() {}
+
+func (x *PauseQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseQueue.ProtoReflect.Descriptor instead.
+func (*PauseQueue) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *PauseQueue) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PauseQueue) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PauseQueue) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ResumeQueue (apply version 13) ends a PauseQueue in the partition that applies it; resuming
+// a queue that is not paused reports changed false.
+type ResumeQueue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeQueue) Reset() {
+	*x = ResumeQueue{}
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeQueue) ProtoMessage() {}
+
+func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeQueue.ProtoReflect.Descriptor instead.
+func (*ResumeQueue) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ResumeQueue) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ResumeQueue) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// CancelMessage (apply version 14) cancels the message id of lane. A message that is not
+// leased (visible, delayed, or its lease ended) is removed and tombstoned (cancelled), so its
+// id is not enqueued again while the tombstone is kept. A leased one is marked cancelled
+// (QueueMessage.cancelled): its ack, release and lease extension fail TokenInvalidated, and it
+// is removed once its lease ends (by the next receive that meets it, a redrive of its
+// dead-letter queue, or another CancelMessage).
+// An occurrence of a schedule is ledgered CANCELLED with the caller in the reason, and frees
+// its schedule's overlap slot, at the cancel in both cases. An id the lane holds no message or
+// tombstone of is NotFound ("id"); one already removed (a tombstone) or already cancelled
+// succeeds again, changing nothing (CancelMessageResult.outcome says which).
+type CancelMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lane  *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Id    string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// Optional, at most input.MaxReasonBytes.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelMessage) Reset() {
+	*x = CancelMessage{}
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelMessage) ProtoMessage() {}
+
+func (x *CancelMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelMessage.ProtoReflect.Descriptor instead.
+func (*CancelMessage) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *CancelMessage) GetLane() *Lane {
+	if x != nil {
+		return x.Lane
+	}
+	return nil
+}
+
+func (x *CancelMessage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CancelMessage) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // Mutation is one change in a batch.
@@ -3780,6 +4101,9 @@ type Mutation struct {
 	//	*Mutation_SetApplyVersion
 	//	*Mutation_SkipExpired
 	//	*Mutation_BackfillSchedule
+	//	*Mutation_PauseQueue
+	//	*Mutation_ResumeQueue
+	//	*Mutation_CancelMessage
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3787,7 +4111,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3799,7 +4123,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3812,7 +4136,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -4038,6 +4362,33 @@ func (x *Mutation) GetBackfillSchedule() *BackfillSchedule {
 	return nil
 }
 
+func (x *Mutation) GetPauseQueue() *PauseQueue {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_PauseQueue); ok {
+			return x.PauseQueue
+		}
+	}
+	return nil
+}
+
+func (x *Mutation) GetResumeQueue() *ResumeQueue {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_ResumeQueue); ok {
+			return x.ResumeQueue
+		}
+	}
+	return nil
+}
+
+func (x *Mutation) GetCancelMessage() *CancelMessage {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_CancelMessage); ok {
+			return x.CancelMessage
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -4138,6 +4489,18 @@ type Mutation_BackfillSchedule struct {
 	BackfillSchedule *BackfillSchedule `protobuf:"bytes,24,opt,name=backfill_schedule,json=backfillSchedule,proto3,oneof"`
 }
 
+type Mutation_PauseQueue struct {
+	PauseQueue *PauseQueue `protobuf:"bytes,25,opt,name=pause_queue,json=pauseQueue,proto3,oneof"`
+}
+
+type Mutation_ResumeQueue struct {
+	ResumeQueue *ResumeQueue `protobuf:"bytes,26,opt,name=resume_queue,json=resumeQueue,proto3,oneof"`
+}
+
+type Mutation_CancelMessage struct {
+	CancelMessage *CancelMessage `protobuf:"bytes,27,opt,name=cancel_message,json=cancelMessage,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -4186,6 +4549,12 @@ func (*Mutation_SkipExpired) isMutation_Kind() {}
 
 func (*Mutation_BackfillSchedule) isMutation_Kind() {}
 
+func (*Mutation_PauseQueue) isMutation_Kind() {}
+
+func (*Mutation_ResumeQueue) isMutation_Kind() {}
+
+func (*Mutation_CancelMessage) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -4200,7 +4569,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +4581,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +4594,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -4286,7 +4655,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4298,7 +4667,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4311,7 +4680,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -4418,7 +4787,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4430,7 +4799,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4443,7 +4812,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -4478,7 +4847,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4490,7 +4859,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4503,7 +4872,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -4534,7 +4903,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4546,7 +4915,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4559,7 +4928,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -4587,7 +4956,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4599,7 +4968,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4612,7 +4981,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -4647,7 +5016,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4659,7 +5028,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4672,7 +5041,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -4731,7 +5100,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4743,7 +5112,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4756,7 +5125,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -4780,6 +5149,194 @@ func (x *RedriveResult) GetMore() bool {
 	return false
 }
 
+// QueuePause records that a queue is paused in this partition (PauseQueue, apply version 13):
+// receives of (namespace, queue) lease nothing while it exists. It lives under qp/ until a
+// ResumeQueue deletes it.
+type QueuePause struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue     string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// The principal that paused it.
+	PausedBy           string `protobuf:"bytes,3,opt,name=paused_by,json=pausedBy,proto3" json:"paused_by,omitempty"`
+	PausedAtUnixMicros int64  `protobuf:"varint,4,opt,name=paused_at_unix_micros,json=pausedAtUnixMicros,proto3" json:"paused_at_unix_micros,omitempty"`
+	// Optional, as the pause gave it.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuePause) Reset() {
+	*x = QueuePause{}
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePause) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePause) ProtoMessage() {}
+
+func (x *QueuePause) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
+func (*QueuePause) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *QueuePause) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueuePause) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueuePause) GetPausedBy() string {
+	if x != nil {
+		return x.PausedBy
+	}
+	return ""
+}
+
+func (x *QueuePause) GetPausedAtUnixMicros() int64 {
+	if x != nil {
+		return x.PausedAtUnixMicros
+	}
+	return 0
+}
+
+func (x *QueuePause) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// QueuePauseResult reports a PauseQueue or ResumeQueue in one partition: whether it changed
+// the partition's state, and the pause in force after it (none after a resume).
+type QueuePauseResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Pause         *QueuePause            `protobuf:"bytes,2,opt,name=pause,proto3" json:"pause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuePauseResult) Reset() {
+	*x = QueuePauseResult{}
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePauseResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePauseResult) ProtoMessage() {}
+
+func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePauseResult.ProtoReflect.Descriptor instead.
+func (*QueuePauseResult) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *QueuePauseResult) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *QueuePauseResult) GetPause() *QueuePause {
+	if x != nil {
+		return x.Pause
+	}
+	return nil
+}
+
+// CancelMessageResult reports a CancelMessage.
+type CancelMessageResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Outcome       CancelOutcome          `protobuf:"varint,2,opt,name=outcome,proto3,enum=orrery.v1.CancelOutcome" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelMessageResult) Reset() {
+	*x = CancelMessageResult{}
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelMessageResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelMessageResult) ProtoMessage() {}
+
+func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelMessageResult.ProtoReflect.Descriptor instead.
+func (*CancelMessageResult) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *CancelMessageResult) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CancelMessageResult) GetOutcome() CancelOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return CancelOutcome_CANCEL_OUTCOME_UNSPECIFIED
+}
+
 // MutationResult is the outcome of one mutation: an error or a typed result.
 type MutationResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4793,6 +5350,8 @@ type MutationResult struct {
 	//	*MutationResult_Lease
 	//	*MutationResult_Housekeep
 	//	*MutationResult_Redrive
+	//	*MutationResult_QueuePause
+	//	*MutationResult_CancelMessage
 	Result        isMutationResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4800,7 +5359,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4812,7 +5371,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4825,7 +5384,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -4905,6 +5464,24 @@ func (x *MutationResult) GetRedrive() *RedriveResult {
 	return nil
 }
 
+func (x *MutationResult) GetQueuePause() *QueuePauseResult {
+	if x != nil {
+		if x, ok := x.Result.(*MutationResult_QueuePause); ok {
+			return x.QueuePause
+		}
+	}
+	return nil
+}
+
+func (x *MutationResult) GetCancelMessage() *CancelMessageResult {
+	if x != nil {
+		if x, ok := x.Result.(*MutationResult_CancelMessage); ok {
+			return x.CancelMessage
+		}
+	}
+	return nil
+}
+
 type isMutationResult_Result interface {
 	isMutationResult_Result()
 }
@@ -4937,6 +5514,14 @@ type MutationResult_Redrive struct {
 	Redrive *RedriveResult `protobuf:"bytes,18,opt,name=redrive,proto3,oneof"`
 }
 
+type MutationResult_QueuePause struct {
+	QueuePause *QueuePauseResult `protobuf:"bytes,19,opt,name=queue_pause,json=queuePause,proto3,oneof"`
+}
+
+type MutationResult_CancelMessage struct {
+	CancelMessage *CancelMessageResult `protobuf:"bytes,20,opt,name=cancel_message,json=cancelMessage,proto3,oneof"`
+}
+
 func (*MutationResult_Schedule) isMutationResult_Result() {}
 
 func (*MutationResult_Saga) isMutationResult_Result() {}
@@ -4950,6 +5535,10 @@ func (*MutationResult_Lease) isMutationResult_Result() {}
 func (*MutationResult_Housekeep) isMutationResult_Result() {}
 
 func (*MutationResult_Redrive) isMutationResult_Result() {}
+
+func (*MutationResult_QueuePause) isMutationResult_Result() {}
+
+func (*MutationResult_CancelMessage) isMutationResult_Result() {}
 
 // Receipt is the complete, deterministic result of a batch. Either results holds one entry per
 // mutation, or error is set, the batch was rolled back and results is empty.
@@ -4965,7 +5554,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4977,7 +5566,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4990,7 +5579,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -5113,7 +5702,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12*\n" +
-	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xc0\x05\n" +
+	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xf8\x05\n" +
 	"\fQueueMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12!\n" +
@@ -5133,8 +5722,13 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fsaga_timeout\x18\r \x01(\v2\x1c.orrery.v1.SagaTimeoutOriginH\x00R\vsagaTimeout\x12,\n" +
 	"\x12dead_lettered_from\x18\x0e \x01(\tR\x10deadLetteredFrom\x12\x1a\n" +
 	"\bsequence\x18\x0f \x01(\x04R\bsequence\x12%\n" +
-	"\x0eredacted_paths\x18\x10 \x03(\tR\rredactedPathsB\b\n" +
-	"\x06origin\"\x7f\n" +
+	"\x0eredacted_paths\x18\x10 \x03(\tR\rredactedPaths\x126\n" +
+	"\tcancelled\x18\x11 \x01(\v2\x18.orrery.v1.MessageCancelR\tcancelledB\b\n" +
+	"\x06origin\"\x83\x01\n" +
+	"\rMessageCancel\x12!\n" +
+	"\fcancelled_by\x18\x01 \x01(\tR\vcancelledBy\x127\n" +
+	"\x18cancelled_at_unix_micros\x18\x02 \x01(\x03R\x15cancelledAtUnixMicros\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x7f\n" +
 	"\x11ConfigureSchedule\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.orrery.v1.ScheduleDefinitionR\n" +
@@ -5289,7 +5883,19 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"K\n" +
 	"\x12RedriveDeadLetters\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\rR\x03max\"\xa6\f\n" +
+	"\x03max\x18\x02 \x01(\rR\x03max\"X\n" +
+	"\n" +
+	"PauseQueue\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"A\n" +
+	"\vResumeQueue\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\"\\\n" +
+	"\rCancelMessage\x12#\n" +
+	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xe0\r\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -5317,7 +5923,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12refresh_zone_rules\x18\x15 \x01(\v2\x1b.orrery.v1.RefreshZoneRulesH\x00R\x10refreshZoneRules\x12H\n" +
 	"\x11set_apply_version\x18\x16 \x01(\v2\x1a.orrery.v1.SetApplyVersionH\x00R\x0fsetApplyVersion\x12;\n" +
 	"\fskip_expired\x18\x17 \x01(\v2\x16.orrery.v1.SkipExpiredH\x00R\vskipExpired\x12J\n" +
-	"\x11backfill_schedule\x18\x18 \x01(\v2\x1b.orrery.v1.BackfillScheduleH\x00R\x10backfillScheduleB\x06\n" +
+	"\x11backfill_schedule\x18\x18 \x01(\v2\x1b.orrery.v1.BackfillScheduleH\x00R\x10backfillSchedule\x128\n" +
+	"\vpause_queue\x18\x19 \x01(\v2\x15.orrery.v1.PauseQueueH\x00R\n" +
+	"pauseQueue\x12;\n" +
+	"\fresume_queue\x18\x1a \x01(\v2\x16.orrery.v1.ResumeQueueH\x00R\vresumeQueue\x12A\n" +
+	"\x0ecancel_message\x18\x1b \x01(\v2\x18.orrery.v1.CancelMessageH\x00R\rcancelMessageB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -5366,7 +5976,20 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\rRedriveResult\x12!\n" +
 	"\fredriven_ids\x18\x01 \x03(\tR\vredrivenIds\x12\x18\n" +
 	"\askipped\x18\x02 \x01(\rR\askipped\x12\x12\n" +
-	"\x04more\x18\x03 \x01(\bR\x04more\"\xb6\x03\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\"\xa8\x01\n" +
+	"\n" +
+	"QueuePause\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1b\n" +
+	"\tpaused_by\x18\x03 \x01(\tR\bpausedBy\x121\n" +
+	"\x15paused_at_unix_micros\x18\x04 \x01(\x03R\x12pausedAtUnixMicros\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"Y\n" +
+	"\x10QueuePauseResult\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x12+\n" +
+	"\x05pause\x18\x02 \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\"Y\n" +
+	"\x13CancelMessageResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\xbf\x04\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +
@@ -5375,7 +5998,10 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\areceive\x18\x05 \x01(\v2\x18.orrery.v1.ReceiveResultH\x00R\areceive\x12.\n" +
 	"\x05lease\x18\x06 \x01(\v2\x16.orrery.v1.LeaseResultH\x00R\x05lease\x12:\n" +
 	"\thousekeep\x18\a \x01(\v2\x1a.orrery.v1.HousekeepResultH\x00R\thousekeep\x124\n" +
-	"\aredrive\x18\x12 \x01(\v2\x18.orrery.v1.RedriveResultH\x00R\aredriveB\b\n" +
+	"\aredrive\x18\x12 \x01(\v2\x18.orrery.v1.RedriveResultH\x00R\aredrive\x12>\n" +
+	"\vqueue_pause\x18\x13 \x01(\v2\x1b.orrery.v1.QueuePauseResultH\x00R\n" +
+	"queuePause\x12G\n" +
+	"\x0ecancel_message\x18\x14 \x01(\v2\x1e.orrery.v1.CancelMessageResultH\x00R\rcancelMessageB\b\n" +
 	"\x06result\"\xbc\x01\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
@@ -5428,7 +6054,12 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12SAGA_PHASE_WAITING\x10\x01\x12\x18\n" +
 	"\x14SAGA_PHASE_COMPLETED\x10\x02\x12\x18\n" +
 	"\x14SAGA_PHASE_CANCELLED\x10\x03\x12\x18\n" +
-	"\x14SAGA_PHASE_TIMED_OUT\x10\x04B,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\x14SAGA_PHASE_TIMED_OUT\x10\x04*\x8e\x01\n" +
+	"\rCancelOutcome\x12\x1e\n" +
+	"\x1aCANCEL_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16CANCEL_OUTCOME_REMOVED\x10\x01\x12 \n" +
+	"\x1cCANCEL_OUTCOME_LEASE_REVOKED\x10\x02\x12\x1f\n" +
+	"\x1bCANCEL_OUTCOME_ALREADY_DONE\x10\x03B,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_orrery_proto_rawDescOnce sync.Once
@@ -5442,8 +6073,8 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 	return file_api_v1_orrery_proto_rawDescData
 }
 
-var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
@@ -5452,148 +6083,165 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(ExpiredPolicy)(0),            // 4: orrery.v1.ExpiredPolicy
 	(OverlapPolicy)(0),            // 5: orrery.v1.OverlapPolicy
 	(SagaPhase)(0),                // 6: orrery.v1.SagaPhase
-	(*Error)(nil),                 // 7: orrery.v1.Error
-	(*Lane)(nil),                  // 8: orrery.v1.Lane
-	(*AtSpec)(nil),                // 9: orrery.v1.AtSpec
-	(*AfterSpec)(nil),             // 10: orrery.v1.AfterSpec
-	(*EverySpec)(nil),             // 11: orrery.v1.EverySpec
-	(*CronSpec)(nil),              // 12: orrery.v1.CronSpec
-	(*ScheduleSpec)(nil),          // 13: orrery.v1.ScheduleSpec
-	(*MessageTemplate)(nil),       // 14: orrery.v1.MessageTemplate
-	(*ScheduleDefinition)(nil),    // 15: orrery.v1.ScheduleDefinition
-	(*CatchUpPace)(nil),           // 16: orrery.v1.CatchUpPace
-	(*SagaTimeout)(nil),           // 17: orrery.v1.SagaTimeout
-	(*OccurrenceOrigin)(nil),      // 18: orrery.v1.OccurrenceOrigin
-	(*SagaTimeoutOrigin)(nil),     // 19: orrery.v1.SagaTimeoutOrigin
-	(*Lease)(nil),                 // 20: orrery.v1.Lease
-	(*QueueMessage)(nil),          // 21: orrery.v1.QueueMessage
-	(*ConfigureSchedule)(nil),     // 22: orrery.v1.ConfigureSchedule
-	(*EmitOccurrences)(nil),       // 23: orrery.v1.EmitOccurrences
-	(*CancelSchedule)(nil),        // 24: orrery.v1.CancelSchedule
-	(*DeleteSchedule)(nil),        // 25: orrery.v1.DeleteSchedule
-	(*PauseSchedule)(nil),         // 26: orrery.v1.PauseSchedule
-	(*SkipExpired)(nil),           // 27: orrery.v1.SkipExpired
-	(*BackfillSchedule)(nil),      // 28: orrery.v1.BackfillSchedule
-	(*ResumeSchedule)(nil),        // 29: orrery.v1.ResumeSchedule
-	(*TriggerSchedule)(nil),       // 30: orrery.v1.TriggerSchedule
-	(*CompareExchangeSaga)(nil),   // 31: orrery.v1.CompareExchangeSaga
-	(*ExpireSaga)(nil),            // 32: orrery.v1.ExpireSaga
-	(*Enqueue)(nil),               // 33: orrery.v1.Enqueue
-	(*Receive)(nil),               // 34: orrery.v1.Receive
-	(*Ack)(nil),                   // 35: orrery.v1.Ack
-	(*Release)(nil),               // 36: orrery.v1.Release
-	(*ExtendLease)(nil),           // 37: orrery.v1.ExtendLease
-	(*Housekeep)(nil),             // 38: orrery.v1.Housekeep
-	(*PartitionLimits)(nil),       // 39: orrery.v1.PartitionLimits
-	(*SetLimits)(nil),             // 40: orrery.v1.SetLimits
-	(*PartitionApplyVersion)(nil), // 41: orrery.v1.PartitionApplyVersion
-	(*SetApplyVersion)(nil),       // 42: orrery.v1.SetApplyVersion
-	(*CheckConsistency)(nil),      // 43: orrery.v1.CheckConsistency
-	(*RefreshZoneRules)(nil),      // 44: orrery.v1.RefreshZoneRules
-	(*FieldPolicy)(nil),           // 45: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),             // 46: orrery.v1.GrantRule
-	(*PutGrant)(nil),              // 47: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),           // 48: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),    // 49: orrery.v1.RedriveDeadLetters
-	(*Mutation)(nil),              // 50: orrery.v1.Mutation
-	(*Batch)(nil),                 // 51: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 52: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 53: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 54: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 55: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 56: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 57: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 58: orrery.v1.RedriveResult
-	(*MutationResult)(nil),        // 59: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 60: orrery.v1.Receipt
-	nil,                           // 61: orrery.v1.ScheduleDefinition.LabelsEntry
-	nil,                           // 62: orrery.v1.CompareExchangeSaga.LabelsEntry
+	(CancelOutcome)(0),            // 7: orrery.v1.CancelOutcome
+	(*Error)(nil),                 // 8: orrery.v1.Error
+	(*Lane)(nil),                  // 9: orrery.v1.Lane
+	(*AtSpec)(nil),                // 10: orrery.v1.AtSpec
+	(*AfterSpec)(nil),             // 11: orrery.v1.AfterSpec
+	(*EverySpec)(nil),             // 12: orrery.v1.EverySpec
+	(*CronSpec)(nil),              // 13: orrery.v1.CronSpec
+	(*ScheduleSpec)(nil),          // 14: orrery.v1.ScheduleSpec
+	(*MessageTemplate)(nil),       // 15: orrery.v1.MessageTemplate
+	(*ScheduleDefinition)(nil),    // 16: orrery.v1.ScheduleDefinition
+	(*CatchUpPace)(nil),           // 17: orrery.v1.CatchUpPace
+	(*SagaTimeout)(nil),           // 18: orrery.v1.SagaTimeout
+	(*OccurrenceOrigin)(nil),      // 19: orrery.v1.OccurrenceOrigin
+	(*SagaTimeoutOrigin)(nil),     // 20: orrery.v1.SagaTimeoutOrigin
+	(*Lease)(nil),                 // 21: orrery.v1.Lease
+	(*QueueMessage)(nil),          // 22: orrery.v1.QueueMessage
+	(*MessageCancel)(nil),         // 23: orrery.v1.MessageCancel
+	(*ConfigureSchedule)(nil),     // 24: orrery.v1.ConfigureSchedule
+	(*EmitOccurrences)(nil),       // 25: orrery.v1.EmitOccurrences
+	(*CancelSchedule)(nil),        // 26: orrery.v1.CancelSchedule
+	(*DeleteSchedule)(nil),        // 27: orrery.v1.DeleteSchedule
+	(*PauseSchedule)(nil),         // 28: orrery.v1.PauseSchedule
+	(*SkipExpired)(nil),           // 29: orrery.v1.SkipExpired
+	(*BackfillSchedule)(nil),      // 30: orrery.v1.BackfillSchedule
+	(*ResumeSchedule)(nil),        // 31: orrery.v1.ResumeSchedule
+	(*TriggerSchedule)(nil),       // 32: orrery.v1.TriggerSchedule
+	(*CompareExchangeSaga)(nil),   // 33: orrery.v1.CompareExchangeSaga
+	(*ExpireSaga)(nil),            // 34: orrery.v1.ExpireSaga
+	(*Enqueue)(nil),               // 35: orrery.v1.Enqueue
+	(*Receive)(nil),               // 36: orrery.v1.Receive
+	(*Ack)(nil),                   // 37: orrery.v1.Ack
+	(*Release)(nil),               // 38: orrery.v1.Release
+	(*ExtendLease)(nil),           // 39: orrery.v1.ExtendLease
+	(*Housekeep)(nil),             // 40: orrery.v1.Housekeep
+	(*PartitionLimits)(nil),       // 41: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),             // 42: orrery.v1.SetLimits
+	(*PartitionApplyVersion)(nil), // 43: orrery.v1.PartitionApplyVersion
+	(*SetApplyVersion)(nil),       // 44: orrery.v1.SetApplyVersion
+	(*CheckConsistency)(nil),      // 45: orrery.v1.CheckConsistency
+	(*RefreshZoneRules)(nil),      // 46: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),           // 47: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),             // 48: orrery.v1.GrantRule
+	(*PutGrant)(nil),              // 49: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),           // 50: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),    // 51: orrery.v1.RedriveDeadLetters
+	(*PauseQueue)(nil),            // 52: orrery.v1.PauseQueue
+	(*ResumeQueue)(nil),           // 53: orrery.v1.ResumeQueue
+	(*CancelMessage)(nil),         // 54: orrery.v1.CancelMessage
+	(*Mutation)(nil),              // 55: orrery.v1.Mutation
+	(*Batch)(nil),                 // 56: orrery.v1.Batch
+	(*ScheduleResult)(nil),        // 57: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),            // 58: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),         // 59: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),         // 60: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),           // 61: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),       // 62: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),         // 63: orrery.v1.RedriveResult
+	(*QueuePause)(nil),            // 64: orrery.v1.QueuePause
+	(*QueuePauseResult)(nil),      // 65: orrery.v1.QueuePauseResult
+	(*CancelMessageResult)(nil),   // 66: orrery.v1.CancelMessageResult
+	(*MutationResult)(nil),        // 67: orrery.v1.MutationResult
+	(*Receipt)(nil),               // 68: orrery.v1.Receipt
+	nil,                           // 69: orrery.v1.ScheduleDefinition.LabelsEntry
+	nil,                           // 70: orrery.v1.CompareExchangeSaga.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
 	1,  // 1: orrery.v1.CronSpec.gap_policy:type_name -> orrery.v1.CronGapPolicy
 	2,  // 2: orrery.v1.CronSpec.repeat_policy:type_name -> orrery.v1.CronRepeatPolicy
-	9,  // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
-	10, // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
-	11, // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
-	12, // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
-	8,  // 7: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
-	13, // 8: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
+	10, // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
+	11, // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
+	12, // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
+	13, // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
+	9,  // 7: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
+	14, // 8: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
 	3,  // 9: orrery.v1.ScheduleDefinition.misfire:type_name -> orrery.v1.MisfirePolicy
 	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
-	14, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
+	15, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
 	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	61, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
-	16, // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
-	14, // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
-	8,  // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
-	20, // 17: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
-	18, // 18: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
-	19, // 19: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
-	15, // 20: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
-	8,  // 21: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
-	8,  // 22: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 23: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 24: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 25: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
-	8,  // 26: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 27: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 28: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	8,  // 29: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	6,  // 30: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	17, // 31: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	62, // 32: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
-	8,  // 33: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	8,  // 34: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	8,  // 35: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	8,  // 36: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	8,  // 37: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	39, // 38: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	45, // 39: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	46, // 40: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	8,  // 41: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	22, // 42: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	23, // 43: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	24, // 44: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	25, // 45: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	26, // 46: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	29, // 47: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	30, // 48: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	31, // 49: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	32, // 50: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	33, // 51: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	34, // 52: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	35, // 53: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	36, // 54: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	37, // 55: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	38, // 56: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	47, // 57: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	48, // 58: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	49, // 59: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	43, // 60: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	40, // 61: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	44, // 62: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	42, // 63: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	27, // 64: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	28, // 65: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	50, // 66: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 67: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	21, // 68: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	7,  // 69: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	52, // 70: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	53, // 71: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	54, // 72: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	55, // 73: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	56, // 74: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	57, // 75: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	58, // 76: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	59, // 77: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	7,  // 78: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	79, // [79:79] is the sub-list for method output_type
-	79, // [79:79] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	79, // [79:79] is the sub-list for extension extendee
-	0,  // [0:79] is the sub-list for field type_name
+	69, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	17, // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
+	15, // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
+	9,  // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
+	21, // 17: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
+	19, // 18: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
+	20, // 19: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
+	23, // 20: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
+	16, // 21: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
+	9,  // 22: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
+	9,  // 23: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 24: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 25: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 26: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
+	9,  // 27: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 28: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 29: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 30: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	6,  // 31: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	18, // 32: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	70, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	9,  // 34: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	9,  // 35: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	9,  // 36: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	9,  // 37: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	9,  // 38: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	41, // 39: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	47, // 40: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	48, // 41: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	9,  // 42: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	9,  // 43: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
+	24, // 44: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	25, // 45: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	26, // 46: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	27, // 47: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	28, // 48: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	31, // 49: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	32, // 50: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	33, // 51: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	34, // 52: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	35, // 53: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	36, // 54: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	37, // 55: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	38, // 56: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	39, // 57: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	40, // 58: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	49, // 59: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	50, // 60: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	51, // 61: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	45, // 62: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	42, // 63: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	46, // 64: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	44, // 65: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	29, // 66: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	30, // 67: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	52, // 68: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
+	53, // 69: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
+	54, // 70: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
+	55, // 71: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,  // 72: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	22, // 73: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	64, // 74: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
+	7,  // 75: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
+	8,  // 76: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	57, // 77: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	58, // 78: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	59, // 79: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	60, // 80: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	61, // 81: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	62, // 82: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	63, // 83: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	65, // 84: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
+	66, // 85: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
+	67, // 86: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	8,  // 87: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	88, // [88:88] is the sub-list for method output_type
+	88, // [88:88] is the sub-list for method input_type
+	88, // [88:88] is the sub-list for extension type_name
+	88, // [88:88] is the sub-list for extension extendee
+	0,  // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -5611,7 +6259,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[43].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[47].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -5636,8 +6284,11 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_SetApplyVersion)(nil),
 		(*Mutation_SkipExpired)(nil),
 		(*Mutation_BackfillSchedule)(nil),
+		(*Mutation_PauseQueue)(nil),
+		(*Mutation_ResumeQueue)(nil),
+		(*Mutation_CancelMessage)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[52].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[59].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -5645,14 +6296,16 @@ func file_api_v1_orrery_proto_init() {
 		(*MutationResult_Lease)(nil),
 		(*MutationResult_Housekeep)(nil),
 		(*MutationResult_Redrive)(nil),
+		(*MutationResult_QueuePause)(nil),
+		(*MutationResult_CancelMessage)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   56,
+			NumEnums:      8,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -413,6 +413,7 @@ type InspectRequest struct {
 	//	*InspectRequest_Queue
 	//	*InspectRequest_ListQueues
 	//	*InspectRequest_Audit
+	//	*InspectRequest_ListDue
 	Target    isInspectRequest_Target `protobuf_oneof:"target"`
 	Principal string                  `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
 	// The time the caller had left when it sent the read (zero: no deadline). The partition
@@ -552,6 +553,15 @@ func (x *InspectRequest) GetAudit() *ReadAudit {
 	return nil
 }
 
+func (x *InspectRequest) GetListDue() *ListDue {
+	if x != nil {
+		if x, ok := x.Target.(*InspectRequest_ListDue); ok {
+			return x.ListDue
+		}
+	}
+	return nil
+}
+
 func (x *InspectRequest) GetPrincipal() string {
 	if x != nil {
 		return x.Principal
@@ -610,6 +620,10 @@ type InspectRequest_Audit struct {
 	Audit *ReadAudit `protobuf:"bytes,11,opt,name=audit,proto3,oneof"`
 }
 
+type InspectRequest_ListDue struct {
+	ListDue *ListDue `protobuf:"bytes,13,opt,name=list_due,json=listDue,proto3,oneof"`
+}
+
 func (*InspectRequest_Schedule) isInspectRequest_Target() {}
 
 func (*InspectRequest_Saga) isInspectRequest_Target() {}
@@ -629,6 +643,8 @@ func (*InspectRequest_Queue) isInspectRequest_Target() {}
 func (*InspectRequest_ListQueues) isInspectRequest_Target() {}
 
 func (*InspectRequest_Audit) isInspectRequest_Target() {}
+
+func (*InspectRequest_ListDue) isInspectRequest_Target() {}
 
 // ReadAudit reads a partition's audit log (AuditRecord) oldest first, for logged times in
 // [from, to] (both inclusive; zero to means no upper bound). Only a principal holding
@@ -894,6 +910,92 @@ func (x *ListSagas) GetLabels() map[string]string {
 	return nil
 }
 
+// ListDue reads one partition's due index: the schedules of a namespace (of one queue, or one
+// lane, when given) whose next occurrence is due at or before the partition's logged time,
+// oldest due first, for a caller that processes them itself (client.ProcessDue). A page ends
+// at max_refs, or once it has read listing.MaxScanned index entries (of other namespaces, and
+// sagas, too), and then carries a continuation. It needs QueueInspect where it reads.
+type ListDue struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Empty: every queue of the namespace.
+	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Set: only this lane's schedules (its namespace and queue must match the fields above, or
+	// those be empty).
+	Lane *Lane `protobuf:"bytes,3,opt,name=lane,proto3" json:"lane,omitempty"`
+	// Zero means 100; at most 1000.
+	MaxRefs uint32 `protobuf:"varint,4,opt,name=max_refs,json=maxRefs,proto3" json:"max_refs,omitempty"`
+	// Resumes a previous read: its reply's list_continuation.
+	After         []byte `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDue) Reset() {
+	*x = ListDue{}
+	mi := &file_api_v1_partition_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDue) ProtoMessage() {}
+
+func (x *ListDue) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDue.ProtoReflect.Descriptor instead.
+func (*ListDue) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListDue) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListDue) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListDue) GetLane() *Lane {
+	if x != nil {
+		return x.Lane
+	}
+	return nil
+}
+
+func (x *ListDue) GetMaxRefs() uint32 {
+	if x != nil {
+		return x.MaxRefs
+	}
+	return 0
+}
+
+func (x *ListDue) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
 // ListedSchedule is one schedule of a list page, with the state it is listed under.
 type ListedSchedule struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -905,7 +1007,7 @@ type ListedSchedule struct {
 
 func (x *ListedSchedule) Reset() {
 	*x = ListedSchedule{}
-	mi := &file_api_v1_partition_proto_msgTypes[9]
+	mi := &file_api_v1_partition_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1019,7 @@ func (x *ListedSchedule) String() string {
 func (*ListedSchedule) ProtoMessage() {}
 
 func (x *ListedSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[9]
+	mi := &file_api_v1_partition_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1032,7 @@ func (x *ListedSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListedSchedule.ProtoReflect.Descriptor instead.
 func (*ListedSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListedSchedule) GetRecord() *ScheduleRecord {
@@ -964,7 +1066,7 @@ type InspectLedger struct {
 
 func (x *InspectLedger) Reset() {
 	*x = InspectLedger{}
-	mi := &file_api_v1_partition_proto_msgTypes[10]
+	mi := &file_api_v1_partition_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1078,7 @@ func (x *InspectLedger) String() string {
 func (*InspectLedger) ProtoMessage() {}
 
 func (x *InspectLedger) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[10]
+	mi := &file_api_v1_partition_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1091,7 @@ func (x *InspectLedger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectLedger.ProtoReflect.Descriptor instead.
 func (*InspectLedger) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InspectLedger) GetLane() *Lane {
@@ -1051,7 +1153,7 @@ type InspectSchedule struct {
 
 func (x *InspectSchedule) Reset() {
 	*x = InspectSchedule{}
-	mi := &file_api_v1_partition_proto_msgTypes[11]
+	mi := &file_api_v1_partition_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1165,7 @@ func (x *InspectSchedule) String() string {
 func (*InspectSchedule) ProtoMessage() {}
 
 func (x *InspectSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[11]
+	mi := &file_api_v1_partition_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1178,7 @@ func (x *InspectSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSchedule.ProtoReflect.Descriptor instead.
 func (*InspectSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InspectSchedule) GetLane() *Lane {
@@ -1111,7 +1213,7 @@ type InspectSaga struct {
 
 func (x *InspectSaga) Reset() {
 	*x = InspectSaga{}
-	mi := &file_api_v1_partition_proto_msgTypes[12]
+	mi := &file_api_v1_partition_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1225,7 @@ func (x *InspectSaga) String() string {
 func (*InspectSaga) ProtoMessage() {}
 
 func (x *InspectSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[12]
+	mi := &file_api_v1_partition_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1238,7 @@ func (x *InspectSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSaga.ProtoReflect.Descriptor instead.
 func (*InspectSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InspectSaga) GetLane() *Lane {
@@ -1165,7 +1267,7 @@ type InspectLane struct {
 
 func (x *InspectLane) Reset() {
 	*x = InspectLane{}
-	mi := &file_api_v1_partition_proto_msgTypes[13]
+	mi := &file_api_v1_partition_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1279,7 @@ func (x *InspectLane) String() string {
 func (*InspectLane) ProtoMessage() {}
 
 func (x *InspectLane) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[13]
+	mi := &file_api_v1_partition_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1292,7 @@ func (x *InspectLane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectLane.ProtoReflect.Descriptor instead.
 func (*InspectLane) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InspectLane) GetLane() *Lane {
@@ -1228,7 +1330,7 @@ type InspectQueue struct {
 
 func (x *InspectQueue) Reset() {
 	*x = InspectQueue{}
-	mi := &file_api_v1_partition_proto_msgTypes[14]
+	mi := &file_api_v1_partition_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1342,7 @@ func (x *InspectQueue) String() string {
 func (*InspectQueue) ProtoMessage() {}
 
 func (x *InspectQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[14]
+	mi := &file_api_v1_partition_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1355,7 @@ func (x *InspectQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectQueue.ProtoReflect.Descriptor instead.
 func (*InspectQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InspectQueue) GetNamespace() string {
@@ -1289,7 +1391,7 @@ type ListQueues struct {
 
 func (x *ListQueues) Reset() {
 	*x = ListQueues{}
-	mi := &file_api_v1_partition_proto_msgTypes[15]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1403,7 @@ func (x *ListQueues) String() string {
 func (*ListQueues) ProtoMessage() {}
 
 func (x *ListQueues) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[15]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1416,7 @@ func (x *ListQueues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueues.ProtoReflect.Descriptor instead.
 func (*ListQueues) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListQueues) GetMaxQueues() uint32 {
@@ -1342,15 +1444,17 @@ type QueueStats struct {
 	LaneMessages uint64 `protobuf:"varint,8,opt,name=lane_messages,json=laneMessages,proto3" json:"lane_messages,omitempty"`
 	LaneBytes    uint64 `protobuf:"varint,9,opt,name=lane_bytes,json=laneBytes,proto3" json:"lane_bytes,omitempty"`
 	// The queue counted (set by ListQueues).
-	Namespace     string `protobuf:"bytes,10,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Queue         string `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
+	Namespace string `protobuf:"bytes,10,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue     string `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Set while the queue is paused in this partition (PauseQueue).
+	Pause         *QueuePause `protobuf:"bytes,12,opt,name=pause,proto3" json:"pause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_api_v1_partition_proto_msgTypes[16]
+	mi := &file_api_v1_partition_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1466,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[16]
+	mi := &file_api_v1_partition_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1479,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QueueStats) GetVisible() uint64 {
@@ -1455,6 +1559,13 @@ func (x *QueueStats) GetQueue() string {
 	return ""
 }
 
+func (x *QueueStats) GetPause() *QueuePause {
+	if x != nil {
+		return x.Pause
+	}
+	return nil
+}
+
 // InspectPartition asks for the partition's status.
 type InspectPartition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1464,7 +1575,7 @@ type InspectPartition struct {
 
 func (x *InspectPartition) Reset() {
 	*x = InspectPartition{}
-	mi := &file_api_v1_partition_proto_msgTypes[17]
+	mi := &file_api_v1_partition_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1587,7 @@ func (x *InspectPartition) String() string {
 func (*InspectPartition) ProtoMessage() {}
 
 func (x *InspectPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[17]
+	mi := &file_api_v1_partition_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1600,7 @@ func (x *InspectPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectPartition.ProtoReflect.Descriptor instead.
 func (*InspectPartition) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{18}
 }
 
 // PartitionStatus is what an operator sees of one partition.
@@ -1518,7 +1629,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_api_v1_partition_proto_msgTypes[18]
+	mi := &file_api_v1_partition_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1641,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[18]
+	mi := &file_api_v1_partition_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1654,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -1649,7 +1760,7 @@ type ReplicaChecksum struct {
 
 func (x *ReplicaChecksum) Reset() {
 	*x = ReplicaChecksum{}
-	mi := &file_api_v1_partition_proto_msgTypes[19]
+	mi := &file_api_v1_partition_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1772,7 @@ func (x *ReplicaChecksum) String() string {
 func (*ReplicaChecksum) ProtoMessage() {}
 
 func (x *ReplicaChecksum) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[19]
+	mi := &file_api_v1_partition_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1785,7 @@ func (x *ReplicaChecksum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaChecksum.ProtoReflect.Descriptor instead.
 func (*ReplicaChecksum) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReplicaChecksum) GetSilo() string {
@@ -1717,7 +1828,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_api_v1_partition_proto_msgTypes[20]
+	mi := &file_api_v1_partition_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1840,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[20]
+	mi := &file_api_v1_partition_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1853,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ConsistencyCheck) GetIndex() uint64 {
@@ -1817,7 +1928,7 @@ type CommandLimits struct {
 
 func (x *CommandLimits) Reset() {
 	*x = CommandLimits{}
-	mi := &file_api_v1_partition_proto_msgTypes[21]
+	mi := &file_api_v1_partition_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1940,7 @@ func (x *CommandLimits) String() string {
 func (*CommandLimits) ProtoMessage() {}
 
 func (x *CommandLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[21]
+	mi := &file_api_v1_partition_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1953,7 @@ func (x *CommandLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLimits.ProtoReflect.Descriptor instead.
 func (*CommandLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CommandLimits) GetMaxPayloadBytes() uint32 {
@@ -1913,15 +2024,17 @@ type InspectReply struct {
 	// InspectSchedule: the id read (the one the name resolved to, for a read by name), and
 	// whether it is a deleted schedule's (tombstoned: found is false, and the id can never be
 	// configured again).
-	ScheduleId    string `protobuf:"bytes,18,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
-	Deleted       bool   `protobuf:"varint,19,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	ScheduleId string `protobuf:"bytes,18,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
+	Deleted    bool   `protobuf:"varint,19,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// ListDue: the due schedules' refs, oldest due first (list_continuation resumes).
+	Due           []*DueRef `protobuf:"bytes,20,rep,name=due,proto3" json:"due,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectReply) Reset() {
 	*x = InspectReply{}
-	mi := &file_api_v1_partition_proto_msgTypes[22]
+	mi := &file_api_v1_partition_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2046,7 @@ func (x *InspectReply) String() string {
 func (*InspectReply) ProtoMessage() {}
 
 func (x *InspectReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[22]
+	mi := &file_api_v1_partition_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2059,7 @@ func (x *InspectReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectReply.ProtoReflect.Descriptor instead.
 func (*InspectReply) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InspectReply) GetFound() bool {
@@ -2082,6 +2195,13 @@ func (x *InspectReply) GetDeleted() bool {
 	return false
 }
 
+func (x *InspectReply) GetDue() []*DueRef {
+	if x != nil {
+		return x.Due
+	}
+	return nil
+}
+
 var File_api_v1_partition_proto protoreflect.FileDescriptor
 
 const file_api_v1_partition_proto_rawDesc = "" +
@@ -2112,7 +2232,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\rNextDueNotice\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x124\n" +
 	"\x17next_due_at_unix_micros\x18\x02 \x01(\x03R\x13nextDueAtUnixMicros\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xf7\x04\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xa8\x05\n" +
 	"\x0eInspectRequest\x128\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1a.orrery.v1.InspectScheduleH\x00R\bschedule\x12,\n" +
 	"\x04saga\x18\x02 \x01(\v2\x16.orrery.v1.InspectSagaH\x00R\x04saga\x12,\n" +
@@ -2126,7 +2246,8 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\vlist_queues\x18\n" +
 	" \x01(\v2\x15.orrery.v1.ListQueuesH\x00R\n" +
 	"listQueues\x12,\n" +
-	"\x05audit\x18\v \x01(\v2\x14.orrery.v1.ReadAuditH\x00R\x05audit\x12\x1c\n" +
+	"\x05audit\x18\v \x01(\v2\x14.orrery.v1.ReadAuditH\x00R\x05audit\x12/\n" +
+	"\blist_due\x18\r \x01(\v2\x12.orrery.v1.ListDueH\x00R\alistDue\x12\x1c\n" +
 	"\tprincipal\x18\b \x01(\tR\tprincipal\x12#\n" +
 	"\rbudget_micros\x18\f \x01(\x03R\fbudgetMicrosB\b\n" +
 	"\x06target\"\x92\x01\n" +
@@ -2159,7 +2280,13 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x06labels\x18\x06 \x03(\v2 .orrery.v1.ListSagas.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x01\n" +
+	"\aListDue\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12#\n" +
+	"\x04lane\x18\x03 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x19\n" +
+	"\bmax_refs\x18\x04 \x01(\rR\amaxRefs\x12\x14\n" +
+	"\x05after\x18\x05 \x01(\fR\x05after\"s\n" +
 	"\x0eListedSchedule\x121\n" +
 	"\x06record\x18\x01 \x01(\v2\x19.orrery.v1.ScheduleRecordR\x06record\x12.\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x18.orrery.v1.ScheduleStateR\x05state\"\xdc\x01\n" +
@@ -2191,7 +2318,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\n" +
 	"ListQueues\x12\x1d\n" +
 	"\n" +
-	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\x8a\x03\n" +
+	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\xb7\x03\n" +
 	"\n" +
 	"QueueStats\x12\x18\n" +
 	"\avisible\x18\x01 \x01(\x04R\avisible\x12\x16\n" +
@@ -2206,7 +2333,8 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"lane_bytes\x18\t \x01(\x04R\tlaneBytes\x12\x1c\n" +
 	"\tnamespace\x18\n" +
 	" \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05queue\x18\v \x01(\tR\x05queue\"\x12\n" +
+	"\x05queue\x18\v \x01(\tR\x05queue\x12+\n" +
+	"\x05pause\x18\f \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\"\x12\n" +
 	"\x10InspectPartition\"\xc1\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12)\n" +
@@ -2245,7 +2373,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x11max_headers_bytes\x18\x02 \x01(\rR\x0fmaxHeadersBytes\x12&\n" +
 	"\x0fmax_state_bytes\x18\x03 \x01(\rR\rmaxStateBytes\x125\n" +
 	"\x17max_mutations_per_batch\x18\x04 \x01(\rR\x14maxMutationsPerBatch\x12*\n" +
-	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\x8f\a\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\xb4\a\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +
@@ -2271,7 +2399,8 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\raudit_records\x18\x11 \x03(\v2\x16.orrery.v1.AuditRecordR\fauditRecords\x12\x1f\n" +
 	"\vschedule_id\x18\x12 \x01(\tR\n" +
 	"scheduleId\x12\x18\n" +
-	"\adeleted\x18\x13 \x01(\bR\adeletedB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\adeleted\x18\x13 \x01(\bR\adeleted\x12#\n" +
+	"\x03due\x18\x14 \x03(\v2\x11.orrery.v1.DueRefR\x03dueB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_partition_proto_rawDescOnce sync.Once
@@ -2285,7 +2414,7 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
 	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
@@ -2296,80 +2425,86 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*ReadAudit)(nil),          // 6: orrery.v1.ReadAudit
 	(*ListSchedules)(nil),      // 7: orrery.v1.ListSchedules
 	(*ListSagas)(nil),          // 8: orrery.v1.ListSagas
-	(*ListedSchedule)(nil),     // 9: orrery.v1.ListedSchedule
-	(*InspectLedger)(nil),      // 10: orrery.v1.InspectLedger
-	(*InspectSchedule)(nil),    // 11: orrery.v1.InspectSchedule
-	(*InspectSaga)(nil),        // 12: orrery.v1.InspectSaga
-	(*InspectLane)(nil),        // 13: orrery.v1.InspectLane
-	(*InspectQueue)(nil),       // 14: orrery.v1.InspectQueue
-	(*ListQueues)(nil),         // 15: orrery.v1.ListQueues
-	(*QueueStats)(nil),         // 16: orrery.v1.QueueStats
-	(*InspectPartition)(nil),   // 17: orrery.v1.InspectPartition
-	(*PartitionStatus)(nil),    // 18: orrery.v1.PartitionStatus
-	(*ReplicaChecksum)(nil),    // 19: orrery.v1.ReplicaChecksum
-	(*ConsistencyCheck)(nil),   // 20: orrery.v1.ConsistencyCheck
-	(*CommandLimits)(nil),      // 21: orrery.v1.CommandLimits
-	(*InspectReply)(nil),       // 22: orrery.v1.InspectReply
-	nil,                        // 23: orrery.v1.ListSchedules.LabelsEntry
-	nil,                        // 24: orrery.v1.ListSagas.LabelsEntry
-	(*Batch)(nil),              // 25: orrery.v1.Batch
-	(*Error)(nil),              // 26: orrery.v1.Error
-	(*DueRef)(nil),             // 27: orrery.v1.DueRef
-	(ScheduleState)(0),         // 28: orrery.v1.ScheduleState
-	(SagaPhase)(0),             // 29: orrery.v1.SagaPhase
-	(*ScheduleRecord)(nil),     // 30: orrery.v1.ScheduleRecord
+	(*ListDue)(nil),            // 9: orrery.v1.ListDue
+	(*ListedSchedule)(nil),     // 10: orrery.v1.ListedSchedule
+	(*InspectLedger)(nil),      // 11: orrery.v1.InspectLedger
+	(*InspectSchedule)(nil),    // 12: orrery.v1.InspectSchedule
+	(*InspectSaga)(nil),        // 13: orrery.v1.InspectSaga
+	(*InspectLane)(nil),        // 14: orrery.v1.InspectLane
+	(*InspectQueue)(nil),       // 15: orrery.v1.InspectQueue
+	(*ListQueues)(nil),         // 16: orrery.v1.ListQueues
+	(*QueueStats)(nil),         // 17: orrery.v1.QueueStats
+	(*InspectPartition)(nil),   // 18: orrery.v1.InspectPartition
+	(*PartitionStatus)(nil),    // 19: orrery.v1.PartitionStatus
+	(*ReplicaChecksum)(nil),    // 20: orrery.v1.ReplicaChecksum
+	(*ConsistencyCheck)(nil),   // 21: orrery.v1.ConsistencyCheck
+	(*CommandLimits)(nil),      // 22: orrery.v1.CommandLimits
+	(*InspectReply)(nil),       // 23: orrery.v1.InspectReply
+	nil,                        // 24: orrery.v1.ListSchedules.LabelsEntry
+	nil,                        // 25: orrery.v1.ListSagas.LabelsEntry
+	(*Batch)(nil),              // 26: orrery.v1.Batch
+	(*Error)(nil),              // 27: orrery.v1.Error
+	(*DueRef)(nil),             // 28: orrery.v1.DueRef
+	(ScheduleState)(0),         // 29: orrery.v1.ScheduleState
+	(SagaPhase)(0),             // 30: orrery.v1.SagaPhase
 	(*Lane)(nil),               // 31: orrery.v1.Lane
-	(*SagaRecord)(nil),         // 32: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 33: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 34: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 35: orrery.v1.LedgerRecord
-	(*AuditRecord)(nil),        // 36: orrery.v1.AuditRecord
+	(*ScheduleRecord)(nil),     // 32: orrery.v1.ScheduleRecord
+	(*QueuePause)(nil),         // 33: orrery.v1.QueuePause
+	(*SagaRecord)(nil),         // 34: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 35: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 36: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 37: orrery.v1.LedgerRecord
+	(*AuditRecord)(nil),        // 38: orrery.v1.AuditRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	25, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	26, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	27, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	26, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
-	11, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
-	12, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
-	13, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
-	17, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
-	10, // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
+	26, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	27, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	28, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	27, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	12, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
+	13, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
+	14, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
+	18, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
+	11, // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
 	7,  // 9: orrery.v1.InspectRequest.list_schedules:type_name -> orrery.v1.ListSchedules
 	8,  // 10: orrery.v1.InspectRequest.list_sagas:type_name -> orrery.v1.ListSagas
-	14, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
-	15, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
+	15, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
+	16, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
 	6,  // 13: orrery.v1.InspectRequest.audit:type_name -> orrery.v1.ReadAudit
-	28, // 14: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
-	23, // 15: orrery.v1.ListSchedules.labels:type_name -> orrery.v1.ListSchedules.LabelsEntry
-	29, // 16: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
-	24, // 17: orrery.v1.ListSagas.labels:type_name -> orrery.v1.ListSagas.LabelsEntry
-	30, // 18: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
-	28, // 19: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
-	31, // 20: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
-	31, // 21: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	31, // 22: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	31, // 23: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	21, // 24: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	20, // 25: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
-	19, // 26: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
-	30, // 27: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	32, // 28: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	33, // 29: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	18, // 30: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	26, // 31: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	34, // 32: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	35, // 33: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	9,  // 34: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	32, // 35: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	16, // 36: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	16, // 37: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
-	36, // 38: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	9,  // 14: orrery.v1.InspectRequest.list_due:type_name -> orrery.v1.ListDue
+	29, // 15: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
+	24, // 16: orrery.v1.ListSchedules.labels:type_name -> orrery.v1.ListSchedules.LabelsEntry
+	30, // 17: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
+	25, // 18: orrery.v1.ListSagas.labels:type_name -> orrery.v1.ListSagas.LabelsEntry
+	31, // 19: orrery.v1.ListDue.lane:type_name -> orrery.v1.Lane
+	32, // 20: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
+	29, // 21: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
+	31, // 22: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	31, // 23: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	31, // 24: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	31, // 25: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	33, // 26: orrery.v1.QueueStats.pause:type_name -> orrery.v1.QueuePause
+	22, // 27: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	21, // 28: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
+	20, // 29: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
+	32, // 30: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	34, // 31: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	35, // 32: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	19, // 33: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	27, // 34: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	36, // 35: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	37, // 36: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	10, // 37: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	34, // 38: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	17, // 39: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	17, // 40: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	38, // 41: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
+	28, // 42: orrery.v1.InspectReply.due:type_name -> orrery.v1.DueRef
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -2390,6 +2525,7 @@ func file_api_v1_partition_proto_init() {
 		(*InspectRequest_Queue)(nil),
 		(*InspectRequest_ListQueues)(nil),
 		(*InspectRequest_Audit)(nil),
+		(*InspectRequest_ListDue)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2397,7 +2533,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -126,7 +126,8 @@ const (
 	// version 3). It replaces the ENQUEUED record of the ordinal.
 	LedgerOutcome_LEDGER_OUTCOME_DEAD_LETTERED LedgerOutcome = 13
 	// Its message was in flight when a later instant fired under the overlap policy CANCEL_OTHER:
-	// removed, its lease revoked (see reason; apply version 5). It replaces the ENQUEUED record.
+	// removed, its lease revoked (see reason; apply version 5); or a CancelMessage cancelled it
+	// (the reason names the caller; apply version 14). It replaces the ENQUEUED record.
 	LedgerOutcome_LEDGER_OUTCOME_CANCELLED LedgerOutcome = 14
 	// Enqueued by a BackfillSchedule (apply version 9; the record's backfill is set).
 	LedgerOutcome_LEDGER_OUTCOME_BACKFILLED LedgerOutcome = 15
@@ -1402,8 +1403,10 @@ type MessageTombstone struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	RemovedAtUnixMicros int64                  `protobuf:"varint,1,opt,name=removed_at_unix_micros,json=removedAtUnixMicros,proto3" json:"removed_at_unix_micros,omitempty"`
 	Expired             bool                   `protobuf:"varint,2,opt,name=expired,proto3" json:"expired,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Set when a CancelMessage removed it (apply version 14).
+	Cancelled     bool `protobuf:"varint,3,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MessageTombstone) Reset() {
@@ -1446,6 +1449,13 @@ func (x *MessageTombstone) GetRemovedAtUnixMicros() int64 {
 func (x *MessageTombstone) GetExpired() bool {
 	if x != nil {
 		return x.Expired
+	}
+	return false
+}
+
+func (x *MessageTombstone) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
 	}
 	return false
 }
@@ -1968,10 +1978,11 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x16expires_at_unix_micros\x18\x04 \x01(\x03R\x13expiresAtUnixMicros\"@\n" +
 	"\fLaneCounters\x12\x1a\n" +
 	"\bmessages\x18\x01 \x01(\x04R\bmessages\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"a\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\x7f\n" +
 	"\x10MessageTombstone\x123\n" +
 	"\x16removed_at_unix_micros\x18\x01 \x01(\x03R\x13removedAtUnixMicros\x12\x18\n" +
-	"\aexpired\x18\x02 \x01(\bR\aexpired\"C\n" +
+	"\aexpired\x18\x02 \x01(\bR\aexpired\x12\x1c\n" +
+	"\tcancelled\x18\x03 \x01(\bR\tcancelled\"C\n" +
 	"\x11PartitionCounters\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x04R\arecords\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"L\n" +

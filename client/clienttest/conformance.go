@@ -340,6 +340,44 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		}
 	})
 
+	t.Run("a paused queue's long poll waits for the resume; a cancel revokes a lease", func(t *testing.T) {
+		paused := &orreryv1.Lane{Namespace: namespace, Queue: "paused", Key: lane.GetKey()} // routes with lane
+		one := func(m *orreryv1.Mutation) *orreryv1.CommandRequest {
+			return &orreryv1.CommandRequest{Principal: client.DefaultPrincipal, Batch: &orreryv1.Batch{CommandId: client.NewID(), Mutations: []*orreryv1.Mutation{m}}}
+		}
+		pause := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_PauseQueue{PauseQueue: &orreryv1.PauseQueue{Namespace: namespace, Queue: "paused"}}})
+		if r, _, err := command(pause); err != nil || !r.GetResults()[0].GetQueuePause().GetChanged() {
+			t.Fatalf("pause: %v %v", r, err)
+		}
+		if _, _, err := command(one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: paused, Id: "x", PayloadJson: `{}`}}})); err != nil {
+			t.Fatalf("enqueue into the paused queue: %v", err)
+		}
+		timer := time.AfterFunc(300*time.Millisecond, func() {
+			resume := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_ResumeQueue{ResumeQueue: &orreryv1.ResumeQueue{Namespace: namespace, Queue: "paused"}}})
+			if _, err := tr.Command(ctx, p, resume); err != nil {
+				t.Errorf("resume: %v", err)
+			}
+		})
+		defer timer.Stop()
+		start := time.Now()
+		waiting := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: namespace, Queue: "paused", Max: 10}}})
+		waiting.WaitMicros = (10 * time.Second).Microseconds()
+		receipt, _, err := command(waiting)
+		elapsed := time.Since(start)
+		msgs := receipt.GetResults()[0].GetReceive().GetMessages()
+		if err != nil || len(msgs) != 1 || msgs[0].GetId() != "x" || elapsed < 200*time.Millisecond || elapsed > 5*time.Second {
+			t.Fatalf("long poll on the paused queue: %v (%v) after %s, want x just after the resume at 300ms", msgs, err, elapsed)
+		}
+		cancelX := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_CancelMessage{CancelMessage: &orreryv1.CancelMessage{Lane: paused, Id: "x"}}})
+		if r, _, err := command(cancelX); err != nil || r.GetResults()[0].GetCancelMessage().GetOutcome() != orreryv1.CancelOutcome_CANCEL_OUTCOME_LEASE_REVOKED {
+			t.Fatalf("cancel of the leased message: %v %v", r, err)
+		}
+		ack := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Ack{Ack: &orreryv1.Ack{Lane: paused, Id: "x", LeaseToken: msgs[0].GetLease().GetToken()}}})
+		if r, _, err := command(ack); err != nil || orrery.CodeOf(orrery.FromProto(r.GetResults()[0].GetError())) != orrery.CodeTokenInvalidated {
+			t.Fatalf("ack of the cancelled message: %v %v, want TokenInvalidated", r, err)
+		}
+	})
+
 	t.Run("audit log", func(t *testing.T) {
 		denied := client.New(tr, client.Options{Principal: "conformance-denied-" + client.NewID()[:8]})
 		var receipt client.Receipt

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -190,6 +191,39 @@ func TestSchedulesBackfill(t *testing.T) {
 	}
 	if r := cli(t, s, "", "schedules", "backfill", "cli-backfill", "jobs", "hourly", "hourly"); r.code != 2 {
 		t.Errorf("backfill without --from: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestSchedulesProcessDue: process-due emits a lane's due schedules now and says what it did
+// (its figures race the silo's own due coordinator, which emits the same occurrences once), in
+// text or JSON; a namespace and a partition or lane are required.
+func TestSchedulesProcessDue(t *testing.T) {
+	s := startSilo(t)
+	start := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	ok(t, s, "", "schedules", "create", "backlog", "--namespace", "cli-due", "--queue", "jobs", "--every", "1s",
+		"--start", start.Format(time.RFC3339), "--catch-up", "1h")
+	lane := []string{"--namespace", "cli-due", "--queue", "jobs", "--key", "backlog", "--max", "3"}
+	if out := ok(t, s, "", append([]string{"schedules", "process-due"}, lane...)...); !strings.HasPrefix(out, "processed ") {
+		t.Fatalf("process-due printed %q", out)
+	}
+	var done struct {
+		Action    string `json:"action"`
+		Schedules *int   `json:"schedules"`
+		Enqueued  *int   `json:"enqueued"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, s, "", append([]string{"--output", "json", "schedules", "process-due"}, lane...)...)), &done); err != nil ||
+		done.Action != "process-due" || done.Schedules == nil || done.Enqueued == nil {
+		t.Fatalf("process-due --output json: %+v (%v)", done, err)
+	}
+	for _, args := range [][]string{
+		{"schedules", "process-due", "--partition", "0"},
+		{"schedules", "process-due", "--namespace", "cli-due"},
+		{"schedules", "process-due", "--namespace", "cli-due", "--key", "backlog"},
+		{"schedules", "process-due", "--namespace", "cli-due", "--partition", "0", "--max", "0"},
+	} {
+		if r := cli(t, s, "", args...); r.code != 2 {
+			t.Errorf("%q: exit %d, stderr %q; want a usage error", args, r.code, r.stderr)
+		}
 	}
 }
 

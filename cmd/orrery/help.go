@@ -13,6 +13,7 @@ Commands:
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
   schedules skip-expired NS QUEUE KEY ID|NAME   pass the expired occurrences a schedule stopped at
   schedules backfill --from TIME [--to TIME] NS QUEUE KEY ID|NAME   run a past range's instants now
+  schedules process-due --namespace NS (--partition N | --queue Q --key K) [--max N]   emit due schedules now
   schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
   schedules import < schedules.jsonl
   sagas list --namespace NS [--queue Q] [--phase P] [--label K=V]... [--max N] [--after TOKEN]
@@ -20,6 +21,9 @@ Commands:
   queues stats NS QUEUE [KEY]
   queues peek NS QUEUE KEY [-n N] [--after ID]
   queues redrive-dlq NS QUEUE KEY [--max N]
+  queues pause NS QUEUE [--reason R]   stop every partition's receives of a queue (enqueues still land)
+  queues resume NS QUEUE
+  messages cancel NS QUEUE KEY ID [--reason R]   remove a message, or revoke its lease if leased
   lag [--namespace NS --queue Q] [--fail-over DUR]
   audit [--since 24h] [--max N] [--after TOKEN]
   partitions [--admin URL]
@@ -35,10 +39,10 @@ flags. Every flag can also be set as ORRERY_<FLAG> in the environment.
 `
 
 // scheduleSubcommands are the schedules subcommands, for usage errors.
-const scheduleSubcommands = "list, describe, create, update, pause, resume, trigger, delete, skip-expired, backfill, export or import"
+const scheduleSubcommands = "list, describe, create, update, pause, resume, trigger, delete, skip-expired, backfill, process-due, export or import"
 
 // schedulesHelp is what orrery schedules help prints.
-const schedulesHelp = `orrery schedules: list, describe, create, update, pause, resume, trigger, delete, skip-expired, backfill, export, import.
+const schedulesHelp = `orrery schedules: list, describe, create, update, pause, resume, trigger, delete, skip-expired, backfill, process-due, export, import.
 
   schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--label K=V]... [--name-prefix P] [--max N] [--after TOKEN]
   schedules describe NS QUEUE KEY ID|NAME
@@ -47,6 +51,9 @@ const schedulesHelp = `orrery schedules: list, describe, create, update, pause, 
       [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--expired fail|skip] [--jitter DUR [--jitter-early]] [--label K=V]... [--pace N/DUR]
   schedules update NAME --namespace NS --queue Q [--key K] [any flag of create: only those given change]
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
+  schedules process-due --namespace NS (--partition N [--queue Q] | --queue Q --key K) [--max N]
+      emit now, oldest due first, at most N due schedules (default 100), as the due coordinator would;
+      it never enqueues an occurrence twice
   schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
   schedules import < schedules.jsonl
 

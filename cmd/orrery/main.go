@@ -2,7 +2,8 @@
 // describes, creates, updates, pauses, resumes, triggers, deletes, exports and imports
 // schedules (by id or by name), lists and
 // describes sagas, shows a queue's depth, peeks at a lane's messages without leasing them,
-// moves a lane's dead letters back to it, shows the audit log (grant changes and denials, for a
+// moves a lane's dead letters back to it, pauses and resumes a queue's consumption, cancels a
+// message by id, shows the audit log (grant changes and denials, for a
 // principal holding PolicyAdmin on "*"), and shows the partition and silo tables a silo's admin
 // endpoint serves.
 //
@@ -15,6 +16,7 @@
 //	orrery schedules update NAME --namespace NS --queue Q [--key K] [the flags of create to change]
 //	orrery schedules pause|resume|trigger|delete|skip-expired NS QUEUE KEY ID|NAME
 //	orrery schedules backfill --from TIME [--to TIME] NS QUEUE KEY ID|NAME
+//	orrery schedules process-due --namespace NS (--partition N | --queue Q --key K) [--max N]
 //	orrery schedules export --namespace NS [--queue Q] [--state S] > schedules.jsonl
 //	orrery schedules import < schedules.jsonl
 //	orrery sagas list --namespace NS [--queue Q] [--phase waiting|completed|cancelled|timed_out] [--label K=V]... [--max N] [--after TOKEN]
@@ -22,6 +24,9 @@
 //	orrery queues stats NS QUEUE [KEY]
 //	orrery queues peek NS QUEUE KEY [-n N] [--after ID]      (QUEUE may be a dead-letter queue, QUEUE$dlq)
 //	orrery queues redrive-dlq NS QUEUE KEY [--max N]
+//	orrery queues pause NS QUEUE [--reason R]   (on every partition: receives lease nothing until resume)
+//	orrery queues resume NS QUEUE
+//	orrery messages cancel NS QUEUE KEY ID [--reason R]
 //	orrery audit [--since 24h] [--max N] [--after TOKEN]
 //	orrery partitions [--admin http://127.0.0.1:7380]
 //	orrery partitions check [--admin http://127.0.0.1:7380]  (exit 1 unless every partition is consistent)
@@ -150,7 +155,7 @@ func (c *command) run(args []string) error {
 		return usagef("timeout: must be positive, got %v", c.timeout)
 	}
 	if len(rest) == 0 {
-		return usagef("a command is required: schedules, sagas, queues, audit, partitions or silos (orrery help lists them)")
+		return usagef("a command is required: schedules, sagas, queues, messages, audit, partitions or silos (orrery help lists them)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -161,6 +166,8 @@ func (c *command) run(args []string) error {
 		return c.sagas(ctx, rest[1:])
 	case "queues":
 		return c.queues(ctx, rest[1:])
+	case "messages":
+		return c.messages(ctx, rest[1:])
 	case "audit":
 		return c.audit(ctx, rest[1:])
 	case "partitions":
@@ -170,7 +177,7 @@ func (c *command) run(args []string) error {
 	case "lag":
 		return c.lag(ctx, rest[1:])
 	}
-	return usagef("unknown command %q: want schedules, sagas, queues, lag, audit, partitions, silos or help", rest[0])
+	return usagef("unknown command %q: want schedules, sagas, queues, messages, lag, audit, partitions, silos or help", rest[0])
 }
 
 // flagSet is an empty flag set named name that prints nothing while parsing: parse reports

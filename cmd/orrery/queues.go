@@ -19,7 +19,7 @@ const redriveChunk = 100
 // queues runs a queues subcommand.
 func (c *command) queues(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("queues: a subcommand is required: stats, peek or redrive-dlq")
+		return usagef("queues: a subcommand is required: stats, peek, redrive-dlq, pause or resume")
 	}
 	switch args[0] {
 	case "stats":
@@ -28,6 +28,8 @@ func (c *command) queues(ctx context.Context, args []string) error {
 		return c.peekQueue(ctx, args[1:])
 	case "redrive-dlq":
 		return c.redriveDLQ(ctx, args[1:])
+	case "pause", "resume":
+		return c.pauseQueue(ctx, args[0], args[1:])
 	}
 	return usagef("queues: unknown subcommand %q", args[0])
 }
@@ -58,8 +60,13 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 	}
 	total := &orreryv1.QueueStats{Complete: true}
 	var oldestAge time.Duration
+	pausedOn := 0
 	for _, s := range shares {
 		st := s.Stats
+		if st.GetPause() != nil {
+			pausedOn++
+			total.Pause = st.GetPause()
+		}
 		total.Visible += st.GetVisible()
 		total.Leased += st.GetLeased()
 		total.Delayed += st.GetDelayed()
@@ -86,13 +93,14 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 			"total": map[string]any{
 				"visible": total.Visible, "leased": total.Leased, "delayed": total.Delayed, "dead_lettered": total.DeadLettered,
 				"oldest_visible_age_seconds": seconds(oldestAge, total.OldestVisibleAtUnixMicros != 0), "complete": total.Complete,
+				"paused_partitions": pausedOn,
 			},
 		})
 	}
-	t := newTable(c.stdout, "PARTITION", "VISIBLE", "LEASED", "DELAYED", "DEAD-LETTERED", "OLDEST-VISIBLE-AGE", "COMPLETE")
+	t := newTable(c.stdout, "PARTITION", "VISIBLE", "LEASED", "DELAYED", "DEAD-LETTERED", "OLDEST-VISIBLE-AGE", "COMPLETE", "PAUSED")
 	row := func(partition string, st *orreryv1.QueueStats, age string) {
 		t.row(partition, u64(st.GetVisible()), u64(st.GetLeased()), u64(st.GetDelayed()), u64(st.GetDeadLettered()),
-			age, strconv.FormatBool(st.GetComplete()))
+			age, strconv.FormatBool(st.GetComplete()), pausedText(st.GetPause()))
 	}
 	for _, s := range shares {
 		age := ""
@@ -114,6 +122,57 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 	if !total.Complete {
 		fmt.Fprintln(c.stdout, "counts marked complete=false stopped at the partition's scan budget: they are lower bounds")
 	}
+	if pausedOn > 0 && key == "" {
+		fmt.Fprintf(c.stdout, "paused on %d of %d partitions: receives lease nothing there (orrery queues resume %s %s)\n", pausedOn, len(shares), namespace, queue)
+	}
+	return nil
+}
+
+// pausedText renders a partition's pause of a queue for the stats table: empty when not paused.
+func pausedText(p *orreryv1.QueuePause) string {
+	if p == nil {
+		return ""
+	}
+	text := "by " + p.GetPausedBy() + " at " + instant(p.GetPausedAtUnixMicros())
+	if p.GetReason() != "" {
+		text += ": " + p.GetReason()
+	}
+	return text
+}
+
+// pauseQueue pauses or resumes a queue's consumption on every partition (client.PauseQueue,
+// ResumeQueue); a failure names the partitions not reached, and running it again is safe.
+func (c *command) pauseQueue(ctx context.Context, action string, args []string) error {
+	fs := c.flagSet("queues " + action)
+	var reason string
+	if action == "pause" {
+		fs.StringVar(&reason, "reason", "", "why, recorded with the pause (optional)")
+	}
+	positional, err := c.parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(positional) != 2 {
+		return usagef("queues %s: want NAMESPACE QUEUE, got %d arguments", action, len(positional))
+	}
+	namespace, queue := positional[0], positional[1]
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if action == "pause" {
+		err = cl.PauseQueue(ctx, namespace, queue, reason)
+	} else {
+		err = cl.ResumeQueue(ctx, namespace, queue)
+	}
+	if err != nil {
+		return fmt.Errorf("%s queue %s/%s: %w", action, namespace, queue, err)
+	}
+	if c.output == "json" {
+		return writeJSON(c.stdout, map[string]any{"namespace": namespace, "queue": queue, "paused": action == "pause", "partitions": cl.Partitions()})
+	}
+	fmt.Fprintf(c.stdout, "%sd queue %s/%s on all %d partitions\n", action, namespace, queue, cl.Partitions())
 	return nil
 }
 

@@ -79,10 +79,10 @@ func TestQueuesStatsPeekRedrive(t *testing.T) {
 	lane := queueFixture(t, s)
 	partition := itoa(client.PartitionOf(lane, testPartitions))
 
-	// PARTITION VISIBLE LEASED DELAYED DEAD-LETTERED OLDEST-VISIBLE-AGE COMPLETE
+	// PARTITION VISIBLE LEASED DELAYED DEAD-LETTERED OLDEST-VISIBLE-AGE COMPLETE PAUSED
 	out := ok(t, s, "", "queues", "stats", "cli-queues", "jobs", "k1")
 	f := strings.Fields(lineOf(out, "true"))
-	if len(f) != 7 || f[0] != partition || f[1] != "1" || f[2] != "1" || f[3] != "1" || f[4] != "2" || f[5] == "-" {
+	if len(f) != 8 || f[7] != "-" || f[0] != partition || f[1] != "1" || f[2] != "1" || f[3] != "1" || f[4] != "2" || f[5] == "-" {
 		t.Errorf("queues stats (lane): row %q\n%s", f, out)
 	}
 	var whole struct {
@@ -132,7 +132,7 @@ func TestQueuesStatsPeekRedrive(t *testing.T) {
 		t.Errorf("peek of the dead-letter queue:\n%s", out)
 	}
 	// Peeking leased nothing: e is still visible.
-	if f := strings.Fields(lineOf(ok(t, s, "", "queues", "stats", "cli-queues", "jobs", "k1"), "true")); len(f) != 7 || f[1] != "1" {
+	if f := strings.Fields(lineOf(ok(t, s, "", "queues", "stats", "cli-queues", "jobs", "k1"), "true")); len(f) != 8 || f[7] != "-" || f[1] != "1" {
 		t.Errorf("after peeking: %q", f)
 	}
 
@@ -151,7 +151,7 @@ func TestQueuesStatsPeekRedrive(t *testing.T) {
 		t.Errorf("second redrive-dlq:\n%s", out)
 	}
 	out = ok(t, s, "", "queues", "stats", "cli-queues", "jobs", "k1")
-	if f := strings.Fields(lineOf(out, "true")); len(f) != 7 || f[1] != "3" || f[4] != "0" {
+	if f := strings.Fields(lineOf(out, "true")); len(f) != 8 || f[7] != "-" || f[1] != "3" || f[4] != "0" {
 		t.Errorf("stats after the redrive: row %q\n%s", f, out)
 	}
 }
@@ -162,7 +162,7 @@ func TestQueuesUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"queues"}, "stats, peek or redrive-dlq"},
+		{[]string{"queues"}, "stats, peek, redrive-dlq, pause or resume"},
 		{[]string{"queues", "stats", "ns"}, "NAMESPACE QUEUE [KEY]"},
 		{[]string{"queues", "peek", "ns", "q"}, "NAMESPACE QUEUE KEY"},
 		{[]string{"queues", "peek", "ns", "q", "k", "-n", "0"}, "n: must be"},

@@ -41,6 +41,8 @@ func (c *command) schedules(ctx context.Context, args []string) error {
 		return c.scheduleAction(ctx, args[0], args[1:])
 	case "backfill":
 		return c.backfillSchedule(ctx, args[1:])
+	case "process-due":
+		return c.processDue(ctx, args[1:])
 	case "export":
 		return c.exportSchedules(ctx, args[1:])
 	case "import":
@@ -484,6 +486,71 @@ func (c *command) backfillSchedule(ctx context.Context, args []string) error {
 	}
 	_, err = fmt.Fprintf(c.stdout, "backfilled %d occurrences of %s %s\n", enqueued, strings.Join(rest[:3], "/"), id)
 	return err
+}
+
+// processDue emits now, as the caller, at most --max of a partition's (or a lane's) due
+// schedules of a namespace (client.ProcessDue) and says what it did.
+func (c *command) processDue(ctx context.Context, args []string) error {
+	fs := c.flagSet("schedules process-due")
+	namespace := fs.String("namespace", "", "namespace whose due schedules are processed (required)")
+	queue := fs.String("queue", "", "only this queue's schedules")
+	key := fs.String("key", "", "only this lane's schedules (with --queue), in the lane's partition")
+	partition := fs.Int("partition", -1, "the partition processed (required without --key)")
+	maxSchedules := fs.Int("max", client.DefaultProcessDue, fmt.Sprintf("most schedules processed (1..%d)", client.MaxProcessDue))
+	rest, err := c.parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) > 0:
+		return usagef("schedules process-due: unexpected arguments %q", rest)
+	case *namespace == "":
+		return usagef("schedules process-due: --namespace is required")
+	case *key != "" && *queue == "":
+		return usagef("schedules process-due: --key needs --queue")
+	case *key == "" && *partition < 0:
+		return usagef("schedules process-due: --partition N or --queue Q --key K is required")
+	case *maxSchedules < 1 || *maxSchedules > client.MaxProcessDue:
+		return usagef("schedules process-due: --max must be in 1..%d, got %d", client.MaxProcessDue, *maxSchedules)
+	}
+	req := client.ProcessDueRequest{Namespace: *namespace, Queue: *queue, Partition: *partition, MaxSchedules: *maxSchedules}
+	if *key != "" {
+		req.Lane = &orreryv1.Lane{Namespace: *namespace, Queue: *queue, Key: *key}
+	}
+	cl, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	done, err := cl.ProcessDue(ctx, req)
+	if err != nil {
+		return fmt.Errorf("process due schedules (%d processed, %d occurrences enqueued before the error): %w", done.Schedules, done.Enqueued, err)
+	}
+	if c.output == "json" {
+		failed := []map[string]string{}
+		for _, f := range done.Failed {
+			failed = append(failed, map[string]string{"lane": laneString(f.Lane), "schedule_id": f.ScheduleID, "error": f.Err.Error()})
+		}
+		return writeJSON(c.stdout, map[string]any{"action": "process-due", "schedules": done.Schedules, "enqueued": done.Enqueued, "more": done.More, "failed": failed})
+	}
+	more := ""
+	if done.More {
+		more = "; more are due"
+	}
+	if _, err := fmt.Fprintf(c.stdout, "processed %d due schedules, enqueued %d occurrences%s\n", done.Schedules, done.Enqueued, more); err != nil {
+		return err
+	}
+	for _, f := range done.Failed {
+		if _, err := fmt.Fprintf(c.stdout, "  not emitted: %s %s: %v\n", laneString(f.Lane), f.ScheduleID, f.Err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// laneString is a lane as NS/QUEUE/KEY.
+func laneString(l *orreryv1.Lane) string {
+	return l.GetNamespace() + "/" + l.GetQueue() + "/" + l.GetKey()
 }
 
 // scheduleAction pauses, resumes, triggers or deletes one schedule at whatever revision it is,

@@ -79,7 +79,7 @@ func (a Applier) ApplyBatch(v kv.View, principal string, b *orreryv1.Batch, logg
 	inboxKey := keys.InboxKey(principal, b.GetCommandId())
 	if replay, err := a.replay(v, inboxKey, hash); replay != nil || err != nil {
 		if err == nil {
-			err = reauthorize(v, principal, b)
+			err = a.reauthorize(v, principal, b)
 		}
 		if err == nil {
 			err = reproject(v, principal, b, replay)
@@ -149,7 +149,7 @@ func (a Applier) CheckWaiting(r kv.Reader, principal string, b *orreryv1.Batch, 
 	if len(b.GetMutations()) != 1 || b.GetMutations()[0].GetReceive() == nil {
 		return orrery.Invalid("mutations", "a waiting command holds exactly one receive")
 	}
-	if err := authorizeCaller(r, principal, b.GetMutations()[0]); err != nil {
+	if err := a.authorizeCaller(r, principal, b.GetMutations()[0]); err != nil {
 		return orrery.AsError(err).InField("mutations[0].receive")
 	}
 	if err := queue.CheckReceive(a.Limits, b.GetMutations()[0].GetReceive(), loggedNowMicros); err != nil {
@@ -289,9 +289,9 @@ func (a Applier) replay(v kv.Reader, inboxKey, hash []byte) (*Outcome, error) {
 // receipt is replayed: a receipt (a receive's messages, a schedule's revision) goes only to a
 // caller that may still send the command. A denial is the command's error, with no receipt;
 // nothing is applied again either way.
-func reauthorize(v kv.Reader, principal string, b *orreryv1.Batch) error {
+func (a Applier) reauthorize(v kv.Reader, principal string, b *orreryv1.Batch) error {
 	for i, m := range b.GetMutations() {
-		if err := authorizeCaller(v, principal, m); err != nil {
+		if err := a.authorizeCaller(v, principal, m); err != nil {
 			return orrery.AsError(err).InField(mutationField(i, m))
 		}
 	}
@@ -322,7 +322,7 @@ func platform(e *orrery.Error) bool {
 // the target's old grant.
 func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now int64, budget *schedule.EmitBudget, changed func(old *orreryv1.GrantRecord)) (*orreryv1.MutationResult, error) {
 	lim := a.Limits
-	if err := authorize(v, principal, m); err != nil {
+	if err := a.authorize(v, principal, m); err != nil {
 		return nil, err
 	}
 	switch k := m.GetKind().(type) {
@@ -385,6 +385,19 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return leaseResult(queue.ApplyRelease(v, lim, k.Release, now))
 	case *orreryv1.Mutation_ExtendLease:
 		return leaseResult(queue.ApplyExtendLease(v, lim, k.ExtendLease, now))
+	case *orreryv1.Mutation_PauseQueue:
+		return queuePauseResult(queue.ApplyPause(v, principal, k.PauseQueue, now))
+	case *orreryv1.Mutation_ResumeQueue:
+		return queuePauseResult(queue.ApplyResume(v, k.ResumeQueue))
+	case *orreryv1.Mutation_CancelMessage:
+		r, cancelled, err := queue.ApplyCancel(v, principal, k.CancelMessage, now)
+		if err == nil && cancelled != nil {
+			// A cancelled occurrence is ledgered and frees its schedule's overlap slot now.
+			err = schedule.MessageCancelled(v, lim, cancelled, principal, k.CancelMessage.GetReason(), now)
+		}
+		return wrap(err, func() *orreryv1.MutationResult {
+			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_CancelMessage{CancelMessage: r}}
+		})
 	case *orreryv1.Mutation_RedriveDeadLetters:
 		r, err := queue.ApplyRedrive(v, lim, k.RedriveDeadLetters, now)
 		return wrap(err, func() *orreryv1.MutationResult {
@@ -465,6 +478,12 @@ func scheduleResult(r *orreryv1.ScheduleResult, err error) (*orreryv1.MutationRe
 func sagaResult(r *orreryv1.SagaResult, err error) (*orreryv1.MutationResult, error) {
 	return wrap(err, func() *orreryv1.MutationResult {
 		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Saga{Saga: r}}
+	})
+}
+
+func queuePauseResult(r *orreryv1.QueuePauseResult, err error) (*orreryv1.MutationResult, error) {
+	return wrap(err, func() *orreryv1.MutationResult {
+		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_QueuePause{QueuePause: r}}
 	})
 }
 

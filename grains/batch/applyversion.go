@@ -37,9 +37,12 @@ import (
 //  10. a schedule definition's labels (ApplyVersionLabels);
 //  11. a schedule definition's catch-up pace (ApplyVersionPace);
 //  12. a saga's labels (ApplyVersionSagaLabels);
+//  13. PauseQueue and ResumeQueue (ApplyVersionQueuePause);
+//  14. CancelMessage (ApplyVersionCancelMessage);
+//  15. an EmitOccurrences from a caller that may manage the schedule, not only from the due
+//     coordinator (ApplyVersionManualEmit);
 //  16. the audit log bounded: a repeated denial counted on its window's record, the log
-//     capped at audit.MaxRecords (ApplyVersionAuditBound; 13 to 15 are taken by work in
-//     flight).
+//     capped at audit.MaxRecords (ApplyVersionAuditBound).
 const KnownApplyVersion uint32 = 16
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
@@ -90,6 +93,15 @@ const ApplyVersionPace uint32 = 11
 // it: Validation).
 const ApplyVersionSagaLabels uint32 = 12
 
+// ApplyVersionQueuePause is the apply version that takes PauseQueue and ResumeQueue (wire
+// gates: before it a command carrying one is refused), so that no replica of an older release
+// leases from a queue the others hold paused.
+const ApplyVersionQueuePause uint32 = 13
+
+// ApplyVersionCancelMessage is the apply version that takes CancelMessage (a wire gate), so
+// that no replica of an older release acks a message the others hold cancelled.
+const ApplyVersionCancelMessage uint32 = 14
+
 // scheduleRules are the schedule state machine's rules at a's apply version.
 func (a Applier) scheduleRules() schedule.Rules {
 	return schedule.Rules{
@@ -133,6 +145,11 @@ func (a Applier) checkKnown() error {
 	}
 	return nil
 }
+
+// ApplyVersionManualEmit is the apply version from which a caller holding SchedulerManage and
+// QueuePublish on a schedule's lane may send its EmitOccurrences (client.ProcessDue); before
+// it only Orrery's own principals may, and a replica of an older release refuses it.
+const ApplyVersionManualEmit uint32 = 15
 
 // ApplyVersionAuditBound is the apply version from which the audit log is bounded by size as
 // well as age (audit.Trail.Write's bounded): a denial repeated within audit.DenialWindowMicros

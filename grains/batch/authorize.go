@@ -4,6 +4,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/grants"
+	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
@@ -35,8 +36,8 @@ func scheduleNeeds(lane *orreryv1.Lane, template *orreryv1.MessageTemplate, acce
 // authorize checks, before a mutation applies, that the caller (principal) may send it and
 // that the creator of the schedule or saga it continues still holds what the record's work
 // needs, both from the grants of this partition in the same view (docs/design.md §8).
-func authorize(v kv.Reader, principal string, m *orreryv1.Mutation) error {
-	if err := authorizeCaller(v, principal, m); err != nil {
+func (a Applier) authorize(v kv.Reader, principal string, m *orreryv1.Mutation) error {
+	if err := a.authorizeCaller(v, principal, m); err != nil {
 		return err
 	}
 	return authorizeCreator(v, m)
@@ -46,7 +47,7 @@ func authorize(v kv.Reader, principal string, m *orreryv1.Mutation) error {
 // for the internal commands, that the caller is one of Orrery's own principals. PutGrant and
 // DeleteGrant check their authority themselves (grants.ApplyPut), against the grants they
 // change.
-func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error {
+func (a Applier) authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error {
 	var needs []need
 	schedules := func(lane *orreryv1.Lane) { needs = scheduleNeeds(lane, nil, 0) }
 	switch k := m.GetKind().(type) {
@@ -79,14 +80,26 @@ func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error 
 		lane := laneOf(m)
 		needs = []need{{capability: grants.QueueConsume, namespace: lane.GetNamespace(), queue: lane.GetQueue()}}
 	case *orreryv1.Mutation_EmitOccurrences:
-		return grants.RequireSystem(principal, "emit_occurrences")
+		// The due coordinator's; from ApplyVersionManualEmit also a caller's that may manage
+		// the schedule (client.ProcessDue), as the creator's authority is checked either way.
+		lane := k.EmitOccurrences.GetLane()
+		if !a.takes(ApplyVersionManualEmit) || input.IsSystem(principal) {
+			return grants.RequireSystem(principal, "emit_occurrences")
+		}
+		schedules(lane)
 	case *orreryv1.Mutation_ExpireSaga:
 		return grants.RequireSystem(principal, "expire_saga")
 	case *orreryv1.Mutation_RedriveDeadLetters:
 		// It takes messages out of the dead-letter queue and publishes them to the live one.
 		lane := k.RedriveDeadLetters.GetLane()
-		needs = []need{{capability: grants.QueueConsume, namespace: lane.GetNamespace(), queue: lane.GetQueue()},
-			{capability: grants.QueuePublish, namespace: lane.GetNamespace(), queue: lane.GetQueue()}}
+		needs = queueAdminNeeds(lane.GetNamespace(), lane.GetQueue())
+	case *orreryv1.Mutation_PauseQueue:
+		needs = queueAdminNeeds(k.PauseQueue.GetNamespace(), k.PauseQueue.GetQueue())
+	case *orreryv1.Mutation_ResumeQueue:
+		needs = queueAdminNeeds(k.ResumeQueue.GetNamespace(), k.ResumeQueue.GetQueue())
+	case *orreryv1.Mutation_CancelMessage:
+		lane := k.CancelMessage.GetLane()
+		needs = queueAdminNeeds(lane.GetNamespace(), lane.GetQueue())
 	case *orreryv1.Mutation_Housekeep:
 		return grants.RequireSystem(principal, "housekeep")
 	case *orreryv1.Mutation_CheckConsistency:
@@ -103,6 +116,15 @@ func authorizeCaller(v kv.Reader, principal string, m *orreryv1.Mutation) error 
 		return orrery.Errorf(orrery.CodeUnauthorized, "mutation %T has no authorization rule", k)
 	}
 	return require(v, grants.Caller(principal), principal, needs)
+}
+
+// queueAdminNeeds are what an operator's action on a queue needs, the actions that change what
+// the queue's consumers get: QueueConsume and QueuePublish on it. A redrive (dead letters
+// taken out and published again), a pause or resume, and a cancel of a message by id need
+// them; no capability is a queue's own admin.
+func queueAdminNeeds(namespace, queue string) []need {
+	return []need{{capability: grants.QueueConsume, namespace: namespace, queue: queue},
+		{capability: grants.QueuePublish, namespace: namespace, queue: queue}}
 }
 
 // laneOf returns the lane of a lease mutation.

@@ -59,6 +59,12 @@ func mutationOf(kind any) *orreryv1.Mutation {
 		m.Kind = &orreryv1.Mutation_RedriveDeadLetters{RedriveDeadLetters: k}
 	case *orreryv1.DeleteGrant:
 		m.Kind = &orreryv1.Mutation_DeleteGrant{DeleteGrant: k}
+	case *orreryv1.PauseQueue:
+		m.Kind = &orreryv1.Mutation_PauseQueue{PauseQueue: k}
+	case *orreryv1.ResumeQueue:
+		m.Kind = &orreryv1.Mutation_ResumeQueue{ResumeQueue: k}
+	case *orreryv1.CancelMessage:
+		m.Kind = &orreryv1.Mutation_CancelMessage{CancelMessage: k}
 	default:
 		panic(fmt.Sprintf("mutationOf(%T)", kind))
 	}
@@ -130,6 +136,13 @@ func matrixWorld(t *testing.T) (v *kv.Memory, token string) {
 	return v, out.Receipt.GetResults()[3].GetReceive().GetMessages()[0].GetLease().GetToken()
 }
 
+// matrixApplier applies at the newest apply version, so that every mutation kind is taken.
+func matrixApplier() Applier {
+	a := applier()
+	a.ApplyVersion = KnownApplyVersion
+	return a
+}
+
 // TestCapabilityMutationMatrix: each mutation is denied Unauthorized, leaving the state as
 // it was, to a caller that holds every capability it needs but one (in the namespace and
 // queue it needs it), and allowed to a caller holding exactly what it needs. The internal
@@ -189,6 +202,12 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 		}, []need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}}},
 		{"redrive dead letters", nil, func(string) *orreryv1.Mutation { return mutationOf(&orreryv1.RedriveDeadLetters{Lane: lane}) },
 			[]need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
+		{"pause queue", nil, func(string) *orreryv1.Mutation { return mutationOf(&orreryv1.PauseQueue{Namespace: ns, Queue: jobs}) },
+			[]need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
+		{"resume queue", nil, func(string) *orreryv1.Mutation { return mutationOf(&orreryv1.ResumeQueue{Namespace: ns, Queue: jobs}) },
+			[]need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
+		{"cancel message", nil, func(string) *orreryv1.Mutation { return mutationOf(&orreryv1.CancelMessage{Lane: lane, Id: "m1"}) },
+			[]need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
 		{"put grant", nil, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.PutGrant{Principal: "dave", Rules: []*orreryv1.GrantRule{{Namespace: ns, Capabilities: uint64(grants.QueueConsume)}}})
 		}, []need{{capability: grants.PolicyAdmin, namespace: ns, queue: ""}}},
@@ -196,7 +215,9 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 			putGrant(t, v, "dave", &orreryv1.GrantRule{Namespace: ns, Queue: jobs, Capabilities: uint64(grants.QueueConsume)})
 		}, func(string) *orreryv1.Mutation { return mutationOf(&orreryv1.DeleteGrant{Principal: "dave"}) },
 			[]need{{capability: grants.PolicyAdmin, namespace: ns, queue: jobs}}},
-		{"emit", nil, func(string) *orreryv1.Mutation { return emitMutation(1) }, nil},
+		// A caller's emit (client.ProcessDue), from ApplyVersionManualEmit; before it, Orrery's
+		// own principals only (TestACallerThatManagesAScheduleMayEmitIt).
+		{"emit", nil, func(string) *orreryv1.Mutation { return emitMutation(1) }, schedulerNeeds},
 		{"expire saga", nil, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.ExpireSaga{Lane: lane, SagaId: sagaID, ExpectedRevision: 1})
 		}, nil},
@@ -215,7 +236,7 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 			denied := func(v *kv.Memory, principal string, m *orreryv1.Mutation, lacking string) {
 				t.Helper()
 				before, audited := state(t, v), len(auditTrail(t, v))
-				out, err := applier().ApplyBatch(v, principal, &orreryv1.Batch{CommandId: "denied", Mutations: []*orreryv1.Mutation{m}}, now)
+				out, err := matrixApplier().ApplyBatch(v, principal, &orreryv1.Batch{CommandId: "denied", Mutations: []*orreryv1.Mutation{m}}, now)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -233,7 +254,7 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 			}
 			allowed := func(v *kv.Memory, principal string, m *orreryv1.Mutation) {
 				t.Helper()
-				out, err := applier().ApplyBatch(v, principal, &orreryv1.Batch{CommandId: "allowed", Mutations: []*orreryv1.Mutation{m}}, now)
+				out, err := matrixApplier().ApplyBatch(v, principal, &orreryv1.Batch{CommandId: "allowed", Mutations: []*orreryv1.Mutation{m}}, now)
 				if err != nil {
 					t.Fatal(err)
 				}

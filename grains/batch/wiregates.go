@@ -43,6 +43,9 @@ var wireGates = []wireGate{
 	{ApplyVersionLabels, "orrery.v1.ScheduleDefinition", "labels", ""},
 	{ApplyVersionPace, "orrery.v1.ScheduleDefinition", "catch_up_pace", ""},
 	{ApplyVersionSagaLabels, "orrery.v1.CompareExchangeSaga", "labels", ""},
+	{ApplyVersionQueuePause, "orrery.v1.Mutation", "pause_queue", ""},
+	{ApplyVersionQueuePause, "orrery.v1.Mutation", "resume_queue", ""},
+	{ApplyVersionCancelMessage, "orrery.v1.Mutation", "cancel_message", ""},
 }
 
 // gateKey finds a gate: a field's presence (value -1) or one value of an enum field.

@@ -41,10 +41,11 @@ func (e *Engine) admit(now time.Time, c Command) {
 	e.propose(now, p)
 }
 
-// checkPath keeps the due mutations on the due path: a due command (CommandRequest.due) is
-// accepted only from the due coordinators' principal (input.CoordinatorPrincipal) and may not
-// wait or abandon, and an ordinary command may not hold EmitOccurrences or ExpireSaga, which
-// only a due command carries; an abandon may not wait. The check is the engine's, before anything is proposed, so what the log
+// checkPath keeps the due path to the due coordinators: a due command (CommandRequest.due) is
+// accepted only from their principal (input.CoordinatorPrincipal) and may not wait or abandon,
+// and an ordinary command may not hold ExpireSaga, which only a due command carries; an
+// abandon may not wait. An ordinary command may hold EmitOccurrences (client.ProcessDue): its
+// apply authorizes the caller (batch.ApplyVersionManualEmit). The check is the engine's, before anything is proposed, so what the log
 // holds and how it applies stay as they were.
 func checkPath(req *orreryv1.CommandRequest) error {
 	if req.GetAbandon() && req.GetWaitMicros() != 0 {
@@ -52,16 +53,9 @@ func checkPath(req *orreryv1.CommandRequest) error {
 	}
 	if !req.GetDue() {
 		for i, m := range req.GetBatch().GetMutations() {
-			field := ""
-			switch {
-			case m.GetEmitOccurrences() != nil:
-				field = "emit_occurrences"
-			case m.GetExpireSaga() != nil:
-				field = "expire_saga"
-			default:
-				continue
+			if m.GetExpireSaga() != nil {
+				return orrery.Invalid(fmt.Sprintf("batch.mutations[%d].expire_saga", i), "is sent only by the due coordinators, in a due command")
 			}
-			return orrery.Invalid(fmt.Sprintf("batch.mutations[%d].%s", i, field), "is sent only by the due coordinators, in a due command")
 		}
 		return nil
 	}
@@ -95,8 +89,8 @@ func (e *Engine) propose(now time.Time, p *pending) {
 
 // Drains reports whether req only consumes, settles or stops work: an ordinary command (not a
 // due command) whose mutations are all receives, acks, releases, lease extensions,
-// housekeeping, or pauses, cancels and deletes of schedules. None of them adds a message, a
-// schedule or an occurrence.
+// housekeeping, pauses, cancels and deletes of schedules, pauses and resumes of queues, or
+// cancels of messages. None of them adds a message, a schedule or an occurrence.
 func Drains(req *orreryv1.CommandRequest) bool {
 	muts := req.GetBatch().GetMutations()
 	if req.GetDue() || len(muts) == 0 {
@@ -105,7 +99,8 @@ func Drains(req *orreryv1.CommandRequest) bool {
 	for _, m := range muts {
 		switch m.GetKind().(type) {
 		case *orreryv1.Mutation_Receive, *orreryv1.Mutation_Ack, *orreryv1.Mutation_Release, *orreryv1.Mutation_ExtendLease,
-			*orreryv1.Mutation_Housekeep, *orreryv1.Mutation_PauseSchedule, *orreryv1.Mutation_CancelSchedule, *orreryv1.Mutation_DeleteSchedule:
+			*orreryv1.Mutation_Housekeep, *orreryv1.Mutation_PauseSchedule, *orreryv1.Mutation_CancelSchedule, *orreryv1.Mutation_DeleteSchedule,
+			*orreryv1.Mutation_PauseQueue, *orreryv1.Mutation_ResumeQueue, *orreryv1.Mutation_CancelMessage:
 		default:
 			return false
 		}

@@ -51,10 +51,11 @@ func TestAnEntryOfAnotherTermAnswersNothingAndALostProposalIsUnavailable(t *test
 	}
 }
 
-// TestDueMutationsTakeOnlyTheDuePath: EmitOccurrences and ExpireSaga arrive only in a due
-// command, and a due command only from the due coordinators' principal; anything else is
-// refused by the field that broke the rule, before a proposal, whoever sends it (an Orrery
-// principal included).
+// TestDueMutationsTakeOnlyTheDuePath: ExpireSaga arrives only in a due command, and a due
+// command only from the due coordinators' principal; anything else is refused by the field
+// that broke the rule, before a proposal, whoever sends it (an Orrery principal included). An
+// EmitOccurrences may also come in an ordinary command (client.ProcessDue), whose apply
+// authorizes its caller.
 func TestDueMutationsTakeOnlyTheDuePath(t *testing.T) {
 	emit := &orreryv1.Mutation{Kind: &orreryv1.Mutation_EmitOccurrences{EmitOccurrences: &orreryv1.EmitOccurrences{Lane: lane, ScheduleId: "s", ExpectedGeneration: 1, Max: 1}}}
 	expire := &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: &orreryv1.ExpireSaga{Lane: lane, SagaId: "g", ExpectedRevision: 1}}}
@@ -63,7 +64,6 @@ func TestDueMutationsTakeOnlyTheDuePath(t *testing.T) {
 		req   *orreryv1.CommandRequest
 		field string
 	}{
-		{"emit on the ordinary path", &orreryv1.CommandRequest{Principal: input.CoordinatorPrincipal, Batch: batchOf("c1", emit)}, "batch.mutations[0].emit_occurrences"},
 		{"expire on the ordinary path", &orreryv1.CommandRequest{Principal: input.SystemPrincipalPrefix + "silo", Batch: batchOf("c2", enqueue("m", 0), expire)}, "batch.mutations[1].expire_saga"},
 		{"a due command of another Orrery principal", &orreryv1.CommandRequest{Principal: input.SystemPrincipalPrefix + "silo", Due: true, Batch: batchOf("c3", emit)}, "due"},
 		{"a due command that waits", &orreryv1.CommandRequest{Principal: input.CoordinatorPrincipal, Due: true, WaitMicros: 1, Batch: batchOf("c4", emit)}, "wait_micros"},
@@ -84,6 +84,11 @@ func TestDueMutationsTakeOnlyTheDuePath(t *testing.T) {
 	h.command("x", &orreryv1.CommandRequest{Principal: input.CoordinatorPrincipal, Due: true, Batch: batchOf("c5", emit)})
 	if len(h.answers("x")) != 0 || len(h.log) != 1 {
 		t.Fatalf("the coordinator's due command: answers %v, %d entries; want it proposed", h.answers("x"), len(h.log))
+	}
+	h = newHarness(t, nil)
+	h.command("y", request("c1", emit))
+	if len(h.answers("y")) != 0 || len(h.log) != 1 {
+		t.Fatalf("an emit in an ordinary command: answers %v, %d entries; want it proposed", h.answers("y"), len(h.log))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/audit"
+	"github.com/orreryhq/orrery/grains/due"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
@@ -119,6 +120,14 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			listed, next, err := listing.Sagas(r, t.ListSagas, listing.MaxPageBytes)
 			reply.Found, reply.ListedSagas, reply.ListContinuation = len(listed) > 0, listed, next
 			return err
+		case *orreryv1.InspectRequest_ListDue:
+			q, err := dueQuery(t.ListDue)
+			if err != nil {
+				return err
+			}
+			refs, next, err := due.List(r, e.readTime(now), q)
+			reply.Found, reply.Due, reply.ListContinuation = len(refs) > 0, refs, next
+			return err
 		case *orreryv1.InspectRequest_Audit:
 			records, next, err := audit.Read(r, t.Audit)
 			reply.Found, reply.AuditRecords, reply.ListContinuation = len(records) > 0, records, next
@@ -143,11 +152,32 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			}
 			return err
 		default:
-			return orrery.Invalid("target", "is required (schedule, saga, lane, queue, list_queues, ledger, list_schedules, list_sagas, audit or partition)")
+			return orrery.Invalid("target", "is required (schedule, saga, lane, queue, list_queues, ledger, list_schedules, list_sagas, list_due, audit or partition)")
 		}
 	})
 	if err != nil {
 		return &orreryv1.InspectReply{Error: orrery.AsError(err).Proto()}
 	}
 	return reply
+}
+
+// dueQuery validates a ListDue: a namespace, a lane (when set) in that namespace and queue, and
+// at most due.MaxListRefs refs (zero: due.DefaultListRefs).
+func dueQuery(q *orreryv1.ListDue) (due.ListQuery, error) {
+	out := due.ListQuery{Namespace: q.GetNamespace(), Queue: q.GetQueue(), Lane: q.GetLane(),
+		MaxRefs: int(q.GetMaxRefs()), MaxScanned: listing.MaxScanned, After: q.GetAfter()}
+	if out.MaxRefs == 0 {
+		out.MaxRefs = due.DefaultListRefs
+	}
+	switch lane := q.GetLane(); {
+	case out.Namespace == "":
+		return out, orrery.Invalid("namespace", "is required")
+	case out.MaxRefs > due.MaxListRefs:
+		return out, orrery.Invalid("max_refs", "must be at most %d, got %d", due.MaxListRefs, out.MaxRefs)
+	case lane != nil && lane.GetNamespace() != out.Namespace:
+		return out, orrery.Invalid("lane.namespace", "is %q, not the namespace %q listed", lane.GetNamespace(), out.Namespace)
+	case lane != nil && out.Queue != "" && lane.GetQueue() != out.Queue:
+		return out, orrery.Invalid("lane.queue", "is %q, not the queue %q listed", lane.GetQueue(), out.Queue)
+	}
+	return out, nil
 }

@@ -9,7 +9,8 @@ import (
 // Recorder passes writes through to its View and remembers what the engine keeps from an
 // apply, for an Applied event: every due-index write and the earliest due entry written (the
 // engine keeps its due head and due floor exact with them), and the earliest visibility-index
-// entry set per queue (the engine's hints of when a waited queue next has a visible message).
+// entry set per queue (the engine's hints of when a waited queue next has a visible message),
+// a resumed queue's included.
 type Recorder struct {
 	kv.View
 	// MinDue is the earliest due-index entry written (0: none).
@@ -54,10 +55,13 @@ func (d *Recorder) visible(queue string, at int64) {
 	d.Visible = append(d.Visible, VisibleSet{Queue: queue, AtMicros: at})
 }
 
-// Delete implements kv.View.
+// Delete implements kv.View. The deletion of a queue's pause record (a resume) counts as a
+// visibility entry set at the beginning of time: the queue's waiting receives look again.
 func (d *Recorder) Delete(key []byte) error {
 	if _, ok := due.DueAtOfKey(key); ok {
 		d.Writes = append(d.Writes, DueWrite{Key: key})
+	} else if queue, ok := keys.QueuePauseQueuePrefix(key); ok {
+		d.visible(string(queue), 0)
 	}
 	return d.View.Delete(key)
 }

@@ -20,9 +20,11 @@ const (
 	// for the timeout.
 	SagaManage Capability = 1 << 1
 	// QueuePublish enqueues into a queue, directly or through a schedule's occurrences or a
-	// saga's timeout.
+	// saga's timeout; with QueueConsume, it redrives the queue's dead letters, pauses and
+	// resumes the queue and cancels its messages.
 	QueuePublish Capability = 1 << 2
-	// QueueConsume receives, acks, releases and extends leases of a queue's messages.
+	// QueueConsume receives, acks, releases and extends leases of a queue's messages; with
+	// QueuePublish, see there.
 	QueueConsume Capability = 1 << 3
 	// QueueInspect reads schedules, sagas, lanes, ledgers and lists.
 	QueueInspect Capability = 1 << 4

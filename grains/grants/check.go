@@ -83,8 +83,8 @@ func RequireSystem(principal, what string) error {
 }
 
 // AuthorizeInspect checks that the principal of req holds QueueInspect where req reads: the
-// lane of a schedule, saga, ledger or lane page, the namespace (and queue, when given) of a
-// list or of a queue's counts, every namespace for the list of a partition's queues. The audit
+// lane of a schedule, saga, ledger or lane page, the namespace (and queue, or lane's queue,
+// when given) of a list, of the due schedules or of a queue's counts, every namespace for the list of a partition's queues. The audit
 // log needs PolicyAdmin on "*" instead. Partition status needs no grant; an inspection without
 // a rule here is refused.
 func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
@@ -104,6 +104,11 @@ func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
 		namespace, queue = t.ListSagas.GetNamespace(), t.ListSagas.GetQueue()
 	case *orreryv1.InspectRequest_Queue:
 		namespace, queue = t.Queue.GetNamespace(), t.Queue.GetQueue()
+	case *orreryv1.InspectRequest_ListDue:
+		namespace, queue = t.ListDue.GetNamespace(), t.ListDue.GetQueue()
+		if queue == "" {
+			queue = t.ListDue.GetLane().GetQueue()
+		}
 	case *orreryv1.InspectRequest_ListQueues:
 		// Every queue of the partition, whatever its namespace.
 		namespace = AnyNamespace

@@ -36,6 +36,8 @@ const (
 	MaxQueueBytes     = 128
 	MaxKeyBytes       = 256
 	MaxIDBytes        = 256
+	// MaxReasonBytes bounds the optional reason an operator gives a pause or a cancel.
+	MaxReasonBytes = 512
 	// MaxScheduleNameBytes bounds ScheduleDefinition.name.
 	MaxScheduleNameBytes = 200
 	// DeadLetterSuffix turns a queue name into its dead-letter queue's name. User queue names
@@ -199,6 +201,15 @@ func Name(field, value string, maxBytes int) error {
 		}
 	}
 	return nil
+}
+
+// Reason checks an operator's optional reason (PauseQueue, CancelMessage): empty, or a Name of
+// at most MaxReasonBytes.
+func Reason(field, value string) error {
+	if value == "" {
+		return nil
+	}
+	return Name(field, value, MaxReasonBytes)
 }
 
 // QueueName checks a queue name: ASCII letters, digits, '.', '_' and '-', starting with a letter

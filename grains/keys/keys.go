@@ -13,6 +13,7 @@
 //	mt/ lane id        MessageTombstone (acked or expired id, for idempotent enqueue)
 //	mv/ ns queue visibleAt seq  → message key suffix (visibility index, FIFO within an instant)
 //	lc/ lane           LaneCounters
+//	qp/ ns queue       QueuePause (a paused queue, for receives)
 //	d/  dueAt kind lane id → DueRef (due index)
 //	i/  principal commandId → InboxEntry (command inbox)
 //	ie/ expiresAt principal commandId → empty (receipts by expiry, for housekeeping)
@@ -55,6 +56,7 @@ var (
 	MessageTombstone  = []byte("mt/")
 	Visibility        = []byte("mv/")
 	LaneCounters      = []byte("lc/")
+	QueuePause        = []byte("qp/")
 	Due               = []byte("d/")
 	Inbox             = []byte("i/")
 	InboxExpiry       = []byte("ie/")
@@ -203,6 +205,20 @@ func LaneCountersKey(lane *orreryv1.Lane) []byte { return Of(LaneCounters, Appen
 // QueuePrefix is the visibility-index prefix of one queue in this partition.
 func QueuePrefix(namespace, queue string) []byte {
 	return AppendString(AppendString(Of(Visibility, nil), namespace), queue)
+}
+
+// QueuePauseKey is the key of queue (namespace, queue)'s pause record.
+func QueuePauseKey(namespace, queue string) []byte {
+	return AppendString(AppendString(Of(QueuePause, nil), namespace), queue)
+}
+
+// QueuePauseQueuePrefix returns the QueuePrefix of the queue whose pause record key is key, or
+// false when key is not one.
+func QueuePauseQueuePrefix(key []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(key, QueuePause) {
+		return nil, false
+	}
+	return append(Of(Visibility, nil), key[len(QueuePause):]...), true
 }
 
 // VisibilityKey orders a queue's messages by visible time, then enqueue sequence.

@@ -36,7 +36,9 @@ type machine struct {
 	leaseUntil map[string]int64  // actual lane+id → end of the lease the model granted
 	current    map[string]string // actual lane+id → the token the model considers current
 	tokens     []issued
-	createdIDs []issued // creation order (token unused), for deterministic checks
+	createdIDs []issued        // creation order (token unused), for deterministic checks
+	paused     map[string]bool // queue → paused (PauseQueue)
+	cancelled  map[string]bool // actual lane+id → a CancelMessage reached it
 }
 
 func newMachine(t failer) *machine {
@@ -45,7 +47,7 @@ func newMachine(t failer) *machine {
 	b.lim.MaxLaneBytes = 120
 	return &machine{
 		bundle: b, created: map[string]bool{}, expiresAt: map[string]int64{}, acked: map[string]bool{},
-		leaseUntil: map[string]int64{}, current: map[string]string{},
+		leaseUntil: map[string]int64{}, current: map[string]string{}, paused: map[string]bool{}, cancelled: map[string]bool{},
 	}
 }
 
@@ -53,13 +55,17 @@ func modelKey(lane *orreryv1.Lane, id string) string { return string(keys.LaneID
 
 func (m *machine) step(c chooser) {
 	m.t.Helper()
-	switch c.intRange("op", 0, 5) {
+	switch c.intRange("op", 0, 7) {
 	case 0:
 		m.enqueue(c)
 	case 1:
 		m.receive(c)
 	case 2, 3, 4:
 		m.leaseOp(c)
+	case 5:
+		m.pauseOrResume(c)
+	case 6:
+		m.cancel(c)
 	default:
 		m.advance(int64(c.intRange("advance", 0, 8)) * input.Second / 2)
 	}
@@ -112,12 +118,19 @@ func (m *machine) receive(c chooser) {
 		Max:                 uint32(c.intRange("max", 1, 3)),
 		LeaseDurationMicros: int64(c.intRange("lease", 1, 3)) * input.Second,
 	}
+	before := m.store.Clone()
 	res, err := ApplyReceive(m.store, m.lim, cmd, m.now)
 	if err != nil {
 		m.t.Fatalf("receive: %v", err)
 	}
+	if m.paused[queue] && (len(res.GetMessages()) > 0 || res.GetMore() || !m.store.Equal(before)) {
+		m.t.Fatalf("receive of paused queue %s: %v (or it wrote)", queue, res)
+	}
 	for _, msg := range res.GetMessages() {
 		key := modelKey(msg.GetLane(), msg.GetId())
+		if m.cancelled[key] || msg.GetCancelled() != nil {
+			m.t.Fatalf("%s delivered after it was cancelled", key)
+		}
 		if until, held := m.leaseUntil[key]; held && until > m.now {
 			m.t.Fatalf("%s delivered at %d while leased until %d", key, m.now, until)
 		}
@@ -150,7 +163,7 @@ func (m *machine) leaseOp(c chooser) {
 	switch {
 	case !live:
 		want = orrery.CodeNotFound
-	case m.current[key] != use.token:
+	case m.current[key] != use.token, m.cancelled[key]:
 		want = orrery.CodeTokenInvalidated
 	}
 	before := m.store.Clone()
@@ -189,6 +202,76 @@ func (m *machine) leaseOp(c chooser) {
 	}
 }
 
+// pauseOrResume pauses or resumes the test queue or its dead-letter queue; a repeated pause or
+// resume changes nothing.
+func (m *machine) pauseOrResume(c chooser) {
+	m.t.Helper()
+	queue := []string{testQueue, deadQueue}[c.intRange("pause_queue", 0, 1)]
+	before := m.store.Clone()
+	var res *orreryv1.QueuePauseResult
+	var err error
+	pause := c.intRange("pause", 0, 1) == 1
+	if pause {
+		res, err = ApplyPause(m.store, "operator", &orreryv1.PauseQueue{Namespace: testNamespace, Queue: queue}, m.now)
+	} else {
+		res, err = ApplyResume(m.store, &orreryv1.ResumeQueue{Namespace: testNamespace, Queue: queue})
+	}
+	if err != nil || res.GetChanged() != (m.paused[queue] != pause) || (pause && res.GetPause().GetPausedBy() != "operator") {
+		m.t.Fatalf("pause %v of %s (paused %v): %v %v", pause, queue, m.paused[queue], res, err)
+	}
+	if !res.GetChanged() && !m.store.Equal(before) {
+		m.t.Fatalf("a pause %v that changed nothing wrote", pause)
+	}
+	m.paused[queue] = pause
+}
+
+// cancel cancels an id in its lane or its dead-letter lane: what it does follows from where the
+// id is and whether it is leased, and a cancelled id is never delivered again.
+func (m *machine) cancel(c chooser) {
+	m.t.Helper()
+	lane := laneOf([]string{testQueue, deadQueue}[c.intRange("cancel_queue", 0, 1)], []string{"k1", "k2"}[c.intRange("cancel_lane", 0, 1)])
+	id := idOf(c.intRange("cancel_id", 0, 11))
+	if len(m.tokens) > 0 && c.intRange("cancel_delivered", 0, 1) == 1 { // most often one received
+		use := m.tokens[c.intRange("cancel_token", 0, len(m.tokens)-1)]
+		lane, id = use.lane, use.id
+	}
+	key := modelKey(lane, id)
+	stored, live := m.message(lane, id)
+	_, gone := m.tombstone(lane, id)
+	leased := live && stored.GetLease() != nil && stored.GetLease().GetUntilUnixMicros() > m.now
+	var want orreryv1.CancelOutcome
+	switch {
+	case !live && !gone:
+	case !live, m.cancelled[key]:
+		want = orreryv1.CancelOutcome_CANCEL_OUTCOME_ALREADY_DONE
+	case leased:
+		want = orreryv1.CancelOutcome_CANCEL_OUTCOME_LEASE_REVOKED
+	default:
+		want = orreryv1.CancelOutcome_CANCEL_OUTCOME_REMOVED
+	}
+	before := m.store.Clone()
+	res, first, err := ApplyCancel(m.store, "operator", &orreryv1.CancelMessage{Lane: lane, Id: id}, m.now)
+	if want == 0 {
+		wantCode(m.t, err, orrery.CodeNotFound, "id")
+		if !m.store.Equal(before) {
+			m.t.Fatalf("a cancel of unknown %s wrote", key)
+		}
+		return
+	}
+	if err != nil || res.GetOutcome() != want || (first != nil) != (want != orreryv1.CancelOutcome_CANCEL_OUTCOME_ALREADY_DONE) {
+		m.t.Fatalf("cancel of %s: %v %v (first %v), want %v", key, res, err, first != nil, want)
+	}
+	if want == orreryv1.CancelOutcome_CANCEL_OUTCOME_ALREADY_DONE && (leased || !live) && !m.store.Equal(before) {
+		m.t.Fatalf("a cancel of %s that was done already wrote", key)
+	}
+	if live {
+		m.cancelled[key] = true
+	}
+	if _, stillLive := m.message(lane, id); stillLive != (want == orreryv1.CancelOutcome_CANCEL_OUTCOME_LEASE_REVOKED || (want == orreryv1.CancelOutcome_CANCEL_OUTCOME_ALREADY_DONE && leased)) {
+		m.t.Fatalf("cancel of %s (%v): live %v after it", key, want, stillLive)
+	}
+}
+
 // checkIDs requires every created id to be in exactly one place, and anything gone to have
 // gone for a reason the model knows: an ack, or a TTL that has passed.
 func (m *machine) checkIDs() {
@@ -210,7 +293,7 @@ func (m *machine) checkIDs() {
 		case liveDead && goneDead:
 			m.t.Fatalf("%s is live and tombstoned in the dead-letter lane", id)
 		case liveDead:
-			if tombSrc.GetExpired() || m.acked[key] {
+			if tombSrc.GetExpired() || tombSrc.GetCancelled() || m.acked[key] {
 				m.t.Fatalf("%s is dead-lettered but its source tombstone says %v", id, tombSrc)
 			}
 		case goneDead:
@@ -240,7 +323,11 @@ func (m *machine) checkIDs() {
 
 func (m *machine) checkGone(actualKey, sourceKey string, ts *orreryv1.MessageTombstone) {
 	m.t.Helper()
-	if ts.GetExpired() {
+	if ts.GetCancelled() {
+		if !m.cancelled[actualKey] {
+			m.t.Fatalf("%q was removed as cancelled, but no cancel reached it", actualKey)
+		}
+	} else if ts.GetExpired() {
 		if exp := m.expiresAt[sourceKey]; exp == 0 || exp > m.now {
 			m.t.Fatalf("%q expired at %d, before its expiry %d", actualKey, m.now, exp)
 		}
@@ -249,8 +336,9 @@ func (m *machine) checkGone(actualKey, sourceKey string, ts *orreryv1.MessageTom
 	}
 }
 
-// drain lets every lease end, receives and acks everything, and requires the store to end
-// with no live message and every created id acked or expired.
+// drain resumes the paused queues, lets every lease end, receives and acks everything (a
+// cancelled message is removed on the way), and requires the store to end with no live
+// message and every created id acked, expired or cancelled.
 func (m *machine) drain() {
 	m.t.Helper()
 	for round := 0; ; round++ {
@@ -258,6 +346,12 @@ func (m *machine) drain() {
 			m.t.Fatal("drain did not empty the store")
 		}
 		m.advance(input.Hour)
+		for queue := range m.paused {
+			if _, err := ApplyResume(m.store, &orreryv1.ResumeQueue{Namespace: testNamespace, Queue: queue}); err != nil {
+				m.t.Fatal(err)
+			}
+			delete(m.paused, queue)
+		}
 		var got []*orreryv1.QueueMessage
 		for _, queue := range []string{testQueue, deadQueue} {
 			res, err := ApplyReceive(m.store, m.lim, &orreryv1.Receive{Namespace: testNamespace, Queue: queue, Max: m.lim.MaxReceivePerCommand}, m.now)

@@ -41,7 +41,8 @@ func storeMessage(v kv.View, msg *orreryv1.QueueMessage, oldIndexKey []byte) err
 }
 
 // leasedMessage loads the message a lease command names and checks its token: an absent
-// message is NotFound ("id"); no lease or another token is TokenInvalidated ("lease_token").
+// message is NotFound ("id"); no lease or another token is TokenInvalidated ("lease_token"),
+// and so is a message cancelled while leased (ApplyCancel), whose lease is revoked.
 // A lease that has ended still holds until someone receives the message again.
 func leasedMessage(v kv.Reader, lane *orreryv1.Lane, id, leaseToken string) (*orreryv1.QueueMessage, error) {
 	msg, found, err := loadMessage(v, lane, id)
@@ -53,6 +54,10 @@ func leasedMessage(v kv.Reader, lane *orreryv1.Lane, id, leaseToken string) (*or
 	}
 	if msg.GetLease() == nil || msg.GetLease().GetToken() != leaseToken {
 		return nil, orrery.FieldErrorf(orrery.CodeTokenInvalidated, "lease_token", "is not the current lease of message %q", id)
+	}
+	if c := msg.GetCancelled(); c != nil {
+		return nil, orrery.FieldErrorf(orrery.CodeTokenInvalidated, "lease_token", "message %q was cancelled by %s at %s%s: its lease is revoked",
+			id, c.GetCancelledBy(), input.FormatInstant(c.GetCancelledAtUnixMicros()), reasonSuffix(c.GetReason()))
 	}
 	return msg, nil
 }

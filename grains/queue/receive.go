@@ -21,9 +21,10 @@ import (
 const SweepBudget = 1024
 
 // ApplyReceive leases up to m.max (0 means 1) messages of queue (namespace, queue) in this
-// partition that are visible at loggedNow, in visible-time then enqueue order. On the way it
-// removes messages whose TTL has passed and moves messages that used up their deliveries to
-// the dead-letter queue; neither is delivered. Each delivered message gets delivery_count+1
+// partition that are visible at loggedNow, in visible-time then enqueue order; a queue paused
+// in this partition (ApplyPause) leases none. On the way it removes messages whose TTL has
+// passed or that were cancelled while leased (ApplyCancel), and moves messages that used up
+// their deliveries to the dead-letter queue; none of them is delivered. Each delivered message gets delivery_count+1
 // and a lease {LeaseToken, owner, loggedNow + lease duration}, and its index entry moves to
 // the lease end. The result holds full copies of the leased messages; More is set when
 // visible messages remain that the max or a budget left behind.
@@ -40,9 +41,12 @@ func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, logged
 		return nil, err
 	}
 	namespace, queue := m.GetNamespace(), m.GetQueue()
+	res := &orreryv1.ReceiveResult{}
+	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
+		return res, err // a paused queue leases nothing (ApplyPause)
+	}
 	start := keys.QueuePrefix(namespace, queue)
 	end := keys.VisibilityKey(namespace, queue, loggedNowMicros+1, 0)
-	res := &orreryv1.ReceiveResult{}
 	swept := 0
 	var spent uint64 // payload and header bytes delivered or moved to the dead-letter queue
 	within := func() bool {
@@ -140,8 +144,8 @@ func scanIndex(v kv.Reader, start, end []byte, limit int) ([]indexEntry, error) 
 	return entries, err
 }
 
-// receiveOne handles one visible index entry: it expires, dead-letters or leases the message
-// and returns a copy of it when leased, nil otherwise, and the payload and header bytes it
+// receiveOne handles one visible index entry: it expires, removes (cancelled), dead-letters or
+// leases the message and returns a copy of it when leased, nil otherwise, and the payload and header bytes it
 // wrote again (a leased or dead-lettered message; an expired one leaves only a tombstone).
 func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64, deadLettered func(*orreryv1.QueueMessage) error) (*orreryv1.QueueMessage, uint64, error) {
 	msg := &orreryv1.QueueMessage{}
@@ -154,6 +158,9 @@ func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMi
 	}
 	if exp := msg.GetExpiresAtUnixMicros(); exp != 0 && exp <= loggedNowMicros {
 		return nil, 0, Remove(v, msg, loggedNowMicros, true)
+	}
+	if msg.GetCancelled() != nil { // cancelled while leased, and the lease has ended
+		return nil, 0, removeCancelled(v, msg, loggedNowMicros)
 	}
 	queue := msg.GetLane().GetQueue()
 	if !input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() >= effectiveMaxDeliveries(msg, lim) {

@@ -82,10 +82,14 @@ func DeadLetterLane(lane *orreryv1.Lane) *orreryv1.Lane {
 }
 
 // redriveOne moves the dead letter msg back to live, unless it is leased at loggedNow or live
-// holds its id; moved reports which.
+// holds its id; moved reports which. A dead letter cancelled while leased (ApplyCancel) whose
+// lease has ended is removed instead, as a receive would remove it, and not moved.
 func redriveOne(v kv.View, lim input.Limits, live *orreryv1.Lane, msg *orreryv1.QueueMessage, loggedNowMicros int64) (moved bool, err error) {
 	if l := msg.GetLease(); l != nil && l.GetUntilUnixMicros() > loggedNowMicros {
 		return false, nil
+	}
+	if msg.GetCancelled() != nil { // cancelled while leased, its lease ended: removed, never moved
+		return false, removeCancelled(v, msg, loggedNowMicros)
 	}
 	id := msg.GetId()
 	if _, found, err := v.Get(keys.MessageKey(live, id)); err != nil || found {

@@ -15,6 +15,17 @@ import (
 // a dead-letter move). It works from the stored message, so a stale copy in msg cannot put
 // the index or the counters out of step; an absent message is NotFound ("id").
 func Remove(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64, expired bool) error {
+	return removeAs(v, msg, &orreryv1.MessageTombstone{RemovedAtUnixMicros: loggedNowMicros, Expired: expired})
+}
+
+// removeCancelled is Remove for a cancelled message (ApplyCancel): its tombstone says so, and
+// is written for a recurring occurrence too, so that a cancel sent again finds it.
+func removeCancelled(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64) error {
+	return removeAs(v, msg, &orreryv1.MessageTombstone{RemovedAtUnixMicros: loggedNowMicros, Cancelled: true})
+}
+
+// removeAs is Remove writing tombstone.
+func removeAs(v kv.View, msg *orreryv1.QueueMessage, tombstone *orreryv1.MessageTombstone) error {
 	lane, id := msg.GetLane(), msg.GetId()
 	if lane == nil {
 		return orrery.Errorf(orrery.CodeInternal, "remove message %q: no lane", id)
@@ -23,12 +34,12 @@ func Remove(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64, expire
 	if err != nil {
 		return err
 	}
-	if o := stored.GetOccurrence(); o != nil && !o.GetManual() {
+	if o := stored.GetOccurrence(); o != nil && !o.GetManual() && !tombstone.GetCancelled() {
 		// A recurring occurrence's id never comes back to its lane (PutFresh): nothing to
 		// keep taken, and no tombstone to write now and prune a day later.
 		return nil
 	}
-	tombstone := &orreryv1.MessageTombstone{RemovedAtUnixMicros: loggedNowMicros, Expired: expired}
+	loggedNowMicros := tombstone.GetRemovedAtUnixMicros()
 	if _, err := record.Store(v, keys.MessageTombstoneKey(lane, id), tombstone); err != nil {
 		return err
 	}

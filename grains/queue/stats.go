@@ -22,7 +22,8 @@ const StatsScanBudget = 4096
 // before now (an ended lease included); entries after now are leased or delayed by their
 // message's lease. For one lane the dead-lettered count and the lane's totals come from the
 // lane counters (exact), and the scan stops as soon as it has found every message the counters
-// hold; for a whole queue the dead-letter queue's index is counted within the same budget.
+// hold; for a whole queue the dead-letter queue's index is counted within the same budget. The
+// queue's pause record, when it is paused in this partition, comes with the counts.
 func Stats(v kv.Reader, namespace, queue, key string, nowMicros int64) (*orreryv1.QueueStats, error) {
 	if err := input.Name("namespace", namespace, input.MaxNamespaceBytes); err != nil {
 		return nil, err
@@ -37,6 +38,11 @@ func Stats(v kv.Reader, namespace, queue, key string, nowMicros int64) (*orreryv
 // countQueue is Stats within budget index entries; it returns what is left of the budget.
 func countQueue(v kv.Reader, namespace, queue, key string, nowMicros int64, budget int) (*orreryv1.QueueStats, int, error) {
 	stats := &orreryv1.QueueStats{LoggedTimeUnixMicros: nowMicros, Complete: true}
+	pause, err := LoadPause(v, namespace, queue)
+	if err != nil {
+		return nil, budget, err
+	}
+	stats.Pause = pause
 	var lanePrefix []byte
 	wanted := uint64(0) // for one lane: how many messages the scan must find
 	if key != "" {
@@ -61,7 +67,7 @@ func countQueue(v kv.Reader, namespace, queue, key string, nowMicros int64, budg
 	}
 	prefix := keys.QueuePrefix(namespace, queue)
 	var loadErr error
-	err := v.Scan(prefix, kv.PrefixEnd(prefix), func(indexKey, messageKey []byte) (bool, error) {
+	err = v.Scan(prefix, kv.PrefixEnd(prefix), func(indexKey, messageKey []byte) (bool, error) {
 		if budget == 0 {
 			stats.Complete = false
 			return false, nil

@@ -35,9 +35,9 @@ func JumpHash(key uint64, buckets int) int {
 }
 
 // MutationLane returns the lane a mutation addresses (a schedule definition's lane for
-// ConfigureSchedule), or nil for Receive, Housekeep, CheckConsistency, SetLimits, SetApplyVersion, RefreshZoneRules, PutGrant
-// and DeleteGrant, which address
-// their partition as a whole.
+// ConfigureSchedule), or nil for Receive, PauseQueue, ResumeQueue, Housekeep, CheckConsistency,
+// SetLimits, SetApplyVersion, RefreshZoneRules, PutGrant and DeleteGrant, which address their
+// partition as a whole.
 func MutationLane(m *orreryv1.Mutation) *orreryv1.Lane {
 	switch k := m.GetKind().(type) {
 	case *orreryv1.Mutation_ConfigureSchedule:
@@ -58,6 +58,8 @@ func MutationLane(m *orreryv1.Mutation) *orreryv1.Lane {
 		return k.SkipExpired.GetLane()
 	case *orreryv1.Mutation_BackfillSchedule:
 		return k.BackfillSchedule.GetLane()
+	case *orreryv1.Mutation_CancelMessage:
+		return k.CancelMessage.GetLane()
 	case *orreryv1.Mutation_CompareExchangeSaga:
 		return k.CompareExchangeSaga.GetLane()
 	case *orreryv1.Mutation_ExpireSaga:

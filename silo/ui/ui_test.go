@@ -282,3 +282,66 @@ func TestAdminServesTheUI(t *testing.T) {
 		}
 	}
 }
+
+// TestUIPausesAQueueAndCancelsAMessage: a lane's "pause queue" button pauses its queue on every
+// partition (checked through the client's stats, with the reason typed in the prompt) and the
+// row shows it paused; "resume queue" resumes it. Peeking the lane lists its messages, and a
+// message's cancel button cancels it: it leaves the lane.
+func TestUIPausesAQueueAndCancelsAMessage(t *testing.T) {
+	b := startBrowser(t)
+	s := startSilo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lane := &orreryv1.Lane{Namespace: "ui-queues", Queue: "jobs", Key: "k1"}
+	for _, id := range []string{"keep", "drop"} {
+		if _, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: id, PayloadJson: `{}`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paused := func() (reasons []string) {
+		shares, err := s.Client().QueueStats(ctx, lane.GetNamespace(), lane.GetQueue(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, share := range shares {
+			if p := share.Stats.GetPause(); p != nil {
+				reasons = append(reasons, p.GetReason())
+			}
+		}
+		return reasons
+	}
+	b.open("http://" + s.AdminAddress() + "/")
+	b.typeInto("#token", testToken)
+	b.click("#token-form button[type=submit]")
+	b.typeInto("#namespace", lane.GetNamespace())
+	b.click("#load")
+	b.typeInto("#lane-queue", lane.GetQueue())
+	b.typeInto("#lane-key", lane.GetKey())
+	b.click("#lane-form button[type=submit]")
+	row := `tr[data-lane="jobs/k1"]:not(.messages-row)`
+	b.waitFor(row + " button.queue-pause")
+	b.script(`window.prompt = () => 'ui maintenance'; return null;`, nil)
+	b.click(row + " button.queue-pause")
+	b.poll("the queue paused on every partition through the client", func() (bool, error) {
+		reasons := paused()
+		return len(reasons) == 4 && reasons[0] == "ui maintenance", nil
+	})
+	b.poll("the row showing the queue paused", func() (bool, error) {
+		return strings.Contains(b.textOf(row+" .badge.paused"), "queue paused") && b.find(row+" button.queue-resume") != "", nil
+	})
+	b.click(row + " button.queue-resume")
+	b.poll("the queue resumed through the client", func() (bool, error) { return len(paused()) == 0, nil })
+	b.click(row + " button.link")
+	b.waitFor(`tr.messages-row li[data-message-id="drop"] button.cancel-message`)
+	b.click(`tr.messages-row li[data-message-id="drop"] button.cancel-message`)
+	b.poll("the cancel's report", func() (bool, error) {
+		return strings.HasPrefix(b.textOf("#status"), "cancel drop: removed"), nil
+	})
+	msgs, _, err := s.Client().InspectLane(ctx, lane, "", 10)
+	if err != nil || len(msgs) != 1 || msgs[0].GetId() != "keep" {
+		t.Fatalf("the lane after the cancel: %v (%v), want only keep", msgs, err)
+	}
+	b.poll("the lane's messages without the cancelled one", func() (bool, error) {
+		return b.find(`tr.messages-row li[data-message-id="drop"]`) == "" && b.find(`tr.messages-row li[data-message-id="keep"]`) != "", nil
+	})
+}

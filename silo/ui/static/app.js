@@ -1,6 +1,7 @@
 // The Orrery admin UI: it reads the admin endpoint's JSON routes and renders them; pause,
-// resume and trigger POST to the schedule's action routes. Every request carries the bearer
-// token entered in the page (kept in sessionStorage), when there is one.
+// resume and trigger POST to the schedule's action routes, a lane's pause/resume buttons to its
+// queue's, and a peeked message's cancel button to its cancel route. Every request carries the
+// bearer token entered in the page (kept in sessionStorage), when there is one.
 'use strict';
 
 const refreshMillis = 5000;
@@ -327,9 +328,19 @@ function lanesShown() {
 }
 
 const laneStats = new Map(); // "queue\0key" -> {live, dead, error}
+const queueStats = new Map(); // queue -> GET /v1/queues/{ns}/{queue} (its pause per partition)
+const peeked = new Set(); // "queue\0key" of the lanes whose messages are shown
 
 async function loadLanes() {
   if (!ui.namespace) return;
+  const queues = [...new Set(lanesShown().map((l) => l.queue))];
+  await Promise.all(queues.map(async (q) => {
+    try {
+      queueStats.set(q, await api('GET', `/v1/queues/${seg(ui.namespace)}/${seg(q)}`));
+    } catch (e) {
+      queueStats.set(q, { error: e.message });
+    }
+  }));
   await Promise.all(lanesShown().map(async (l) => {
     const stats = {};
     try {
@@ -347,28 +358,94 @@ function depth(page) {
   return page ? `${page.messages.length}${page.next_after ? '+' : ''}` : '…';
 }
 
+// queuePause says whether a queue is paused on some partitions: {paused, all, reason}.
+function queuePause(queue) {
+  const q = queueStats.get(queue);
+  if (!q || !q.partitions) return { paused: false };
+  const pauses = q.partitions.map((p) => p.stats && p.stats.pause).filter((p) => p);
+  return { paused: pauses.length > 0, all: pauses.length === q.partitions.length, reason: pauses.length ? pauses[0].reason : '' };
+}
+
 function renderLanes() {
-  const rows = lanesShown().map((l) => {
-    const st = laneStats.get(`${l.queue}\u0000${l.key}`) || {};
+  const rows = [];
+  for (const l of lanesShown()) {
+    const id = `${l.queue}\u0000${l.key}`;
+    const st = laneStats.get(id) || {};
     const msgs = (st.live && st.live.messages) || [];
     const now = Date.now() * 1000;
     const leased = msgs.filter((m) => m.lease && micros(m.lease.until_unix_micros) > now).length;
     const oldest = msgs.reduce((min, m) => Math.min(min, micros(m.enqueued_at_unix_micros)), Infinity);
-    return el('tr', { 'data-lane': `${l.queue}/${l.key}` },
-      el('td', {}, `${l.queue} / ${l.key}`),
+    const pause = queuePause(l.queue);
+    rows.push(el('tr', { 'data-lane': `${l.queue}/${l.key}` },
+      el('td', {}, `${l.queue} / ${l.key}`, pause.paused
+        ? el('span', { className: 'badge paused', title: pause.reason || '' }, pause.all ? ' queue paused' : ' queue paused on some partitions')
+        : null),
       el('td', { className: 'depth' }, st.error ? el('span', { className: 'error' }, st.error) : depth(st.live)),
       el('td', {}, st.live ? String(leased) : ''),
       el('td', {}, Number.isFinite(oldest) ? when(oldest) : el('span', { className: 'muted' }, '—')),
       el('td', { className: st.dead && st.dead.messages.length ? 'dlq late' : 'dlq' }, depth(st.dead)),
-      el('td', {}, el('button', { type: 'button', className: 'link', textContent: 'peek',
-        onclick: () => peek(l) })));
-  });
+      el('td', {},
+        el('button', { type: 'button', className: 'link', textContent: peeked.has(id) ? 'hide' : 'peek', onclick: () => peek(l) }), ' ',
+        pause.paused
+          ? el('button', { type: 'button', className: 'action queue-resume', textContent: 'resume queue', onclick: () => queueAct('resume', l.queue) })
+          : el('button', { type: 'button', className: 'action queue-pause', textContent: 'pause queue', onclick: () => queueAct('pause', l.queue) }))));
+    if (peeked.has(id)) rows.push(messagesRow(l, msgs));
+  }
   if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 6, className: 'muted' }, 'No lanes yet.')));
   $('lanes').tBodies[0].replaceChildren(...rows);
 }
 
+// messagesRow lists a peeked lane's live messages, each with a cancel button.
+function messagesRow(l, msgs) {
+  const now = Date.now() * 1000;
+  const items = msgs.map((m) => {
+    const state = m.cancelled ? 'cancelled, lease revoked'
+      : (m.lease && micros(m.lease.until_unix_micros) > now ? 'leased' : 'waiting');
+    return el('li', { 'data-message-id': m.id },
+      `${m.id} · ${state} · deliveries ${m.delivery_count} · visible ${humanTime(micros(m.visible_at_unix_micros))} `,
+      m.cancelled ? null : el('button', { type: 'button', className: 'action cancel-message', textContent: 'cancel',
+        onclick: () => cancelMessage(l, m.id) }));
+  });
+  return el('tr', { className: 'messages-row', 'data-lane': `${l.queue}/${l.key}` },
+    el('td', { colspan: 6 }, items.length ? el('ul', {}, items) : el('span', { className: 'muted' }, 'no live messages')));
+}
+
+// queueAct pauses or resumes a queue's consumption on every partition.
+async function queueAct(action, queue) {
+  let path = `/v1/queues/${seg(ui.namespace)}/${seg(queue)}/${action}`;
+  if (action === 'pause') {
+    const reason = window.prompt(`Pause queue ${queue}: reason (optional)`, '');
+    if (reason === null) return;
+    if (reason) path += `?reason=${encodeURIComponent(reason)}`;
+  }
+  try {
+    await api('POST', path);
+    setStatus(`queue ${queue} ${action === 'pause' ? 'paused' : 'resumed'} on every partition`);
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+  await refresh();
+}
+
+// cancelMessage cancels a message by id: removed, or its lease revoked when it is leased.
+async function cancelMessage(l, id) {
+  const path = `/v1/lanes/${lanePath(ui.namespace, l.queue, l.key)}/messages/${seg(id)}/cancel`;
+  try {
+    const res = await api('POST', path);
+    const said = { CANCEL_OUTCOME_REMOVED: 'removed', CANCEL_OUTCOME_LEASE_REVOKED: 'lease revoked, removed when it ends',
+      CANCEL_OUTCOME_ALREADY_DONE: 'already cancelled or removed' };
+    setStatus(`cancel ${id}: ${said[res.outcome] || res.outcome}`);
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+  await refresh();
+}
+
 function peek(l) {
-  const st = laneStats.get(`${l.queue}\u0000${l.key}`) || {};
+  const id = `${l.queue}\u0000${l.key}`;
+  if (peeked.has(id)) peeked.delete(id); else peeked.add(id);
+  renderLanes();
+  const st = laneStats.get(id) || {};
   const lines = [];
   for (const [label, page] of [['live', st.live], ['dead letters', st.dead]]) {
     for (const m of (page && page.messages) || []) {

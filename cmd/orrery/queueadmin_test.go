@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+)
+
+// TestQueuesPauseResume: queues pause stops the queue's receives on every partition and stats
+// shows who paused it and why; queues resume lets a receive lease again. Missing arguments are
+// a usage error.
+func TestQueuesPauseResume(t *testing.T) {
+	s := startSilo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lane := &orreryv1.Lane{Namespace: "cli-pause", Queue: "jobs", Key: "k1"}
+	if _, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "a", PayloadJson: `{}`}); err != nil {
+		t.Fatal(err)
+	}
+	if out := ok(t, s, "", "queues", "pause", "cli-pause", "jobs", "--reason", "deploy"); !strings.HasPrefix(out, "paused queue cli-pause/jobs on all") {
+		t.Fatalf("pause printed %q", out)
+	}
+	receive := func() int {
+		msgs, err := s.Client().Receive(ctx, s.Client().PartitionOf(lane), &orreryv1.Receive{Namespace: "cli-pause", Queue: "jobs", Max: 10}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(msgs)
+	}
+	if n := receive(); n != 0 {
+		t.Fatalf("a paused queue leased %d", n)
+	}
+	out := ok(t, s, "", "queues", "stats", "cli-pause", "jobs")
+	if !strings.Contains(out, ": deploy") || !strings.Contains(out, "paused on ") {
+		t.Fatalf("stats of the paused queue:\n%s", out)
+	}
+	var stats struct {
+		Total struct {
+			PausedPartitions int `json:"paused_partitions"`
+		} `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, s, "", "-o", "json", "queues", "stats", "cli-pause", "jobs")), &stats); err != nil || stats.Total.PausedPartitions == 0 {
+		t.Fatalf("stats JSON: %+v (%v)", stats, err)
+	}
+	ok(t, s, "", "queues", "resume", "cli-pause", "jobs")
+	if n := receive(); n != 1 {
+		t.Fatalf("after the resume a receive leased %d", n)
+	}
+	if r := cli(t, s, "", "queues", "pause", "cli-pause"); r.code != 2 {
+		t.Errorf("pause without a queue: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestMessagesCancel: messages cancel removes a visible message, says so again for a second
+// cancel, revokes a leased message's lease, and fails naming the id for an unknown one.
+func TestMessagesCancel(t *testing.T) {
+	s := startSilo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lane := &orreryv1.Lane{Namespace: "cli-cancel", Queue: "jobs", Key: "k1"}
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: id, PayloadJson: `{}`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := ok(t, s, "", "messages", "cancel", "cli-cancel", "jobs", "k1", "a", "--reason", "duplicate"); !strings.HasPrefix(out, "cancelled message a: removed") {
+		t.Fatalf("cancel printed %q", out)
+	}
+	if out := ok(t, s, "", "messages", "cancel", "cli-cancel", "jobs", "k1", "a"); !strings.Contains(out, "nothing changed") {
+		t.Fatalf("a second cancel printed %q", out)
+	}
+	if _, err := s.Client().Receive(ctx, s.Client().PartitionOf(lane), &orreryv1.Receive{Namespace: "cli-cancel", Queue: "jobs", Max: 10}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var res struct{ Outcome string }
+	if err := json.Unmarshal([]byte(ok(t, s, "", "-o", "json", "messages", "cancel", "cli-cancel", "jobs", "k1", "b")), &res); err != nil || res.Outcome != "lease_revoked" {
+		t.Fatalf("cancel of the leased message: %+v (%v)", res, err)
+	}
+	if r := cli(t, s, "", "messages", "cancel", "cli-cancel", "jobs", "k1", "nope"); r.code != 1 || !strings.Contains(r.stderr, "not found: mutations[0].cancel_message.id") {
+		t.Errorf("cancel of an unknown id: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := cli(t, s, "", "messages", "cancel", "cli-cancel", "jobs", "k1"); r.code != 2 {
+		t.Errorf("cancel without an id: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
