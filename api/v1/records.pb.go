@@ -1652,9 +1652,14 @@ type AuditRecord struct {
 	OldRules        string `protobuf:"bytes,11,opt,name=old_rules,json=oldRules,proto3" json:"old_rules,omitempty"`
 	NewRules        string `protobuf:"bytes,12,opt,name=new_rules,json=newRules,proto3" json:"new_rules,omitempty"`
 	// A denial: the error's message (who lacks what, where).
-	Message       string `protobuf:"bytes,13,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Message string `protobuf:"bytes,13,opt,name=message,proto3" json:"message,omitempty"`
+	// A denial: how many more times the same principal was denied the same mutation kind in the
+	// same namespace and queue with the same message within audit.DenialWindow of this record's
+	// logged time (counted here instead of written again), and when the last of them was.
+	Repeats                  uint32 `protobuf:"varint,14,opt,name=repeats,proto3" json:"repeats,omitempty"`
+	LastLoggedTimeUnixMicros int64  `protobuf:"varint,15,opt,name=last_logged_time_unix_micros,json=lastLoggedTimeUnixMicros,proto3" json:"last_logged_time_unix_micros,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *AuditRecord) Reset() {
@@ -1776,6 +1781,20 @@ func (x *AuditRecord) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *AuditRecord) GetRepeats() uint32 {
+	if x != nil {
+		return x.Repeats
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetLastLoggedTimeUnixMicros() int64 {
+	if x != nil {
+		return x.LastLoggedTimeUnixMicros
+	}
+	return 0
 }
 
 // ZoneRules are one IANA zone's rules as a partition holds them (keys.ZoneRulesKey): compiled
@@ -1972,7 +1991,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\tafter_key\x18\x02 \x01(\fR\bafterKey\"W\n" +
 	"\vGrantRecord\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12*\n" +
-	"\x05rules\x18\x02 \x03(\v2\x14.orrery.v1.GrantRuleR\x05rules\"\xbd\x03\n" +
+	"\x05rules\x18\x02 \x03(\v2\x14.orrery.v1.GrantRuleR\x05rules\"\x97\x04\n" +
 	"\vAuditRecord\x125\n" +
 	"\x17logged_time_unix_micros\x18\x01 \x01(\x03R\x14loggedTimeUnixMicros\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x1d\n" +
@@ -1988,7 +2007,9 @@ const file_api_v1_records_proto_rawDesc = "" +
 	" \x01(\tR\x0ftargetPrincipal\x12\x1b\n" +
 	"\told_rules\x18\v \x01(\tR\boldRules\x12\x1b\n" +
 	"\tnew_rules\x18\f \x01(\tR\bnewRules\x12\x18\n" +
-	"\amessage\x18\r \x01(\tR\amessage\"M\n" +
+	"\amessage\x18\r \x01(\tR\amessage\x12\x18\n" +
+	"\arepeats\x18\x0e \x01(\rR\arepeats\x12>\n" +
+	"\x1clast_logged_time_unix_micros\x18\x0f \x01(\x03R\x18lastLoggedTimeUnixMicros\"M\n" +
 	"\tZoneRules\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x12\n" +

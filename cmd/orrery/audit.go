@@ -65,6 +65,9 @@ func (c *command) audit(ctx context.Context, args []string) error {
 			where += "/" + r.GetQueue()
 		}
 		detail := r.GetMessage()
+		if n := r.GetRepeats(); n > 0 {
+			detail += fmt.Sprintf(" (and %d more times until %s)", n, instant(r.GetLastLoggedTimeUnixMicros()))
+		}
 		if r.GetKind() != orreryv1.AuditKind_AUDIT_KIND_DENIED {
 			detail = fmt.Sprintf("%s: %s -> %s", r.GetTargetPrincipal(), r.GetOldRules(), r.GetNewRules())
 		}

@@ -61,6 +61,21 @@ func TestAuditShowsDenialsAndGrantChanges(t *testing.T) {
 	if denials != 1 || doc.NextAfter != nil {
 		t.Errorf("audit -o json: %d denials of mallory in partition %d, next %v, want 1 and none:\n%s", denials, client.PartitionOf(lane, testPartitions), doc.NextAfter, out)
 	}
+	// The same denial again within a minute counts on its record (once the partition takes
+	// apply version 16, which its leader raises when it opens).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := s.Client().As("mallory").Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "m1", PayloadJson: `{}`}); !errors.Is(err, orrery.ErrUnauthorized) {
+			t.Fatalf("mallory's enqueue again: %v, want Unauthorized", err)
+		}
+		table := ok(t, s, "", "audit", "--since", "1h", "--max", "1000")
+		if lineOf(table, "mallory", "denied", "lacks QueuePublish", "more times until") != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit shows no repeated denial of mallory's enqueue:\n%s", table)
+		}
+	}
 	if r := cli(t, s, "", "audit", "--since", "-1h"); r.code != 2 || !strings.Contains(r.stderr, "since") {
 		t.Errorf("audit --since -1h: exit %d, stderr %q; want 2 naming since", r.code, r.stderr)
 	}

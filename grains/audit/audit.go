@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -51,23 +53,115 @@ func (t *Trail) GrantChanged(index int, kind string, m *orreryv1.Mutation, old *
 // Len is the number of records collected.
 func (t *Trail) Len() int { return len(t.records) }
 
+// Bounds of a bounded log (Trail.Write's bounded).
+const (
+	// MaxRecords bounds a partition's audit log: a write that takes it past the bound removes
+	// the oldest records, so that a principal denied over and over (with a new namespace each
+	// time, say) cannot grow it without limit between two housekeeping passes.
+	MaxRecords = 100_000
+	// DenialWindowMicros is how long the repeats of a denial (the same principal denied the
+	// same mutation kind, in the same namespace and queue, with the same message) count on the
+	// record of its first time instead of each writing one (AuditRecord.repeats).
+	DenialWindowMicros = 60_000_000
+)
+
+// maxRecords is MaxRecords, lowered by tests.
+var maxRecords = MaxRecords
+
 // Write stores the collected records of the command (principal, commandID) logged at
 // loggedAtMicros, numbered in order. When the command's writes rolled back (applied false) it
 // stores the denials only. v must be the command's own view, outside any buffer the rollback
 // discards.
-func (t *Trail) Write(v kv.View, principal, commandID string, loggedAtMicros int64, applied bool) error {
+//
+// Bounded (from batch.ApplyVersionAuditBound), a denial whose signature has a record written
+// within DenialWindowMicros is counted on that record (repeats, last logged time) instead of
+// written, and a write that takes the log past MaxRecords removes its oldest records (the
+// records written before the log was bounded are not counted, and leave by age only).
+func (t *Trail) Write(v kv.View, principal, commandID string, loggedAtMicros int64, applied, bounded bool) error {
 	sequence := uint32(0)
+	written := 0
 	for _, rec := range t.records {
 		if !applied && rec.GetKind() != orreryv1.AuditKind_AUDIT_KIND_DENIED {
 			continue
 		}
-		rec.LoggedTimeUnixMicros, rec.Principal, rec.CommandId, rec.Sequence = loggedAtMicros, principal, commandID, sequence
-		if _, err := record.Store(v, keys.AuditKey(loggedAtMicros, principal, commandID, sequence), rec); err != nil {
+		rec.LoggedTimeUnixMicros, rec.Principal, rec.CommandId = loggedAtMicros, principal, commandID
+		if bounded && rec.GetKind() == orreryv1.AuditKind_AUDIT_KIND_DENIED {
+			counted, err := countRepeat(v, rec)
+			if err != nil || counted {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		rec.Sequence = sequence
+		key := keys.AuditKey(loggedAtMicros, principal, commandID, sequence)
+		if _, err := record.Store(v, key, rec); err != nil {
 			return err
 		}
+		if bounded && rec.GetKind() == orreryv1.AuditKind_AUDIT_KIND_DENIED {
+			if err := v.Set(denialKey(rec), binary.BigEndian.AppendUint64(bytes.Clone(key), uint64(loggedAtMicros))); err != nil {
+				return err
+			}
+		}
 		sequence++
+		written++
 	}
-	return nil
+	if !bounded || written == 0 {
+		return nil
+	}
+	count, err := loadCount(v)
+	if err != nil {
+		return err
+	}
+	count += uint64(written)
+	if excess := int(count) - maxRecords; excess > 0 {
+		removed, _, err := prune(v, keys.AuditFrom(0), kv.PrefixEnd(keys.Audit), excess)
+		if err != nil {
+			return err
+		}
+		count -= uint64(removed)
+	}
+	return v.Set(keys.AuditCount, binary.BigEndian.AppendUint64(nil, count))
+}
+
+// denialKey is the index key of a denial's window: its principal, mutation kind, namespace,
+// queue and message.
+func denialKey(rec *orreryv1.AuditRecord) []byte {
+	sum := sha256.Sum256([]byte(rec.GetMessage()))
+	k := keys.AppendString(keys.AppendString(keys.AppendString(keys.AppendString(keys.Of(keys.AuditDenial, nil),
+		rec.GetPrincipal()), rec.GetMutation()), rec.GetNamespace()), rec.GetQueue())
+	return append(k, sum[:16]...)
+}
+
+// countRepeat counts rec on the record of its denial's window when one was written within
+// DenialWindowMicros of rec and is still there, and reports whether it did.
+func countRepeat(v kv.View, rec *orreryv1.AuditRecord) (bool, error) {
+	index, found, err := v.Get(denialKey(rec))
+	if err != nil || !found || len(index) < 8 {
+		return false, err
+	}
+	key, opened := index[:len(index)-8], int64(binary.BigEndian.Uint64(index[len(index)-8:]))
+	if rec.GetLoggedTimeUnixMicros()-opened >= DenialWindowMicros {
+		return false, nil
+	}
+	first := &orreryv1.AuditRecord{}
+	if found, err := record.Load(v, key, first); err != nil || !found {
+		return false, err
+	}
+	first.Repeats++
+	first.LastLoggedTimeUnixMicros = rec.GetLoggedTimeUnixMicros()
+	_, err = record.Store(v, bytes.Clone(key), first)
+	return err == nil, err
+}
+
+// loadCount is the number of records the bounded log counts (0 before it was bounded).
+func loadCount(r kv.Reader) (uint64, error) {
+	value, found, err := r.Get(keys.AuditCount)
+	if err != nil || !found || len(value) != 8 {
+		return 0, err
+	}
+	return binary.BigEndian.Uint64(value), nil
 }
 
 // where is the namespace and queue a mutation acts in (empty for a grant change).
@@ -156,30 +250,64 @@ func Read(r kv.Reader, q *orreryv1.ReadAudit) (records []*orreryv1.AuditRecord, 
 	return records, Position(records[len(records)-1]), nil
 }
 
-// Prune deletes at most maxRecords records logged at or before loggedBeforeMicros, oldest
-// first, and reports whether more remain.
-func Prune(v kv.View, loggedBeforeMicros int64, maxRecords int) (removed int, more bool, err error) {
-	if loggedBeforeMicros < 0 || maxRecords <= 0 {
-		return 0, maxRecords <= 0 && loggedBeforeMicros >= 0, nil
+// Prune deletes at most limit records logged at or before loggedBeforeMicros, oldest first,
+// with the denial windows they hold and from the bounded log's count, and reports whether more
+// remain.
+func Prune(v kv.View, loggedBeforeMicros int64, limit int) (removed int, more bool, err error) {
+	if loggedBeforeMicros < 0 || limit <= 0 {
+		return 0, limit <= 0 && loggedBeforeMicros >= 0, nil
 	}
-	var doomed [][]byte
-	err = v.Scan(keys.AuditFrom(0), keys.AuditUpTo(loggedBeforeMicros), func(key, _ []byte) (bool, error) {
-		if len(doomed) == maxRecords {
+	removed, more, err = prune(v, keys.AuditFrom(0), keys.AuditUpTo(loggedBeforeMicros), limit)
+	if err != nil || removed == 0 {
+		return removed, more, err
+	}
+	value, counted, err := v.Get(keys.AuditCount)
+	if err != nil || !counted || len(value) != 8 {
+		return removed, more, err
+	}
+	count := binary.BigEndian.Uint64(value)
+	return removed, more, v.Set(keys.AuditCount, binary.BigEndian.AppendUint64(nil, count-min(count, uint64(removed))))
+}
+
+// prune deletes at most limit records in [start, end), oldest first, each with the index of
+// its denial window when that names it, and reports whether more remain there.
+func prune(v kv.View, start, end []byte, limit int) (removed int, more bool, err error) {
+	type doomed struct{ key, value []byte }
+	var gone []doomed
+	err = v.Scan(start, end, func(key, value []byte) (bool, error) {
+		if len(gone) == limit {
 			more = true
 			return false, nil
 		}
-		doomed = append(doomed, bytes.Clone(key))
+		gone = append(gone, doomed{bytes.Clone(key), bytes.Clone(value)})
 		return true, nil
 	})
 	if err != nil {
 		return 0, false, err
 	}
-	for _, key := range doomed {
-		if err := v.Delete(key); err != nil {
+	for _, d := range gone {
+		if err := v.Delete(d.key); err != nil {
 			return 0, false, err
 		}
+		rec := &orreryv1.AuditRecord{}
+		if err := record.Unmarshal(d.value, rec); err != nil {
+			return 0, false, err
+		}
+		if rec.GetKind() != orreryv1.AuditKind_AUDIT_KIND_DENIED {
+			continue
+		}
+		window := denialKey(rec)
+		index, found, err := v.Get(window)
+		if err != nil {
+			return 0, false, err
+		}
+		if found && len(index) >= 8 && bytes.Equal(index[:len(index)-8], d.key) {
+			if err := v.Delete(window); err != nil {
+				return 0, false, err
+			}
+		}
 	}
-	return len(doomed), more, nil
+	return len(gone), more, nil
 }
 
 // PruneDue reports whether a record logged at or before loggedBeforeMicros remains.

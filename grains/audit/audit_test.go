@@ -23,7 +23,7 @@ func seed(t *testing.T, v kv.View, instants ...int64) {
 			trail.Denied(1, "receive", m, denial)
 			trail.Denied(2, "receive", m, orrery.Invalid("lane", "is bad")) // not a denial: not recorded
 		}
-		if err := trail.Write(v, "carol", "c"+string(rune('a'+i)), at, true); err != nil {
+		if err := trail.Write(v, "carol", "c"+string(rune('a'+i)), at, true, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,7 +87,7 @@ func TestWriteOfARolledBackCommandKeepsOnlyDenials(t *testing.T) {
 	trail.GrantChanged(0, "put_grant", put, nil)
 	trail.Denied(1, "receive", &orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: "acme"}}}, orrery.Errorf(orrery.CodeUnauthorized, "no"))
 	trail.Denied(2, "delete_grant", &orreryv1.Mutation{Kind: &orreryv1.Mutation_DeleteGrant{DeleteGrant: &orreryv1.DeleteGrant{Principal: "erin"}}}, orrery.Errorf(orrery.CodeUnauthorized, "no"))
-	if err := trail.Write(v, "carol", "c1", 5, false); err != nil {
+	if err := trail.Write(v, "carol", "c1", 5, false, false); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err := Read(v, &orreryv1.ReadAudit{})

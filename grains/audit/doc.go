@@ -9,6 +9,9 @@
 //
 // Read pages the log oldest first for a PolicyAdmin on "*" (grants.AuthorizeInspect); Prune
 // removes records past input.Limits.AuditRetentionMicros in the partition's housekeeping.
+// Bounded (batch.ApplyVersionAuditBound), the log counts a denial repeated within
+// DenialWindowMicros on its first record (indexed under keys.AuditDenial) and keeps at most
+// MaxRecords records (counted under keys.AuditCount), removing the oldest past it.
 //
 // Denials outside apply — an inspection refused Unauthorized and the admin endpoint's 401 and
 // 403 — cannot write partition state: the silo records those as structured log lines on its

@@ -181,7 +181,7 @@ func (a Applier) apply(v kv.View, principal string, b *orreryv1.Batch, loggedNow
 		if _, err := a.applyMutations(v, principal, b, loggedNowMicros, receipt, trail, true); err != nil {
 			return receipt, err
 		}
-		return receipt, trail.Write(v, principal, b.GetCommandId(), loggedNowMicros, true)
+		return receipt, trail.Write(v, principal, b.GetCommandId(), loggedNowMicros, true, a.takes(ApplyVersionAuditBound))
 	}
 	batchWrites := kv.NewBuffer(v)
 	rollback, err := a.applyMutations(batchWrites, principal, b, loggedNowMicros, receipt, trail, false)
@@ -196,7 +196,7 @@ func (a Applier) apply(v kv.View, principal string, b *orreryv1.Batch, loggedNow
 		receipt.Results = nil
 		receipt.Error = rollback.Proto()
 	}
-	if err := trail.Write(v, principal, b.GetCommandId(), loggedNowMicros, rollback == nil); err != nil {
+	if err := trail.Write(v, principal, b.GetCommandId(), loggedNowMicros, rollback == nil, a.takes(ApplyVersionAuditBound)); err != nil {
 		return nil, err
 	}
 	return receipt, nil

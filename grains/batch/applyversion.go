@@ -40,8 +40,10 @@ import (
 //  13. PauseQueue and ResumeQueue (ApplyVersionQueuePause);
 //  14. CancelMessage (ApplyVersionCancelMessage);
 //  15. an EmitOccurrences from a caller that may manage the schedule, not only from the due
-//     coordinator (ApplyVersionManualEmit).
-const KnownApplyVersion uint32 = 15
+//     coordinator (ApplyVersionManualEmit);
+//  16. the audit log bounded: a repeated denial counted on its window's record, the log
+//     capped at audit.MaxRecords (ApplyVersionAuditBound).
+const KnownApplyVersion uint32 = 16
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -148,6 +150,11 @@ func (a Applier) checkKnown() error {
 // QueuePublish on a schedule's lane may send its EmitOccurrences (client.ProcessDue); before
 // it only Orrery's own principals may, and a replica of an older release refuses it.
 const ApplyVersionManualEmit uint32 = 15
+
+// ApplyVersionAuditBound is the apply version from which the audit log is bounded by size as
+// well as age (audit.Trail.Write's bounded): a denial repeated within audit.DenialWindowMicros
+// is counted on its first record, and a write past audit.MaxRecords removes the oldest.
+const ApplyVersionAuditBound uint32 = 16
 
 // takes reports whether the partition applies under version needed or a later one: whether a
 // behaviour introduced by needed is on. Every replica reads the version from the state, so all

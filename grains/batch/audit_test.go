@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -213,5 +214,30 @@ func TestAGrantChangeThatChangesNothingIsNotAudited(t *testing.T) {
 	}
 	if trail := auditTrail(t, v); len(trail) != 1 || trail[0].GetCommandId() != "p1" || trail[0].GetKind() != orreryv1.AuditKind_AUDIT_KIND_GRANT_PUT {
 		t.Fatalf("audit log %v, want only the first put", trail)
+	}
+}
+
+// TestAPrincipalWithoutGrantsCannotGrowTheAuditLogFromApplyVersion16: from
+// ApplyVersionAuditBound, the same denial sent over and over within a minute is one record
+// counting its repeats; before it, every denial is a record of its own.
+func TestAPrincipalWithoutGrantsCannotGrowTheAuditLogFromApplyVersion16(t *testing.T) {
+	for _, version := range []uint32{ApplyVersionAuditBound - 1, ApplyVersionAuditBound} {
+		v := granted(t)
+		a := applier()
+		a.ApplyVersion = version
+		for i := range 50 {
+			b := &orreryv1.Batch{CommandId: fmt.Sprint("flood-", i), Mutations: []*orreryv1.Mutation{enqueueMutation(fmt.Sprint("m", i))}}
+			out, err := a.ApplyBatch(v, "mallory", b, t0+int64(i)*sec/10)
+			if err != nil || !errors.Is(resultErr(out.Receipt.GetResults()[0]), orrery.ErrUnauthorized) {
+				t.Fatalf("mallory's enqueue: %v %v, want Unauthorized", err, out)
+			}
+		}
+		trail := auditTrail(t, v)
+		switch {
+		case version < ApplyVersionAuditBound && len(trail) != 50:
+			t.Fatalf("apply version %d: %d audit records, want 50", version, len(trail))
+		case version >= ApplyVersionAuditBound && (len(trail) != 1 || trail[0].GetRepeats() != 49):
+			t.Fatalf("apply version %d: %d audit records (%v), want 1 with 49 repeats", version, len(trail), trail)
+		}
 	}
 }

@@ -85,13 +85,13 @@ func putGrant(t *testing.T, v kv.View, principal string, rules ...*orreryv1.Gran
 	}
 }
 
-// state is every key and value of v outside the command inbox and the grants: what a denied
-// mutation must leave as it was.
+// state is every key and value of v outside the command inbox, the grants and the audit log
+// (its records, denial windows and count): what a denied mutation must leave as it was.
 func state(t *testing.T, v kv.Reader) string {
 	t.Helper()
 	var b strings.Builder
 	err := v.Scan(nil, nil, func(key, value []byte) (bool, error) {
-		for _, p := range [][]byte{keys.Inbox, keys.InboxExpiry, keys.ReceiptCount, keys.Grant, keys.Audit} {
+		for _, p := range [][]byte{keys.Inbox, keys.InboxExpiry, keys.ReceiptCount, keys.Grant, keys.Audit, keys.AuditDenial, keys.AuditCount} {
 			if bytes.HasPrefix(key, p) {
 				return true, nil
 			}

@@ -67,12 +67,18 @@ var (
 	SagaIndex         = []byte("xg/")
 	Grant             = []byte("pg/")
 	Audit             = []byte("au/")
-	ZoneRules         = []byte("zr/")
+	// AuditDenial indexes the audit record of a denial's window by the denial's signature
+	// (audit.DenialWindow).
+	AuditDenial = []byte("ad/")
+	ZoneRules   = []byte("zr/")
 	// ListIndexProgress holds how far the listing index covers the records
 	// (orreryv1.ListIndexProgress).
 	ListIndexProgress = []byte("meta/list-index")
 	// ReceiptCount is the number of stored receipts (8-byte big-endian).
 	ReceiptCount = []byte("meta/receipts")
+	// AuditCount is the number of audit records written since the log was bounded
+	// (8-byte big-endian; audit.MaxRecords).
+	AuditCount = []byte("meta/audit-count")
 	// Sequence is the partition's enqueue sequence counter (8-byte big-endian).
 	Sequence = []byte("meta/sequence")
 	// PartitionCounters holds the retained record count and bytes.
