@@ -21,7 +21,8 @@ func TestReadAuditMergesEveryPartitionInTimeOrder(t *testing.T) {
 	partitions := map[int]bool{}
 	const n = 10
 	for i := range n {
-		l := lane("jobs", fmt.Sprintf("key-%02d", i))
+		// A queue each: the same denial again within a minute would count on its first record.
+		l := lane(fmt.Sprintf("jobs-%02d", i), fmt.Sprintf("key-%02d", i))
 		partitions[b.c.PartitionOf(l)] = true
 		if _, err := mallory.Enqueue(ctx, &orreryv1.Enqueue{Lane: l, Id: fmt.Sprint("m", i), PayloadJson: `{}`}); !errors.Is(err, orrery.ErrUnauthorized) {
 			t.Fatalf("mallory's enqueue %d: %v, want Unauthorized", i, err)
@@ -59,8 +60,8 @@ func TestReadAuditMergesEveryPartitionInTimeOrder(t *testing.T) {
 			if i > 0 && r.GetLoggedTimeUnixMicros() < got[i-1].Record.GetLoggedTimeUnixMicros() {
 				t.Fatalf("size %d: record %d logged at %d before its predecessor at %d", size, i, r.GetLoggedTimeUnixMicros(), got[i-1].Record.GetLoggedTimeUnixMicros())
 			}
-			key := fmt.Sprintf("key-%02d", i)
-			if r.GetPrincipal() != "mallory" || r.GetMutation() != "enqueue" || seen[r.GetCommandId()] || e.Partition != b.c.PartitionOf(lane("jobs", key)) {
+			queue, key := fmt.Sprintf("jobs-%02d", i), fmt.Sprintf("key-%02d", i)
+			if r.GetPrincipal() != "mallory" || r.GetMutation() != "enqueue" || seen[r.GetCommandId()] || e.Partition != b.c.PartitionOf(lane(queue, key)) {
 				t.Fatalf("size %d: record %d %v in partition %d, want mallory's enqueue into %s", size, i, r, e.Partition, key)
 			}
 			seen[r.GetCommandId()] = true
