@@ -79,7 +79,7 @@ func fill(t *testing.T, path string, leave uint64) {
 // refusedCommands is the silo's orrery_store_refused_commands_total.
 func refusedCommands(t *testing.T, ctx context.Context, p *SiloProcess) float64 {
 	t.Helper()
-	status, body, err := httpGet(ctx, "http://"+p.AdminAddress()+"/metrics")
+	status, body, err := httpAnswer(ctx, "http://"+p.AdminAddress()+"/metrics")
 	if err != nil || status != 200 {
 		t.Fatalf("/metrics: %d %v", status, err)
 	}
@@ -145,7 +145,7 @@ func TestARealFullDiskRefusesWorkAndRecovers(t *testing.T) {
 	fill(t, filler, floor/2+64<<20)
 	t.Logf("filled: %d MiB free, floor %d MiB", freeBytes(t, disk)>>20, floor>>20)
 	testkit.Eventually(t, 10*time.Second, "/readyz to answer 503 naming the disk", func() bool {
-		status, body, err := httpGet(ctx, "http://"+p.AdminAddress()+"/readyz")
+		status, body, err := httpAnswer(ctx, "http://"+p.AdminAddress()+"/readyz")
 		return err == nil && status == 503 && strings.Contains(body, "free")
 	})
 	if err := enqueue("refused-1", 2*time.Second); err == nil {

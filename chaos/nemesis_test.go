@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -132,21 +131,6 @@ func TestNemesisSkewRunsASiloOnAnOffsetClock(t *testing.T) {
 	}
 }
 
-// httpGet is a GET's status and body.
-func httpGet(ctx context.Context, url string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
-}
-
 // skewedLeadsNothingWithin bounds how long a silo restarted on a clock far off the others'
 // may still lead a partition once it has rejoined: its first clock probes, then a leadership
 // transfer.
@@ -172,7 +156,7 @@ func (r *nemesisRig) skewedLeadsNothing(i int, held time.Duration) error {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	status, body, err := httpGet(r.ctx, "http://"+r.cl.Silos[i].AdminAddress()+"/readyz")
+	status, body, err := httpAnswer(r.ctx, "http://"+r.cl.Silos[i].AdminAddress()+"/readyz")
 	if err != nil || status != http.StatusServiceUnavailable || !strings.Contains(body, "clock offset") {
 		errs = append(errs, fmt.Errorf("skewed silo %d's /readyz: %d %s (%v), want 503 naming the clock offset", i, status, body, err))
 	}

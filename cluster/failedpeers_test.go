@@ -198,17 +198,9 @@ func TestARefutedDeathNeverLeavesTheTopology(t *testing.T) {
 	p, top := startFake(t, ProviderConfig{}, "refuted", false)
 	testkit.Eventually(t, 5*time.Second, "the founder to have a cluster id", func() bool { return p.ClusterID() != 0 })
 	peer := func(name string, port uint16, draining bool) *memberlist.Node {
-		meta, err := encodeMeta(nodeMeta{Cluster: "refuted", ID: name, Host: "127.0.0.1", Port: int(port), Kinds: []string{"echo"},
-			Silo: hexID(port), ClusterID: hexID(p.ClusterID()), Draining: draining})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &memberlist.Node{Name: name, Addr: net.ParseIP("127.0.0.1"), Port: port, Meta: meta}
+		return fakePeer(t, "refuted", p.ClusterID(), name, port, draining)
 	}
-	listed := func(name string) bool {
-		ids, _ := top.snapshot()
-		return slices.Contains(ids, name)
-	}
+	listed := func(name string) bool { return top.lists(name) }
 	ev := events{p}
 	x := peer("peer-x", 1, false)
 	ev.NotifyJoin(x)
@@ -250,17 +242,9 @@ func TestARestartedSiloSupersedesItsDeadMemberAtOnce(t *testing.T) {
 	p, top := startFake(t, ProviderConfig{}, "superseded", false)
 	testkit.Eventually(t, 5*time.Second, "the founder to have a cluster id", func() bool { return p.ClusterID() != 0 })
 	peer := func(name string, port uint16) *memberlist.Node {
-		meta, err := encodeMeta(nodeMeta{Cluster: "superseded", ID: name, Host: "127.0.0.1", Port: int(port), Kinds: []string{"echo"},
-			Silo: hexID(port), ClusterID: hexID(p.ClusterID())})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &memberlist.Node{Name: name, Addr: net.ParseIP("127.0.0.1"), Port: port, Meta: meta}
+		return fakePeer(t, "superseded", p.ClusterID(), name, port, false)
 	}
-	listed := func(name string) bool {
-		ids, _ := top.snapshot()
-		return slices.Contains(ids, name)
-	}
+	listed := func(name string) bool { return top.lists(name) }
 	ev := events{p}
 	for _, n := range []*memberlist.Node{peer("old-a", 1), peer("other", 2), peer("old-b", 3)} {
 		ev.NotifyJoin(n)
@@ -287,4 +271,16 @@ func TestARestartedSiloSupersedesItsDeadMemberAtOnce(t *testing.T) {
 		t.Fatal("a dead member whose address nobody took left before its grace")
 	}
 	testkit.Eventually(t, p.deadGrace()+2*time.Second, "the other dead member to leave after its grace", func() bool { return !listed("other") })
+}
+
+// fakePeer is a memberlist node of cluster clusterName and id clusterID, as memberlist's events
+// report a silo: member id name, gossip and silo id both port, at 127.0.0.1.
+func fakePeer(t *testing.T, clusterName string, clusterID uint64, name string, port uint16, draining bool) *memberlist.Node {
+	t.Helper()
+	meta, err := encodeMeta(nodeMeta{Cluster: clusterName, ID: name, Host: "127.0.0.1", Port: int(port), Kinds: []string{"echo"},
+		Silo: hexID(port), ClusterID: hexID(clusterID), Draining: draining})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &memberlist.Node{Name: name, Addr: net.ParseIP("127.0.0.1"), Port: port, Meta: meta}
 }

@@ -103,6 +103,12 @@ func (f *fakeTopology) snapshot() ([]string, int) {
 	return slices.Clone(f.latest), f.count
 }
 
+// lists reports whether the last published ids hold id.
+func (f *fakeTopology) lists(id string) bool {
+	ids, _ := f.snapshot()
+	return slices.Contains(ids, id)
+}
+
 var fakeIDs atomic.Int64
 
 // startFake starts a provider on loopback against a fakeTopology, shut down at cleanup.
