@@ -94,11 +94,11 @@ func refusedCommands(t *testing.T, ctx context.Context, p *SiloProcess) float64 
 	return v
 }
 
-// grepLines is the lines of text that contain s.
-func grepLines(text, s string) string {
+// grepLines is the lines of text that contain any of words.
+func grepLines(text string, words ...string) string {
 	var out []string
 	for line := range strings.SplitSeq(text, "\n") {
-		if strings.Contains(line, s) {
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
 			out = append(out, line)
 		}
 	}

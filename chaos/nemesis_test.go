@@ -107,24 +107,36 @@ func TestNemesisSkewRunsASiloOnAnOffsetClock(t *testing.T) {
 		t.Skip("starts a cluster of silo processes")
 	}
 	r := startNemesisRig(t, 3, SiloSpec{})
+	var skewed []*SiloProcess
 	for k, offset := range []time.Duration{3 * time.Minute, -3 * time.Minute} {
 		f := Fault{Kind: FaultSkew, Detail: fmt.Sprintf("silo %d on a clock %s", k, signed(offset))}
 		handled := len(r.w.log.snapshot())
-		err := r.nem.withSkew(r.ctx, k, offset, true, func() error { return r.skewedLeadsNothing(k, 20*time.Second) })
+		err := r.nem.withSkew(r.ctx, k, offset, true, func() error {
+			skewed = append(skewed, r.cl.Silos[k])
+			return r.skewedLeadsNothing(k, 20*time.Second)
+		})
 		r.checkFault(t, f, err)
 		if served := len(r.w.log.snapshot()) - handled; served == 0 {
 			t.Errorf("silo %d on a clock %s: no message was handled meanwhile", k, signed(offset))
 		}
 	}
-	ahead := 0
+	bound := clockoffset.DefaultMaxOffset + time.Second
+	ahead := map[int][]delivery{} // by partition
 	for _, d := range r.w.log.snapshot() {
-		if d.enqueuedAt.Sub(d.handledAt) > clockoffset.DefaultMaxOffset+time.Second {
-			ahead++
+		if d.enqueuedAt.Sub(d.handledAt) > bound {
+			ahead[d.partition] = append(ahead[d.partition], d)
 		}
 	}
-	if ahead > 0 {
-		t.Errorf("%d messages were received with an enqueue time more than %v after their receipt: the skewed silo stamped logged time",
-			ahead, clockoffset.DefaultMaxOffset+time.Second)
+	if len(ahead) > 0 {
+		for n, ds := range ahead {
+			first, last := ds[0], ds[len(ds)-1]
+			t.Errorf("partition %d: %d messages were received with an enqueue time more than %v after their receipt: the skewed silo stamped logged time; the first enqueued at %s, received at %s; the last enqueued at %s, received at %s",
+				n, len(ds), bound, first.enqueuedAt.UTC().Format(time.RFC3339Nano), first.handledAt.UTC().Format(time.RFC3339Nano),
+				last.enqueuedAt.UTC().Format(time.RFC3339Nano), last.handledAt.UTC().Format(time.RFC3339Nano))
+		}
+		for _, p := range skewed {
+			t.Logf("the skewed silo (pid %d): its lines on its clock and as a partition's leader:\n%s", p.PID(), grepLines(p.Log(), "clock", "due coordinator", "leads partitions"))
+		}
 	}
 	if got := r.nem.clockAhead(); got.by != clockoffset.DefaultMaxOffset {
 		t.Errorf("clock ahead recorded %v, want the bound %v", got.by, clockoffset.DefaultMaxOffset)

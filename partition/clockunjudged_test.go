@@ -40,3 +40,37 @@ func TestAHostOpenedClockUnjudgedWinsNoElectionAtOnce(t *testing.T) {
 		return true
 	})
 }
+
+// TestAnUnjudgedHostCountsLeaderlessTimeOnlyOnceItCanHearItsPeers: the time a host opened
+// clock-unjudged spends without a transport (its silo joining the cluster) does not count
+// toward the three leaderless election timeouts after which it may take its groups: given
+// its transport after 3.5 s alone, it still leads nothing for 2.9 s.
+func TestAnUnjudgedHostCountsLeaderlessTimeOnlyOnceItCanHearItsPeers(t *testing.T) {
+	const electionTicks = 10 // 1 s at the default 100 ms tick
+	rs := newReplicaSetWith(t, func(i int, cfg *HostConfig) {
+		if i == 0 {
+			cfg.ElectionTicks, cfg.ClockUnjudged = electionTicks, true
+		} else {
+			cfg.ElectionTicks = 1000 // never campaigns within the test
+		}
+	})
+	unjudged := rs.host(rs.ids[0])
+	unjudged.SetTransport(nil)
+	time.Sleep(3500 * time.Millisecond) // joining: more than three election timeouts
+	unjudged.SetTransport(rs.net.Transport(rs.ids[0]))
+	for deadline := time.Now().Add(2900 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for n := range 4 {
+			if unjudged.Leads(n) {
+				t.Fatalf("the unjudged host leads partition %d before its groups were leaderless for three election timeouts with a transport", n)
+			}
+		}
+	}
+	testkit.Eventually(t, 30*time.Second, "the unjudged host to take the groups nobody else leads", func() bool {
+		for n := range 4 {
+			if !unjudged.Leads(n) {
+				return false
+			}
+		}
+		return true
+	})
+}

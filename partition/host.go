@@ -583,13 +583,16 @@ func (b *boundTransport) SendSnapshot(to uint64, snap replication.OutboundSnapsh
 
 // SetTransport makes t carry this replica's Raft messages and snapshots to the other replicas;
 // what they send reaches Receiver. A nil t detaches the transport: messages are dropped (Raft
-// re-sends them) and snapshots fail, as before the first SetTransport.
+// re-sends them) and snapshots fail, as before the first SetTransport. A replica counts the
+// time without a leader that lets a clock-unjudged or unfit one campaign
+// (replication.Groups.Reconnected) from its last SetTransport of a non-nil t.
 func (h *Host) SetTransport(t replication.Transport) {
 	if t == nil {
 		h.transport.t.Store(nil)
 		return
 	}
 	h.transport.t.Store(&t)
+	h.driver.Reconnected()
 }
 
 // failpointLog hits FailpointEntryAppended after each Persist that wrote entries.

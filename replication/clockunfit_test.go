@@ -138,9 +138,10 @@ func TestAClockUnfitSoleVoterStillLeads(t *testing.T) {
 	c.awaitAppliedOn(t, 0, []string{"sole"}, electionBound, 1)
 }
 
-// A replica whose silo has not judged its clock yet wins no election a fit voter can win, as a
-// clock-unfit one, but takes a leadership transferred to it and stamps as usual.
-func TestAClockUnjudgedReplicaWinsNoElectionButStamps(t *testing.T) {
+// A replica whose silo has not judged its clock yet wins no election a fit voter can win and
+// takes no leadership transferred to it, as a clock-unfit one; a leader that becomes unjudged
+// stamps as usual. Judged fit, the replica takes the transfer.
+func TestAClockUnjudgedReplicaTakesNoLeadershipButStamps(t *testing.T) {
 	c := newCluster(t, 3, 2, 65)
 	unjudged := c.replica(1)
 	unjudged.driver.SetClockUnjudged(true)
@@ -153,7 +154,16 @@ func TestAClockUnjudgedReplicaWinsNoElectionButStamps(t *testing.T) {
 	if err := l.driver.TransferLeadership(0, unjudged.id); err != nil {
 		t.Fatal(err)
 	}
-	c.await(t, electionBound, "the unjudged replica takes the transfer", func() bool { return c.leader(0) == unjudged })
+	c.ticks(4 * electionBound)
+	if unjudged.leads(t, 0) || c.leader(0) != l {
+		t.Fatalf("after a transfer to unjudged replica %d, replica %d does not lead alone", unjudged.id, l.id)
+	}
+	l.driver.SetClockUnjudged(true)
 	c.propose(0, "stamped-while-unjudged")
 	c.awaitAppliedOn(t, 0, []string{"stamped-while-unjudged"}, electionBound, 1, 2, 3)
+	unjudged.driver.SetClockUnjudged(false)
+	if err := l.driver.TransferLeadership(0, unjudged.id); err != nil {
+		t.Fatal(err)
+	}
+	c.await(t, electionBound, "the replica judged fit takes the transfer", func() bool { return c.leader(0) == unjudged })
 }

@@ -549,6 +549,14 @@ func (d *Driver) SetClockUnfit(unfit bool) {
 	d.signal()
 }
 
+// Reconnected tells the groups that this replica can reach its peers from now on
+// (Groups.Reconnected).
+func (d *Driver) Reconnected() {
+	d.mu.Lock()
+	d.cfg.Groups.Reconnected()
+	d.mu.Unlock()
+}
+
 // SetClockUnjudged tells the groups whether this silo has yet to judge its clock
 // (Groups.SetClockUnjudged).
 func (d *Driver) SetClockUnjudged(unjudged bool) {

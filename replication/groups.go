@@ -255,6 +255,17 @@ func (g *Groups) Tick() {
 	}
 }
 
+// Reconnected tells every group that this replica can reach its peers from now on (its silo
+// attached a transport, after joining or rejoining its cluster): the count of ticks without a
+// leader starts again, so that the time it could hear nobody (its silo's join) does not count
+// toward the unfitCampaignElections election timeouts after which an unfit or unjudged replica
+// takes the pre-votes granted to it.
+func (g *Groups) Reconnected() {
+	for _, gr := range g.groups {
+		gr.leaderlessTicks = 0
+	}
+}
+
 // unfitCampaignElections is how many election timeouts a clock-unfit replica lets pass
 // without a leader before it takes the pre-votes granted to it after all (SetClockUnfit).
 const unfitCampaignElections = 3
@@ -278,15 +289,15 @@ func (g *Groups) Step(id int, m *raftpb.Message) error {
 }
 
 // refusesToBeElected reports whether this replica drops m, which would elect it, because of
-// its silo's clock (SetClockUnfit, SetClockUnjudged): a transfer's MsgTimeoutNow while unfit,
-// a granted pre-vote while unfit or unjudged until the group has had no leader for
-// unfitCampaignElections election timeouts.
+// its silo's clock (SetClockUnfit, SetClockUnjudged): a transfer's MsgTimeoutNow while unfit
+// or unjudged, a granted pre-vote while unfit or unjudged until the group has had no leader
+// for unfitCampaignElections election timeouts.
 func (g *Groups) refusesToBeElected(gr *group, m *raftpb.Message) bool {
 	switch {
 	case !electsThisReplica(m):
 		return false
 	case m.GetType() == raftpb.MsgTimeoutNow:
-		return g.clockUnfit
+		return g.clockUnfit || g.clockUnjudged
 	default:
 		return (g.clockUnfit || g.clockUnjudged) && gr.leaderlessTicks < unfitCampaignElections*g.cfg.ElectionTicks
 	}
@@ -322,9 +333,11 @@ func (g *Groups) SetClockUnfit(unfit bool) { g.clockUnfit = unfit }
 
 // SetClockUnjudged tells every group whether this replica's silo has yet to judge its wall
 // clock against its peers' (it has just started, or cannot tell): while it has, the replica
-// wins no election its peers could win, as while unfit (SetClockUnfit), but it takes a
-// leadership a leader transfers to it (the leader's silo chose it: an older build, which
-// measures no clock, in a rolling upgrade), and Propose stamps as usual.
+// takes no leadership its peers could take, as while unfit (SetClockUnfit): it refuses a
+// transfer (the leader's silo may have judged it on what an earlier run of this silo answered,
+// before a restart on another clock), and wins an election only once the group has had no
+// leader for unfitCampaignElections election timeouts. A leadership it holds stamps as usual
+// (it was fit when it took it, or nobody else could take it).
 func (g *Groups) SetClockUnjudged(unjudged bool) { g.clockUnjudged = unjudged }
 
 // Proposal identifies an accepted proposal: the log position its entry was appended at and

@@ -3,7 +3,6 @@ package silo
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -43,17 +42,21 @@ func (s *Silo) newClockMonitor() (*clockoffset.Monitor, error) {
 	})
 }
 
-// clockPeers are the live silos other than this one and the retired.
-func (s *Silo) clockPeers() []uint64 {
+// clockPeers are the live silos other than this one and the retired, each with its member id
+// (a new one each time it starts or rejoins: its incarnation).
+func (s *Silo) clockPeers() map[uint64]string {
 	self := s.SiloID()
 	m := s.member()
-	var peers []uint64
-	for id := range s.liveSilos() {
+	v := s.silos.Load()
+	if v == nil {
+		return nil
+	}
+	peers := make(map[uint64]string, len(v.members))
+	for id, member := range v.members {
 		if id != self && (m == nil || !m.provider.Retired(id)) {
-			peers = append(peers, id)
+			peers[id] = member
 		}
 	}
-	slices.Sort(peers)
 	return peers
 }
 

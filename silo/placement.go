@@ -256,7 +256,8 @@ func (s *Silo) drain() {
 			led++
 			// A voter whose clock is judged fit first; failing one (peers that do not answer
 			// clock probes: an older build in a rolling upgrade), any other: one that is
-			// clock-unfit refuses the transfer, and the group elects once this silo is gone.
+			// clock-unfit or unjudged refuses the transfer, and the group elects once this
+			// silo is gone.
 			var to uint64
 			toFit := false
 			for _, v := range st.Voters {

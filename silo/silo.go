@@ -64,9 +64,9 @@ type Silo struct {
 	// ownedMu guards owned, the partitions this silo leads as of trackOwnership's last look.
 	ownedMu sync.Mutex
 	owned   []int
-	// silos maps the silo id of each member of the topology to its actor address, as of
-	// trackOwnership's last look: where the Raft transport sends.
-	silos atomic.Pointer[map[uint64]string]
+	// silos maps the silo id of each member of the topology to its actor address (where the
+	// Raft transport sends) and its member id, as of trackOwnership's last look.
+	silos atomic.Pointer[liveView]
 	// builds are the live silos' builds (Build) as refreshSilos last saw them; buildsDiffer
 	// names those that differ from this silo's, as last logged.
 	builds       atomic.Pointer[map[uint64]string]
@@ -410,19 +410,19 @@ func (s *Silo) refreshOwned() {
 	}
 }
 
-// refreshSilos records the silo ids and actor addresses of the topology's members.
+// refreshSilos records the silo ids, actor addresses and member ids of the topology's members.
 func (s *Silo) refreshSilos() {
 	m := s.member()
 	topology := m.provider.Topology()
 	ids := m.provider.SiloIDs()
-	silos := make(map[uint64]string, len(topology))
-	for _, m := range topology {
-		if id, ok := ids[m.GetId()]; ok {
-			silos[id] = m.Address()
+	v := liveView{addresses: make(map[uint64]string, len(topology)), members: make(map[uint64]string, len(topology))}
+	for _, peer := range topology {
+		if id, ok := ids[peer.GetId()]; ok {
+			v.addresses[id], v.members[id] = peer.Address(), peer.GetId()
 		}
 	}
-	silos[s.SiloID()] = s.ActorAddress()
-	s.silos.Store(&silos)
+	v.addresses[s.SiloID()], v.members[s.SiloID()] = s.ActorAddress(), m.ID()
+	s.silos.Store(&v)
 	s.noticeBuilds(m.provider.SiloBuilds())
 }
 
@@ -466,10 +466,16 @@ func (s *Silo) siloBuilds() map[uint64]string {
 // liveSilos returns the silo ids of the topology's members (this silo included), as of
 // trackOwnership's last look.
 func (s *Silo) liveSilos() map[uint64]string {
-	if m := s.silos.Load(); m != nil {
-		return *m
+	if v := s.silos.Load(); v != nil {
+		return v.addresses
 	}
 	return nil
+}
+
+// liveView is the topology's silos as refreshSilos last saw them, by silo id.
+type liveView struct {
+	addresses map[uint64]string // actor addresses
+	members   map[uint64]string // member ids: a new one each time a silo starts or rejoins
 }
 
 // raftAddress resolves a replica id (a silo id) to its silo's replication actor.

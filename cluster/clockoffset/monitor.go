@@ -42,8 +42,12 @@ type Config struct {
 	MaxOffset time.Duration
 	// Interval is the probe period (default DefaultInterval).
 	Interval time.Duration
-	// Peers returns the live peer silos, this one excluded (required).
-	Peers func() []uint64
+	// Peers returns the live peer silos, this one excluded, each with the identity of its
+	// current incarnation: a value that changes whenever the peer starts again or rejoins (the
+	// silo gives its member id). An estimate and a reported verdict belong to the incarnation
+	// that answered: a peer that restarted counts as not measured until its new incarnation
+	// answers (required).
+	Peers func() map[uint64]string
 	// Send sends probe number probe, carrying this silo's wall time sentWall, to peer to; the
 	// reply comes back through Observe, or never (required). It must not block.
 	Send func(to, probe uint64, sentWall time.Time)
@@ -59,7 +63,9 @@ type Config struct {
 // Peer is what the Monitor knows of one peer: its latest estimate and the fitness the peer
 // last reported of itself.
 type Peer struct {
-	Estimate Estimate
+	// Incarnation is the incarnation of the peer (Config.Peers) that answered.
+	Incarnation string
+	Estimate    Estimate
 	// Reported is the peer's own verdict, as its last answer carried it.
 	Reported Fitness
 	// Fresh reports whether the estimate is recent enough to count (staleIntervals intervals).
@@ -78,8 +84,9 @@ type Monitor struct {
 	nextID  uint64
 	pending map[uint64]probe // by probe number
 	peers   map[uint64]Peer
-	// seen is when each live peer was first seen live (forgotten once it is not).
-	seen    map[uint64]time.Time
+	// seen is when each live peer's incarnation was first seen live (forgotten once it is
+	// not).
+	seen    map[uint64]seenAt
 	verdict Verdict
 	timer   clock.Timer
 	stopped bool
@@ -87,9 +94,16 @@ type Monitor struct {
 
 // probe is a probe in flight.
 type probe struct {
-	to       uint64
-	sentWall time.Time
-	sentMono time.Time
+	to          uint64
+	incarnation string // to's, when sent
+	sentWall    time.Time
+	sentMono    time.Time
+}
+
+// seenAt is when an incarnation of a peer was first seen live.
+type seenAt struct {
+	incarnation string
+	at          time.Time
 }
 
 // New validates cfg and returns a Monitor that has judged nothing yet: Unjudged (Fit when the
@@ -117,7 +131,7 @@ func New(cfg Config) (*Monitor, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	m := &Monitor{cfg: cfg, pending: map[uint64]probe{}, peers: map[uint64]Peer{}, seen: map[uint64]time.Time{}}
+	m := &Monitor{cfg: cfg, pending: map[uint64]probe{}, peers: map[uint64]Peer{}, seen: map[uint64]seenAt{}}
 	m.verdict = Verdict{Fitness: Unjudged, Bound: cfg.MaxOffset}
 	if cfg.MaxOffset == 0 {
 		m.verdict.Fitness = Fit
@@ -157,25 +171,25 @@ func (m *Monitor) round() {
 			delete(m.pending, id)
 		}
 	}
-	for _, to := range peers {
+	for _, to := range slices.Sorted(maps.Keys(peers)) {
 		m.nextID++
-		m.pending[m.nextID] = probe{to: to, sentWall: wall, sentMono: now}
+		m.pending[m.nextID] = probe{to: to, incarnation: peers[to], sentWall: wall, sentMono: now}
 		sends = append(sends, send{to, m.nextID})
 	}
 	change, _ := m.judgeLocked(peers, now)
 	next := m.cfg.Interval
-	for id := range m.seen {
-		if !slices.Contains(peers, id) {
+	for id, seen := range m.seen {
+		if incarnation, live := peers[id]; !live || incarnation != seen.incarnation {
 			delete(m.seen, id)
 		}
 	}
-	for _, id := range peers {
+	for id, incarnation := range peers {
 		first, ok := m.seen[id]
 		if !ok {
-			first = now
-			m.seen[id] = now
+			first = seenAt{incarnation: incarnation, at: now}
+			m.seen[id] = first
 		}
-		if _, measured := m.peers[id]; !measured && now.Sub(first) < m.stale() {
+		if _, measured := m.peers[id]; !measured && now.Sub(first.at) < m.stale() {
 			next = m.cfg.Interval / unmeasuredSpeedup // a peer just seen: judge soon
 		}
 	}
@@ -211,22 +225,28 @@ func (m *Monitor) Observe(from, probeID uint64, peerWall time.Time, reported Fit
 		return
 	}
 	delete(m.pending, probeID)
-	m.peers[from] = Peer{Estimate: Measure(p.sentWall, now.Sub(p.sentMono), peerWall, now), Reported: reported}
+	if incarnation, ok := live[from]; !ok || incarnation != p.incarnation {
+		// Sent to an incarnation no longer live: what answered may not be the one it measures.
+		m.mu.Unlock()
+		return
+	}
+	m.peers[from] = Peer{Incarnation: p.incarnation, Estimate: Measure(p.sentWall, now.Sub(p.sentMono), peerWall, now), Reported: reported}
 	change, _ := m.judgeLocked(live, now)
 	m.mu.Unlock()
 	m.changed(change)
 }
 
-// judgeLocked forgets the peers no longer live, judges the fresh estimates of the others and
-// reports whether the fitness changed; the caller holds mu.
-func (m *Monitor) judgeLocked(live []uint64, now time.Time) (changed bool, v Verdict) {
-	for id := range m.peers {
-		if !slices.Contains(live, id) {
+// judgeLocked forgets the peers no longer live and those that started again since they
+// answered, judges the fresh estimates of the others and reports whether the fitness changed;
+// the caller holds mu.
+func (m *Monitor) judgeLocked(live map[uint64]string, now time.Time) (changed bool, v Verdict) {
+	for id, p := range m.peers {
+		if incarnation, ok := live[id]; !ok || incarnation != p.Incarnation {
 			delete(m.peers, id)
 		}
 	}
 	var fresh []Estimate
-	for _, id := range live {
+	for id := range live {
 		if p, ok := m.peers[id]; ok && now.Sub(p.Estimate.At) <= m.stale() {
 			fresh = append(fresh, p.Estimate)
 		}
@@ -280,14 +300,16 @@ func (m *Monitor) Peers() map[uint64]Peer {
 	return out
 }
 
-// MayLead reports whether a leadership may be handed to peer: the peer's latest fresh answer
-// reported it Fit; with the judgment disabled here (MaxOffset 0), unless it reported itself
-// Unfit.
+// MayLead reports whether a leadership may be handed to peer: the latest fresh answer of its
+// live incarnation reported it Fit (an answer of an incarnation before its restart does not
+// count); with the judgment disabled here (MaxOffset 0), unless it reported itself Unfit.
 func (m *Monitor) MayLead(peer uint64) bool {
+	incarnation, live := m.cfg.Peers()[peer]
 	now := m.cfg.Mono.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.peers[peer]
+	ok = ok && live && p.Incarnation == incarnation
 	if m.cfg.MaxOffset == 0 {
 		return !ok || p.Reported != Unfit
 	}

@@ -1,6 +1,7 @@
 package clockoffset
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -42,30 +43,57 @@ type fleet struct {
 	mu       sync.Mutex
 	inFlight []sent
 	cut      map[uint64]bool // silos whose probes and answers are lost
+	// incarnations counts each silo's starts (restart adds one): its Peers incarnation.
+	incarnations map[uint64]int
+	bound        time.Duration
 }
 
 func newFleet(t *testing.T, bound time.Duration, offsets map[uint64]time.Duration) *fleet {
 	f := &fleet{
 		t: t, mono: clock.NewFake(time.Unix(1_000_000, 0)), walls: map[uint64]*wallClock{},
 		monitors: map[uint64]*Monitor{}, logs: map[uint64]*testkit.Buffer{}, changes: map[uint64][]Fitness{},
-		cut: map[uint64]bool{},
+		cut: map[uint64]bool{}, incarnations: map[uint64]int{}, bound: bound,
+	}
+	for id := range offsets {
+		f.incarnations[id] = 1
 	}
 	for id, offset := range offsets {
+		f.add(id, offset)
+	}
+	return f
+}
+
+// restart stops silo id's Monitor and starts a new one, a new incarnation, on a clock offset
+// by offset.
+func (f *fleet) restart(id uint64, offset time.Duration) {
+	f.monitors[id].Stop()
+	f.mu.Lock()
+	f.incarnations[id]++
+	f.mu.Unlock()
+	f.add(id, offset)
+	f.monitors[id].Start()
+}
+
+// add builds silo id's Monitor on a clock offset by offset.
+func (f *fleet) add(id uint64, offset time.Duration) {
+	t := f.t
+	{
 		w := &wallClock{mono: f.mono}
 		w.offset.Store(int64(offset))
 		f.walls[id] = w
 		f.logs[id] = &testkit.Buffer{}
 		self := id
 		m, err := New(Config{
-			Wall: w, Mono: f.mono, MaxOffset: bound,
-			Peers: func() []uint64 {
-				var peers []uint64
-				for p := range offsets {
+			Wall: w, Mono: f.mono, MaxOffset: f.bound,
+			Peers: func() map[uint64]string {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				peers := map[uint64]string{}
+				for p, n := range f.incarnations {
 					if p != self {
-						peers = append(peers, p)
+						peers[p] = fmt.Sprint(n)
 					}
 				}
-				slices.Sort(peers)
 				return peers
 			},
 			Send: func(to, probe uint64, _ time.Time) {
@@ -85,7 +113,6 @@ func newFleet(t *testing.T, bound time.Duration, offsets map[uint64]time.Duratio
 		}
 		f.monitors[id] = m
 	}
-	return f
 }
 
 // start starts every Monitor: each sends its first probes.
@@ -218,8 +245,10 @@ func TestARoundTripTooSlowToTellIsNoEvidence(t *testing.T) {
 	if got := f.fitness(1); got != Fit {
 		t.Fatalf("silo 1: %v, want fit (the offset is within the uncertainty)", got)
 	}
-	f.nextRound()
-	f.deliver(20 * time.Millisecond)
+	for range 4 { // every monitor's next round
+		f.nextRound()
+		f.deliver(20 * time.Millisecond)
+	}
 	if got := f.fitness(1); got != Unfit {
 		t.Fatalf("silo 1 measured precisely: %v, want unfit", got)
 	}
@@ -325,9 +354,9 @@ func TestAMonitorIsUnjudgedUntilItsFirstRound(t *testing.T) {
 	newMonitor := func() *Monitor {
 		m, err := New(Config{
 			Wall: clock.NewFake(time.Unix(1_000_000, 0)), Mono: clock.NewFake(time.Unix(1_000_000, 0)), MaxOffset: 500 * time.Millisecond,
-			Peers: func() []uint64 {
+			Peers: func() map[uint64]string {
 				if joined.Load() {
-					return []uint64{2, 3}
+					return map[uint64]string{2: "a", 3: "a"}
 				}
 				return nil
 			},
@@ -357,5 +386,42 @@ func TestAMonitorIsUnjudgedUntilItsFirstRound(t *testing.T) {
 	lone.Start()
 	if got := lone.Verdict().Fitness; got != Fit || !slices.Equal(changes, []Fitness{Fit}) {
 		t.Fatalf("a lone silo's first round: %v, changes %v; want fit, said once", got, changes)
+	}
+}
+
+// TestARestartedPeerMayLeadOnlyOnItsNewAnswers: a peer judged fit that starts again (a new
+// incarnation) on a clock far off is handed no leadership on its earlier answer: MayLead is
+// false from the moment its new incarnation is live, an answer to a probe sent to the earlier
+// incarnation is not taken, and it stays false once the new one answers unfit.
+func TestARestartedPeerMayLeadOnlyOnItsNewAnswers(t *testing.T) {
+	f := newFleet(t, 500*time.Millisecond, map[uint64]time.Duration{1: 0, 2: 0, 3: 0})
+	f.start()
+	f.deliver(20 * time.Millisecond) // each judges itself fit
+	f.nextRound()
+	f.deliver(20 * time.Millisecond) // and says so
+	if !f.monitors[2].MayLead(1) {
+		t.Fatal("silo 1, fit, may not lead according to silo 2")
+	}
+	f.nextRound() // silo 2's probe to silo 1's first incarnation is in flight
+	f.restart(1, 3*time.Minute)
+	if f.monitors[2].MayLead(1) {
+		t.Fatal("silo 1 restarted: silo 2 hands it leaderships on its earlier incarnation's answer")
+	}
+	f.deliver(20 * time.Millisecond) // answers, by the new incarnation, to probes sent to the earlier one among them
+	if f.monitors[2].MayLead(1) {
+		t.Fatal("silo 2 took an answer to a probe sent to silo 1's earlier incarnation")
+	}
+	for range 4 { // every monitor's next round
+		f.nextRound()
+		f.deliver(20 * time.Millisecond)
+	}
+	if got := f.fitness(1); got != Unfit {
+		t.Fatalf("silo 1, restarted 3m ahead: %v, want unfit", got)
+	}
+	if f.monitors[2].MayLead(1) || f.monitors[3].MayLead(1) {
+		t.Fatal("silo 1, restarted unfit, may lead")
+	}
+	if p, ok := f.monitors[2].Peers()[1]; !ok || p.Incarnation != "2" || p.Reported != Unfit {
+		t.Fatalf("silo 2's record of silo 1: %+v (%v), want incarnation 2 reported unfit", p, ok)
 	}
 }
