@@ -106,8 +106,11 @@ func TestClusterConsistencyCheckFindsADivergedReplica(t *testing.T) {
 	if counter < 0 {
 		t.Fatalf("no silo counts an inconsistency of partition %d", partition)
 	}
-	if log := cl.Silos[counter].Log(); !strings.Contains(log, "replica inconsistency") {
-		t.Fatalf("silo %d counts an inconsistency of partition %d but logged none:\n%s", counter, partition, log)
+	// As the chaos run reads it (loggedInconsistencies): the line names the partition and the
+	// divergent replica.
+	logged := loggedInconsistencies([]*SiloProcess{cl.Silos[counter]})
+	if len(logged) == 0 || !strings.HasPrefix(logged[0], fmt.Sprintf("partition %d at index ", partition)) || !strings.Contains(logged[0], "replica "+divergedID+" diverged") {
+		t.Fatalf("silo %d counts an inconsistency of partition %d, read from its log as %q:\n%s", counter, partition, logged, cl.Silos[counter].Log())
 	}
 	t.Logf("partition %d: silo %s divergent, found by silo %d's check and counted by the leader that concluded it, silo %d", partition, divergedID, 0, counter)
 

@@ -30,8 +30,9 @@
 // a raftSampler reads from every live silo every 500 ms for the whole run,
 // checkOneLeaderPerTerm (no two silos named leader of one partition in one term) and
 // checkLoggedTimeNeverDecreases (a higher applied index of a partition never carries a lower
-// logged time); a consistency check; and a Report. The functions that start processes take a TB, which *testing.T satisfies and the
-// command implements.
+// logged time); the divergences the silos' periodic consistency checks logged during the run
+// (loggedInconsistencies) and a consistency check after healing; and a Report. The functions
+// that start processes take a TB, which *testing.T satisfies and the command implements.
 //
 // Its tests drive those processes through the Go client: restarts of one silo, crash
 // boundaries, and (the TestCluster tests) killed and paused leaders, a network partition, a

@@ -221,9 +221,14 @@ func (h *Host) ChecksumReported(from uint64, n int, index uint64, sum []byte) {
 	}
 }
 
+// InconsistencyMessage is the message of the ERROR line a partition's leader logs for each
+// replica a consistency check found divergent, with the attributes partition, index and
+// replica: a harness that reads silo logs (the chaos run) counts these lines.
+const InconsistencyMessage = "replica inconsistency: a replica's partition state differs from the majority's at the same applied index"
+
 // decide concludes the collection of partition n's check at index, if it is still open:
-// records the verdict, counts and logs every divergent replica at ERROR, and rebuilds them
-// from the majority's state (repair).
+// records the verdict, counts and logs every divergent replica at ERROR
+// (InconsistencyMessage), and rebuilds them from the majority's state (repair).
 func (h *Host) decide(n int, index uint64) {
 	c := h.checks
 	c.mu.Lock()
@@ -242,7 +247,7 @@ func (h *Host) decide(n int, index uint64) {
 	switch {
 	case len(v.Divergent) > 0:
 		for _, r := range v.Divergent {
-			h.log.Error("replica inconsistency: a replica's partition state differs from the majority's at the same applied index",
+			h.log.Error(InconsistencyMessage,
 				"partition", n, "index", index, "replica", formatReplica(r), "checksum", shortSum(v.Sums[r]), "majority", shortSum(v.Majority),
 				"replicas", describeSums(v.Sums), "missing", formatReplicas(v.Missing), "repaired", v.Majority != nil)
 		}

@@ -38,6 +38,7 @@ func run() int {
 		keepData      = flag.Bool("keep-data", false, "keep the silos' data dirs in the run's directory after the run")
 		gapMin        = flag.Duration("gap-min", 5*time.Second, "shortest recovery gap between one fault's recovery and the next")
 		gapMax        = flag.Duration("gap-max", 15*time.Second, "longest recovery gap (at least -gap-min)")
+		checkEvery    = flag.Duration("consistency-check-every", 5*time.Second, "the silos' --consistency-check-every: how often each partition's leader compares its replicas' checksums during the run (each divergence found is a violation)")
 	)
 	flag.Parse()
 	seed := rand.Uint64()
@@ -47,6 +48,10 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "chaos: -seed %q: %v\n", *seedFlag, err)
 			return 2
 		}
+	}
+	if *checkEvery <= 0 {
+		fmt.Fprintf(os.Stderr, "chaos: -consistency-check-every %v: want a positive period\n", *checkEvery)
+		return 2
 	}
 	if *gapMin <= 0 || *gapMax < *gapMin {
 		fmt.Fprintf(os.Stderr, "chaos: -gap-min %v, -gap-max %v: want 0 < gap-min <= gap-max\n", *gapMin, *gapMax)
@@ -93,7 +98,7 @@ func run() int {
 	}()
 
 	cfg := chaos.RunConfig{Seed: seed, Silos: *silos, Partitions: *partitions, Duration: *duration, Kinds: kinds, GapMin: *gapMin, GapMax: *gapMax,
-		RequireNetcut: *requireNetcut, LogDir: dir, Logf: s.Logf}
+		RequireNetcut: *requireNetcut, CheckEvery: *checkEvery, LogDir: dir, Logf: s.Logf}
 	report, runErr := runChaos(ctx, s, cfg)
 	s.close() // the silos are stopped and the cgroups removed before the verdict
 	if report == nil {
