@@ -60,6 +60,17 @@ func (s *Silo) clockPeers() map[uint64]string {
 	return peers
 }
 
+// connectionLost forgets the clock of the live silo at actor address (its connection ended:
+// its process may have died and be starting again, perhaps on another clock), so that no
+// leadership is handed to it on what its earlier process answered (clockoffset.Monitor.Forget).
+func (s *Silo) connectionLost(address string) {
+	for id, a := range s.liveSilos() {
+		if a == address && id != s.SiloID() {
+			s.offsets.Forget(id)
+		}
+	}
+}
+
 // answerClockProbe is the Raft transport's OnClockProbe: this silo's wall time and verdict.
 func (s *Silo) answerClockProbe(uint64) (time.Time, orreryv1.ClockFitness) {
 	wall, fitness := s.offsets.Answer()

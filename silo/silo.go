@@ -17,6 +17,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	protocluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/orreryhq/orrery/actors"
 	"github.com/orreryhq/orrery/client"
@@ -536,11 +537,14 @@ func (s *Silo) awaitPartitions(ctx context.Context) error {
 func (s *Silo) trackOwnership(ctx context.Context, m *member) {
 	changed := make(chan struct{}, 1)
 	sub := m.cluster.ActorSystem.EventStream.Subscribe(func(evt any) {
-		if _, ok := evt.(*protocluster.ClusterTopology); ok {
+		switch e := evt.(type) {
+		case *protocluster.ClusterTopology:
 			select {
 			case changed <- struct{}{}:
 			default:
 			}
+		case *remote.EndpointTerminatedEvent:
+			s.connectionLost(e.Address)
 		}
 	})
 	defer m.cluster.ActorSystem.EventStream.Unsubscribe(sub)

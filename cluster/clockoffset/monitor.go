@@ -300,6 +300,21 @@ func (m *Monitor) Peers() map[uint64]Peer {
 	return out
 }
 
+// Forget drops what the Monitor knows of peer, its estimate and the verdict it reported, and
+// the probes in flight to it: the silo lost its connection to the peer, whose process may have
+// died and started again under the same incarnation as far as the live view yet knows. Until
+// peer answers again it counts as not measured, and MayLead is false.
+func (m *Monitor) Forget(peer uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.peers, peer)
+	for id, p := range m.pending {
+		if p.to == peer {
+			delete(m.pending, id)
+		}
+	}
+}
+
 // MayLead reports whether a leadership may be handed to peer: the latest fresh answer of its
 // live incarnation reported it Fit (an answer of an incarnation before its restart does not
 // count); with the judgment disabled here (MaxOffset 0), unless it reported itself Unfit.

@@ -425,3 +425,46 @@ func TestARestartedPeerMayLeadOnlyOnItsNewAnswers(t *testing.T) {
 		t.Fatalf("silo 2's record of silo 1: %+v (%v), want incarnation 2 reported unfit", p, ok)
 	}
 }
+
+// TestAForgottenPeerMayNotLeadUntilItAnswersAgain: a peer judged fit whose connection is lost
+// (Forget) is not measured any more, and may not lead, until it answers a later probe; a
+// probe in flight to it when forgotten is not taken.
+func TestAForgottenPeerMayNotLeadUntilItAnswersAgain(t *testing.T) {
+	f := newFleet(t, 500*time.Millisecond, map[uint64]time.Duration{1: 0, 2: 0, 3: 0})
+	f.start()
+	f.deliver(20 * time.Millisecond)
+	f.nextRound()
+	f.deliver(20 * time.Millisecond)
+	if !f.monitors[2].MayLead(1) {
+		t.Fatal("silo 1, fit, may not lead according to silo 2")
+	}
+	inFlight := func() bool {
+		m := f.monitors[2]
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, p := range m.pending {
+			if p.to == 1 {
+				return true
+			}
+		}
+		return false
+	}
+	for !inFlight() { // silo 2's next round: a probe to silo 1 in flight
+		f.nextRound()
+	}
+	f.monitors[2].Forget(1)
+	if _, ok := f.monitors[2].Peers()[1]; ok || f.monitors[2].MayLead(1) {
+		t.Fatal("silo 2 still counts silo 1's estimate after forgetting it")
+	}
+	f.deliver(20 * time.Millisecond)
+	if f.monitors[2].MayLead(1) {
+		t.Fatal("silo 2 took an answer to a probe sent before it forgot silo 1")
+	}
+	for range 4 {
+		f.nextRound()
+		f.deliver(20 * time.Millisecond)
+	}
+	if !f.monitors[2].MayLead(1) {
+		t.Fatal("silo 1 answered again, fit, and still may not lead")
+	}
+}

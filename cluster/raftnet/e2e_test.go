@@ -99,6 +99,7 @@ type raftSilo struct {
 	*silo
 	driver *replication.Driver
 	state  *memState
+	log    *persistence.MemoryRaftLog
 }
 
 // Three drivers on three actor systems, over the transport, elect leaders and commit; a
@@ -109,8 +110,8 @@ func TestIntegrationDriversReplicateOverTheTransport(t *testing.T) {
 	ids, groups := []uint64{1, 2, 3}, []int{0, 1}
 	var silos []*raftSilo
 	for _, id := range ids {
-		s := &raftSilo{silo: n.start(id, Config{StallTimeout: 5 * time.Second}), state: newMemState()}
 		log := persistence.NewMemoryRaftLog()
+		s := &raftSilo{silo: n.start(id, Config{StallTimeout: 5 * time.Second}), state: newMemState(), log: log}
 		if err := replication.Bootstrap(log, ids, groups); err != nil {
 			t.Fatal(err)
 		}
@@ -217,6 +218,15 @@ func TestIntegrationDriversReplicateOverTheTransport(t *testing.T) {
 		}
 	}
 	propose(0, 60, rest, behind.id)
+	// The leader compacts its log in a round after the applies: heal only once it has
+	// compacted past the follower's log, so that nothing but a snapshot can catch it up.
+	testkit.Eventually(t, 30*time.Second, "the leader to compact its log past the follower's", func() bool {
+		l := leader(0, behind.id)
+		if l == nil {
+			return false
+		}
+		return firstIndex(t, l.log, 0) > lastIndex(t, behind.log, 0)+1
+	})
 	behind.faults.Heal(behind.id)
 	testkit.Eventually(t, 60*time.Second, "the follower cut off to catch up", func() bool {
 		return slices.Equal(behind.state.commands(0), proposed[0])
@@ -228,4 +238,32 @@ func TestIntegrationDriversReplicateOverTheTransport(t *testing.T) {
 		st := s.transport.Stats()
 		t.Logf("replica %d: %d batches, %d messages sent, %d received, %d dropped, %d faulted", s.id, st.Batches, st.Messages, st.Received, st.Dropped, st.Faulted)
 	}
+}
+
+// firstIndex is the first index of group's log in log.
+func firstIndex(t *testing.T, log *persistence.MemoryRaftLog, group int) uint64 {
+	t.Helper()
+	st, err := log.Storage(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := st.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
+
+// lastIndex is the last index of group's log in log.
+func lastIndex(t *testing.T, log *persistence.MemoryRaftLog, group int) uint64 {
+	t.Helper()
+	st, err := log.Storage(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := st.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
 }
