@@ -36,6 +36,8 @@ type historyLine struct {
 	Expression string     `json:"expression,omitempty"` // a cron schedule's, in cronZone
 	Origin     string     `json:"origin,omitempty"`
 	Ordinal    *uint64    `json:"ordinal,omitempty"`
+	Generation uint64     `json:"generation,omitempty"`
+	Manual     bool       `json:"manual,omitempty"`
 	Nominal    *time.Time `json:"nominal,omitempty"`
 	EnqueuedAt *time.Time `json:"enqueued_at,omitempty"`
 	Count      uint32     `json:"delivery_count,omitempty"`
@@ -108,6 +110,7 @@ func writeHistory(path string, h history) error {
 		if !d.nominal.IsZero() {
 			ordinal := d.ordinal
 			line.Ordinal, line.Nominal = &ordinal, at(d.nominal)
+			line.Generation, line.Manual = d.generation, d.manual
 		}
 		if o := d.timeoutOf; o != nil {
 			line.Saga, line.WaitingRevision, line.Deadline = o.GetSagaId(), o.GetWaitingRevision(), at(time.UnixMicro(o.GetDeadlineUnixMicros()))

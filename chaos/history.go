@@ -29,15 +29,27 @@ type timer struct {
 	due       time.Time
 }
 
+// generationSpan is one generation of a replaced Every-1s schedule as read back: its
+// ordinal o is due at first + o × 1 s, and it emitted ordinals 0..next-1.
+type generationSpan struct {
+	generation uint64
+	first      time.Time
+	next       uint64
+}
+
 // delivery is one message a consumer was given: a worker's handler, or a receive that never
 // acks (dropped: its lease expires and the message is delivered again).
 type delivery struct {
-	id         string
-	key        string // lane key
-	partition  int
-	origin     client.Origin
+	id        string
+	key       string // lane key
+	partition int
+	origin    client.Origin
+	// generation, ordinal and nominal are an occurrence's; manual marks one of a
+	// TriggerSchedule (ordinal 0, its nominal instant the trigger's logged time).
+	generation uint64
 	ordinal    uint64
 	nominal    time.Time
+	manual     bool
 	enqueuedAt time.Time
 	count      uint32 // delivery count
 	handledAt  time.Time
@@ -53,6 +65,7 @@ func deliveryOf(m *orreryv1.QueueMessage, partition int, receivedAt time.Time) d
 		enqueuedAt: time.UnixMicro(m.GetEnqueuedAtUnixMicros()), count: m.GetDeliveryCount(), handledAt: receivedAt}
 	if o := m.GetOccurrence(); o != nil {
 		d.origin, d.ordinal, d.nominal = client.OriginOccurrence, o.GetOrdinal(), time.UnixMicro(o.GetNominalDueAtUnixMicros())
+		d.generation, d.manual = o.GetGeneration(), o.GetManual()
 	} else if m.GetSagaTimeout() != nil {
 		d.origin, d.timeoutOf = client.OriginSagaTimeout, m.GetSagaTimeout()
 	}
@@ -70,6 +83,7 @@ func (l *deliveryLog) handle(_ context.Context, m *client.Message) error {
 		enqueuedAt: m.EnqueuedAt(), count: m.DeliveryCount(), handledAt: time.Now(), timeoutOf: m.SagaTimeout()}
 	if o := m.Occurrence(); o != nil {
 		d.ordinal, d.nominal = o.GetOrdinal(), time.UnixMicro(o.GetNominalDueAtUnixMicros())
+		d.generation, d.manual = o.GetGeneration(), o.GetManual()
 	}
 	l.add(d)
 	return nil
@@ -99,7 +113,15 @@ type history struct {
 	cronHours cronHours
 	// next is each schedule's next ordinal read back after its cancel, by lane key, and
 	// cancelledAt when the cancel returned.
-	next        map[string]uint64
+	next map[string]uint64
+	// generations are, by lane key, the generations of each schedule the workload replaced,
+	// oldest first, as read back after its cancel: each one's first instant and how far it
+	// emitted (a schedule not in it has one generation: its first instant and next).
+	generations map[string][]generationSpan
+	// triggers counts, by lane key, the TriggerSchedule calls whose outcome was success or
+	// unknown: each may have enqueued one manual occurrence (those that returned success are
+	// in enqueued, so a lost one is found).
+	triggers    map[string]int
 	cancelledAt map[string]time.Time
 	// cancelledEarly are the schedules (by lane key) cancelled while faults went on: a fault
 	// just before the cancel may have held their emission back, so they are not checked for a
@@ -167,8 +189,11 @@ const stallBound = 10 * time.Second
 //   - duplicates: no message was enqueued twice: the deliveries of one id share one enqueue
 //     time and no delivery count repeats (a repeat is a second enqueue, or a committed receive
 //     lost); no ordinal of a schedule is delivered under two ids;
-//   - gaps: every schedule's ordinals 0..next-1 are each delivered, at its nominal instant
-//     (first + ordinal × 1 s), except those its ledger records PAUSED; none beyond;
+//   - gaps: in each generation of every schedule (one, or those read back of a replaced
+//     schedule), the ordinals 0..next-1 are each delivered, at their nominal instant (the
+//     generation's first + ordinal × 1 s), except those its ledger records PAUSED; none
+//     beyond, none in a generation it never had; no more manual occurrences than the triggers
+//     that succeeded or may have (a duplicate otherwise);
 //   - early: no occurrence was enqueued (at its logged time, on the clock of the silo that
 //     logged it) before its nominal instant, nor received (on the real clock) more than
 //     clockAhead, the largest positive offset of a silo's clock in effect, before it;
@@ -227,41 +252,69 @@ func checkHistory(h history) verdict {
 	}
 	for _, s := range h.schedules {
 		key := s.lane.GetKey()
-		next := h.next[key]
-		ordinals := map[uint64]string{} // ordinal → id
+		spans := h.generations[key]
+		if len(spans) == 0 {
+			spans = []generationSpan{{generation: 1, first: s.first, next: h.next[key]}}
+		}
+		byGeneration := map[uint64]map[uint64]string{} // generation → ordinal → id
+		manual := 0
 		for _, id := range ids {
 			d := byID[id][0]
 			if d.key != key || d.origin != client.OriginOccurrence {
 				continue
 			}
+			if d.manual {
+				manual++
+				continue
+			}
+			g := max(d.generation, 1) // a delivery recorded before generations were: the first
+			span := slices.IndexFunc(spans, func(sp generationSpan) bool { return sp.generation == g })
+			if span < 0 {
+				fail(&v.gaps, "schedule %s: ordinal %d delivered in generation %d, which it never had (generations %v)", s.id, d.ordinal, g, spanNumbers(spans))
+				continue
+			}
+			ordinals := byGeneration[g]
+			if ordinals == nil {
+				ordinals = map[uint64]string{}
+				byGeneration[g] = ordinals
+			}
 			if other, ok := ordinals[d.ordinal]; ok {
-				fail(&v.duplicates, "schedule %s: ordinal %d delivered under two ids, %s and %s", s.id, d.ordinal, min(id, other), max(id, other))
+				fail(&v.duplicates, "schedule %s: ordinal %d of generation %d delivered under two ids, %s and %s", s.id, d.ordinal, g, min(id, other), max(id, other))
 			}
 			ordinals[d.ordinal] = id
-			if want := s.first.Add(time.Duration(d.ordinal) * time.Second); !d.nominal.Equal(want) {
-				fail(&v.gaps, "schedule %s: ordinal %d has nominal instant %v, want %v", s.id, d.ordinal, d.nominal, want)
+			if want := spans[span].first.Add(time.Duration(d.ordinal) * time.Second); !d.nominal.Equal(want) {
+				fail(&v.gaps, "schedule %s: ordinal %d of generation %d has nominal instant %v, want %v", s.id, d.ordinal, g, d.nominal, want)
 			}
 			if !h.paused[key] {
 				v.maxLateness = max(v.maxLateness, lateness(byID[id]))
 			}
 		}
-		var missing []uint64
-		for o := range next {
-			if _, ok := ordinals[o]; !ok && !h.excused[key][o] {
-				missing = append(missing, o)
+		if manual > h.triggers[key] {
+			fail(&v.duplicates, "schedule %s: %d manual occurrences delivered for %d triggers", s.id, manual, h.triggers[key])
+		}
+		for _, sp := range spans {
+			ordinals := byGeneration[sp.generation]
+			var missing []uint64
+			for o := range sp.next {
+				if _, ok := ordinals[o]; !ok && !(sp.generation == 1 && h.excused[key][o]) {
+					missing = append(missing, o)
+				}
+			}
+			if len(missing) > 0 {
+				v.gaps += len(missing) - 1
+				fail(&v.gaps, "schedule %s (partition %d): gap, ordinals %v of generation %d's 0..%d never delivered", s.id, s.partition, missing, sp.generation, sp.next-1)
+			}
+			for o := range ordinals {
+				if o >= sp.next {
+					fail(&v.gaps, "schedule %s: ordinal %d of generation %d delivered, beyond the %d it emitted", s.id, o, sp.generation, sp.next)
+				}
 			}
 		}
-		if len(missing) > 0 {
-			v.gaps += len(missing) - 1
-			fail(&v.gaps, "schedule %s (partition %d): gap, ordinals %v of 0..%d never delivered", s.id, s.partition, missing, next-1)
-		}
-		for o := range ordinals {
-			if o >= next {
-				fail(&v.gaps, "schedule %s: ordinal %d delivered, beyond the %d it emitted", s.id, o, next)
-			}
-		}
-		last := s.first.Add(time.Duration(next-1) * time.Second)
-		if lag := h.cancelledAt[key].Sub(last); !h.cancelledEarly[key] && (next == 0 || lag > stallBound) {
+		// The current generation's last emitted instant (one before its first when it emitted
+		// none: replaced just before the cancel).
+		cur := spans[len(spans)-1]
+		last := cur.first.Add(time.Duration(cur.next) * time.Second).Add(-time.Second)
+		if lag := h.cancelledAt[key].Sub(last); !h.cancelledEarly[key] && (cur.next == 0 && len(spans) == 1 || lag > stallBound) {
 			fail(&v.lost, "schedule %s (partition %d): its last emitted instant %v is %v before its cancel: it stopped emitting", s.id, s.partition, last, lag)
 		}
 	}
@@ -378,4 +431,13 @@ func lateness(ds []delivery) time.Duration {
 		}
 	}
 	return enqueued.Sub(ds[0].nominal)
+}
+
+// spanNumbers lists the generations of spans.
+func spanNumbers(spans []generationSpan) []uint64 {
+	out := make([]uint64, len(spans))
+	for i, sp := range spans {
+		out[i] = sp.generation
+	}
+	return out
 }

@@ -284,3 +284,92 @@ func TestLatenessIsNotTheClockAhead(t *testing.T) {
 		t.Errorf("max lateness %v, want the timer's 300ms: a logged time 5m ahead counted as lateness", v.maxLateness)
 	}
 }
+
+// replacedFixture is the clean fixture with schedule s1 replaced twice: generation 1 emitted
+// ordinals 0..2 from first, generation 2 ordinals 0..1 from first+10 s, generation 3 (the
+// current one) ordinals 0..3 from first+20 s; and two triggers, one delivered.
+func replacedFixture() *checkFixture {
+	f := newCheckFixture()
+	f.h.deliveries = slices.DeleteFunc(f.h.deliveries, func(d delivery) bool { return d.key == "s1" })
+	spans := []generationSpan{{1, f.first, 3}, {2, f.first.Add(10 * time.Second), 2}, {3, f.first.Add(20 * time.Second), 4}}
+	f.h.generations = map[string][]generationSpan{"s1": spans}
+	for _, sp := range spans {
+		for o := range sp.next {
+			at := sp.first.Add(time.Duration(o) * time.Second)
+			f.h.deliveries = append(f.h.deliveries, delivery{id: fmt.Sprintf("occ-s1-g%d-%d", sp.generation, o), key: "s1", partition: 1,
+				origin: client.OriginOccurrence, generation: sp.generation, ordinal: o, nominal: at, enqueuedAt: at.Add(10 * time.Millisecond),
+				count: 1, handledAt: at.Add(11 * time.Millisecond)})
+		}
+	}
+	manual := f.first.Add(15 * time.Second)
+	f.h.deliveries = append(f.h.deliveries, delivery{id: "manual-1", key: "s1", partition: 1, origin: client.OriginOccurrence,
+		generation: 2, manual: true, nominal: manual, enqueuedAt: manual, count: 1, handledAt: manual.Add(time.Millisecond)})
+	f.h.enqueued["manual-1"] = "s1"
+	f.h.triggers = map[string]int{"s1": 2}
+	f.h.next["s1"] = 4
+	f.h.cancelledAt["s1"] = f.first.Add(24 * time.Second)
+	return f
+}
+
+// TestCheckHistoryChecksEveryGenerationOfAReplacedSchedule: a schedule replaced twice, read
+// back with its three generations, passes when each generation's ordinals 0..next-1 are
+// delivered at its own instants and the manual occurrences are no more than the triggers; a
+// gap in a replaced generation, an ordinal beyond one's emission, a generation it never had, an
+// instant of another generation, and more manual occurrences than triggers are violations.
+func TestCheckHistoryChecksEveryGenerationOfAReplacedSchedule(t *testing.T) {
+	if v := checkHistory(replacedFixture().h); v.violations() > 0 {
+		t.Fatalf("a clean history of a replaced schedule has violations: %q", v.problems)
+	}
+	for _, tc := range []struct {
+		name  string
+		fault func(f *checkFixture)
+		count func(verdict) int
+		want  string
+	}{
+		{"gap in a replaced generation", func(f *checkFixture) {
+			f.h.deliveries = slices.DeleteFunc(f.h.deliveries, func(d delivery) bool { return d.id == "occ-s1-g2-1" })
+		}, func(v verdict) int { return v.gaps }, "gap, ordinals [1] of generation 2's 0..1 never delivered"},
+		{"beyond a replaced generation's emission", func(f *checkFixture) {
+			f.h.generations["s1"][0].next = 2
+		}, func(v verdict) int { return v.gaps }, "ordinal 2 of generation 1 delivered, beyond the 2 it emitted"},
+		{"a generation it never had", func(f *checkFixture) {
+			f.h.generations["s1"] = f.h.generations["s1"][1:]
+		}, func(v verdict) int { return v.gaps }, "in generation 1, which it never had"},
+		{"an instant of another generation", func(f *checkFixture) {
+			f.h.generations["s1"][2].first = f.first.Add(21 * time.Second)
+		}, func(v verdict) int { return v.gaps }, "ordinal 0 of generation 3 has nominal instant"},
+		{"one ordinal of one generation under two ids", func(f *checkFixture) {
+			d := f.h.deliveries[len(f.h.deliveries)-2]
+			d.id = "occ-s1-again"
+			f.h.deliveries = append(f.h.deliveries, d)
+		}, func(v verdict) int { return v.duplicates }, "ordinal 3 of generation 3 delivered under two ids"},
+		{"more manual occurrences than triggers", func(f *checkFixture) {
+			f.h.triggers["s1"] = 0
+		}, func(v verdict) int { return v.duplicates }, "1 manual occurrences delivered for 0 triggers"},
+		{"a triggered occurrence lost", func(f *checkFixture) {
+			f.h.deliveries = slices.DeleteFunc(f.h.deliveries, func(d delivery) bool { return d.id == "manual-1" })
+		}, func(v verdict) int { return v.lost }, "manual-1"},
+		{"the current generation stopped emitting", func(f *checkFixture) {
+			f.h.cancelledAt["s1"] = f.first.Add(time.Minute)
+		}, func(v verdict) int { return v.lost }, "stopped emitting"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := replacedFixture()
+			tc.fault(f)
+			v := checkHistory(f.h)
+			if tc.count(v) == 0 {
+				t.Errorf("not counted under its kind: duplicates %d, gaps %d, lost %d, early %d", v.duplicates, v.gaps, v.lost, v.early)
+			}
+			if !slices.ContainsFunc(v.problems, func(p string) bool { return strings.Contains(p, tc.want) }) {
+				t.Errorf("problems %q do not name %q", v.problems, tc.want)
+			}
+		})
+	}
+	// Replaced just before its cancel: the current generation emitted nothing yet, no stall.
+	f := replacedFixture()
+	f.h.generations["s1"] = append(f.h.generations["s1"], generationSpan{4, f.first.Add(26 * time.Second), 0})
+	f.h.cancelledAt["s1"] = f.first.Add(25 * time.Second)
+	if v := checkHistory(f.h); v.violations() > 0 {
+		t.Fatalf("a generation replaced just before the cancel is taken for a stall: %q", v.problems)
+	}
+}

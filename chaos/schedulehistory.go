@@ -20,6 +20,9 @@ const (
 	schedulePause  scheduleOpKind = "pause"
 	scheduleResume scheduleOpKind = "resume"
 	scheduleCancel scheduleOpKind = "cancel"
+	// scheduleReplace is ConfigureSchedule at an expected revision: a new definition, a new
+	// generation, at the next revision.
+	scheduleReplace scheduleOpKind = "replace"
 	// scheduleRead is InspectSchedule.
 	scheduleRead scheduleOpKind = "read"
 )

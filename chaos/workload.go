@@ -40,6 +40,9 @@ type workload struct {
 	crons       []tickSchedule // cron schedules in cronZone, every 2 s in cronHours (first unused)
 	cronHours   cronHours
 	churn       map[string]bool // lane key → paused and resumed now and then
+	replaced    map[string]bool // lane key → replaced and triggered now and then (runReplaces)
+	generations map[string][]generationSpan
+	triggers    map[string]int
 	pausedEver  map[string]bool // lane key → a pause was sent
 	cancelling  map[string]time.Time
 	early       map[string]bool // lane key → cancelled during the faults
@@ -88,7 +91,7 @@ const callTimeout = 5 * time.Second
 func startWorkload(ctx context.Context, c *client.Client, seed uint64, logf func(string, ...any)) (*workload, error) {
 	w := &workload{c: c, namespace: fmt.Sprintf("chaos-%016x", seed)[:14] + "-" + uuid.NewString()[:8], queue: "work",
 		partitions: c.Partitions(), log: &deliveryLog{}, sagas: &sagaLog{}, scheduleCalls: &scheduleLog{}, logf: logf,
-		churn: map[string]bool{}, pausedEver: map[string]bool{}, cancelling: map[string]time.Time{}, early: map[string]bool{},
+		churn: map[string]bool{}, replaced: map[string]bool{}, generations: map[string][]generationSpan{}, triggers: map[string]int{}, pausedEver: map[string]bool{}, cancelling: map[string]time.Time{}, early: map[string]bool{},
 		next: map[string]uint64{}, cancelledAt: map[string]time.Time{}, excused: map[string]map[uint64]bool{},
 		enqueued: map[string]string{}}
 	w.longestGap = make([]time.Duration, w.partitions)
@@ -104,8 +107,11 @@ func startWorkload(ctx context.Context, c *client.Client, seed uint64, logf func
 				return nil, fmt.Errorf("configure a schedule on partition %d: %w", p, err)
 			}
 			w.schedules = append(w.schedules, s)
-			if k == 0 && p%2 == 0 {
+			switch {
+			case k == 0 && p%2 == 0:
 				w.churn[lane.GetKey()] = true
+			case k == 1 && p%2 == 1:
+				w.replaced[lane.GetKey()] = true
 			}
 		}
 	}
@@ -197,7 +203,7 @@ func retriable(err error) bool {
 // the probes, each with its own random source drawn from seed; stopLoad stops them.
 func (w *workload) startLoad(ctx context.Context, seed uint64) {
 	ctx, w.loadStop = context.WithCancel(ctx)
-	for i, run := range []func(context.Context, *rand.Rand){w.runChurn, w.runTimers, w.runPauses} {
+	for i, run := range []func(context.Context, *rand.Rand){w.runChurn, w.runTimers, w.runPauses, w.runReplaces} {
 		rng := rand.New(rand.NewPCG(seed, uint64(i+1)))
 		w.loadDone.Go(func() { run(ctx, rng) })
 	}
@@ -242,9 +248,10 @@ func between(rng *rand.Rand, low, high time.Duration) time.Duration {
 func (w *workload) runChurn(ctx context.Context, rng *rand.Rand) {
 	var churn, others []tickSchedule
 	for _, s := range w.schedules {
-		if w.churn[s.lane.GetKey()] {
+		switch key := s.lane.GetKey(); {
+		case w.churn[key]:
 			churn = append(churn, s)
-		} else {
+		case !w.replaced[key]: // a replacement would configure a cancelled schedule again
 			others = append(others, s)
 		}
 	}
@@ -529,7 +536,8 @@ func (w *workload) history(end time.Time, recoveryBound time.Duration) history {
 		}
 	}
 	sagaOps, replays := w.sagas.snapshot()
-	return history{schedules: schedules, crons: crons, cronHours: w.cronHours, next: w.next, cancelledAt: w.cancelledAt, paused: paused, excused: w.excused,
+	return history{schedules: schedules, crons: crons, cronHours: w.cronHours, next: w.next, generations: w.generations, triggers: w.triggers,
+		cancelledAt: w.cancelledAt, paused: paused, excused: w.excused,
 		cancelledEarly: early, timers: w.timers, enqueued: enqueued, deliveries: w.log.snapshot(), sagaOps: sagaOps, replays: replays,
 		scheduleOps: w.scheduleCalls.snapshot(), end: end, recoveryBound: recoveryBound}
 }
