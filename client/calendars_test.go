@@ -114,6 +114,13 @@ func TestPutCalendarNamesThePartitionsNotReached(t *testing.T) {
 	if err := b.c.PutCalendar(ctx, cal); err != nil {
 		t.Fatalf("PutCalendar again: %v", err)
 	}
+	// A calendar every partition refuses as invalid is that error alone: none applied it.
+	bad := &orreryv1.Calendar{Namespace: testNamespace, Name: "bad", ExcludedDates: []string{"2026-02-30"}}
+	err = b.c.PutCalendar(ctx, bad)
+	var oe *orrery.Error
+	if errors.As(err, &pe) || !errors.As(err, &oe) || oe.Code != orrery.CodeValidation || !strings.HasSuffix(oe.Field, "calendar.excluded_dates[0]") {
+		t.Fatalf("an invalid calendar: %v, want Validation on excluded_dates[0] and no PartitionsError", err)
+	}
 	// A schedule on any partition can now name it.
 	for i, key := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		opts := reportOptions("")
