@@ -305,3 +305,26 @@ func TestListCalendarsPages(t *testing.T) {
 		t.Fatalf("page 2: %v %q %v", page, next, err)
 	}
 }
+
+// TestCronScheduleSkipsHolidays: a cron schedule at 09:00 New York time with a calendar of
+// New York holidays fires every weekday but the holiday, which is ledgered EXCLUDED, and the
+// series goes on to the next Monday.
+func TestCronScheduleSkipsHolidays(t *testing.T) {
+	v := kv.NewMemory()
+	mustPutCalendar(t, v, &orreryv1.Calendar{Namespace: "acme", Name: "us", TimeZone: "America/New_York", ExcludedDates: []string{"2026-07-03"}})
+	start := time.Date(2026, 6, 29, 0, 0, 0, 0, time.UTC).UnixMicro() // a Monday
+	def := definition(cronSpec("0 9 * * MON-FRI", "America/New_York"))
+	def.Calendars = []string{"us"}
+	configure(t, v, def, 0, start)
+	ids := drain(t, v, 1, start+7*24*hour)
+	if len(ids) != 4 {
+		t.Fatalf("enqueued %d, want Monday to Thursday", len(ids))
+	}
+	holiday := time.Date(2026, 7, 3, 13, 0, 0, 0, time.UTC).UnixMicro() // 09:00 EDT
+	if e := ledgerByInstant(t, v, 1)[holiday]; e.GetOutcome() != orreryv1.LedgerOutcome_LEDGER_OUTCOME_EXCLUDED {
+		t.Fatalf("the holiday: %v, want EXCLUDED", e)
+	}
+	if rec := mustLoad(t, v); rec.GetNextNominalUnixMicros() != time.Date(2026, 7, 6, 13, 0, 0, 0, time.UTC).UnixMicro() {
+		t.Fatalf("next instant %s, want the Monday after", instant(rec.GetNextNominalUnixMicros()))
+	}
+}
