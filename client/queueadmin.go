@@ -86,7 +86,8 @@ func (e *PartitionsError) Error() string {
 func (e *PartitionsError) Unwrap() error { return e.Failed[0].Err }
 
 // fanOut sends m under one command id to every partition at once and waits for them all; the
-// partitions that fail make a *PartitionsError.
+// partitions that fail make a *PartitionsError, unless every partition refused m as invalid
+// (Validation: the command itself is, wherever it goes), which is that error alone.
 func (c *Client) fanOut(ctx context.Context, operation string, m *orreryv1.Mutation, opts []CallOption) error {
 	p := c.transport.Partitions()
 	if p <= 0 {
@@ -108,8 +109,21 @@ func (c *Client) fanOut(ctx context.Context, operation string, m *orreryv1.Mutat
 			failed.Failed = append(failed.Failed, PartitionMiss{Partition: n, Err: err})
 		}
 	}
+	if len(failed.Failed) == p && allInvalid(failed.Failed) {
+		return failed.Failed[0].Err
+	}
 	if len(failed.Failed) > 0 {
 		return failed
 	}
 	return nil
+}
+
+// allInvalid reports whether every miss is a Validation error.
+func allInvalid(misses []PartitionMiss) bool {
+	for _, m := range misses {
+		if orrery.CodeOf(m.Err) != orrery.CodeValidation {
+			return false
+		}
+	}
+	return true
 }

@@ -152,6 +152,11 @@ type ScheduleOptions struct {
 	// Backlog counts what is left. Needs apply version 11.
 	PacePerWindow int
 	PaceWindow    time.Duration
+	// Calendars names at most 8 exclusion calendars of the namespace (Client.PutCalendar),
+	// which must exist when the schedule is written: an instant any of them excludes is not
+	// enqueued but ledgered "excluded" (naming the calendar), and the series goes on; Describe's
+	// next fire times leave such instants out. Needs apply version 17.
+	Calendars []string
 }
 
 // marshalled is o with Payload marshalled into PayloadJSON; a negative MaxOccurrences, which
@@ -180,7 +185,7 @@ func (o ScheduleOptions) definition(namespace, name, id string) *orreryv1.Schedu
 		CatchUpWindowMicros: o.CatchUpWindow.Microseconds(), AnomalyWindowMicros: o.AnomalyWindow.Microseconds(),
 		StartAtUnixMicros: unixMicrosOf(o.StartAt), EndAtUnixMicros: unixMicrosOf(o.EndAt), MaxOccurrences: uint64(max(o.MaxOccurrences, 0)),
 		PauseOnFailure: o.PauseOnFailure, JitterMicros: o.Jitter.Microseconds(), JitterAllowEarly: o.JitterEarly,
-		Expired: o.Expired, Labels: o.Labels,
+		Expired: o.Expired, Labels: o.Labels, Calendars: o.Calendars,
 	}
 	if o.PacePerWindow != 0 || o.PaceWindow != 0 {
 		def.CatchUpPace = &orreryv1.CatchUpPace{MaxPerWindow: uint32(min(max(o.PacePerWindow, 0), 1<<31)), WindowMicros: o.PaceWindow.Microseconds()}
@@ -226,7 +231,7 @@ func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
 		CatchUpWindow: microDuration(def.GetCatchUpWindowMicros()), AnomalyWindow: microDuration(def.GetAnomalyWindowMicros()),
 		StartAt: instant(def.GetStartAtUnixMicros()), EndAt: instant(def.GetEndAtUnixMicros()), MaxOccurrences: int(min(def.GetMaxOccurrences(), 1<<62)),
 		PauseOnFailure: def.GetPauseOnFailure(), Jitter: microDuration(def.GetJitterMicros()), JitterEarly: def.GetJitterAllowEarly(),
-		Expired: def.GetExpired(), Labels: def.GetLabels(),
+		Expired: def.GetExpired(), Labels: def.GetLabels(), Calendars: def.GetCalendars(),
 		PacePerWindow: int(def.GetCatchUpPace().GetMaxPerWindow()), PaceWindow: microDuration(def.GetCatchUpPace().GetWindowMicros()),
 	}
 }
@@ -855,7 +860,8 @@ type ScheduleOutcome struct {
 	NominalDue, RecordedAt time.Time
 	// Outcome is the ledger outcome in lower case: "enqueued", "skipped_overlap",
 	// "missed_catchup_window", "coalesced_into", "manual", "suspended", "skipped_misfire",
-	// "buffered", "dropped", "expired", "paused", "ended", "dead_lettered" or "cancelled".
+	// "buffered", "dropped", "expired", "paused", "ended", "dead_lettered", "cancelled",
+	// "backfilled" or "excluded" (a calendar of the definition excluded the instant).
 	Outcome string
 	// MessageID is the occurrence's message, when one was enqueued.
 	MessageID string

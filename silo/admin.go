@@ -57,6 +57,12 @@ import (
 //	POST /v1/queues/{namespace}/{queue}/pause|resume?reason=
 //	                                                    pause or resume the queue's consumption on
 //	                                                    every partition
+//	GET /v1/calendars/{namespace}?after=&max=         a page of a namespace's exclusion calendars
+//	GET /v1/calendars/{namespace}/{name}                an exclusion calendar (CalendarRecord)
+//	PUT /v1/calendars/{namespace}/{name}                put a calendar (body: Calendar as protobuf
+//	                                                    JSON) on every partition
+//	DELETE /v1/calendars/{namespace}/{name}             delete it from every partition (refused
+//	                                                    while a schedule references it)
 //	GET /v1/schedules/{namespace}?queue=&state=&after=&max=
 //	                                                    a page of a namespace's schedules (state:
 //	                                                    active, paused, suspended, cancelled, completed)
@@ -119,6 +125,10 @@ func (s *Silo) adminHandler() http.Handler {
 		mux.HandleFunc("POST /v1/queues/{namespace}/{queue}/"+action, s.queueAction(action))
 	}
 	mux.HandleFunc("POST /v1/lanes/{namespace}/{queue}/{key}/messages/{id}/cancel", s.cancelMessage)
+	mux.HandleFunc("GET /v1/calendars/{namespace}", s.listCalendars)
+	mux.HandleFunc("GET /v1/calendars/{namespace}/{name}", s.getCalendar)
+	mux.HandleFunc("PUT /v1/calendars/{namespace}/{name}", s.putCalendar)
+	mux.HandleFunc("DELETE /v1/calendars/{namespace}/{name}", s.deleteCalendar)
 	mux.Handle("GET "+ui.Prefix, ui.Handler())
 	mux.Handle("GET /{$}", http.RedirectHandler(ui.Prefix, http.StatusFound))
 	mux.HandleFunc("GET /v1/lanes/{namespace}/{queue}/{key}", func(w http.ResponseWriter, r *http.Request) {

@@ -1117,7 +1117,13 @@ type ScheduleDefinition struct {
 	// max_per_window occurrences per window, so that a backlog (after an outage, a resume, a
 	// start in the past) drains oldest first at that pace instead of at once. The pace bounds
 	// every occurrence of the series, on time or not: set it above the schedule's own rate.
-	CatchUpPace   *CatchUpPace `protobuf:"bytes,18,opt,name=catch_up_pace,json=catchUpPace,proto3" json:"catch_up_pace,omitempty"`
+	CatchUpPace *CatchUpPace `protobuf:"bytes,18,opt,name=catch_up_pace,json=catchUpPace,proto3" json:"catch_up_pace,omitempty"`
+	// Exclusion calendars (apply version 17): at most MaxScheduleCalendars (8) names of calendars
+	// of the schedule's namespace (PutCalendar), each existing in the schedule's partition when
+	// the definition is configured (Validation on calendars[i] otherwise). A nominal instant any
+	// of them excludes is not enqueued: it is passed with an EXCLUDED ledger record naming the
+	// calendar, and the series goes on (it counts as an ordinal, as a skipped instant does).
+	Calendars     []string `protobuf:"bytes,19,rep,name=calendars,proto3" json:"calendars,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1274,6 +1280,13 @@ func (x *ScheduleDefinition) GetLabels() map[string]string {
 func (x *ScheduleDefinition) GetCatchUpPace() *CatchUpPace {
 	if x != nil {
 		return x.CatchUpPace
+	}
+	return nil
+}
+
+func (x *ScheduleDefinition) GetCalendars() []string {
+	if x != nil {
+		return x.Calendars
 	}
 	return nil
 }
@@ -4072,6 +4085,378 @@ func (x *CancelMessage) GetReason() string {
 	return ""
 }
 
+// CalendarDateRange is an inclusive range of dates, each "YYYY-MM-DD" in its calendar's zone.
+type CalendarDateRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CalendarDateRange) Reset() {
+	*x = CalendarDateRange{}
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CalendarDateRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CalendarDateRange) ProtoMessage() {}
+
+func (x *CalendarDateRange) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CalendarDateRange.ProtoReflect.Descriptor instead.
+func (*CalendarDateRange) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *CalendarDateRange) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *CalendarDateRange) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+// Calendar (apply version 17) is a named set of excluded instants of a namespace, which
+// schedules reference by name (ScheduleDefinition.calendars): an instant is excluded when its
+// date in time_zone is one of excluded_dates or lies in one of excluded_ranges, or when one of
+// excluded_crons matches it (the whole second) on time_zone's wall clock.
+type Calendar struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// 1..128 bytes of letters, digits, '.', '_' and '-', starting with a letter or digit.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// An IANA zone name such as "Europe/Berlin"; empty means UTC. Its rules are carried and
+	// kept as a cron schedule's are (ZoneRules).
+	TimeZone string `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// Dates "YYYY-MM-DD"; with excluded_ranges at most 1000 entries.
+	ExcludedDates  []string             `protobuf:"bytes,4,rep,name=excluded_dates,json=excludedDates,proto3" json:"excluded_dates,omitempty"`
+	ExcludedRanges []*CalendarDateRange `protobuf:"bytes,5,rep,name=excluded_ranges,json=excludedRanges,proto3" json:"excluded_ranges,omitempty"`
+	// At most 16 cron expressions (CronSpec.expression's syntax; H hashes the calendar's name).
+	ExcludedCrons []string `protobuf:"bytes,6,rep,name=excluded_crons,json=excludedCrons,proto3" json:"excluded_crons,omitempty"`
+	// Optional, at most 1024 bytes of valid UTF-8 without control characters.
+	Description   string `protobuf:"bytes,7,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Calendar) Reset() {
+	*x = Calendar{}
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Calendar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Calendar) ProtoMessage() {}
+
+func (x *Calendar) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
+func (*Calendar) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *Calendar) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Calendar) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Calendar) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *Calendar) GetExcludedDates() []string {
+	if x != nil {
+		return x.ExcludedDates
+	}
+	return nil
+}
+
+func (x *Calendar) GetExcludedRanges() []*CalendarDateRange {
+	if x != nil {
+		return x.ExcludedRanges
+	}
+	return nil
+}
+
+func (x *Calendar) GetExcludedCrons() []string {
+	if x != nil {
+		return x.ExcludedCrons
+	}
+	return nil
+}
+
+func (x *Calendar) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+// PutCalendar (apply version 17) creates or replaces a calendar in the partition that applies
+// it. A calendar is in every partition (a schedule of any partition may reference it), so the
+// client sends it to each; putting the calendar a partition holds already changes nothing.
+type PutCalendar struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calendar      *Calendar              `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutCalendar) Reset() {
+	*x = PutCalendar{}
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutCalendar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutCalendar) ProtoMessage() {}
+
+func (x *PutCalendar) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutCalendar.ProtoReflect.Descriptor instead.
+func (*PutCalendar) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *PutCalendar) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+// DeleteCalendar (apply version 17) removes a calendar from the partition that applies it.
+// While a schedule of the partition references it the delete is refused (Validation on name,
+// naming one such schedule); deleting an absent calendar changes nothing.
+type DeleteCalendar struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCalendar) Reset() {
+	*x = DeleteCalendar{}
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCalendar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCalendar) ProtoMessage() {}
+
+func (x *DeleteCalendar) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCalendar.ProtoReflect.Descriptor instead.
+func (*DeleteCalendar) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *DeleteCalendar) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteCalendar) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// CalendarRecord is a calendar as a partition keeps it (keys.CalendarKey): who put it and when.
+type CalendarRecord struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Calendar        *Calendar              `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	PutBy           string                 `protobuf:"bytes,2,opt,name=put_by,json=putBy,proto3" json:"put_by,omitempty"`
+	PutAtUnixMicros int64                  `protobuf:"varint,3,opt,name=put_at_unix_micros,json=putAtUnixMicros,proto3" json:"put_at_unix_micros,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CalendarRecord) Reset() {
+	*x = CalendarRecord{}
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CalendarRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CalendarRecord) ProtoMessage() {}
+
+func (x *CalendarRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CalendarRecord.ProtoReflect.Descriptor instead.
+func (*CalendarRecord) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *CalendarRecord) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+func (x *CalendarRecord) GetPutBy() string {
+	if x != nil {
+		return x.PutBy
+	}
+	return ""
+}
+
+func (x *CalendarRecord) GetPutAtUnixMicros() int64 {
+	if x != nil {
+		return x.PutAtUnixMicros
+	}
+	return 0
+}
+
+// CalendarResult reports a PutCalendar or DeleteCalendar in one partition: whether it changed
+// the partition's state, and the calendar in force after it (none after a delete).
+type CalendarResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Calendar      *CalendarRecord        `protobuf:"bytes,2,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CalendarResult) Reset() {
+	*x = CalendarResult{}
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CalendarResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CalendarResult) ProtoMessage() {}
+
+func (x *CalendarResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CalendarResult.ProtoReflect.Descriptor instead.
+func (*CalendarResult) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *CalendarResult) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *CalendarResult) GetCalendar() *CalendarRecord {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
 // Mutation is one change in a batch.
 type Mutation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4104,6 +4489,8 @@ type Mutation struct {
 	//	*Mutation_PauseQueue
 	//	*Mutation_ResumeQueue
 	//	*Mutation_CancelMessage
+	//	*Mutation_PutCalendar
+	//	*Mutation_DeleteCalendar
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4111,7 +4498,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4123,7 +4510,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4136,7 +4523,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -4389,6 +4776,24 @@ func (x *Mutation) GetCancelMessage() *CancelMessage {
 	return nil
 }
 
+func (x *Mutation) GetPutCalendar() *PutCalendar {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_PutCalendar); ok {
+			return x.PutCalendar
+		}
+	}
+	return nil
+}
+
+func (x *Mutation) GetDeleteCalendar() *DeleteCalendar {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_DeleteCalendar); ok {
+			return x.DeleteCalendar
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -4501,6 +4906,14 @@ type Mutation_CancelMessage struct {
 	CancelMessage *CancelMessage `protobuf:"bytes,27,opt,name=cancel_message,json=cancelMessage,proto3,oneof"`
 }
 
+type Mutation_PutCalendar struct {
+	PutCalendar *PutCalendar `protobuf:"bytes,28,opt,name=put_calendar,json=putCalendar,proto3,oneof"`
+}
+
+type Mutation_DeleteCalendar struct {
+	DeleteCalendar *DeleteCalendar `protobuf:"bytes,29,opt,name=delete_calendar,json=deleteCalendar,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -4555,6 +4968,10 @@ func (*Mutation_ResumeQueue) isMutation_Kind() {}
 
 func (*Mutation_CancelMessage) isMutation_Kind() {}
 
+func (*Mutation_PutCalendar) isMutation_Kind() {}
+
+func (*Mutation_DeleteCalendar) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -4569,7 +4986,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4581,7 +4998,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4594,7 +5011,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -4655,7 +5072,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4667,7 +5084,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4680,7 +5097,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -4787,7 +5204,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4799,7 +5216,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4812,7 +5229,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -4847,7 +5264,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +5276,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +5289,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -4903,7 +5320,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4915,7 +5332,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4928,7 +5345,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -4956,7 +5373,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4968,7 +5385,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4981,7 +5398,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -5016,7 +5433,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5028,7 +5445,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5041,7 +5458,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -5100,7 +5517,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5112,7 +5529,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5125,7 +5542,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -5167,7 +5584,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5179,7 +5596,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5192,7 +5609,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *QueuePause) GetNamespace() string {
@@ -5242,7 +5659,7 @@ type QueuePauseResult struct {
 
 func (x *QueuePauseResult) Reset() {
 	*x = QueuePauseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5254,7 +5671,7 @@ func (x *QueuePauseResult) String() string {
 func (*QueuePauseResult) ProtoMessage() {}
 
 func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5267,7 +5684,7 @@ func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePauseResult.ProtoReflect.Descriptor instead.
 func (*QueuePauseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *QueuePauseResult) GetChanged() bool {
@@ -5295,7 +5712,7 @@ type CancelMessageResult struct {
 
 func (x *CancelMessageResult) Reset() {
 	*x = CancelMessageResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5307,7 +5724,7 @@ func (x *CancelMessageResult) String() string {
 func (*CancelMessageResult) ProtoMessage() {}
 
 func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5320,7 +5737,7 @@ func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResult.ProtoReflect.Descriptor instead.
 func (*CancelMessageResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CancelMessageResult) GetId() string {
@@ -5352,6 +5769,7 @@ type MutationResult struct {
 	//	*MutationResult_Redrive
 	//	*MutationResult_QueuePause
 	//	*MutationResult_CancelMessage
+	//	*MutationResult_Calendar
 	Result        isMutationResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5359,7 +5777,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5371,7 +5789,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5384,7 +5802,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -5482,6 +5900,15 @@ func (x *MutationResult) GetCancelMessage() *CancelMessageResult {
 	return nil
 }
 
+func (x *MutationResult) GetCalendar() *CalendarResult {
+	if x != nil {
+		if x, ok := x.Result.(*MutationResult_Calendar); ok {
+			return x.Calendar
+		}
+	}
+	return nil
+}
+
 type isMutationResult_Result interface {
 	isMutationResult_Result()
 }
@@ -5522,6 +5949,10 @@ type MutationResult_CancelMessage struct {
 	CancelMessage *CancelMessageResult `protobuf:"bytes,20,opt,name=cancel_message,json=cancelMessage,proto3,oneof"`
 }
 
+type MutationResult_Calendar struct {
+	Calendar *CalendarResult `protobuf:"bytes,21,opt,name=calendar,proto3,oneof"`
+}
+
 func (*MutationResult_Schedule) isMutationResult_Result() {}
 
 func (*MutationResult_Saga) isMutationResult_Result() {}
@@ -5540,6 +5971,8 @@ func (*MutationResult_QueuePause) isMutationResult_Result() {}
 
 func (*MutationResult_CancelMessage) isMutationResult_Result() {}
 
+func (*MutationResult_Calendar) isMutationResult_Result() {}
+
 // Receipt is the complete, deterministic result of a batch. Either results holds one entry per
 // mutation, or error is set, the batch was rolled back and results is empty.
 type Receipt struct {
@@ -5554,7 +5987,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5566,7 +5999,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5579,7 +6012,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -5651,7 +6084,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\x96\a\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xb4\a\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -5672,7 +6105,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12jitter_allow_early\x18\x0f \x01(\bR\x10jitterAllowEarly\x122\n" +
 	"\aexpired\x18\x10 \x01(\x0e2\x18.orrery.v1.ExpiredPolicyR\aexpired\x12A\n" +
 	"\x06labels\x18\x11 \x03(\v2).orrery.v1.ScheduleDefinition.LabelsEntryR\x06labels\x12:\n" +
-	"\rcatch_up_pace\x18\x12 \x01(\v2\x16.orrery.v1.CatchUpPaceR\vcatchUpPace\x1a9\n" +
+	"\rcatch_up_pace\x18\x12 \x01(\v2\x16.orrery.v1.CatchUpPaceR\vcatchUpPace\x12\x1c\n" +
+	"\tcalendars\x18\x13 \x03(\tR\tcalendars\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
@@ -5895,7 +6329,30 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\rCancelMessage\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xe0\r\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"7\n" +
+	"\x11CalendarDateRange\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"\x90\x02\n" +
+	"\bCalendar\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
+	"\ttime_zone\x18\x03 \x01(\tR\btimeZone\x12%\n" +
+	"\x0eexcluded_dates\x18\x04 \x03(\tR\rexcludedDates\x12E\n" +
+	"\x0fexcluded_ranges\x18\x05 \x03(\v2\x1c.orrery.v1.CalendarDateRangeR\x0eexcludedRanges\x12%\n" +
+	"\x0eexcluded_crons\x18\x06 \x03(\tR\rexcludedCrons\x12 \n" +
+	"\vdescription\x18\a \x01(\tR\vdescription\">\n" +
+	"\vPutCalendar\x12/\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x13.orrery.v1.CalendarR\bcalendar\"B\n" +
+	"\x0eDeleteCalendar\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x85\x01\n" +
+	"\x0eCalendarRecord\x12/\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x13.orrery.v1.CalendarR\bcalendar\x12\x15\n" +
+	"\x06put_by\x18\x02 \x01(\tR\x05putBy\x12+\n" +
+	"\x12put_at_unix_micros\x18\x03 \x01(\x03R\x0fputAtUnixMicros\"a\n" +
+	"\x0eCalendarResult\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x125\n" +
+	"\bcalendar\x18\x02 \x01(\v2\x19.orrery.v1.CalendarRecordR\bcalendar\"\xe3\x0e\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -5927,7 +6384,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\vpause_queue\x18\x19 \x01(\v2\x15.orrery.v1.PauseQueueH\x00R\n" +
 	"pauseQueue\x12;\n" +
 	"\fresume_queue\x18\x1a \x01(\v2\x16.orrery.v1.ResumeQueueH\x00R\vresumeQueue\x12A\n" +
-	"\x0ecancel_message\x18\x1b \x01(\v2\x18.orrery.v1.CancelMessageH\x00R\rcancelMessageB\x06\n" +
+	"\x0ecancel_message\x18\x1b \x01(\v2\x18.orrery.v1.CancelMessageH\x00R\rcancelMessage\x12;\n" +
+	"\fput_calendar\x18\x1c \x01(\v2\x16.orrery.v1.PutCalendarH\x00R\vputCalendar\x12D\n" +
+	"\x0fdelete_calendar\x18\x1d \x01(\v2\x19.orrery.v1.DeleteCalendarH\x00R\x0edeleteCalendarB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -5989,7 +6448,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05pause\x18\x02 \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\"Y\n" +
 	"\x13CancelMessageResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\xbf\x04\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\xf8\x04\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +
@@ -6001,7 +6460,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\aredrive\x18\x12 \x01(\v2\x18.orrery.v1.RedriveResultH\x00R\aredrive\x12>\n" +
 	"\vqueue_pause\x18\x13 \x01(\v2\x1b.orrery.v1.QueuePauseResultH\x00R\n" +
 	"queuePause\x12G\n" +
-	"\x0ecancel_message\x18\x14 \x01(\v2\x1e.orrery.v1.CancelMessageResultH\x00R\rcancelMessageB\b\n" +
+	"\x0ecancel_message\x18\x14 \x01(\v2\x1e.orrery.v1.CancelMessageResultH\x00R\rcancelMessage\x127\n" +
+	"\bcalendar\x18\x15 \x01(\v2\x19.orrery.v1.CalendarResultH\x00R\bcalendarB\b\n" +
 	"\x06result\"\xbc\x01\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
@@ -6074,7 +6534,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
@@ -6131,22 +6591,28 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*PauseQueue)(nil),            // 52: orrery.v1.PauseQueue
 	(*ResumeQueue)(nil),           // 53: orrery.v1.ResumeQueue
 	(*CancelMessage)(nil),         // 54: orrery.v1.CancelMessage
-	(*Mutation)(nil),              // 55: orrery.v1.Mutation
-	(*Batch)(nil),                 // 56: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 57: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 58: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 59: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 60: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 61: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 62: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 63: orrery.v1.RedriveResult
-	(*QueuePause)(nil),            // 64: orrery.v1.QueuePause
-	(*QueuePauseResult)(nil),      // 65: orrery.v1.QueuePauseResult
-	(*CancelMessageResult)(nil),   // 66: orrery.v1.CancelMessageResult
-	(*MutationResult)(nil),        // 67: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 68: orrery.v1.Receipt
-	nil,                           // 69: orrery.v1.ScheduleDefinition.LabelsEntry
-	nil,                           // 70: orrery.v1.CompareExchangeSaga.LabelsEntry
+	(*CalendarDateRange)(nil),     // 55: orrery.v1.CalendarDateRange
+	(*Calendar)(nil),              // 56: orrery.v1.Calendar
+	(*PutCalendar)(nil),           // 57: orrery.v1.PutCalendar
+	(*DeleteCalendar)(nil),        // 58: orrery.v1.DeleteCalendar
+	(*CalendarRecord)(nil),        // 59: orrery.v1.CalendarRecord
+	(*CalendarResult)(nil),        // 60: orrery.v1.CalendarResult
+	(*Mutation)(nil),              // 61: orrery.v1.Mutation
+	(*Batch)(nil),                 // 62: orrery.v1.Batch
+	(*ScheduleResult)(nil),        // 63: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),            // 64: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),         // 65: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),         // 66: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),           // 67: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),       // 68: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),         // 69: orrery.v1.RedriveResult
+	(*QueuePause)(nil),            // 70: orrery.v1.QueuePause
+	(*QueuePauseResult)(nil),      // 71: orrery.v1.QueuePauseResult
+	(*CancelMessageResult)(nil),   // 72: orrery.v1.CancelMessageResult
+	(*MutationResult)(nil),        // 73: orrery.v1.MutationResult
+	(*Receipt)(nil),               // 74: orrery.v1.Receipt
+	nil,                           // 75: orrery.v1.ScheduleDefinition.LabelsEntry
+	nil,                           // 76: orrery.v1.CompareExchangeSaga.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -6162,7 +6628,7 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
 	15, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
 	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	69, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	75, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
 	17, // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
 	15, // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
 	9,  // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
@@ -6182,7 +6648,7 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	9,  // 30: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
 	6,  // 31: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
 	18, // 32: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	70, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	76, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
 	9,  // 34: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
 	9,  // 35: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
 	9,  // 36: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
@@ -6193,55 +6659,62 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	48, // 41: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
 	9,  // 42: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
 	9,  // 43: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
-	24, // 44: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	25, // 45: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	26, // 46: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	27, // 47: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	28, // 48: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	31, // 49: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	32, // 50: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	33, // 51: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	34, // 52: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	35, // 53: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	36, // 54: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	37, // 55: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	38, // 56: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	39, // 57: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	40, // 58: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	49, // 59: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	50, // 60: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	51, // 61: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	45, // 62: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	42, // 63: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	46, // 64: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	44, // 65: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	29, // 66: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	30, // 67: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	52, // 68: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
-	53, // 69: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
-	54, // 70: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
-	55, // 71: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 72: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	22, // 73: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	64, // 74: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
-	7,  // 75: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
-	8,  // 76: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	57, // 77: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	58, // 78: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	59, // 79: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	60, // 80: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	61, // 81: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	62, // 82: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	63, // 83: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	65, // 84: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
-	66, // 85: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
-	67, // 86: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	8,  // 87: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	88, // [88:88] is the sub-list for method output_type
-	88, // [88:88] is the sub-list for method input_type
-	88, // [88:88] is the sub-list for extension type_name
-	88, // [88:88] is the sub-list for extension extendee
-	0,  // [0:88] is the sub-list for field type_name
+	55, // 44: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
+	56, // 45: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
+	56, // 46: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
+	59, // 47: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
+	24, // 48: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	25, // 49: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	26, // 50: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	27, // 51: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	28, // 52: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	31, // 53: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	32, // 54: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	33, // 55: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	34, // 56: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	35, // 57: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	36, // 58: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	37, // 59: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	38, // 60: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	39, // 61: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	40, // 62: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	49, // 63: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	50, // 64: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	51, // 65: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	45, // 66: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	42, // 67: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	46, // 68: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	44, // 69: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	29, // 70: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	30, // 71: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	52, // 72: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
+	53, // 73: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
+	54, // 74: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
+	57, // 75: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
+	58, // 76: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
+	61, // 77: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,  // 78: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	22, // 79: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	70, // 80: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
+	7,  // 81: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
+	8,  // 82: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	63, // 83: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	64, // 84: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	65, // 85: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	66, // 86: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	67, // 87: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	68, // 88: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	69, // 89: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	71, // 90: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
+	72, // 91: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
+	60, // 92: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
+	73, // 93: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	8,  // 94: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -6259,7 +6732,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[47].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[53].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -6287,8 +6760,10 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_PauseQueue)(nil),
 		(*Mutation_ResumeQueue)(nil),
 		(*Mutation_CancelMessage)(nil),
+		(*Mutation_PutCalendar)(nil),
+		(*Mutation_DeleteCalendar)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[59].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[65].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -6298,6 +6773,7 @@ func file_api_v1_orrery_proto_init() {
 		(*MutationResult_Redrive)(nil),
 		(*MutationResult_QueuePause)(nil),
 		(*MutationResult_CancelMessage)(nil),
+		(*MutationResult_Calendar)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6305,7 +6781,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   63,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

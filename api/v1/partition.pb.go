@@ -414,6 +414,8 @@ type InspectRequest struct {
 	//	*InspectRequest_ListQueues
 	//	*InspectRequest_Audit
 	//	*InspectRequest_ListDue
+	//	*InspectRequest_Calendar
+	//	*InspectRequest_ListCalendars
 	Target    isInspectRequest_Target `protobuf_oneof:"target"`
 	Principal string                  `protobuf:"bytes,8,opt,name=principal,proto3" json:"principal,omitempty"`
 	// The time the caller had left when it sent the read (zero: no deadline). The partition
@@ -562,6 +564,24 @@ func (x *InspectRequest) GetListDue() *ListDue {
 	return nil
 }
 
+func (x *InspectRequest) GetCalendar() *InspectCalendar {
+	if x != nil {
+		if x, ok := x.Target.(*InspectRequest_Calendar); ok {
+			return x.Calendar
+		}
+	}
+	return nil
+}
+
+func (x *InspectRequest) GetListCalendars() *ListCalendars {
+	if x != nil {
+		if x, ok := x.Target.(*InspectRequest_ListCalendars); ok {
+			return x.ListCalendars
+		}
+	}
+	return nil
+}
+
 func (x *InspectRequest) GetPrincipal() string {
 	if x != nil {
 		return x.Principal
@@ -624,6 +644,14 @@ type InspectRequest_ListDue struct {
 	ListDue *ListDue `protobuf:"bytes,13,opt,name=list_due,json=listDue,proto3,oneof"`
 }
 
+type InspectRequest_Calendar struct {
+	Calendar *InspectCalendar `protobuf:"bytes,14,opt,name=calendar,proto3,oneof"`
+}
+
+type InspectRequest_ListCalendars struct {
+	ListCalendars *ListCalendars `protobuf:"bytes,15,opt,name=list_calendars,json=listCalendars,proto3,oneof"`
+}
+
 func (*InspectRequest_Schedule) isInspectRequest_Target() {}
 
 func (*InspectRequest_Saga) isInspectRequest_Target() {}
@@ -646,6 +674,126 @@ func (*InspectRequest_Audit) isInspectRequest_Target() {}
 
 func (*InspectRequest_ListDue) isInspectRequest_Target() {}
 
+func (*InspectRequest_Calendar) isInspectRequest_Target() {}
+
+func (*InspectRequest_ListCalendars) isInspectRequest_Target() {}
+
+// InspectCalendar reads one calendar of a namespace (QueueInspect on the namespace).
+type InspectCalendar struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InspectCalendar) Reset() {
+	*x = InspectCalendar{}
+	mi := &file_api_v1_partition_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InspectCalendar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InspectCalendar) ProtoMessage() {}
+
+func (x *InspectCalendar) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InspectCalendar.ProtoReflect.Descriptor instead.
+func (*InspectCalendar) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *InspectCalendar) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *InspectCalendar) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ListCalendars pages through a namespace's calendars, shorter names first, then in byte order
+// (QueueInspect on the namespace): at most max_calendars (zero means 100; at most 1000) after
+// the name after.
+type ListCalendars struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	After         string                 `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	MaxCalendars  uint32                 `protobuf:"varint,3,opt,name=max_calendars,json=maxCalendars,proto3" json:"max_calendars,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCalendars) Reset() {
+	*x = ListCalendars{}
+	mi := &file_api_v1_partition_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCalendars) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCalendars) ProtoMessage() {}
+
+func (x *ListCalendars) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_partition_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCalendars.ProtoReflect.Descriptor instead.
+func (*ListCalendars) Descriptor() ([]byte, []int) {
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListCalendars) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListCalendars) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *ListCalendars) GetMaxCalendars() uint32 {
+	if x != nil {
+		return x.MaxCalendars
+	}
+	return 0
+}
+
 // ReadAudit reads a partition's audit log (AuditRecord) oldest first, for logged times in
 // [from, to] (both inclusive; zero to means no upper bound). Only a principal holding
 // PolicyAdmin on "*" may.
@@ -663,7 +811,7 @@ type ReadAudit struct {
 
 func (x *ReadAudit) Reset() {
 	*x = ReadAudit{}
-	mi := &file_api_v1_partition_proto_msgTypes[6]
+	mi := &file_api_v1_partition_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +823,7 @@ func (x *ReadAudit) String() string {
 func (*ReadAudit) ProtoMessage() {}
 
 func (x *ReadAudit) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[6]
+	mi := &file_api_v1_partition_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +836,7 @@ func (x *ReadAudit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAudit.ProtoReflect.Descriptor instead.
 func (*ReadAudit) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{6}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReadAudit) GetFromUnixMicros() int64 {
@@ -745,7 +893,7 @@ type ListSchedules struct {
 
 func (x *ListSchedules) Reset() {
 	*x = ListSchedules{}
-	mi := &file_api_v1_partition_proto_msgTypes[7]
+	mi := &file_api_v1_partition_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +905,7 @@ func (x *ListSchedules) String() string {
 func (*ListSchedules) ProtoMessage() {}
 
 func (x *ListSchedules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[7]
+	mi := &file_api_v1_partition_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +918,7 @@ func (x *ListSchedules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedules.ProtoReflect.Descriptor instead.
 func (*ListSchedules) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{7}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListSchedules) GetNamespace() string {
@@ -840,7 +988,7 @@ type ListSagas struct {
 
 func (x *ListSagas) Reset() {
 	*x = ListSagas{}
-	mi := &file_api_v1_partition_proto_msgTypes[8]
+	mi := &file_api_v1_partition_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +1000,7 @@ func (x *ListSagas) String() string {
 func (*ListSagas) ProtoMessage() {}
 
 func (x *ListSagas) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[8]
+	mi := &file_api_v1_partition_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +1013,7 @@ func (x *ListSagas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSagas.ProtoReflect.Descriptor instead.
 func (*ListSagas) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{8}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListSagas) GetNamespace() string {
@@ -933,7 +1081,7 @@ type ListDue struct {
 
 func (x *ListDue) Reset() {
 	*x = ListDue{}
-	mi := &file_api_v1_partition_proto_msgTypes[9]
+	mi := &file_api_v1_partition_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1093,7 @@ func (x *ListDue) String() string {
 func (*ListDue) ProtoMessage() {}
 
 func (x *ListDue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[9]
+	mi := &file_api_v1_partition_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1106,7 @@ func (x *ListDue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDue.ProtoReflect.Descriptor instead.
 func (*ListDue) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListDue) GetNamespace() string {
@@ -1007,7 +1155,7 @@ type ListedSchedule struct {
 
 func (x *ListedSchedule) Reset() {
 	*x = ListedSchedule{}
-	mi := &file_api_v1_partition_proto_msgTypes[10]
+	mi := &file_api_v1_partition_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1167,7 @@ func (x *ListedSchedule) String() string {
 func (*ListedSchedule) ProtoMessage() {}
 
 func (x *ListedSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[10]
+	mi := &file_api_v1_partition_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1180,7 @@ func (x *ListedSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListedSchedule.ProtoReflect.Descriptor instead.
 func (*ListedSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListedSchedule) GetRecord() *ScheduleRecord {
@@ -1066,7 +1214,7 @@ type InspectLedger struct {
 
 func (x *InspectLedger) Reset() {
 	*x = InspectLedger{}
-	mi := &file_api_v1_partition_proto_msgTypes[11]
+	mi := &file_api_v1_partition_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1226,7 @@ func (x *InspectLedger) String() string {
 func (*InspectLedger) ProtoMessage() {}
 
 func (x *InspectLedger) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[11]
+	mi := &file_api_v1_partition_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1239,7 @@ func (x *InspectLedger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectLedger.ProtoReflect.Descriptor instead.
 func (*InspectLedger) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InspectLedger) GetLane() *Lane {
@@ -1153,7 +1301,7 @@ type InspectSchedule struct {
 
 func (x *InspectSchedule) Reset() {
 	*x = InspectSchedule{}
-	mi := &file_api_v1_partition_proto_msgTypes[12]
+	mi := &file_api_v1_partition_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1313,7 @@ func (x *InspectSchedule) String() string {
 func (*InspectSchedule) ProtoMessage() {}
 
 func (x *InspectSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[12]
+	mi := &file_api_v1_partition_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1326,7 @@ func (x *InspectSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSchedule.ProtoReflect.Descriptor instead.
 func (*InspectSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InspectSchedule) GetLane() *Lane {
@@ -1213,7 +1361,7 @@ type InspectSaga struct {
 
 func (x *InspectSaga) Reset() {
 	*x = InspectSaga{}
-	mi := &file_api_v1_partition_proto_msgTypes[13]
+	mi := &file_api_v1_partition_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1373,7 @@ func (x *InspectSaga) String() string {
 func (*InspectSaga) ProtoMessage() {}
 
 func (x *InspectSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[13]
+	mi := &file_api_v1_partition_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1386,7 @@ func (x *InspectSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectSaga.ProtoReflect.Descriptor instead.
 func (*InspectSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InspectSaga) GetLane() *Lane {
@@ -1267,7 +1415,7 @@ type InspectLane struct {
 
 func (x *InspectLane) Reset() {
 	*x = InspectLane{}
-	mi := &file_api_v1_partition_proto_msgTypes[14]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1427,7 @@ func (x *InspectLane) String() string {
 func (*InspectLane) ProtoMessage() {}
 
 func (x *InspectLane) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[14]
+	mi := &file_api_v1_partition_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1440,7 @@ func (x *InspectLane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectLane.ProtoReflect.Descriptor instead.
 func (*InspectLane) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InspectLane) GetLane() *Lane {
@@ -1330,7 +1478,7 @@ type InspectQueue struct {
 
 func (x *InspectQueue) Reset() {
 	*x = InspectQueue{}
-	mi := &file_api_v1_partition_proto_msgTypes[15]
+	mi := &file_api_v1_partition_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1490,7 @@ func (x *InspectQueue) String() string {
 func (*InspectQueue) ProtoMessage() {}
 
 func (x *InspectQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[15]
+	mi := &file_api_v1_partition_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1503,7 @@ func (x *InspectQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectQueue.ProtoReflect.Descriptor instead.
 func (*InspectQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InspectQueue) GetNamespace() string {
@@ -1391,7 +1539,7 @@ type ListQueues struct {
 
 func (x *ListQueues) Reset() {
 	*x = ListQueues{}
-	mi := &file_api_v1_partition_proto_msgTypes[16]
+	mi := &file_api_v1_partition_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1551,7 @@ func (x *ListQueues) String() string {
 func (*ListQueues) ProtoMessage() {}
 
 func (x *ListQueues) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[16]
+	mi := &file_api_v1_partition_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1564,7 @@ func (x *ListQueues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueues.ProtoReflect.Descriptor instead.
 func (*ListQueues) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListQueues) GetMaxQueues() uint32 {
@@ -1454,7 +1602,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_api_v1_partition_proto_msgTypes[17]
+	mi := &file_api_v1_partition_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1614,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[17]
+	mi := &file_api_v1_partition_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1627,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *QueueStats) GetVisible() uint64 {
@@ -1575,7 +1723,7 @@ type InspectPartition struct {
 
 func (x *InspectPartition) Reset() {
 	*x = InspectPartition{}
-	mi := &file_api_v1_partition_proto_msgTypes[18]
+	mi := &file_api_v1_partition_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1735,7 @@ func (x *InspectPartition) String() string {
 func (*InspectPartition) ProtoMessage() {}
 
 func (x *InspectPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[18]
+	mi := &file_api_v1_partition_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1748,7 @@ func (x *InspectPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectPartition.ProtoReflect.Descriptor instead.
 func (*InspectPartition) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{20}
 }
 
 // PartitionStatus is what an operator sees of one partition.
@@ -1629,7 +1777,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_api_v1_partition_proto_msgTypes[19]
+	mi := &file_api_v1_partition_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1789,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[19]
+	mi := &file_api_v1_partition_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1802,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -1760,7 +1908,7 @@ type ReplicaChecksum struct {
 
 func (x *ReplicaChecksum) Reset() {
 	*x = ReplicaChecksum{}
-	mi := &file_api_v1_partition_proto_msgTypes[20]
+	mi := &file_api_v1_partition_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1920,7 @@ func (x *ReplicaChecksum) String() string {
 func (*ReplicaChecksum) ProtoMessage() {}
 
 func (x *ReplicaChecksum) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[20]
+	mi := &file_api_v1_partition_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1933,7 @@ func (x *ReplicaChecksum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaChecksum.ProtoReflect.Descriptor instead.
 func (*ReplicaChecksum) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReplicaChecksum) GetSilo() string {
@@ -1828,7 +1976,7 @@ type ConsistencyCheck struct {
 
 func (x *ConsistencyCheck) Reset() {
 	*x = ConsistencyCheck{}
-	mi := &file_api_v1_partition_proto_msgTypes[21]
+	mi := &file_api_v1_partition_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1988,7 @@ func (x *ConsistencyCheck) String() string {
 func (*ConsistencyCheck) ProtoMessage() {}
 
 func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[21]
+	mi := &file_api_v1_partition_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2001,7 @@ func (x *ConsistencyCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsistencyCheck.ProtoReflect.Descriptor instead.
 func (*ConsistencyCheck) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ConsistencyCheck) GetIndex() uint64 {
@@ -1928,7 +2076,7 @@ type CommandLimits struct {
 
 func (x *CommandLimits) Reset() {
 	*x = CommandLimits{}
-	mi := &file_api_v1_partition_proto_msgTypes[22]
+	mi := &file_api_v1_partition_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2088,7 @@ func (x *CommandLimits) String() string {
 func (*CommandLimits) ProtoMessage() {}
 
 func (x *CommandLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[22]
+	mi := &file_api_v1_partition_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2101,7 @@ func (x *CommandLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandLimits.ProtoReflect.Descriptor instead.
 func (*CommandLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommandLimits) GetMaxPayloadBytes() uint32 {
@@ -2027,14 +2175,18 @@ type InspectReply struct {
 	ScheduleId string `protobuf:"bytes,18,opt,name=schedule_id,json=scheduleId,proto3" json:"schedule_id,omitempty"`
 	Deleted    bool   `protobuf:"varint,19,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// ListDue: the due schedules' refs, oldest due first (list_continuation resumes).
-	Due           []*DueRef `protobuf:"bytes,20,rep,name=due,proto3" json:"due,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Due []*DueRef `protobuf:"bytes,20,rep,name=due,proto3" json:"due,omitempty"`
+	// InspectCalendar: the calendar (found says whether it exists).
+	Calendar *CalendarRecord `protobuf:"bytes,21,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	// ListCalendars: the page; list_continuation (a name to pass as after) when more follow.
+	ListedCalendars []*CalendarRecord `protobuf:"bytes,22,rep,name=listed_calendars,json=listedCalendars,proto3" json:"listed_calendars,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *InspectReply) Reset() {
 	*x = InspectReply{}
-	mi := &file_api_v1_partition_proto_msgTypes[23]
+	mi := &file_api_v1_partition_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2198,7 @@ func (x *InspectReply) String() string {
 func (*InspectReply) ProtoMessage() {}
 
 func (x *InspectReply) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_partition_proto_msgTypes[23]
+	mi := &file_api_v1_partition_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2211,7 @@ func (x *InspectReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectReply.ProtoReflect.Descriptor instead.
 func (*InspectReply) Descriptor() ([]byte, []int) {
-	return file_api_v1_partition_proto_rawDescGZIP(), []int{23}
+	return file_api_v1_partition_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InspectReply) GetFound() bool {
@@ -2202,6 +2354,20 @@ func (x *InspectReply) GetDue() []*DueRef {
 	return nil
 }
 
+func (x *InspectReply) GetCalendar() *CalendarRecord {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+func (x *InspectReply) GetListedCalendars() []*CalendarRecord {
+	if x != nil {
+		return x.ListedCalendars
+	}
+	return nil
+}
+
 var File_api_v1_partition_proto protoreflect.FileDescriptor
 
 const file_api_v1_partition_proto_rawDesc = "" +
@@ -2232,7 +2398,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\rNextDueNotice\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x124\n" +
 	"\x17next_due_at_unix_micros\x18\x02 \x01(\x03R\x13nextDueAtUnixMicros\x12)\n" +
-	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xa8\x05\n" +
+	"\x10activation_epoch\x18\x03 \x01(\x04R\x0factivationEpoch\"\xa5\x06\n" +
 	"\x0eInspectRequest\x128\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1a.orrery.v1.InspectScheduleH\x00R\bschedule\x12,\n" +
 	"\x04saga\x18\x02 \x01(\v2\x16.orrery.v1.InspectSagaH\x00R\x04saga\x12,\n" +
@@ -2247,10 +2413,19 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	" \x01(\v2\x15.orrery.v1.ListQueuesH\x00R\n" +
 	"listQueues\x12,\n" +
 	"\x05audit\x18\v \x01(\v2\x14.orrery.v1.ReadAuditH\x00R\x05audit\x12/\n" +
-	"\blist_due\x18\r \x01(\v2\x12.orrery.v1.ListDueH\x00R\alistDue\x12\x1c\n" +
+	"\blist_due\x18\r \x01(\v2\x12.orrery.v1.ListDueH\x00R\alistDue\x128\n" +
+	"\bcalendar\x18\x0e \x01(\v2\x1a.orrery.v1.InspectCalendarH\x00R\bcalendar\x12A\n" +
+	"\x0elist_calendars\x18\x0f \x01(\v2\x18.orrery.v1.ListCalendarsH\x00R\rlistCalendars\x12\x1c\n" +
 	"\tprincipal\x18\b \x01(\tR\tprincipal\x12#\n" +
 	"\rbudget_micros\x18\f \x01(\x03R\fbudgetMicrosB\b\n" +
-	"\x06target\"\x92\x01\n" +
+	"\x06target\"C\n" +
+	"\x0fInspectCalendar\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"h\n" +
+	"\rListCalendars\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\tR\x05after\x12#\n" +
+	"\rmax_calendars\x18\x03 \x01(\rR\fmaxCalendars\"\x92\x01\n" +
 	"\tReadAudit\x12(\n" +
 	"\x10from_unix_micros\x18\x01 \x01(\x03R\x0efromUnixMicros\x12$\n" +
 	"\x0eto_unix_micros\x18\x02 \x01(\x03R\ftoUnixMicros\x12\x1f\n" +
@@ -2373,7 +2548,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\x11max_headers_bytes\x18\x02 \x01(\rR\x0fmaxHeadersBytes\x12&\n" +
 	"\x0fmax_state_bytes\x18\x03 \x01(\rR\rmaxStateBytes\x125\n" +
 	"\x17max_mutations_per_batch\x18\x04 \x01(\rR\x14maxMutationsPerBatch\x12*\n" +
-	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\xb4\a\n" +
+	"\x11max_message_bytes\x18\x05 \x01(\rR\x0fmaxMessageBytes\"\xb1\b\n" +
 	"\fInspectReply\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x125\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleRecordR\bschedule\x12)\n" +
@@ -2400,7 +2575,9 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\vschedule_id\x18\x12 \x01(\tR\n" +
 	"scheduleId\x12\x18\n" +
 	"\adeleted\x18\x13 \x01(\bR\adeleted\x12#\n" +
-	"\x03due\x18\x14 \x03(\v2\x11.orrery.v1.DueRefR\x03dueB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"\x03due\x18\x14 \x03(\v2\x11.orrery.v1.DueRefR\x03due\x125\n" +
+	"\bcalendar\x18\x15 \x01(\v2\x19.orrery.v1.CalendarRecordR\bcalendar\x12D\n" +
+	"\x10listed_calendars\x18\x16 \x03(\v2\x19.orrery.v1.CalendarRecordR\x0flistedCalendarsB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_partition_proto_rawDescOnce sync.Once
@@ -2414,7 +2591,7 @@ func file_api_v1_partition_proto_rawDescGZIP() []byte {
 	return file_api_v1_partition_proto_rawDescData
 }
 
-var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_api_v1_partition_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_api_v1_partition_proto_goTypes = []any{
 	(*CommandRequest)(nil),     // 0: orrery.v1.CommandRequest
 	(*CommandReply)(nil),       // 1: orrery.v1.CommandReply
@@ -2422,89 +2599,96 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*ScanDueReply)(nil),       // 3: orrery.v1.ScanDueReply
 	(*NextDueNotice)(nil),      // 4: orrery.v1.NextDueNotice
 	(*InspectRequest)(nil),     // 5: orrery.v1.InspectRequest
-	(*ReadAudit)(nil),          // 6: orrery.v1.ReadAudit
-	(*ListSchedules)(nil),      // 7: orrery.v1.ListSchedules
-	(*ListSagas)(nil),          // 8: orrery.v1.ListSagas
-	(*ListDue)(nil),            // 9: orrery.v1.ListDue
-	(*ListedSchedule)(nil),     // 10: orrery.v1.ListedSchedule
-	(*InspectLedger)(nil),      // 11: orrery.v1.InspectLedger
-	(*InspectSchedule)(nil),    // 12: orrery.v1.InspectSchedule
-	(*InspectSaga)(nil),        // 13: orrery.v1.InspectSaga
-	(*InspectLane)(nil),        // 14: orrery.v1.InspectLane
-	(*InspectQueue)(nil),       // 15: orrery.v1.InspectQueue
-	(*ListQueues)(nil),         // 16: orrery.v1.ListQueues
-	(*QueueStats)(nil),         // 17: orrery.v1.QueueStats
-	(*InspectPartition)(nil),   // 18: orrery.v1.InspectPartition
-	(*PartitionStatus)(nil),    // 19: orrery.v1.PartitionStatus
-	(*ReplicaChecksum)(nil),    // 20: orrery.v1.ReplicaChecksum
-	(*ConsistencyCheck)(nil),   // 21: orrery.v1.ConsistencyCheck
-	(*CommandLimits)(nil),      // 22: orrery.v1.CommandLimits
-	(*InspectReply)(nil),       // 23: orrery.v1.InspectReply
-	nil,                        // 24: orrery.v1.ListSchedules.LabelsEntry
-	nil,                        // 25: orrery.v1.ListSagas.LabelsEntry
-	(*Batch)(nil),              // 26: orrery.v1.Batch
-	(*Error)(nil),              // 27: orrery.v1.Error
-	(*DueRef)(nil),             // 28: orrery.v1.DueRef
-	(ScheduleState)(0),         // 29: orrery.v1.ScheduleState
-	(SagaPhase)(0),             // 30: orrery.v1.SagaPhase
-	(*Lane)(nil),               // 31: orrery.v1.Lane
-	(*ScheduleRecord)(nil),     // 32: orrery.v1.ScheduleRecord
-	(*QueuePause)(nil),         // 33: orrery.v1.QueuePause
-	(*SagaRecord)(nil),         // 34: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 35: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 36: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 37: orrery.v1.LedgerRecord
-	(*AuditRecord)(nil),        // 38: orrery.v1.AuditRecord
+	(*InspectCalendar)(nil),    // 6: orrery.v1.InspectCalendar
+	(*ListCalendars)(nil),      // 7: orrery.v1.ListCalendars
+	(*ReadAudit)(nil),          // 8: orrery.v1.ReadAudit
+	(*ListSchedules)(nil),      // 9: orrery.v1.ListSchedules
+	(*ListSagas)(nil),          // 10: orrery.v1.ListSagas
+	(*ListDue)(nil),            // 11: orrery.v1.ListDue
+	(*ListedSchedule)(nil),     // 12: orrery.v1.ListedSchedule
+	(*InspectLedger)(nil),      // 13: orrery.v1.InspectLedger
+	(*InspectSchedule)(nil),    // 14: orrery.v1.InspectSchedule
+	(*InspectSaga)(nil),        // 15: orrery.v1.InspectSaga
+	(*InspectLane)(nil),        // 16: orrery.v1.InspectLane
+	(*InspectQueue)(nil),       // 17: orrery.v1.InspectQueue
+	(*ListQueues)(nil),         // 18: orrery.v1.ListQueues
+	(*QueueStats)(nil),         // 19: orrery.v1.QueueStats
+	(*InspectPartition)(nil),   // 20: orrery.v1.InspectPartition
+	(*PartitionStatus)(nil),    // 21: orrery.v1.PartitionStatus
+	(*ReplicaChecksum)(nil),    // 22: orrery.v1.ReplicaChecksum
+	(*ConsistencyCheck)(nil),   // 23: orrery.v1.ConsistencyCheck
+	(*CommandLimits)(nil),      // 24: orrery.v1.CommandLimits
+	(*InspectReply)(nil),       // 25: orrery.v1.InspectReply
+	nil,                        // 26: orrery.v1.ListSchedules.LabelsEntry
+	nil,                        // 27: orrery.v1.ListSagas.LabelsEntry
+	(*Batch)(nil),              // 28: orrery.v1.Batch
+	(*Error)(nil),              // 29: orrery.v1.Error
+	(*DueRef)(nil),             // 30: orrery.v1.DueRef
+	(ScheduleState)(0),         // 31: orrery.v1.ScheduleState
+	(SagaPhase)(0),             // 32: orrery.v1.SagaPhase
+	(*Lane)(nil),               // 33: orrery.v1.Lane
+	(*ScheduleRecord)(nil),     // 34: orrery.v1.ScheduleRecord
+	(*QueuePause)(nil),         // 35: orrery.v1.QueuePause
+	(*SagaRecord)(nil),         // 36: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 37: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 38: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 39: orrery.v1.LedgerRecord
+	(*AuditRecord)(nil),        // 40: orrery.v1.AuditRecord
+	(*CalendarRecord)(nil),     // 41: orrery.v1.CalendarRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
-	26, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
-	27, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
-	28, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
-	27, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
-	12, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
-	13, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
-	14, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
-	18, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
-	11, // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
-	7,  // 9: orrery.v1.InspectRequest.list_schedules:type_name -> orrery.v1.ListSchedules
-	8,  // 10: orrery.v1.InspectRequest.list_sagas:type_name -> orrery.v1.ListSagas
-	15, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
-	16, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
-	6,  // 13: orrery.v1.InspectRequest.audit:type_name -> orrery.v1.ReadAudit
-	9,  // 14: orrery.v1.InspectRequest.list_due:type_name -> orrery.v1.ListDue
-	29, // 15: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
-	24, // 16: orrery.v1.ListSchedules.labels:type_name -> orrery.v1.ListSchedules.LabelsEntry
-	30, // 17: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
-	25, // 18: orrery.v1.ListSagas.labels:type_name -> orrery.v1.ListSagas.LabelsEntry
-	31, // 19: orrery.v1.ListDue.lane:type_name -> orrery.v1.Lane
-	32, // 20: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
-	29, // 21: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
-	31, // 22: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
-	31, // 23: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
-	31, // 24: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
-	31, // 25: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
-	33, // 26: orrery.v1.QueueStats.pause:type_name -> orrery.v1.QueuePause
-	22, // 27: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	21, // 28: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
-	20, // 29: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
-	32, // 30: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	34, // 31: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	35, // 32: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	19, // 33: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	27, // 34: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	36, // 35: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	37, // 36: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	10, // 37: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	34, // 38: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	17, // 39: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	17, // 40: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
-	38, // 41: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
-	28, // 42: orrery.v1.InspectReply.due:type_name -> orrery.v1.DueRef
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	28, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
+	29, // 1: orrery.v1.CommandReply.error:type_name -> orrery.v1.Error
+	30, // 2: orrery.v1.ScanDueReply.refs:type_name -> orrery.v1.DueRef
+	29, // 3: orrery.v1.ScanDueReply.error:type_name -> orrery.v1.Error
+	14, // 4: orrery.v1.InspectRequest.schedule:type_name -> orrery.v1.InspectSchedule
+	15, // 5: orrery.v1.InspectRequest.saga:type_name -> orrery.v1.InspectSaga
+	16, // 6: orrery.v1.InspectRequest.lane:type_name -> orrery.v1.InspectLane
+	20, // 7: orrery.v1.InspectRequest.partition:type_name -> orrery.v1.InspectPartition
+	13, // 8: orrery.v1.InspectRequest.ledger:type_name -> orrery.v1.InspectLedger
+	9,  // 9: orrery.v1.InspectRequest.list_schedules:type_name -> orrery.v1.ListSchedules
+	10, // 10: orrery.v1.InspectRequest.list_sagas:type_name -> orrery.v1.ListSagas
+	17, // 11: orrery.v1.InspectRequest.queue:type_name -> orrery.v1.InspectQueue
+	18, // 12: orrery.v1.InspectRequest.list_queues:type_name -> orrery.v1.ListQueues
+	8,  // 13: orrery.v1.InspectRequest.audit:type_name -> orrery.v1.ReadAudit
+	11, // 14: orrery.v1.InspectRequest.list_due:type_name -> orrery.v1.ListDue
+	6,  // 15: orrery.v1.InspectRequest.calendar:type_name -> orrery.v1.InspectCalendar
+	7,  // 16: orrery.v1.InspectRequest.list_calendars:type_name -> orrery.v1.ListCalendars
+	31, // 17: orrery.v1.ListSchedules.state:type_name -> orrery.v1.ScheduleState
+	26, // 18: orrery.v1.ListSchedules.labels:type_name -> orrery.v1.ListSchedules.LabelsEntry
+	32, // 19: orrery.v1.ListSagas.phase:type_name -> orrery.v1.SagaPhase
+	27, // 20: orrery.v1.ListSagas.labels:type_name -> orrery.v1.ListSagas.LabelsEntry
+	33, // 21: orrery.v1.ListDue.lane:type_name -> orrery.v1.Lane
+	34, // 22: orrery.v1.ListedSchedule.record:type_name -> orrery.v1.ScheduleRecord
+	31, // 23: orrery.v1.ListedSchedule.state:type_name -> orrery.v1.ScheduleState
+	33, // 24: orrery.v1.InspectLedger.lane:type_name -> orrery.v1.Lane
+	33, // 25: orrery.v1.InspectSchedule.lane:type_name -> orrery.v1.Lane
+	33, // 26: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
+	33, // 27: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
+	35, // 28: orrery.v1.QueueStats.pause:type_name -> orrery.v1.QueuePause
+	24, // 29: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	23, // 30: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
+	22, // 31: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
+	34, // 32: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	36, // 33: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	37, // 34: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	21, // 35: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	29, // 36: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	38, // 37: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	39, // 38: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	12, // 39: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	36, // 40: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	19, // 41: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	19, // 42: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	40, // 43: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
+	30, // 44: orrery.v1.InspectReply.due:type_name -> orrery.v1.DueRef
+	41, // 45: orrery.v1.InspectReply.calendar:type_name -> orrery.v1.CalendarRecord
+	41, // 46: orrery.v1.InspectReply.listed_calendars:type_name -> orrery.v1.CalendarRecord
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }
@@ -2526,6 +2710,8 @@ func file_api_v1_partition_proto_init() {
 		(*InspectRequest_ListQueues)(nil),
 		(*InspectRequest_Audit)(nil),
 		(*InspectRequest_ListDue)(nil),
+		(*InspectRequest_Calendar)(nil),
+		(*InspectRequest_ListCalendars)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2533,7 +2719,7 @@ func file_api_v1_partition_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_partition_proto_rawDesc), len(file_api_v1_partition_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -131,6 +131,9 @@ const (
 	LedgerOutcome_LEDGER_OUTCOME_CANCELLED LedgerOutcome = 14
 	// Enqueued by a BackfillSchedule (apply version 9; the record's backfill is set).
 	LedgerOutcome_LEDGER_OUTCOME_BACKFILLED LedgerOutcome = 15
+	// A calendar the definition references excluded its instant (apply version 17; the reason
+	// names the calendar and the rule). Never enqueued.
+	LedgerOutcome_LEDGER_OUTCOME_EXCLUDED LedgerOutcome = 16
 )
 
 // Enum value maps for LedgerOutcome.
@@ -152,6 +155,7 @@ var (
 		13: "LEDGER_OUTCOME_DEAD_LETTERED",
 		14: "LEDGER_OUTCOME_CANCELLED",
 		15: "LEDGER_OUTCOME_BACKFILLED",
+		16: "LEDGER_OUTCOME_EXCLUDED",
 	}
 	LedgerOutcome_value = map[string]int32{
 		"LEDGER_OUTCOME_UNSPECIFIED":           0,
@@ -170,6 +174,7 @@ var (
 		"LEDGER_OUTCOME_DEAD_LETTERED":         13,
 		"LEDGER_OUTCOME_CANCELLED":             14,
 		"LEDGER_OUTCOME_BACKFILLED":            15,
+		"LEDGER_OUTCOME_EXCLUDED":              16,
 	}
 )
 
@@ -618,7 +623,7 @@ type LedgerRecord struct {
 	MessageId string `protobuf:"bytes,8,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// COALESCED_INTO: the ordinal of the occurrence that stands for it.
 	CoalescedIntoOrdinal uint64 `protobuf:"varint,9,opt,name=coalesced_into_ordinal,json=coalescedIntoOrdinal,proto3" json:"coalesced_into_ordinal,omitempty"`
-	// SUSPENDED, DROPPED, EXPIRED: why.
+	// SUSPENDED, DROPPED, EXPIRED, EXCLUDED: why.
 	Reason string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Set for a backfilled instant (BACKFILLED): its own record beside the series' record of the
 	// same nominal instant, if any.
@@ -2020,7 +2025,7 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x15SCHEDULE_STATE_PAUSED\x10\x02\x12\x1c\n" +
 	"\x18SCHEDULE_STATE_SUSPENDED\x10\x03\x12\x1c\n" +
 	"\x18SCHEDULE_STATE_CANCELLED\x10\x04\x12\x1c\n" +
-	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\x83\x04\n" +
+	"\x18SCHEDULE_STATE_COMPLETED\x10\x05*\xa0\x04\n" +
 	"\rLedgerOutcome\x12\x1e\n" +
 	"\x1aLEDGER_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17LEDGER_OUTCOME_ENQUEUED\x10\x01\x12\"\n" +
@@ -2038,7 +2043,8 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x14LEDGER_OUTCOME_ENDED\x10\f\x12 \n" +
 	"\x1cLEDGER_OUTCOME_DEAD_LETTERED\x10\r\x12\x1c\n" +
 	"\x18LEDGER_OUTCOME_CANCELLED\x10\x0e\x12\x1d\n" +
-	"\x19LEDGER_OUTCOME_BACKFILLED\x10\x0f*M\n" +
+	"\x19LEDGER_OUTCOME_BACKFILLED\x10\x0f\x12\x1b\n" +
+	"\x17LEDGER_OUTCOME_EXCLUDED\x10\x10*M\n" +
 	"\aDueKind\x12\x18\n" +
 	"\x14DUE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DUE_KIND_SCHEDULE\x10\x01\x12\x11\n" +

@@ -20,6 +20,7 @@ type defineFlags struct {
 	payload, headers, misfire, overlap string
 	expired, pace                      string
 	labels                             labelFlag
+	calendars                          stringsFlag
 	catchUp, ttl, jitter               time.Duration
 	maxDeliveries, maxRuns             int
 	pauseOnFailure, jitterEarly        bool
@@ -49,6 +50,7 @@ func (f *defineFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.overlap, "overlap", "", "overlap policy: allow_all, skip, buffer_one, buffer_all or cancel_other (default allow_all)")
 	f.labels = labelFlag{}
 	fs.Var(f.labels, "label", "a label of the schedule, KEY=VALUE; repeatable (update: replaces them all)")
+	fs.Var(&f.calendars, "calendar", "an exclusion calendar of the namespace (calendars put); repeatable (update: replaces them all)")
 	fs.StringVar(&f.pace, "pace", "", `paced catch-up: at most N occurrences per window, N/DURATION ("10/1m")`)
 	fs.StringVar(&f.expired, "expired", "", "an occurrence whose --ttl passed before it fired: fail (stop the schedule until skip-expired) or skip (default fail)")
 	fs.DurationVar(&f.catchUp, "catch-up", 0, "how far back a catch-up or a resume reaches (0: no bound)")
@@ -132,6 +134,9 @@ func (f *defineFlags) apply(o *client.ScheduleOptions, spec *orreryv1.ScheduleSp
 	}
 	if f.set["label"] {
 		o.Labels = map[string]string(f.labels)
+	}
+	if f.set["calendar"] {
+		o.Calendars = []string(f.calendars)
 	}
 	if f.set["pace"] {
 		n, window, ok := strings.Cut(f.pace, "/")

@@ -24,6 +24,10 @@ Commands:
   queues pause NS QUEUE [--reason R]   stop every partition's receives of a queue (enqueues still land)
   queues resume NS QUEUE
   messages cancel NS QUEUE KEY ID [--reason R]   remove a message, or revoke its lease if leased
+  calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]
+      an exclusion calendar on every partition; a schedule's --calendar NAME skips (ledgers excluded) what it excludes
+  calendars delete|get NS NAME
+  calendars list NS [--max N] [--after NAME]
   lag [--namespace NS --queue Q] [--fail-over DUR]
   audit [--since 24h] [--max N] [--after TOKEN]
   partitions [--admin URL]
@@ -49,6 +53,7 @@ const schedulesHelp = `orrery schedules: list, describe, create, update, pause, 
   schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR)
       [--payload JSON] [--headers JSON] [--misfire catch_up|skip|coalesce] [--overlap allow_all|skip|buffer_one]
       [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--expired fail|skip] [--jitter DUR [--jitter-early]] [--label K=V]... [--pace N/DUR]
+      [--calendar NAME]...
   schedules update NAME --namespace NS --queue Q [--key K] [any flag of create: only those given change]
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
   schedules process-due --namespace NS (--partition N [--queue Q] | --queue Q --key K) [--max N]

@@ -3,7 +3,7 @@
 // schedules (by id or by name), lists and
 // describes sagas, shows a queue's depth, peeks at a lane's messages without leasing them,
 // moves a lane's dead letters back to it, pauses and resumes a queue's consumption, cancels a
-// message by id, shows the audit log (grant changes and denials, for a
+// message by id, puts, deletes, shows and lists exclusion calendars, shows the audit log (grant changes and denials, for a
 // principal holding PolicyAdmin on "*"), and shows the partition and silo tables a silo's admin
 // endpoint serves.
 //
@@ -27,6 +27,9 @@
 //	orrery queues pause NS QUEUE [--reason R]   (on every partition: receives lease nothing until resume)
 //	orrery queues resume NS QUEUE
 //	orrery messages cancel NS QUEUE KEY ID [--reason R]
+//	orrery calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]   (on every partition)
+//	orrery calendars delete|get NS NAME
+//	orrery calendars list NS [--max N] [--after NAME]
 //	orrery audit [--since 24h] [--max N] [--after TOKEN]
 //	orrery partitions [--admin http://127.0.0.1:7380]
 //	orrery partitions check [--admin http://127.0.0.1:7380]  (exit 1 unless every partition is consistent)
@@ -155,7 +158,7 @@ func (c *command) run(args []string) error {
 		return usagef("timeout: must be positive, got %v", c.timeout)
 	}
 	if len(rest) == 0 {
-		return usagef("a command is required: schedules, sagas, queues, messages, audit, partitions or silos (orrery help lists them)")
+		return usagef("a command is required: schedules, sagas, queues, messages, calendars, audit, partitions or silos (orrery help lists them)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -168,6 +171,8 @@ func (c *command) run(args []string) error {
 		return c.queues(ctx, rest[1:])
 	case "messages":
 		return c.messages(ctx, rest[1:])
+	case "calendars":
+		return c.calendars(ctx, rest[1:])
 	case "audit":
 		return c.audit(ctx, rest[1:])
 	case "partitions":
@@ -177,7 +182,7 @@ func (c *command) run(args []string) error {
 	case "lag":
 		return c.lag(ctx, rest[1:])
 	}
-	return usagef("unknown command %q: want schedules, sagas, queues, messages, lag, audit, partitions, silos or help", rest[0])
+	return usagef("unknown command %q: want schedules, sagas, queues, messages, calendars, lag, audit, partitions, silos or help", rest[0])
 }
 
 // flagSet is an empty flag set named name that prints nothing while parsing: parse reports

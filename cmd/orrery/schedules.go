@@ -292,6 +292,9 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	if l := def.GetLabels(); len(l) > 0 {
 		w.row("labels", labelFlag(l).String())
 	}
+	if cals := def.GetCalendars(); len(cals) > 0 {
+		w.row("calendars", strings.Join(cals, ",")+" (excluded instants are ledgered excluded)")
+	}
 	if def.GetExpired() == orreryv1.ExpiredPolicy_EXPIRED_POLICY_SKIP {
 		w.row("on expiry", "skip: an occurrence whose ttl passed is ledgered expired")
 	} else {

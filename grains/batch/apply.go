@@ -398,6 +398,10 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return wrap(err, func() *orreryv1.MutationResult {
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_CancelMessage{CancelMessage: r}}
 		})
+	case *orreryv1.Mutation_PutCalendar:
+		return calendarResult(schedule.ApplyPutCalendar(v, principal, k.PutCalendar, a.ZoneRules, now))
+	case *orreryv1.Mutation_DeleteCalendar:
+		return calendarResult(schedule.ApplyDeleteCalendar(v, k.DeleteCalendar))
 	case *orreryv1.Mutation_RedriveDeadLetters:
 		r, err := queue.ApplyRedrive(v, lim, k.RedriveDeadLetters, now)
 		return wrap(err, func() *orreryv1.MutationResult {
@@ -484,6 +488,12 @@ func sagaResult(r *orreryv1.SagaResult, err error) (*orreryv1.MutationResult, er
 func queuePauseResult(r *orreryv1.QueuePauseResult, err error) (*orreryv1.MutationResult, error) {
 	return wrap(err, func() *orreryv1.MutationResult {
 		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_QueuePause{QueuePause: r}}
+	})
+}
+
+func calendarResult(r *orreryv1.CalendarResult, err error) (*orreryv1.MutationResult, error) {
+	return wrap(err, func() *orreryv1.MutationResult {
+		return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Calendar{Calendar: r}}
 	})
 }
 

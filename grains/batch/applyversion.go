@@ -42,8 +42,10 @@ import (
 //  15. an EmitOccurrences from a caller that may manage the schedule, not only from the due
 //     coordinator (ApplyVersionManualEmit);
 //  16. the audit log bounded: a repeated denial counted on its window's record, the log
-//     capped at audit.MaxRecords (ApplyVersionAuditBound).
-const KnownApplyVersion uint32 = 16
+//     capped at audit.MaxRecords (ApplyVersionAuditBound);
+//  17. exclusion calendars: PutCalendar, DeleteCalendar and ScheduleDefinition.calendars, an
+//     excluded instant ledgered EXCLUDED (ApplyVersionCalendars).
+const KnownApplyVersion uint32 = 17
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -155,6 +157,11 @@ const ApplyVersionManualEmit uint32 = 15
 // well as age (audit.Trail.Write's bounded): a denial repeated within audit.DenialWindowMicros
 // is counted on its first record, and a write past audit.MaxRecords removes the oldest.
 const ApplyVersionAuditBound uint32 = 16
+
+// ApplyVersionCalendars is the apply version that takes PutCalendar, DeleteCalendar and a
+// schedule definition's calendars (wire gates: before it a command carrying one is refused),
+// so that no replica of an older release fires an instant the others exclude.
+const ApplyVersionCalendars uint32 = 17
 
 // takes reports whether the partition applies under version needed or a later one: whether a
 // behaviour introduced by needed is on. Every replica reads the version from the state, so all

@@ -100,6 +100,11 @@ func (a Applier) authorizeCaller(v kv.Reader, principal string, m *orreryv1.Muta
 	case *orreryv1.Mutation_CancelMessage:
 		lane := k.CancelMessage.GetLane()
 		needs = queueAdminNeeds(lane.GetNamespace(), lane.GetQueue())
+	case *orreryv1.Mutation_PutCalendar:
+		// A calendar is the namespace's, whatever the queue of the schedules that use it.
+		needs = []need{{capability: grants.SchedulerManage, namespace: k.PutCalendar.GetCalendar().GetNamespace()}}
+	case *orreryv1.Mutation_DeleteCalendar:
+		needs = []need{{capability: grants.SchedulerManage, namespace: k.DeleteCalendar.GetNamespace()}}
 	case *orreryv1.Mutation_Housekeep:
 		return grants.RequireSystem(principal, "housekeep")
 	case *orreryv1.Mutation_CheckConsistency:

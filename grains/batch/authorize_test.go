@@ -65,6 +65,10 @@ func mutationOf(kind any) *orreryv1.Mutation {
 		m.Kind = &orreryv1.Mutation_ResumeQueue{ResumeQueue: k}
 	case *orreryv1.CancelMessage:
 		m.Kind = &orreryv1.Mutation_CancelMessage{CancelMessage: k}
+	case *orreryv1.PutCalendar:
+		m.Kind = &orreryv1.Mutation_PutCalendar{PutCalendar: k}
+	case *orreryv1.DeleteCalendar:
+		m.Kind = &orreryv1.Mutation_DeleteCalendar{DeleteCalendar: k}
 	default:
 		panic(fmt.Sprintf("mutationOf(%T)", kind))
 	}
@@ -208,6 +212,19 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 			[]need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
 		{"cancel message", nil, func(string) *orreryv1.Mutation { return mutationOf(&orreryv1.CancelMessage{Lane: lane, Id: "m1"}) },
 			[]need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
+		// A calendar is the namespace's: SchedulerManage on the whole namespace.
+		{"put calendar", nil, func(string) *orreryv1.Mutation {
+			return mutationOf(&orreryv1.PutCalendar{Calendar: &orreryv1.Calendar{Namespace: ns, Name: "holidays", ExcludedDates: []string{"2026-12-25"}}})
+		}, []need{{capability: grants.SchedulerManage, namespace: ns, queue: ""}}},
+		{"delete calendar", func(t *testing.T, v kv.View) {
+			put := &orreryv1.Batch{CommandId: "owner-calendar", Mutations: []*orreryv1.Mutation{mutationOf(&orreryv1.PutCalendar{Calendar: &orreryv1.Calendar{Namespace: ns, Name: "holidays"}})}}
+			if out, err := matrixApplier().ApplyBatch(v, owner, put, t0+1); err != nil || resultErr(out.Receipt.GetResults()[0]) != nil {
+				t.Fatalf("owner's calendar: %v %v", err, out)
+			}
+		}, func(string) *orreryv1.Mutation {
+			return mutationOf(&orreryv1.DeleteCalendar{Namespace: ns, Name: "holidays"})
+		},
+			[]need{{capability: grants.SchedulerManage, namespace: ns, queue: ""}}},
 		{"put grant", nil, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.PutGrant{Principal: "dave", Rules: []*orreryv1.GrantRule{{Namespace: ns, Capabilities: uint64(grants.QueueConsume)}}})
 		}, []need{{capability: grants.PolicyAdmin, namespace: ns, queue: ""}}},

@@ -46,6 +46,9 @@ var wireGates = []wireGate{
 	{ApplyVersionQueuePause, "orrery.v1.Mutation", "pause_queue", ""},
 	{ApplyVersionQueuePause, "orrery.v1.Mutation", "resume_queue", ""},
 	{ApplyVersionCancelMessage, "orrery.v1.Mutation", "cancel_message", ""},
+	{ApplyVersionCalendars, "orrery.v1.Mutation", "put_calendar", ""},
+	{ApplyVersionCalendars, "orrery.v1.Mutation", "delete_calendar", ""},
+	{ApplyVersionCalendars, "orrery.v1.ScheduleDefinition", "calendars", ""},
 }
 
 // gateKey finds a gate: a field's presence (value -1) or one value of an enum field.

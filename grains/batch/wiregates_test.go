@@ -73,6 +73,17 @@ func TestAnOlderReleaseRefusesWhatItDoesNotKnowAsANewerOneRefusesItsGate(t *test
 			{Kind: &orreryv1.Mutation_CancelMessage{CancelMessage: &orreryv1.CancelMessage{Lane: lane, Id: "m1"}}}},
 			map[string][]string{"Mutation": {"cancel_message"}}, nil,
 			"mutations[1]: carries field 27 of orrery.v1.Mutation"},
+		{"a mutation kind (put_calendar) at version 16", 16, []*orreryv1.Mutation{enqueueMutation("m1"),
+			{Kind: &orreryv1.Mutation_PutCalendar{PutCalendar: &orreryv1.PutCalendar{Calendar: &orreryv1.Calendar{Namespace: lane.GetNamespace(), Name: "holidays"}}}}},
+			map[string][]string{"Mutation": {"put_calendar", "delete_calendar"}, "ScheduleDefinition": {"calendars"}}, nil,
+			"mutations[1]: carries field 28 of orrery.v1.Mutation"},
+		{"a mutation kind (delete_calendar) at version 16", 16, []*orreryv1.Mutation{
+			{Kind: &orreryv1.Mutation_DeleteCalendar{DeleteCalendar: &orreryv1.DeleteCalendar{Namespace: lane.GetNamespace(), Name: "holidays"}}}},
+			map[string][]string{"Mutation": {"put_calendar", "delete_calendar"}, "ScheduleDefinition": {"calendars"}}, nil,
+			"mutations[0]: carries field 29 of orrery.v1.Mutation"},
+		{"a definition's calendars at version 16", 16, []*orreryv1.Mutation{withCalendars(configureMutation(everySpec(t0+sec, hour), 0), "holidays")},
+			map[string][]string{"Mutation": {"put_calendar", "delete_calendar"}, "ScheduleDefinition": {"calendars"}}, nil,
+			"mutations[0]: carries field 19 of orrery.v1.ScheduleDefinition"},
 		{"an enum value (CANCEL_OTHER) at version 4", 4, []*orreryv1.Mutation{cancelOther},
 			map[string][]string{"ScheduleDefinition": {"jitter_micros", "jitter_allow_early", "expired", "labels", "catch_up_pace"}},
 			map[string][]string{"OverlapPolicy": {"OVERLAP_POLICY_CANCEL_OTHER"}},
@@ -103,6 +114,12 @@ func TestAnOlderReleaseRefusesWhatItDoesNotKnowAsANewerOneRefusesItsGate(t *test
 			}
 		})
 	}
+}
+
+// withCalendars sets the calendars of m's definition.
+func withCalendars(m *orreryv1.Mutation, names ...string) *orreryv1.Mutation {
+	m.GetConfigureSchedule().GetDefinition().Calendars = names
+	return m
 }
 
 // TestAPartNoReleaseKnowsIsRefused: a field, a mutation kind or an enum value that this binary

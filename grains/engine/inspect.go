@@ -128,6 +128,22 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			refs, next, err := due.List(r, e.readTime(now), q)
 			reply.Found, reply.Due, reply.ListContinuation = len(refs) > 0, refs, next
 			return err
+		case *orreryv1.InspectRequest_Calendar:
+			c := t.Calendar
+			if err := schedule.CalendarName("name", c.GetName()); err != nil {
+				return err
+			}
+			rec, err := schedule.LoadCalendar(r, c.GetNamespace(), c.GetName())
+			reply.Found, reply.Calendar = rec != nil, rec
+			return err
+		case *orreryv1.InspectRequest_ListCalendars:
+			l := t.ListCalendars
+			listed, next, err := schedule.ListCalendars(r, l.GetNamespace(), l.GetAfter(), int(l.GetMaxCalendars()))
+			reply.Found, reply.ListedCalendars = len(listed) > 0, listed
+			if next != "" {
+				reply.ListContinuation = []byte(next)
+			}
+			return err
 		case *orreryv1.InspectRequest_Audit:
 			records, next, err := audit.Read(r, t.Audit)
 			reply.Found, reply.AuditRecords, reply.ListContinuation = len(records) > 0, records, next
@@ -152,7 +168,7 @@ func (e *Engine) Inspect(now time.Time, req *orreryv1.InspectRequest) *orreryv1.
 			}
 			return err
 		default:
-			return orrery.Invalid("target", "is required (schedule, saga, lane, queue, list_queues, ledger, list_schedules, list_sagas, list_due, audit or partition)")
+			return orrery.Invalid("target", "is required (schedule, saga, lane, queue, list_queues, ledger, list_schedules, list_sagas, list_due, calendar, list_calendars, audit or partition)")
 		}
 	})
 	if err != nil {

@@ -109,6 +109,10 @@ func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
 		if queue == "" {
 			queue = t.ListDue.GetLane().GetQueue()
 		}
+	case *orreryv1.InspectRequest_Calendar:
+		namespace = t.Calendar.GetNamespace() // a calendar is the whole namespace's
+	case *orreryv1.InspectRequest_ListCalendars:
+		namespace = t.ListCalendars.GetNamespace()
 	case *orreryv1.InspectRequest_ListQueues:
 		// Every queue of the partition, whatever its namespace.
 		namespace = AnyNamespace

@@ -26,6 +26,8 @@
 //	pg/ principal      GrantRecord (the principal's grant in this partition)
 //	au/ loggedAt principal commandId sequence → AuditRecord (audit log, oldest first)
 //	zr/ zone           ZoneRules (the rules the partition evaluates the zone's cron schedules with)
+//	cal/ ns name       CalendarRecord (an exclusion calendar)
+//	calr/ ns name lane id → empty (the schedules of the partition that reference a calendar)
 //	meta/...           partition-wide counters; meta/list-index: ListIndexProgress; meta/limits:
 //	                   PartitionLimits (the limits the partition applies under)
 //
@@ -71,6 +73,11 @@ var (
 	// (audit.DenialWindow).
 	AuditDenial = []byte("ad/")
 	ZoneRules   = []byte("zr/")
+	// Calendar holds exclusion calendars (orreryv1.CalendarRecord) by namespace and name.
+	Calendar = []byte("cal/")
+	// CalendarRef indexes the schedules that reference a calendar, by the calendar's namespace
+	// and name, then the schedule's lane and id.
+	CalendarRef = []byte("calr/")
 	// ListIndexProgress holds how far the listing index covers the records
 	// (orreryv1.ListIndexProgress).
 	ListIndexProgress = []byte("meta/list-index")
@@ -168,6 +175,43 @@ func Of(prefix, suffix []byte) []byte {
 
 // ZoneRulesKey is the key of the rules the partition holds for an IANA zone.
 func ZoneRulesKey(zone string) []byte { return AppendString(Of(ZoneRules, nil), zone) }
+
+// CalendarKey is the key of calendar (namespace, name).
+func CalendarKey(namespace, name string) []byte {
+	return AppendString(AppendString(Of(Calendar, nil), namespace), name)
+}
+
+// CalendarNamespacePrefix is the prefix of every calendar key of namespace.
+func CalendarNamespacePrefix(namespace string) []byte {
+	return AppendString(Of(Calendar, nil), namespace)
+}
+
+// CalendarRefPrefix is the prefix of the references to calendar (namespace, name).
+func CalendarRefPrefix(namespace, name string) []byte {
+	return AppendString(AppendString(Of(CalendarRef, nil), namespace), name)
+}
+
+// CalendarRefKey is the key of the reference of the schedule at lane and id to calendar
+// (lane's namespace, name).
+func CalendarRefKey(name string, lane *orreryv1.Lane, id string) []byte {
+	return append(CalendarRefPrefix(lane.GetNamespace(), name), LaneID(lane, id)...)
+}
+
+// SplitLaneID decodes a LaneID suffix into its lane and id.
+func SplitLaneID(suffix []byte) (*orreryv1.Lane, string, error) {
+	var parts [4]string
+	rest := suffix
+	for i := range parts {
+		var err error
+		if parts[i], rest, err = readString(rest); err != nil {
+			return nil, "", err
+		}
+	}
+	if len(rest) != 0 {
+		return nil, "", ErrMalformed
+	}
+	return &orreryv1.Lane{Namespace: parts[0], Queue: parts[1], Key: parts[2]}, parts[3], nil
+}
 
 // ScheduleKey is the key of a schedule record.
 func ScheduleKey(lane *orreryv1.Lane, id string) []byte { return Of(Schedule, LaneID(lane, id)) }

@@ -22,6 +22,9 @@ import (
 // of a newer release; a zone that neither holds is unknown (Validation on
 // definition.spec.cron.time_zone).
 //
+// Every calendar the definition references must exist in the partition (Validation on
+// definition.calendars[i]); the schedule's references move to the new definition's calendars.
+//
 // Under Rules.KeepsGenerations a replacement keeps the replaced record as a ScheduleGeneration
 // (the last KeptGenerations).
 func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.ConfigureSchedule, carried []*orreryv1.ZoneRules, loggedNowMicros int64, rules Rules) (*orreryv1.ScheduleResult, error) {
@@ -38,6 +41,9 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 		if err := validateCron(c, def.GetScheduleId(), location); err != nil {
 			return nil, err.InField("definition.spec.cron")
 		}
+	}
+	if err := checkCalendarsExist(v, def); err != nil {
+		return nil, err.InField("definition")
 	}
 	lane, id := def.GetLane(), def.GetScheduleId()
 	if deleted, err := Deleted(v, lane, id); err != nil {
@@ -98,6 +104,9 @@ func ApplyConfigure(v kv.View, lim input.Limits, principal string, m *orreryv1.C
 		}
 	}
 	if err := storeZoneRules(v, adopt); err != nil {
+		return nil, err
+	}
+	if err := referenceCalendars(v, old.GetDefinition(), def); err != nil {
 		return nil, err
 	}
 	if err := save(v, lim, rec, oldDueAt, loggedNowMicros); err != nil {

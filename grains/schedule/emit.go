@@ -119,6 +119,9 @@ func ApplyEmitWithin(v kv.View, lim input.Limits, m *orreryv1.EmitOccurrences, l
 		return nil, err
 	}
 	e.series = s
+	if e.exclusions, err = loadExclusions(v, rec.GetDefinition()); err != nil {
+		return nil, err
+	}
 	if reason == "" && !pausedBacklog(rec) {
 		reason = clockAnomaly(rec, loggedNowMicros)
 	}
@@ -167,6 +170,8 @@ type emitter struct {
 	stopped bool
 	budget  *EmitBudget // the batch's byte budget (nil: none)
 	rules   Rules
+	// exclusions are the calendars the definition references (nil: none).
+	exclusions exclusions
 }
 
 // point is one nominal instant of the series.
@@ -176,10 +181,17 @@ type point struct {
 }
 
 // unit is what one step of the emit fires: an ordinal, and under COALESCE the earlier
-// ordinals it stands for.
+// ordinals it stands for and those among them a calendar excludes.
 type unit struct {
 	point
 	coalesced []point
+	excluded  []excludedPoint
+}
+
+// excludedPoint is an instant a calendar excludes, and why.
+type excludedPoint struct {
+	point
+	reason string
 }
 
 func (e *emitter) room() bool {
@@ -209,8 +221,15 @@ func (e *emitter) run() error {
 			return nil
 		}
 		current := point{rec.GetNextOrdinal(), rec.GetNextNominalUnixMicros()}
+		if reason := e.exclusions.excludes(current.nominal); reason != "" {
+			// Excluded: passed with its record, whatever the window and the policies say.
+			if err := e.passWithout(current, orreryv1.LedgerOutcome_LEDGER_OUTCOME_EXCLUDED, reason); err != nil {
+				return err
+			}
+			continue
+		}
 		if window > 0 && current.nominal < e.now-window {
-			if err := e.passWithout(current, orreryv1.LedgerOutcome_LEDGER_OUTCOME_MISSED_CATCHUP_WINDOW); err != nil {
+			if err := e.passWithout(current, orreryv1.LedgerOutcome_LEDGER_OUTCOME_MISSED_CATCHUP_WINDOW, ""); err != nil {
 				return err
 			}
 			continue
@@ -218,12 +237,12 @@ func (e *emitter) run() error {
 		u := unit{point: current}
 		switch def.GetMisfire() {
 		case orreryv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
-			next, exists, err := e.series.after(current.ordinal+1, current.nominal)
+			next, exists, err := e.nextIncluded(current)
 			if err != nil {
 				return err
 			}
-			if exists && fireAt(e.rec, current.ordinal+1, next) <= e.now {
-				if err := e.passWithout(current, orreryv1.LedgerOutcome_LEDGER_OUTCOME_SKIPPED_MISFIRE); err != nil {
+			if exists && fireAt(e.rec, next.ordinal, next.nominal) <= e.now {
+				if err := e.passWithout(current, orreryv1.LedgerOutcome_LEDGER_OUTCOME_SKIPPED_MISFIRE, ""); err != nil {
 					return err
 				}
 				continue
@@ -243,13 +262,31 @@ func (e *emitter) run() error {
 	return nil
 }
 
+// nextIncluded is the first instant after p that no calendar excludes, looking at most as far
+// as the pass budget allows (exists is false past it, or at the series' end).
+func (e *emitter) nextIncluded(p point) (point, bool, error) {
+	for range max(1, int(e.maxPassed-e.passed)) {
+		at, exists, err := e.series.after(p.ordinal+1, p.nominal)
+		if err != nil || !exists {
+			return point{}, false, err
+		}
+		p = point{p.ordinal + 1, at}
+		if e.exclusions.excludes(at) == "" {
+			return p, true, nil
+		}
+	}
+	return point{}, false, nil
+}
+
 // coalesce gathers the due instants from first on, as many as the pass budget allows; the
-// last one carries the others.
+// last one carries the others. The instants a calendar excludes among them are passed EXCLUDED
+// with the unit, never carried; those after its last instant are left to the next step.
 func (e *emitter) coalesce(first point) (unit, error) {
 	members := []point{first}
+	var excluded, pending []excludedPoint
 	budget := int(e.maxPassed - e.passed)
-	for len(members)-1 < budget {
-		last := members[len(members)-1]
+	last := first
+	for len(members)-1+len(excluded)+len(pending) < budget {
 		next, exists, err := e.series.after(last.ordinal+1, last.nominal)
 		if err != nil {
 			return unit{}, err
@@ -257,14 +294,21 @@ func (e *emitter) coalesce(first point) (unit, error) {
 		if !exists || fireAt(e.rec, last.ordinal+1, next) > e.now {
 			break
 		}
-		members = append(members, point{last.ordinal + 1, next})
+		last = point{last.ordinal + 1, next}
+		if reason := e.exclusions.excludes(next); reason != "" {
+			pending = append(pending, excludedPoint{last, reason})
+			continue
+		}
+		excluded, pending = append(excluded, pending...), nil
+		members = append(members, last)
 	}
-	return unit{point: members[len(members)-1], coalesced: members[:len(members)-1]}, nil
+	return unit{point: members[len(members)-1], coalesced: members[:len(members)-1], excluded: excluded}, nil
 }
 
-// passWithout passes one ordinal without a message, recording outcome.
-func (e *emitter) passWithout(p point, outcome orreryv1.LedgerOutcome) error {
+// passWithout passes one ordinal without a message, recording outcome (and reason, if any).
+func (e *emitter) passWithout(p point, outcome orreryv1.LedgerOutcome, reason string) error {
 	entry := ledgerEntry(e.rec, p.ordinal, p.nominal, outcome)
+	entry.Reason = reason
 	if err := writeFreshLedger(e.v, e.rec.GetDefinition().GetLane(), entry, e.now); err != nil {
 		return err
 	}
@@ -366,6 +410,14 @@ func (e *emitter) fire(u unit) error {
 			member.Reason = expiredReason(e.rec, c.nominal, e.now)
 		}
 		if err := writeFreshLedger(e.v, lane, member, e.now); err != nil {
+			return err
+		}
+		e.passed++
+	}
+	for _, x := range u.excluded {
+		entry := ledgerEntry(e.rec, x.ordinal, x.nominal, orreryv1.LedgerOutcome_LEDGER_OUTCOME_EXCLUDED)
+		entry.Reason = x.reason
+		if err := writeFreshLedger(e.v, lane, entry, e.now); err != nil {
 			return err
 		}
 		e.passed++

@@ -10,10 +10,13 @@ import (
 	"github.com/orreryhq/orrery/grains/kv"
 )
 
-// InspectFireTimes and InspectOutcomes bound what Inspect reports.
+// InspectFireTimes and InspectOutcomes bound what Inspect reports; InspectLookahead bounds
+// the instants it looks at for the fire times (those calendars exclude are looked at and left
+// out).
 const (
 	InspectFireTimes = 10
 	InspectOutcomes  = 10
+	InspectLookahead = 10_000
 )
 
 // Inspect reads what an operator sees of one schedule: its record, its next (at most 10)
@@ -56,7 +59,11 @@ func Inspect(r kv.Reader, lane *orreryv1.Lane, scheduleID string, loggedNowMicro
 		return insp, err
 	}
 	insp.ZoneRulesVersion = version
-	if insp.NextFireTimesUnixMicros, err = nextFireTimes(rec, location, loggedNowMicros); err != nil {
+	excluded, err := loadExclusions(r, rec.GetDefinition())
+	if err != nil {
+		return nil, err
+	}
+	if insp.NextFireTimesUnixMicros, err = nextFireTimes(rec, location, excluded, loggedNowMicros); err != nil {
 		return nil, err
 	}
 	insp.Backlog, insp.BacklogCapped, err = backlog(r, rec, loggedNowMicros)
@@ -66,8 +73,9 @@ func Inspect(r kv.Reader, lane *orreryv1.Lane, scheduleID string, loggedNowMicro
 // nextFireTimes walks the series from the watermark on a copy of the record, giving the instant
 // each ordinal fires (its nominal instant moved by the definition's jitter): from where a
 // resume at loggedNow would start when paused, and past the instants a resume left to be
-// passed PAUSED.
-func nextFireTimes(rec *orreryv1.ScheduleRecord, location *time.Location, loggedNowMicros int64) ([]int64, error) {
+// passed PAUSED. Instants a calendar of the definition excludes are left out, looking at most
+// InspectLookahead instants past the watermark for the fire times.
+func nextFireTimes(rec *orreryv1.ScheduleRecord, location *time.Location, excluded exclusions, loggedNowMicros int64) ([]int64, error) {
 	preview := proto.Clone(rec).(*orreryv1.ScheduleRecord)
 	s, err := newSeries(preview, location)
 	if err != nil {
@@ -84,8 +92,10 @@ func nextFireTimes(rec *orreryv1.ScheduleRecord, location *time.Location, logged
 	}
 	var times []int64
 	ordinal, at := preview.GetNextOrdinal(), preview.GetNextNominalUnixMicros()
-	for exists := !preview.GetSeriesEnded(); exists && len(times) < InspectFireTimes; {
-		times = append(times, fireAt(preview, ordinal, at))
+	for looked, exists := 0, !preview.GetSeriesEnded(); exists && len(times) < InspectFireTimes && looked < InspectLookahead; looked++ {
+		if excluded.excludes(at) == "" {
+			times = append(times, fireAt(preview, ordinal, at))
+		}
 		ordinal++
 		if at, exists, err = s.after(ordinal, at); err != nil {
 			return nil, err

@@ -59,6 +59,9 @@ func ApplyDelete(v kv.View, m *orreryv1.DeleteSchedule, loggedNowMicros int64, r
 	if err := v.Delete(IndexKey(rec)); err != nil {
 		return nil, err
 	}
+	if err := referenceCalendars(v, rec.GetDefinition(), nil); err != nil {
+		return nil, err
+	}
 	tomb := &orreryv1.ScheduleTombstone{LastRevision: rec.GetRevision(), LastGeneration: rec.GetGeneration(), DeletedAtUnixMicros: loggedNowMicros}
 	if _, err := record.Store(v, keys.ScheduleTombstoneKey(lane, id), tomb); err != nil {
 		return nil, err

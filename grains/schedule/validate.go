@@ -63,6 +63,9 @@ func ValidateDefinition(def *orreryv1.ScheduleDefinition, lim input.Limits) *orr
 	if err := input.Labels("labels", def.GetLabels()); err != nil {
 		return orrery.AsError(err)
 	}
+	if err := validateCalendarNames(def); err != nil {
+		return err
+	}
 	if err := validateExpiredPolicy(def); err != nil {
 		return err
 	}

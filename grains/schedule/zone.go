@@ -15,7 +15,8 @@ import (
 
 // ZoneRulesFor returns the zone rules a partition's leader carries with the mutations it
 // proposes (PartitionCommand.zone_rules): its binary's (package zonerules) for every zone other
-// than UTC that a ConfigureSchedule names for a cron spec or a RefreshZoneRules names, one per
+// than UTC that a ConfigureSchedule names for a cron spec, a PutCalendar for its calendar or a
+// RefreshZoneRules names, one per
 // zone, in the order first named. A zone the binary does not know is left out, and apply refuses
 // its configure as an unknown time zone. Only a proposer calls it; apply reads nothing but the
 // entry and the state.
@@ -31,6 +32,7 @@ func ZoneRulesFor(mutations []*orreryv1.Mutation) []*orreryv1.ZoneRules {
 	}
 	for _, m := range mutations {
 		add(m.GetConfigureSchedule().GetDefinition().GetSpec().GetCron().GetTimeZone())
+		add(m.GetPutCalendar().GetCalendar().GetTimeZone())
 		for _, zone := range m.GetRefreshZoneRules().GetZones() {
 			add(zone)
 		}

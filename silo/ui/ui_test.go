@@ -345,3 +345,37 @@ func TestUIPausesAQueueAndCancelsAMessage(t *testing.T) {
 		return b.find(`tr.messages-row li[data-message-id="drop"]`) == "" && b.find(`tr.messages-row li[data-message-id="keep"]`) != "", nil
 	})
 }
+
+// TestUIListsCalendars: the namespace's exclusion calendars are listed, read-only, with their
+// zone, what they exclude and their description.
+func TestUIListsCalendars(t *testing.T) {
+	b := startBrowser(t)
+	s := startSilo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cal := &orreryv1.Calendar{Namespace: "ui-calendars", Name: "holidays", TimeZone: "Europe/Berlin",
+		ExcludedDates: []string{"2026-12-25"}, ExcludedRanges: []*orreryv1.CalendarDateRange{{From: "2026-12-27", To: "2026-12-31"}},
+		ExcludedCrons: []string{"* * 0-5 * * *"}, Description: "winter break"}
+	// Calendars need apply version 17, which each partition takes once its leader has opened.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := s.Client().PutCalendar(ctx, cal)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "apply version") || time.Now().After(deadline) {
+			t.Fatalf("put calendar: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.open("http://" + s.AdminAddress() + "/")
+	b.typeInto("#token", testToken)
+	b.click("#token-form button[type=submit]")
+	b.typeInto("#namespace", "ui-calendars")
+	b.click("#load")
+	b.poll("the calendar listed with its zone, exclusions and description", func() (bool, error) {
+		text := b.textOf(`tr[data-calendar="holidays"]`)
+		return strings.Contains(text, "Europe/Berlin") && strings.Contains(text, "2026-12-25") && strings.Contains(text, "2026-12-27..2026-12-31") &&
+			strings.Contains(text, "cron * * 0-5 * * *") && strings.Contains(text, "winter break"), nil
+	})
+}

@@ -263,6 +263,7 @@ function boundsLine(def, rec) {
   if (def.max_occurrences) parts.push(`at most ${def.max_occurrences} runs`);
   if (def.pause_on_failure) parts.push('pauses on failure');
   if (def.jitter_micros) parts.push(`jitter ${def.jitter_allow_early ? '±' : '+'}${duration(micros(def.jitter_micros) / 1000)}`);
+  if ((def.calendars || []).length) parts.push(`calendars ${def.calendars.join(', ')}`);
   if (!parts.length && !rec.series_end_reason && !rec.paused_reason) return null;
   return el('p', { className: 'muted bounds' }, `bounds: ${parts.join(', ') || 'none'}` +
     (rec.series_end_reason ? ` · ended: ${rec.series_end_reason}` : '') +
@@ -474,6 +475,30 @@ async function loadSagas() {
   $('sagas').tBodies[0].replaceChildren(...rows);
 }
 
+// ---- calendars
+
+// calendarExcludes says what a calendar excludes: its dates, ranges and cron exclusions.
+function calendarExcludes(c) {
+  const parts = [];
+  parts.push(...(c.excluded_dates || []));
+  parts.push(...(c.excluded_ranges || []).map((r) => `${r.from}..${r.to}`));
+  parts.push(...(c.excluded_crons || []).map((e) => `cron ${e}`));
+  return parts.join(', ') || 'nothing';
+}
+
+async function loadCalendars() {
+  if (!ui.namespace) return;
+  const page = await api('GET', `/v1/calendars/${seg(ui.namespace)}?max=100`);
+  const rows = page.calendars.map((rec) => {
+    const c = rec.calendar;
+    return el('tr', { 'data-calendar': c.name },
+      el('td', {}, c.name), el('td', {}, c.time_zone || 'UTC'), el('td', {}, calendarExcludes(c)),
+      el('td', {}, c.description || ''), el('td', {}, `${humanTime(micros(rec.put_at_unix_micros))} by ${rec.put_by}`));
+  });
+  if (rows.length === 0) rows.push(el('tr', {}, el('td', { colspan: 5, className: 'muted' }, `No calendars in ${ui.namespace}.`)));
+  $('calendars').tBodies[0].replaceChildren(...rows);
+}
+
 // ---- partitions
 
 // consistency renders a partition leader's last consistency check: the divergent replicas in
@@ -522,7 +547,7 @@ async function refresh() {
     do {
       ui.again = false;
       const results = await Promise.allSettled([
-        loadSchedules().then(loadLanes), loadSagas(), loadPartitions()]);
+        loadSchedules().then(loadLanes), loadSagas(), loadCalendars(), loadPartitions()]);
       const failed = results.find((r) => r.status === 'rejected');
       if (failed) setStatus(failed.reason.message, true);
     } while (ui.again);
