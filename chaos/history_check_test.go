@@ -84,12 +84,7 @@ func TestCheckHistoryPassesACleanHistory(t *testing.T) {
 // TestCheckHistoryFindsEachViolation: each fault put into the clean history is counted under
 // its kind and named.
 func TestCheckHistoryFindsEachViolation(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		fault func(f *checkFixture)
-		count func(v verdict) int
-		want  string
-	}{
+	runFaultCases(t, newCheckFixture, []faultCase{
 		{"duplicate id: enqueued twice", func(f *checkFixture) {
 			d := f.occurrence("s1", 1, 2, 40*time.Millisecond)
 			d.enqueuedAt = d.enqueuedAt.Add(3 * time.Second)
@@ -149,19 +144,7 @@ func TestCheckHistoryFindsEachViolation(t *testing.T) {
 		{"lost: a schedule that stopped emitting", func(f *checkFixture) {
 			f.h.cancelledAt["s1"] = f.first.Add(time.Minute)
 		}, func(v verdict) int { return v.lost }, "stopped emitting"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newCheckFixture()
-			tc.fault(f)
-			v := checkHistory(f.h)
-			if tc.count(v) == 0 {
-				t.Errorf("not counted under its kind: duplicates %d, gaps %d, lost %d, early %d", v.duplicates, v.gaps, v.lost, v.early)
-			}
-			if !slices.ContainsFunc(v.problems, func(p string) bool { return strings.Contains(p, tc.want) }) {
-				t.Errorf("problems %q do not name %q", v.problems, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // TestCheckHistoryLeavesEarlyCancelsUnstalled: a schedule cancelled while faults went on, whose
@@ -320,12 +303,7 @@ func TestCheckHistoryChecksEveryGenerationOfAReplacedSchedule(t *testing.T) {
 	if v := checkHistory(replacedFixture().h); v.violations() > 0 {
 		t.Fatalf("a clean history of a replaced schedule has violations: %q", v.problems)
 	}
-	for _, tc := range []struct {
-		name  string
-		fault func(f *checkFixture)
-		count func(verdict) int
-		want  string
-	}{
+	runFaultCases(t, replacedFixture, []faultCase{
 		{"gap in a replaced generation", func(f *checkFixture) {
 			f.h.deliveries = slices.DeleteFunc(f.h.deliveries, func(d delivery) bool { return d.id == "occ-s1-g2-1" })
 		}, func(v verdict) int { return v.gaps }, "gap, ordinals [1] of generation 2's 0..1 never delivered"},
@@ -352,9 +330,32 @@ func TestCheckHistoryChecksEveryGenerationOfAReplacedSchedule(t *testing.T) {
 		{"the current generation stopped emitting", func(f *checkFixture) {
 			f.h.cancelledAt["s1"] = f.first.Add(time.Minute)
 		}, func(v verdict) int { return v.lost }, "stopped emitting"},
-	} {
+	})
+	// Replaced just before its cancel: the current generation emitted nothing yet, no stall.
+	f := replacedFixture()
+	f.h.generations["s1"] = append(f.h.generations["s1"], generationSpan{4, f.first.Add(26 * time.Second), 0})
+	f.h.cancelledAt["s1"] = f.first.Add(25 * time.Second)
+	if v := checkHistory(f.h); v.violations() > 0 {
+		t.Fatalf("a generation replaced just before the cancel is taken for a stall: %q", v.problems)
+	}
+}
+
+// faultCase is a violation put into a clean fixture: its name, the fault, the count of the
+// verdict it must raise and what a problem must say.
+type faultCase struct {
+	name  string
+	fault func(f *checkFixture)
+	count func(verdict) int
+	want  string
+}
+
+// runFaultCases checks each case on a fresh fixture: the violation is counted under its kind
+// and a problem names it.
+func runFaultCases(t *testing.T, fixture func() *checkFixture, cases []faultCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := replacedFixture()
+			f := fixture()
 			tc.fault(f)
 			v := checkHistory(f.h)
 			if tc.count(v) == 0 {
@@ -364,12 +365,5 @@ func TestCheckHistoryChecksEveryGenerationOfAReplacedSchedule(t *testing.T) {
 				t.Errorf("problems %q do not name %q", v.problems, tc.want)
 			}
 		})
-	}
-	// Replaced just before its cancel: the current generation emitted nothing yet, no stall.
-	f := replacedFixture()
-	f.h.generations["s1"] = append(f.h.generations["s1"], generationSpan{4, f.first.Add(26 * time.Second), 0})
-	f.h.cancelledAt["s1"] = f.first.Add(25 * time.Second)
-	if v := checkHistory(f.h); v.violations() > 0 {
-		t.Fatalf("a generation replaced just before the cancel is taken for a stall: %q", v.problems)
 	}
 }

@@ -24,16 +24,23 @@ func TestAHostOpenedClockUnjudgedWinsNoElectionAtOnce(t *testing.T) {
 	})
 	unjudged := rs.host(rs.ids[0])
 	// Ticks are never early: three election timeouts of ticks take at least 3 s.
+	leadsNothingThenAll(t, unjudged, "before its groups were leaderless for three election timeouts")
+}
+
+// leadsNothingThenAll fails the test if h leads any of its 4 partitions within 2.9 s (saying
+// why it should not), then waits until it leads them all.
+func leadsNothingThenAll(t *testing.T, h *Host, why string) {
+	t.Helper()
 	for deadline := time.Now().Add(2900 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		for n := range 4 {
-			if unjudged.Leads(n) {
-				t.Fatalf("the host opened clock-unjudged leads partition %d before its groups were leaderless for three election timeouts", n)
+			if h.Leads(n) {
+				t.Fatalf("the unjudged host leads partition %d %s", n, why)
 			}
 		}
 	}
 	testkit.Eventually(t, 30*time.Second, "the unjudged host to take the groups nobody else leads", func() bool {
 		for n := range 4 {
-			if !unjudged.Leads(n) {
+			if !h.Leads(n) {
 				return false
 			}
 		}
@@ -58,19 +65,5 @@ func TestAnUnjudgedHostCountsLeaderlessTimeOnlyOnceItCanHearItsPeers(t *testing.
 	unjudged.SetTransport(nil)
 	time.Sleep(3500 * time.Millisecond) // joining: more than three election timeouts
 	unjudged.SetTransport(rs.net.Transport(rs.ids[0]))
-	for deadline := time.Now().Add(2900 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		for n := range 4 {
-			if unjudged.Leads(n) {
-				t.Fatalf("the unjudged host leads partition %d before its groups were leaderless for three election timeouts with a transport", n)
-			}
-		}
-	}
-	testkit.Eventually(t, 30*time.Second, "the unjudged host to take the groups nobody else leads", func() bool {
-		for n := range 4 {
-			if !unjudged.Leads(n) {
-				return false
-			}
-		}
-		return true
-	})
+	leadsNothingThenAll(t, unjudged, "before its groups were leaderless for three election timeouts with a transport")
 }
