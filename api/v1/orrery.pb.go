@@ -1655,7 +1655,11 @@ type QueueMessage struct {
 	// Set when a CancelMessage found the message leased (apply version 14): its lease is
 	// revoked (ack, release and extend fail TokenInvalidated) and the message is removed once
 	// the lease ends, never delivered again.
-	Cancelled     *MessageCancel `protobuf:"bytes,17,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	Cancelled *MessageCancel `protobuf:"bytes,17,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// The digest of what makes an enqueue under this id the same message (apply version 18;
+	// absent on a message stored before it): kept on its tombstone, so that a re-enqueue after
+	// the message is gone is compared too. Set by the partition, never by the caller.
+	Digest        *MessageDigest `protobuf:"bytes,18,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1820,6 +1824,13 @@ func (x *QueueMessage) GetCancelled() *MessageCancel {
 	return nil
 }
 
+func (x *QueueMessage) GetDigest() *MessageDigest {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
 type isQueueMessage_Origin interface {
 	isQueueMessage_Origin()
 }
@@ -1836,6 +1847,78 @@ func (*QueueMessage_Occurrence) isQueueMessage_Origin() {}
 
 func (*QueueMessage_SagaTimeout) isQueueMessage_Origin() {}
 
+// MessageDigest is the SHA-256 of each part of a message that an enqueue under its id must
+// repeat to be the same message (compare-or-return, apply version 18): its payload_json,
+// headers_json, ordering_key and origin (the deterministic encoding of the origin oneof). A
+// part that is empty has an empty digest.
+type MessageDigest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	PayloadSha256     []byte                 `protobuf:"bytes,1,opt,name=payload_sha256,json=payloadSha256,proto3" json:"payload_sha256,omitempty"`
+	HeadersSha256     []byte                 `protobuf:"bytes,2,opt,name=headers_sha256,json=headersSha256,proto3" json:"headers_sha256,omitempty"`
+	OrderingKeySha256 []byte                 `protobuf:"bytes,3,opt,name=ordering_key_sha256,json=orderingKeySha256,proto3" json:"ordering_key_sha256,omitempty"`
+	OriginSha256      []byte                 `protobuf:"bytes,4,opt,name=origin_sha256,json=originSha256,proto3" json:"origin_sha256,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *MessageDigest) Reset() {
+	*x = MessageDigest{}
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageDigest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageDigest) ProtoMessage() {}
+
+func (x *MessageDigest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageDigest.ProtoReflect.Descriptor instead.
+func (*MessageDigest) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *MessageDigest) GetPayloadSha256() []byte {
+	if x != nil {
+		return x.PayloadSha256
+	}
+	return nil
+}
+
+func (x *MessageDigest) GetHeadersSha256() []byte {
+	if x != nil {
+		return x.HeadersSha256
+	}
+	return nil
+}
+
+func (x *MessageDigest) GetOrderingKeySha256() []byte {
+	if x != nil {
+		return x.OrderingKeySha256
+	}
+	return nil
+}
+
+func (x *MessageDigest) GetOriginSha256() []byte {
+	if x != nil {
+		return x.OriginSha256
+	}
+	return nil
+}
+
 // MessageCancel is who cancelled a leased message, when and why.
 type MessageCancel struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
@@ -1848,7 +1931,7 @@ type MessageCancel struct {
 
 func (x *MessageCancel) Reset() {
 	*x = MessageCancel{}
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1943,7 @@ func (x *MessageCancel) String() string {
 func (*MessageCancel) ProtoMessage() {}
 
 func (x *MessageCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +1956,7 @@ func (x *MessageCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageCancel.ProtoReflect.Descriptor instead.
 func (*MessageCancel) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MessageCancel) GetCancelledBy() string {
@@ -1909,7 +1992,7 @@ type ConfigureSchedule struct {
 
 func (x *ConfigureSchedule) Reset() {
 	*x = ConfigureSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2004,7 @@ func (x *ConfigureSchedule) String() string {
 func (*ConfigureSchedule) ProtoMessage() {}
 
 func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2017,7 @@ func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureSchedule.ProtoReflect.Descriptor instead.
 func (*ConfigureSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConfigureSchedule) GetDefinition() *ScheduleDefinition {
@@ -1965,7 +2048,7 @@ type EmitOccurrences struct {
 
 func (x *EmitOccurrences) Reset() {
 	*x = EmitOccurrences{}
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2060,7 @@ func (x *EmitOccurrences) String() string {
 func (*EmitOccurrences) ProtoMessage() {}
 
 func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2073,7 @@ func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmitOccurrences.ProtoReflect.Descriptor instead.
 func (*EmitOccurrences) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EmitOccurrences) GetLane() *Lane {
@@ -2038,7 +2121,7 @@ type CancelSchedule struct {
 
 func (x *CancelSchedule) Reset() {
 	*x = CancelSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2133,7 @@ func (x *CancelSchedule) String() string {
 func (*CancelSchedule) ProtoMessage() {}
 
 func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2146,7 @@ func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelSchedule.ProtoReflect.Descriptor instead.
 func (*CancelSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CancelSchedule) GetLane() *Lane {
@@ -2112,7 +2195,7 @@ type DeleteSchedule struct {
 
 func (x *DeleteSchedule) Reset() {
 	*x = DeleteSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2207,7 @@ func (x *DeleteSchedule) String() string {
 func (*DeleteSchedule) ProtoMessage() {}
 
 func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2220,7 @@ func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSchedule.ProtoReflect.Descriptor instead.
 func (*DeleteSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteSchedule) GetLane() *Lane {
@@ -2186,7 +2269,7 @@ type PauseSchedule struct {
 
 func (x *PauseSchedule) Reset() {
 	*x = PauseSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2281,7 @@ func (x *PauseSchedule) String() string {
 func (*PauseSchedule) ProtoMessage() {}
 
 func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2294,7 @@ func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSchedule.ProtoReflect.Descriptor instead.
 func (*PauseSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PauseSchedule) GetLane() *Lane {
@@ -2257,7 +2340,7 @@ type SkipExpired struct {
 
 func (x *SkipExpired) Reset() {
 	*x = SkipExpired{}
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2352,7 @@ func (x *SkipExpired) String() string {
 func (*SkipExpired) ProtoMessage() {}
 
 func (x *SkipExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2365,7 @@ func (x *SkipExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipExpired.ProtoReflect.Descriptor instead.
 func (*SkipExpired) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SkipExpired) GetLane() *Lane {
@@ -2323,7 +2406,7 @@ type BackfillSchedule struct {
 
 func (x *BackfillSchedule) Reset() {
 	*x = BackfillSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2418,7 @@ func (x *BackfillSchedule) String() string {
 func (*BackfillSchedule) ProtoMessage() {}
 
 func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2431,7 @@ func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillSchedule.ProtoReflect.Descriptor instead.
 func (*BackfillSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BackfillSchedule) GetLane() *Lane {
@@ -2398,7 +2481,7 @@ type ResumeSchedule struct {
 
 func (x *ResumeSchedule) Reset() {
 	*x = ResumeSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2493,7 @@ func (x *ResumeSchedule) String() string {
 func (*ResumeSchedule) ProtoMessage() {}
 
 func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2506,7 @@ func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSchedule.ProtoReflect.Descriptor instead.
 func (*ResumeSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResumeSchedule) GetLane() *Lane {
@@ -2465,7 +2548,7 @@ type TriggerSchedule struct {
 
 func (x *TriggerSchedule) Reset() {
 	*x = TriggerSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2560,7 @@ func (x *TriggerSchedule) String() string {
 func (*TriggerSchedule) ProtoMessage() {}
 
 func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2573,7 @@ func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSchedule.ProtoReflect.Descriptor instead.
 func (*TriggerSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TriggerSchedule) GetLane() *Lane {
@@ -2528,7 +2611,7 @@ type CompareExchangeSaga struct {
 
 func (x *CompareExchangeSaga) Reset() {
 	*x = CompareExchangeSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2540,7 +2623,7 @@ func (x *CompareExchangeSaga) String() string {
 func (*CompareExchangeSaga) ProtoMessage() {}
 
 func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2553,7 +2636,7 @@ func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareExchangeSaga.ProtoReflect.Descriptor instead.
 func (*CompareExchangeSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CompareExchangeSaga) GetLane() *Lane {
@@ -2624,7 +2707,7 @@ type ExpireSaga struct {
 
 func (x *ExpireSaga) Reset() {
 	*x = ExpireSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2719,7 @@ func (x *ExpireSaga) String() string {
 func (*ExpireSaga) ProtoMessage() {}
 
 func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2732,7 @@ func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSaga.ProtoReflect.Descriptor instead.
 func (*ExpireSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExpireSaga) GetLane() *Lane {
@@ -2695,7 +2778,7 @@ type Enqueue struct {
 
 func (x *Enqueue) Reset() {
 	*x = Enqueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2790,7 @@ func (x *Enqueue) String() string {
 func (*Enqueue) ProtoMessage() {}
 
 func (x *Enqueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2803,7 @@ func (x *Enqueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueue.ProtoReflect.Descriptor instead.
 func (*Enqueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Enqueue) GetLane() *Lane {
@@ -2793,7 +2876,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2888,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2901,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Receive) GetNamespace() string {
@@ -2868,7 +2951,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +2963,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +2976,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Ack) GetLane() *Lane {
@@ -2930,7 +3013,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2942,7 +3025,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2955,7 +3038,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Release) GetLane() *Lane {
@@ -2999,7 +3082,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3094,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3107,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExtendLease) GetLane() *Lane {
@@ -3069,7 +3152,7 @@ type Housekeep struct {
 
 func (x *Housekeep) Reset() {
 	*x = Housekeep{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3081,7 +3164,7 @@ func (x *Housekeep) String() string {
 func (*Housekeep) ProtoMessage() {}
 
 func (x *Housekeep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3094,7 +3177,7 @@ func (x *Housekeep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
 func (*Housekeep) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Housekeep) GetMaxRecords() uint32 {
@@ -3140,7 +3223,7 @@ type PartitionLimits struct {
 
 func (x *PartitionLimits) Reset() {
 	*x = PartitionLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3152,7 +3235,7 @@ func (x *PartitionLimits) String() string {
 func (*PartitionLimits) ProtoMessage() {}
 
 func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3165,7 +3248,7 @@ func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLimits.ProtoReflect.Descriptor instead.
 func (*PartitionLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PartitionLimits) GetMaxPayloadBytes() int64 {
@@ -3346,7 +3429,7 @@ type SetLimits struct {
 
 func (x *SetLimits) Reset() {
 	*x = SetLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3358,7 +3441,7 @@ func (x *SetLimits) String() string {
 func (*SetLimits) ProtoMessage() {}
 
 func (x *SetLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3371,7 +3454,7 @@ func (x *SetLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimits.ProtoReflect.Descriptor instead.
 func (*SetLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetLimits) GetLimits() *PartitionLimits {
@@ -3396,7 +3479,7 @@ type PartitionApplyVersion struct {
 
 func (x *PartitionApplyVersion) Reset() {
 	*x = PartitionApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3491,7 @@ func (x *PartitionApplyVersion) String() string {
 func (*PartitionApplyVersion) ProtoMessage() {}
 
 func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3504,7 @@ func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionApplyVersion.ProtoReflect.Descriptor instead.
 func (*PartitionApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PartitionApplyVersion) GetVersion() uint32 {
@@ -3444,7 +3527,7 @@ type SetApplyVersion struct {
 
 func (x *SetApplyVersion) Reset() {
 	*x = SetApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3456,7 +3539,7 @@ func (x *SetApplyVersion) String() string {
 func (*SetApplyVersion) ProtoMessage() {}
 
 func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3469,7 +3552,7 @@ func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetApplyVersion.ProtoReflect.Descriptor instead.
 func (*SetApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetApplyVersion) GetVersion() uint32 {
@@ -3491,7 +3574,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3586,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3599,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 // RefreshZoneRules makes the rules of each named zone that the entry carries
@@ -3535,7 +3618,7 @@ type RefreshZoneRules struct {
 
 func (x *RefreshZoneRules) Reset() {
 	*x = RefreshZoneRules{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3630,7 @@ func (x *RefreshZoneRules) String() string {
 func (*RefreshZoneRules) ProtoMessage() {}
 
 func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3643,7 @@ func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
 func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RefreshZoneRules) GetZones() []string {
@@ -3588,7 +3671,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3683,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3696,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3661,7 +3744,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3673,7 +3756,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3686,7 +3769,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3730,7 +3813,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +3825,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +3838,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -3782,7 +3865,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3794,7 +3877,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3807,7 +3890,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -3838,7 +3921,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3850,7 +3933,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3863,7 +3946,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -3898,7 +3981,7 @@ type PauseQueue struct {
 
 func (x *PauseQueue) Reset() {
 	*x = PauseQueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3910,7 +3993,7 @@ func (x *PauseQueue) String() string {
 func (*PauseQueue) ProtoMessage() {}
 
 func (x *PauseQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3923,7 +4006,7 @@ func (x *PauseQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueue.ProtoReflect.Descriptor instead.
 func (*PauseQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PauseQueue) GetNamespace() string {
@@ -3959,7 +4042,7 @@ type ResumeQueue struct {
 
 func (x *ResumeQueue) Reset() {
 	*x = ResumeQueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3971,7 +4054,7 @@ func (x *ResumeQueue) String() string {
 func (*ResumeQueue) ProtoMessage() {}
 
 func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3984,7 +4067,7 @@ func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueue.ProtoReflect.Descriptor instead.
 func (*ResumeQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ResumeQueue) GetNamespace() string {
@@ -4023,7 +4106,7 @@ type CancelMessage struct {
 
 func (x *CancelMessage) Reset() {
 	*x = CancelMessage{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4035,7 +4118,7 @@ func (x *CancelMessage) String() string {
 func (*CancelMessage) ProtoMessage() {}
 
 func (x *CancelMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4048,7 +4131,7 @@ func (x *CancelMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessage.ProtoReflect.Descriptor instead.
 func (*CancelMessage) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CancelMessage) GetLane() *Lane {
@@ -4111,7 +4194,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4123,7 +4206,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4136,7 +4219,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -4569,7 +4652,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4581,7 +4664,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4594,7 +4677,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -4655,7 +4738,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4667,7 +4750,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4680,7 +4763,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -4787,7 +4870,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4799,7 +4882,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4812,7 +4895,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -4847,7 +4930,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +4942,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +4955,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -4903,7 +4986,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4915,7 +4998,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4928,7 +5011,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -4956,7 +5039,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4968,7 +5051,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4981,7 +5064,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -5016,7 +5099,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5028,7 +5111,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5041,7 +5124,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -5100,7 +5183,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5112,7 +5195,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5125,7 +5208,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -5167,7 +5250,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5179,7 +5262,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5192,7 +5275,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *QueuePause) GetNamespace() string {
@@ -5242,7 +5325,7 @@ type QueuePauseResult struct {
 
 func (x *QueuePauseResult) Reset() {
 	*x = QueuePauseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5254,7 +5337,7 @@ func (x *QueuePauseResult) String() string {
 func (*QueuePauseResult) ProtoMessage() {}
 
 func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5267,7 +5350,7 @@ func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePauseResult.ProtoReflect.Descriptor instead.
 func (*QueuePauseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *QueuePauseResult) GetChanged() bool {
@@ -5295,7 +5378,7 @@ type CancelMessageResult struct {
 
 func (x *CancelMessageResult) Reset() {
 	*x = CancelMessageResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5307,7 +5390,7 @@ func (x *CancelMessageResult) String() string {
 func (*CancelMessageResult) ProtoMessage() {}
 
 func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5320,7 +5403,7 @@ func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResult.ProtoReflect.Descriptor instead.
 func (*CancelMessageResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CancelMessageResult) GetId() string {
@@ -5359,7 +5442,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5371,7 +5454,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5384,7 +5467,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -5554,7 +5637,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5566,7 +5649,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5579,7 +5662,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -5702,7 +5785,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12*\n" +
-	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xf8\x05\n" +
+	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xaa\x06\n" +
 	"\fQueueMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12!\n" +
@@ -5723,8 +5806,14 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12dead_lettered_from\x18\x0e \x01(\tR\x10deadLetteredFrom\x12\x1a\n" +
 	"\bsequence\x18\x0f \x01(\x04R\bsequence\x12%\n" +
 	"\x0eredacted_paths\x18\x10 \x03(\tR\rredactedPaths\x126\n" +
-	"\tcancelled\x18\x11 \x01(\v2\x18.orrery.v1.MessageCancelR\tcancelledB\b\n" +
-	"\x06origin\"\x83\x01\n" +
+	"\tcancelled\x18\x11 \x01(\v2\x18.orrery.v1.MessageCancelR\tcancelled\x120\n" +
+	"\x06digest\x18\x12 \x01(\v2\x18.orrery.v1.MessageDigestR\x06digestB\b\n" +
+	"\x06origin\"\xb2\x01\n" +
+	"\rMessageDigest\x12%\n" +
+	"\x0epayload_sha256\x18\x01 \x01(\fR\rpayloadSha256\x12%\n" +
+	"\x0eheaders_sha256\x18\x02 \x01(\fR\rheadersSha256\x12.\n" +
+	"\x13ordering_key_sha256\x18\x03 \x01(\fR\x11orderingKeySha256\x12#\n" +
+	"\rorigin_sha256\x18\x04 \x01(\fR\foriginSha256\"\x83\x01\n" +
 	"\rMessageCancel\x12!\n" +
 	"\fcancelled_by\x18\x01 \x01(\tR\vcancelledBy\x127\n" +
 	"\x18cancelled_at_unix_micros\x18\x02 \x01(\x03R\x15cancelledAtUnixMicros\x12\x16\n" +
@@ -6074,7 +6163,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
@@ -6099,54 +6188,55 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*SagaTimeoutOrigin)(nil),     // 20: orrery.v1.SagaTimeoutOrigin
 	(*Lease)(nil),                 // 21: orrery.v1.Lease
 	(*QueueMessage)(nil),          // 22: orrery.v1.QueueMessage
-	(*MessageCancel)(nil),         // 23: orrery.v1.MessageCancel
-	(*ConfigureSchedule)(nil),     // 24: orrery.v1.ConfigureSchedule
-	(*EmitOccurrences)(nil),       // 25: orrery.v1.EmitOccurrences
-	(*CancelSchedule)(nil),        // 26: orrery.v1.CancelSchedule
-	(*DeleteSchedule)(nil),        // 27: orrery.v1.DeleteSchedule
-	(*PauseSchedule)(nil),         // 28: orrery.v1.PauseSchedule
-	(*SkipExpired)(nil),           // 29: orrery.v1.SkipExpired
-	(*BackfillSchedule)(nil),      // 30: orrery.v1.BackfillSchedule
-	(*ResumeSchedule)(nil),        // 31: orrery.v1.ResumeSchedule
-	(*TriggerSchedule)(nil),       // 32: orrery.v1.TriggerSchedule
-	(*CompareExchangeSaga)(nil),   // 33: orrery.v1.CompareExchangeSaga
-	(*ExpireSaga)(nil),            // 34: orrery.v1.ExpireSaga
-	(*Enqueue)(nil),               // 35: orrery.v1.Enqueue
-	(*Receive)(nil),               // 36: orrery.v1.Receive
-	(*Ack)(nil),                   // 37: orrery.v1.Ack
-	(*Release)(nil),               // 38: orrery.v1.Release
-	(*ExtendLease)(nil),           // 39: orrery.v1.ExtendLease
-	(*Housekeep)(nil),             // 40: orrery.v1.Housekeep
-	(*PartitionLimits)(nil),       // 41: orrery.v1.PartitionLimits
-	(*SetLimits)(nil),             // 42: orrery.v1.SetLimits
-	(*PartitionApplyVersion)(nil), // 43: orrery.v1.PartitionApplyVersion
-	(*SetApplyVersion)(nil),       // 44: orrery.v1.SetApplyVersion
-	(*CheckConsistency)(nil),      // 45: orrery.v1.CheckConsistency
-	(*RefreshZoneRules)(nil),      // 46: orrery.v1.RefreshZoneRules
-	(*FieldPolicy)(nil),           // 47: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),             // 48: orrery.v1.GrantRule
-	(*PutGrant)(nil),              // 49: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),           // 50: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),    // 51: orrery.v1.RedriveDeadLetters
-	(*PauseQueue)(nil),            // 52: orrery.v1.PauseQueue
-	(*ResumeQueue)(nil),           // 53: orrery.v1.ResumeQueue
-	(*CancelMessage)(nil),         // 54: orrery.v1.CancelMessage
-	(*Mutation)(nil),              // 55: orrery.v1.Mutation
-	(*Batch)(nil),                 // 56: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 57: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 58: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 59: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 60: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 61: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 62: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 63: orrery.v1.RedriveResult
-	(*QueuePause)(nil),            // 64: orrery.v1.QueuePause
-	(*QueuePauseResult)(nil),      // 65: orrery.v1.QueuePauseResult
-	(*CancelMessageResult)(nil),   // 66: orrery.v1.CancelMessageResult
-	(*MutationResult)(nil),        // 67: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 68: orrery.v1.Receipt
-	nil,                           // 69: orrery.v1.ScheduleDefinition.LabelsEntry
-	nil,                           // 70: orrery.v1.CompareExchangeSaga.LabelsEntry
+	(*MessageDigest)(nil),         // 23: orrery.v1.MessageDigest
+	(*MessageCancel)(nil),         // 24: orrery.v1.MessageCancel
+	(*ConfigureSchedule)(nil),     // 25: orrery.v1.ConfigureSchedule
+	(*EmitOccurrences)(nil),       // 26: orrery.v1.EmitOccurrences
+	(*CancelSchedule)(nil),        // 27: orrery.v1.CancelSchedule
+	(*DeleteSchedule)(nil),        // 28: orrery.v1.DeleteSchedule
+	(*PauseSchedule)(nil),         // 29: orrery.v1.PauseSchedule
+	(*SkipExpired)(nil),           // 30: orrery.v1.SkipExpired
+	(*BackfillSchedule)(nil),      // 31: orrery.v1.BackfillSchedule
+	(*ResumeSchedule)(nil),        // 32: orrery.v1.ResumeSchedule
+	(*TriggerSchedule)(nil),       // 33: orrery.v1.TriggerSchedule
+	(*CompareExchangeSaga)(nil),   // 34: orrery.v1.CompareExchangeSaga
+	(*ExpireSaga)(nil),            // 35: orrery.v1.ExpireSaga
+	(*Enqueue)(nil),               // 36: orrery.v1.Enqueue
+	(*Receive)(nil),               // 37: orrery.v1.Receive
+	(*Ack)(nil),                   // 38: orrery.v1.Ack
+	(*Release)(nil),               // 39: orrery.v1.Release
+	(*ExtendLease)(nil),           // 40: orrery.v1.ExtendLease
+	(*Housekeep)(nil),             // 41: orrery.v1.Housekeep
+	(*PartitionLimits)(nil),       // 42: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),             // 43: orrery.v1.SetLimits
+	(*PartitionApplyVersion)(nil), // 44: orrery.v1.PartitionApplyVersion
+	(*SetApplyVersion)(nil),       // 45: orrery.v1.SetApplyVersion
+	(*CheckConsistency)(nil),      // 46: orrery.v1.CheckConsistency
+	(*RefreshZoneRules)(nil),      // 47: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),           // 48: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),             // 49: orrery.v1.GrantRule
+	(*PutGrant)(nil),              // 50: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),           // 51: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),    // 52: orrery.v1.RedriveDeadLetters
+	(*PauseQueue)(nil),            // 53: orrery.v1.PauseQueue
+	(*ResumeQueue)(nil),           // 54: orrery.v1.ResumeQueue
+	(*CancelMessage)(nil),         // 55: orrery.v1.CancelMessage
+	(*Mutation)(nil),              // 56: orrery.v1.Mutation
+	(*Batch)(nil),                 // 57: orrery.v1.Batch
+	(*ScheduleResult)(nil),        // 58: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),            // 59: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),         // 60: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),         // 61: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),           // 62: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),       // 63: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),         // 64: orrery.v1.RedriveResult
+	(*QueuePause)(nil),            // 65: orrery.v1.QueuePause
+	(*QueuePauseResult)(nil),      // 66: orrery.v1.QueuePauseResult
+	(*CancelMessageResult)(nil),   // 67: orrery.v1.CancelMessageResult
+	(*MutationResult)(nil),        // 68: orrery.v1.MutationResult
+	(*Receipt)(nil),               // 69: orrery.v1.Receipt
+	nil,                           // 70: orrery.v1.ScheduleDefinition.LabelsEntry
+	nil,                           // 71: orrery.v1.CompareExchangeSaga.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -6162,86 +6252,87 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
 	15, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
 	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	69, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	70, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
 	17, // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
 	15, // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
 	9,  // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
 	21, // 17: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
 	19, // 18: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
 	20, // 19: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
-	23, // 20: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
-	16, // 21: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
-	9,  // 22: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
-	9,  // 23: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 24: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 25: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 26: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
-	9,  // 27: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 28: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 29: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 30: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	6,  // 31: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	18, // 32: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	70, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
-	9,  // 34: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	9,  // 35: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	9,  // 36: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	9,  // 37: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	9,  // 38: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	41, // 39: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	47, // 40: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	48, // 41: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	9,  // 42: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	9,  // 43: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
-	24, // 44: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	25, // 45: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	26, // 46: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	27, // 47: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	28, // 48: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	31, // 49: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	32, // 50: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	33, // 51: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	34, // 52: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	35, // 53: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	36, // 54: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	37, // 55: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	38, // 56: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	39, // 57: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	40, // 58: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	49, // 59: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	50, // 60: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	51, // 61: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	45, // 62: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	42, // 63: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	46, // 64: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	44, // 65: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	29, // 66: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	30, // 67: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	52, // 68: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
-	53, // 69: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
-	54, // 70: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
-	55, // 71: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 72: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	22, // 73: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	64, // 74: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
-	7,  // 75: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
-	8,  // 76: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	57, // 77: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	58, // 78: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	59, // 79: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	60, // 80: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	61, // 81: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	62, // 82: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	63, // 83: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	65, // 84: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
-	66, // 85: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
-	67, // 86: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	8,  // 87: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	88, // [88:88] is the sub-list for method output_type
-	88, // [88:88] is the sub-list for method input_type
-	88, // [88:88] is the sub-list for extension type_name
-	88, // [88:88] is the sub-list for extension extendee
-	0,  // [0:88] is the sub-list for field type_name
+	24, // 20: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
+	23, // 21: orrery.v1.QueueMessage.digest:type_name -> orrery.v1.MessageDigest
+	16, // 22: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
+	9,  // 23: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
+	9,  // 24: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 25: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 26: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 27: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
+	9,  // 28: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 29: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 30: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 31: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	6,  // 32: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	18, // 33: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	71, // 34: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	9,  // 35: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	9,  // 36: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	9,  // 37: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	9,  // 38: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	9,  // 39: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	42, // 40: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	48, // 41: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	49, // 42: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	9,  // 43: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	9,  // 44: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
+	25, // 45: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	26, // 46: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	27, // 47: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	28, // 48: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	29, // 49: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	32, // 50: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	33, // 51: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	34, // 52: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	35, // 53: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	36, // 54: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	37, // 55: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	38, // 56: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	39, // 57: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	40, // 58: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	41, // 59: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	50, // 60: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	51, // 61: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	52, // 62: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	46, // 63: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	43, // 64: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	47, // 65: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	45, // 66: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	30, // 67: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	31, // 68: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	53, // 69: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
+	54, // 70: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
+	55, // 71: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
+	56, // 72: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,  // 73: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	22, // 74: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	65, // 75: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
+	7,  // 76: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
+	8,  // 77: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	58, // 78: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	59, // 79: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	60, // 80: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	61, // 81: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	62, // 82: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	63, // 83: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	64, // 84: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	66, // 85: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
+	67, // 86: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
+	68, // 87: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	8,  // 88: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	89, // [89:89] is the sub-list for method output_type
+	89, // [89:89] is the sub-list for method input_type
+	89, // [89:89] is the sub-list for extension type_name
+	89, // [89:89] is the sub-list for extension extendee
+	0,  // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -6259,7 +6350,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[47].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[48].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -6288,7 +6379,7 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_ResumeQueue)(nil),
 		(*Mutation_CancelMessage)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[59].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[60].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -6305,7 +6396,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   63,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

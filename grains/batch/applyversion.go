@@ -5,6 +5,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/grains/record"
 	"github.com/orreryhq/orrery/grains/schedule"
 )
@@ -42,8 +43,11 @@ import (
 //  15. an EmitOccurrences from a caller that may manage the schedule, not only from the due
 //     coordinator (ApplyVersionManualEmit);
 //  16. the audit log bounded: a repeated denial counted on its window's record, the log
-//     capped at audit.MaxRecords (ApplyVersionAuditBound).
-const KnownApplyVersion uint32 = 16
+//     capped at audit.MaxRecords (ApplyVersionAuditBound);
+//  17. exclusion calendars (ApplyVersionCalendars);
+//  18. compare-or-return: an enqueue, a saga timeout or a backfill occurrence under an id its
+//     lane holds for another message fails IdempotencyConflict (ApplyVersionCompareOrReturn).
+const KnownApplyVersion uint32 = 18
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -155,6 +159,22 @@ const ApplyVersionManualEmit uint32 = 15
 // well as age (audit.Trail.Write's bounded): a denial repeated within audit.DenialWindowMicros
 // is counted on its first record, and a write past audit.MaxRecords removes the oldest.
 const ApplyVersionAuditBound uint32 = 16
+
+// ApplyVersionCompareOrReturn is the apply version from which a message put under an id its
+// lane already holds (live, or a tombstone) is taken for the one there only when it is the
+// same message — payload_json, headers_json, ordering_key and origin — and fails
+// IdempotencyConflict ("id") otherwise (queue.CompareOrReturn); the messages it stores, and
+// their tombstones, keep the digest that comparison reads. Before it any message under a held
+// id is taken for the one there (queue.SameByID).
+const ApplyVersionCompareOrReturn uint32 = 18
+
+// idempotency is how the queue's puts treat a held id at a's apply version.
+func (a Applier) idempotency() queue.Idempotency {
+	if a.takes(ApplyVersionCompareOrReturn) {
+		return queue.CompareOrReturn
+	}
+	return queue.SameByID
+}
 
 // takes reports whether the partition applies under version needed or a later one: whether a
 // behaviour introduced by needed is on. Every replica reads the version from the state, so all

@@ -64,6 +64,10 @@ func TestReceiveLeases(t *testing.T) {
 		t.Fatalf("lease %v, delivery count %d", lease, msg.GetDeliveryCount())
 	}
 	stored, _ := b.message(msg.GetLane(), "a")
+	if msg.GetDigest() != nil || stored.GetDigest() == nil {
+		t.Fatalf("digest received %x, stored %x: want it stored and never received", msg.GetDigest(), stored.GetDigest())
+	}
+	stored.Digest = nil
 	if stored.String() != msg.String() {
 		t.Fatalf("result %v differs from stored %v", msg, stored)
 	}
@@ -226,7 +230,7 @@ func TestReceiveSweepBudget(t *testing.T) {
 	b := setup(t)
 	for i := range SweepBudget + 10 {
 		m := &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: idOf(i), TimeToLiveMicros: 1}
-		if _, err := ApplyEnqueue(b.store, b.lim, m, b.now); err != nil {
+		if _, err := ApplyEnqueue(b.store, b.lim, m, b.now, CompareOrReturn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -271,7 +275,7 @@ func TestApplyThroughBuffer(t *testing.T) {
 	run := func(b *bundle, v kv.View) {
 		lim := b.lim
 		for i := range 6 {
-			if _, err := ApplyEnqueue(v, lim, &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: idOf(i), MaxDeliveries: 1, TimeToLiveMicros: int64(i+1) * input.Minute}, startMicros); err != nil {
+			if _, err := ApplyEnqueue(v, lim, &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: idOf(i), MaxDeliveries: 1, TimeToLiveMicros: int64(i+1) * input.Minute}, startMicros, CompareOrReturn); err != nil {
 				t.Fatal(err)
 			}
 		}

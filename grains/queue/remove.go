@@ -10,7 +10,7 @@ import (
 
 // Remove deletes the live message msg names (by lane and id): the message, its
 // visibility-index entry and its share of the lane counters, and writes the tombstone that
-// keeps a re-enqueue of its id a no-op (except for a recurring occurrence, whose id cannot
+// keeps its id taken, with the message's digest (except for a recurring occurrence, whose id cannot
 // come back). expired records why it went (TTL rather than ack or
 // a dead-letter move). It works from the stored message, so a stale copy in msg cannot put
 // the index or the counters out of step; an absent message is NotFound ("id").
@@ -39,6 +39,8 @@ func removeAs(v kv.View, msg *orreryv1.QueueMessage, tombstone *orreryv1.Message
 		// keep taken, and no tombstone to write now and prune a day later.
 		return nil
 	}
+	// The digest stored with the message (none before apply version 18) stays with its id.
+	tombstone.Digest = stored.GetDigest()
 	loggedNowMicros := tombstone.GetRemovedAtUnixMicros()
 	if _, err := record.Store(v, keys.MessageTombstoneKey(lane, id), tombstone); err != nil {
 		return err
