@@ -2,14 +2,18 @@ package batch
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/queue"
+	"github.com/orreryhq/orrery/grains/record"
+	"github.com/orreryhq/orrery/grains/saga"
 )
 
 // enqueuePayload is an Enqueue of id into lane with payloadJSON.
@@ -85,6 +89,47 @@ func TestACompareConflictFailsLikeOtherErrors(t *testing.T) {
 		rs := out.Receipt.GetResults()
 		if len(rs) != 2 || !rs[0].GetEnqueue().GetCreated() || !errors.Is(resultErr(rs[1]), orrery.ErrIdempotencyConflict) || payloadOf(t, v, "m2") != `"new"` || payloadOf(t, v, "m1") != `"x"` {
 			t.Fatalf("receipt %v: want m2 created and m1's conflict alone", out.Receipt)
+		}
+	}
+}
+
+// TestADueExpiryMeetingAForeignMessageFailsAlone: through the due path, a saga whose timeout
+// id a client's message holds is not timed out from apply version 18: its ExpireSaga fails
+// IdempotencyConflict alone and the saga stays Waiting; before 18 the saga times out onto
+// that message, as it always did.
+func TestADueExpiryMeetingAForeignMessageFailsAlone(t *testing.T) {
+	for _, version := range []uint32{ApplyVersionCompareOrReturn - 1, ApplyVersionCompareOrReturn} {
+		v := granted(t)
+		a := applier()
+		a.ApplyVersion = version
+		timeouts := &orreryv1.Lane{Namespace: lane.GetNamespace(), Queue: "timeouts", Key: lane.GetKey()}
+		start := &orreryv1.Mutation{Kind: &orreryv1.Mutation_CompareExchangeSaga{CompareExchangeSaga: &orreryv1.CompareExchangeSaga{
+			Lane: lane, SagaId: scheduleID, Phase: orreryv1.SagaPhase_SAGA_PHASE_WAITING, StateJson: `{}`, DeadlineUnixMicros: t0 + sec,
+			Timeout: &orreryv1.SagaTimeout{Queue: "timeouts", Template: &orreryv1.MessageTemplate{PayloadJson: `"timed out"`}},
+		}}}
+		squat := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: timeouts, Id: saga.TimeoutMessageID(scheduleID, 1), PayloadJson: `"timed out"`}}}
+		for i, m := range []*orreryv1.Mutation{start, squat} {
+			if r := applyAt(t, a, v, "alice", fmt.Sprint("setup-", i), m, t0); r.GetError() != nil {
+				t.Fatalf("setup %d: %v", i, resultErr(r))
+			}
+		}
+		expire := &orreryv1.Mutation{Kind: &orreryv1.Mutation_ExpireSaga{ExpireSaga: &orreryv1.ExpireSaga{Lane: lane, SagaId: scheduleID, ExpectedRevision: 1}}}
+		rc, err := a.ApplyDue(v, "system:coordinator", &orreryv1.Batch{CommandId: "due-1", Mutations: []*orreryv1.Mutation{expire}}, t0+2*sec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &orreryv1.SagaRecord{}
+		if _, err := record.Load(v, keys.SagaKey(lane, scheduleID), rec); err != nil {
+			t.Fatal(err)
+		}
+		if version < ApplyVersionCompareOrReturn {
+			if rc.GetResults()[0].GetError() != nil || rec.GetPhase() != orreryv1.SagaPhase_SAGA_PHASE_TIMED_OUT {
+				t.Fatalf("at apply version %d: %v, saga %v; want it timed out", version, rc, rec.GetPhase())
+			}
+			continue
+		}
+		if err := resultErr(rc.GetResults()[0]); !errors.Is(err, orrery.ErrIdempotencyConflict) || rec.GetPhase() != orreryv1.SagaPhase_SAGA_PHASE_WAITING || rec.GetRevision() != 1 {
+			t.Fatalf("at apply version %d: %v, saga %v at %d; want IdempotencyConflict and the saga still waiting", version, err, rec.GetPhase(), rec.GetRevision())
 		}
 	}
 }
