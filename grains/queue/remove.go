@@ -10,10 +10,10 @@ import (
 
 // Remove deletes the live message msg names (by lane and id): the message, its
 // visibility-index entry and its share of the lane counters, and writes the tombstone that
-// keeps its id taken, with the message's digest (except for a recurring occurrence, whose id cannot
-// come back). expired records why it went (TTL rather than ack or
-// a dead-letter move). It works from the stored message, so a stale copy in msg cannot put
-// the index or the counters out of step; an absent message is NotFound ("id").
+// keeps its id taken, with the message's digest (except for a recurring occurrence, whose id
+// cannot come back). expired records why it went (TTL rather than ack or a dead-letter move).
+// It works from the stored message, so a stale copy in msg cannot put the index or the
+// counters out of step; an absent message is NotFound ("id").
 func Remove(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64, expired bool) error {
 	return removeAs(v, msg, &orreryv1.MessageTombstone{RemovedAtUnixMicros: loggedNowMicros, Expired: expired})
 }
