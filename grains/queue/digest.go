@@ -31,17 +31,19 @@ const (
 	CompareOrReturn
 )
 
-// digestOf is the MessageDigest of msg's payload, headers, ordering key and origin.
+// digestOf is the MessageDigest of msg's payload, headers, ordering key and origin. Its
+// digests share one allocation.
 func digestOf(msg *orreryv1.QueueMessage) (*orreryv1.MessageDigest, error) {
 	origin, err := originBytes(msg)
 	if err != nil {
 		return nil, err
 	}
+	sums := make([]byte, 0, 4*sha256.Size)
 	return &orreryv1.MessageDigest{
-		PayloadSha256:     sha256Of(msg.GetPayloadJson()),
-		HeadersSha256:     sha256Of(msg.GetHeadersJson()),
-		OrderingKeySha256: sha256Of(msg.GetOrderingKey()),
-		OriginSha256:      sha256Of(string(origin)),
+		PayloadSha256:     appendSHA256(&sums, []byte(msg.GetPayloadJson())),
+		HeadersSha256:     appendSHA256(&sums, []byte(msg.GetHeadersJson())),
+		OrderingKeySha256: appendSHA256(&sums, []byte(msg.GetOrderingKey())),
+		OriginSha256:      appendSHA256(&sums, origin),
 	}, nil
 }
 
@@ -54,13 +56,16 @@ func originBytes(msg *orreryv1.QueueMessage) ([]byte, error) {
 	return record.Marshal(&orreryv1.QueueMessage{Origin: msg.GetOrigin()})
 }
 
-// sha256Of is the SHA-256 of s, or nil for an empty s.
-func sha256Of(s string) []byte {
-	if s == "" {
+// appendSHA256 appends the SHA-256 of part to *sums (which has room for it) and returns it,
+// or returns nil for an empty part.
+func appendSHA256(sums *[]byte, part []byte) []byte {
+	if len(part) == 0 {
 		return nil
 	}
-	sum := sha256.Sum256([]byte(s))
-	return sum[:]
+	sum := sha256.Sum256(part)
+	start := len(*sums)
+	*sums = append(*sums, sum[:]...)
+	return (*sums)[start:len(*sums):len(*sums)]
 }
 
 // differsFromLive names the parts (wire field names) in which msg differs from stored, the

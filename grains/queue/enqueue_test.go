@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"crypto/sha256"
 	"slices"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func TestEnqueueStoresMessage(t *testing.T) {
 		VisibleAtUnixMicros: startMicros + 5*input.Second,
 		ExpiresAtUnixMicros: startMicros + 5*input.Second + input.Minute,
 		MaxDeliveries:       b.lim.DefaultMaxDeliveries, Sequence: 1,
-		Digest: &orreryv1.MessageDigest{PayloadSha256: sha256Of(`{"id":"a"}`), HeadersSha256: sha256Of(`{"h":1}`), OrderingKeySha256: sha256Of("order-1")},
+		Digest: &orreryv1.MessageDigest{PayloadSha256: sumOf(`{"id":"a"}`), HeadersSha256: sumOf(`{"h":1}`), OrderingKeySha256: sumOf("order-1")},
 	}
 	if msg.String() != want.String() {
 		t.Fatalf("stored\n%v\nwant\n%v", msg, want)
@@ -234,4 +235,10 @@ func TestEmptyPayloadIsNone(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].GetId() != "empty" || msgs[0].GetPayloadJson() != "" || msgs[0].GetHeadersJson() != "" {
 		t.Fatalf("received %v", msgs)
 	}
+}
+
+// sumOf is the SHA-256 of s.
+func sumOf(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
 }

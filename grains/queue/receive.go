@@ -183,9 +183,8 @@ func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMi
 	if err := storeMessage(v, msg, e.key); err != nil {
 		return nil, 0, err
 	}
-	leased := proto.CloneOf(msg)
-	leased.Digest = nil // the partition's own: a digest of a redacted payload would reveal it
-	return leased, MessageBytes(msg), nil
+	msg.Digest = nil // the partition's own: a digest of a redacted payload would reveal it
+	return proto.CloneOf(msg), MessageBytes(msg), nil
 }
 
 // deadLetter moves a message that used up its deliveries to its lane's dead-letter queue
