@@ -1656,10 +1656,10 @@ type QueueMessage struct {
 	// revoked (ack, release and extend fail TokenInvalidated) and the message is removed once
 	// the lease ends, never delivered again.
 	Cancelled *MessageCancel `protobuf:"bytes,17,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
-	// The digest of what makes an enqueue under this id the same message (apply version 18;
-	// absent on a message stored before it): kept on its tombstone, so that a re-enqueue after
-	// the message is gone is compared too. Set by the partition, never by the caller.
-	Digest        *MessageDigest `protobuf:"bytes,18,opt,name=digest,proto3" json:"digest,omitempty"`
+	// Set when the message was stored under compare-or-return (apply version 18; never by the
+	// caller): once it is removed, its tombstone keeps its MessageDigest, so that an enqueue
+	// under its id is still compared with it. A live message is compared field by field.
+	Compared      bool `protobuf:"varint,18,opt,name=compared,proto3" json:"compared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1824,11 +1824,11 @@ func (x *QueueMessage) GetCancelled() *MessageCancel {
 	return nil
 }
 
-func (x *QueueMessage) GetDigest() *MessageDigest {
+func (x *QueueMessage) GetCompared() bool {
 	if x != nil {
-		return x.Digest
+		return x.Compared
 	}
-	return nil
+	return false
 }
 
 type isQueueMessage_Origin interface {
@@ -5785,7 +5785,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12*\n" +
-	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xaa\x06\n" +
+	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\x94\x06\n" +
 	"\fQueueMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12!\n" +
@@ -5806,8 +5806,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12dead_lettered_from\x18\x0e \x01(\tR\x10deadLetteredFrom\x12\x1a\n" +
 	"\bsequence\x18\x0f \x01(\x04R\bsequence\x12%\n" +
 	"\x0eredacted_paths\x18\x10 \x03(\tR\rredactedPaths\x126\n" +
-	"\tcancelled\x18\x11 \x01(\v2\x18.orrery.v1.MessageCancelR\tcancelled\x120\n" +
-	"\x06digest\x18\x12 \x01(\v2\x18.orrery.v1.MessageDigestR\x06digestB\b\n" +
+	"\tcancelled\x18\x11 \x01(\v2\x18.orrery.v1.MessageCancelR\tcancelled\x12\x1a\n" +
+	"\bcompared\x18\x12 \x01(\bR\bcomparedB\b\n" +
 	"\x06origin\"\xb2\x01\n" +
 	"\rMessageDigest\x12%\n" +
 	"\x0epayload_sha256\x18\x01 \x01(\fR\rpayloadSha256\x12%\n" +
@@ -6260,79 +6260,78 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	19, // 18: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
 	20, // 19: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
 	24, // 20: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
-	23, // 21: orrery.v1.QueueMessage.digest:type_name -> orrery.v1.MessageDigest
-	16, // 22: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
-	9,  // 23: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
-	9,  // 24: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 25: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 26: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 27: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
-	9,  // 28: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 29: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 30: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 31: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	6,  // 32: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	18, // 33: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	71, // 34: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
-	9,  // 35: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	9,  // 36: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	9,  // 37: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	9,  // 38: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	9,  // 39: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	42, // 40: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	48, // 41: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	49, // 42: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	9,  // 43: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	9,  // 44: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
-	25, // 45: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	26, // 46: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	27, // 47: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	28, // 48: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	29, // 49: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	32, // 50: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	33, // 51: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	34, // 52: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	35, // 53: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	36, // 54: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	37, // 55: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	38, // 56: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	39, // 57: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	40, // 58: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	41, // 59: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	50, // 60: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	51, // 61: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	52, // 62: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	46, // 63: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	43, // 64: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	47, // 65: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	45, // 66: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	30, // 67: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	31, // 68: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	53, // 69: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
-	54, // 70: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
-	55, // 71: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
-	56, // 72: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 73: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	22, // 74: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	65, // 75: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
-	7,  // 76: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
-	8,  // 77: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	58, // 78: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	59, // 79: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	60, // 80: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	61, // 81: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	62, // 82: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	63, // 83: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	64, // 84: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	66, // 85: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
-	67, // 86: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
-	68, // 87: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	8,  // 88: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	89, // [89:89] is the sub-list for method output_type
-	89, // [89:89] is the sub-list for method input_type
-	89, // [89:89] is the sub-list for extension type_name
-	89, // [89:89] is the sub-list for extension extendee
-	0,  // [0:89] is the sub-list for field type_name
+	16, // 21: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
+	9,  // 22: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
+	9,  // 23: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 24: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 25: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 26: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
+	9,  // 27: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 28: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 29: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	9,  // 30: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	6,  // 31: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	18, // 32: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	71, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	9,  // 34: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	9,  // 35: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	9,  // 36: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	9,  // 37: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	9,  // 38: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	42, // 39: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	48, // 40: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	49, // 41: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	9,  // 42: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	9,  // 43: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
+	25, // 44: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	26, // 45: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	27, // 46: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	28, // 47: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	29, // 48: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	32, // 49: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	33, // 50: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	34, // 51: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	35, // 52: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	36, // 53: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	37, // 54: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	38, // 55: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	39, // 56: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	40, // 57: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	41, // 58: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	50, // 59: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	51, // 60: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	52, // 61: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	46, // 62: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	43, // 63: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	47, // 64: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	45, // 65: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	30, // 66: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	31, // 67: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	53, // 68: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
+	54, // 69: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
+	55, // 70: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
+	56, // 71: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,  // 72: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	22, // 73: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	65, // 74: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
+	7,  // 75: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
+	8,  // 76: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	58, // 77: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	59, // 78: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	60, // 79: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	61, // 80: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	62, // 81: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	63, // 82: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	64, // 83: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	66, // 84: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
+	67, // 85: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
+	68, // 86: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	8,  // 87: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	88, // [88:88] is the sub-list for method output_type
+	88, // [88:88] is the sub-list for method input_type
+	88, // [88:88] is the sub-list for extension type_name
+	88, // [88:88] is the sub-list for extension extendee
+	0,  // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }

@@ -1406,8 +1406,9 @@ type MessageTombstone struct {
 	Expired             bool                   `protobuf:"varint,2,opt,name=expired,proto3" json:"expired,omitempty"`
 	// Set when a CancelMessage removed it (apply version 14).
 	Cancelled bool `protobuf:"varint,3,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
-	// The removed message's digest (apply version 18; absent for a message stored before it,
-	// whose id a re-enqueue takes for the same message whatever it carries).
+	// The removed message's digest, computed when it is removed (set for a message stored
+	// under compare-or-return, QueueMessage.compared; absent for one stored before apply
+	// version 18, whose id a re-enqueue takes for the same message whatever it carries).
 	Digest        *MessageDigest `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

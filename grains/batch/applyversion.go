@@ -163,8 +163,8 @@ const ApplyVersionAuditBound uint32 = 16
 // ApplyVersionCompareOrReturn is the apply version from which a message put under an id its
 // lane already holds (live, or a tombstone) is taken for the one there only when it is the
 // same message — payload_json, headers_json, ordering_key and origin — and fails
-// IdempotencyConflict ("id") otherwise (queue.CompareOrReturn); the messages it stores, and
-// their tombstones, keep the digest that comparison reads. Before it any message under a held
+// IdempotencyConflict ("id") otherwise (queue.CompareOrReturn); the messages it stores are
+// marked compared, and their tombstones keep the digest that comparison reads. Before it any message under a held
 // id is taken for the one there (queue.SameByID).
 const ApplyVersionCompareOrReturn uint32 = 18
 

@@ -149,8 +149,8 @@ func TestCompareOrReturnTombstone(t *testing.T) {
 	}
 }
 
-// TestCompareOrReturnBeforeDigests: a message stored before apply version 18 (SameByID: no
-// digest) is still compared while it is live, field by field, but once removed its tombstone
+// TestCompareOrReturnBeforeDigests: a message stored before apply version 18 (SameByID: not
+// marked compared) is still compared while it is live, field by field, but once removed its tombstone
 // has no digest to compare, and any message under its id is taken for it (created=false, no
 // write), as before.
 func TestCompareOrReturnBeforeDigests(t *testing.T) {
@@ -158,8 +158,8 @@ func TestCompareOrReturnBeforeDigests(t *testing.T) {
 	if res, err := b.enqueueAs(SameByID, "a"); err != nil || !res.GetCreated() {
 		t.Fatalf("enqueue before digests: %v %v", res, err)
 	}
-	if msg, _ := b.message(laneOf(testQueue, "k"), "a"); msg.GetDigest() != nil {
-		t.Fatalf("SameByID stored a digest: %v", msg.GetDigest())
+	if msg, _ := b.message(laneOf(testQueue, "k"), "a"); msg.GetCompared() {
+		t.Fatal("SameByID marked the message compared")
 	}
 	_, err := b.enqueueAs(CompareOrReturn, "a", differing[0].edit)
 	wantConflict(t, err, "a", []string{"payload_json"}, "4111-secret")
@@ -192,8 +192,8 @@ func TestSameByIDTakesAnyMessageUnderAHeldID(t *testing.T) {
 }
 
 // TestDeadLetterKeepsTheDigest: a message moved to its dead-letter queue leaves its digest on
-// the source lane's tombstone (so its id is still compared there) and keeps it in the
-// dead-letter lane (so a redrive brings it back).
+// the source lane's tombstone (so its id is still compared there) and stays marked compared
+// in the dead-letter lane (so its tombstone there, or a redrive, keeps comparing).
 func TestDeadLetterKeepsTheDigest(t *testing.T) {
 	b := setup(t)
 	b.enqueue("a", func(m *orreryv1.Enqueue) { m.MaxDeliveries = 1 })
@@ -206,7 +206,7 @@ func TestDeadLetterKeepsTheDigest(t *testing.T) {
 	}
 	_, err := b.enqueueAs(CompareOrReturn, "a", differing[0].edit)
 	wantConflict(t, err, "a", []string{"payload_json"}, "4111-secret")
-	if dead, _ := b.message(DeadLetterLane(lane), "a"); dead.GetDigest().GetPayloadSha256() == nil {
-		t.Fatalf("the dead letter has no digest: %v", dead)
+	if dead, _ := b.message(DeadLetterLane(lane), "a"); !dead.GetCompared() {
+		t.Fatalf("the dead letter is not marked compared: %v", dead)
 	}
 }

@@ -24,10 +24,11 @@ const (
 	SameByID Idempotency = iota
 	// CompareOrReturn takes a message under a held id for the one already there only when it
 	// is the same message — the same payload_json, headers_json, ordering_key and origin —
-	// and fails IdempotencyConflict ("id") otherwise, naming the parts that differ; a put
-	// that stores a message records its MessageDigest, which its tombstone keeps. A tombstone
-	// without a digest (its message was stored before apply version 18) matches any message.
-	// Apply version 18.
+	// and fails IdempotencyConflict ("id") otherwise, naming the parts that differ. A live
+	// message is compared field by field; a put that stores a message marks it compared, and
+	// its tombstone keeps its MessageDigest, computed when it is removed. A tombstone without
+	// a digest (its message was stored before apply version 18) matches any message. Apply
+	// version 18.
 	CompareOrReturn
 )
 

@@ -97,7 +97,6 @@ func ListLane(v kv.Reader, lane *orreryv1.Lane, afterID string, maxMessages, max
 			decodeErr = orrery.Wrap(orrery.CodeInternal, err, "decode queue message")
 			return false, nil
 		}
-		msg.Digest = nil // the partition's own: a digest of a redacted payload would reveal it
 		msgs = append(msgs, msg)
 		return true, nil
 	})

@@ -21,7 +21,8 @@ func Put(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage) (created bool,
 
 // PutAs is Put under the given idempotency: under CompareOrReturn, an id the lane holds for
 // another message (a live one, or a tombstone that kept a digest) fails IdempotencyConflict
-// ("id") and writes nothing, and a message it stores gets its digest. SameByID is Put.
+// ("id") and writes nothing, and a message it stores is marked compared, so that its
+// tombstone will keep its digest (Remove). SameByID is Put.
 func PutAs(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, idempotency Idempotency) (created bool, err error) {
 	if idempotency != CompareOrReturn {
 		return put(v, lim, msg, true)
@@ -42,19 +43,19 @@ func PutAs(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, idempotency 
 	if err != nil {
 		return false, err
 	}
-	digest, err := digestOf(msg)
-	if err != nil {
-		return false, err
-	}
 	if gone {
 		if held := tombstone.GetDigest(); held != nil {
+			digest, err := digestOf(msg)
+			if err != nil {
+				return false, err
+			}
 			if parts := differsFromDigest(held, digest); len(parts) > 0 {
 				return false, conflict(id, parts, tombstone)
 			}
 		}
 		return false, nil
 	}
-	msg.Digest = digest
+	msg.Compared = true
 	if err := store(v, lim, msg, true); err != nil {
 		return false, err
 	}
