@@ -11,8 +11,8 @@ import (
 
 // BenchmarkMessageLifecycle measures one message's enqueue, receive and ack on an in-memory
 // view, under each Idempotency in the same run: what compare-or-return adds to a queue's
-// apply when no id is ever reused (the digest computed and stored, and kept on the
-// tombstone). It reports messages/s. The store starts afresh every 256 messages.
+// apply when no id is ever reused (the compared mark, and the digest computed for the
+// tombstone at the ack). It reports messages/s. The store starts afresh every 256 messages.
 func BenchmarkMessageLifecycle(b *testing.B) {
 	for _, mode := range []struct {
 		name        string
