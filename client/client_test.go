@@ -140,7 +140,7 @@ func TestQueueCallsRoundTrip(t *testing.T) {
 	if original.GetId() != "" || input.UUID("id", res.GetId()) != nil {
 		t.Fatalf("enqueue id %q (caller's message changed to %q), want a generated UUID", res.GetId(), original.GetId())
 	}
-	again, err := b.c.Enqueue(ctx, &orreryv1.Enqueue{Lane: l, Id: res.GetId(), PayloadJson: `{"n":1}`})
+	again, err := b.c.Enqueue(ctx, &orreryv1.Enqueue{Lane: l, Id: res.GetId(), PayloadJson: `{"n":1}`, HeadersJson: `{"h":"v"}`})
 	if err != nil || again.GetCreated() {
 		t.Fatalf("enqueue of an existing id: %v %v, want created=false", again, err)
 	}

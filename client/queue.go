@@ -12,8 +12,13 @@ import (
 )
 
 // Enqueue adds a message to m.Lane, idempotently by id within the lane: an id that already
-// exists there yields Created false and no second message. An empty m.Id is replaced by a
-// fresh NewID in the request (m itself is not modified), and the result names the id used.
+// exists there (or was acked, expired or cancelled within 24 h) yields Created false and no
+// second message — when it is the same message. An enqueue under a taken id whose payload,
+// headers, ordering key or origin differ from the message first enqueued under it fails
+// ErrMessageConflict, which names the id and the parts that differ (compare-or-return, apply
+// version 18; a message acked before its partition took that version is not compared). An
+// empty m.Id is replaced by a fresh NewID in the request (m itself is not modified), and the
+// result names the id used.
 func (c *Client) Enqueue(ctx context.Context, m *orreryv1.Enqueue, opts ...CallOption) (*orreryv1.EnqueueResult, error) {
 	if m.GetId() == "" {
 		m = proto.CloneOf(m)
@@ -31,6 +36,14 @@ func (c *Client) Enqueue(ctx context.Context, m *orreryv1.Enqueue, opts ...CallO
 	}
 	return r.GetEnqueue(), nil
 }
+
+// ErrMessageConflict matches, with errors.Is, the error of an enqueue under an id its lane
+// holds for another message (see Enqueue): code IdempotencyConflict (it matches
+// orrery.ErrIdempotencyConflict too) on the enqueue's id field. Its message names the id and
+// which of payload_json, headers_json, ordering_key and origin differ, never their values.
+// A command id reused for another request is an IdempotencyConflict too, on command_id, and
+// does not match it.
+var ErrMessageConflict = &orrery.Error{Code: orrery.CodeIdempotencyConflict, Field: "id"}
 
 // Receive leases up to m.Max visible messages of queue (m.Namespace, m.Queue) held by one
 // partition. A queue spans every partition; Worker keeps one such receive per partition.

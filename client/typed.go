@@ -25,7 +25,9 @@ func (c *Client) Queue(namespace, queue string) *Queue {
 // until received, delivered up to the partition's default number of times.
 type EnqueueOptions struct {
 	// ID is the message id, which makes the enqueue idempotent within its lane: an enqueue of
-	// an id already there (or acked within 24 h) stores nothing. Default: a fresh UUID.
+	// an id already there (or acked within 24 h) stores nothing, and fails ErrMessageConflict
+	// when its payload, headers or ordering key differ from the message's. Default: a fresh
+	// UUID.
 	ID string
 	// Key is the lane key, which with the namespace decides the partition. Default: the
 	// message id, which spreads a queue's messages over the partitions.
@@ -43,7 +45,8 @@ type EnqueueOptions struct {
 }
 
 // EnqueueJSON enqueues a message whose payload is payloadJSON (a JSON value, "" for none) and
-// returns its id and whether it was stored (false: the id was there already).
+// returns its id and whether it was stored (false: the same message was there already;
+// another message under the id fails ErrMessageConflict).
 func (q *Queue) EnqueueJSON(ctx context.Context, payloadJSON string, o EnqueueOptions, opts ...CallOption) (id string, created bool, err error) {
 	id = cmp.Or(o.ID, NewID())
 	res, err := q.c.Enqueue(ctx, &orreryv1.Enqueue{

@@ -1668,7 +1668,11 @@ type QueueMessage struct {
 	// Set when a CancelMessage found the message leased (apply version 14): its lease is
 	// revoked (ack, release and extend fail TokenInvalidated) and the message is removed once
 	// the lease ends, never delivered again.
-	Cancelled     *MessageCancel `protobuf:"bytes,17,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	Cancelled *MessageCancel `protobuf:"bytes,17,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// Set when the message was stored under compare-or-return (apply version 18; never by the
+	// caller): once it is removed, its tombstone keeps its MessageDigest, so that an enqueue
+	// under its id is still compared with it. A live message is compared field by field.
+	Compared      bool `protobuf:"varint,18,opt,name=compared,proto3" json:"compared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1833,6 +1837,13 @@ func (x *QueueMessage) GetCancelled() *MessageCancel {
 	return nil
 }
 
+func (x *QueueMessage) GetCompared() bool {
+	if x != nil {
+		return x.Compared
+	}
+	return false
+}
+
 type isQueueMessage_Origin interface {
 	isQueueMessage_Origin()
 }
@@ -1849,6 +1860,78 @@ func (*QueueMessage_Occurrence) isQueueMessage_Origin() {}
 
 func (*QueueMessage_SagaTimeout) isQueueMessage_Origin() {}
 
+// MessageDigest is the SHA-256 of each part of a message that an enqueue under its id must
+// repeat to be the same message (compare-or-return, apply version 18): its payload_json,
+// headers_json, ordering_key and origin (the deterministic encoding of the origin oneof). A
+// part that is empty has an empty digest.
+type MessageDigest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	PayloadSha256     []byte                 `protobuf:"bytes,1,opt,name=payload_sha256,json=payloadSha256,proto3" json:"payload_sha256,omitempty"`
+	HeadersSha256     []byte                 `protobuf:"bytes,2,opt,name=headers_sha256,json=headersSha256,proto3" json:"headers_sha256,omitempty"`
+	OrderingKeySha256 []byte                 `protobuf:"bytes,3,opt,name=ordering_key_sha256,json=orderingKeySha256,proto3" json:"ordering_key_sha256,omitempty"`
+	OriginSha256      []byte                 `protobuf:"bytes,4,opt,name=origin_sha256,json=originSha256,proto3" json:"origin_sha256,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *MessageDigest) Reset() {
+	*x = MessageDigest{}
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageDigest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageDigest) ProtoMessage() {}
+
+func (x *MessageDigest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageDigest.ProtoReflect.Descriptor instead.
+func (*MessageDigest) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *MessageDigest) GetPayloadSha256() []byte {
+	if x != nil {
+		return x.PayloadSha256
+	}
+	return nil
+}
+
+func (x *MessageDigest) GetHeadersSha256() []byte {
+	if x != nil {
+		return x.HeadersSha256
+	}
+	return nil
+}
+
+func (x *MessageDigest) GetOrderingKeySha256() []byte {
+	if x != nil {
+		return x.OrderingKeySha256
+	}
+	return nil
+}
+
+func (x *MessageDigest) GetOriginSha256() []byte {
+	if x != nil {
+		return x.OriginSha256
+	}
+	return nil
+}
+
 // MessageCancel is who cancelled a leased message, when and why.
 type MessageCancel struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
@@ -1861,7 +1944,7 @@ type MessageCancel struct {
 
 func (x *MessageCancel) Reset() {
 	*x = MessageCancel{}
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1956,7 @@ func (x *MessageCancel) String() string {
 func (*MessageCancel) ProtoMessage() {}
 
 func (x *MessageCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1969,7 @@ func (x *MessageCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageCancel.ProtoReflect.Descriptor instead.
 func (*MessageCancel) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MessageCancel) GetCancelledBy() string {
@@ -1922,7 +2005,7 @@ type ConfigureSchedule struct {
 
 func (x *ConfigureSchedule) Reset() {
 	*x = ConfigureSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2017,7 @@ func (x *ConfigureSchedule) String() string {
 func (*ConfigureSchedule) ProtoMessage() {}
 
 func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2030,7 @@ func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureSchedule.ProtoReflect.Descriptor instead.
 func (*ConfigureSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConfigureSchedule) GetDefinition() *ScheduleDefinition {
@@ -1978,7 +2061,7 @@ type EmitOccurrences struct {
 
 func (x *EmitOccurrences) Reset() {
 	*x = EmitOccurrences{}
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2073,7 @@ func (x *EmitOccurrences) String() string {
 func (*EmitOccurrences) ProtoMessage() {}
 
 func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2086,7 @@ func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmitOccurrences.ProtoReflect.Descriptor instead.
 func (*EmitOccurrences) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EmitOccurrences) GetLane() *Lane {
@@ -2051,7 +2134,7 @@ type CancelSchedule struct {
 
 func (x *CancelSchedule) Reset() {
 	*x = CancelSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2146,7 @@ func (x *CancelSchedule) String() string {
 func (*CancelSchedule) ProtoMessage() {}
 
 func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2159,7 @@ func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelSchedule.ProtoReflect.Descriptor instead.
 func (*CancelSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CancelSchedule) GetLane() *Lane {
@@ -2125,7 +2208,7 @@ type DeleteSchedule struct {
 
 func (x *DeleteSchedule) Reset() {
 	*x = DeleteSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2220,7 @@ func (x *DeleteSchedule) String() string {
 func (*DeleteSchedule) ProtoMessage() {}
 
 func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2233,7 @@ func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSchedule.ProtoReflect.Descriptor instead.
 func (*DeleteSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteSchedule) GetLane() *Lane {
@@ -2199,7 +2282,7 @@ type PauseSchedule struct {
 
 func (x *PauseSchedule) Reset() {
 	*x = PauseSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2294,7 @@ func (x *PauseSchedule) String() string {
 func (*PauseSchedule) ProtoMessage() {}
 
 func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2307,7 @@ func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSchedule.ProtoReflect.Descriptor instead.
 func (*PauseSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PauseSchedule) GetLane() *Lane {
@@ -2270,7 +2353,7 @@ type SkipExpired struct {
 
 func (x *SkipExpired) Reset() {
 	*x = SkipExpired{}
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2365,7 @@ func (x *SkipExpired) String() string {
 func (*SkipExpired) ProtoMessage() {}
 
 func (x *SkipExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2378,7 @@ func (x *SkipExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipExpired.ProtoReflect.Descriptor instead.
 func (*SkipExpired) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SkipExpired) GetLane() *Lane {
@@ -2336,7 +2419,7 @@ type BackfillSchedule struct {
 
 func (x *BackfillSchedule) Reset() {
 	*x = BackfillSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2431,7 @@ func (x *BackfillSchedule) String() string {
 func (*BackfillSchedule) ProtoMessage() {}
 
 func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2444,7 @@ func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillSchedule.ProtoReflect.Descriptor instead.
 func (*BackfillSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BackfillSchedule) GetLane() *Lane {
@@ -2411,7 +2494,7 @@ type ResumeSchedule struct {
 
 func (x *ResumeSchedule) Reset() {
 	*x = ResumeSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2506,7 @@ func (x *ResumeSchedule) String() string {
 func (*ResumeSchedule) ProtoMessage() {}
 
 func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2519,7 @@ func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSchedule.ProtoReflect.Descriptor instead.
 func (*ResumeSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResumeSchedule) GetLane() *Lane {
@@ -2478,7 +2561,7 @@ type TriggerSchedule struct {
 
 func (x *TriggerSchedule) Reset() {
 	*x = TriggerSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2490,7 +2573,7 @@ func (x *TriggerSchedule) String() string {
 func (*TriggerSchedule) ProtoMessage() {}
 
 func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2503,7 +2586,7 @@ func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSchedule.ProtoReflect.Descriptor instead.
 func (*TriggerSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TriggerSchedule) GetLane() *Lane {
@@ -2541,7 +2624,7 @@ type CompareExchangeSaga struct {
 
 func (x *CompareExchangeSaga) Reset() {
 	*x = CompareExchangeSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +2636,7 @@ func (x *CompareExchangeSaga) String() string {
 func (*CompareExchangeSaga) ProtoMessage() {}
 
 func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,7 +2649,7 @@ func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareExchangeSaga.ProtoReflect.Descriptor instead.
 func (*CompareExchangeSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CompareExchangeSaga) GetLane() *Lane {
@@ -2637,7 +2720,7 @@ type ExpireSaga struct {
 
 func (x *ExpireSaga) Reset() {
 	*x = ExpireSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2732,7 @@ func (x *ExpireSaga) String() string {
 func (*ExpireSaga) ProtoMessage() {}
 
 func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2745,7 @@ func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSaga.ProtoReflect.Descriptor instead.
 func (*ExpireSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExpireSaga) GetLane() *Lane {
@@ -2708,7 +2791,7 @@ type Enqueue struct {
 
 func (x *Enqueue) Reset() {
 	*x = Enqueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2803,7 @@ func (x *Enqueue) String() string {
 func (*Enqueue) ProtoMessage() {}
 
 func (x *Enqueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2816,7 @@ func (x *Enqueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueue.ProtoReflect.Descriptor instead.
 func (*Enqueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Enqueue) GetLane() *Lane {
@@ -2806,7 +2889,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +2901,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2914,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Receive) GetNamespace() string {
@@ -2881,7 +2964,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +2976,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +2989,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Ack) GetLane() *Lane {
@@ -2943,7 +3026,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3038,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3051,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Release) GetLane() *Lane {
@@ -3012,7 +3095,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3107,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3120,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExtendLease) GetLane() *Lane {
@@ -3082,7 +3165,7 @@ type Housekeep struct {
 
 func (x *Housekeep) Reset() {
 	*x = Housekeep{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3177,7 @@ func (x *Housekeep) String() string {
 func (*Housekeep) ProtoMessage() {}
 
 func (x *Housekeep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3190,7 @@ func (x *Housekeep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
 func (*Housekeep) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Housekeep) GetMaxRecords() uint32 {
@@ -3153,7 +3236,7 @@ type PartitionLimits struct {
 
 func (x *PartitionLimits) Reset() {
 	*x = PartitionLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3248,7 @@ func (x *PartitionLimits) String() string {
 func (*PartitionLimits) ProtoMessage() {}
 
 func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3261,7 @@ func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLimits.ProtoReflect.Descriptor instead.
 func (*PartitionLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PartitionLimits) GetMaxPayloadBytes() int64 {
@@ -3359,7 +3442,7 @@ type SetLimits struct {
 
 func (x *SetLimits) Reset() {
 	*x = SetLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3371,7 +3454,7 @@ func (x *SetLimits) String() string {
 func (*SetLimits) ProtoMessage() {}
 
 func (x *SetLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3384,7 +3467,7 @@ func (x *SetLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimits.ProtoReflect.Descriptor instead.
 func (*SetLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetLimits) GetLimits() *PartitionLimits {
@@ -3409,7 +3492,7 @@ type PartitionApplyVersion struct {
 
 func (x *PartitionApplyVersion) Reset() {
 	*x = PartitionApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3421,7 +3504,7 @@ func (x *PartitionApplyVersion) String() string {
 func (*PartitionApplyVersion) ProtoMessage() {}
 
 func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3434,7 +3517,7 @@ func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionApplyVersion.ProtoReflect.Descriptor instead.
 func (*PartitionApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PartitionApplyVersion) GetVersion() uint32 {
@@ -3457,7 +3540,7 @@ type SetApplyVersion struct {
 
 func (x *SetApplyVersion) Reset() {
 	*x = SetApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3552,7 @@ func (x *SetApplyVersion) String() string {
 func (*SetApplyVersion) ProtoMessage() {}
 
 func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3565,7 @@ func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetApplyVersion.ProtoReflect.Descriptor instead.
 func (*SetApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetApplyVersion) GetVersion() uint32 {
@@ -3504,7 +3587,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3516,7 +3599,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3529,7 +3612,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 // RefreshZoneRules makes the rules of each named zone that the entry carries
@@ -3548,7 +3631,7 @@ type RefreshZoneRules struct {
 
 func (x *RefreshZoneRules) Reset() {
 	*x = RefreshZoneRules{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3560,7 +3643,7 @@ func (x *RefreshZoneRules) String() string {
 func (*RefreshZoneRules) ProtoMessage() {}
 
 func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3573,7 +3656,7 @@ func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
 func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RefreshZoneRules) GetZones() []string {
@@ -3601,7 +3684,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3613,7 +3696,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3626,7 +3709,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3674,7 +3757,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3686,7 +3769,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3699,7 +3782,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3743,7 +3826,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3755,7 +3838,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3768,7 +3851,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -3795,7 +3878,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3807,7 +3890,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3820,7 +3903,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -3851,7 +3934,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +3946,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +3959,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -3911,7 +3994,7 @@ type PauseQueue struct {
 
 func (x *PauseQueue) Reset() {
 	*x = PauseQueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3923,7 +4006,7 @@ func (x *PauseQueue) String() string {
 func (*PauseQueue) ProtoMessage() {}
 
 func (x *PauseQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3936,7 +4019,7 @@ func (x *PauseQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueue.ProtoReflect.Descriptor instead.
 func (*PauseQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PauseQueue) GetNamespace() string {
@@ -3972,7 +4055,7 @@ type ResumeQueue struct {
 
 func (x *ResumeQueue) Reset() {
 	*x = ResumeQueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4067,7 @@ func (x *ResumeQueue) String() string {
 func (*ResumeQueue) ProtoMessage() {}
 
 func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4080,7 @@ func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueue.ProtoReflect.Descriptor instead.
 func (*ResumeQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ResumeQueue) GetNamespace() string {
@@ -4036,7 +4119,7 @@ type CancelMessage struct {
 
 func (x *CancelMessage) Reset() {
 	*x = CancelMessage{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4048,7 +4131,7 @@ func (x *CancelMessage) String() string {
 func (*CancelMessage) ProtoMessage() {}
 
 func (x *CancelMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4061,7 +4144,7 @@ func (x *CancelMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessage.ProtoReflect.Descriptor instead.
 func (*CancelMessage) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CancelMessage) GetLane() *Lane {
@@ -4096,7 +4179,7 @@ type CalendarDateRange struct {
 
 func (x *CalendarDateRange) Reset() {
 	*x = CalendarDateRange{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4108,7 +4191,7 @@ func (x *CalendarDateRange) String() string {
 func (*CalendarDateRange) ProtoMessage() {}
 
 func (x *CalendarDateRange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4121,7 +4204,7 @@ func (x *CalendarDateRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarDateRange.ProtoReflect.Descriptor instead.
 func (*CalendarDateRange) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CalendarDateRange) GetFrom() string {
@@ -4163,7 +4246,7 @@ type Calendar struct {
 
 func (x *Calendar) Reset() {
 	*x = Calendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4175,7 +4258,7 @@ func (x *Calendar) String() string {
 func (*Calendar) ProtoMessage() {}
 
 func (x *Calendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +4271,7 @@ func (x *Calendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
 func (*Calendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Calendar) GetNamespace() string {
@@ -4252,7 +4335,7 @@ type PutCalendar struct {
 
 func (x *PutCalendar) Reset() {
 	*x = PutCalendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4264,7 +4347,7 @@ func (x *PutCalendar) String() string {
 func (*PutCalendar) ProtoMessage() {}
 
 func (x *PutCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4277,7 +4360,7 @@ func (x *PutCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCalendar.ProtoReflect.Descriptor instead.
 func (*PutCalendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PutCalendar) GetCalendar() *Calendar {
@@ -4300,7 +4383,7 @@ type DeleteCalendar struct {
 
 func (x *DeleteCalendar) Reset() {
 	*x = DeleteCalendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4312,7 +4395,7 @@ func (x *DeleteCalendar) String() string {
 func (*DeleteCalendar) ProtoMessage() {}
 
 func (x *DeleteCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4325,7 +4408,7 @@ func (x *DeleteCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendar.ProtoReflect.Descriptor instead.
 func (*DeleteCalendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteCalendar) GetNamespace() string {
@@ -4354,7 +4437,7 @@ type CalendarRecord struct {
 
 func (x *CalendarRecord) Reset() {
 	*x = CalendarRecord{}
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4366,7 +4449,7 @@ func (x *CalendarRecord) String() string {
 func (*CalendarRecord) ProtoMessage() {}
 
 func (x *CalendarRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4379,7 +4462,7 @@ func (x *CalendarRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarRecord.ProtoReflect.Descriptor instead.
 func (*CalendarRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CalendarRecord) GetCalendar() *Calendar {
@@ -4415,7 +4498,7 @@ type CalendarResult struct {
 
 func (x *CalendarResult) Reset() {
 	*x = CalendarResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4427,7 +4510,7 @@ func (x *CalendarResult) String() string {
 func (*CalendarResult) ProtoMessage() {}
 
 func (x *CalendarResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4440,7 +4523,7 @@ func (x *CalendarResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarResult.ProtoReflect.Descriptor instead.
 func (*CalendarResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CalendarResult) GetChanged() bool {
@@ -4498,7 +4581,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4510,7 +4593,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4523,7 +4606,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -4986,7 +5069,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4998,7 +5081,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5011,7 +5094,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -5072,7 +5155,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5084,7 +5167,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5097,7 +5180,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -5204,7 +5287,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5216,7 +5299,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5229,7 +5312,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -5264,7 +5347,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5276,7 +5359,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5289,7 +5372,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -5320,7 +5403,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5332,7 +5415,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5345,7 +5428,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -5373,7 +5456,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5385,7 +5468,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5398,7 +5481,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -5433,7 +5516,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5445,7 +5528,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5458,7 +5541,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -5517,7 +5600,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5529,7 +5612,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5542,7 +5625,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -5584,7 +5667,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5596,7 +5679,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5609,7 +5692,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *QueuePause) GetNamespace() string {
@@ -5659,7 +5742,7 @@ type QueuePauseResult struct {
 
 func (x *QueuePauseResult) Reset() {
 	*x = QueuePauseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5671,7 +5754,7 @@ func (x *QueuePauseResult) String() string {
 func (*QueuePauseResult) ProtoMessage() {}
 
 func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5684,7 +5767,7 @@ func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePauseResult.ProtoReflect.Descriptor instead.
 func (*QueuePauseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *QueuePauseResult) GetChanged() bool {
@@ -5712,7 +5795,7 @@ type CancelMessageResult struct {
 
 func (x *CancelMessageResult) Reset() {
 	*x = CancelMessageResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5724,7 +5807,7 @@ func (x *CancelMessageResult) String() string {
 func (*CancelMessageResult) ProtoMessage() {}
 
 func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5737,7 +5820,7 @@ func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResult.ProtoReflect.Descriptor instead.
 func (*CancelMessageResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CancelMessageResult) GetId() string {
@@ -5777,7 +5860,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5789,7 +5872,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5802,7 +5885,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -5987,7 +6070,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5999,7 +6082,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6012,7 +6095,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -6136,7 +6219,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12*\n" +
-	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xf8\x05\n" +
+	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\x94\x06\n" +
 	"\fQueueMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12!\n" +
@@ -6157,8 +6240,14 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12dead_lettered_from\x18\x0e \x01(\tR\x10deadLetteredFrom\x12\x1a\n" +
 	"\bsequence\x18\x0f \x01(\x04R\bsequence\x12%\n" +
 	"\x0eredacted_paths\x18\x10 \x03(\tR\rredactedPaths\x126\n" +
-	"\tcancelled\x18\x11 \x01(\v2\x18.orrery.v1.MessageCancelR\tcancelledB\b\n" +
-	"\x06origin\"\x83\x01\n" +
+	"\tcancelled\x18\x11 \x01(\v2\x18.orrery.v1.MessageCancelR\tcancelled\x12\x1a\n" +
+	"\bcompared\x18\x12 \x01(\bR\bcomparedB\b\n" +
+	"\x06origin\"\xb2\x01\n" +
+	"\rMessageDigest\x12%\n" +
+	"\x0epayload_sha256\x18\x01 \x01(\fR\rpayloadSha256\x12%\n" +
+	"\x0eheaders_sha256\x18\x02 \x01(\fR\rheadersSha256\x12.\n" +
+	"\x13ordering_key_sha256\x18\x03 \x01(\fR\x11orderingKeySha256\x12#\n" +
+	"\rorigin_sha256\x18\x04 \x01(\fR\foriginSha256\"\x83\x01\n" +
 	"\rMessageCancel\x12!\n" +
 	"\fcancelled_by\x18\x01 \x01(\tR\vcancelledBy\x127\n" +
 	"\x18cancelled_at_unix_micros\x18\x02 \x01(\x03R\x15cancelledAtUnixMicros\x12\x16\n" +
@@ -6534,7 +6623,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
@@ -6559,60 +6648,61 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*SagaTimeoutOrigin)(nil),     // 20: orrery.v1.SagaTimeoutOrigin
 	(*Lease)(nil),                 // 21: orrery.v1.Lease
 	(*QueueMessage)(nil),          // 22: orrery.v1.QueueMessage
-	(*MessageCancel)(nil),         // 23: orrery.v1.MessageCancel
-	(*ConfigureSchedule)(nil),     // 24: orrery.v1.ConfigureSchedule
-	(*EmitOccurrences)(nil),       // 25: orrery.v1.EmitOccurrences
-	(*CancelSchedule)(nil),        // 26: orrery.v1.CancelSchedule
-	(*DeleteSchedule)(nil),        // 27: orrery.v1.DeleteSchedule
-	(*PauseSchedule)(nil),         // 28: orrery.v1.PauseSchedule
-	(*SkipExpired)(nil),           // 29: orrery.v1.SkipExpired
-	(*BackfillSchedule)(nil),      // 30: orrery.v1.BackfillSchedule
-	(*ResumeSchedule)(nil),        // 31: orrery.v1.ResumeSchedule
-	(*TriggerSchedule)(nil),       // 32: orrery.v1.TriggerSchedule
-	(*CompareExchangeSaga)(nil),   // 33: orrery.v1.CompareExchangeSaga
-	(*ExpireSaga)(nil),            // 34: orrery.v1.ExpireSaga
-	(*Enqueue)(nil),               // 35: orrery.v1.Enqueue
-	(*Receive)(nil),               // 36: orrery.v1.Receive
-	(*Ack)(nil),                   // 37: orrery.v1.Ack
-	(*Release)(nil),               // 38: orrery.v1.Release
-	(*ExtendLease)(nil),           // 39: orrery.v1.ExtendLease
-	(*Housekeep)(nil),             // 40: orrery.v1.Housekeep
-	(*PartitionLimits)(nil),       // 41: orrery.v1.PartitionLimits
-	(*SetLimits)(nil),             // 42: orrery.v1.SetLimits
-	(*PartitionApplyVersion)(nil), // 43: orrery.v1.PartitionApplyVersion
-	(*SetApplyVersion)(nil),       // 44: orrery.v1.SetApplyVersion
-	(*CheckConsistency)(nil),      // 45: orrery.v1.CheckConsistency
-	(*RefreshZoneRules)(nil),      // 46: orrery.v1.RefreshZoneRules
-	(*FieldPolicy)(nil),           // 47: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),             // 48: orrery.v1.GrantRule
-	(*PutGrant)(nil),              // 49: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),           // 50: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),    // 51: orrery.v1.RedriveDeadLetters
-	(*PauseQueue)(nil),            // 52: orrery.v1.PauseQueue
-	(*ResumeQueue)(nil),           // 53: orrery.v1.ResumeQueue
-	(*CancelMessage)(nil),         // 54: orrery.v1.CancelMessage
-	(*CalendarDateRange)(nil),     // 55: orrery.v1.CalendarDateRange
-	(*Calendar)(nil),              // 56: orrery.v1.Calendar
-	(*PutCalendar)(nil),           // 57: orrery.v1.PutCalendar
-	(*DeleteCalendar)(nil),        // 58: orrery.v1.DeleteCalendar
-	(*CalendarRecord)(nil),        // 59: orrery.v1.CalendarRecord
-	(*CalendarResult)(nil),        // 60: orrery.v1.CalendarResult
-	(*Mutation)(nil),              // 61: orrery.v1.Mutation
-	(*Batch)(nil),                 // 62: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 63: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 64: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 65: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 66: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 67: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 68: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 69: orrery.v1.RedriveResult
-	(*QueuePause)(nil),            // 70: orrery.v1.QueuePause
-	(*QueuePauseResult)(nil),      // 71: orrery.v1.QueuePauseResult
-	(*CancelMessageResult)(nil),   // 72: orrery.v1.CancelMessageResult
-	(*MutationResult)(nil),        // 73: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 74: orrery.v1.Receipt
-	nil,                           // 75: orrery.v1.ScheduleDefinition.LabelsEntry
-	nil,                           // 76: orrery.v1.CompareExchangeSaga.LabelsEntry
+	(*MessageDigest)(nil),         // 23: orrery.v1.MessageDigest
+	(*MessageCancel)(nil),         // 24: orrery.v1.MessageCancel
+	(*ConfigureSchedule)(nil),     // 25: orrery.v1.ConfigureSchedule
+	(*EmitOccurrences)(nil),       // 26: orrery.v1.EmitOccurrences
+	(*CancelSchedule)(nil),        // 27: orrery.v1.CancelSchedule
+	(*DeleteSchedule)(nil),        // 28: orrery.v1.DeleteSchedule
+	(*PauseSchedule)(nil),         // 29: orrery.v1.PauseSchedule
+	(*SkipExpired)(nil),           // 30: orrery.v1.SkipExpired
+	(*BackfillSchedule)(nil),      // 31: orrery.v1.BackfillSchedule
+	(*ResumeSchedule)(nil),        // 32: orrery.v1.ResumeSchedule
+	(*TriggerSchedule)(nil),       // 33: orrery.v1.TriggerSchedule
+	(*CompareExchangeSaga)(nil),   // 34: orrery.v1.CompareExchangeSaga
+	(*ExpireSaga)(nil),            // 35: orrery.v1.ExpireSaga
+	(*Enqueue)(nil),               // 36: orrery.v1.Enqueue
+	(*Receive)(nil),               // 37: orrery.v1.Receive
+	(*Ack)(nil),                   // 38: orrery.v1.Ack
+	(*Release)(nil),               // 39: orrery.v1.Release
+	(*ExtendLease)(nil),           // 40: orrery.v1.ExtendLease
+	(*Housekeep)(nil),             // 41: orrery.v1.Housekeep
+	(*PartitionLimits)(nil),       // 42: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),             // 43: orrery.v1.SetLimits
+	(*PartitionApplyVersion)(nil), // 44: orrery.v1.PartitionApplyVersion
+	(*SetApplyVersion)(nil),       // 45: orrery.v1.SetApplyVersion
+	(*CheckConsistency)(nil),      // 46: orrery.v1.CheckConsistency
+	(*RefreshZoneRules)(nil),      // 47: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),           // 48: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),             // 49: orrery.v1.GrantRule
+	(*PutGrant)(nil),              // 50: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),           // 51: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),    // 52: orrery.v1.RedriveDeadLetters
+	(*PauseQueue)(nil),            // 53: orrery.v1.PauseQueue
+	(*ResumeQueue)(nil),           // 54: orrery.v1.ResumeQueue
+	(*CancelMessage)(nil),         // 55: orrery.v1.CancelMessage
+	(*CalendarDateRange)(nil),     // 56: orrery.v1.CalendarDateRange
+	(*Calendar)(nil),              // 57: orrery.v1.Calendar
+	(*PutCalendar)(nil),           // 58: orrery.v1.PutCalendar
+	(*DeleteCalendar)(nil),        // 59: orrery.v1.DeleteCalendar
+	(*CalendarRecord)(nil),        // 60: orrery.v1.CalendarRecord
+	(*CalendarResult)(nil),        // 61: orrery.v1.CalendarResult
+	(*Mutation)(nil),              // 62: orrery.v1.Mutation
+	(*Batch)(nil),                 // 63: orrery.v1.Batch
+	(*ScheduleResult)(nil),        // 64: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),            // 65: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),         // 66: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),         // 67: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),           // 68: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),       // 69: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),         // 70: orrery.v1.RedriveResult
+	(*QueuePause)(nil),            // 71: orrery.v1.QueuePause
+	(*QueuePauseResult)(nil),      // 72: orrery.v1.QueuePauseResult
+	(*CancelMessageResult)(nil),   // 73: orrery.v1.CancelMessageResult
+	(*MutationResult)(nil),        // 74: orrery.v1.MutationResult
+	(*Receipt)(nil),               // 75: orrery.v1.Receipt
+	nil,                           // 76: orrery.v1.ScheduleDefinition.LabelsEntry
+	nil,                           // 77: orrery.v1.CompareExchangeSaga.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -6628,14 +6718,14 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
 	15, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
 	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	75, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	76, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
 	17, // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
 	15, // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
 	9,  // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
 	21, // 17: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
 	19, // 18: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
 	20, // 19: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
-	23, // 20: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
+	24, // 20: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
 	16, // 21: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
 	9,  // 22: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
 	9,  // 23: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
@@ -6648,67 +6738,67 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	9,  // 30: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
 	6,  // 31: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
 	18, // 32: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	76, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	77, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
 	9,  // 34: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
 	9,  // 35: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
 	9,  // 36: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
 	9,  // 37: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
 	9,  // 38: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	41, // 39: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	47, // 40: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	48, // 41: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	42, // 39: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	48, // 40: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	49, // 41: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
 	9,  // 42: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
 	9,  // 43: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
-	55, // 44: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
-	56, // 45: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
-	56, // 46: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
-	59, // 47: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
-	24, // 48: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	25, // 49: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	26, // 50: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	27, // 51: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	28, // 52: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	31, // 53: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	32, // 54: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	33, // 55: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	34, // 56: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	35, // 57: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	36, // 58: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	37, // 59: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	38, // 60: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	39, // 61: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	40, // 62: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	49, // 63: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	50, // 64: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	51, // 65: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	45, // 66: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	42, // 67: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	46, // 68: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	44, // 69: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	29, // 70: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	30, // 71: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	52, // 72: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
-	53, // 73: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
-	54, // 74: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
-	57, // 75: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
-	58, // 76: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
-	61, // 77: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	56, // 44: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
+	57, // 45: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
+	57, // 46: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
+	60, // 47: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
+	25, // 48: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	26, // 49: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	27, // 50: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	28, // 51: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	29, // 52: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	32, // 53: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	33, // 54: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	34, // 55: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	35, // 56: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	36, // 57: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	37, // 58: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	38, // 59: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	39, // 60: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	40, // 61: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	41, // 62: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	50, // 63: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	51, // 64: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	52, // 65: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	46, // 66: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	43, // 67: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	47, // 68: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	45, // 69: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	30, // 70: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	31, // 71: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	53, // 72: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
+	54, // 73: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
+	55, // 74: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
+	58, // 75: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
+	59, // 76: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
+	62, // 77: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
 	6,  // 78: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
 	22, // 79: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	70, // 80: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
+	71, // 80: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
 	7,  // 81: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
 	8,  // 82: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	63, // 83: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	64, // 84: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	65, // 85: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	66, // 86: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	67, // 87: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	68, // 88: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	69, // 89: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	71, // 90: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
-	72, // 91: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
-	60, // 92: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
-	73, // 93: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	64, // 83: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	65, // 84: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	66, // 85: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	67, // 86: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	68, // 87: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	69, // 88: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	70, // 89: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	72, // 90: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
+	73, // 91: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
+	61, // 92: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
+	74, // 93: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
 	8,  // 94: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
 	95, // [95:95] is the sub-list for method output_type
 	95, // [95:95] is the sub-list for method input_type
@@ -6732,7 +6822,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[53].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[54].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -6763,7 +6853,7 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_PutCalendar)(nil),
 		(*Mutation_DeleteCalendar)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[65].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[66].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -6781,7 +6871,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   69,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

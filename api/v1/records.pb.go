@@ -1403,13 +1403,18 @@ func (x *LaneCounters) GetBytes() uint64 {
 }
 
 // MessageTombstone remembers an acknowledged or expired message id, so a re-enqueue of that id
-// within the retention window is still a no-op.
+// within the retention window is still a no-op (or, from apply version 18, an
+// IdempotencyConflict when it is not the same message).
 type MessageTombstone struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	RemovedAtUnixMicros int64                  `protobuf:"varint,1,opt,name=removed_at_unix_micros,json=removedAtUnixMicros,proto3" json:"removed_at_unix_micros,omitempty"`
 	Expired             bool                   `protobuf:"varint,2,opt,name=expired,proto3" json:"expired,omitempty"`
 	// Set when a CancelMessage removed it (apply version 14).
-	Cancelled     bool `protobuf:"varint,3,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	Cancelled bool `protobuf:"varint,3,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// The removed message's digest, computed when it is removed (set for a message stored
+	// under compare-or-return, QueueMessage.compared; absent for one stored before apply
+	// version 18, whose id a re-enqueue takes for the same message whatever it carries).
+	Digest        *MessageDigest `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1463,6 +1468,13 @@ func (x *MessageTombstone) GetCancelled() bool {
 		return x.Cancelled
 	}
 	return false
+}
+
+func (x *MessageTombstone) GetDigest() *MessageDigest {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
 }
 
 // PartitionCounters are the partition-wide retained record count and bytes (schedules and
@@ -1983,11 +1995,12 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x16expires_at_unix_micros\x18\x04 \x01(\x03R\x13expiresAtUnixMicros\"@\n" +
 	"\fLaneCounters\x12\x1a\n" +
 	"\bmessages\x18\x01 \x01(\x04R\bmessages\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\x7f\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xb1\x01\n" +
 	"\x10MessageTombstone\x123\n" +
 	"\x16removed_at_unix_micros\x18\x01 \x01(\x03R\x13removedAtUnixMicros\x12\x18\n" +
 	"\aexpired\x18\x02 \x01(\bR\aexpired\x12\x1c\n" +
-	"\tcancelled\x18\x03 \x01(\bR\tcancelled\"C\n" +
+	"\tcancelled\x18\x03 \x01(\bR\tcancelled\x120\n" +
+	"\x06digest\x18\x04 \x01(\v2\x18.orrery.v1.MessageDigestR\x06digest\"C\n" +
 	"\x11PartitionCounters\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x04R\arecords\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"L\n" +
@@ -2096,7 +2109,8 @@ var file_api_v1_records_proto_goTypes = []any{
 	(*Lane)(nil),               // 23: orrery.v1.Lane
 	(SagaPhase)(0),             // 24: orrery.v1.SagaPhase
 	(*SagaTimeout)(nil),        // 25: orrery.v1.SagaTimeout
-	(*GrantRule)(nil),          // 26: orrery.v1.GrantRule
+	(*MessageDigest)(nil),      // 26: orrery.v1.MessageDigest
+	(*GrantRule)(nil),          // 27: orrery.v1.GrantRule
 }
 var file_api_v1_records_proto_depIdxs = []int32{
 	21, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
@@ -2113,13 +2127,14 @@ var file_api_v1_records_proto_depIdxs = []int32{
 	20, // 11: orrery.v1.SagaRecord.labels:type_name -> orrery.v1.SagaRecord.LabelsEntry
 	2,  // 12: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
 	23, // 13: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
-	26, // 14: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
-	3,  // 15: orrery.v1.AuditRecord.kind:type_name -> orrery.v1.AuditKind
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	26, // 14: orrery.v1.MessageTombstone.digest:type_name -> orrery.v1.MessageDigest
+	27, // 15: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
+	3,  // 16: orrery.v1.AuditRecord.kind:type_name -> orrery.v1.AuditKind
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_records_proto_init() }

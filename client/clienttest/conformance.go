@@ -3,6 +3,7 @@ package clienttest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -82,6 +83,29 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		other.Batch.CommandId = req.GetBatch().GetCommandId()
 		if _, _, err := command(other); orrery.CodeOf(err) != orrery.CodeIdempotencyConflict {
 			t.Fatalf("same id, other request: %v, want IdempotencyConflict", err)
+		}
+	})
+
+	t.Run("an enqueue under a taken id that is another message is IdempotencyConflict", func(t *testing.T) {
+		taken := &orreryv1.Lane{Namespace: namespace, Queue: "compared", Key: lane.GetKey()} // routes with lane
+		put := func(payloadJSON string) *orreryv1.CommandRequest {
+			return &orreryv1.CommandRequest{Principal: client.DefaultPrincipal, Batch: &orreryv1.Batch{
+				CommandId: client.NewID(),
+				Mutations: []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: taken, Id: "taken", PayloadJson: payloadJSON}}}},
+			}}
+		}
+		if r, _, err := command(put(`{"n":1}`)); err != nil || !r.GetResults()[0].GetEnqueue().GetCreated() {
+			t.Fatalf("enqueue: %v %v", r, err)
+		}
+		r, _, err := command(put(`{"n":2}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := orrery.FromProto(r.GetResults()[0].GetError()); !errors.Is(e, client.ErrMessageConflict) || !strings.Contains(e.Error(), "payload_json") {
+			t.Fatalf("another payload under the id: %v, want ErrMessageConflict naming payload_json", r)
+		}
+		if r, _, err := command(put(`{"n":1}`)); err != nil || r.GetResults()[0].GetError() != nil || r.GetResults()[0].GetEnqueue().GetCreated() {
+			t.Fatalf("the same message again: %v %v, want created=false", r, err)
 		}
 	})
 

@@ -332,7 +332,7 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return scheduleResult(schedule.ApplyEmitWithin(v, lim, k.EmitOccurrences, now, budget,
 			a.scheduleRules()))
 	case *orreryv1.Mutation_BackfillSchedule:
-		return scheduleResult(schedule.ApplyBackfill(v, lim, k.BackfillSchedule, now))
+		return scheduleResult(schedule.ApplyBackfill(v, lim, k.BackfillSchedule, now, a.idempotency()))
 	case *orreryv1.Mutation_SkipExpired:
 		return scheduleResult(schedule.ApplySkipExpired(v, lim, principal, k.SkipExpired, now))
 	case *orreryv1.Mutation_CancelSchedule:
@@ -348,9 +348,9 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_CompareExchangeSaga:
 		return sagaResult(saga.ApplyCompareExchange(v, lim, principal, k.CompareExchangeSaga, now))
 	case *orreryv1.Mutation_ExpireSaga:
-		return sagaResult(saga.ApplyExpire(v, lim, k.ExpireSaga, now))
+		return sagaResult(saga.ApplyExpire(v, lim, k.ExpireSaga, now, a.idempotency()))
 	case *orreryv1.Mutation_Enqueue:
-		r, err := queue.ApplyEnqueue(v, lim, k.Enqueue, now)
+		r, err := queue.ApplyEnqueue(v, lim, k.Enqueue, now, a.idempotency())
 		return wrap(err, func() *orreryv1.MutationResult {
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Enqueue{Enqueue: r}}
 		})

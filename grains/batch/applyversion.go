@@ -5,6 +5,7 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/grains/record"
 	"github.com/orreryhq/orrery/grains/schedule"
 )
@@ -44,8 +45,10 @@ import (
 //  16. the audit log bounded: a repeated denial counted on its window's record, the log
 //     capped at audit.MaxRecords (ApplyVersionAuditBound);
 //  17. exclusion calendars: PutCalendar, DeleteCalendar and ScheduleDefinition.calendars, an
-//     excluded instant ledgered EXCLUDED (ApplyVersionCalendars).
-const KnownApplyVersion uint32 = 17
+//     excluded instant ledgered EXCLUDED (ApplyVersionCalendars);
+//  18. compare-or-return: an enqueue, a saga timeout or a backfill occurrence under an id its
+//     lane holds for another message fails IdempotencyConflict (ApplyVersionCompareOrReturn).
+const KnownApplyVersion uint32 = 18
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -162,6 +165,22 @@ const ApplyVersionAuditBound uint32 = 16
 // schedule definition's calendars (wire gates: before it a command carrying one is refused),
 // so that no replica of an older release fires an instant the others exclude.
 const ApplyVersionCalendars uint32 = 17
+
+// ApplyVersionCompareOrReturn is the apply version from which a message put under an id its
+// lane already holds (live, or a tombstone) is taken for the one there only when it is the
+// same message — payload_json, headers_json, ordering_key and origin — and fails
+// IdempotencyConflict ("id") otherwise (queue.CompareOrReturn); the messages it stores are
+// marked compared, and their tombstones keep the digest that comparison reads. Before it any message under a held
+// id is taken for the one there (queue.SameByID).
+const ApplyVersionCompareOrReturn uint32 = 18
+
+// idempotency is how the queue's puts treat a held id at a's apply version.
+func (a Applier) idempotency() queue.Idempotency {
+	if a.takes(ApplyVersionCompareOrReturn) {
+		return queue.CompareOrReturn
+	}
+	return queue.SameByID
+}
 
 // takes reports whether the partition applies under version needed or a later one: whether a
 // behaviour introduced by needed is on. Every replica reads the version from the state, so all

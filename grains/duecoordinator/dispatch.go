@@ -122,9 +122,11 @@ func (c *Coordinator) absorb(out *dispatchOutcome, partitionID int, refs []*orre
 
 // refFailed records a ref whose mutation failed and puts it on backoff. Stale tokens are the
 // expected outcome of a race (the next scan sees the record's new token, a different ref);
-// Expired, Validation, QuotaExceeded and Unauthorized (the record's creator lost its grant:
-// the ref stays due, and emits once the grant is restored and its backoff ends) are lasting
-// business outcomes; anything else is unexpected and logged. The watchdog reports a record
+// Expired, Validation, QuotaExceeded, Unauthorized (the record's creator lost its grant:
+// the ref stays due, and emits once the grant is restored and its backoff ends) and
+// IdempotencyConflict (a saga's timeout id held by a foreign message: the saga stays due until
+// the id is free or the saga moves on) are lasting business outcomes; anything else is
+// unexpected and logged. The watchdog reports a record
 // failing once, when it starts failing or fails for another reason.
 func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error, now time.Time, skips *backoff.Backoff) {
 	switch orrery.CodeOf(err) {
@@ -133,7 +135,7 @@ func (c *Coordinator) refFailed(partitionID int, ref *orreryv1.DueRef, err error
 		c.watch.movedOn(ref, now)
 		skips.Skip(ref, now)
 		return
-	case orrery.CodeExpired, orrery.CodeValidation, orrery.CodeQuotaExceeded, orrery.CodeUnauthorized:
+	case orrery.CodeExpired, orrery.CodeValidation, orrery.CodeQuotaExceeded, orrery.CodeUnauthorized, orrery.CodeIdempotencyConflict:
 		c.counts.skipped.Add(1)
 	default:
 		c.counts.skipped.Add(1)

@@ -11,6 +11,8 @@
 // leased message's index entry sits at its lease end, so an expired lease makes it visible
 // again without any timer. A paused queue holds a pause record (qp/) that receives check
 // first. Acked, expired, cancelled and dead-lettered ids leave a tombstone (mt/) in
-// their lane so a re-enqueue of the same id stays a no-op. Lane counters (lc/) count every
+// their lane so a re-enqueue of the same id stays a no-op; from apply version 18 a
+// re-enqueue under the id that differs in payload, headers, ordering key or origin is an
+// IdempotencyConflict (Idempotency), and the tombstone keeps a digest of those to compare. Lane counters (lc/) count every
 // live message, including dead-letter moves that bypass the quota.
 package queue

@@ -10,14 +10,15 @@ import (
 // ApplyEnqueue validates m and adds its message to the lane, visible at loggedNow + delay and
 // expiring time_to_live after that (never when zero). It is idempotent by id within the lane:
 // when a live message or a tombstone holds the id it writes nothing and reports
-// created=false. A full lane fails with QuotaExceeded (field "lane"), which rolls back the
-// batch. Errors name fields relative to m.
-func ApplyEnqueue(v kv.View, lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64) (*orreryv1.EnqueueResult, error) {
+// created=false — under CompareOrReturn only when that is the same message (PutAs), and
+// IdempotencyConflict ("id") otherwise. A full lane fails with QuotaExceeded (field "lane"),
+// which rolls back the batch. Errors name fields relative to m.
+func ApplyEnqueue(v kv.View, lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64, idempotency Idempotency) (*orreryv1.EnqueueResult, error) {
 	msg, err := newMessage(lim, m, loggedNowMicros)
 	if err != nil {
 		return nil, err
 	}
-	created, err := Put(v, lim, msg)
+	created, err := PutAs(v, lim, msg, idempotency)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ func TestEnqueueStoresMessage(t *testing.T) {
 		VisibleAtUnixMicros: startMicros + 5*input.Second,
 		ExpiresAtUnixMicros: startMicros + 5*input.Second + input.Minute,
 		MaxDeliveries:       b.lim.DefaultMaxDeliveries, Sequence: 1,
+		Compared: true,
 	}
 	if msg.String() != want.String() {
 		t.Fatalf("stored\n%v\nwant\n%v", msg, want)
@@ -45,7 +46,7 @@ func TestEnqueueIdempotentByID(t *testing.T) {
 	b := setup(t)
 	b.enqueue("a")
 	before := b.store.Clone()
-	if res := b.enqueue("a", func(m *orreryv1.Enqueue) { m.PayloadJson = `"other"` }); res.GetCreated() {
+	if res := b.enqueue("a", func(m *orreryv1.Enqueue) { m.DelayMicros, m.MaxDeliveries = input.Minute, 3 }); res.GetCreated() {
 		t.Fatal("second enqueue of a created a message")
 	}
 	if !b.store.Equal(before) {
@@ -85,7 +86,7 @@ func TestEnqueueQuota(t *testing.T) {
 			b.enqueue("a")
 			b.enqueue("b")
 			before := b.store.Clone()
-			_, err := ApplyEnqueue(b.store, b.lim, &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: "c", PayloadJson: `{"id":"c"}`}, b.now)
+			_, err := ApplyEnqueue(b.store, b.lim, &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: "c", PayloadJson: `{"id":"c"}`}, b.now, CompareOrReturn)
 			wantCode(t, err, orrery.CodeQuotaExceeded, "lane")
 			if !b.store.Equal(before) {
 				t.Fatal("quota failure wrote")
@@ -115,7 +116,7 @@ func TestValidationLeavesStoreUnchanged(t *testing.T) {
 		return func(v kv.View, now int64) error {
 			m := &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: "new", PayloadJson: `{}`}
 			edit(m)
-			_, err := ApplyEnqueue(v, lim, m, now)
+			_, err := ApplyEnqueue(v, lim, m, now, CompareOrReturn)
 			return err
 		}
 	}
@@ -158,7 +159,10 @@ func TestValidationLeavesStoreUnchanged(t *testing.T) {
 		apply func(kv.View, int64) error
 		field string
 	}{
-		{"enqueue nil", func(v kv.View, now int64) error { _, err := ApplyEnqueue(v, lim, nil, now); return err }, ""},
+		{"enqueue nil", func(v kv.View, now int64) error {
+			_, err := ApplyEnqueue(v, lim, nil, now, CompareOrReturn)
+			return err
+		}, ""},
 		{"enqueue no lane", enq(func(m *orreryv1.Enqueue) { m.Lane = nil }), "lane"},
 		{"enqueue empty namespace", enq(func(m *orreryv1.Enqueue) { m.Lane.Namespace = "" }), "lane.namespace"},
 		{"enqueue bad queue", enq(func(m *orreryv1.Enqueue) { m.Lane.Queue = "a b" }), "lane.queue"},
@@ -181,7 +185,7 @@ func TestValidationLeavesStoreUnchanged(t *testing.T) {
 		{"enqueue negative max deliveries", enq(func(m *orreryv1.Enqueue) { m.MaxDeliveries = -1 }), "max_deliveries"},
 		{"enqueue many max deliveries", enq(func(m *orreryv1.Enqueue) { m.MaxDeliveries = int32(lim.MaxMaxDeliveries) + 1 }), "max_deliveries"},
 		{"enqueue past last instant", func(v kv.View, _ int64) error {
-			_, err := ApplyEnqueue(v, lim, &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: "n", DelayMicros: input.Day}, input.MaxInstantMicros-input.Hour)
+			_, err := ApplyEnqueue(v, lim, &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: "n", DelayMicros: input.Day}, input.MaxInstantMicros-input.Hour, CompareOrReturn)
 			return err
 		}, "delay_micros"},
 		{"receive nil", func(v kv.View, now int64) error { _, err := ApplyReceive(v, lim, nil, now); return err }, ""},

@@ -55,7 +55,7 @@ func (b *bundle) enqueue(id string, edit ...func(*orreryv1.Enqueue)) *orreryv1.E
 	for _, e := range edit {
 		e(m)
 	}
-	res, err := ApplyEnqueue(b.store, b.lim, m, b.now)
+	res, err := ApplyEnqueue(b.store, b.lim, m, b.now, CompareOrReturn)
 	if err != nil {
 		b.t.Fatalf("enqueue %q: %v", id, err)
 	}

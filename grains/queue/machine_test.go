@@ -31,6 +31,8 @@ type issued struct {
 type machine struct {
 	*bundle
 	created    map[string]bool   // source lane+id → created by an enqueue
+	sent       map[string]string // source lane+id → the payload and headers it was created with
+	digested   map[string]bool   // source lane+id → created under CompareOrReturn (with a digest)
 	expiresAt  map[string]int64  // source lane+id → expiry instant (0 never)
 	acked      map[string]bool   // actual lane+id → removed by an ack
 	leaseUntil map[string]int64  // actual lane+id → end of the lease the model granted
@@ -46,7 +48,7 @@ func newMachine(t failer) *machine {
 	b.lim.MaxLaneMessages = 6
 	b.lim.MaxLaneBytes = 120
 	return &machine{
-		bundle: b, created: map[string]bool{}, expiresAt: map[string]int64{}, acked: map[string]bool{},
+		bundle: b, created: map[string]bool{}, sent: map[string]string{}, digested: map[string]bool{}, expiresAt: map[string]int64{}, acked: map[string]bool{},
 		leaseUntil: map[string]int64{}, current: map[string]string{}, paused: map[string]bool{}, cancelled: map[string]bool{},
 	}
 }
@@ -80,16 +82,30 @@ func (m *machine) enqueue(c chooser) {
 		Lane:             lane,
 		Id:               idOf(c.intRange("id", 0, 11)),
 		PayloadJson:      fmt.Sprintf(`"%0*d"`, c.intRange("payload", 1, 20), 0),
+		HeadersJson:      []string{"", `{"h":1}`}[c.intRange("headers", 0, 1)],
 		DelayMicros:      int64(c.intRange("delay", 0, 3)) * input.Second,
 		TimeToLiveMicros: int64(c.intRange("ttl", 0, 4)) * 2 * input.Second,
 		MaxDeliveries:    int32(c.intRange("max_deliveries", 0, 3)),
 	}
-	key := modelKey(lane, cmd.Id)
+	// Mostly compare-or-return (apply version 18); sometimes as before it, which stores no
+	// digest, so that messages and tombstones without one are met too.
+	idempotency := CompareOrReturn
+	if c.intRange("idempotency", 0, 3) == 0 {
+		idempotency = SameByID
+	}
+	key, sent := modelKey(lane, cmd.Id), cmd.PayloadJson+"|"+cmd.HeadersJson
 	counters, _ := LoadCounters(m.store, lane)
-	fits := counters.GetMessages()+1 <= m.lim.MaxLaneMessages && counters.GetBytes()+uint64(len(cmd.PayloadJson)) <= m.lim.MaxLaneBytes
+	fits := counters.GetMessages()+1 <= m.lim.MaxLaneMessages && counters.GetBytes()+uint64(len(cmd.PayloadJson)+len(cmd.HeadersJson)) <= m.lim.MaxLaneBytes
 	before := m.store.Clone()
-	res, err := ApplyEnqueue(m.store, m.lim, cmd, m.now)
+	res, err := ApplyEnqueue(m.store, m.lim, cmd, m.now, idempotency)
+	_, live := m.message(lane, cmd.Id)
 	switch {
+	case m.created[key] && idempotency == CompareOrReturn && m.sent[key] != sent && (live || m.digested[key]):
+		// Another message under a taken id: a live one is compared field by field, a
+		// tombstone by the digest it kept (none when it was stored before version 18).
+		if !errors.Is(err, orrery.ErrIdempotencyConflict) || orrery.AsError(err).Field != "id" || !m.store.Equal(before) {
+			m.t.Fatalf("enqueue of another message under %s: %v %v (or it wrote), want IdempotencyConflict on id", cmd.Id, res, err)
+		}
 	case m.created[key]:
 		if err != nil || res.GetCreated() || !m.store.Equal(before) {
 			m.t.Fatalf("re-enqueue of %s: %v %v (or it wrote)", cmd.Id, res, err)
@@ -102,7 +118,7 @@ func (m *machine) enqueue(c chooser) {
 		if err != nil || !res.GetCreated() {
 			m.t.Fatalf("enqueue of %s: %v %v", cmd.Id, res, err)
 		}
-		m.created[key] = true
+		m.created[key], m.sent[key], m.digested[key] = true, sent, idempotency == CompareOrReturn
 		m.createdIDs = append(m.createdIDs, issued{lane: lane, id: cmd.Id})
 		if cmd.TimeToLiveMicros != 0 {
 			m.expiresAt[key] = m.now + cmd.DelayMicros + cmd.TimeToLiveMicros

@@ -19,6 +19,49 @@ func Put(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage) (created bool,
 	return put(v, lim, msg, true)
 }
 
+// PutAs is Put under the given idempotency: under CompareOrReturn, an id the lane holds for
+// another message (a live one, or a tombstone that kept a digest) fails IdempotencyConflict
+// ("id") and writes nothing, and a message it stores is marked compared, so that its
+// tombstone will keep its digest (Remove). SameByID is Put.
+func PutAs(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, idempotency Idempotency) (created bool, err error) {
+	if idempotency != CompareOrReturn {
+		return put(v, lim, msg, true)
+	}
+	lane, id := msg.GetLane(), msg.GetId()
+	stored, found, err := loadMessage(v, lane, id)
+	if err != nil {
+		return false, err
+	}
+	if found {
+		if parts := differsFromLive(stored, msg); len(parts) > 0 {
+			return false, conflict(id, parts, nil)
+		}
+		return false, nil
+	}
+	tombstone := &orreryv1.MessageTombstone{}
+	gone, err := record.Load(v, keys.MessageTombstoneKey(lane, id), tombstone)
+	if err != nil {
+		return false, err
+	}
+	if gone {
+		if held := tombstone.GetDigest(); held != nil {
+			digest, err := digestOf(msg)
+			if err != nil {
+				return false, err
+			}
+			if parts := differsFromDigest(held, digest); len(parts) > 0 {
+				return false, conflict(id, parts, tombstone)
+			}
+		}
+		return false, nil
+	}
+	msg.Compared = true
+	if err := store(v, lim, msg, true); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // PutFresh stores msg like Put for a message whose id has never been in its lane, skipping
 // the two lookups (a live message, a tombstone) that make Put idempotent. Schedule
 // occurrences use it: the schedule's watermark passes each ordinal once, schedule ids are

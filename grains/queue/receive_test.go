@@ -226,7 +226,7 @@ func TestReceiveSweepBudget(t *testing.T) {
 	b := setup(t)
 	for i := range SweepBudget + 10 {
 		m := &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: idOf(i), TimeToLiveMicros: 1}
-		if _, err := ApplyEnqueue(b.store, b.lim, m, b.now); err != nil {
+		if _, err := ApplyEnqueue(b.store, b.lim, m, b.now, CompareOrReturn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -271,7 +271,7 @@ func TestApplyThroughBuffer(t *testing.T) {
 	run := func(b *bundle, v kv.View) {
 		lim := b.lim
 		for i := range 6 {
-			if _, err := ApplyEnqueue(v, lim, &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: idOf(i), MaxDeliveries: 1, TimeToLiveMicros: int64(i+1) * input.Minute}, startMicros); err != nil {
+			if _, err := ApplyEnqueue(v, lim, &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: idOf(i), MaxDeliveries: 1, TimeToLiveMicros: int64(i+1) * input.Minute}, startMicros, CompareOrReturn); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -10,10 +10,10 @@ import (
 
 // Remove deletes the live message msg names (by lane and id): the message, its
 // visibility-index entry and its share of the lane counters, and writes the tombstone that
-// keeps a re-enqueue of its id a no-op (except for a recurring occurrence, whose id cannot
-// come back). expired records why it went (TTL rather than ack or
-// a dead-letter move). It works from the stored message, so a stale copy in msg cannot put
-// the index or the counters out of step; an absent message is NotFound ("id").
+// keeps its id taken, with the message's digest when it was stored under compare-or-return
+// (except for a recurring occurrence, whose id cannot come back). expired records why it went (TTL rather than ack or a dead-letter move).
+// It works from the stored message, so a stale copy in msg cannot put the index or the
+// counters out of step; an absent message is NotFound ("id").
 func Remove(v kv.View, msg *orreryv1.QueueMessage, loggedNowMicros int64, expired bool) error {
 	return removeAs(v, msg, &orreryv1.MessageTombstone{RemovedAtUnixMicros: loggedNowMicros, Expired: expired})
 }
@@ -38,6 +38,12 @@ func removeAs(v kv.View, msg *orreryv1.QueueMessage, tombstone *orreryv1.Message
 		// A recurring occurrence's id never comes back to its lane (PutFresh): nothing to
 		// keep taken, and no tombstone to write now and prune a day later.
 		return nil
+	}
+	if stored.GetCompared() { // stored under compare-or-return: its id stays compared
+		var err error
+		if tombstone.Digest, err = digestOf(stored); err != nil {
+			return err
+		}
 	}
 	loggedNowMicros := tombstone.GetRemovedAtUnixMicros()
 	if _, err := record.Store(v, keys.MessageTombstoneKey(lane, id), tombstone); err != nil {

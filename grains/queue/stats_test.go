@@ -28,7 +28,7 @@ func TestStatsCountsByState(t *testing.T) {
 	b.enqueue("later", delay(input.Minute))
 	b.enqueue("leased")
 	other := &orreryv1.Enqueue{Lane: laneOf(testQueue, "other"), Id: "x"}
-	if _, err := ApplyEnqueue(b.store, b.lim, other, b.now); err != nil {
+	if _, err := ApplyEnqueue(b.store, b.lim, other, b.now, CompareOrReturn); err != nil {
 		t.Fatal(err)
 	}
 	oldestAt := b.now - input.Second
@@ -76,7 +76,7 @@ func TestStatsBudget(t *testing.T) {
 	b := setup(t)
 	b.enqueue("first")
 	for i := range StatsScanBudget {
-		if _, err := ApplyEnqueue(b.store, b.lim, &orreryv1.Enqueue{Lane: laneOf(testQueue, "other"), Id: idOf(i)}, b.now); err != nil {
+		if _, err := ApplyEnqueue(b.store, b.lim, &orreryv1.Enqueue{Lane: laneOf(testQueue, "other"), Id: idOf(i)}, b.now, CompareOrReturn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,11 +108,11 @@ func TestListQueueStats(t *testing.T) {
 	b := setup(t)
 	b.deadLetters("dead") // jobs holds only a dead letter now
 	for _, queue := range []string{"alpha", "beta"} {
-		if _, err := ApplyEnqueue(b.store, b.lim, &orreryv1.Enqueue{Lane: laneOf(queue, "k"), Id: "x"}, b.now); err != nil {
+		if _, err := ApplyEnqueue(b.store, b.lim, &orreryv1.Enqueue{Lane: laneOf(queue, "k"), Id: "x"}, b.now, CompareOrReturn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ApplyEnqueue(b.store, b.lim, &orreryv1.Enqueue{Lane: &orreryv1.Lane{Namespace: "other", Queue: "alpha", Key: "k"}, Id: "y", DelayMicros: input.Minute}, b.now); err != nil {
+	if _, err := ApplyEnqueue(b.store, b.lim, &orreryv1.Enqueue{Lane: &orreryv1.Lane{Namespace: "other", Queue: "alpha", Key: "k"}, Id: "y", DelayMicros: input.Minute}, b.now, CompareOrReturn); err != nil {
 		t.Fatal(err)
 	}
 	queues, more, err := ListQueueStats(b.store, b.now, 10)

@@ -22,8 +22,13 @@ import (
 // time to live already ended (deadline + TTL ≤ loggedNowMicros) is Expired and nothing is
 // written. These errors leave v untouched. A QuotaExceeded from the destination lane is returned
 // as queue.Put reports it; the caller discards the mutation's write buffer, so the saga stays
-// Waiting.
-func ApplyExpire(v kv.View, lim input.Limits, m *orreryv1.ExpireSaga, loggedNowMicros int64) (*orreryv1.SagaResult, error) {
+// Waiting. Under queue.CompareOrReturn (apply version 18), a foreign message holding the
+// timeout's id in its lane (live, or a tombstone with a digest: one a client enqueued under
+// that id, whose origin is not this saga's timeout) fails the expiry IdempotencyConflict
+// ("id") likewise: nothing is enqueued or lost, the saga stays Waiting and due, and its expiry
+// is retried until the id is free (the foreign message gone and its tombstone pruned) or the
+// saga moves on.
+func ApplyExpire(v kv.View, lim input.Limits, m *orreryv1.ExpireSaga, loggedNowMicros int64, idempotency queue.Idempotency) (*orreryv1.SagaResult, error) {
 	lane, sagaID, expected := m.GetLane(), m.GetSagaId(), m.GetExpectedRevision()
 	if err := validateAddress(lane, sagaID); err != nil {
 		return nil, err
@@ -87,9 +92,10 @@ func ApplyExpire(v kv.View, lim input.Limits, m *orreryv1.ExpireSaga, loggedNowM
 			DeadlineUnixMicros: deadline,
 		}},
 	}
-	// created=false cannot happen for a Waiting revision that never timed out; if it does, the
-	// message with this id already exists, so the saga still ends TimedOut.
-	if _, err := queue.Put(v, lim, msg); err != nil {
+	// created=false cannot happen for a Waiting revision that never timed out unless another
+	// message took the id: under SameByID the saga still ends TimedOut, under CompareOrReturn
+	// only when that message is this timeout (the same template and origin).
+	if _, err := queue.PutAs(v, lim, msg, idempotency); err != nil {
 		return nil, err
 	}
 

@@ -1,6 +1,7 @@
 package saga
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,7 +68,7 @@ func TestExpireRejects(t *testing.T) {
 				now = deadline
 			}
 			before := mem.Clone()
-			res, err := ApplyExpire(mem, lim, tc.m, now)
+			res, err := ApplyExpire(mem, lim, tc.m, now, queue.CompareOrReturn)
 			if res != nil {
 				t.Errorf("result = %v, want nil with an error", res)
 			}
@@ -121,7 +122,7 @@ func TestExpireApplies(t *testing.T) {
 			lim := input.DefaultLimits()
 			mem := prepare(t, lim, tc.prep...)
 			before := mustLoad(t, mem)
-			res, err := ApplyExpire(mem, lim, tc.m, tc.now)
+			res, err := ApplyExpire(mem, lim, tc.m, tc.now, queue.CompareOrReturn)
 			if err != nil {
 				t.Fatalf("ApplyExpire: %v", err)
 			}
@@ -155,6 +156,10 @@ func TestExpireApplies(t *testing.T) {
 					SagaId: sagaID, WaitingRevision: tc.waiting, DeadlineUnixMicros: tc.deadline,
 				}},
 			}
+			if !got.GetCompared() {
+				t.Error("the timeout message is not marked compared")
+			}
+			got.Compared = false
 			if !proto.Equal(got, wantMsg) {
 				t.Fatalf("timeout message = %v\nwant %v", got, wantMsg)
 			}
@@ -171,7 +176,7 @@ func TestExpireApplies(t *testing.T) {
 
 			// A retry of the same command finds the saga moved on and enqueues nothing more.
 			after := mem.Clone()
-			_, err = ApplyExpire(mem, lim, tc.m, tc.now+1)
+			_, err = ApplyExpire(mem, lim, tc.m, tc.now+1, queue.CompareOrReturn)
 			wantError(t, err, orrery.CodeRevisionConflict, "expected_revision")
 			if !mem.Equal(after) {
 				t.Fatal("a retried ExpireSaga changed the store")
@@ -208,7 +213,7 @@ func TestExpireQuotaLeavesWaiting(t *testing.T) {
 			before := mem.Clone()
 
 			buf := kv.NewBuffer(mem)
-			res, err := ApplyExpire(buf, lim, expire(1), deadline)
+			res, err := ApplyExpire(buf, lim, expire(1), deadline, queue.CompareOrReturn)
 			if res != nil {
 				t.Errorf("result = %v, want nil with an error", res)
 			}
@@ -228,7 +233,7 @@ func TestExpireQuotaLeavesWaiting(t *testing.T) {
 
 			// Once the lane has room, the same command succeeds.
 			lim = input.DefaultLimits()
-			if _, err := ApplyExpire(mem, lim, expire(1), deadline+1); err != nil {
+			if _, err := ApplyExpire(mem, lim, expire(1), deadline+1, queue.CompareOrReturn); err != nil {
 				t.Fatalf("expire after the quota was lifted: %v", err)
 			}
 			wantDue(t, mem, 0, 0)
@@ -236,9 +241,9 @@ func TestExpireQuotaLeavesWaiting(t *testing.T) {
 	}
 }
 
-// TestExpireMessageAlreadyPresent covers the case that cannot arise from this package: a
-// message with the timeout's id already in the lane. Nothing is enqueued, yet the saga ends
-// TimedOut, since its timeout message exists.
+// TestExpireMessageAlreadyPresent covers a message with the timeout's id already in the lane
+// before apply version 18 (queue.SameByID): nothing is enqueued, yet the saga ends TimedOut,
+// as if that message were its timeout. TestExpireMeetsForeignMessage is the case from 18 on.
 func TestExpireMessageAlreadyPresent(t *testing.T) {
 	t.Parallel()
 	lim := input.DefaultLimits()
@@ -248,7 +253,7 @@ func TestExpireMessageAlreadyPresent(t *testing.T) {
 	if created, err := queue.Put(mem, lim, existing); err != nil || !created {
 		t.Fatalf("pre-put: created %v, err %v", created, err)
 	}
-	res, err := ApplyExpire(mem, lim, expire(1), deadline)
+	res, err := ApplyExpire(mem, lim, expire(1), deadline, queue.SameByID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +267,34 @@ func TestExpireMessageAlreadyPresent(t *testing.T) {
 	wantDue(t, mem, 0, 0)
 }
 
+// TestExpireMeetsForeignMessage: from apply version 18 (queue.CompareOrReturn), a message a
+// client enqueued under the timeout's id — its origin is not this saga's timeout — makes the
+// expiry fail IdempotencyConflict on id, writing nothing: the saga stays Waiting and due, the
+// client's message stays as it was, and nothing is lost. Once that message is acked its
+// tombstone still holds the id; the expiry succeeds only when the id is the timeout's own.
+func TestExpireMeetsForeignMessage(t *testing.T) {
+	t.Parallel()
+	lim := input.DefaultLimits()
+	mem := prepare(t, lim, waitingDeadline...)
+	id := TimeoutMessageID(sagaID, 1)
+	squat := &orreryv1.Enqueue{Lane: destLane(), Id: id, PayloadJson: `"earlier"`}
+	if res, err := queue.ApplyEnqueue(mem, lim, squat, t0, queue.CompareOrReturn); err != nil || !res.GetCreated() {
+		t.Fatalf("client enqueue under the timeout's id: %v %v", res, err)
+	}
+	before := mem.Clone()
+	_, err := ApplyExpire(mem, lim, expire(1), deadline, queue.CompareOrReturn)
+	if !errors.Is(err, orrery.ErrIdempotencyConflict) || orrery.AsError(err).Field != "id" || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "origin") {
+		t.Fatalf("expire: %v, want IdempotencyConflict on id naming %s and its origin", err, id)
+	}
+	if !mem.Equal(before) {
+		t.Fatal("the refused expiry wrote")
+	}
+	if rec := mustLoad(t, mem); rec.GetPhase() != waiting || rec.GetRevision() != 1 {
+		t.Fatalf("saga %v, want still waiting at revision 1", rec)
+	}
+	wantDue(t, mem, deadline, 1)
+}
+
 // TestExpireOnBufferCommits checks that ExpireSaga applied on a buffer and committed gives the
 // same store as applied directly: the batch layer's path.
 func TestExpireOnBufferCommits(t *testing.T) {
@@ -269,11 +302,11 @@ func TestExpireOnBufferCommits(t *testing.T) {
 	lim := input.DefaultLimits()
 	direct := prepare(t, lim, waitingDeadline...)
 	viaBuffer := direct.Clone()
-	if _, err := ApplyExpire(direct, lim, expire(1), deadline); err != nil {
+	if _, err := ApplyExpire(direct, lim, expire(1), deadline, queue.CompareOrReturn); err != nil {
 		t.Fatal(err)
 	}
 	buf := kv.NewBuffer(viaBuffer)
-	if _, err := ApplyExpire(buf, lim, expire(1), deadline); err != nil {
+	if _, err := ApplyExpire(buf, lim, expire(1), deadline, queue.CompareOrReturn); err != nil {
 		t.Fatal(err)
 	}
 	if err := buf.Commit(); err != nil {

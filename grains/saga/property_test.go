@@ -13,6 +13,7 @@ import (
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
 )
 
 // modelSaga is the reference model's view of one saga.
@@ -174,7 +175,7 @@ func (m *sagaModel) expire(rt *rapid.T) {
 	}
 
 	res := m.run(rt, want, func(v kv.View) (*orreryv1.SagaResult, error) {
-		return ApplyExpire(v, m.lim, msg, m.now)
+		return ApplyExpire(v, m.lim, msg, m.now, queue.CompareOrReturn)
 	})
 	if res == nil {
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
 )
 
 // Fixtures shared by the tests.
@@ -95,7 +96,7 @@ func expireStep(m *orreryv1.ExpireSaga, now int64) step { return step{expire: m,
 // apply runs one step on v.
 func (s step) apply(v kv.View, lim input.Limits) (*orreryv1.SagaResult, error) {
 	if s.expire != nil {
-		return ApplyExpire(v, lim, proto.CloneOf(s.expire), s.now)
+		return ApplyExpire(v, lim, proto.CloneOf(s.expire), s.now, queue.CompareOrReturn)
 	}
 	principal := s.principal
 	if principal == "" {

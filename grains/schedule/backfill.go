@@ -21,8 +21,11 @@ func BackfillID(scheduleID string, generation uint64, nominalMicros int64) strin
 // ApplyBackfill runs the schedule's instants in [from, to] now (see BackfillSchedule): each not
 // backfilled before is enqueued with its BackfillID and ledgered BACKFILLED, at most
 // Limits.MaxEmitPerCommand instants per command; the result's enqueued ids are the new ones,
-// and backfill_resume_from_unix_micros where the next command resumes (0: done).
-func ApplyBackfill(v kv.View, lim input.Limits, m *orreryv1.BackfillSchedule, loggedNowMicros int64) (*orreryv1.ScheduleResult, error) {
+// and backfill_resume_from_unix_micros where the next command resumes (0: done). Under
+// queue.CompareOrReturn (apply version 18) an instant whose id a foreign message holds (one a
+// client enqueued under it) fails the backfill IdempotencyConflict ("id"), writing nothing:
+// no instant is ledgered BACKFILLED for a message that is not its occurrence.
+func ApplyBackfill(v kv.View, lim input.Limits, m *orreryv1.BackfillSchedule, loggedNowMicros int64, idempotency queue.Idempotency) (*orreryv1.ScheduleResult, error) {
 	from, to := m.GetFromUnixMicros(), m.GetToUnixMicros()
 	if err := input.Instant("from_unix_micros", from); err != nil {
 		return nil, err
@@ -64,7 +67,7 @@ func ApplyBackfill(v kv.View, lim input.Limits, m *orreryv1.BackfillSchedule, lo
 			res.BackfillResumeFromUnixMicros = at
 			return res, nil
 		}
-		id, created, bfErr := backfillOne(v, lim, rec, at, loggedNowMicros)
+		id, created, bfErr := backfillOne(v, lim, rec, at, loggedNowMicros, idempotency)
 		if bfErr != nil {
 			return nil, bfErr
 		}
@@ -80,7 +83,7 @@ func ApplyBackfill(v kv.View, lim input.Limits, m *orreryv1.BackfillSchedule, lo
 
 // backfillOne enqueues the backfill occurrence of the instant nominal and ledgers it, unless
 // its backfill ledger record exists (created false).
-func backfillOne(v kv.View, lim input.Limits, rec *orreryv1.ScheduleRecord, nominalMicros, loggedNowMicros int64) (id string, created bool, err error) {
+func backfillOne(v kv.View, lim input.Limits, rec *orreryv1.ScheduleRecord, nominalMicros, loggedNowMicros int64, idempotency queue.Idempotency) (id string, created bool, err error) {
 	def := rec.GetDefinition()
 	entry := ledgerEntry(rec, 0, nominalMicros, orreryv1.LedgerOutcome_LEDGER_OUTCOME_BACKFILLED)
 	entry.Backfill = true
@@ -96,7 +99,7 @@ func backfillOne(v kv.View, lim input.Limits, rec *orreryv1.ScheduleRecord, nomi
 	msg.Origin = &orreryv1.QueueMessage_Occurrence{Occurrence: &orreryv1.OccurrenceOrigin{
 		ScheduleId: def.GetScheduleId(), Generation: rec.GetGeneration(), NominalDueAtUnixMicros: nominalMicros, Backfill: true,
 	}}
-	if _, err := queue.Put(v, lim, msg); err != nil {
+	if _, err := queue.PutAs(v, lim, msg, idempotency); err != nil {
 		return "", false, err
 	}
 	entry.MessageId = id

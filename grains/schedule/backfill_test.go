@@ -9,10 +9,11 @@ import (
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
 )
 
 func backfill(v kv.View, lim input.Limits, from, to, now int64) (*orreryv1.ScheduleResult, error) {
-	return ApplyBackfill(v, lim, &orreryv1.BackfillSchedule{Lane: lane, ScheduleId: scheduleID, FromUnixMicros: from, ToUnixMicros: to}, now)
+	return ApplyBackfill(v, lim, &orreryv1.BackfillSchedule{Lane: lane, ScheduleId: scheduleID, FromUnixMicros: from, ToUnixMicros: to}, now, queue.CompareOrReturn)
 }
 
 // fataler is what backfillAll needs of a test: *testing.T or *rapid.T.
