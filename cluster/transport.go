@@ -81,7 +81,7 @@ func (t *PartitionTransport) Command(ctx context.Context, n int, req *orreryv1.C
 	if err := t.checkPrincipal(req.GetPrincipal()); err != nil {
 		return nil, err
 	}
-	opts := t.options(func(m proto.Message) error { return orrery.FromProto(m.(*orreryv1.CommandReply).GetError()) })
+	opts := replyOptions(t, (*orreryv1.CommandReply).GetError)
 	if wait := time.Duration(req.GetWaitMicros()) * time.Microsecond; wait > 0 {
 		// A long-poll attempt lasts the wait plus an ordinary attempt; without a deadline of its
 		// own, the call gets room for a few such attempts instead of actors' 10 s default.
@@ -97,9 +97,7 @@ func (t *PartitionTransport) Command(ctx context.Context, n int, req *orreryv1.C
 
 // ScanDue asks partition n for a bounded due scan.
 func (t *PartitionTransport) ScanDue(ctx context.Context, n int, req *orreryv1.ScanDueRequest) (*orreryv1.ScanDueReply, error) {
-	return call[*orreryv1.ScanDueReply](ctx, t, n, req, t.options(func(m proto.Message) error {
-		return orrery.FromProto(m.(*orreryv1.ScanDueReply).GetError())
-	}))
+	return call[*orreryv1.ScanDueReply](ctx, t, n, req, replyOptions(t, (*orreryv1.ScanDueReply).GetError))
 }
 
 // Inspect reads from partition n.
@@ -107,9 +105,7 @@ func (t *PartitionTransport) Inspect(ctx context.Context, n int, req *orreryv1.I
 	if err := t.checkPrincipal(req.GetPrincipal()); err != nil {
 		return nil, err
 	}
-	return call[*orreryv1.InspectReply](ctx, t, n, req, t.options(func(m proto.Message) error {
-		return orrery.FromProto(m.(*orreryv1.InspectReply).GetError())
-	}))
+	return call[*orreryv1.InspectReply](ctx, t, n, req, replyOptions(t, (*orreryv1.InspectReply).GetError))
 }
 
 // checkPrincipal refuses one of Orrery's own principals on a client's transport.
@@ -120,14 +116,23 @@ func (t *PartitionTransport) checkPrincipal(principal string) error {
 	return input.RefuseSystem(principal, "a client")
 }
 
-// options retries replies whose error is retriable (the partition is opening or overloaded).
-func (t *PartitionTransport) options(replyErr func(proto.Message) error) actors.CallOptions {
+// replyOptions retries replies of type T whose error (replyErr) is retriable (the partition is
+// opening or overloaded), and a reply of another type: a stray reply, meant for another
+// request (protoactor names a request's future by a per-process sequence, so a reply to a
+// request of a member this silo was before it rejoined under a new id can reach a request of
+// the new one), which is Unavailable: the real answer will not come.
+func replyOptions[T proto.Message](t *PartitionTransport, replyErr func(T) *orreryv1.Error) actors.CallOptions {
 	return actors.CallOptions{
 		AttemptTimeout: t.attempt,
 		MaxAttempts:    1,
 		Pool:           t.pool,
 		RetryReply: func(m proto.Message) error {
-			if err := replyErr(m); err != nil && orrery.Retriable(orrery.CodeOf(err)) {
+			r, ok := m.(T)
+			if !ok {
+				var want T
+				return orrery.Errorf(orrery.CodeUnavailable, "a reply of type %T reached a call that waits for %T: a stray reply meant for another request", m, want)
+			}
+			if err := orrery.FromProto(replyErr(r)); err != nil && orrery.Retriable(orrery.CodeOf(err)) {
 				return err
 			}
 			return nil
