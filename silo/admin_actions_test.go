@@ -16,21 +16,7 @@ import (
 // post sends a POST with the given headers and decodes the JSON answer.
 func post(t *testing.T, url string, header map[string]string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return resp.StatusCode, body
+	return send(t, http.MethodPost, url, "", header)
 }
 
 // TestAdminPausesResumesAndTriggersSchedules: POST …/pause, …/resume and …/trigger act on a
