@@ -10,8 +10,9 @@ import (
 
 // HousekeepingDue reports, with a few bounded reads, whether a Housekeep mutation at loggedNow
 // would index or remove anything: records the listing index does not cover yet, a receipt
-// expired or beyond the cap, or a message tombstone, a ledger record or an audit record past
-// its retention, or a unique record whose period has passed. Partitions ask before running one, so an idle partition writes nothing.
+// expired or beyond the cap, a message tombstone, a ledger record or an audit record past its
+// retention, or a unique record whose period has passed. Partitions ask before running one, so
+// an idle partition writes nothing.
 func (a Applier) HousekeepingDue(r kv.Reader, loggedNowMicros int64) (bool, error) {
 	if build, err := listing.BuildDue(r); err != nil || build {
 		return build, err

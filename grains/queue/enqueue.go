@@ -13,8 +13,8 @@ import (
 // created=false — under CompareOrReturn only when that is the same message (PutAs), and
 // IdempotencyConflict ("id") otherwise. With m.unique, an enqueue the id rules let through
 // stores nothing either while its lane's record of the unique key is in force, and reports
-// created=false with duplicate_of, the holder's id (unique.go). A full lane fails with QuotaExceeded (field "lane"),
-// which rolls back the batch. Errors name fields relative to m.
+// created=false with duplicate_of, the holder's id (unique.go). A full lane fails with
+// QuotaExceeded (field "lane"), which rolls back the batch. Errors name fields relative to m.
 func ApplyEnqueue(v kv.View, lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64, idempotency Idempotency) (*orreryv1.EnqueueResult, error) {
 	msg, err := newMessage(lim, m, loggedNowMicros)
 	if err != nil {
