@@ -109,6 +109,10 @@ func (m *Message) SagaTimeout() *orreryv1.SagaTimeoutOrigin { return m.msg.GetSa
 // DeadLetteredFrom is the queue a dead-lettered message came from, empty otherwise.
 func (m *Message) DeadLetteredFrom() string { return m.msg.GetDeadLetteredFrom() }
 
+// UniqueKey is the unique key the message took in its lane (Unique, UniqueByPayload; "" for
+// none, for a dead letter, and when a read policy withheld part of its payload or headers).
+func (m *Message) UniqueKey() string { return m.msg.GetUniqueKey() }
+
 // Proto returns the received wire message. It is shared: do not modify it.
 func (m *Message) Proto() *orreryv1.QueueMessage { return m.msg }
 

@@ -14,3 +14,11 @@ func TestMessageShowsItsRedactedPaths(t *testing.T) {
 		t.Fatalf("message %v %q %q", m.Payload(), m.LeaseToken(), m.RedactedPaths())
 	}
 }
+
+// TestMessageShowsItsUniqueKey: a message names the unique key it took in its lane.
+func TestMessageShowsItsUniqueKey(t *testing.T) {
+	m := &Message{msg: &orreryv1.QueueMessage{Id: "m1", UniqueKey: "report-7"}}
+	if m.UniqueKey() != "report-7" || (&Message{msg: &orreryv1.QueueMessage{Id: "m2"}}).UniqueKey() != "" {
+		t.Fatalf("unique key %q", m.UniqueKey())
+	}
+}

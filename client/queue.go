@@ -18,7 +18,9 @@ import (
 // ErrMessageConflict, which names the id and the parts that differ (compare-or-return, apply
 // version 18; a message acked before its partition took that version is not compared). An
 // empty m.Id is replaced by a fresh NewID in the request (m itself is not modified), and the
-// result names the id used.
+// result names the id used. With m.Unique (Unique, UniqueByPayload; apply version 21) an
+// enqueue whose unique key its lane holds stores nothing: the result has Created false and
+// DuplicateOf, the id of the message holding the key (not an error).
 func (c *Client) Enqueue(ctx context.Context, m *orreryv1.Enqueue, opts ...CallOption) (*orreryv1.EnqueueResult, error) {
 	if m.GetId() == "" {
 		m = proto.CloneOf(m)

@@ -42,26 +42,42 @@ type EnqueueOptions struct {
 	TimeToLive time.Duration
 	// MaxDeliveries, when positive, dead-letters the message after that many deliveries.
 	MaxDeliveries int
+	// Unique, when set (Unique, UniqueByPayload), stores the message only if its lane holds no
+	// message under the same unique key; otherwise the enqueue is a duplicate (EnqueueJSON).
+	// Uniqueness is per lane: messages meant to share a queue-wide key must share a lane Key.
+	Unique *orreryv1.UniqueSpec
+	// ErrorOnDuplicate makes a duplicate enqueue fail with a *DuplicateError (errors.Is
+	// ErrDuplicate) instead of reporting the holder's id with created false.
+	ErrorOnDuplicate bool
 }
 
 // EnqueueJSON enqueues a message whose payload is payloadJSON (a JSON value, "" for none) and
 // returns its id and whether it was stored (false: the same message was there already;
-// another message under the id fails ErrMessageConflict).
+// another message under the id fails ErrMessageConflict). An enqueue skipped as a duplicate
+// (o.Unique) returns the id of the message holding the key, with created false, or fails with
+// a *DuplicateError when o.ErrorOnDuplicate is set.
 func (q *Queue) EnqueueJSON(ctx context.Context, payloadJSON string, o EnqueueOptions, opts ...CallOption) (id string, created bool, err error) {
 	id = cmp.Or(o.ID, NewID())
 	res, err := q.c.Enqueue(ctx, &orreryv1.Enqueue{
 		Lane: &orreryv1.Lane{Namespace: q.namespace, Queue: q.name, Key: cmp.Or(o.Key, id)}, Id: id,
 		PayloadJson: payloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
 		DelayMicros: o.Delay.Microseconds(), TimeToLiveMicros: o.TimeToLive.Microseconds(),
-		MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1)),
+		MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1)), Unique: o.Unique,
 	}, opts...)
 	if err != nil {
 		return "", false, err
 	}
+	if holder := res.GetDuplicateOf(); holder != "" {
+		if o.ErrorOnDuplicate {
+			return "", false, &DuplicateError{ID: res.GetId(), DuplicateOf: holder}
+		}
+		return holder, false, nil
+	}
 	return res.GetId(), res.GetCreated(), nil
 }
 
-// Enqueue enqueues args, marshalled to JSON (encoding/json), on q and returns the message id.
+// Enqueue enqueues args, marshalled to JSON (encoding/json), on q and returns the message id
+// (for a duplicate, o.Unique, the id of the message holding the key, as EnqueueJSON).
 // A value that does not marshal is a Validation error on payload_json; nothing is sent.
 func Enqueue[T any](ctx context.Context, q *Queue, args T, o EnqueueOptions, opts ...CallOption) (id string, err error) {
 	payload, err := json.Marshal(args)

@@ -1672,7 +1672,12 @@ type QueueMessage struct {
 	// Set when the message was stored under compare-or-return (apply version 18; never by the
 	// caller): once it is removed, its tombstone keeps its MessageDigest, so that an enqueue
 	// under its id is still compared with it. A live message is compared field by field.
-	Compared      bool `protobuf:"varint,18,opt,name=compared,proto3" json:"compared,omitempty"`
+	Compared bool `protobuf:"varint,18,opt,name=compared,proto3" json:"compared,omitempty"`
+	// The unique key the message took in its lane (apply version 21; never by the caller): the
+	// caller's UniqueSpec.key, or the hex SHA-256 its by_payload resolved to. Removing the
+	// message releases a key held while it is live (UniqueSpec.period_micros 0). Cleared on the
+	// copy a dead-letter move stores: a dead letter holds no key.
+	UniqueKey     string `protobuf:"bytes,23,opt,name=unique_key,json=uniqueKey,proto3" json:"unique_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1842,6 +1847,13 @@ func (x *QueueMessage) GetCompared() bool {
 		return x.Compared
 	}
 	return false
+}
+
+func (x *QueueMessage) GetUniqueKey() string {
+	if x != nil {
+		return x.UniqueKey
+	}
+	return ""
 }
 
 type isQueueMessage_Origin interface {
@@ -2785,8 +2797,13 @@ type Enqueue struct {
 	// Zero means no expiry; otherwise relative to the visible time.
 	TimeToLiveMicros int64 `protobuf:"varint,7,opt,name=time_to_live_micros,json=timeToLiveMicros,proto3" json:"time_to_live_micros,omitempty"`
 	MaxDeliveries    int32 `protobuf:"varint,8,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set to enqueue the message only when its lane holds no message under the same unique key
+	// (apply version 21): a duplicate stores nothing and is reported created false with
+	// EnqueueResult.duplicate_of. The id rules come first: an id the lane holds is answered as
+	// without it.
+	Unique        *UniqueSpec `protobuf:"bytes,11,opt,name=unique,proto3" json:"unique,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Enqueue) Reset() {
@@ -2875,6 +2892,81 @@ func (x *Enqueue) GetMaxDeliveries() int32 {
 	return 0
 }
 
+func (x *Enqueue) GetUnique() *UniqueSpec {
+	if x != nil {
+		return x.Unique
+	}
+	return nil
+}
+
+// UniqueSpec makes an enqueue unique within its lane by a key (apply version 21): exactly one
+// of key (a caller's key, like an id: 1..256 bytes) or by_payload (the key is the lower-case
+// hex SHA-256 of payload_json, a zero byte, headers_json, computed in the partition; JSON holds
+// no zero byte, so no two pairs share it). Caller keys and payload keys share the lane's key
+// space. period_micros 0 holds the key while the message that took it is live in the lane —
+// visible, delayed or leased — until it is acked, expires, is cancelled or dead-lettered; a
+// positive period holds it for that long from the logged time of the enqueue that took it,
+// whatever becomes of the message (at most input.MaxUniquePeriodMicros, 30 days).
+type UniqueSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	ByPayload     bool                   `protobuf:"varint,2,opt,name=by_payload,json=byPayload,proto3" json:"by_payload,omitempty"`
+	PeriodMicros  int64                  `protobuf:"varint,3,opt,name=period_micros,json=periodMicros,proto3" json:"period_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UniqueSpec) Reset() {
+	*x = UniqueSpec{}
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UniqueSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UniqueSpec) ProtoMessage() {}
+
+func (x *UniqueSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UniqueSpec.ProtoReflect.Descriptor instead.
+func (*UniqueSpec) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UniqueSpec) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UniqueSpec) GetByPayload() bool {
+	if x != nil {
+		return x.ByPayload
+	}
+	return false
+}
+
+func (x *UniqueSpec) GetPeriodMicros() int64 {
+	if x != nil {
+		return x.PeriodMicros
+	}
+	return 0
+}
+
 // Receive leases up to max visible messages of one queue in this partition.
 type Receive struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -2889,7 +2981,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +2993,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +3006,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Receive) GetNamespace() string {
@@ -2964,7 +3056,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3068,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3081,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Ack) GetLane() *Lane {
@@ -3026,7 +3118,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3130,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3143,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Release) GetLane() *Lane {
@@ -3095,7 +3187,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3199,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3212,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExtendLease) GetLane() *Lane {
@@ -3165,7 +3257,7 @@ type Housekeep struct {
 
 func (x *Housekeep) Reset() {
 	*x = Housekeep{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3269,7 @@ func (x *Housekeep) String() string {
 func (*Housekeep) ProtoMessage() {}
 
 func (x *Housekeep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3282,7 @@ func (x *Housekeep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
 func (*Housekeep) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Housekeep) GetMaxRecords() uint32 {
@@ -3236,7 +3328,7 @@ type PartitionLimits struct {
 
 func (x *PartitionLimits) Reset() {
 	*x = PartitionLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3340,7 @@ func (x *PartitionLimits) String() string {
 func (*PartitionLimits) ProtoMessage() {}
 
 func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3353,7 @@ func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLimits.ProtoReflect.Descriptor instead.
 func (*PartitionLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PartitionLimits) GetMaxPayloadBytes() int64 {
@@ -3442,7 +3534,7 @@ type SetLimits struct {
 
 func (x *SetLimits) Reset() {
 	*x = SetLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3454,7 +3546,7 @@ func (x *SetLimits) String() string {
 func (*SetLimits) ProtoMessage() {}
 
 func (x *SetLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3467,7 +3559,7 @@ func (x *SetLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimits.ProtoReflect.Descriptor instead.
 func (*SetLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetLimits) GetLimits() *PartitionLimits {
@@ -3492,7 +3584,7 @@ type PartitionApplyVersion struct {
 
 func (x *PartitionApplyVersion) Reset() {
 	*x = PartitionApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3596,7 @@ func (x *PartitionApplyVersion) String() string {
 func (*PartitionApplyVersion) ProtoMessage() {}
 
 func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3609,7 @@ func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionApplyVersion.ProtoReflect.Descriptor instead.
 func (*PartitionApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PartitionApplyVersion) GetVersion() uint32 {
@@ -3540,7 +3632,7 @@ type SetApplyVersion struct {
 
 func (x *SetApplyVersion) Reset() {
 	*x = SetApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3644,7 @@ func (x *SetApplyVersion) String() string {
 func (*SetApplyVersion) ProtoMessage() {}
 
 func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3657,7 @@ func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetApplyVersion.ProtoReflect.Descriptor instead.
 func (*SetApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetApplyVersion) GetVersion() uint32 {
@@ -3587,7 +3679,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3691,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3704,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 // RefreshZoneRules makes the rules of each named zone that the entry carries
@@ -3631,7 +3723,7 @@ type RefreshZoneRules struct {
 
 func (x *RefreshZoneRules) Reset() {
 	*x = RefreshZoneRules{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3735,7 @@ func (x *RefreshZoneRules) String() string {
 func (*RefreshZoneRules) ProtoMessage() {}
 
 func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3748,7 @@ func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
 func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RefreshZoneRules) GetZones() []string {
@@ -3684,7 +3776,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3788,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3801,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3757,7 +3849,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3861,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3874,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3826,7 +3918,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3838,7 +3930,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3851,7 +3943,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -3878,7 +3970,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +3982,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +3995,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -3934,7 +4026,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3946,7 +4038,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3959,7 +4051,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -3994,7 +4086,7 @@ type PauseQueue struct {
 
 func (x *PauseQueue) Reset() {
 	*x = PauseQueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4006,7 +4098,7 @@ func (x *PauseQueue) String() string {
 func (*PauseQueue) ProtoMessage() {}
 
 func (x *PauseQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4019,7 +4111,7 @@ func (x *PauseQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueue.ProtoReflect.Descriptor instead.
 func (*PauseQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PauseQueue) GetNamespace() string {
@@ -4055,7 +4147,7 @@ type ResumeQueue struct {
 
 func (x *ResumeQueue) Reset() {
 	*x = ResumeQueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4067,7 +4159,7 @@ func (x *ResumeQueue) String() string {
 func (*ResumeQueue) ProtoMessage() {}
 
 func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4080,7 +4172,7 @@ func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueue.ProtoReflect.Descriptor instead.
 func (*ResumeQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ResumeQueue) GetNamespace() string {
@@ -4119,7 +4211,7 @@ type CancelMessage struct {
 
 func (x *CancelMessage) Reset() {
 	*x = CancelMessage{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4131,7 +4223,7 @@ func (x *CancelMessage) String() string {
 func (*CancelMessage) ProtoMessage() {}
 
 func (x *CancelMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4144,7 +4236,7 @@ func (x *CancelMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessage.ProtoReflect.Descriptor instead.
 func (*CancelMessage) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CancelMessage) GetLane() *Lane {
@@ -4179,7 +4271,7 @@ type CalendarDateRange struct {
 
 func (x *CalendarDateRange) Reset() {
 	*x = CalendarDateRange{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4191,7 +4283,7 @@ func (x *CalendarDateRange) String() string {
 func (*CalendarDateRange) ProtoMessage() {}
 
 func (x *CalendarDateRange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4204,7 +4296,7 @@ func (x *CalendarDateRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarDateRange.ProtoReflect.Descriptor instead.
 func (*CalendarDateRange) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CalendarDateRange) GetFrom() string {
@@ -4246,7 +4338,7 @@ type Calendar struct {
 
 func (x *Calendar) Reset() {
 	*x = Calendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4258,7 +4350,7 @@ func (x *Calendar) String() string {
 func (*Calendar) ProtoMessage() {}
 
 func (x *Calendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4271,7 +4363,7 @@ func (x *Calendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
 func (*Calendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Calendar) GetNamespace() string {
@@ -4335,7 +4427,7 @@ type PutCalendar struct {
 
 func (x *PutCalendar) Reset() {
 	*x = PutCalendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4347,7 +4439,7 @@ func (x *PutCalendar) String() string {
 func (*PutCalendar) ProtoMessage() {}
 
 func (x *PutCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4360,7 +4452,7 @@ func (x *PutCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCalendar.ProtoReflect.Descriptor instead.
 func (*PutCalendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PutCalendar) GetCalendar() *Calendar {
@@ -4383,7 +4475,7 @@ type DeleteCalendar struct {
 
 func (x *DeleteCalendar) Reset() {
 	*x = DeleteCalendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4395,7 +4487,7 @@ func (x *DeleteCalendar) String() string {
 func (*DeleteCalendar) ProtoMessage() {}
 
 func (x *DeleteCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4408,7 +4500,7 @@ func (x *DeleteCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendar.ProtoReflect.Descriptor instead.
 func (*DeleteCalendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteCalendar) GetNamespace() string {
@@ -4437,7 +4529,7 @@ type CalendarRecord struct {
 
 func (x *CalendarRecord) Reset() {
 	*x = CalendarRecord{}
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4449,7 +4541,7 @@ func (x *CalendarRecord) String() string {
 func (*CalendarRecord) ProtoMessage() {}
 
 func (x *CalendarRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4462,7 +4554,7 @@ func (x *CalendarRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarRecord.ProtoReflect.Descriptor instead.
 func (*CalendarRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CalendarRecord) GetCalendar() *Calendar {
@@ -4498,7 +4590,7 @@ type CalendarResult struct {
 
 func (x *CalendarResult) Reset() {
 	*x = CalendarResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4510,7 +4602,7 @@ func (x *CalendarResult) String() string {
 func (*CalendarResult) ProtoMessage() {}
 
 func (x *CalendarResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4523,7 +4615,7 @@ func (x *CalendarResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarResult.ProtoReflect.Descriptor instead.
 func (*CalendarResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CalendarResult) GetChanged() bool {
@@ -4581,7 +4673,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4593,7 +4685,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4606,7 +4698,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -5069,7 +5161,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5173,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5186,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -5155,7 +5247,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5167,7 +5259,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5180,7 +5272,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -5287,7 +5379,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5299,7 +5391,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5312,7 +5404,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -5338,16 +5430,19 @@ func (x *SagaResult) GetTimeoutMessageId() string {
 
 // EnqueueResult reports an enqueue; created is false when the id already existed.
 type EnqueueResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Created       bool                   `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Created bool                   `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	// Set when the enqueue carried a UniqueSpec and was skipped as a duplicate (created false,
+	// nothing stored): the id of the message holding the unique key in the lane.
+	DuplicateOf   string `protobuf:"bytes,3,opt,name=duplicate_of,json=duplicateOf,proto3" json:"duplicate_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5359,7 +5454,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5372,7 +5467,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -5389,6 +5484,13 @@ func (x *EnqueueResult) GetCreated() bool {
 	return false
 }
 
+func (x *EnqueueResult) GetDuplicateOf() string {
+	if x != nil {
+		return x.DuplicateOf
+	}
+	return ""
+}
+
 // ReceiveResult carries the leased messages.
 type ReceiveResult struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -5403,7 +5505,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5415,7 +5517,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5428,7 +5530,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -5456,7 +5558,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5468,7 +5570,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5481,7 +5583,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -5510,13 +5612,15 @@ type HousekeepResult struct {
 	IndexRecordsBuilt uint32 `protobuf:"varint,5,opt,name=index_records_built,json=indexRecordsBuilt,proto3" json:"index_records_built,omitempty"`
 	// Audit records past input.Limits.AuditRetentionMicros removed.
 	AuditRecordsRemoved uint32 `protobuf:"varint,6,opt,name=audit_records_removed,json=auditRecordsRemoved,proto3" json:"audit_records_removed,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Unique-key records whose period had passed removed (UniqueSpec.period_micros).
+	UniqueRecordsRemoved uint32 `protobuf:"varint,7,opt,name=unique_records_removed,json=uniqueRecordsRemoved,proto3" json:"unique_records_removed,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5528,7 +5632,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5541,7 +5645,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -5586,6 +5690,13 @@ func (x *HousekeepResult) GetAuditRecordsRemoved() uint32 {
 	return 0
 }
 
+func (x *HousekeepResult) GetUniqueRecordsRemoved() uint32 {
+	if x != nil {
+		return x.UniqueRecordsRemoved
+	}
+	return 0
+}
+
 // RedriveResult reports a RedriveDeadLetters: the ids moved back, in the order they were
 // moved, how many dead letters it left in place (leased, or their id live in the lane), and
 // whether dead letters remain beyond those it handled (its max or byte budget stopped it).
@@ -5600,7 +5711,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5612,7 +5723,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5625,7 +5736,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -5667,7 +5778,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5679,7 +5790,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5692,7 +5803,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *QueuePause) GetNamespace() string {
@@ -5742,7 +5853,7 @@ type QueuePauseResult struct {
 
 func (x *QueuePauseResult) Reset() {
 	*x = QueuePauseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5754,7 +5865,7 @@ func (x *QueuePauseResult) String() string {
 func (*QueuePauseResult) ProtoMessage() {}
 
 func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5767,7 +5878,7 @@ func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePauseResult.ProtoReflect.Descriptor instead.
 func (*QueuePauseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *QueuePauseResult) GetChanged() bool {
@@ -5795,7 +5906,7 @@ type CancelMessageResult struct {
 
 func (x *CancelMessageResult) Reset() {
 	*x = CancelMessageResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5807,7 +5918,7 @@ func (x *CancelMessageResult) String() string {
 func (*CancelMessageResult) ProtoMessage() {}
 
 func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5820,7 +5931,7 @@ func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResult.ProtoReflect.Descriptor instead.
 func (*CancelMessageResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CancelMessageResult) GetId() string {
@@ -5860,7 +5971,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5872,7 +5983,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5885,7 +5996,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -6070,7 +6181,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	mi := &file_api_v1_orrery_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6082,7 +6193,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	mi := &file_api_v1_orrery_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6095,7 +6206,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -6219,7 +6330,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12*\n" +
-	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\x94\x06\n" +
+	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xb3\x06\n" +
 	"\fQueueMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12!\n" +
@@ -6241,7 +6352,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\bsequence\x18\x0f \x01(\x04R\bsequence\x12%\n" +
 	"\x0eredacted_paths\x18\x10 \x03(\tR\rredactedPaths\x126\n" +
 	"\tcancelled\x18\x11 \x01(\v2\x18.orrery.v1.MessageCancelR\tcancelled\x12\x1a\n" +
-	"\bcompared\x18\x12 \x01(\bR\bcomparedB\b\n" +
+	"\bcompared\x18\x12 \x01(\bR\bcompared\x12\x1d\n" +
+	"\n" +
+	"unique_key\x18\x17 \x01(\tR\tuniqueKeyB\b\n" +
 	"\x06origin\"\xb2\x01\n" +
 	"\rMessageDigest\x12%\n" +
 	"\x0epayload_sha256\x18\x01 \x01(\fR\rpayloadSha256\x12%\n" +
@@ -6318,7 +6431,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"ExpireSaga\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x17\n" +
 	"\asaga_id\x18\x02 \x01(\tR\x06sagaId\x12+\n" +
-	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\xa0\x02\n" +
+	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\xcf\x02\n" +
 	"\aEnqueue\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12!\n" +
@@ -6327,7 +6440,14 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fordering_key\x18\x05 \x01(\tR\vorderingKey\x12!\n" +
 	"\fdelay_micros\x18\x06 \x01(\x03R\vdelayMicros\x12-\n" +
 	"\x13time_to_live_micros\x18\a \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\b \x01(\x05R\rmaxDeliveries\"\x99\x01\n" +
+	"\x0emax_deliveries\x18\b \x01(\x05R\rmaxDeliveries\x12-\n" +
+	"\x06unique\x18\v \x01(\v2\x15.orrery.v1.UniqueSpecR\x06unique\"b\n" +
+	"\n" +
+	"UniqueSpec\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"by_payload\x18\x02 \x01(\bR\tbyPayload\x12#\n" +
+	"\rperiod_micros\x18\x03 \x01(\x03R\fperiodMicros\"\x99\x01\n" +
 	"\aReceive\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x10\n" +
@@ -6504,23 +6624,25 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"SagaResult\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x04R\brevision\x12*\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x14.orrery.v1.SagaPhaseR\x05phase\x12,\n" +
-	"\x12timeout_message_id\x18\x03 \x01(\tR\x10timeoutMessageId\"9\n" +
+	"\x12timeout_message_id\x18\x03 \x01(\tR\x10timeoutMessageId\"\\\n" +
 	"\rEnqueueResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"X\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\x12!\n" +
+	"\fduplicate_of\x18\x03 \x01(\tR\vduplicateOf\"X\n" +
 	"\rReceiveResult\x123\n" +
 	"\bmessages\x18\x01 \x03(\v2\x17.orrery.v1.QueueMessageR\bmessages\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\"T\n" +
 	"\vLeaseResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x125\n" +
-	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\x99\x02\n" +
+	"\x17lease_until_unix_micros\x18\x02 \x01(\x03R\x14leaseUntilUnixMicros\"\xcf\x02\n" +
 	"\x0fHousekeepResult\x12)\n" +
 	"\x10receipts_removed\x18\x01 \x01(\rR\x0freceiptsRemoved\x12-\n" +
 	"\x12tombstones_removed\x18\x02 \x01(\rR\x11tombstonesRemoved\x12\x12\n" +
 	"\x04more\x18\x03 \x01(\bR\x04more\x124\n" +
 	"\x16ledger_records_removed\x18\x04 \x01(\rR\x14ledgerRecordsRemoved\x12.\n" +
 	"\x13index_records_built\x18\x05 \x01(\rR\x11indexRecordsBuilt\x122\n" +
-	"\x15audit_records_removed\x18\x06 \x01(\rR\x13auditRecordsRemoved\"`\n" +
+	"\x15audit_records_removed\x18\x06 \x01(\rR\x13auditRecordsRemoved\x124\n" +
+	"\x16unique_records_removed\x18\a \x01(\rR\x14uniqueRecordsRemoved\"`\n" +
 	"\rRedriveResult\x12!\n" +
 	"\fredriven_ids\x18\x01 \x03(\tR\vredrivenIds\x12\x18\n" +
 	"\askipped\x18\x02 \x01(\rR\askipped\x12\x12\n" +
@@ -6623,7 +6745,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
@@ -6662,47 +6784,48 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*CompareExchangeSaga)(nil),   // 34: orrery.v1.CompareExchangeSaga
 	(*ExpireSaga)(nil),            // 35: orrery.v1.ExpireSaga
 	(*Enqueue)(nil),               // 36: orrery.v1.Enqueue
-	(*Receive)(nil),               // 37: orrery.v1.Receive
-	(*Ack)(nil),                   // 38: orrery.v1.Ack
-	(*Release)(nil),               // 39: orrery.v1.Release
-	(*ExtendLease)(nil),           // 40: orrery.v1.ExtendLease
-	(*Housekeep)(nil),             // 41: orrery.v1.Housekeep
-	(*PartitionLimits)(nil),       // 42: orrery.v1.PartitionLimits
-	(*SetLimits)(nil),             // 43: orrery.v1.SetLimits
-	(*PartitionApplyVersion)(nil), // 44: orrery.v1.PartitionApplyVersion
-	(*SetApplyVersion)(nil),       // 45: orrery.v1.SetApplyVersion
-	(*CheckConsistency)(nil),      // 46: orrery.v1.CheckConsistency
-	(*RefreshZoneRules)(nil),      // 47: orrery.v1.RefreshZoneRules
-	(*FieldPolicy)(nil),           // 48: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),             // 49: orrery.v1.GrantRule
-	(*PutGrant)(nil),              // 50: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),           // 51: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),    // 52: orrery.v1.RedriveDeadLetters
-	(*PauseQueue)(nil),            // 53: orrery.v1.PauseQueue
-	(*ResumeQueue)(nil),           // 54: orrery.v1.ResumeQueue
-	(*CancelMessage)(nil),         // 55: orrery.v1.CancelMessage
-	(*CalendarDateRange)(nil),     // 56: orrery.v1.CalendarDateRange
-	(*Calendar)(nil),              // 57: orrery.v1.Calendar
-	(*PutCalendar)(nil),           // 58: orrery.v1.PutCalendar
-	(*DeleteCalendar)(nil),        // 59: orrery.v1.DeleteCalendar
-	(*CalendarRecord)(nil),        // 60: orrery.v1.CalendarRecord
-	(*CalendarResult)(nil),        // 61: orrery.v1.CalendarResult
-	(*Mutation)(nil),              // 62: orrery.v1.Mutation
-	(*Batch)(nil),                 // 63: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 64: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 65: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 66: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 67: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 68: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 69: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 70: orrery.v1.RedriveResult
-	(*QueuePause)(nil),            // 71: orrery.v1.QueuePause
-	(*QueuePauseResult)(nil),      // 72: orrery.v1.QueuePauseResult
-	(*CancelMessageResult)(nil),   // 73: orrery.v1.CancelMessageResult
-	(*MutationResult)(nil),        // 74: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 75: orrery.v1.Receipt
-	nil,                           // 76: orrery.v1.ScheduleDefinition.LabelsEntry
-	nil,                           // 77: orrery.v1.CompareExchangeSaga.LabelsEntry
+	(*UniqueSpec)(nil),            // 37: orrery.v1.UniqueSpec
+	(*Receive)(nil),               // 38: orrery.v1.Receive
+	(*Ack)(nil),                   // 39: orrery.v1.Ack
+	(*Release)(nil),               // 40: orrery.v1.Release
+	(*ExtendLease)(nil),           // 41: orrery.v1.ExtendLease
+	(*Housekeep)(nil),             // 42: orrery.v1.Housekeep
+	(*PartitionLimits)(nil),       // 43: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),             // 44: orrery.v1.SetLimits
+	(*PartitionApplyVersion)(nil), // 45: orrery.v1.PartitionApplyVersion
+	(*SetApplyVersion)(nil),       // 46: orrery.v1.SetApplyVersion
+	(*CheckConsistency)(nil),      // 47: orrery.v1.CheckConsistency
+	(*RefreshZoneRules)(nil),      // 48: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),           // 49: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),             // 50: orrery.v1.GrantRule
+	(*PutGrant)(nil),              // 51: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),           // 52: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),    // 53: orrery.v1.RedriveDeadLetters
+	(*PauseQueue)(nil),            // 54: orrery.v1.PauseQueue
+	(*ResumeQueue)(nil),           // 55: orrery.v1.ResumeQueue
+	(*CancelMessage)(nil),         // 56: orrery.v1.CancelMessage
+	(*CalendarDateRange)(nil),     // 57: orrery.v1.CalendarDateRange
+	(*Calendar)(nil),              // 58: orrery.v1.Calendar
+	(*PutCalendar)(nil),           // 59: orrery.v1.PutCalendar
+	(*DeleteCalendar)(nil),        // 60: orrery.v1.DeleteCalendar
+	(*CalendarRecord)(nil),        // 61: orrery.v1.CalendarRecord
+	(*CalendarResult)(nil),        // 62: orrery.v1.CalendarResult
+	(*Mutation)(nil),              // 63: orrery.v1.Mutation
+	(*Batch)(nil),                 // 64: orrery.v1.Batch
+	(*ScheduleResult)(nil),        // 65: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),            // 66: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),         // 67: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),         // 68: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),           // 69: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),       // 70: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),         // 71: orrery.v1.RedriveResult
+	(*QueuePause)(nil),            // 72: orrery.v1.QueuePause
+	(*QueuePauseResult)(nil),      // 73: orrery.v1.QueuePauseResult
+	(*CancelMessageResult)(nil),   // 74: orrery.v1.CancelMessageResult
+	(*MutationResult)(nil),        // 75: orrery.v1.MutationResult
+	(*Receipt)(nil),               // 76: orrery.v1.Receipt
+	nil,                           // 77: orrery.v1.ScheduleDefinition.LabelsEntry
+	nil,                           // 78: orrery.v1.CompareExchangeSaga.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -6718,7 +6841,7 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
 	15, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
 	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	76, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	77, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
 	17, // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
 	15, // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
 	9,  // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
@@ -6738,73 +6861,74 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	9,  // 30: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
 	6,  // 31: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
 	18, // 32: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	77, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	78, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
 	9,  // 34: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
 	9,  // 35: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	9,  // 36: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	9,  // 37: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	9,  // 38: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	42, // 39: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	48, // 40: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	49, // 41: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	9,  // 42: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	9,  // 43: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
-	56, // 44: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
-	57, // 45: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
-	57, // 46: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
-	60, // 47: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
-	25, // 48: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	26, // 49: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	27, // 50: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	28, // 51: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	29, // 52: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	32, // 53: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	33, // 54: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	34, // 55: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	35, // 56: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	36, // 57: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	37, // 58: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	38, // 59: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	39, // 60: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	40, // 61: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	41, // 62: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	50, // 63: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	51, // 64: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	52, // 65: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	46, // 66: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	43, // 67: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	47, // 68: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	45, // 69: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	30, // 70: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	31, // 71: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	53, // 72: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
-	54, // 73: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
-	55, // 74: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
-	58, // 75: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
-	59, // 76: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
-	62, // 77: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 78: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	22, // 79: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	71, // 80: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
-	7,  // 81: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
-	8,  // 82: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	64, // 83: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	65, // 84: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	66, // 85: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	67, // 86: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	68, // 87: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	69, // 88: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	70, // 89: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	72, // 90: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
-	73, // 91: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
-	61, // 92: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
-	74, // 93: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	8,  // 94: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	95, // [95:95] is the sub-list for method output_type
-	95, // [95:95] is the sub-list for method input_type
-	95, // [95:95] is the sub-list for extension type_name
-	95, // [95:95] is the sub-list for extension extendee
-	0,  // [0:95] is the sub-list for field type_name
+	37, // 36: orrery.v1.Enqueue.unique:type_name -> orrery.v1.UniqueSpec
+	9,  // 37: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	9,  // 38: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	9,  // 39: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	43, // 40: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	49, // 41: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	50, // 42: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	9,  // 43: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	9,  // 44: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
+	57, // 45: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
+	58, // 46: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
+	58, // 47: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
+	61, // 48: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
+	25, // 49: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	26, // 50: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	27, // 51: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	28, // 52: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	29, // 53: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	32, // 54: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	33, // 55: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	34, // 56: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	35, // 57: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	36, // 58: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	38, // 59: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	39, // 60: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	40, // 61: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	41, // 62: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	42, // 63: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	51, // 64: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	52, // 65: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	53, // 66: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	47, // 67: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	44, // 68: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	48, // 69: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	46, // 70: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	30, // 71: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	31, // 72: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	54, // 73: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
+	55, // 74: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
+	56, // 75: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
+	59, // 76: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
+	60, // 77: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
+	63, // 78: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,  // 79: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	22, // 80: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	72, // 81: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
+	7,  // 82: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
+	8,  // 83: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	65, // 84: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	66, // 85: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	67, // 86: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	68, // 87: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	69, // 88: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	70, // 89: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	71, // 90: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	73, // 91: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
+	74, // 92: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
+	62, // 93: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
+	75, // 94: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	8,  // 95: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	96, // [96:96] is the sub-list for method output_type
+	96, // [96:96] is the sub-list for method input_type
+	96, // [96:96] is the sub-list for extension type_name
+	96, // [96:96] is the sub-list for extension extendee
+	0,  // [0:96] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -6822,7 +6946,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[54].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[55].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -6853,7 +6977,7 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_PutCalendar)(nil),
 		(*Mutation_DeleteCalendar)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[66].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[67].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -6871,7 +6995,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   70,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

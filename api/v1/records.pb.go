@@ -1477,6 +1477,62 @@ func (x *MessageTombstone) GetDigest() *MessageDigest {
 	return nil
 }
 
+// UniqueRecord is the message holding a unique key in a lane (keys.UniqueKey, apply version
+// 21): the enqueue that took the key stored message_id. held_until_unix_micros 0 holds it while
+// that message is live in the lane (removing the message deletes the record); otherwise the
+// key is held before that instant, and Housekeep removes the record once it has passed.
+type UniqueRecord struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	MessageId           string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	HeldUntilUnixMicros int64                  `protobuf:"varint,2,opt,name=held_until_unix_micros,json=heldUntilUnixMicros,proto3" json:"held_until_unix_micros,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *UniqueRecord) Reset() {
+	*x = UniqueRecord{}
+	mi := &file_api_v1_records_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UniqueRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UniqueRecord) ProtoMessage() {}
+
+func (x *UniqueRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_records_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UniqueRecord.ProtoReflect.Descriptor instead.
+func (*UniqueRecord) Descriptor() ([]byte, []int) {
+	return file_api_v1_records_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *UniqueRecord) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *UniqueRecord) GetHeldUntilUnixMicros() int64 {
+	if x != nil {
+		return x.HeldUntilUnixMicros
+	}
+	return 0
+}
+
 // PartitionCounters are the partition-wide retained record count and bytes (schedules and
 // sagas), for limits.
 type PartitionCounters struct {
@@ -1489,7 +1545,7 @@ type PartitionCounters struct {
 
 func (x *PartitionCounters) Reset() {
 	*x = PartitionCounters{}
-	mi := &file_api_v1_records_proto_msgTypes[11]
+	mi := &file_api_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1557,7 @@ func (x *PartitionCounters) String() string {
 func (*PartitionCounters) ProtoMessage() {}
 
 func (x *PartitionCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[11]
+	mi := &file_api_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1570,7 @@ func (x *PartitionCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionCounters.ProtoReflect.Descriptor instead.
 func (*PartitionCounters) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PartitionCounters) GetRecords() uint64 {
@@ -1547,7 +1603,7 @@ type ListIndexProgress struct {
 
 func (x *ListIndexProgress) Reset() {
 	*x = ListIndexProgress{}
-	mi := &file_api_v1_records_proto_msgTypes[12]
+	mi := &file_api_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1615,7 @@ func (x *ListIndexProgress) String() string {
 func (*ListIndexProgress) ProtoMessage() {}
 
 func (x *ListIndexProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[12]
+	mi := &file_api_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1628,7 @@ func (x *ListIndexProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIndexProgress.ProtoReflect.Descriptor instead.
 func (*ListIndexProgress) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListIndexProgress) GetComplete() bool {
@@ -1601,7 +1657,7 @@ type GrantRecord struct {
 
 func (x *GrantRecord) Reset() {
 	*x = GrantRecord{}
-	mi := &file_api_v1_records_proto_msgTypes[13]
+	mi := &file_api_v1_records_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1669,7 @@ func (x *GrantRecord) String() string {
 func (*GrantRecord) ProtoMessage() {}
 
 func (x *GrantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[13]
+	mi := &file_api_v1_records_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1682,7 @@ func (x *GrantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRecord.ProtoReflect.Descriptor instead.
 func (*GrantRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GrantRecord) GetPrincipal() string {
@@ -1681,7 +1737,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_v1_records_proto_msgTypes[14]
+	mi := &file_api_v1_records_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1749,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[14]
+	mi := &file_api_v1_records_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1762,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AuditRecord) GetLoggedTimeUnixMicros() int64 {
@@ -1831,7 +1887,7 @@ type ZoneRules struct {
 
 func (x *ZoneRules) Reset() {
 	*x = ZoneRules{}
-	mi := &file_api_v1_records_proto_msgTypes[15]
+	mi := &file_api_v1_records_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +1899,7 @@ func (x *ZoneRules) String() string {
 func (*ZoneRules) ProtoMessage() {}
 
 func (x *ZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_records_proto_msgTypes[15]
+	mi := &file_api_v1_records_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +1912,7 @@ func (x *ZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ZoneRules.ProtoReflect.Descriptor instead.
 func (*ZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_records_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_records_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ZoneRules) GetZone() string {
@@ -2000,7 +2056,11 @@ const file_api_v1_records_proto_rawDesc = "" +
 	"\x16removed_at_unix_micros\x18\x01 \x01(\x03R\x13removedAtUnixMicros\x12\x18\n" +
 	"\aexpired\x18\x02 \x01(\bR\aexpired\x12\x1c\n" +
 	"\tcancelled\x18\x03 \x01(\bR\tcancelled\x120\n" +
-	"\x06digest\x18\x04 \x01(\v2\x18.orrery.v1.MessageDigestR\x06digest\"C\n" +
+	"\x06digest\x18\x04 \x01(\v2\x18.orrery.v1.MessageDigestR\x06digest\"b\n" +
+	"\fUniqueRecord\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x123\n" +
+	"\x16held_until_unix_micros\x18\x02 \x01(\x03R\x13heldUntilUnixMicros\"C\n" +
 	"\x11PartitionCounters\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x04R\arecords\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"L\n" +
@@ -2081,7 +2141,7 @@ func file_api_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_api_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_api_v1_records_proto_goTypes = []any{
 	(ScheduleState)(0),         // 0: orrery.v1.ScheduleState
 	(LedgerOutcome)(0),         // 1: orrery.v1.LedgerOutcome
@@ -2098,37 +2158,38 @@ var file_api_v1_records_proto_goTypes = []any{
 	(*InboxEntry)(nil),         // 12: orrery.v1.InboxEntry
 	(*LaneCounters)(nil),       // 13: orrery.v1.LaneCounters
 	(*MessageTombstone)(nil),   // 14: orrery.v1.MessageTombstone
-	(*PartitionCounters)(nil),  // 15: orrery.v1.PartitionCounters
-	(*ListIndexProgress)(nil),  // 16: orrery.v1.ListIndexProgress
-	(*GrantRecord)(nil),        // 17: orrery.v1.GrantRecord
-	(*AuditRecord)(nil),        // 18: orrery.v1.AuditRecord
-	(*ZoneRules)(nil),          // 19: orrery.v1.ZoneRules
-	nil,                        // 20: orrery.v1.SagaRecord.LabelsEntry
-	(*ScheduleDefinition)(nil), // 21: orrery.v1.ScheduleDefinition
-	(*OccurrenceOrigin)(nil),   // 22: orrery.v1.OccurrenceOrigin
-	(*Lane)(nil),               // 23: orrery.v1.Lane
-	(SagaPhase)(0),             // 24: orrery.v1.SagaPhase
-	(*SagaTimeout)(nil),        // 25: orrery.v1.SagaTimeout
-	(*MessageDigest)(nil),      // 26: orrery.v1.MessageDigest
-	(*GrantRule)(nil),          // 27: orrery.v1.GrantRule
+	(*UniqueRecord)(nil),       // 15: orrery.v1.UniqueRecord
+	(*PartitionCounters)(nil),  // 16: orrery.v1.PartitionCounters
+	(*ListIndexProgress)(nil),  // 17: orrery.v1.ListIndexProgress
+	(*GrantRecord)(nil),        // 18: orrery.v1.GrantRecord
+	(*AuditRecord)(nil),        // 19: orrery.v1.AuditRecord
+	(*ZoneRules)(nil),          // 20: orrery.v1.ZoneRules
+	nil,                        // 21: orrery.v1.SagaRecord.LabelsEntry
+	(*ScheduleDefinition)(nil), // 22: orrery.v1.ScheduleDefinition
+	(*OccurrenceOrigin)(nil),   // 23: orrery.v1.OccurrenceOrigin
+	(*Lane)(nil),               // 24: orrery.v1.Lane
+	(SagaPhase)(0),             // 25: orrery.v1.SagaPhase
+	(*SagaTimeout)(nil),        // 26: orrery.v1.SagaTimeout
+	(*MessageDigest)(nil),      // 27: orrery.v1.MessageDigest
+	(*GrantRule)(nil),          // 28: orrery.v1.GrantRule
 }
 var file_api_v1_records_proto_depIdxs = []int32{
-	21, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
-	22, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
+	22, // 0: orrery.v1.ScheduleRecord.definition:type_name -> orrery.v1.ScheduleDefinition
+	23, // 1: orrery.v1.ScheduleRecord.buffered:type_name -> orrery.v1.OccurrenceOrigin
 	1,  // 2: orrery.v1.LedgerRecord.outcome:type_name -> orrery.v1.LedgerOutcome
 	4,  // 3: orrery.v1.ScheduleInspection.record:type_name -> orrery.v1.ScheduleRecord
 	5,  // 4: orrery.v1.ScheduleInspection.last_outcomes:type_name -> orrery.v1.LedgerRecord
 	8,  // 5: orrery.v1.ScheduleInspection.liveness:type_name -> orrery.v1.DueLiveness
 	7,  // 6: orrery.v1.ScheduleInspection.generations:type_name -> orrery.v1.ScheduleGeneration
 	4,  // 7: orrery.v1.ScheduleGeneration.record:type_name -> orrery.v1.ScheduleRecord
-	23, // 8: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
-	24, // 9: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
-	25, // 10: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
-	20, // 11: orrery.v1.SagaRecord.labels:type_name -> orrery.v1.SagaRecord.LabelsEntry
+	24, // 8: orrery.v1.SagaRecord.lane:type_name -> orrery.v1.Lane
+	25, // 9: orrery.v1.SagaRecord.phase:type_name -> orrery.v1.SagaPhase
+	26, // 10: orrery.v1.SagaRecord.timeout:type_name -> orrery.v1.SagaTimeout
+	21, // 11: orrery.v1.SagaRecord.labels:type_name -> orrery.v1.SagaRecord.LabelsEntry
 	2,  // 12: orrery.v1.DueRef.kind:type_name -> orrery.v1.DueKind
-	23, // 13: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
-	26, // 14: orrery.v1.MessageTombstone.digest:type_name -> orrery.v1.MessageDigest
-	27, // 15: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
+	24, // 13: orrery.v1.DueRef.lane:type_name -> orrery.v1.Lane
+	27, // 14: orrery.v1.MessageTombstone.digest:type_name -> orrery.v1.MessageDigest
+	28, // 15: orrery.v1.GrantRecord.rules:type_name -> orrery.v1.GrantRule
 	3,  // 16: orrery.v1.AuditRecord.kind:type_name -> orrery.v1.AuditKind
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
@@ -2149,7 +2210,7 @@ func file_api_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_records_proto_rawDesc), len(file_api_v1_records_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -109,6 +109,27 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		}
 	})
 
+	t.Run("an enqueue whose unique key the lane holds is a duplicate", func(t *testing.T) {
+		unique := &orreryv1.Lane{Namespace: namespace, Queue: "unique", Key: lane.GetKey()} // routes with lane
+		put := func(id string) *orreryv1.EnqueueResult {
+			t.Helper()
+			r, _, err := command(&orreryv1.CommandRequest{Principal: client.DefaultPrincipal, Batch: &orreryv1.Batch{
+				CommandId: client.NewID(),
+				Mutations: []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: unique, Id: id, PayloadJson: `1`, Unique: client.Unique("k", 0)}}}},
+			}})
+			if err != nil || r.GetResults()[0].GetError() != nil {
+				t.Fatalf("enqueue %s: %v %v", id, r, err)
+			}
+			return r.GetResults()[0].GetEnqueue()
+		}
+		if r := put("holder"); !r.GetCreated() || r.GetDuplicateOf() != "" {
+			t.Fatalf("first enqueue under the key: %v", r)
+		}
+		if r := put("second"); r.GetCreated() || r.GetDuplicateOf() != "holder" {
+			t.Fatalf("second enqueue under the key: %v, want a duplicate of holder", r)
+		}
+	})
+
 	appliedIndex := func() uint64 {
 		t.Helper()
 		reply, err := tr.Inspect(ctx, p, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})

@@ -23,6 +23,8 @@ Commands:
   queues redrive-dlq NS QUEUE KEY [--max N]
   queues pause NS QUEUE [--reason R]   stop every partition's receives of a queue (enqueues still land)
   queues resume NS QUEUE
+  messages enqueue NS QUEUE KEY [--id ID] [--payload JSON] [--headers JSON] [--delay D] [--ttl D] [--max-deliveries N]
+      [--unique-key K | --unique-by-payload] [--unique-for D]   send a message; a duplicate of a unique key's holder is skipped
   messages cancel NS QUEUE KEY ID [--reason R]   remove a message, or revoke its lease if leased
   calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]
       an exclusion calendar on every partition; a schedule's --calendar NAME skips (ledgers excluded) what it excludes

@@ -11,9 +11,11 @@ import (
 // messages runs a messages subcommand.
 func (c *command) messages(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("messages: a subcommand is required: cancel")
+		return usagef("messages: a subcommand is required: enqueue or cancel")
 	}
 	switch args[0] {
+	case "enqueue":
+		return c.enqueueMessage(ctx, args[1:]) // enqueue.go
 	case "cancel":
 		return c.cancelMessage(ctx, args[1:])
 	}

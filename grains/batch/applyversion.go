@@ -47,8 +47,10 @@ import (
 //  17. exclusion calendars: PutCalendar, DeleteCalendar and ScheduleDefinition.calendars, an
 //     excluded instant ledgered EXCLUDED (ApplyVersionCalendars);
 //  18. compare-or-return: an enqueue, a saga timeout or a backfill occurrence under an id its
-//     lane holds for another message fails IdempotencyConflict (ApplyVersionCompareOrReturn).
-const KnownApplyVersion uint32 = 18
+//     lane holds for another message fails IdempotencyConflict (ApplyVersionCompareOrReturn);
+//  21. unique jobs: Enqueue.unique, an enqueue skipped as a duplicate of the message holding
+//     its unique key in the lane (ApplyVersionUnique).
+const KnownApplyVersion uint32 = 21
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -173,6 +175,11 @@ const ApplyVersionCalendars uint32 = 17
 // marked compared, and their tombstones keep the digest that comparison reads. Before it any message under a held
 // id is taken for the one there (queue.SameByID).
 const ApplyVersionCompareOrReturn uint32 = 18
+
+// ApplyVersionUnique is the apply version that takes Enqueue.unique (a wire gate: before it
+// an enqueue carrying one is refused), so that no replica of an older release stores a message
+// the others skip as a duplicate.
+const ApplyVersionUnique uint32 = 21
 
 // idempotency is how the queue's puts treat a held id at a's apply version.
 func (a Applier) idempotency() queue.Idempotency {

@@ -5,12 +5,14 @@ import (
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/listing"
+	"github.com/orreryhq/orrery/grains/queue"
 )
 
 // HousekeepingDue reports, with a few bounded reads, whether a Housekeep mutation at loggedNow
 // would index or remove anything: records the listing index does not cover yet, a receipt
-// expired or beyond the cap, or a message tombstone, a ledger record or an audit record past
-// its retention. Partitions ask before running one, so an idle partition writes nothing.
+// expired or beyond the cap, a message tombstone, a ledger record or an audit record past its
+// retention, or a unique record whose period has passed. Partitions ask before running one, so
+// an idle partition writes nothing.
 func (a Applier) HousekeepingDue(r kv.Reader, loggedNowMicros int64) (bool, error) {
 	if build, err := listing.BuildDue(r); err != nil || build {
 		return build, err
@@ -41,5 +43,8 @@ func (a Applier) HousekeepingDue(r kv.Reader, loggedNowMicros int64) (bool, erro
 	if err != nil || due {
 		return due, err
 	}
-	return audit.PruneDue(r, loggedNowMicros-a.Limits.AuditRetentionMicros)
+	if due, err := audit.PruneDue(r, loggedNowMicros-a.Limits.AuditRetentionMicros); err != nil || due {
+		return due, err
+	}
+	return queue.UniquePruneDue(r, loggedNowMicros)
 }

@@ -44,9 +44,9 @@ func (a Applier) storeReceipt(v kv.View, principal, commandID string, hash, enco
 }
 
 // housekeep indexes records the listing index does not cover yet (listing.Build), then removes
-// expired receipts, the soonest-expiring receipts beyond the cap, expired message tombstones
-// ledger records and audit records past their retention, at most m.MaxRecords in all (0 means
-// 1000), in that order.
+// expired receipts, the soonest-expiring receipts beyond the cap, expired message tombstones,
+// ledger records and audit records past their retention, and unique records whose period has
+// passed (queue.PruneUniques), at most m.MaxRecords in all (0 means 1000), in that order.
 func (a Applier) housekeep(v kv.View, m *orreryv1.Housekeep, loggedNowMicros int64) (*orreryv1.HousekeepResult, error) {
 	budget := int(m.GetMaxRecords())
 	if budget == 0 {
@@ -138,6 +138,16 @@ func (a Applier) housekeep(v kv.View, m *orreryv1.Housekeep, loggedNowMicros int
 			return nil, err
 		}
 		res.AuditRecordsRemoved = uint32(removed)
+		res.More = more
+	} else {
+		res.More = true
+	}
+	if left := budget - len(doomed) - int(res.TombstonesRemoved) - int(res.LedgerRecordsRemoved) - int(res.AuditRecordsRemoved); left > 0 && !res.More {
+		removed, more, err := queue.PruneUniques(v, loggedNowMicros, left)
+		if err != nil {
+			return nil, err
+		}
+		res.UniqueRecordsRemoved = uint32(removed)
 		res.More = more
 	} else {
 		res.More = true

@@ -49,6 +49,7 @@ var wireGates = []wireGate{
 	{ApplyVersionCalendars, "orrery.v1.Mutation", "put_calendar", ""},
 	{ApplyVersionCalendars, "orrery.v1.Mutation", "delete_calendar", ""},
 	{ApplyVersionCalendars, "orrery.v1.ScheduleDefinition", "calendars", ""},
+	{ApplyVersionUnique, "orrery.v1.Enqueue", "unique", ""},
 }
 
 // gateKey finds a gate: a field's presence (value -1) or one value of an enum field.

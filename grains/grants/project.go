@@ -12,6 +12,11 @@ import (
 // CreatorPath is the redacted path that says a record's creator was withheld.
 const CreatorPath = "creator"
 
+// UniqueKeyPath is the redacted path that says a message's unique key was withheld: a message
+// whose payload or headers lose a path loses its unique key too, since a key by payload is a
+// hash of them (one that confirms a guess of what was withheld).
+const UniqueKeyPath = "unique_key"
+
 // timeoutPrefix prefixes the redacted paths of a saga's timeout template.
 const timeoutPrefix = "timeout."
 
@@ -26,7 +31,8 @@ func ReadsCreator(grant *orreryv1.GrantRecord, principal, creator, namespace, qu
 // (QueueConsume for a receive, QueueInspect for a lane page): its payload and headers through
 // Redact, the removed paths merged into redacted_paths. Everything else (id, lane, lease,
 // delivery count, origin) is kept, so a receive without read permission still acks by its
-// token. msg itself is never changed: a projection that removes something is a copy.
+// token, except the unique key of a message that loses a path (UniqueKeyPath). msg itself is
+// never changed: a projection that removes something is a copy.
 func ProjectMessage(grant *orreryv1.GrantRecord, capability Capability, msg *orreryv1.QueueMessage) *orreryv1.QueueMessage {
 	namespace, queue := msg.GetLane().GetNamespace(), msg.GetLane().GetQueue()
 	payload, payloadPaths := Redact(grant, capability, namespace, queue, Document{Root: PayloadRoot, JSON: msg.GetPayloadJson()})
@@ -36,7 +42,11 @@ func ProjectMessage(grant *orreryv1.GrantRecord, capability Capability, msg *orr
 	}
 	out := proto.Clone(msg).(*orreryv1.QueueMessage)
 	out.PayloadJson, out.HeadersJson = payload, headers
-	out.RedactedPaths = mergePaths(out.GetRedactedPaths(), mergePaths(payloadPaths, headerPaths))
+	removed := mergePaths(payloadPaths, headerPaths)
+	if out.GetUniqueKey() != "" && len(removed) > 0 {
+		out.UniqueKey, removed = "", mergePaths(removed, []string{UniqueKeyPath})
+	}
+	out.RedactedPaths = mergePaths(out.GetRedactedPaths(), removed)
 	return out
 }
 

@@ -136,6 +136,16 @@ func TestProjectRecordsWithholdDocumentsAndCreator(t *testing.T) {
 	if ProjectMessage(consume, QueueInspect, msg) != msg {
 		t.Error("a message without read policies under the capability was copied")
 	}
+	// A message that loses a path loses its unique key (a key by payload hashes it); one that
+	// loses nothing keeps it.
+	msg.UniqueKey = "0f3a"
+	m = ProjectMessage(consume, QueueConsume, msg)
+	if m.GetUniqueKey() != "" || !reflect.DeepEqual(m.GetRedactedPaths(), []string{"headers", "payload", UniqueKeyPath}) || msg.GetUniqueKey() != "0f3a" {
+		t.Errorf("message projection with a unique key %s", m)
+	}
+	if m := ProjectMessage(consume, QueueInspect, msg); m.GetUniqueKey() != "0f3a" {
+		t.Errorf("a message that lost nothing lost its unique key: %s", m)
+	}
 }
 
 // TestRedactProperties: for random documents and read policies, the projection is valid JSON

@@ -28,6 +28,9 @@ const (
 	Day          = 24 * Hour
 	// MaxTimeToLiveMicros bounds message TTLs: 365 days.
 	MaxTimeToLiveMicros = 365 * Day
+	// MaxUniquePeriodMicros bounds how long an enqueue's unique key is held
+	// (UniqueSpec.period_micros): 30 days.
+	MaxUniquePeriodMicros = 30 * Day
 )
 
 // Name limits.

@@ -14,6 +14,9 @@
 //	mv/ ns queue visibleAt seq  → message key suffix (visibility index, FIFO within an instant)
 //	lc/ lane           LaneCounters
 //	qp/ ns queue       QueuePause (a paused queue, for receives)
+//	mu/ lane uniqueKey UniqueRecord (the message holding a unique key in a lane)
+//	mu/ 0x00 heldUntil lane uniqueKey → empty (unique records held for a period, by when
+//	    they lapse, for housekeeping; a lane never begins with 0x00: its namespace is not empty)
 //	d/  dueAt kind lane id → DueRef (due index)
 //	i/  principal commandId → InboxEntry (command inbox)
 //	ie/ expiresAt principal commandId → empty (receipts by expiry, for housekeeping)
@@ -78,6 +81,9 @@ var (
 	// CalendarRef indexes the schedules that reference a calendar, by the calendar's namespace
 	// and name, then the schedule's lane and id.
 	CalendarRef = []byte("calr/")
+	// Unique holds unique-key records (orreryv1.UniqueRecord) by lane and unique key, and,
+	// after the byte 0x00, their lapse index (UniqueLapseKey).
+	Unique = []byte("mu/")
 	// ListIndexProgress holds how far the listing index covers the records
 	// (orreryv1.ListIndexProgress).
 	ListIndexProgress = []byte("meta/list-index")
@@ -263,6 +269,39 @@ func QueuePauseQueuePrefix(key []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return append(Of(Visibility, nil), key[len(QueuePause):]...), true
+}
+
+// UniqueKey is the key of the record of unique key uniqueKey in lane.
+func UniqueKey(lane *orreryv1.Lane, uniqueKey string) []byte {
+	return AppendString(Of(Unique, AppendLane(nil, lane)), uniqueKey)
+}
+
+// uniqueLapse is the byte after the Unique prefix that begins the lapse index: a lane's encoding
+// begins with its namespace's length, never zero.
+const uniqueLapse = 0x00
+
+// UniqueLapseKey indexes the record of uniqueKey in lane, held until heldUntilMicros, by that
+// instant.
+func UniqueLapseKey(heldUntilMicros int64, lane *orreryv1.Lane, uniqueKey string) []byte {
+	k := AppendUint64(append(Of(Unique, nil), uniqueLapse), uint64(heldUntilMicros))
+	return AppendString(AppendLane(k, lane), uniqueKey)
+}
+
+// UniqueLapsePrefix is the prefix of the unique records' lapse index.
+func UniqueLapsePrefix() []byte { return append(Of(Unique, nil), uniqueLapse) }
+
+// UniqueLapseUpTo is the exclusive end of unique records that lapse at or before the instant.
+func UniqueLapseUpTo(atMicros int64) []byte {
+	return AppendUint64(UniqueLapsePrefix(), uint64(atMicros)+1)
+}
+
+// UniqueFromLapse returns the UniqueKey a UniqueLapseKey points at.
+func UniqueFromLapse(key []byte) ([]byte, error) {
+	prefix := UniqueLapsePrefix()
+	if len(key) < len(prefix)+8 || !bytes.HasPrefix(key, prefix) {
+		return nil, ErrMalformed
+	}
+	return Of(Unique, key[len(prefix)+8:]), nil
 }
 
 // VisibilityKey orders a queue's messages by visible time, then enqueue sequence.

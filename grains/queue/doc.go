@@ -1,7 +1,8 @@
 // Package queue owns queue messages in a partition: idempotent enqueue by id, per-lane quotas,
 // receive with a lease, ack with the lease token, release, lease extension, lease expiry judged
 // by logged time, dead-lettering after the maximum number of deliveries, redriving dead
-// letters back to their queue, pausing a queue's consumption, cancelling a message by id, and
+// letters back to their queue, pausing a queue's consumption, cancelling a message by id,
+// unique jobs (an enqueue skipped while its lane holds its unique key), and
 // the counts an operator reads of a queue. It is pure: it reads and writes only through the
 // kv.View it is given and takes the logged time as input.
 //
@@ -14,5 +15,8 @@
 // their lane so a re-enqueue of the same id stays a no-op; from apply version 18 a
 // re-enqueue under the id that differs in payload, headers, ordering key or origin is an
 // IdempotencyConflict (Idempotency), and the tombstone keeps a digest of those to compare. Lane counters (lc/) count every
-// live message, including dead-letter moves that bypass the quota.
+// live message, including dead-letter moves that bypass the quota. From apply version 21 an
+// enqueue may carry a unique key (unique.go): the lane's record of it (mu/) names the message
+// holding it, and another enqueue with the key is skipped as its duplicate while the record is
+// in force.
 package queue

@@ -11,12 +11,21 @@ import (
 // expiring time_to_live after that (never when zero). It is idempotent by id within the lane:
 // when a live message or a tombstone holds the id it writes nothing and reports
 // created=false — under CompareOrReturn only when that is the same message (PutAs), and
-// IdempotencyConflict ("id") otherwise. A full lane fails with QuotaExceeded (field "lane"),
-// which rolls back the batch. Errors name fields relative to m.
+// IdempotencyConflict ("id") otherwise. With m.unique, an enqueue the id rules let through
+// stores nothing either while its lane's record of the unique key is in force, and reports
+// created=false with duplicate_of, the holder's id (unique.go). A full lane fails with
+// QuotaExceeded (field "lane"), which rolls back the batch. Errors name fields relative to m.
 func ApplyEnqueue(v kv.View, lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64, idempotency Idempotency) (*orreryv1.EnqueueResult, error) {
 	msg, err := newMessage(lim, m, loggedNowMicros)
 	if err != nil {
 		return nil, err
+	}
+	if spec := m.GetUnique(); spec != nil { // unique.go
+		claim, err := resolveUnique(spec, msg.GetPayloadJson(), msg.GetHeadersJson(), loggedNowMicros)
+		if err != nil {
+			return nil, err
+		}
+		return putUnique(v, lim, msg, claim, idempotency)
 	}
 	created, err := PutAs(v, lim, msg, idempotency)
 	if err != nil {

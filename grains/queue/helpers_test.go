@@ -187,7 +187,7 @@ func checkInvariants(store *kv.Memory) error {
 	if entries != live {
 		return fmt.Errorf("%d index entries for %d live messages", entries, live)
 	}
-	return nil
+	return checkUniqueInvariants(store)
 }
 
 // wantCode requires err to be an *orrery.Error with the code and field.

@@ -1,6 +1,9 @@
 package queue
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -12,6 +15,7 @@ import (
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/record"
 )
 
 // chooser draws the machine's random choices (rapid, or a seeded math/rand in tests).
@@ -38,9 +42,18 @@ type machine struct {
 	leaseUntil map[string]int64  // actual lane+id → end of the lease the model granted
 	current    map[string]string // actual lane+id → the token the model considers current
 	tokens     []issued
-	createdIDs []issued        // creation order (token unused), for deterministic checks
-	paused     map[string]bool // queue → paused (PauseQueue)
-	cancelled  map[string]bool // actual lane+id → a CancelMessage reached it
+	createdIDs []issued              // creation order (token unused), for deterministic checks
+	paused     map[string]bool       // queue → paused (PauseQueue)
+	cancelled  map[string]bool       // actual lane+id → a CancelMessage reached it
+	unique     map[string]uniqueHold // lane+unique key → the message that took it last
+}
+
+// uniqueHold is the model of a unique record: the message that took the key and the instant
+// the key is held until (0: while that message is live in its lane).
+type uniqueHold struct {
+	lane  *orreryv1.Lane
+	id    string
+	until int64
 }
 
 func newMachine(t failer) *machine {
@@ -50,6 +63,7 @@ func newMachine(t failer) *machine {
 	return &machine{
 		bundle: b, created: map[string]bool{}, sent: map[string]string{}, digested: map[string]bool{}, expiresAt: map[string]int64{}, acked: map[string]bool{},
 		leaseUntil: map[string]int64{}, current: map[string]string{}, paused: map[string]bool{}, cancelled: map[string]bool{},
+		unique: map[string]uniqueHold{},
 	}
 }
 
@@ -57,7 +71,7 @@ func modelKey(lane *orreryv1.Lane, id string) string { return string(keys.LaneID
 
 func (m *machine) step(c chooser) {
 	m.t.Helper()
-	switch c.intRange("op", 0, 7) {
+	switch c.intRange("op", 0, 8) {
 	case 0:
 		m.enqueue(c)
 	case 1:
@@ -68,11 +82,14 @@ func (m *machine) step(c chooser) {
 		m.pauseOrResume(c)
 	case 6:
 		m.cancel(c)
+	case 7:
+		m.pruneUniques(c)
 	default:
 		m.advance(int64(c.intRange("advance", 0, 8)) * input.Second / 2)
 	}
 	m.check()
 	m.checkIDs()
+	m.checkUnique()
 }
 
 func (m *machine) enqueue(c chooser) {
@@ -93,7 +110,9 @@ func (m *machine) enqueue(c chooser) {
 	if c.intRange("idempotency", 0, 3) == 0 {
 		idempotency = SameByID
 	}
+	uniqueKey := m.uniqueSpec(c, cmd)
 	key, sent := modelKey(lane, cmd.Id), cmd.PayloadJson+"|"+cmd.HeadersJson
+	holder, duplicate := m.holder(lane, uniqueKey)
 	counters, _ := LoadCounters(m.store, lane)
 	fits := counters.GetMessages()+1 <= m.lim.MaxLaneMessages && counters.GetBytes()+uint64(len(cmd.PayloadJson)+len(cmd.HeadersJson)) <= m.lim.MaxLaneBytes
 	before := m.store.Clone()
@@ -107,8 +126,12 @@ func (m *machine) enqueue(c chooser) {
 			m.t.Fatalf("enqueue of another message under %s: %v %v (or it wrote), want IdempotencyConflict on id", cmd.Id, res, err)
 		}
 	case m.created[key]:
-		if err != nil || res.GetCreated() || !m.store.Equal(before) {
+		if err != nil || res.GetCreated() || res.GetDuplicateOf() != "" || !m.store.Equal(before) {
 			m.t.Fatalf("re-enqueue of %s: %v %v (or it wrote)", cmd.Id, res, err)
+		}
+	case duplicate:
+		if err != nil || res.GetCreated() || res.GetDuplicateOf() != holder || !m.store.Equal(before) {
+			m.t.Fatalf("enqueue of %s under unique key %q held by %s: %v %v (or it wrote)", cmd.Id, uniqueKey, holder, res, err)
 		}
 	case !fits:
 		if !errors.Is(err, orrery.ErrQuotaExceeded) || !m.store.Equal(before) {
@@ -123,6 +146,116 @@ func (m *machine) enqueue(c chooser) {
 		if cmd.TimeToLiveMicros != 0 {
 			m.expiresAt[key] = m.now + cmd.DelayMicros + cmd.TimeToLiveMicros
 		}
+		if uniqueKey != "" {
+			hold := uniqueHold{lane: lane, id: cmd.Id}
+			if p := cmd.GetUnique().GetPeriodMicros(); p != 0 {
+				hold.until = m.now + p
+			}
+			m.unique[string(keys.UniqueKey(lane, uniqueKey))] = hold
+		}
+	}
+}
+
+// uniqueSpec sometimes gives cmd a unique spec (a caller's key or by payload, held while live
+// or for a period) and returns the key the model resolves it to ("" without one).
+func (m *machine) uniqueSpec(c chooser, cmd *orreryv1.Enqueue) string {
+	kind := c.intRange("unique", 0, 3)
+	if kind == 0 {
+		return ""
+	}
+	cmd.Unique = &orreryv1.UniqueSpec{PeriodMicros: int64(c.intRange("unique_period", 0, 2)) * 3 * input.Second}
+	if kind == 3 {
+		cmd.Unique.ByPayload = true
+		sum := sha256.Sum256([]byte(cmd.PayloadJson + "\x00" + cmd.HeadersJson))
+		return hex.EncodeToString(sum[:])
+	}
+	cmd.Unique.Key = []string{"u1", "u2"}[kind-1]
+	return cmd.Unique.Key
+}
+
+// holder is the id of the message the model says holds uniqueKey in lane now, if any: one that
+// took it for a period that has not passed, or while live and still live in the lane (not
+// cancelled, not past its expiry).
+func (m *machine) holder(lane *orreryv1.Lane, uniqueKey string) (string, bool) {
+	if uniqueKey == "" {
+		return "", false
+	}
+	hold, found := m.unique[string(keys.UniqueKey(lane, uniqueKey))]
+	if !found {
+		return "", false
+	}
+	if hold.until != 0 {
+		return hold.id, m.now < hold.until
+	}
+	key := modelKey(lane, hold.id)
+	_, live := m.message(lane, hold.id)
+	expired := m.expiresAt[key] != 0 && m.expiresAt[key] <= m.now
+	return hold.id, live && !m.cancelled[key] && !expired
+}
+
+// pruneUniques removes lapsed unique records within a small bound: the soonest lapsed first
+// (then in key order), as the model sorts them.
+func (m *machine) pruneUniques(c chooser) {
+	m.t.Helper()
+	budget := c.intRange("prune", 1, 3)
+	var lapsed []string
+	for k, hold := range m.unique {
+		if hold.until != 0 && hold.until <= m.now {
+			lapsed = append(lapsed, k)
+		}
+	}
+	sort.Slice(lapsed, func(i, j int) bool {
+		a, b := m.unique[lapsed[i]], m.unique[lapsed[j]]
+		if a.until != b.until {
+			return a.until < b.until
+		}
+		return lapsed[i] < lapsed[j]
+	})
+	removed, more, err := PruneUniques(m.store, m.now, budget)
+	want := min(budget, len(lapsed))
+	if err != nil || removed != want || more != (len(lapsed) > budget) {
+		m.t.Fatalf("prune of %d lapsed unique records within %d: %d %v %v", len(lapsed), budget, removed, more, err)
+	}
+	for _, k := range lapsed[:want] {
+		delete(m.unique, k)
+	}
+}
+
+// checkUnique requires the store's unique records to be the model's: one held for a period
+// stays until pruned, one held while live exactly while its message is in its lane.
+func (m *machine) checkUnique() {
+	m.t.Helper()
+	count := 0
+	err := kv.ScanPrefix(m.store, keys.Unique, func(key, _ []byte) (bool, error) {
+		if !bytes.HasPrefix(key, keys.UniqueLapsePrefix()) {
+			count++
+		}
+		return true, nil
+	})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	want := 0
+	for k, hold := range m.unique {
+		rec := &orreryv1.UniqueRecord{}
+		found, err := record.Load(m.store, []byte(k), rec)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		_, live := m.message(hold.lane, hold.id)
+		if hold.until == 0 && !live {
+			if found {
+				m.t.Fatalf("the record %x outlived its holder %s", k, hold.id)
+			}
+			continue
+		}
+		want++
+		if !found || rec.GetMessageId() != hold.id || rec.GetHeldUntilUnixMicros() != hold.until {
+			m.t.Fatalf("record %x is %v (found %v), the model says %s until %d", k, rec, found, hold.id, hold.until)
+		}
+	}
+	if count != want {
+		m.t.Fatalf("the store holds %d unique records, the model %d", count, want)
 	}
 }
 

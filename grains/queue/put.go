@@ -27,7 +27,28 @@ func PutAs(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, idempotency 
 	if idempotency != CompareOrReturn {
 		return put(v, lim, msg, true)
 	}
+	if held, err := idHeld(v, msg, idempotency); err != nil || held {
+		return false, err
+	}
+	msg.Compared = true
+	if err := store(v, lim, msg, true); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// idHeld reports whether msg's lane holds its id (a live message or a tombstone), under
+// idempotency as PutAs reads it: under CompareOrReturn an id held for another message fails
+// IdempotencyConflict ("id").
+func idHeld(v kv.Reader, msg *orreryv1.QueueMessage, idempotency Idempotency) (bool, error) {
 	lane, id := msg.GetLane(), msg.GetId()
+	if idempotency != CompareOrReturn {
+		if _, found, err := v.Get(keys.MessageKey(lane, id)); err != nil || found {
+			return found, err
+		}
+		_, found, err := v.Get(keys.MessageTombstoneKey(lane, id))
+		return found, err
+	}
 	stored, found, err := loadMessage(v, lane, id)
 	if err != nil {
 		return false, err
@@ -36,28 +57,21 @@ func PutAs(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, idempotency 
 		if parts := differsFromLive(stored, msg); len(parts) > 0 {
 			return false, conflict(id, parts, nil)
 		}
-		return false, nil
+		return true, nil
 	}
 	tombstone := &orreryv1.MessageTombstone{}
 	gone, err := record.Load(v, keys.MessageTombstoneKey(lane, id), tombstone)
-	if err != nil {
+	if err != nil || !gone {
 		return false, err
 	}
-	if gone {
-		if held := tombstone.GetDigest(); held != nil {
-			digest, err := digestOf(msg)
-			if err != nil {
-				return false, err
-			}
-			if parts := differsFromDigest(held, digest); len(parts) > 0 {
-				return false, conflict(id, parts, tombstone)
-			}
+	if held := tombstone.GetDigest(); held != nil {
+		digest, err := digestOf(msg)
+		if err != nil {
+			return false, err
 		}
-		return false, nil
-	}
-	msg.Compared = true
-	if err := store(v, lim, msg, true); err != nil {
-		return false, err
+		if parts := differsFromDigest(held, digest); len(parts) > 0 {
+			return false, conflict(id, parts, tombstone)
+		}
 	}
 	return true, nil
 }
@@ -74,11 +88,7 @@ func PutFresh(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage) error {
 // put is Put with the lane quota check optional: a dead-letter move bypasses it (a full
 // dead-letter lane must not wedge its source queue) but still counts the message.
 func put(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, enforceQuota bool) (created bool, err error) {
-	lane, id := msg.GetLane(), msg.GetId()
-	if _, found, err := v.Get(keys.MessageKey(lane, id)); err != nil || found {
-		return false, err
-	}
-	if _, found, err := v.Get(keys.MessageTombstoneKey(lane, id)); err != nil || found {
+	if held, err := idHeld(v, msg, SameByID); err != nil || held {
 		return false, err
 	}
 	if err := store(v, lim, msg, enforceQuota); err != nil {

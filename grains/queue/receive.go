@@ -200,6 +200,7 @@ func deadLetter(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, loggedN
 	source := msg.GetLane()
 	moved.Lane = DeadLetterLane(source)
 	moved.DeadLetteredFrom = source.GetQueue()
+	moved.UniqueKey = "" // a dead letter holds no unique key (Remove released a key held while live)
 	moved.DeliveryCount = 0
 	moved.Lease = nil
 	moved.VisibleAtUnixMicros = loggedNowMicros

@@ -52,9 +52,9 @@ func removeAs(v kv.View, msg *orreryv1.QueueMessage, tombstone *orreryv1.Message
 	return v.Set(keys.TombstoneAgeKey(loggedNowMicros, lane, id), nil)
 }
 
-// removeLive deletes the live message id of lane, its visibility-index entry and its share of
-// the lane counters, leaving no tombstone, and returns it as it was stored; an absent message
-// is NotFound ("id").
+// removeLive deletes the live message id of lane, its visibility-index entry, its share of
+// the lane counters and the record of a unique key it holds while live (releaseUnique),
+// leaving no tombstone, and returns it as it was stored; an absent message is NotFound ("id").
 func removeLive(v kv.View, lane *orreryv1.Lane, id string) (*orreryv1.QueueMessage, error) {
 	stored, found, err := loadMessage(v, lane, id)
 	if err != nil {
@@ -70,6 +70,9 @@ func removeLive(v kv.View, lane *orreryv1.Lane, id string) (*orreryv1.QueueMessa
 		return nil, err
 	}
 	if err := subtractCounters(v, lane, MessageBytes(stored)); err != nil {
+		return nil, err
+	}
+	if err := releaseUnique(v, stored); err != nil { // a key held while live goes with it
 		return nil, err
 	}
 	return stored, nil

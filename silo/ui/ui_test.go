@@ -285,8 +285,8 @@ func TestAdminServesTheUI(t *testing.T) {
 
 // TestUIPausesAQueueAndCancelsAMessage: a lane's "pause queue" button pauses its queue on every
 // partition (checked through the client's stats, with the reason typed in the prompt) and the
-// row shows it paused; "resume queue" resumes it. Peeking the lane lists its messages, and a
-// message's cancel button cancels it: it leaves the lane.
+// row shows it paused; "resume queue" resumes it. Peeking the lane lists its messages (with a
+// message's unique key), and a message's cancel button cancels it: it leaves the lane.
 func TestUIPausesAQueueAndCancelsAMessage(t *testing.T) {
 	b := startBrowser(t)
 	s := startSilo(t)
@@ -294,7 +294,7 @@ func TestUIPausesAQueueAndCancelsAMessage(t *testing.T) {
 	defer cancel()
 	lane := &orreryv1.Lane{Namespace: "ui-queues", Queue: "jobs", Key: "k1"}
 	for _, id := range []string{"keep", "drop"} {
-		if _, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: id, PayloadJson: `{}`}); err != nil {
+		if _, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: id, PayloadJson: `{}`, Unique: client.Unique(id+"-key", 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -333,6 +333,9 @@ func TestUIPausesAQueueAndCancelsAMessage(t *testing.T) {
 	b.poll("the queue resumed through the client", func() (bool, error) { return len(paused()) == 0, nil })
 	b.click(row + " button.link")
 	b.waitFor(`tr.messages-row li[data-message-id="drop"] button.cancel-message`)
+	if got := b.textOf(`tr.messages-row li[data-message-id="keep"] .unique-key`); !strings.Contains(got, "unique key keep-key") {
+		t.Fatalf("keep's unique key shows as %q", got)
+	}
 	b.click(`tr.messages-row li[data-message-id="drop"] button.cancel-message`)
 	b.poll("the cancel's report", func() (bool, error) {
 		return strings.HasPrefix(b.textOf("#status"), "cancel drop: removed"), nil

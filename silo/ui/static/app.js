@@ -396,7 +396,8 @@ function renderLanes() {
   $('lanes').tBodies[0].replaceChildren(...rows);
 }
 
-// messagesRow lists a peeked lane's live messages, each with a cancel button.
+// messagesRow lists a peeked lane's live messages, each with its unique key (if it took one)
+// and a cancel button.
 function messagesRow(l, msgs) {
   const now = Date.now() * 1000;
   const items = msgs.map((m) => {
@@ -404,6 +405,7 @@ function messagesRow(l, msgs) {
       : (m.lease && micros(m.lease.until_unix_micros) > now ? 'leased' : 'waiting');
     return el('li', { 'data-message-id': m.id },
       `${m.id} · ${state} · deliveries ${m.delivery_count} · visible ${humanTime(micros(m.visible_at_unix_micros))} `,
+      m.unique_key ? el('span', { className: 'unique-key', title: 'unique key: another enqueue with it is skipped as a duplicate' }, `· unique key ${m.unique_key} `) : null,
       m.cancelled ? null : el('button', { type: 'button', className: 'action cancel-message', textContent: 'cancel',
         onclick: () => cancelMessage(l, m.id) }));
   });
