@@ -6,6 +6,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/input"
 )
 
 // prioritized is enqueue(id, delay) with a priority.
@@ -49,5 +50,44 @@ func TestALongPollWakesForAMessageInAPriorityBand(t *testing.T) {
 	}
 	if msgs := receiptOf(t, v[0]).GetResults()[0].GetReceive().GetMessages(); len(msgs) != 1 || msgs[0].GetId() != "m2" || msgs[0].GetPriority() != 9 {
 		t.Fatalf("the long poll leased %v, want m2 of priority 9", msgs)
+	}
+}
+
+// TestALeaderProposesItsPriorityStepOnceThePartitionTakesIt: below apply version 20 a leader
+// configured with another priority step proposes its other limits without the step (a replica
+// of an older release would refuse the field), so the partition keeps the default; once the
+// leader raises the apply version to 20 it proposes the step, and the partition takes it.
+func TestALeaderProposesItsPriorityStepOnceThePartitionTakesIt(t *testing.T) {
+	want := input.DefaultLimits()
+	want.MaxPayloadBytes = 1 << 20
+	want.PriorityStepMicros = 0 // strict
+	h := newHarness(t, func(c *Config) {
+		c.Limits = want
+		c.VotersApplyVersion = func() (uint32, bool) { return batch.ApplyVersionPriority, true }
+	})
+	var limits []*orreryv1.PartitionLimits
+	for _, e := range h.log {
+		if l := e.cmd.GetBatch().GetMutations()[0].GetSetLimits(); l != nil {
+			limits = append(limits, l.GetLimits())
+		}
+	}
+	if len(limits) != 1 || limits[0].PriorityStepMicros != nil || limits[0].GetMaxPayloadBytes() != 1<<20 {
+		t.Fatalf("proposed limits %v, want one SetLimits without a priority step", limits)
+	}
+	h.commit() // the limits, then the apply version
+	held, err := batch.LoadLimits(h.state.mem)
+	if err != nil || held.MaxPayloadBytes != 1<<20 || held.PriorityStepMicros != input.Minute {
+		t.Fatalf("the partition's limits: %+v, %v; want the payload limit and the default step", held, err)
+	}
+	if v, err := batch.LoadApplyVersion(h.state.mem); err != nil || v != batch.ApplyVersionPriority {
+		t.Fatalf("apply version %d, %v; want %d", v, err, batch.ApplyVersionPriority)
+	}
+	h.applier.ApplyVersion = batch.ApplyVersionPriority // as the state machine reads it back
+	if len(h.log) != 1 || h.log[0].cmd.GetBatch().GetMutations()[0].GetSetLimits().GetLimits().PriorityStepMicros == nil {
+		t.Fatalf("after the version rose: log %v, want a SetLimits with the step", h.log)
+	}
+	h.commit()
+	if held, err := batch.LoadLimits(h.state.mem); err != nil || held != want {
+		t.Fatalf("the partition's limits: %+v, %v; want %+v", held, err, want)
 	}
 }
