@@ -140,7 +140,7 @@ func TestSchedulesCreateWithJitter(t *testing.T) {
 // shows; one outside 0..9 is refused naming the field.
 func TestSchedulesCreateWithPriority(t *testing.T) {
 	s := startSilo(t)
-	ok(t, s, "", "schedules", "create", "urgent", "--namespace", "cli-priority", "--queue", "reports", "--every", "1h", "--priority", "9")
+	okOnceTaken(t, s, "schedules", "create", "urgent", "--namespace", "cli-priority", "--queue", "reports", "--every", "1h", "--priority", "9")
 	described := ok(t, s, "", "schedules", "describe", "cli-priority", "reports", "urgent", "urgent")
 	if lineOf(described, "priority", "9 (each occurrence's)") == "" {
 		t.Fatalf("describe has no priority line:\n%s", described)
