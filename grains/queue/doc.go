@@ -2,9 +2,8 @@
 // receive with a lease, ack with the lease token, release, lease extension, lease expiry judged
 // by logged time, dead-lettering after the maximum number of deliveries, redriving dead
 // letters back to their queue, message priorities, pausing a queue's consumption, cancelling a
-// message by id, and
-// the counts an operator reads of a queue. It is pure: it reads and writes only through the
-// kv.View it is given and takes the logged time as input.
+// message by id, and the counts an operator reads of a queue. It is pure: it reads and writes
+// only through the kv.View it is given and takes the logged time as input.
 //
 // A message lives under m/<lane>/<id>. While it is not leased or its lease has ended, a
 // visibility-index entry mv/<namespace>/<queue>/<visibleAt>/<sequence> points at it, so a

@@ -4,9 +4,13 @@ import (
 	"slices"
 	"testing"
 
+	"pgregory.net/rapid"
+
+	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
 )
 
 // withPriority sets an enqueue's priority.
@@ -258,4 +262,78 @@ func TestReceiveBudgetsHoldAcrossBands(t *testing.T) {
 	if got, more := b.receiveIDs(1); !slices.Equal(got, []string{"p0"}) || more {
 		t.Fatalf("leased %v (more %v), want [p0] and no more", got, more)
 	}
+}
+
+// TestBandsThroughVisibilityFloors: receives through kv.Floors keyed by band
+// (keys.VisibilityBandPrefix, what a partition uses) lease exactly what receives of the plain
+// store lease, while messages of every band are enqueued (some delayed), leased, acked and
+// released, each command one transaction whose floors are promoted.
+func TestBandsThroughVisibilityFloors(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		plain, floored := setup(t), setup(t)
+		floors := kv.NewFloors(keys.VisibilityBandPrefix, 64)
+		apply := func(fn func(v kv.View) error) {
+			if err := fn(plain.store); err != nil {
+				t.Fatal(err)
+			}
+			view := floors.View(floored.store)
+			if err := fn(view); err != nil {
+				t.Fatal(err)
+			}
+			view.Promote()
+		}
+		var leased []*orreryv1.QueueMessage
+		for i := range rapid.IntRange(1, 40).Draw(t, "steps") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0:
+				m := &orreryv1.Enqueue{Lane: laneOf(testQueue, "k"), Id: idOf(i), Priority: int32(rapid.IntRange(0, 3).Draw(t, "priority")),
+					DelayMicros: int64(rapid.IntRange(0, 2).Draw(t, "delay")) * input.Second}
+				apply(func(v kv.View) error { _, err := ApplyEnqueue(v, plain.lim, m, plain.now, CompareOrReturn); return err })
+			case 1:
+				r := &orreryv1.Receive{Namespace: testNamespace, Queue: testQueue, Max: uint32(rapid.IntRange(1, 3).Draw(t, "max")), LeaseDurationMicros: input.Second}
+				var want, got *orreryv1.ReceiveResult
+				want, err := ApplyReceive(plain.store, plain.lim, r, plain.now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				view := floors.View(floored.store)
+				if got, err = ApplyReceive(view, floored.lim, r, floored.now); err != nil {
+					t.Fatal(err)
+				}
+				view.Promote()
+				if !slices.Equal(ids(got.GetMessages()), ids(want.GetMessages())) || got.GetMore() != want.GetMore() {
+					t.Fatalf("through the floors: %v (more %v); plain: %v (more %v)", ids(got.GetMessages()), got.GetMore(), ids(want.GetMessages()), want.GetMore())
+				}
+				leased = append(leased, want.GetMessages()...)
+			case 2:
+				if len(leased) == 0 {
+					continue
+				}
+				m := leased[0]
+				leased = leased[1:]
+				if rapid.Bool().Draw(t, "ack") {
+					apply(func(v kv.View) error {
+						_, _, err := ApplyAck(v, plain.lim, &orreryv1.Ack{Lane: m.GetLane(), Id: m.GetId(), LeaseToken: m.GetLease().GetToken()}, plain.now)
+						if orrery.CodeOf(err) == orrery.CodeTokenInvalidated || orrery.CodeOf(err) == orrery.CodeNotFound {
+							return nil
+						}
+						return err
+					})
+				} else {
+					apply(func(v kv.View) error {
+						_, err := ApplyRelease(v, plain.lim, &orreryv1.Release{Lane: m.GetLane(), Id: m.GetId(), LeaseToken: m.GetLease().GetToken()}, plain.now)
+						if orrery.CodeOf(err) == orrery.CodeTokenInvalidated || orrery.CodeOf(err) == orrery.CodeNotFound {
+							return nil
+						}
+						return err
+					})
+				}
+			default:
+				d := int64(rapid.IntRange(1, 3).Draw(t, "advance")) * input.Second / 2
+				plain.advance(d)
+				floored.advance(d)
+			}
+			floored.check()
+		}
+	})
 }
