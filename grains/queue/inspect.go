@@ -47,10 +47,9 @@ func firstVisible(v kv.Reader, queuePrefix, start, end []byte) (atMicros int64, 
 }
 
 // VisibleAt reports whether queue (namespace, queue) in this partition has a message visible
-// at nowMicros, of any priority. It reads the visibility index only up to nowMicros in each
-// band a receive reads, the ranges a receive reads (so a kv.FloorView starts each at its
-// band's floor). A queue paused in this partition has none
-// visible: a receive would lease nothing.
+// at nowMicros, of any priority. It reads the ranges a receive reads, each band's index up to
+// nowMicros (so a kv.FloorView starts each at its band's floor). A queue paused in this
+// partition has none visible: a receive would lease nothing.
 func VisibleAt(v kv.Reader, namespace, queue string, nowMicros int64) (bool, error) {
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return false, err

@@ -195,11 +195,11 @@ func TestPriorityIsKeptThroughDeadLetterAndRedrive(t *testing.T) {
 	}
 }
 
-// TestReaderOfTheIndexSeeBands: a queue whose messages are all in priority bands has visible
+// TestReadersOfTheIndexSeeBands: a queue whose messages are all in priority bands has visible
 // messages (VisibleAt), a next visible instant (NextVisibleAt, NextVisibleBefore: the band's
 // earliest), is counted (Stats: visible, delayed, leased, the oldest visible) and is listed
 // (ListQueueStats).
-func TestReaderOfTheIndexSeeBands(t *testing.T) {
+func TestReadersOfTheIndexSeeBands(t *testing.T) {
 	b := setup(t)
 	b.enqueue("delayed", withPriority(9), func(m *orreryv1.Enqueue) { m.DelayMicros = 5 * input.Second })
 	if visible, err := VisibleAt(b.store, testNamespace, testQueue, b.now); err != nil || visible {

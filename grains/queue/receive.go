@@ -21,9 +21,8 @@ const SweepBudget = 1024
 
 // ApplyReceive leases up to m.max (0 means 1) messages of queue (namespace, queue) in this
 // partition that are visible at loggedNow, in order of visible time minus priority ×
-// lim.PriorityStepMicros, then of enqueue (priority.go; for priority 0 alone, visible-time
-// then enqueue order); a queue paused
-// in this partition (ApplyPause) leases none. On the way it removes messages whose TTL has
+// lim.PriorityStepMicros, then of enqueue (priority.go; without priorities, visible-time then
+// enqueue order); a queue paused in this partition (ApplyPause) leases none. On the way it removes messages whose TTL has
 // passed or that were cancelled while leased (ApplyCancel), and moves messages that used up
 // their deliveries to the dead-letter queue; none of them is delivered. Each delivered message gets delivery_count+1
 // and a lease {LeaseToken, owner, loggedNow + lease duration}, and its index entry moves to

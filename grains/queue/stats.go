@@ -19,8 +19,8 @@ const StatsScanBudget = 4096
 
 // Stats counts queue (namespace, queue) in this partition at nowMicros: of the lane with key
 // when key is set, of every lane otherwise, every priority band included. Visible messages are
-// the index entries at or before now (an ended lease included); entries after now are leased or delayed by their
-// message's lease. For one lane the dead-lettered count and the lane's totals come from the
+// the index entries at or before now (an ended lease included); entries after now are leased
+// or delayed by their message's lease. For one lane the dead-lettered count and the lane's totals come from the
 // lane counters (exact), and the scan stops as soon as it has found every message the counters
 // hold; for a whole queue the dead-letter queue's index is counted within the same budget. The
 // queue's pause record, when it is paused in this partition, comes with the counts.
