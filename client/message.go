@@ -41,6 +41,9 @@ func (m *Message) OrderingKey() string { return m.msg.GetOrderingKey() }
 // DeliveryCount counts deliveries including this one (1 on the first delivery).
 func (m *Message) DeliveryCount() uint32 { return m.msg.GetDeliveryCount() }
 
+// Priority is the message's priority, 0..9 (EnqueueOptions.Priority).
+func (m *Message) Priority() int { return int(m.msg.GetPriority()) }
+
 // MaxDeliveries is the number of deliveries after which the message is dead-lettered.
 func (m *Message) MaxDeliveries() uint32 { return m.msg.GetMaxDeliveries() }
 

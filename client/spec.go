@@ -81,7 +81,9 @@ func WaitingSaga(lane *orreryv1.Lane, sagaID string, expectedRevision uint64, st
 	return m
 }
 
-// Timeout is a saga timeout enqueued into queue (of the saga's lane) with payloadJSON.
+// Timeout is a saga timeout enqueued into queue (of the saga's lane) with payloadJSON. Its
+// Template carries the rest of the timeout message's settings (Template.Priority: its
+// priority, apply version 20).
 func Timeout(queue, payloadJSON string) *orreryv1.SagaTimeout {
 	return &orreryv1.SagaTimeout{Queue: queue, Template: &orreryv1.MessageTemplate{PayloadJson: payloadJSON}}
 }

@@ -237,6 +237,9 @@ func (c Config) withDefaults() (Config, error) {
 	if err := cluster.CheckLimits(c.Limits); err != nil {
 		return c, err
 	}
+	if err := input.PriorityStep("limits.priority_step_micros", c.Limits.PriorityStepMicros); err != nil {
+		return c, err
+	}
 	if c.Store.MinFreeBytes == 0 {
 		c.Store.MinFreeBytes = DefaultMinFreeBytes
 	}

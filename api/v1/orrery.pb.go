@@ -988,6 +988,9 @@ type MessageTemplate struct {
 	TimeToLiveMicros int64 `protobuf:"varint,4,opt,name=time_to_live_micros,json=timeToLiveMicros,proto3" json:"time_to_live_micros,omitempty"`
 	// Zero means the default (Limits.DefaultMaxDeliveries).
 	MaxDeliveries int32 `protobuf:"varint,5,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
+	// The priority of each message made from the template (apply version 20), 0..9, higher
+	// first; zero is the default. See Enqueue.priority.
+	Priority      int32 `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1053,6 +1056,13 @@ func (x *MessageTemplate) GetTimeToLiveMicros() int64 {
 func (x *MessageTemplate) GetMaxDeliveries() int32 {
 	if x != nil {
 		return x.MaxDeliveries
+	}
+	return 0
+}
+
+func (x *MessageTemplate) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
 	}
 	return 0
 }
@@ -1673,6 +1683,9 @@ type QueueMessage struct {
 	// caller): once it is removed, its tombstone keeps its MessageDigest, so that an enqueue
 	// under its id is still compared with it. A live message is compared field by field.
 	Compared bool `protobuf:"varint,18,opt,name=compared,proto3" json:"compared,omitempty"`
+	// The message's priority (apply version 20; Enqueue.priority, MessageTemplate.priority):
+	// 0..9, zero when it has none.
+	Priority int32 `protobuf:"varint,22,opt,name=priority,proto3" json:"priority,omitempty"`
 	// The unique key the message took in its lane (apply version 21; never by the caller): the
 	// caller's UniqueSpec.key, or the hex SHA-256 its by_payload resolved to. Removing the
 	// message releases a key held while it is live (UniqueSpec.period_micros 0). Cleared on the
@@ -1847,6 +1860,13 @@ func (x *QueueMessage) GetCompared() bool {
 		return x.Compared
 	}
 	return false
+}
+
+func (x *QueueMessage) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
 }
 
 func (x *QueueMessage) GetUniqueKey() string {
@@ -2797,6 +2817,14 @@ type Enqueue struct {
 	// Zero means no expiry; otherwise relative to the visible time.
 	TimeToLiveMicros int64 `protobuf:"varint,7,opt,name=time_to_live_micros,json=timeToLiveMicros,proto3" json:"time_to_live_micros,omitempty"`
 	MaxDeliveries    int32 `protobuf:"varint,8,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
+	// The message's priority (apply version 20): 0..9, higher first, zero the default. A receive
+	// leases, among the queue's messages visible at its logged time in the partition, the one
+	// with the smallest visible time minus priority × PartitionLimits.priority_step_micros, then
+	// the earliest enqueued: FIFO within a priority, a higher priority first, and a message of
+	// priority p visible at t is leased before any of priority q > p that became visible after
+	// t + (q − p) × step, so a message waits behind later higher-priority ones at most 9 × step
+	// (a step of 0 is strict priority, which may starve lower priorities).
+	Priority int32 `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
 	// Set to enqueue the message only when its lane holds no message under the same unique key
 	// (apply version 21): a duplicate stores nothing and is reported created false with
 	// EnqueueResult.duplicate_of. The id rules come first: an id the lane holds is answered as
@@ -2888,6 +2916,13 @@ func (x *Enqueue) GetTimeToLiveMicros() int64 {
 func (x *Enqueue) GetMaxDeliveries() int32 {
 	if x != nil {
 		return x.MaxDeliveries
+	}
+	return 0
+}
+
+func (x *Enqueue) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
 	}
 	return 0
 }
@@ -3322,8 +3357,13 @@ type PartitionLimits struct {
 	TombstoneRetentionMicros     int64                  `protobuf:"varint,22,opt,name=tombstone_retention_micros,json=tombstoneRetentionMicros,proto3" json:"tombstone_retention_micros,omitempty"`
 	LedgerRetentionMicros        int64                  `protobuf:"varint,23,opt,name=ledger_retention_micros,json=ledgerRetentionMicros,proto3" json:"ledger_retention_micros,omitempty"`
 	AuditRetentionMicros         int64                  `protobuf:"varint,24,opt,name=audit_retention_micros,json=auditRetentionMicros,proto3" json:"audit_retention_micros,omitempty"`
-	unknownFields                protoimpl.UnknownFields
-	sizeCache                    protoimpl.SizeCache
+	// How much earlier a message of one priority more counts as visible to a receive (apply
+	// version 20; Enqueue.priority): 0 is strict priority (a lower priority may starve), at most
+	// a day. Absent (a partition's limits written before it) means the default, one minute. A
+	// leader proposes it only once its partition applies under version 20.
+	PriorityStepMicros *int64 `protobuf:"varint,25,opt,name=priority_step_micros,json=priorityStepMicros,proto3,oneof" json:"priority_step_micros,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionLimits) Reset() {
@@ -3520,6 +3560,13 @@ func (x *PartitionLimits) GetLedgerRetentionMicros() int64 {
 func (x *PartitionLimits) GetAuditRetentionMicros() int64 {
 	if x != nil {
 		return x.AuditRetentionMicros
+	}
+	return 0
+}
+
+func (x *PartitionLimits) GetPriorityStepMicros() int64 {
+	if x != nil && x.PriorityStepMicros != nil {
+		return *x.PriorityStepMicros
 	}
 	return 0
 }
@@ -6272,13 +6319,14 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05after\x18\x02 \x01(\v2\x14.orrery.v1.AfterSpecH\x00R\x05after\x12,\n" +
 	"\x05every\x18\x03 \x01(\v2\x14.orrery.v1.EverySpecH\x00R\x05every\x12)\n" +
 	"\x04cron\x18\x04 \x01(\v2\x13.orrery.v1.CronSpecH\x00R\x04cronB\x06\n" +
-	"\x04kind\"\xd0\x01\n" +
+	"\x04kind\"\xec\x01\n" +
 	"\x0fMessageTemplate\x12!\n" +
 	"\fpayload_json\x18\x01 \x01(\tR\vpayloadJson\x12!\n" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xb4\a\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\x12\x1a\n" +
+	"\bpriority\x18\a \x01(\x05R\bpriority\"\xb4\a\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -6330,7 +6378,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12*\n" +
-	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xb3\x06\n" +
+	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xcf\x06\n" +
 	"\fQueueMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12!\n" +
@@ -6352,7 +6400,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\bsequence\x18\x0f \x01(\x04R\bsequence\x12%\n" +
 	"\x0eredacted_paths\x18\x10 \x03(\tR\rredactedPaths\x126\n" +
 	"\tcancelled\x18\x11 \x01(\v2\x18.orrery.v1.MessageCancelR\tcancelled\x12\x1a\n" +
-	"\bcompared\x18\x12 \x01(\bR\bcompared\x12\x1d\n" +
+	"\bcompared\x18\x12 \x01(\bR\bcompared\x12\x1a\n" +
+	"\bpriority\x18\x16 \x01(\x05R\bpriority\x12\x1d\n" +
 	"\n" +
 	"unique_key\x18\x17 \x01(\tR\tuniqueKeyB\b\n" +
 	"\x06origin\"\xb2\x01\n" +
@@ -6431,7 +6480,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"ExpireSaga\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x17\n" +
 	"\asaga_id\x18\x02 \x01(\tR\x06sagaId\x12+\n" +
-	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\xcf\x02\n" +
+	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\xeb\x02\n" +
 	"\aEnqueue\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12!\n" +
@@ -6440,7 +6489,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fordering_key\x18\x05 \x01(\tR\vorderingKey\x12!\n" +
 	"\fdelay_micros\x18\x06 \x01(\x03R\vdelayMicros\x12-\n" +
 	"\x13time_to_live_micros\x18\a \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\b \x01(\x05R\rmaxDeliveries\x12-\n" +
+	"\x0emax_deliveries\x18\b \x01(\x05R\rmaxDeliveries\x12\x1a\n" +
+	"\bpriority\x18\n" +
+	" \x01(\x05R\bpriority\x12-\n" +
 	"\x06unique\x18\v \x01(\v2\x15.orrery.v1.UniqueSpecR\x06unique\"b\n" +
 	"\n" +
 	"UniqueSpec\x12\x10\n" +
@@ -6473,7 +6524,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x15lease_duration_micros\x18\x04 \x01(\x03R\x13leaseDurationMicros\",\n" +
 	"\tHousekeep\x12\x1f\n" +
 	"\vmax_records\x18\x01 \x01(\rR\n" +
-	"maxRecords\"\xd6\t\n" +
+	"maxRecords\"\xa6\n" +
+	"\n" +
 	"\x0fPartitionLimits\x12*\n" +
 	"\x11max_payload_bytes\x18\x01 \x01(\x03R\x0fmaxPayloadBytes\x12*\n" +
 	"\x11max_headers_bytes\x18\x02 \x01(\x03R\x0fmaxHeadersBytes\x12&\n" +
@@ -6499,7 +6551,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fmax_receipts\x18\x15 \x01(\x04R\vmaxReceipts\x12<\n" +
 	"\x1atombstone_retention_micros\x18\x16 \x01(\x03R\x18tombstoneRetentionMicros\x126\n" +
 	"\x17ledger_retention_micros\x18\x17 \x01(\x03R\x15ledgerRetentionMicros\x124\n" +
-	"\x16audit_retention_micros\x18\x18 \x01(\x03R\x14auditRetentionMicros\"?\n" +
+	"\x16audit_retention_micros\x18\x18 \x01(\x03R\x14auditRetentionMicros\x125\n" +
+	"\x14priority_step_micros\x18\x19 \x01(\x03H\x00R\x12priorityStepMicros\x88\x01\x01B\x17\n" +
+	"\x15_priority_step_micros\"?\n" +
 	"\tSetLimits\x122\n" +
 	"\x06limits\x18\x01 \x01(\v2\x1a.orrery.v1.PartitionLimitsR\x06limits\"1\n" +
 	"\x15PartitionApplyVersion\x12\x18\n" +
@@ -6946,6 +7000,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
+	file_api_v1_orrery_proto_msgTypes[35].OneofWrappers = []any{}
 	file_api_v1_orrery_proto_msgTypes[55].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),

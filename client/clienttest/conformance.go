@@ -130,6 +130,32 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		}
 	})
 
+	t.Run("a receive leases the higher priority first", func(t *testing.T) {
+		prioritized := &orreryv1.Lane{Namespace: namespace, Queue: "prioritized", Key: lane.GetKey()} // routes with lane
+		put := func(id string, priority int32) *orreryv1.Mutation {
+			return &orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: prioritized, Id: id, PayloadJson: `{}`, Priority: priority}}}
+		}
+		if r, _, err := command(&orreryv1.CommandRequest{Principal: client.DefaultPrincipal, Batch: &orreryv1.Batch{
+			CommandId: client.NewID(), Mutations: []*orreryv1.Mutation{put("low", 0), put("high", 9), put("middle", 4)},
+		}}); err != nil || r.GetResults()[0].GetError() != nil || r.GetResults()[1].GetError() != nil {
+			t.Fatalf("enqueue: %v %v", r, err)
+		}
+		r, _, err := command(&orreryv1.CommandRequest{Principal: client.DefaultPrincipal, Batch: &orreryv1.Batch{
+			CommandId: client.NewID(),
+			Mutations: []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: namespace, Queue: "prioritized", Max: 10}}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range r.GetResults()[0].GetReceive().GetMessages() {
+			got = append(got, fmt.Sprintf("%s:%d", m.GetId(), m.GetPriority()))
+		}
+		if strings.Join(got, " ") != "high:9 middle:4 low:0" {
+			t.Fatalf("leased %v, want high:9 middle:4 low:0", got)
+		}
+	})
+
 	appliedIndex := func() uint64 {
 		t.Helper()
 		reply, err := tr.Inspect(ctx, p, &orreryv1.InspectRequest{Target: &orreryv1.InspectRequest_Partition{Partition: &orreryv1.InspectPartition{}}})

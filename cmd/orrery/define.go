@@ -22,7 +22,7 @@ type defineFlags struct {
 	labels                             labelFlag
 	calendars                          stringsFlag
 	catchUp, ttl, jitter               time.Duration
-	maxDeliveries, maxRuns             int
+	maxDeliveries, maxRuns, priority   int
 	pauseOnFailure, jitterEarly        bool
 	end                                string
 	set                                map[string]bool
@@ -56,6 +56,7 @@ func (f *defineFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.catchUp, "catch-up", 0, "how far back a catch-up or a resume reaches (0: no bound)")
 	fs.DurationVar(&f.ttl, "ttl", 0, "time to live of each occurrence (0: none)")
 	fs.IntVar(&f.maxDeliveries, "max-deliveries", 0, "deliveries before an occurrence is dead-lettered (0: the partition's default)")
+	fs.IntVar(&f.priority, "priority", 0, "each occurrence's priority, 0..9, higher first (README \"Priorities\")")
 }
 
 // spec is the spec the flags name, nil when they name none; more than one is a usage error.
@@ -162,6 +163,9 @@ func (f *defineFlags) apply(o *client.ScheduleOptions, spec *orreryv1.ScheduleSp
 	}
 	if f.set["max-deliveries"] {
 		o.MaxDeliveries = f.maxDeliveries
+	}
+	if f.set["priority"] {
+		o.Priority = f.priority
 	}
 	if f.set["start"] && f.set["cron"] {
 		start, err := time.Parse(time.RFC3339Nano, f.start)

@@ -136,6 +136,20 @@ func TestSchedulesCreateWithJitter(t *testing.T) {
 	}
 }
 
+// TestSchedulesCreateWithPriority: --priority is each occurrence's priority, which describe
+// shows; one outside 0..9 is refused naming the field.
+func TestSchedulesCreateWithPriority(t *testing.T) {
+	s := startSilo(t)
+	okOnceTaken(t, s, "schedules", "create", "urgent", "--namespace", "cli-priority", "--queue", "reports", "--every", "1h", "--priority", "9")
+	described := ok(t, s, "", "schedules", "describe", "cli-priority", "reports", "urgent", "urgent")
+	if lineOf(described, "priority", "9 (each occurrence's)") == "" {
+		t.Fatalf("describe has no priority line:\n%s", described)
+	}
+	if r := cli(t, s, "", "schedules", "create", "x", "--namespace", "cli-priority", "--queue", "reports", "--every", "1h", "--priority", "10"); r.code == 0 || !strings.Contains(r.stderr, "template.priority") {
+		t.Errorf("--priority 10: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 // TestSchedulesSkipExpired: a schedule whose first occurrence outlived its --ttl before it
 // fired stops there; skip-expired passes it (its ledger says expired) and says how many; a
 // second one finds none. --expired skip is shown by describe.

@@ -16,7 +16,7 @@ func (c *command) enqueueMessage(ctx context.Context, args []string) error {
 	fs := c.flagSet("messages enqueue")
 	var id, payload, headers, orderingKey, uniqueKey string
 	var delay, ttl, uniqueFor time.Duration
-	var maxDeliveries int
+	var maxDeliveries, priority int
 	var byPayload bool
 	fs.StringVar(&id, "id", "", "message id, which makes the enqueue idempotent in its lane (default: a fresh UUID)")
 	fs.StringVar(&payload, "payload", "", "payload, a JSON value (default: none)")
@@ -25,6 +25,7 @@ func (c *command) enqueueMessage(ctx context.Context, args []string) error {
 	fs.DurationVar(&delay, "delay", 0, "keep the message invisible for this long")
 	fs.DurationVar(&ttl, "ttl", 0, "expire the message if not received this long after it is visible (0: never)")
 	fs.IntVar(&maxDeliveries, "max-deliveries", 0, "dead-letter after this many deliveries (0: the partition's default)")
+	fs.IntVar(&priority, "priority", 0, "the message's priority, 0..9, higher first (README \"Priorities\")")
 	fs.StringVar(&uniqueKey, "unique-key", "", "skip the enqueue as a duplicate while the lane holds a message under this unique key")
 	fs.BoolVar(&byPayload, "unique-by-payload", false, "as --unique-key, keyed by the payload and headers")
 	fs.DurationVar(&uniqueFor, "unique-for", 0, "hold the unique key this long from the enqueue (0: while the message is live; at most 720h)")
@@ -39,6 +40,7 @@ func (c *command) enqueueMessage(ctx context.Context, args []string) error {
 		Lane: &orreryv1.Lane{Namespace: positional[0], Queue: positional[1], Key: positional[2]}, Id: id,
 		PayloadJson: payload, HeadersJson: headers, OrderingKey: orderingKey,
 		DelayMicros: delay.Microseconds(), TimeToLiveMicros: ttl.Microseconds(), MaxDeliveries: int32(min(maxDeliveries, 1<<31-1)),
+		Priority: int32(min(max(priority, -1), 10)),
 	}
 	switch {
 	case uniqueKey != "" && byPayload:
@@ -72,7 +74,7 @@ func (c *command) enqueueMessage(ctx context.Context, args []string) error {
 	case res.GetCreated():
 		fmt.Fprintf(c.stdout, "enqueued message %s\n", res.GetId())
 	default:
-		fmt.Fprintf(c.stdout, "message %s was enqueued already: nothing changed\n", res.GetId())
+		fmt.Fprintf(c.stdout, "message %s was there already: nothing stored\n", res.GetId())
 	}
 	return nil
 }

@@ -23,8 +23,8 @@ Commands:
   queues redrive-dlq NS QUEUE KEY [--max N]
   queues pause NS QUEUE [--reason R]   stop every partition's receives of a queue (enqueues still land)
   queues resume NS QUEUE
-  messages enqueue NS QUEUE KEY [--id ID] [--payload JSON] [--headers JSON] [--delay D] [--ttl D] [--max-deliveries N]
-      [--unique-key K | --unique-by-payload] [--unique-for D]   send a message; a duplicate of a unique key's holder is skipped
+  messages enqueue NS QUEUE KEY [--id ID] [--payload JSON] [--headers JSON] [--ordering-key K] [--delay D] [--ttl D] [--max-deliveries N]
+      [--priority 0..9] [--unique-key K | --unique-by-payload] [--unique-for D]   send a message; a duplicate of a unique key's holder is skipped
   messages cancel NS QUEUE KEY ID [--reason R]   remove a message, or revoke its lease if leased
   calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]
       an exclusion calendar on every partition; a schedule's --calendar NAME skips (ledgers excluded) what it excludes
@@ -54,7 +54,7 @@ const schedulesHelp = `orrery schedules: list, describe, create, update, pause, 
   schedules describe NS QUEUE KEY ID|NAME
   schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR)
       [--payload JSON] [--headers JSON] [--misfire catch_up|skip|coalesce] [--overlap allow_all|skip|buffer_one]
-      [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--expired fail|skip] [--jitter DUR [--jitter-early]] [--label K=V]... [--pace N/DUR]
+      [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--priority 0..9] [--expired fail|skip] [--jitter DUR [--jitter-early]] [--label K=V]... [--pace N/DUR]
       [--calendar NAME]...
   schedules update NAME --namespace NS --queue Q [--key K] [any flag of create: only those given change]
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME

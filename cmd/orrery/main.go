@@ -3,7 +3,7 @@
 // schedules (by id or by name), lists and
 // describes sagas, shows a queue's depth, peeks at a lane's messages without leasing them,
 // moves a lane's dead letters back to it, pauses and resumes a queue's consumption, enqueues
-// a message (unique by a key or its payload, if asked) and cancels one by id, puts, deletes, shows and lists exclusion calendars, shows the audit log (grant changes and denials, for a
+// a message (with a priority, unique by a key or its payload, if asked) and cancels one by id, puts, deletes, shows and lists exclusion calendars, shows the audit log (grant changes and denials, for a
 // principal holding PolicyAdmin on "*"), and shows the partition and silo tables a silo's admin
 // endpoint serves.
 //
@@ -12,7 +12,7 @@
 //	orrery schedules list --namespace NS [--queue Q] [--state active|paused|suspended|cancelled|completed] [--label K=V]... [--name-prefix P] [--max N] [--after TOKEN]
 //	orrery help
 //	orrery schedules describe NS QUEUE KEY ID|NAME [--generations]
-//	orrery schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR) [--payload JSON] [--headers JSON] [--misfire P] [--overlap P] [--catch-up DUR] [--ttl DUR] [--max-deliveries N]
+//	orrery schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR) [--payload JSON] [--headers JSON] [--misfire P] [--overlap P] [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--priority 0..9]
 //	orrery schedules update NAME --namespace NS --queue Q [--key K] [the flags of create to change]
 //	orrery schedules pause|resume|trigger|delete|skip-expired NS QUEUE KEY ID|NAME
 //	orrery schedules backfill --from TIME [--to TIME] NS QUEUE KEY ID|NAME
@@ -26,7 +26,7 @@
 //	orrery queues redrive-dlq NS QUEUE KEY [--max N]
 //	orrery queues pause NS QUEUE [--reason R]   (on every partition: receives lease nothing until resume)
 //	orrery queues resume NS QUEUE
-//	orrery messages enqueue NS QUEUE KEY [--id ID] [--payload JSON] [--headers JSON] [--ordering-key K] [--delay D] [--ttl D] [--max-deliveries N] [--unique-key K | --unique-by-payload] [--unique-for D]
+//	orrery messages enqueue NS QUEUE KEY [--id ID] [--payload JSON] [--headers JSON] [--ordering-key K] [--delay D] [--ttl D] [--max-deliveries N] [--priority 0..9] [--unique-key K | --unique-by-payload] [--unique-for D]
 //	orrery messages cancel NS QUEUE KEY ID [--reason R]
 //	orrery calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]   (on every partition)
 //	orrery calendars delete|get NS NAME

@@ -239,9 +239,9 @@ func (c *command) peekQueue(ctx context.Context, args []string) error {
 		}
 		return writeJSON(c.stdout, map[string]any{"messages": items, "next_after": nextAfter})
 	}
-	t := newTable(c.stdout, "ID", "ATTEMPT", "VISIBLE-AT", "LEASED-UNTIL", "PAYLOAD-BYTES", "DEAD-LETTERED-FROM", "UNIQUE-KEY")
+	t := newTable(c.stdout, "ID", "ATTEMPT", "PRIORITY", "VISIBLE-AT", "LEASED-UNTIL", "PAYLOAD-BYTES", "DEAD-LETTERED-FROM", "UNIQUE-KEY")
 	for _, m := range msgs {
-		t.row(m.GetId(), strconv.FormatUint(uint64(m.GetDeliveryCount()), 10), instant(m.GetVisibleAtUnixMicros()),
+		t.row(m.GetId(), strconv.FormatUint(uint64(m.GetDeliveryCount()), 10), strconv.Itoa(int(m.GetPriority())), instant(m.GetVisibleAtUnixMicros()),
 			instant(m.GetLease().GetUntilUnixMicros()), strconv.Itoa(len(m.GetPayloadJson())), m.GetDeadLetteredFrom(), m.GetUniqueKey())
 	}
 	if err := t.flush(); err != nil {

@@ -106,12 +106,12 @@ func TestQueuesStatsPeekRedrive(t *testing.T) {
 		t.Errorf("queues stats -o json (queue) totals:\n%s", out)
 	}
 
-	// ID ATTEMPT VISIBLE-AT LEASED-UNTIL PAYLOAD-BYTES DEAD-LETTERED-FROM UNIQUE-KEY, in id order.
+	// ID ATTEMPT PRIORITY VISIBLE-AT LEASED-UNTIL PAYLOAD-BYTES DEAD-LETTERED-FROM UNIQUE-KEY, in id order.
 	out = ok(t, s, "", "queues", "peek", "cli-queues", "jobs", "k1", "-n", "2")
-	if c := strings.Fields(lineOf(out, "c ")); len(c) != 7 || c[1] != "1" || c[3] == "-" || c[4] != "10" {
+	if c := strings.Fields(lineOf(out, "c ")); len(c) != 8 || c[1] != "1" || c[2] != "0" || c[4] == "-" || c[5] != "10" {
 		t.Errorf("peek: row of c %q\n%s", c, out)
 	}
-	if d := strings.Fields(lineOf(out, "d ")); len(d) != 7 || d[1] != "0" || d[3] != "-" {
+	if d := strings.Fields(lineOf(out, "d ")); len(d) != 8 || d[1] != "0" || d[4] != "-" {
 		t.Errorf("peek: row of d %q\n%s", d, out)
 	}
 	if lineOf(out, "e ") != "" || lineOf(out, "next page: --after d") == "" {

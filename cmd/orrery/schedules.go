@@ -292,6 +292,9 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	if l := def.GetLabels(); len(l) > 0 {
 		w.row("labels", labelFlag(l).String())
 	}
+	if p := def.GetTemplate().GetPriority(); p != 0 {
+		w.row("priority", strconv.Itoa(int(p))+" (each occurrence's)")
+	}
 	if cals := def.GetCalendars(); len(cals) > 0 {
 		w.row("calendars", strings.Join(cals, ",")+" (excluded instants are ledgered excluded)")
 	}

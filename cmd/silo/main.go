@@ -449,6 +449,13 @@ func limitFlags(fs *flag.FlagSet, lim *input.Limits) limitChecks {
 	durationFlag("audit-retention", &lim.AuditRetentionMicros, "how long an audit record (a grant change or a denial) is kept")
 	durationFlag("tombstone-retention", &lim.TombstoneRetentionMicros, "how long an acked or expired message id stays taken")
 	durationFlag("max-lease", &lim.MaxLeaseMicros, "longest lease a receive may ask for")
+	fs.Var((*microsFlag)(&lim.PriorityStepMicros), "priority-step", "how much earlier a message of one priority more counts as visible to a receive: a lower priority waits at most 9 steps behind later higher ones; 0 is strict priority (a lower priority may starve); at most 24h")
+	checks = append(checks, func() error {
+		if err := input.PriorityStep("priority-step", lim.PriorityStepMicros); err != nil {
+			return fmt.Errorf("priority-step: must be between 0 (strict priority) and 24h, got %v", time.Duration(lim.PriorityStepMicros)*time.Microsecond)
+		}
+		return nil
+	})
 	checks = append(checks, func() error {
 		if lim.MaxLeaseMicros < lim.DefaultLeaseMicros {
 			return fmt.Errorf("max-lease: must be at least the default lease %v, got %v",

@@ -258,7 +258,7 @@ func TestLimitFlags(t *testing.T) {
 	env := map[string]string{"ORRERY_MAX_PAYLOAD_BYTES": "1024", "ORRERY_LEDGER_RETENTION": "48h"}
 	opts, err = parseConfig([]string{"--max-lane-messages", "7", "--max-lease", "1m", "--max-mutations-per-batch", "9",
 		"--max-headers-bytes", "100", "--max-state-bytes", "200", "--max-lane-bytes", "300", "--receipt-retention", "2h",
-		"--tombstone-retention", "3h", "--audit-retention", "240h"}, func(k string) string { return env[k] })
+		"--tombstone-retention", "3h", "--audit-retention", "240h", "--priority-step", "0s"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,11 +267,13 @@ func TestLimitFlags(t *testing.T) {
 	want.MaxMutationsPerBatch, want.MaxHeadersBytes, want.MaxStateBytes, want.MaxLaneBytes = 9, 100, 200, 300
 	want.ReceiptRetentionMicros, want.TombstoneRetentionMicros = 2*3600*input.Second, 3*3600*input.Second
 	want.AuditRetentionMicros = 240 * 3600 * input.Second
+	want.PriorityStepMicros = 0 // strict
 	if opts.silo.Limits != want {
 		t.Fatalf("limits %+v, want %+v", opts.silo.Limits, want)
 	}
 	for _, bad := range [][]string{{"--max-payload-bytes", "0"}, {"--max-lane-messages", "0"}, {"--max-lease", "1s"},
-		{"--ledger-retention", "10ms"}, {"--max-state-bytes", "-5"}, {"--receipt-retention", "soon"}, {"--audit-retention", "0s"}} {
+		{"--ledger-retention", "10ms"}, {"--max-state-bytes", "-5"}, {"--receipt-retention", "soon"}, {"--audit-retention", "0s"},
+		{"--priority-step", "25h"}, {"--priority-step", "-1s"}} {
 		if _, err := parseConfig(bad, none); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(bad[0], "--")) {
 			t.Errorf("%v: error %v should name the flag", bad, err)
 		}

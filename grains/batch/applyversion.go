@@ -48,6 +48,9 @@ import (
 //     excluded instant ledgered EXCLUDED (ApplyVersionCalendars);
 //  18. compare-or-return: an enqueue, a saga timeout or a backfill occurrence under an id its
 //     lane holds for another message fails IdempotencyConflict (ApplyVersionCompareOrReturn);
+//  20. priorities: Enqueue.priority, MessageTemplate.priority and
+//     PartitionLimits.priority_step_micros, a receive leasing by visible time minus priority ×
+//     step (ApplyVersionPriority).
 //  21. unique jobs: Enqueue.unique, an enqueue skipped as a duplicate of the message holding
 //     its unique key in the lane (ApplyVersionUnique).
 const KnownApplyVersion uint32 = 21
@@ -108,6 +111,13 @@ const ApplyVersionQueuePause uint32 = 13
 // ApplyVersionCancelMessage is the apply version that takes CancelMessage (a wire gate), so
 // that no replica of an older release acks a message the others hold cancelled.
 const ApplyVersionCancelMessage uint32 = 14
+
+// ApplyVersionPriority is the apply version that takes message priorities (wire gates on
+// Enqueue.priority, MessageTemplate.priority and PartitionLimits.priority_step_micros): before
+// it a command carrying one is refused, so no replica of an older release stores a message
+// without the priority the others lease it by. A partition's leader proposes its priority step
+// (SetLimits) only from it on; until then the partition holds the default step.
+const ApplyVersionPriority uint32 = 20
 
 // scheduleRules are the schedule state machine's rules at a's apply version.
 func (a Applier) scheduleRules() schedule.Rules {

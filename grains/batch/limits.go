@@ -23,18 +23,31 @@ func LoadLimits(r kv.Reader) (input.Limits, error) {
 	return input.LimitsOf(held), nil
 }
 
-// applySetLimits validates m's limits (every one positive) and makes them the partition's.
+// applySetLimits validates m's limits (every one positive, but the priority step, which may
+// be 0: input.PriorityStep) and makes them the partition's. Limits without a priority step
+// (those a leader proposes before ApplyVersionPriority) are stored without one, as a release
+// that does not know it stores them.
 func applySetLimits(v kv.View, m *orreryv1.SetLimits) error {
 	lim := input.LimitsOf(m.GetLimits())
+	if err := input.PriorityStep("limits.priority_step_micros", lim.PriorityStepMicros); err != nil {
+		return err
+	}
 	value := reflect.ValueOf(lim)
 	for i := range value.NumField() {
+		if value.Type().Field(i).Name == "PriorityStepMicros" {
+			continue
+		}
 		f := value.Field(i)
 		positive := f.CanInt() && f.Int() > 0 || f.CanUint() && f.Uint() > 0
 		if !positive {
 			return orrery.Invalid("limits."+snake(value.Type().Field(i).Name), "must be positive, got %v", f.Interface())
 		}
 	}
-	_, err := record.Store(v, keys.PartitionLimits, lim.Proto())
+	held := lim.Proto()
+	if m.GetLimits().PriorityStepMicros == nil {
+		held.PriorityStepMicros = nil
+	}
+	_, err := record.Store(v, keys.PartitionLimits, held)
 	return err
 }
 

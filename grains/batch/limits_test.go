@@ -24,7 +24,9 @@ func TestSetLimitsMakesThemThePartitions(t *testing.T) {
 	set := func(principal string, lim input.Limits) *orreryv1.MutationResult {
 		calls++
 		b := &orreryv1.Batch{CommandId: fmt.Sprintf("set-%d", calls), Mutations: []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_SetLimits{SetLimits: &orreryv1.SetLimits{Limits: lim.Proto()}}}}}
-		out, err := applier().ApplyBatch(v, principal, b, t0)
+		a := applier()
+		a.ApplyVersion = KnownApplyVersion // limits carry the priority step (apply version 20)
+		out, err := a.ApplyBatch(v, principal, b, t0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,6 +49,9 @@ var wireGates = []wireGate{
 	{ApplyVersionCalendars, "orrery.v1.Mutation", "put_calendar", ""},
 	{ApplyVersionCalendars, "orrery.v1.Mutation", "delete_calendar", ""},
 	{ApplyVersionCalendars, "orrery.v1.ScheduleDefinition", "calendars", ""},
+	{ApplyVersionPriority, "orrery.v1.Enqueue", "priority", ""},
+	{ApplyVersionPriority, "orrery.v1.MessageTemplate", "priority", ""},
+	{ApplyVersionPriority, "orrery.v1.PartitionLimits", "priority_step_micros", ""},
 	{ApplyVersionUnique, "orrery.v1.Enqueue", "unique", ""},
 }
 

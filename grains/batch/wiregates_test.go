@@ -16,6 +16,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
 )
 
 // olderBatch decodes encoded as a release that did not know the given fields (by message) and
@@ -26,6 +27,12 @@ func olderBatch(t *testing.T, encoded []byte, fields, values map[string][]string
 	for _, m := range fdp.GetMessageType() {
 		drop := fields[m.GetName()]
 		m.Field = slices.DeleteFunc(m.Field, func(f *descriptorpb.FieldDescriptorProto) bool { return slices.Contains(drop, f.GetName()) })
+		// A dropped proto3 optional field leaves its synthetic oneof, the last ones, empty.
+		for n := len(m.OneofDecl); n > 0 && !slices.ContainsFunc(m.Field, func(f *descriptorpb.FieldDescriptorProto) bool {
+			return f.OneofIndex != nil && f.GetOneofIndex() == int32(n-1)
+		}); n-- {
+			m.OneofDecl = m.OneofDecl[:n-1]
+		}
 	}
 	for _, e := range fdp.GetEnumType() {
 		drop := values[e.GetName()]
@@ -84,6 +91,16 @@ func TestAnOlderReleaseRefusesWhatItDoesNotKnowAsANewerOneRefusesItsGate(t *test
 		{"a definition's calendars at version 16", 16, []*orreryv1.Mutation{withCalendars(configureMutation(everySpec(t0+sec, hour), 0), "holidays")},
 			map[string][]string{"Mutation": {"put_calendar", "delete_calendar"}, "ScheduleDefinition": {"calendars"}}, nil,
 			"mutations[0]: carries field 19 of orrery.v1.ScheduleDefinition"},
+		{"an enqueue's priority at version 19", 19, []*orreryv1.Mutation{enqueueMutation("m1"), withPriority(enqueueMutation("m2"), 3)},
+			priorityFields, nil,
+			"mutations[1]: carries field 10 of orrery.v1.Enqueue"},
+		{"a template's priority at version 19", 19, []*orreryv1.Mutation{withTemplatePriority(configureMutation(everySpec(t0+sec, hour), 0), 9)},
+			priorityFields, nil,
+			"mutations[0]: carries field 7 of orrery.v1.MessageTemplate"},
+		{"a priority step of 0 (strict) at version 19", 19, []*orreryv1.Mutation{{Kind: &orreryv1.Mutation_SetLimits{SetLimits: &orreryv1.SetLimits{
+			Limits: withStep(input.DefaultLimits().Proto(), 0)}}}},
+			priorityFields, nil,
+			"mutations[0]: carries field 25 of orrery.v1.PartitionLimits"},
 		{"an enum value (CANCEL_OTHER) at version 4", 4, []*orreryv1.Mutation{cancelOther},
 			map[string][]string{"ScheduleDefinition": {"jitter_micros", "jitter_allow_early", "expired", "labels", "catch_up_pace"}},
 			map[string][]string{"OverlapPolicy": {"OVERLAP_POLICY_CANCEL_OTHER"}},
@@ -114,6 +131,27 @@ func TestAnOlderReleaseRefusesWhatItDoesNotKnowAsANewerOneRefusesItsGate(t *test
 			}
 		})
 	}
+}
+
+// priorityFields are the fields a release before apply version 20 does not know.
+var priorityFields = map[string][]string{"Enqueue": {"priority"}, "MessageTemplate": {"priority"}, "PartitionLimits": {"priority_step_micros"}}
+
+// withPriority sets the priority of m's enqueue.
+func withPriority(m *orreryv1.Mutation, priority int32) *orreryv1.Mutation {
+	m.GetEnqueue().Priority = priority
+	return m
+}
+
+// withTemplatePriority sets the priority of m's definition's template.
+func withTemplatePriority(m *orreryv1.Mutation, priority int32) *orreryv1.Mutation {
+	m.GetConfigureSchedule().GetDefinition().GetTemplate().Priority = priority
+	return m
+}
+
+// withStep sets a priority step in limits.
+func withStep(limits *orreryv1.PartitionLimits, stepMicros int64) *orreryv1.PartitionLimits {
+	limits.PriorityStepMicros = &stepMicros
+	return limits
 }
 
 // withCalendars sets the calendars of m's definition.

@@ -48,8 +48,9 @@ func (e *Engine) stepApplyVersion(now time.Time) {
 	}}})
 }
 
-// applyVersionSet takes the reply of the engine's SetApplyVersion command.
-func (e *Engine) applyVersionSet(r *orreryv1.CommandReply) {
+// applyVersionSet takes the reply of the engine's SetApplyVersion command, and proposes the
+// limits a new version takes (adoptLimits).
+func (e *Engine) applyVersionSet(now time.Time, r *orreryv1.CommandReply) {
 	e.steppingVersion = false
 	if err := r.GetError(); err != nil {
 		e.cfg.Logger.Warn("the partition did not raise its apply version", "partition", e.cfg.Partition, "err", err.GetMessage())
@@ -61,5 +62,7 @@ func (e *Engine) applyVersionSet(r *orreryv1.CommandReply) {
 		return err
 	}); err != nil {
 		e.cfg.Logger.Warn("the partition's apply version did not read", "partition", e.cfg.Partition, "err", err)
+		return
 	}
+	e.adoptLimits(now)
 }

@@ -62,8 +62,8 @@ const (
 	dueHeadEntries = 4096
 	// MaxScanRefs bounds one ScanDue.
 	MaxScanRefs = 4096
-	// MaxVisibilityFloors bounds the queues whose visibility floors the engine, and a
-	// partition's state machine, remember (NewVisibilityFloors).
+	// MaxVisibilityFloors bounds the visibility indexes (a queue's priority bands each count)
+	// whose floors the engine, and a partition's state machine, remember (NewVisibilityFloors).
 	MaxVisibilityFloors = 4096
 	// HousekeepRecords bounds one housekeeping command.
 	HousekeepRecords = 5000
@@ -461,7 +461,7 @@ func (e *Engine) reply(now time.Time, p *pending, r *orreryv1.CommandReply) {
 		return
 	}
 	if p.version {
-		e.applyVersionSet(r)
+		e.applyVersionSet(now, r)
 		return
 	}
 	if p.from != nil {
@@ -469,10 +469,11 @@ func (e *Engine) reply(now time.Time, p *pending, r *orreryv1.CommandReply) {
 	}
 }
 
-// NewVisibilityFloors returns empty visibility floors of a partition's queues, bounded to
-// MaxVisibilityFloors queues: what the engine's reads and a state machine's applies keep.
+// NewVisibilityFloors returns empty visibility floors of a partition's queues, one per priority
+// band a queue uses (keys.VisibilityBandPrefix), bounded to MaxVisibilityFloors bands: what the
+// engine's reads and a state machine's applies keep.
 func NewVisibilityFloors() *kv.Floors {
-	return kv.NewFloors(keys.VisibilityQueuePrefix, MaxVisibilityFloors)
+	return kv.NewFloors(keys.VisibilityBandPrefix, MaxVisibilityFloors)
 }
 
 // ErrorReply is the reply carrying err, as an orrery.Error.

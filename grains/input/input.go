@@ -113,6 +113,9 @@ type Limits struct {
 	// AuditRetentionMicros is how long an audit record (package grains/audit) is kept after
 	// its logged time; housekeeping removes older ones.
 	AuditRetentionMicros int64
+	// PriorityStepMicros is how much earlier a message of one priority more counts as visible
+	// to a receive (queue.ApplyReceive): 0 is strict priority, at most MaxPriorityStepMicros.
+	PriorityStepMicros int64
 }
 
 // SystemPrincipalPrefix marks Orrery's own principals: the mutations only Orrery makes need
@@ -164,6 +167,7 @@ func DefaultLimits() Limits {
 		TombstoneRetentionMicros:     Day,
 		LedgerRetentionMicros:        30 * Day,
 		AuditRetentionMicros:         30 * Day,
+		PriorityStepMicros:           Minute,
 	}
 }
 
@@ -433,6 +437,9 @@ func Template(field string, t *orreryv1.MessageTemplate, lim Limits) error {
 		if err := Duration(field+".time_to_live_micros", ttl, 1, MaxTimeToLiveMicros); err != nil {
 			return err
 		}
+	}
+	if err := Priority(field+".priority", t.GetPriority()); err != nil {
+		return err
 	}
 	return MaxDeliveries(field+".max_deliveries", t.GetMaxDeliveries(), lim)
 }

@@ -29,11 +29,17 @@ func (l Limits) Proto() *orreryv1.PartitionLimits {
 		TombstoneRetentionMicros:     l.TombstoneRetentionMicros,
 		LedgerRetentionMicros:        l.LedgerRetentionMicros,
 		AuditRetentionMicros:         l.AuditRetentionMicros,
+		PriorityStepMicros:           &l.PriorityStepMicros,
 	}
 }
 
-// LimitsOf is the Limits a PartitionLimits holds.
+// LimitsOf is the Limits a PartitionLimits holds; one written before priority_step_micros
+// existed holds the default step.
 func LimitsOf(p *orreryv1.PartitionLimits) Limits {
+	step := DefaultLimits().PriorityStepMicros
+	if p.PriorityStepMicros != nil {
+		step = p.GetPriorityStepMicros()
+	}
 	return Limits{
 		MaxPayloadBytes:              int(p.GetMaxPayloadBytes()),
 		MaxHeadersBytes:              int(p.GetMaxHeadersBytes()),
@@ -59,6 +65,7 @@ func LimitsOf(p *orreryv1.PartitionLimits) Limits {
 		TombstoneRetentionMicros:     p.GetTombstoneRetentionMicros(),
 		LedgerRetentionMicros:        p.GetLedgerRetentionMicros(),
 		AuditRetentionMicros:         p.GetAuditRetentionMicros(),
+		PriorityStepMicros:           step,
 	}
 }
 

@@ -11,7 +11,13 @@
 //	g/  lane id        SagaRecord
 //	m/  lane id        QueueMessage (live)
 //	mt/ lane id        MessageTombstone (acked or expired id, for idempotent enqueue)
-//	mv/ ns queue visibleAt seq  → message key suffix (visibility index, FIFO within an instant)
+//	mv/ ns queue visibleAt seq  → message key suffix (visibility index, FIFO within an instant;
+//	    priority 0)
+//	mv/ ns queue 0xFF p visibleAt seq → message key suffix (priority band p, 1..9; see
+//	    PriorityBandPrefix: no instant's first byte is 0xFF, so every band sorts after every
+//	    instant of the queue's priority-0 entries)
+//	mv/ ns queue 0xFF 0xFF  → how many messages each band 1..9 holds (PriorityBandsKey; absent
+//	    when all are empty)
 //	lc/ lane           LaneCounters
 //	qp/ ns queue       QueuePause (a paused queue, for receives)
 //	mu/ lane uniqueKey UniqueRecord (the message holding a unique key in a lane)
@@ -312,23 +318,34 @@ func VisibilityKey(namespace, queue string, visibleAtMicros int64, sequence uint
 }
 
 // VisibilityQueuePrefix returns the QueuePrefix of a visibility key, or false when key is not
-// one (exactly a queue prefix followed by an instant and a sequence).
+// one (exactly a queue prefix followed by an instant and a sequence, in priority 0 or in a
+// priority band).
 func VisibilityQueuePrefix(key []byte) ([]byte, bool) {
-	if !bytes.HasPrefix(key, Visibility) {
+	at, ok := queuePrefixEnd(key)
+	if !ok {
 		return nil, false
+	}
+	if _, ok := bandOf(key[at:]); !ok {
+		return nil, false
+	}
+	return key[:at], true
+}
+
+// queuePrefixEnd is the length of the QueuePrefix key begins with, or false when key does not
+// begin with one.
+func queuePrefixEnd(key []byte) (int, bool) {
+	if !bytes.HasPrefix(key, Visibility) {
+		return 0, false
 	}
 	at := len(Visibility)
 	for range 2 { // namespace, queue
 		n, size := binary.Uvarint(key[at:])
 		if size <= 0 || uint64(len(key)-at-size) < n {
-			return nil, false
+			return 0, false
 		}
 		at += size + int(n)
 	}
-	if len(key)-at != 16 {
-		return nil, false
-	}
-	return key[:at], true
+	return at, true
 }
 
 // SplitQueuePrefix decodes the namespace and queue of a QueuePrefix.
@@ -347,12 +364,18 @@ func SplitQueuePrefix(prefix []byte) (namespace, queue string, err error) {
 	return namespace, queue, nil
 }
 
-// VisibilityInstant decodes the visible time of a visibility key within queuePrefix.
+// VisibilityInstant decodes the visible time of a visibility key (of any priority band) within
+// queuePrefix.
 func VisibilityInstant(queuePrefix, key []byte) (int64, error) {
-	if len(key) < len(queuePrefix)+16 {
+	if !bytes.HasPrefix(key, queuePrefix) {
 		return 0, ErrMalformed
 	}
-	return int64(binary.BigEndian.Uint64(key[len(queuePrefix):])), nil
+	priority, ok := bandOf(key[len(queuePrefix):])
+	if !ok {
+		return 0, ErrMalformed
+	}
+	at := len(queuePrefix) + bandPrefixBytes(priority)
+	return int64(binary.BigEndian.Uint64(key[at:])), nil
 }
 
 // DueKey orders the due index by due time, then kind, then lane and id.

@@ -1,14 +1,17 @@
 // Package queue owns queue messages in a partition: idempotent enqueue by id, per-lane quotas,
 // receive with a lease, ack with the lease token, release, lease extension, lease expiry judged
 // by logged time, dead-lettering after the maximum number of deliveries, redriving dead
-// letters back to their queue, pausing a queue's consumption, cancelling a message by id,
-// unique jobs (an enqueue skipped while its lane holds its unique key), and
-// the counts an operator reads of a queue. It is pure: it reads and writes only through the
+// letters back to their queue, message priorities, pausing a queue's consumption, cancelling a
+// message by id, unique jobs (an enqueue skipped while its lane holds its unique key), and the
+// counts an operator reads of a queue. It is pure: it reads and writes only through the
 // kv.View it is given and takes the logged time as input.
 //
 // A message lives under m/<lane>/<id>. While it is not leased or its lease has ended, a
 // visibility-index entry mv/<namespace>/<queue>/<visibleAt>/<sequence> points at it, so a
-// receive reads one queue's messages in this partition in visible-time, then FIFO, order. A
+// receive reads one queue's messages in this partition in visible-time, then FIFO, order; a
+// message of priority p > 0 (apply version 20) has its entry in the queue's band p instead, and a
+// receive merges the bands by visible time minus priority × Limits.PriorityStepMicros
+// (priority.go). A
 // leased message's index entry sits at its lease end, so an expired lease makes it visible
 // again without any timer. A paused queue holds a pause record (qp/) that receives check
 // first. Acked, expired, cancelled and dead-lettered ids leave a tombstone (mt/) in

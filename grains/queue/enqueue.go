@@ -73,6 +73,9 @@ func newMessage(lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64) (*
 	if err := input.MaxDeliveries("max_deliveries", m.GetMaxDeliveries(), lim); err != nil {
 		return nil, err
 	}
+	if err := input.Priority("priority", m.GetPriority()); err != nil {
+		return nil, err
+	}
 	lane := m.GetLane()
 	return &orreryv1.QueueMessage{
 		Id:                   m.GetId(),
@@ -84,5 +87,6 @@ func newMessage(lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64) (*
 		VisibleAtUnixMicros:  visibleAt,
 		ExpiresAtUnixMicros:  expiresAt,
 		MaxDeliveries:        input.EffectiveMaxDeliveries(m.GetMaxDeliveries(), lim),
+		Priority:             m.GetPriority(),
 	}, nil
 }

@@ -119,6 +119,7 @@ func checkInvariants(store *kv.Memory) error {
 	type laneCount struct{ messages, bytes uint64 }
 	counts := map[string]*laneCount{}
 	var laneOrder []string
+	banded := map[string][]int32{} // per queue prefix, the priorities of its banded messages
 	live := 0
 	err := kv.ScanPrefix(store, keys.Message, func(key, value []byte) (bool, error) {
 		msg := &orreryv1.QueueMessage{}
@@ -145,6 +146,10 @@ func checkInvariants(store *kv.Memory) error {
 		}
 		counts[lk].messages++
 		counts[lk].bytes += MessageBytes(msg)
+		if p := msg.GetPriority(); p > 0 {
+			qk := string(keys.QueuePrefix(msg.GetLane().GetNamespace(), msg.GetLane().GetQueue()))
+			banded[qk] = append(banded[qk], p)
+		}
 		live++
 		return true, nil
 	})
@@ -174,7 +179,23 @@ func checkInvariants(store *kv.Memory) error {
 		return fmt.Errorf("%d lanes hold messages but %d have counters", len(laneOrder), stored)
 	}
 	entries := 0
+	directories := 0
 	err = kv.ScanPrefix(store, keys.Visibility, func(key, value []byte) (bool, error) {
+		if queuePrefix, ok := keys.PriorityBandsQueuePrefix(key); ok {
+			held, err := keys.DecodePriorityBands(value)
+			if err != nil {
+				return false, err
+			}
+			var want [keys.MaxPriority + 1]uint64
+			for _, p := range banded[string(queuePrefix)] {
+				want[p]++
+			}
+			if held != want {
+				return false, fmt.Errorf("band directory %x holds %v, recount gives %v", key, held, want)
+			}
+			directories++
+			return true, nil
+		}
 		if _, found, err := store.Get(value); err != nil || !found {
 			return false, fmt.Errorf("index entry %x points at no message (%v)", key, err)
 		}
@@ -186,6 +207,9 @@ func checkInvariants(store *kv.Memory) error {
 	}
 	if entries != live {
 		return fmt.Errorf("%d index entries for %d live messages", entries, live)
+	}
+	if directories != len(banded) {
+		return fmt.Errorf("%d queues hold messages of a priority above 0, %d band directories", len(banded), directories)
 	}
 	return checkUniqueInvariants(store)
 }

@@ -11,11 +11,11 @@ import (
 )
 
 // NextVisibleAt returns the earliest visibility-index instant of queue (namespace, queue) in
-// this partition: when its next message becomes (or became) visible, or a lease ends.
+// this partition, in any priority band: when its next message becomes (or became) visible, or
+// a lease ends.
 // found is false when the queue holds no message here. A long-polling receive waits for it.
 func NextVisibleAt(v kv.Reader, namespace, queue string) (atMicros int64, found bool, err error) {
-	prefix := keys.QueuePrefix(namespace, queue)
-	return firstVisible(v, prefix, kv.PrefixEnd(prefix))
+	return firstVisibleBefore(v, namespace, queue, input.MaxInstantMicros+1)
 }
 
 // NextVisibleBefore is NextVisibleAt limited to instants before limitMicros: it reads the
@@ -25,20 +25,21 @@ func NextVisibleBefore(v kv.Reader, namespace, queue string, limitMicros int64) 
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return 0, false, err // nothing becomes visible to a receive while the queue is paused
 	}
-	return firstVisible(v, keys.QueuePrefix(namespace, queue), keys.VisibilityKey(namespace, queue, limitMicros, 0))
+	return firstVisibleBefore(v, namespace, queue, limitMicros)
 }
 
-// firstVisible returns the instant of the first visibility index entry in [prefix, end).
-func firstVisible(v kv.Reader, prefix, end []byte) (atMicros int64, found bool, err error) {
+// firstVisible returns the instant of the first visibility index entry in [start, end), a
+// range of the queue whose QueuePrefix is queuePrefix.
+func firstVisible(v kv.Reader, queuePrefix, start, end []byte) (atMicros int64, found bool, err error) {
 	var first []byte
-	err = v.Scan(prefix, end, func(key, _ []byte) (bool, error) {
+	err = v.Scan(start, end, func(key, _ []byte) (bool, error) {
 		first = append([]byte(nil), key...)
 		return false, nil
 	})
 	if err != nil || first == nil {
 		return 0, false, err
 	}
-	atMicros, err = keys.VisibilityInstant(prefix, first)
+	atMicros, err = keys.VisibilityInstant(queuePrefix, first)
 	if err != nil {
 		return 0, false, orrery.Wrap(orrery.CodeInternal, err, "visibility index key %x", first)
 	}
@@ -46,19 +47,28 @@ func firstVisible(v kv.Reader, prefix, end []byte) (atMicros int64, found bool, 
 }
 
 // VisibleAt reports whether queue (namespace, queue) in this partition has a message visible
-// at nowMicros. It reads the visibility index only up to nowMicros, the range a receive reads
-// (so a kv.FloorView starts it at the queue's floor). A queue paused in this partition has none
-// visible: a receive would lease nothing.
+// at nowMicros, of any priority. It reads the ranges a receive reads, each band's index up to
+// nowMicros (so a kv.FloorView starts each at its band's floor). A queue paused in this
+// partition has none visible: a receive would lease nothing.
 func VisibleAt(v kv.Reader, namespace, queue string, nowMicros int64) (bool, error) {
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return false, err
 	}
+	bands, err := usedBands(v, namespace, queue)
+	if err != nil {
+		return false, err
+	}
 	found := false
-	err := v.Scan(keys.QueuePrefix(namespace, queue), keys.VisibilityKey(namespace, queue, nowMicros+1, 0), func(_, _ []byte) (bool, error) {
-		found = true
-		return false, nil
-	})
-	return found, err
+	for _, p := range bands {
+		err := v.Scan(keys.PriorityBandPrefix(namespace, queue, p), keys.PriorityVisibilityKey(namespace, queue, p, nowMicros+1, 0), func(_, _ []byte) (bool, error) {
+			found = true
+			return false, nil
+		})
+		if err != nil || found {
+			return found, err
+		}
+	}
+	return false, nil
 }
 
 // MaxLanePageBytes bounds the encoded messages of one lane page a partition answers with, so

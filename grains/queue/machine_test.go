@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
@@ -103,6 +104,7 @@ func (m *machine) enqueue(c chooser) {
 		DelayMicros:      int64(c.intRange("delay", 0, 3)) * input.Second,
 		TimeToLiveMicros: int64(c.intRange("ttl", 0, 4)) * 2 * input.Second,
 		MaxDeliveries:    int32(c.intRange("max_deliveries", 0, 3)),
+		Priority:         []int32{0, 0, 1, 2, 9}[c.intRange("priority", 0, 4)],
 	}
 	// Mostly compare-or-return (apply version 18); sometimes as before it, which stores no
 	// digest, so that messages and tombstones without one are met too.
@@ -267,10 +269,16 @@ func (m *machine) receive(c chooser) {
 		Max:                 uint32(c.intRange("max", 1, 3)),
 		LeaseDurationMicros: int64(c.intRange("lease", 1, 3)) * input.Second,
 	}
+	m.lim.PriorityStepMicros = []int64{0, input.Second / 2, input.Second, 3 * input.Second}[c.intRange("priority_step", 0, 3)]
+	wantIDs, wantMore := m.expectedReceive(queue, int(cmd.Max))
 	before := m.store.Clone()
 	res, err := ApplyReceive(m.store, m.lim, cmd, m.now)
 	if err != nil {
 		m.t.Fatalf("receive: %v", err)
+	}
+	if !m.paused[queue] && (!slices.Equal(ids(res.GetMessages()), wantIDs) || res.GetMore() != wantMore) {
+		m.t.Fatalf("receive of %d from %s at step %d: leased %v (more %v), the model picks %v (more %v)",
+			cmd.Max, queue, m.lim.PriorityStepMicros, ids(res.GetMessages()), res.GetMore(), wantIDs, wantMore)
 	}
 	if m.paused[queue] && (len(res.GetMessages()) > 0 || res.GetMore() || !m.store.Equal(before)) {
 		m.t.Fatalf("receive of paused queue %s: %v (or it wrote)", queue, res)
@@ -297,6 +305,62 @@ func (m *machine) receive(c chooser) {
 		m.current[key] = lease.GetToken()
 		m.tokens = append(m.tokens, issued{lane: msg.GetLane(), id: msg.GetId(), token: lease.GetToken()})
 	}
+}
+
+// expectedReceive is the reference model of a receive's order: it reads queue's messages
+// (not the index) and picks, among those visible at now (an ended lease included), the one
+// with the smallest visible time minus priority × step, then enqueue sequence (with a step of
+// 0, the highest priority first): the ids the receive must lease, skipping those it sweeps
+// (expired, cancelled, out of deliveries), and whether visible ones remain past them.
+func (m *machine) expectedReceive(queue string, maxMessages int) (leased []string, more bool) {
+	m.t.Helper()
+	type candidate struct {
+		msg       *orreryv1.QueueMessage
+		visibleAt int64
+	}
+	var visible []candidate
+	err := kv.ScanPrefix(m.store, keys.Message, func(_, value []byte) (bool, error) {
+		msg := &orreryv1.QueueMessage{}
+		if err := proto.Unmarshal(value, msg); err != nil {
+			return false, err
+		}
+		at := msg.GetVisibleAtUnixMicros()
+		if l := msg.GetLease(); l != nil {
+			at = l.GetUntilUnixMicros()
+		}
+		if msg.GetLane().GetQueue() == queue && at <= m.now {
+			visible = append(visible, candidate{msg, at})
+		}
+		return true, nil
+	})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	step := m.lim.PriorityStepMicros
+	sort.Slice(visible, func(i, j int) bool {
+		a, b := visible[i], visible[j]
+		pa, pb := int64(a.msg.GetPriority()), int64(b.msg.GetPriority())
+		if step == 0 && pa != pb {
+			return pa > pb
+		}
+		if ea, eb := a.visibleAt-pa*step, b.visibleAt-pb*step; ea != eb {
+			return ea < eb
+		}
+		return a.msg.GetSequence() < b.msg.GetSequence()
+	})
+	leased = []string{}
+	for i, c := range visible {
+		if len(leased) == maxMessages {
+			return leased, i < len(visible)
+		}
+		msg := c.msg
+		swept := (msg.GetExpiresAtUnixMicros() != 0 && msg.GetExpiresAtUnixMicros() <= m.now) || msg.GetCancelled() != nil ||
+			(!input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() >= effectiveMaxDeliveries(msg, m.lim))
+		if !swept {
+			leased = append(leased, msg.GetId())
+		}
+	}
+	return leased, false
 }
 
 // leaseOp acks, releases or extends with a token handed out earlier (current or stale).

@@ -21,9 +21,11 @@ func (c seededChooser) intRange(_ string, lowest, highest int) int {
 	return lowest + c.r.IntN(highest-lowest+1)
 }
 
-// TestQueueMachineProperty runs random enqueue, receive, ack, release, extend, pause, resume,
-// cancel and time steps: no id is ever lost or duplicated, leases are exclusive, a paused
-// queue delivers nothing, a cancelled message is never delivered again and its lease commands
+// TestQueueMachineProperty runs random enqueue (of random priorities), receive (under random
+// priority steps), ack, release, extend, pause, resume, cancel and time steps: a receive leases
+// what the reference model picks (the smallest visible time minus priority × step among the
+// visible messages, expectedReceive), no id is ever lost or duplicated, leases are exclusive,
+// a paused queue delivers nothing, a cancelled message is never delivered again and its lease commands
 // fail, refused commands write nothing, and counters always equal a recount.
 func TestQueueMachineProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {

@@ -123,6 +123,9 @@ func store(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, enforceQuota
 	if err := v.Set(visibilityKey(msg), keys.MessageKey(lane, id)); err != nil {
 		return err
 	}
+	if err := countBand(v, msg, true); err != nil {
+		return err
+	}
 	counters.Messages++
 	counters.Bytes += size
 	_, err = record.Store(v, keys.LaneCountersKey(lane), counters)
@@ -141,14 +144,14 @@ func LoadCounters(v kv.Reader, lane *orreryv1.Lane) (*orreryv1.LaneCounters, err
 	return c, err
 }
 
-// visibilityKey is the index entry of a message: at its lease end while leased, else at its
-// visible time.
+// visibilityKey is the index entry of a message, in its priority's band: at its lease end
+// while leased, else at its visible time.
 func visibilityKey(msg *orreryv1.QueueMessage) []byte {
 	at := msg.GetVisibleAtUnixMicros()
 	if l := msg.GetLease(); l != nil {
 		at = l.GetUntilUnixMicros()
 	}
-	return keys.VisibilityKey(msg.GetLane().GetNamespace(), msg.GetLane().GetQueue(), at, msg.GetSequence())
+	return keys.PriorityVisibilityKey(msg.GetLane().GetNamespace(), msg.GetLane().GetQueue(), int(msg.GetPriority()), at, msg.GetSequence())
 }
 
 // Sequence returns the partition's enqueue sequence: how many messages were ever enqueued.

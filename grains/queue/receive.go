@@ -8,7 +8,6 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/input"
-	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/record"
 )
@@ -21,8 +20,9 @@ import (
 const SweepBudget = 1024
 
 // ApplyReceive leases up to m.max (0 means 1) messages of queue (namespace, queue) in this
-// partition that are visible at loggedNow, in visible-time then enqueue order; a queue paused
-// in this partition (ApplyPause) leases none. On the way it removes messages whose TTL has
+// partition that are visible at loggedNow, in order of visible time minus priority ×
+// lim.PriorityStepMicros, then of enqueue (priority.go; without priorities, visible-time then
+// enqueue order); a queue paused in this partition (ApplyPause) leases none. On the way it removes messages whose TTL has
 // passed or that were cancelled while leased (ApplyCancel), and moves messages that used up
 // their deliveries to the dead-letter queue; none of them is delivered. Each delivered message gets delivery_count+1
 // and a lease {LeaseToken, owner, loggedNow + lease duration}, and its index entry moves to
@@ -45,8 +45,10 @@ func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, logged
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return res, err // a paused queue leases nothing (ApplyPause)
 	}
-	start := keys.QueuePrefix(namespace, queue)
-	end := keys.VisibilityKey(namespace, queue, loggedNowMicros+1, 0)
+	visible, err := newVisibleScan(v, namespace, queue, loggedNowMicros, lim.PriorityStepMicros)
+	if err != nil {
+		return nil, err
+	}
 	swept := 0
 	var spent uint64 // payload and header bytes delivered or moved to the dead-letter queue
 	within := func() bool {
@@ -54,7 +56,7 @@ func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, logged
 	}
 	for len(res.Messages) < maxMessages && within() {
 		// Read a chunk first and write after, so no view is written while it is scanned.
-		entries, err := scanIndex(v, start, end, maxMessages-len(res.Messages))
+		entries, err := visible.next(v, maxMessages-len(res.Messages))
 		if err != nil {
 			return nil, err
 		}
@@ -70,25 +72,21 @@ func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, logged
 				return nil, err
 			}
 			spent += moved
+			visible.handled(e)
 			if leased == nil {
 				swept++
 				continue
 			}
 			res.Messages = append(res.Messages, leased)
 		}
-		if !within() {
-			break
-		}
-		// Every handled entry left [start, end): resume after the last one read.
-		start = append(entries[len(entries)-1].key, 0)
 	}
-	// A budget stopped the receive. Handled entries left [start, end), so whatever is still
-	// there is visible and was not delivered.
-	rest, err := scanIndex(v, start, end, 1)
+	// The max or a budget stopped the receive. Handled entries left the visible ranges, so
+	// whatever is still there is visible and was not delivered.
+	more, err := visible.remains(v)
 	if err != nil {
 		return nil, err
 	}
-	res.More = len(rest) > 0
+	res.More = more
 	return res, nil
 }
 
@@ -129,9 +127,13 @@ func validateReceive(lim input.Limits, m *orreryv1.Receive, loggedNowMicros int6
 	return int(count), until, nil
 }
 
-// indexEntry is a copied visibility-index entry: its key and the message key it points at.
+// indexEntry is a copied visibility-index entry: its key and the message key it points at;
+// a visibleScan adds its band and effective order (priority.go).
 type indexEntry struct {
 	key, messageKey []byte
+	band            int
+	effective       int64
+	sequence        uint64
 }
 
 // scanIndex copies up to limit index entries of [start, end).

@@ -18,9 +18,9 @@ import (
 const StatsScanBudget = 4096
 
 // Stats counts queue (namespace, queue) in this partition at nowMicros: of the lane with key
-// when key is set, of every lane otherwise. Visible messages are the index entries at or
-// before now (an ended lease included); entries after now are leased or delayed by their
-// message's lease. For one lane the dead-lettered count and the lane's totals come from the
+// when key is set, of every lane otherwise, every priority band included. Visible messages are
+// the index entries at or before now (an ended lease included); entries after now are leased
+// or delayed by their message's lease. For one lane the dead-lettered count and the lane's totals come from the
 // lane counters (exact), and the scan stops as soon as it has found every message the counters
 // hold; for a whole queue the dead-letter queue's index is counted within the same budget. The
 // queue's pause record, when it is paused in this partition, comes with the counts.
@@ -73,6 +73,9 @@ func countQueue(v kv.Reader, namespace, queue, key string, nowMicros int64, budg
 			return false, nil
 		}
 		budget--
+		if _, ok := keys.PriorityBandsQueuePrefix(indexKey); ok {
+			return true, nil // the band directory, after every band (priority.go)
+		}
 		if lanePrefix != nil && !bytes.HasPrefix(messageKey, lanePrefix) {
 			return true, nil
 		}
@@ -82,7 +85,7 @@ func countQueue(v kv.Reader, namespace, queue, key string, nowMicros int64, budg
 			return false, nil
 		}
 		if at <= nowMicros {
-			if stats.Visible == 0 {
+			if stats.Visible == 0 || at < stats.OldestVisibleAtUnixMicros { // bands: not in time order
 				stats.OldestVisibleAtUnixMicros = at
 			}
 			stats.Visible++
@@ -114,7 +117,10 @@ func countQueue(v kv.Reader, namespace, queue, key string, nowMicros int64, budg
 		return stats, budget, nil
 	}
 	deadPrefix := keys.QueuePrefix(namespace, queue+input.DeadLetterSuffix)
-	err = v.Scan(deadPrefix, kv.PrefixEnd(deadPrefix), func(_, _ []byte) (bool, error) {
+	err = v.Scan(deadPrefix, kv.PrefixEnd(deadPrefix), func(indexKey, _ []byte) (bool, error) {
+		if _, ok := keys.PriorityBandsQueuePrefix(indexKey); ok {
+			return true, nil
+		}
 		if budget == 0 {
 			stats.Complete = false
 			return false, nil
@@ -143,6 +149,9 @@ func ListQueueStats(v kv.Reader, nowMicros int64, maxQueues int) (queues []*orre
 		var prefix []byte
 		err := v.Scan(start, end, func(key, _ []byte) (bool, error) {
 			p, ok := keys.VisibilityQueuePrefix(key)
+			if !ok {
+				p, ok = keys.PriorityBandsQueuePrefix(key)
+			}
 			if !ok {
 				return false, orrery.Errorf(orrery.CodeInternal, "visibility index key %x is malformed", bytes.Clone(key))
 			}

@@ -113,6 +113,10 @@ func TestExpireApplies(t *testing.T) {
 			m.Timeout.Template.MaxDeliveries = 3
 		}), t0)}, m: expire(1), now: deadline + 1, waiting: 1, deadline: deadline,
 			timeout: edit(timeoutWith(0), func(to *orreryv1.SagaTimeout) { to.Queue = "other.queue"; to.Template.MaxDeliveries = 3 }), maxDeliv: 3},
+		{name: "a template's priority", prep: []step{casStep(edit(create(deadline), func(m *orreryv1.CompareExchangeSaga) {
+			m.Timeout.Template.Priority = 6
+		}), t0)}, m: expire(1), now: deadline, waiting: 1, deadline: deadline,
+			timeout: edit(timeoutWith(0), func(to *orreryv1.SagaTimeout) { to.Template.Priority = 6 }), maxDeliv: 10},
 		{name: "empty template", prep: []step{casStep(edit(create(deadline), func(m *orreryv1.CompareExchangeSaga) { m.Timeout.Template = nil }), t0)},
 			m: expire(1), now: deadline, waiting: 1, deadline: deadline, timeout: &orreryv1.SagaTimeout{Queue: timeoutQueue}, maxDeliv: 10},
 	}
@@ -152,6 +156,7 @@ func TestExpireApplies(t *testing.T) {
 				VisibleAtUnixMicros:  tc.now,
 				ExpiresAtUnixMicros:  tc.expiresAt,
 				MaxDeliveries:        tc.maxDeliv,
+				Priority:             tmpl.GetPriority(),
 				Origin: &orreryv1.QueueMessage_SagaTimeout{SagaTimeout: &orreryv1.SagaTimeoutOrigin{
 					SagaId: sagaID, WaitingRevision: tc.waiting, DeadlineUnixMicros: tc.deadline,
 				}},

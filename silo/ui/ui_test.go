@@ -382,3 +382,42 @@ func TestUIListsCalendars(t *testing.T) {
 			strings.Contains(text, "cron * * 0-5 * * *") && strings.Contains(text, "winter break"), nil
 	})
 }
+
+// TestUIShowsAMessagesPriority: a peeked lane lists each message with its priority.
+func TestUIShowsAMessagesPriority(t *testing.T) {
+	b := startBrowser(t)
+	s := startSilo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lane := &orreryv1.Lane{Namespace: "ui-priority", Queue: "jobs", Key: "k1"}
+	// Priorities need apply version 20, which each partition takes once its leader has opened.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "urgent", PayloadJson: `{}`, Priority: 8})
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "apply version") || time.Now().After(deadline) {
+			t.Fatalf("enqueue: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "routine", PayloadJson: `{}`}); err != nil {
+		t.Fatal(err)
+	}
+	b.open("http://" + s.AdminAddress() + "/")
+	b.typeInto("#token", testToken)
+	b.click("#token-form button[type=submit]")
+	b.typeInto("#namespace", lane.GetNamespace())
+	b.click("#load")
+	b.typeInto("#lane-queue", lane.GetQueue())
+	b.typeInto("#lane-key", lane.GetKey())
+	b.click("#lane-form button[type=submit]")
+	row := `tr[data-lane="jobs/k1"]:not(.messages-row)`
+	b.waitFor(row + " button.link")
+	b.click(row + " button.link")
+	b.poll("the peeked messages with their priorities", func() (bool, error) {
+		return strings.Contains(b.textOf(`tr.messages-row li[data-message-id="urgent"]`), "priority 8") &&
+			strings.Contains(b.textOf(`tr.messages-row li[data-message-id="routine"]`), "priority 0"), nil
+	})
+}

@@ -404,7 +404,7 @@ function messagesRow(l, msgs) {
     const state = m.cancelled ? 'cancelled, lease revoked'
       : (m.lease && micros(m.lease.until_unix_micros) > now ? 'leased' : 'waiting');
     return el('li', { 'data-message-id': m.id },
-      `${m.id} · ${state} · deliveries ${m.delivery_count} · visible ${humanTime(micros(m.visible_at_unix_micros))} `,
+      `${m.id} · ${state} · priority ${m.priority || 0} · deliveries ${m.delivery_count} · visible ${humanTime(micros(m.visible_at_unix_micros))} `,
       m.unique_key ? el('span', { className: 'unique-key', title: 'unique key: another enqueue with it is skipped as a duplicate' }, `· unique key ${m.unique_key} `) : null,
       m.cancelled ? null : el('button', { type: 'button', className: 'action cancel-message', textContent: 'cancel',
         onclick: () => cancelMessage(l, m.id) }));
@@ -452,7 +452,7 @@ function peek(l) {
   const lines = [];
   for (const [label, page] of [['live', st.live], ['dead letters', st.dead]]) {
     for (const m of (page && page.messages) || []) {
-      lines.push(`${label}\t${m.id}\tdeliveries ${m.delivery_count}\tvisible ${humanTime(micros(m.visible_at_unix_micros))}\t${m.payload_json || ''}`);
+      lines.push(`${label}\t${m.id}\tpriority ${m.priority || 0}\tdeliveries ${m.delivery_count}\tvisible ${humanTime(micros(m.visible_at_unix_micros))}\t${m.payload_json || ''}`);
     }
   }
   setStatus(lines.length ? `${l.queue} / ${l.key}:\n${lines.join('\n')}` : `${l.queue} / ${l.key}: empty`);
