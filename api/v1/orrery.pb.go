@@ -395,6 +395,61 @@ func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_api_v1_orrery_proto_rawDescGZIP(), []int{5}
 }
 
+// RetryExhausted is what becomes of a message whose failed attempts reached its retry
+// policy's max_attempts (apply version 19).
+type RetryExhausted int32
+
+const (
+	// The default: dead-lettered, as RETRY_EXHAUSTED_DEAD_LETTER.
+	RetryExhausted_RETRY_EXHAUSTED_UNSPECIFIED RetryExhausted = 0
+	// Moved to the lane's dead-letter queue ("<queue>$dlq"), as a message that used up its
+	// max_deliveries is.
+	RetryExhausted_RETRY_EXHAUSTED_DEAD_LETTER RetryExhausted = 1
+	// Removed, leaving a tombstone that keeps its id taken (as an ack does).
+	RetryExhausted_RETRY_EXHAUSTED_DROP RetryExhausted = 2
+)
+
+// Enum value maps for RetryExhausted.
+var (
+	RetryExhausted_name = map[int32]string{
+		0: "RETRY_EXHAUSTED_UNSPECIFIED",
+		1: "RETRY_EXHAUSTED_DEAD_LETTER",
+		2: "RETRY_EXHAUSTED_DROP",
+	}
+	RetryExhausted_value = map[string]int32{
+		"RETRY_EXHAUSTED_UNSPECIFIED": 0,
+		"RETRY_EXHAUSTED_DEAD_LETTER": 1,
+		"RETRY_EXHAUSTED_DROP":        2,
+	}
+)
+
+func (x RetryExhausted) Enum() *RetryExhausted {
+	p := new(RetryExhausted)
+	*p = x
+	return p
+}
+
+func (x RetryExhausted) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RetryExhausted) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_v1_orrery_proto_enumTypes[6].Descriptor()
+}
+
+func (RetryExhausted) Type() protoreflect.EnumType {
+	return &file_api_v1_orrery_proto_enumTypes[6]
+}
+
+func (x RetryExhausted) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RetryExhausted.Descriptor instead.
+func (RetryExhausted) EnumDescriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{6}
+}
+
 // SagaPhase is the lifecycle of a saga. Completed, Cancelled and TimedOut are terminal.
 type SagaPhase int32
 
@@ -435,11 +490,11 @@ func (x SagaPhase) String() string {
 }
 
 func (SagaPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_orrery_proto_enumTypes[6].Descriptor()
+	return file_api_v1_orrery_proto_enumTypes[7].Descriptor()
 }
 
 func (SagaPhase) Type() protoreflect.EnumType {
-	return &file_api_v1_orrery_proto_enumTypes[6]
+	return &file_api_v1_orrery_proto_enumTypes[7]
 }
 
 func (x SagaPhase) Number() protoreflect.EnumNumber {
@@ -448,7 +503,7 @@ func (x SagaPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SagaPhase.Descriptor instead.
 func (SagaPhase) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{6}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{7}
 }
 
 // CancelOutcome is what a CancelMessage did.
@@ -492,11 +547,11 @@ func (x CancelOutcome) String() string {
 }
 
 func (CancelOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_orrery_proto_enumTypes[7].Descriptor()
+	return file_api_v1_orrery_proto_enumTypes[8].Descriptor()
 }
 
 func (CancelOutcome) Type() protoreflect.EnumType {
-	return &file_api_v1_orrery_proto_enumTypes[7]
+	return &file_api_v1_orrery_proto_enumTypes[8]
 }
 
 func (x CancelOutcome) Number() protoreflect.EnumNumber {
@@ -505,7 +560,7 @@ func (x CancelOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CancelOutcome.Descriptor instead.
 func (CancelOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{7}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{8}
 }
 
 // Error is the one error shape on the wire. Field names the offending input field as a path
@@ -988,6 +1043,8 @@ type MessageTemplate struct {
 	TimeToLiveMicros int64 `protobuf:"varint,4,opt,name=time_to_live_micros,json=timeToLiveMicros,proto3" json:"time_to_live_micros,omitempty"`
 	// Zero means the default (Limits.DefaultMaxDeliveries).
 	MaxDeliveries int32 `protobuf:"varint,5,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
+	// Optional (apply version 19): the retry policy each message carries (QueueMessage.retry).
+	Retry         *RetryPolicy `protobuf:"bytes,6,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1055,6 +1112,102 @@ func (x *MessageTemplate) GetMaxDeliveries() int32 {
 		return x.MaxDeliveries
 	}
 	return 0
+}
+
+func (x *MessageTemplate) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+// RetryPolicy (apply version 19) says how a message is retried after a failed attempt (a
+// Release with error or backoff): the n-th failed attempt (n = delivery_count) makes it visible
+// again after backoff(n) = min(max_backoff_micros, initial_backoff_micros × 2^(n−1)), less a
+// jitter of up to jitter_percent of it derived from the message key and n (the same on every
+// replica); once n reaches max_attempts the message is dead-lettered or dropped (on_exhausted).
+// The policy in force for a failure is Release.retry, else the message's (Enqueue.retry,
+// MessageTemplate.retry), else its queue's (SetQueueRetryPolicy); with none, a failure is
+// released after Release.delay_micros and max_deliveries bounds the deliveries.
+type RetryPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Zero means the message's max_deliveries; otherwise 1..Limits.MaxMaxDeliveries. While the
+	// policy is in force it replaces max_deliveries, also when a lease ends unanswered.
+	MaxAttempts uint32 `protobuf:"varint,1,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// 0..Limits.MaxDelayMicros, at most max_backoff_micros: the backoff after the first failure.
+	InitialBackoffMicros int64 `protobuf:"varint,2,opt,name=initial_backoff_micros,json=initialBackoffMicros,proto3" json:"initial_backoff_micros,omitempty"`
+	// 0..Limits.MaxDelayMicros: the cap of the doubling backoff.
+	MaxBackoffMicros int64 `protobuf:"varint,3,opt,name=max_backoff_micros,json=maxBackoffMicros,proto3" json:"max_backoff_micros,omitempty"`
+	// 0..100: the most of a backoff the jitter takes off.
+	JitterPercent uint32         `protobuf:"varint,4,opt,name=jitter_percent,json=jitterPercent,proto3" json:"jitter_percent,omitempty"`
+	OnExhausted   RetryExhausted `protobuf:"varint,5,opt,name=on_exhausted,json=onExhausted,proto3,enum=orrery.v1.RetryExhausted" json:"on_exhausted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryPolicy) Reset() {
+	*x = RetryPolicy{}
+	mi := &file_api_v1_orrery_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryPolicy) ProtoMessage() {}
+
+func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
+func (*RetryPolicy) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RetryPolicy) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetInitialBackoffMicros() int64 {
+	if x != nil {
+		return x.InitialBackoffMicros
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetMaxBackoffMicros() int64 {
+	if x != nil {
+		return x.MaxBackoffMicros
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetJitterPercent() uint32 {
+	if x != nil {
+		return x.JitterPercent
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetOnExhausted() RetryExhausted {
+	if x != nil {
+		return x.OnExhausted
+	}
+	return RetryExhausted_RETRY_EXHAUSTED_UNSPECIFIED
 }
 
 // ScheduleDefinition is what a caller configures.
@@ -1130,7 +1283,7 @@ type ScheduleDefinition struct {
 
 func (x *ScheduleDefinition) Reset() {
 	*x = ScheduleDefinition{}
-	mi := &file_api_v1_orrery_proto_msgTypes[8]
+	mi := &file_api_v1_orrery_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1295,7 @@ func (x *ScheduleDefinition) String() string {
 func (*ScheduleDefinition) ProtoMessage() {}
 
 func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[8]
+	mi := &file_api_v1_orrery_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1308,7 @@ func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDefinition.ProtoReflect.Descriptor instead.
 func (*ScheduleDefinition) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{8}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ScheduleDefinition) GetLane() *Lane {
@@ -1304,7 +1457,7 @@ type CatchUpPace struct {
 
 func (x *CatchUpPace) Reset() {
 	*x = CatchUpPace{}
-	mi := &file_api_v1_orrery_proto_msgTypes[9]
+	mi := &file_api_v1_orrery_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1469,7 @@ func (x *CatchUpPace) String() string {
 func (*CatchUpPace) ProtoMessage() {}
 
 func (x *CatchUpPace) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[9]
+	mi := &file_api_v1_orrery_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1482,7 @@ func (x *CatchUpPace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatchUpPace.ProtoReflect.Descriptor instead.
 func (*CatchUpPace) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CatchUpPace) GetMaxPerWindow() uint32 {
@@ -1358,7 +1511,7 @@ type SagaTimeout struct {
 
 func (x *SagaTimeout) Reset() {
 	*x = SagaTimeout{}
-	mi := &file_api_v1_orrery_proto_msgTypes[10]
+	mi := &file_api_v1_orrery_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1523,7 @@ func (x *SagaTimeout) String() string {
 func (*SagaTimeout) ProtoMessage() {}
 
 func (x *SagaTimeout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[10]
+	mi := &file_api_v1_orrery_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1536,7 @@ func (x *SagaTimeout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaTimeout.ProtoReflect.Descriptor instead.
 func (*SagaTimeout) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SagaTimeout) GetQueue() string {
@@ -1422,7 +1575,7 @@ type OccurrenceOrigin struct {
 
 func (x *OccurrenceOrigin) Reset() {
 	*x = OccurrenceOrigin{}
-	mi := &file_api_v1_orrery_proto_msgTypes[11]
+	mi := &file_api_v1_orrery_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1587,7 @@ func (x *OccurrenceOrigin) String() string {
 func (*OccurrenceOrigin) ProtoMessage() {}
 
 func (x *OccurrenceOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[11]
+	mi := &file_api_v1_orrery_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1600,7 @@ func (x *OccurrenceOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OccurrenceOrigin.ProtoReflect.Descriptor instead.
 func (*OccurrenceOrigin) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OccurrenceOrigin) GetScheduleId() string {
@@ -1525,7 +1678,7 @@ type SagaTimeoutOrigin struct {
 
 func (x *SagaTimeoutOrigin) Reset() {
 	*x = SagaTimeoutOrigin{}
-	mi := &file_api_v1_orrery_proto_msgTypes[12]
+	mi := &file_api_v1_orrery_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1690,7 @@ func (x *SagaTimeoutOrigin) String() string {
 func (*SagaTimeoutOrigin) ProtoMessage() {}
 
 func (x *SagaTimeoutOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[12]
+	mi := &file_api_v1_orrery_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1703,7 @@ func (x *SagaTimeoutOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaTimeoutOrigin.ProtoReflect.Descriptor instead.
 func (*SagaTimeoutOrigin) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SagaTimeoutOrigin) GetSagaId() string {
@@ -1586,7 +1739,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[13]
+	mi := &file_api_v1_orrery_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1751,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[13]
+	mi := &file_api_v1_orrery_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1764,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Lease) GetToken() string {
@@ -1672,14 +1825,22 @@ type QueueMessage struct {
 	// Set when the message was stored under compare-or-return (apply version 18; never by the
 	// caller): once it is removed, its tombstone keeps its MessageDigest, so that an enqueue
 	// under its id is still compared with it. A live message is compared field by field.
-	Compared      bool `protobuf:"varint,18,opt,name=compared,proto3" json:"compared,omitempty"`
+	Compared bool `protobuf:"varint,18,opt,name=compared,proto3" json:"compared,omitempty"`
+	// The error of the last failed attempt (Release.error, apply version 19): at most
+	// queue.MaxLastErrorBytes (1 KiB), cut at a UTF-8 boundary. Kept through a dead-letter move
+	// and a redrive.
+	LastError string `protobuf:"bytes,19,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// When the last failed attempt was released (logged time); zero when none failed.
+	LastFailedAtUnixMicros int64 `protobuf:"varint,20,opt,name=last_failed_at_unix_micros,json=lastFailedAtUnixMicros,proto3" json:"last_failed_at_unix_micros,omitempty"`
+	// The message's own retry policy (Enqueue.retry or its template's; apply version 19).
+	Retry         *RetryPolicy `protobuf:"bytes,21,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueMessage) Reset() {
 	*x = QueueMessage{}
-	mi := &file_api_v1_orrery_proto_msgTypes[14]
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1852,7 @@ func (x *QueueMessage) String() string {
 func (*QueueMessage) ProtoMessage() {}
 
 func (x *QueueMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[14]
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1865,7 @@ func (x *QueueMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessage.ProtoReflect.Descriptor instead.
 func (*QueueMessage) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QueueMessage) GetId() string {
@@ -1844,6 +2005,27 @@ func (x *QueueMessage) GetCompared() bool {
 	return false
 }
 
+func (x *QueueMessage) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *QueueMessage) GetLastFailedAtUnixMicros() int64 {
+	if x != nil {
+		return x.LastFailedAtUnixMicros
+	}
+	return 0
+}
+
+func (x *QueueMessage) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
 type isQueueMessage_Origin interface {
 	isQueueMessage_Origin()
 }
@@ -1876,7 +2058,7 @@ type MessageDigest struct {
 
 func (x *MessageDigest) Reset() {
 	*x = MessageDigest{}
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2070,7 @@ func (x *MessageDigest) String() string {
 func (*MessageDigest) ProtoMessage() {}
 
 func (x *MessageDigest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2083,7 @@ func (x *MessageDigest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageDigest.ProtoReflect.Descriptor instead.
 func (*MessageDigest) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MessageDigest) GetPayloadSha256() []byte {
@@ -1944,7 +2126,7 @@ type MessageCancel struct {
 
 func (x *MessageCancel) Reset() {
 	*x = MessageCancel{}
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2138,7 @@ func (x *MessageCancel) String() string {
 func (*MessageCancel) ProtoMessage() {}
 
 func (x *MessageCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2151,7 @@ func (x *MessageCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageCancel.ProtoReflect.Descriptor instead.
 func (*MessageCancel) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MessageCancel) GetCancelledBy() string {
@@ -2005,7 +2187,7 @@ type ConfigureSchedule struct {
 
 func (x *ConfigureSchedule) Reset() {
 	*x = ConfigureSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2199,7 @@ func (x *ConfigureSchedule) String() string {
 func (*ConfigureSchedule) ProtoMessage() {}
 
 func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2212,7 @@ func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureSchedule.ProtoReflect.Descriptor instead.
 func (*ConfigureSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConfigureSchedule) GetDefinition() *ScheduleDefinition {
@@ -2061,7 +2243,7 @@ type EmitOccurrences struct {
 
 func (x *EmitOccurrences) Reset() {
 	*x = EmitOccurrences{}
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2255,7 @@ func (x *EmitOccurrences) String() string {
 func (*EmitOccurrences) ProtoMessage() {}
 
 func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2268,7 @@ func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmitOccurrences.ProtoReflect.Descriptor instead.
 func (*EmitOccurrences) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EmitOccurrences) GetLane() *Lane {
@@ -2134,7 +2316,7 @@ type CancelSchedule struct {
 
 func (x *CancelSchedule) Reset() {
 	*x = CancelSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2328,7 @@ func (x *CancelSchedule) String() string {
 func (*CancelSchedule) ProtoMessage() {}
 
 func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2341,7 @@ func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelSchedule.ProtoReflect.Descriptor instead.
 func (*CancelSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelSchedule) GetLane() *Lane {
@@ -2208,7 +2390,7 @@ type DeleteSchedule struct {
 
 func (x *DeleteSchedule) Reset() {
 	*x = DeleteSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2402,7 @@ func (x *DeleteSchedule) String() string {
 func (*DeleteSchedule) ProtoMessage() {}
 
 func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2415,7 @@ func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSchedule.ProtoReflect.Descriptor instead.
 func (*DeleteSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteSchedule) GetLane() *Lane {
@@ -2282,7 +2464,7 @@ type PauseSchedule struct {
 
 func (x *PauseSchedule) Reset() {
 	*x = PauseSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2476,7 @@ func (x *PauseSchedule) String() string {
 func (*PauseSchedule) ProtoMessage() {}
 
 func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2489,7 @@ func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSchedule.ProtoReflect.Descriptor instead.
 func (*PauseSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PauseSchedule) GetLane() *Lane {
@@ -2353,7 +2535,7 @@ type SkipExpired struct {
 
 func (x *SkipExpired) Reset() {
 	*x = SkipExpired{}
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2547,7 @@ func (x *SkipExpired) String() string {
 func (*SkipExpired) ProtoMessage() {}
 
 func (x *SkipExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2560,7 @@ func (x *SkipExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipExpired.ProtoReflect.Descriptor instead.
 func (*SkipExpired) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SkipExpired) GetLane() *Lane {
@@ -2419,7 +2601,7 @@ type BackfillSchedule struct {
 
 func (x *BackfillSchedule) Reset() {
 	*x = BackfillSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2613,7 @@ func (x *BackfillSchedule) String() string {
 func (*BackfillSchedule) ProtoMessage() {}
 
 func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2626,7 @@ func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillSchedule.ProtoReflect.Descriptor instead.
 func (*BackfillSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BackfillSchedule) GetLane() *Lane {
@@ -2494,7 +2676,7 @@ type ResumeSchedule struct {
 
 func (x *ResumeSchedule) Reset() {
 	*x = ResumeSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2688,7 @@ func (x *ResumeSchedule) String() string {
 func (*ResumeSchedule) ProtoMessage() {}
 
 func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2701,7 @@ func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSchedule.ProtoReflect.Descriptor instead.
 func (*ResumeSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResumeSchedule) GetLane() *Lane {
@@ -2561,7 +2743,7 @@ type TriggerSchedule struct {
 
 func (x *TriggerSchedule) Reset() {
 	*x = TriggerSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2755,7 @@ func (x *TriggerSchedule) String() string {
 func (*TriggerSchedule) ProtoMessage() {}
 
 func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2768,7 @@ func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSchedule.ProtoReflect.Descriptor instead.
 func (*TriggerSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TriggerSchedule) GetLane() *Lane {
@@ -2624,7 +2806,7 @@ type CompareExchangeSaga struct {
 
 func (x *CompareExchangeSaga) Reset() {
 	*x = CompareExchangeSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2818,7 @@ func (x *CompareExchangeSaga) String() string {
 func (*CompareExchangeSaga) ProtoMessage() {}
 
 func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2831,7 @@ func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareExchangeSaga.ProtoReflect.Descriptor instead.
 func (*CompareExchangeSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CompareExchangeSaga) GetLane() *Lane {
@@ -2720,7 +2902,7 @@ type ExpireSaga struct {
 
 func (x *ExpireSaga) Reset() {
 	*x = ExpireSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2914,7 @@ func (x *ExpireSaga) String() string {
 func (*ExpireSaga) ProtoMessage() {}
 
 func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2927,7 @@ func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSaga.ProtoReflect.Descriptor instead.
 func (*ExpireSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExpireSaga) GetLane() *Lane {
@@ -2785,13 +2967,16 @@ type Enqueue struct {
 	// Zero means no expiry; otherwise relative to the visible time.
 	TimeToLiveMicros int64 `protobuf:"varint,7,opt,name=time_to_live_micros,json=timeToLiveMicros,proto3" json:"time_to_live_micros,omitempty"`
 	MaxDeliveries    int32 `protobuf:"varint,8,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Optional (apply version 19): the message's retry policy, which takes precedence over its
+	// queue's (SetQueueRetryPolicy).
+	Retry         *RetryPolicy `protobuf:"bytes,9,opt,name=retry,proto3" json:"retry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Enqueue) Reset() {
 	*x = Enqueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +2988,7 @@ func (x *Enqueue) String() string {
 func (*Enqueue) ProtoMessage() {}
 
 func (x *Enqueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +3001,7 @@ func (x *Enqueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueue.ProtoReflect.Descriptor instead.
 func (*Enqueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Enqueue) GetLane() *Lane {
@@ -2875,6 +3060,13 @@ func (x *Enqueue) GetMaxDeliveries() int32 {
 	return 0
 }
 
+func (x *Enqueue) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
 // Receive leases up to max visible messages of one queue in this partition.
 type Receive struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -2889,7 +3081,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +3093,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +3106,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Receive) GetNamespace() string {
@@ -2964,7 +3156,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3168,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3181,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Ack) GetLane() *Lane {
@@ -3013,20 +3205,35 @@ func (x *Ack) GetLeaseToken() string {
 	return ""
 }
 
-// Release returns a leased message early, visible after delay_micros.
+// Release returns a leased message early, visible after delay_micros. A release that sets
+// error or backoff (apply version 19) reports a failed attempt: the message keeps the error and
+// the logged time (QueueMessage.last_error, last_failed_at_unix_micros), and when a retry policy
+// is in force (RetryPolicy: retry, else the message's, else its queue's) and its attempts
+// (delivery_count) reached max_attempts it is dead-lettered or dropped at once.
 type Release struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lane          *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	LeaseToken    string                 `protobuf:"bytes,3,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	DelayMicros   int64                  `protobuf:"varint,4,opt,name=delay_micros,json=delayMicros,proto3" json:"delay_micros,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Lane       *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Id         string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	LeaseToken string                 `protobuf:"bytes,3,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// 0..Limits.MaxDelayMicros. With backoff set it is the delay used when no retry policy is in
+	// force.
+	DelayMicros int64 `protobuf:"varint,4,opt,name=delay_micros,json=delayMicros,proto3" json:"delay_micros,omitempty"`
+	// Optional: the handler's failure, cut to queue.MaxLastErrorBytes (1 KiB) at a UTF-8
+	// boundary.
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// When set, the partition computes the delay from the retry policy in force (its backoff for
+	// this attempt), and falls back to delay_micros when none is.
+	Backoff bool `protobuf:"varint,6,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	// Optional: the handler's own retry policy, taking precedence over the message's and the
+	// queue's for this failure.
+	Retry         *RetryPolicy `protobuf:"bytes,7,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3038,7 +3245,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3051,7 +3258,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Release) GetLane() *Lane {
@@ -3082,6 +3289,27 @@ func (x *Release) GetDelayMicros() int64 {
 	return 0
 }
 
+func (x *Release) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Release) GetBackoff() bool {
+	if x != nil {
+		return x.Backoff
+	}
+	return false
+}
+
+func (x *Release) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
 // ExtendLease moves a current lease's end to logged time + lease_duration_micros.
 type ExtendLease struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -3095,7 +3323,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3335,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3348,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExtendLease) GetLane() *Lane {
@@ -3165,7 +3393,7 @@ type Housekeep struct {
 
 func (x *Housekeep) Reset() {
 	*x = Housekeep{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3405,7 @@ func (x *Housekeep) String() string {
 func (*Housekeep) ProtoMessage() {}
 
 func (x *Housekeep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3418,7 @@ func (x *Housekeep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
 func (*Housekeep) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Housekeep) GetMaxRecords() uint32 {
@@ -3236,7 +3464,7 @@ type PartitionLimits struct {
 
 func (x *PartitionLimits) Reset() {
 	*x = PartitionLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3476,7 @@ func (x *PartitionLimits) String() string {
 func (*PartitionLimits) ProtoMessage() {}
 
 func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3489,7 @@ func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLimits.ProtoReflect.Descriptor instead.
 func (*PartitionLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PartitionLimits) GetMaxPayloadBytes() int64 {
@@ -3442,7 +3670,7 @@ type SetLimits struct {
 
 func (x *SetLimits) Reset() {
 	*x = SetLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3454,7 +3682,7 @@ func (x *SetLimits) String() string {
 func (*SetLimits) ProtoMessage() {}
 
 func (x *SetLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3467,7 +3695,7 @@ func (x *SetLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimits.ProtoReflect.Descriptor instead.
 func (*SetLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetLimits) GetLimits() *PartitionLimits {
@@ -3492,7 +3720,7 @@ type PartitionApplyVersion struct {
 
 func (x *PartitionApplyVersion) Reset() {
 	*x = PartitionApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3732,7 @@ func (x *PartitionApplyVersion) String() string {
 func (*PartitionApplyVersion) ProtoMessage() {}
 
 func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3745,7 @@ func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionApplyVersion.ProtoReflect.Descriptor instead.
 func (*PartitionApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PartitionApplyVersion) GetVersion() uint32 {
@@ -3540,7 +3768,7 @@ type SetApplyVersion struct {
 
 func (x *SetApplyVersion) Reset() {
 	*x = SetApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3780,7 @@ func (x *SetApplyVersion) String() string {
 func (*SetApplyVersion) ProtoMessage() {}
 
 func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3793,7 @@ func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetApplyVersion.ProtoReflect.Descriptor instead.
 func (*SetApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetApplyVersion) GetVersion() uint32 {
@@ -3587,7 +3815,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3827,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3840,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 // RefreshZoneRules makes the rules of each named zone that the entry carries
@@ -3631,7 +3859,7 @@ type RefreshZoneRules struct {
 
 func (x *RefreshZoneRules) Reset() {
 	*x = RefreshZoneRules{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3871,7 @@ func (x *RefreshZoneRules) String() string {
 func (*RefreshZoneRules) ProtoMessage() {}
 
 func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3884,7 @@ func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
 func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RefreshZoneRules) GetZones() []string {
@@ -3684,7 +3912,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3924,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3937,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3757,7 +3985,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3997,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +4010,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3826,7 +4054,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3838,7 +4066,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3851,7 +4079,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -3878,7 +4106,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +4118,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +4131,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -3934,7 +4162,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3946,7 +4174,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3959,7 +4187,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -3994,7 +4222,7 @@ type PauseQueue struct {
 
 func (x *PauseQueue) Reset() {
 	*x = PauseQueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4006,7 +4234,7 @@ func (x *PauseQueue) String() string {
 func (*PauseQueue) ProtoMessage() {}
 
 func (x *PauseQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4019,7 +4247,7 @@ func (x *PauseQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueue.ProtoReflect.Descriptor instead.
 func (*PauseQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PauseQueue) GetNamespace() string {
@@ -4043,6 +4271,70 @@ func (x *PauseQueue) GetReason() string {
 	return ""
 }
 
+// SetQueueRetryPolicy (apply version 19) sets the retry policy of queue (namespace, queue) in
+// the partition that applies it, or removes it when policy is absent. A queue spans every
+// partition, so the client sends it to each. A message's own policy (Enqueue.retry) and a
+// handler's (Release.retry) take precedence over it. A dead-letter queue may have its own.
+type SetQueueRetryPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Policy        *RetryPolicy           `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueRetryPolicy) Reset() {
+	*x = SetQueueRetryPolicy{}
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueRetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueRetryPolicy) ProtoMessage() {}
+
+func (x *SetQueueRetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueRetryPolicy.ProtoReflect.Descriptor instead.
+func (*SetQueueRetryPolicy) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *SetQueueRetryPolicy) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SetQueueRetryPolicy) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueRetryPolicy) GetPolicy() *RetryPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
 // ResumeQueue (apply version 13) ends a PauseQueue in the partition that applies it; resuming
 // a queue that is not paused reports changed false.
 type ResumeQueue struct {
@@ -4055,7 +4347,7 @@ type ResumeQueue struct {
 
 func (x *ResumeQueue) Reset() {
 	*x = ResumeQueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4067,7 +4359,7 @@ func (x *ResumeQueue) String() string {
 func (*ResumeQueue) ProtoMessage() {}
 
 func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4080,7 +4372,7 @@ func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueue.ProtoReflect.Descriptor instead.
 func (*ResumeQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ResumeQueue) GetNamespace() string {
@@ -4119,7 +4411,7 @@ type CancelMessage struct {
 
 func (x *CancelMessage) Reset() {
 	*x = CancelMessage{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4131,7 +4423,7 @@ func (x *CancelMessage) String() string {
 func (*CancelMessage) ProtoMessage() {}
 
 func (x *CancelMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4144,7 +4436,7 @@ func (x *CancelMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessage.ProtoReflect.Descriptor instead.
 func (*CancelMessage) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CancelMessage) GetLane() *Lane {
@@ -4179,7 +4471,7 @@ type CalendarDateRange struct {
 
 func (x *CalendarDateRange) Reset() {
 	*x = CalendarDateRange{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4191,7 +4483,7 @@ func (x *CalendarDateRange) String() string {
 func (*CalendarDateRange) ProtoMessage() {}
 
 func (x *CalendarDateRange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4204,7 +4496,7 @@ func (x *CalendarDateRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarDateRange.ProtoReflect.Descriptor instead.
 func (*CalendarDateRange) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CalendarDateRange) GetFrom() string {
@@ -4246,7 +4538,7 @@ type Calendar struct {
 
 func (x *Calendar) Reset() {
 	*x = Calendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4258,7 +4550,7 @@ func (x *Calendar) String() string {
 func (*Calendar) ProtoMessage() {}
 
 func (x *Calendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4271,7 +4563,7 @@ func (x *Calendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
 func (*Calendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Calendar) GetNamespace() string {
@@ -4335,7 +4627,7 @@ type PutCalendar struct {
 
 func (x *PutCalendar) Reset() {
 	*x = PutCalendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4347,7 +4639,7 @@ func (x *PutCalendar) String() string {
 func (*PutCalendar) ProtoMessage() {}
 
 func (x *PutCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4360,7 +4652,7 @@ func (x *PutCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCalendar.ProtoReflect.Descriptor instead.
 func (*PutCalendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PutCalendar) GetCalendar() *Calendar {
@@ -4383,7 +4675,7 @@ type DeleteCalendar struct {
 
 func (x *DeleteCalendar) Reset() {
 	*x = DeleteCalendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4395,7 +4687,7 @@ func (x *DeleteCalendar) String() string {
 func (*DeleteCalendar) ProtoMessage() {}
 
 func (x *DeleteCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4408,7 +4700,7 @@ func (x *DeleteCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendar.ProtoReflect.Descriptor instead.
 func (*DeleteCalendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteCalendar) GetNamespace() string {
@@ -4437,7 +4729,7 @@ type CalendarRecord struct {
 
 func (x *CalendarRecord) Reset() {
 	*x = CalendarRecord{}
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4449,7 +4741,7 @@ func (x *CalendarRecord) String() string {
 func (*CalendarRecord) ProtoMessage() {}
 
 func (x *CalendarRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4462,7 +4754,7 @@ func (x *CalendarRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarRecord.ProtoReflect.Descriptor instead.
 func (*CalendarRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CalendarRecord) GetCalendar() *Calendar {
@@ -4498,7 +4790,7 @@ type CalendarResult struct {
 
 func (x *CalendarResult) Reset() {
 	*x = CalendarResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4510,7 +4802,7 @@ func (x *CalendarResult) String() string {
 func (*CalendarResult) ProtoMessage() {}
 
 func (x *CalendarResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4523,7 +4815,7 @@ func (x *CalendarResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarResult.ProtoReflect.Descriptor instead.
 func (*CalendarResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CalendarResult) GetChanged() bool {
@@ -4574,6 +4866,7 @@ type Mutation struct {
 	//	*Mutation_CancelMessage
 	//	*Mutation_PutCalendar
 	//	*Mutation_DeleteCalendar
+	//	*Mutation_SetQueueRetryPolicy
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4581,7 +4874,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4593,7 +4886,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4606,7 +4899,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -4877,6 +5170,15 @@ func (x *Mutation) GetDeleteCalendar() *DeleteCalendar {
 	return nil
 }
 
+func (x *Mutation) GetSetQueueRetryPolicy() *SetQueueRetryPolicy {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_SetQueueRetryPolicy); ok {
+			return x.SetQueueRetryPolicy
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -4997,6 +5299,10 @@ type Mutation_DeleteCalendar struct {
 	DeleteCalendar *DeleteCalendar `protobuf:"bytes,29,opt,name=delete_calendar,json=deleteCalendar,proto3,oneof"`
 }
 
+type Mutation_SetQueueRetryPolicy struct {
+	SetQueueRetryPolicy *SetQueueRetryPolicy `protobuf:"bytes,30,opt,name=set_queue_retry_policy,json=setQueueRetryPolicy,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -5055,6 +5361,8 @@ func (*Mutation_PutCalendar) isMutation_Kind() {}
 
 func (*Mutation_DeleteCalendar) isMutation_Kind() {}
 
+func (*Mutation_SetQueueRetryPolicy) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -5069,7 +5377,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5389,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5402,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -5155,7 +5463,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5167,7 +5475,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5180,7 +5488,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -5287,7 +5595,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5299,7 +5607,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5312,7 +5620,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -5347,7 +5655,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5359,7 +5667,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5372,7 +5680,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -5403,7 +5711,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5415,7 +5723,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5428,7 +5736,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -5456,7 +5764,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5468,7 +5776,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5481,7 +5789,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -5516,7 +5824,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5528,7 +5836,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5541,7 +5849,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -5600,7 +5908,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5612,7 +5920,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5625,7 +5933,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -5667,7 +5975,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5679,7 +5987,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5692,7 +6000,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *QueuePause) GetNamespace() string {
@@ -5730,6 +6038,138 @@ func (x *QueuePause) GetReason() string {
 	return ""
 }
 
+// QueueRetryPolicy records a queue's retry policy in one partition (SetQueueRetryPolicy, apply
+// version 19): who set it and when.
+type QueueRetryPolicy struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue           string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Policy          *RetryPolicy           `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	SetBy           string                 `protobuf:"bytes,4,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
+	SetAtUnixMicros int64                  `protobuf:"varint,5,opt,name=set_at_unix_micros,json=setAtUnixMicros,proto3" json:"set_at_unix_micros,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QueueRetryPolicy) Reset() {
+	*x = QueueRetryPolicy{}
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueRetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueRetryPolicy) ProtoMessage() {}
+
+func (x *QueueRetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueRetryPolicy.ProtoReflect.Descriptor instead.
+func (*QueueRetryPolicy) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *QueueRetryPolicy) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueueRetryPolicy) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueRetryPolicy) GetPolicy() *RetryPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *QueueRetryPolicy) GetSetBy() string {
+	if x != nil {
+		return x.SetBy
+	}
+	return ""
+}
+
+func (x *QueueRetryPolicy) GetSetAtUnixMicros() int64 {
+	if x != nil {
+		return x.SetAtUnixMicros
+	}
+	return 0
+}
+
+// QueueRetryPolicyResult reports a SetQueueRetryPolicy in one partition: whether it changed the
+// partition's state, and the policy in force after it (none after a removal).
+type QueueRetryPolicyResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Retry         *QueueRetryPolicy      `protobuf:"bytes,2,opt,name=retry,proto3" json:"retry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueRetryPolicyResult) Reset() {
+	*x = QueueRetryPolicyResult{}
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueRetryPolicyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueRetryPolicyResult) ProtoMessage() {}
+
+func (x *QueueRetryPolicyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueRetryPolicyResult.ProtoReflect.Descriptor instead.
+func (*QueueRetryPolicyResult) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *QueueRetryPolicyResult) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *QueueRetryPolicyResult) GetRetry() *QueueRetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
 // QueuePauseResult reports a PauseQueue or ResumeQueue in one partition: whether it changed
 // the partition's state, and the pause in force after it (none after a resume).
 type QueuePauseResult struct {
@@ -5742,7 +6182,7 @@ type QueuePauseResult struct {
 
 func (x *QueuePauseResult) Reset() {
 	*x = QueuePauseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5754,7 +6194,7 @@ func (x *QueuePauseResult) String() string {
 func (*QueuePauseResult) ProtoMessage() {}
 
 func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5767,7 +6207,7 @@ func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePauseResult.ProtoReflect.Descriptor instead.
 func (*QueuePauseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *QueuePauseResult) GetChanged() bool {
@@ -5795,7 +6235,7 @@ type CancelMessageResult struct {
 
 func (x *CancelMessageResult) Reset() {
 	*x = CancelMessageResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5807,7 +6247,7 @@ func (x *CancelMessageResult) String() string {
 func (*CancelMessageResult) ProtoMessage() {}
 
 func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5820,7 +6260,7 @@ func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResult.ProtoReflect.Descriptor instead.
 func (*CancelMessageResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CancelMessageResult) GetId() string {
@@ -5853,6 +6293,7 @@ type MutationResult struct {
 	//	*MutationResult_QueuePause
 	//	*MutationResult_CancelMessage
 	//	*MutationResult_Calendar
+	//	*MutationResult_QueueRetryPolicy
 	Result        isMutationResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5860,7 +6301,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5872,7 +6313,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5885,7 +6326,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -5992,6 +6433,15 @@ func (x *MutationResult) GetCalendar() *CalendarResult {
 	return nil
 }
 
+func (x *MutationResult) GetQueueRetryPolicy() *QueueRetryPolicyResult {
+	if x != nil {
+		if x, ok := x.Result.(*MutationResult_QueueRetryPolicy); ok {
+			return x.QueueRetryPolicy
+		}
+	}
+	return nil
+}
+
 type isMutationResult_Result interface {
 	isMutationResult_Result()
 }
@@ -6036,6 +6486,10 @@ type MutationResult_Calendar struct {
 	Calendar *CalendarResult `protobuf:"bytes,21,opt,name=calendar,proto3,oneof"`
 }
 
+type MutationResult_QueueRetryPolicy struct {
+	QueueRetryPolicy *QueueRetryPolicyResult `protobuf:"bytes,22,opt,name=queue_retry_policy,json=queueRetryPolicy,proto3,oneof"`
+}
+
 func (*MutationResult_Schedule) isMutationResult_Result() {}
 
 func (*MutationResult_Saga) isMutationResult_Result() {}
@@ -6056,6 +6510,8 @@ func (*MutationResult_CancelMessage) isMutationResult_Result() {}
 
 func (*MutationResult_Calendar) isMutationResult_Result() {}
 
+func (*MutationResult_QueueRetryPolicy) isMutationResult_Result() {}
+
 // Receipt is the complete, deterministic result of a batch. Either results holds one entry per
 // mutation, or error is set, the batch was rolled back and results is empty.
 type Receipt struct {
@@ -6070,7 +6526,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	mi := &file_api_v1_orrery_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6082,7 +6538,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	mi := &file_api_v1_orrery_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6095,7 +6551,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -6161,13 +6617,20 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05after\x18\x02 \x01(\v2\x14.orrery.v1.AfterSpecH\x00R\x05after\x12,\n" +
 	"\x05every\x18\x03 \x01(\v2\x14.orrery.v1.EverySpecH\x00R\x05every\x12)\n" +
 	"\x04cron\x18\x04 \x01(\v2\x13.orrery.v1.CronSpecH\x00R\x04cronB\x06\n" +
-	"\x04kind\"\xd0\x01\n" +
+	"\x04kind\"\xfe\x01\n" +
 	"\x0fMessageTemplate\x12!\n" +
 	"\fpayload_json\x18\x01 \x01(\tR\vpayloadJson\x12!\n" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\"\xb4\a\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\x12,\n" +
+	"\x05retry\x18\x06 \x01(\v2\x16.orrery.v1.RetryPolicyR\x05retry\"\xf9\x01\n" +
+	"\vRetryPolicy\x12!\n" +
+	"\fmax_attempts\x18\x01 \x01(\rR\vmaxAttempts\x124\n" +
+	"\x16initial_backoff_micros\x18\x02 \x01(\x03R\x14initialBackoffMicros\x12,\n" +
+	"\x12max_backoff_micros\x18\x03 \x01(\x03R\x10maxBackoffMicros\x12%\n" +
+	"\x0ejitter_percent\x18\x04 \x01(\rR\rjitterPercent\x12<\n" +
+	"\fon_exhausted\x18\x05 \x01(\x0e2\x19.orrery.v1.RetryExhaustedR\vonExhausted\"\xb4\a\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -6219,7 +6682,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12*\n" +
-	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\x94\x06\n" +
+	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\x9d\a\n" +
 	"\fQueueMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12!\n" +
@@ -6241,7 +6704,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\bsequence\x18\x0f \x01(\x04R\bsequence\x12%\n" +
 	"\x0eredacted_paths\x18\x10 \x03(\tR\rredactedPaths\x126\n" +
 	"\tcancelled\x18\x11 \x01(\v2\x18.orrery.v1.MessageCancelR\tcancelled\x12\x1a\n" +
-	"\bcompared\x18\x12 \x01(\bR\bcomparedB\b\n" +
+	"\bcompared\x18\x12 \x01(\bR\bcompared\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x13 \x01(\tR\tlastError\x12:\n" +
+	"\x1alast_failed_at_unix_micros\x18\x14 \x01(\x03R\x16lastFailedAtUnixMicros\x12,\n" +
+	"\x05retry\x18\x15 \x01(\v2\x16.orrery.v1.RetryPolicyR\x05retryB\b\n" +
 	"\x06origin\"\xb2\x01\n" +
 	"\rMessageDigest\x12%\n" +
 	"\x0epayload_sha256\x18\x01 \x01(\fR\rpayloadSha256\x12%\n" +
@@ -6318,7 +6785,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"ExpireSaga\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x17\n" +
 	"\asaga_id\x18\x02 \x01(\tR\x06sagaId\x12+\n" +
-	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\xa0\x02\n" +
+	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\xce\x02\n" +
 	"\aEnqueue\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12!\n" +
@@ -6327,7 +6794,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fordering_key\x18\x05 \x01(\tR\vorderingKey\x12!\n" +
 	"\fdelay_micros\x18\x06 \x01(\x03R\vdelayMicros\x12-\n" +
 	"\x13time_to_live_micros\x18\a \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\b \x01(\x05R\rmaxDeliveries\"\x99\x01\n" +
+	"\x0emax_deliveries\x18\b \x01(\x05R\rmaxDeliveries\x12,\n" +
+	"\x05retry\x18\t \x01(\v2\x16.orrery.v1.RetryPolicyR\x05retry\"\x99\x01\n" +
 	"\aReceive\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x10\n" +
@@ -6338,13 +6806,16 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\tR\n" +
-	"leaseToken\"\x82\x01\n" +
+	"leaseToken\"\xe0\x01\n" +
 	"\aRelease\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\tR\n" +
 	"leaseToken\x12!\n" +
-	"\fdelay_micros\x18\x04 \x01(\x03R\vdelayMicros\"\x97\x01\n" +
+	"\fdelay_micros\x18\x04 \x01(\x03R\vdelayMicros\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x18\n" +
+	"\abackoff\x18\x06 \x01(\bR\abackoff\x12,\n" +
+	"\x05retry\x18\a \x01(\v2\x16.orrery.v1.RetryPolicyR\x05retry\"\x97\x01\n" +
 	"\vExtendLease\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1f\n" +
@@ -6411,7 +6882,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"PauseQueue\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"A\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"y\n" +
+	"\x13SetQueueRetryPolicy\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
+	"\x06policy\x18\x03 \x01(\v2\x16.orrery.v1.RetryPolicyR\x06policy\"A\n" +
 	"\vResumeQueue\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\"\\\n" +
@@ -6441,7 +6916,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12put_at_unix_micros\x18\x03 \x01(\x03R\x0fputAtUnixMicros\"a\n" +
 	"\x0eCalendarResult\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x125\n" +
-	"\bcalendar\x18\x02 \x01(\v2\x19.orrery.v1.CalendarRecordR\bcalendar\"\xe3\x0e\n" +
+	"\bcalendar\x18\x02 \x01(\v2\x19.orrery.v1.CalendarRecordR\bcalendar\"\xba\x0f\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -6475,7 +6950,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fresume_queue\x18\x1a \x01(\v2\x16.orrery.v1.ResumeQueueH\x00R\vresumeQueue\x12A\n" +
 	"\x0ecancel_message\x18\x1b \x01(\v2\x18.orrery.v1.CancelMessageH\x00R\rcancelMessage\x12;\n" +
 	"\fput_calendar\x18\x1c \x01(\v2\x16.orrery.v1.PutCalendarH\x00R\vputCalendar\x12D\n" +
-	"\x0fdelete_calendar\x18\x1d \x01(\v2\x19.orrery.v1.DeleteCalendarH\x00R\x0edeleteCalendarB\x06\n" +
+	"\x0fdelete_calendar\x18\x1d \x01(\v2\x19.orrery.v1.DeleteCalendarH\x00R\x0edeleteCalendar\x12U\n" +
+	"\x16set_queue_retry_policy\x18\x1e \x01(\v2\x1e.orrery.v1.SetQueueRetryPolicyH\x00R\x13setQueueRetryPolicyB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -6531,13 +7007,22 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1b\n" +
 	"\tpaused_by\x18\x03 \x01(\tR\bpausedBy\x121\n" +
 	"\x15paused_at_unix_micros\x18\x04 \x01(\x03R\x12pausedAtUnixMicros\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"Y\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xba\x01\n" +
+	"\x10QueueRetryPolicy\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
+	"\x06policy\x18\x03 \x01(\v2\x16.orrery.v1.RetryPolicyR\x06policy\x12\x15\n" +
+	"\x06set_by\x18\x04 \x01(\tR\x05setBy\x12+\n" +
+	"\x12set_at_unix_micros\x18\x05 \x01(\x03R\x0fsetAtUnixMicros\"e\n" +
+	"\x16QueueRetryPolicyResult\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x121\n" +
+	"\x05retry\x18\x02 \x01(\v2\x1b.orrery.v1.QueueRetryPolicyR\x05retry\"Y\n" +
 	"\x10QueuePauseResult\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x12+\n" +
 	"\x05pause\x18\x02 \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\"Y\n" +
 	"\x13CancelMessageResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\xf8\x04\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\xcb\x05\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +
@@ -6550,7 +7035,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\vqueue_pause\x18\x13 \x01(\v2\x1b.orrery.v1.QueuePauseResultH\x00R\n" +
 	"queuePause\x12G\n" +
 	"\x0ecancel_message\x18\x14 \x01(\v2\x1e.orrery.v1.CancelMessageResultH\x00R\rcancelMessage\x127\n" +
-	"\bcalendar\x18\x15 \x01(\v2\x19.orrery.v1.CalendarResultH\x00R\bcalendarB\b\n" +
+	"\bcalendar\x18\x15 \x01(\v2\x19.orrery.v1.CalendarResultH\x00R\bcalendar\x12Q\n" +
+	"\x12queue_retry_policy\x18\x16 \x01(\v2!.orrery.v1.QueueRetryPolicyResultH\x00R\x10queueRetryPolicyB\b\n" +
 	"\x06result\"\xbc\x01\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
@@ -6597,7 +7083,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x13OVERLAP_POLICY_SKIP\x10\x02\x12\x1d\n" +
 	"\x19OVERLAP_POLICY_BUFFER_ONE\x10\x03\x12\x1d\n" +
 	"\x19OVERLAP_POLICY_BUFFER_ALL\x10\x04\x12\x1f\n" +
-	"\x1bOVERLAP_POLICY_CANCEL_OTHER\x10\x05*\x8d\x01\n" +
+	"\x1bOVERLAP_POLICY_CANCEL_OTHER\x10\x05*l\n" +
+	"\x0eRetryExhausted\x12\x1f\n" +
+	"\x1bRETRY_EXHAUSTED_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bRETRY_EXHAUSTED_DEAD_LETTER\x10\x01\x12\x18\n" +
+	"\x14RETRY_EXHAUSTED_DROP\x10\x02*\x8d\x01\n" +
 	"\tSagaPhase\x12\x1a\n" +
 	"\x16SAGA_PHASE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SAGA_PHASE_WAITING\x10\x01\x12\x18\n" +
@@ -6622,189 +7112,204 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 	return file_api_v1_orrery_proto_rawDescData
 }
 
-var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_api_v1_orrery_proto_goTypes = []any{
-	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
-	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
-	(CronRepeatPolicy)(0),         // 2: orrery.v1.CronRepeatPolicy
-	(MisfirePolicy)(0),            // 3: orrery.v1.MisfirePolicy
-	(ExpiredPolicy)(0),            // 4: orrery.v1.ExpiredPolicy
-	(OverlapPolicy)(0),            // 5: orrery.v1.OverlapPolicy
-	(SagaPhase)(0),                // 6: orrery.v1.SagaPhase
-	(CancelOutcome)(0),            // 7: orrery.v1.CancelOutcome
-	(*Error)(nil),                 // 8: orrery.v1.Error
-	(*Lane)(nil),                  // 9: orrery.v1.Lane
-	(*AtSpec)(nil),                // 10: orrery.v1.AtSpec
-	(*AfterSpec)(nil),             // 11: orrery.v1.AfterSpec
-	(*EverySpec)(nil),             // 12: orrery.v1.EverySpec
-	(*CronSpec)(nil),              // 13: orrery.v1.CronSpec
-	(*ScheduleSpec)(nil),          // 14: orrery.v1.ScheduleSpec
-	(*MessageTemplate)(nil),       // 15: orrery.v1.MessageTemplate
-	(*ScheduleDefinition)(nil),    // 16: orrery.v1.ScheduleDefinition
-	(*CatchUpPace)(nil),           // 17: orrery.v1.CatchUpPace
-	(*SagaTimeout)(nil),           // 18: orrery.v1.SagaTimeout
-	(*OccurrenceOrigin)(nil),      // 19: orrery.v1.OccurrenceOrigin
-	(*SagaTimeoutOrigin)(nil),     // 20: orrery.v1.SagaTimeoutOrigin
-	(*Lease)(nil),                 // 21: orrery.v1.Lease
-	(*QueueMessage)(nil),          // 22: orrery.v1.QueueMessage
-	(*MessageDigest)(nil),         // 23: orrery.v1.MessageDigest
-	(*MessageCancel)(nil),         // 24: orrery.v1.MessageCancel
-	(*ConfigureSchedule)(nil),     // 25: orrery.v1.ConfigureSchedule
-	(*EmitOccurrences)(nil),       // 26: orrery.v1.EmitOccurrences
-	(*CancelSchedule)(nil),        // 27: orrery.v1.CancelSchedule
-	(*DeleteSchedule)(nil),        // 28: orrery.v1.DeleteSchedule
-	(*PauseSchedule)(nil),         // 29: orrery.v1.PauseSchedule
-	(*SkipExpired)(nil),           // 30: orrery.v1.SkipExpired
-	(*BackfillSchedule)(nil),      // 31: orrery.v1.BackfillSchedule
-	(*ResumeSchedule)(nil),        // 32: orrery.v1.ResumeSchedule
-	(*TriggerSchedule)(nil),       // 33: orrery.v1.TriggerSchedule
-	(*CompareExchangeSaga)(nil),   // 34: orrery.v1.CompareExchangeSaga
-	(*ExpireSaga)(nil),            // 35: orrery.v1.ExpireSaga
-	(*Enqueue)(nil),               // 36: orrery.v1.Enqueue
-	(*Receive)(nil),               // 37: orrery.v1.Receive
-	(*Ack)(nil),                   // 38: orrery.v1.Ack
-	(*Release)(nil),               // 39: orrery.v1.Release
-	(*ExtendLease)(nil),           // 40: orrery.v1.ExtendLease
-	(*Housekeep)(nil),             // 41: orrery.v1.Housekeep
-	(*PartitionLimits)(nil),       // 42: orrery.v1.PartitionLimits
-	(*SetLimits)(nil),             // 43: orrery.v1.SetLimits
-	(*PartitionApplyVersion)(nil), // 44: orrery.v1.PartitionApplyVersion
-	(*SetApplyVersion)(nil),       // 45: orrery.v1.SetApplyVersion
-	(*CheckConsistency)(nil),      // 46: orrery.v1.CheckConsistency
-	(*RefreshZoneRules)(nil),      // 47: orrery.v1.RefreshZoneRules
-	(*FieldPolicy)(nil),           // 48: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),             // 49: orrery.v1.GrantRule
-	(*PutGrant)(nil),              // 50: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),           // 51: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),    // 52: orrery.v1.RedriveDeadLetters
-	(*PauseQueue)(nil),            // 53: orrery.v1.PauseQueue
-	(*ResumeQueue)(nil),           // 54: orrery.v1.ResumeQueue
-	(*CancelMessage)(nil),         // 55: orrery.v1.CancelMessage
-	(*CalendarDateRange)(nil),     // 56: orrery.v1.CalendarDateRange
-	(*Calendar)(nil),              // 57: orrery.v1.Calendar
-	(*PutCalendar)(nil),           // 58: orrery.v1.PutCalendar
-	(*DeleteCalendar)(nil),        // 59: orrery.v1.DeleteCalendar
-	(*CalendarRecord)(nil),        // 60: orrery.v1.CalendarRecord
-	(*CalendarResult)(nil),        // 61: orrery.v1.CalendarResult
-	(*Mutation)(nil),              // 62: orrery.v1.Mutation
-	(*Batch)(nil),                 // 63: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 64: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 65: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 66: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 67: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 68: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 69: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 70: orrery.v1.RedriveResult
-	(*QueuePause)(nil),            // 71: orrery.v1.QueuePause
-	(*QueuePauseResult)(nil),      // 72: orrery.v1.QueuePauseResult
-	(*CancelMessageResult)(nil),   // 73: orrery.v1.CancelMessageResult
-	(*MutationResult)(nil),        // 74: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 75: orrery.v1.Receipt
-	nil,                           // 76: orrery.v1.ScheduleDefinition.LabelsEntry
-	nil,                           // 77: orrery.v1.CompareExchangeSaga.LabelsEntry
+	(ErrorCode)(0),                 // 0: orrery.v1.ErrorCode
+	(CronGapPolicy)(0),             // 1: orrery.v1.CronGapPolicy
+	(CronRepeatPolicy)(0),          // 2: orrery.v1.CronRepeatPolicy
+	(MisfirePolicy)(0),             // 3: orrery.v1.MisfirePolicy
+	(ExpiredPolicy)(0),             // 4: orrery.v1.ExpiredPolicy
+	(OverlapPolicy)(0),             // 5: orrery.v1.OverlapPolicy
+	(RetryExhausted)(0),            // 6: orrery.v1.RetryExhausted
+	(SagaPhase)(0),                 // 7: orrery.v1.SagaPhase
+	(CancelOutcome)(0),             // 8: orrery.v1.CancelOutcome
+	(*Error)(nil),                  // 9: orrery.v1.Error
+	(*Lane)(nil),                   // 10: orrery.v1.Lane
+	(*AtSpec)(nil),                 // 11: orrery.v1.AtSpec
+	(*AfterSpec)(nil),              // 12: orrery.v1.AfterSpec
+	(*EverySpec)(nil),              // 13: orrery.v1.EverySpec
+	(*CronSpec)(nil),               // 14: orrery.v1.CronSpec
+	(*ScheduleSpec)(nil),           // 15: orrery.v1.ScheduleSpec
+	(*MessageTemplate)(nil),        // 16: orrery.v1.MessageTemplate
+	(*RetryPolicy)(nil),            // 17: orrery.v1.RetryPolicy
+	(*ScheduleDefinition)(nil),     // 18: orrery.v1.ScheduleDefinition
+	(*CatchUpPace)(nil),            // 19: orrery.v1.CatchUpPace
+	(*SagaTimeout)(nil),            // 20: orrery.v1.SagaTimeout
+	(*OccurrenceOrigin)(nil),       // 21: orrery.v1.OccurrenceOrigin
+	(*SagaTimeoutOrigin)(nil),      // 22: orrery.v1.SagaTimeoutOrigin
+	(*Lease)(nil),                  // 23: orrery.v1.Lease
+	(*QueueMessage)(nil),           // 24: orrery.v1.QueueMessage
+	(*MessageDigest)(nil),          // 25: orrery.v1.MessageDigest
+	(*MessageCancel)(nil),          // 26: orrery.v1.MessageCancel
+	(*ConfigureSchedule)(nil),      // 27: orrery.v1.ConfigureSchedule
+	(*EmitOccurrences)(nil),        // 28: orrery.v1.EmitOccurrences
+	(*CancelSchedule)(nil),         // 29: orrery.v1.CancelSchedule
+	(*DeleteSchedule)(nil),         // 30: orrery.v1.DeleteSchedule
+	(*PauseSchedule)(nil),          // 31: orrery.v1.PauseSchedule
+	(*SkipExpired)(nil),            // 32: orrery.v1.SkipExpired
+	(*BackfillSchedule)(nil),       // 33: orrery.v1.BackfillSchedule
+	(*ResumeSchedule)(nil),         // 34: orrery.v1.ResumeSchedule
+	(*TriggerSchedule)(nil),        // 35: orrery.v1.TriggerSchedule
+	(*CompareExchangeSaga)(nil),    // 36: orrery.v1.CompareExchangeSaga
+	(*ExpireSaga)(nil),             // 37: orrery.v1.ExpireSaga
+	(*Enqueue)(nil),                // 38: orrery.v1.Enqueue
+	(*Receive)(nil),                // 39: orrery.v1.Receive
+	(*Ack)(nil),                    // 40: orrery.v1.Ack
+	(*Release)(nil),                // 41: orrery.v1.Release
+	(*ExtendLease)(nil),            // 42: orrery.v1.ExtendLease
+	(*Housekeep)(nil),              // 43: orrery.v1.Housekeep
+	(*PartitionLimits)(nil),        // 44: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),              // 45: orrery.v1.SetLimits
+	(*PartitionApplyVersion)(nil),  // 46: orrery.v1.PartitionApplyVersion
+	(*SetApplyVersion)(nil),        // 47: orrery.v1.SetApplyVersion
+	(*CheckConsistency)(nil),       // 48: orrery.v1.CheckConsistency
+	(*RefreshZoneRules)(nil),       // 49: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),            // 50: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),              // 51: orrery.v1.GrantRule
+	(*PutGrant)(nil),               // 52: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),            // 53: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),     // 54: orrery.v1.RedriveDeadLetters
+	(*PauseQueue)(nil),             // 55: orrery.v1.PauseQueue
+	(*SetQueueRetryPolicy)(nil),    // 56: orrery.v1.SetQueueRetryPolicy
+	(*ResumeQueue)(nil),            // 57: orrery.v1.ResumeQueue
+	(*CancelMessage)(nil),          // 58: orrery.v1.CancelMessage
+	(*CalendarDateRange)(nil),      // 59: orrery.v1.CalendarDateRange
+	(*Calendar)(nil),               // 60: orrery.v1.Calendar
+	(*PutCalendar)(nil),            // 61: orrery.v1.PutCalendar
+	(*DeleteCalendar)(nil),         // 62: orrery.v1.DeleteCalendar
+	(*CalendarRecord)(nil),         // 63: orrery.v1.CalendarRecord
+	(*CalendarResult)(nil),         // 64: orrery.v1.CalendarResult
+	(*Mutation)(nil),               // 65: orrery.v1.Mutation
+	(*Batch)(nil),                  // 66: orrery.v1.Batch
+	(*ScheduleResult)(nil),         // 67: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),             // 68: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),          // 69: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),          // 70: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),            // 71: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),        // 72: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),          // 73: orrery.v1.RedriveResult
+	(*QueuePause)(nil),             // 74: orrery.v1.QueuePause
+	(*QueueRetryPolicy)(nil),       // 75: orrery.v1.QueueRetryPolicy
+	(*QueueRetryPolicyResult)(nil), // 76: orrery.v1.QueueRetryPolicyResult
+	(*QueuePauseResult)(nil),       // 77: orrery.v1.QueuePauseResult
+	(*CancelMessageResult)(nil),    // 78: orrery.v1.CancelMessageResult
+	(*MutationResult)(nil),         // 79: orrery.v1.MutationResult
+	(*Receipt)(nil),                // 80: orrery.v1.Receipt
+	nil,                            // 81: orrery.v1.ScheduleDefinition.LabelsEntry
+	nil,                            // 82: orrery.v1.CompareExchangeSaga.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
-	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
-	1,  // 1: orrery.v1.CronSpec.gap_policy:type_name -> orrery.v1.CronGapPolicy
-	2,  // 2: orrery.v1.CronSpec.repeat_policy:type_name -> orrery.v1.CronRepeatPolicy
-	10, // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
-	11, // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
-	12, // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
-	13, // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
-	9,  // 7: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
-	14, // 8: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
-	3,  // 9: orrery.v1.ScheduleDefinition.misfire:type_name -> orrery.v1.MisfirePolicy
-	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
-	15, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
-	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	76, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
-	17, // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
-	15, // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
-	9,  // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
-	21, // 17: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
-	19, // 18: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
-	20, // 19: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
-	24, // 20: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
-	16, // 21: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
-	9,  // 22: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
-	9,  // 23: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 24: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 25: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 26: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
-	9,  // 27: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 28: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 29: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 30: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	6,  // 31: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	18, // 32: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	77, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
-	9,  // 34: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	9,  // 35: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	9,  // 36: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	9,  // 37: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	9,  // 38: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	42, // 39: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	48, // 40: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	49, // 41: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	9,  // 42: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	9,  // 43: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
-	56, // 44: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
-	57, // 45: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
-	57, // 46: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
-	60, // 47: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
-	25, // 48: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	26, // 49: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	27, // 50: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	28, // 51: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	29, // 52: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	32, // 53: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	33, // 54: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	34, // 55: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	35, // 56: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	36, // 57: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	37, // 58: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	38, // 59: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	39, // 60: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	40, // 61: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	41, // 62: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	50, // 63: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	51, // 64: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	52, // 65: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	46, // 66: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	43, // 67: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	47, // 68: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	45, // 69: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	30, // 70: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	31, // 71: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	53, // 72: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
-	54, // 73: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
-	55, // 74: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
-	58, // 75: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
-	59, // 76: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
-	62, // 77: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 78: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	22, // 79: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	71, // 80: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
-	7,  // 81: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
-	8,  // 82: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	64, // 83: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	65, // 84: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	66, // 85: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	67, // 86: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	68, // 87: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	69, // 88: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	70, // 89: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	72, // 90: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
-	73, // 91: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
-	61, // 92: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
-	74, // 93: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	8,  // 94: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	95, // [95:95] is the sub-list for method output_type
-	95, // [95:95] is the sub-list for method input_type
-	95, // [95:95] is the sub-list for extension type_name
-	95, // [95:95] is the sub-list for extension extendee
-	0,  // [0:95] is the sub-list for field type_name
+	0,   // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
+	1,   // 1: orrery.v1.CronSpec.gap_policy:type_name -> orrery.v1.CronGapPolicy
+	2,   // 2: orrery.v1.CronSpec.repeat_policy:type_name -> orrery.v1.CronRepeatPolicy
+	11,  // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
+	12,  // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
+	13,  // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
+	14,  // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
+	17,  // 7: orrery.v1.MessageTemplate.retry:type_name -> orrery.v1.RetryPolicy
+	6,   // 8: orrery.v1.RetryPolicy.on_exhausted:type_name -> orrery.v1.RetryExhausted
+	10,  // 9: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
+	15,  // 10: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
+	3,   // 11: orrery.v1.ScheduleDefinition.misfire:type_name -> orrery.v1.MisfirePolicy
+	5,   // 12: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
+	16,  // 13: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
+	4,   // 14: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
+	81,  // 15: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	19,  // 16: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
+	16,  // 17: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
+	10,  // 18: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
+	23,  // 19: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
+	21,  // 20: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
+	22,  // 21: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
+	26,  // 22: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
+	17,  // 23: orrery.v1.QueueMessage.retry:type_name -> orrery.v1.RetryPolicy
+	18,  // 24: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
+	10,  // 25: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
+	10,  // 26: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 27: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 28: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 29: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
+	10,  // 30: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 31: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 32: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 33: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	7,   // 34: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	20,  // 35: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	82,  // 36: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	10,  // 37: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	10,  // 38: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	17,  // 39: orrery.v1.Enqueue.retry:type_name -> orrery.v1.RetryPolicy
+	10,  // 40: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	10,  // 41: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	17,  // 42: orrery.v1.Release.retry:type_name -> orrery.v1.RetryPolicy
+	10,  // 43: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	44,  // 44: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	50,  // 45: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	51,  // 46: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	10,  // 47: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	17,  // 48: orrery.v1.SetQueueRetryPolicy.policy:type_name -> orrery.v1.RetryPolicy
+	10,  // 49: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
+	59,  // 50: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
+	60,  // 51: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
+	60,  // 52: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
+	63,  // 53: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
+	27,  // 54: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	28,  // 55: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	29,  // 56: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	30,  // 57: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	31,  // 58: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	34,  // 59: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	35,  // 60: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	36,  // 61: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	37,  // 62: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	38,  // 63: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	39,  // 64: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	40,  // 65: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	41,  // 66: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	42,  // 67: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	43,  // 68: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	52,  // 69: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	53,  // 70: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	54,  // 71: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	48,  // 72: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	45,  // 73: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	49,  // 74: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	47,  // 75: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	32,  // 76: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	33,  // 77: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	55,  // 78: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
+	57,  // 79: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
+	58,  // 80: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
+	61,  // 81: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
+	62,  // 82: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
+	56,  // 83: orrery.v1.Mutation.set_queue_retry_policy:type_name -> orrery.v1.SetQueueRetryPolicy
+	65,  // 84: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	7,   // 85: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	24,  // 86: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	17,  // 87: orrery.v1.QueueRetryPolicy.policy:type_name -> orrery.v1.RetryPolicy
+	75,  // 88: orrery.v1.QueueRetryPolicyResult.retry:type_name -> orrery.v1.QueueRetryPolicy
+	74,  // 89: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
+	8,   // 90: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
+	9,   // 91: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	67,  // 92: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	68,  // 93: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	69,  // 94: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	70,  // 95: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	71,  // 96: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	72,  // 97: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	73,  // 98: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	77,  // 99: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
+	78,  // 100: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
+	64,  // 101: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
+	76,  // 102: orrery.v1.MutationResult.queue_retry_policy:type_name -> orrery.v1.QueueRetryPolicyResult
+	79,  // 103: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	9,   // 104: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	105, // [105:105] is the sub-list for method output_type
+	105, // [105:105] is the sub-list for method input_type
+	105, // [105:105] is the sub-list for extension type_name
+	105, // [105:105] is the sub-list for extension extendee
+	0,   // [0:105] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -6818,11 +7323,11 @@ func file_api_v1_orrery_proto_init() {
 		(*ScheduleSpec_Every)(nil),
 		(*ScheduleSpec_Cron)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[14].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[15].OneofWrappers = []any{
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[54].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[56].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -6852,8 +7357,9 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_CancelMessage)(nil),
 		(*Mutation_PutCalendar)(nil),
 		(*Mutation_DeleteCalendar)(nil),
+		(*Mutation_SetQueueRetryPolicy)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[66].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[70].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -6864,14 +7370,15 @@ func file_api_v1_orrery_proto_init() {
 		(*MutationResult_QueuePause)(nil),
 		(*MutationResult_CancelMessage)(nil),
 		(*MutationResult_Calendar)(nil),
+		(*MutationResult_QueueRetryPolicy)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   70,
+			NumEnums:      9,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -47,8 +47,11 @@ import (
 //  17. exclusion calendars: PutCalendar, DeleteCalendar and ScheduleDefinition.calendars, an
 //     excluded instant ledgered EXCLUDED (ApplyVersionCalendars);
 //  18. compare-or-return: an enqueue, a saga timeout or a backfill occurrence under an id its
-//     lane holds for another message fails IdempotencyConflict (ApplyVersionCompareOrReturn).
-const KnownApplyVersion uint32 = 18
+//     lane holds for another message fails IdempotencyConflict (ApplyVersionCompareOrReturn);
+//  19. retry policies: SetQueueRetryPolicy, Enqueue.retry, MessageTemplate.retry and a failed
+//     Release (error, backoff, retry): backoff computed in the partition, dead-letter or drop
+//     once the attempts are used up (ApplyVersionRetryPolicies).
+const KnownApplyVersion uint32 = 19
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -173,6 +176,12 @@ const ApplyVersionCalendars uint32 = 17
 // marked compared, and their tombstones keep the digest that comparison reads. Before it any message under a held
 // id is taken for the one there (queue.SameByID).
 const ApplyVersionCompareOrReturn uint32 = 18
+
+// ApplyVersionRetryPolicies is the apply version that takes retry policies (wire gates:
+// SetQueueRetryPolicy, Enqueue.retry, MessageTemplate.retry, Release.error, backoff and retry;
+// before it a command carrying one is refused), so that no replica of an older release
+// releases a failed message after another delay, or keeps it, where the others dead-letter it.
+const ApplyVersionRetryPolicies uint32 = 19
 
 // idempotency is how the queue's puts treat a held id at a's apply version.
 func (a Applier) idempotency() queue.Idempotency {

@@ -49,6 +49,12 @@ var wireGates = []wireGate{
 	{ApplyVersionCalendars, "orrery.v1.Mutation", "put_calendar", ""},
 	{ApplyVersionCalendars, "orrery.v1.Mutation", "delete_calendar", ""},
 	{ApplyVersionCalendars, "orrery.v1.ScheduleDefinition", "calendars", ""},
+	{ApplyVersionRetryPolicies, "orrery.v1.Mutation", "set_queue_retry_policy", ""},
+	{ApplyVersionRetryPolicies, "orrery.v1.Enqueue", "retry", ""},
+	{ApplyVersionRetryPolicies, "orrery.v1.MessageTemplate", "retry", ""},
+	{ApplyVersionRetryPolicies, "orrery.v1.Release", "error", ""},
+	{ApplyVersionRetryPolicies, "orrery.v1.Release", "backoff", ""},
+	{ApplyVersionRetryPolicies, "orrery.v1.Release", "retry", ""},
 }
 
 // gateKey finds a gate: a field's presence (value -1) or one value of an enum field.

@@ -86,6 +86,7 @@ func ApplyExpire(v kv.View, lim input.Limits, m *orreryv1.ExpireSaga, loggedNowM
 		VisibleAtUnixMicros:  loggedNowMicros,
 		ExpiresAtUnixMicros:  expiresAt,
 		MaxDeliveries:        input.EffectiveMaxDeliveries(template.GetMaxDeliveries(), lim),
+		Retry:                template.GetRetry(),
 		Origin: &orreryv1.QueueMessage_SagaTimeout{SagaTimeout: &orreryv1.SagaTimeoutOrigin{
 			SagaId:             sagaID,
 			WaitingRevision:    expected,

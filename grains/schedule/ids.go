@@ -77,5 +77,6 @@ func message(def *orreryv1.ScheduleDefinition, lim input.Limits, id string, dueA
 		VisibleAtUnixMicros:  loggedNowMicros,
 		ExpiresAtUnixMicros:  expiresAt,
 		MaxDeliveries:        input.EffectiveMaxDeliveries(t.GetMaxDeliveries(), lim),
+		Retry:                t.GetRetry(),
 	}, nil
 }
