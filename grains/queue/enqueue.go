@@ -64,6 +64,9 @@ func newMessage(lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64) (*
 	if err := input.MaxDeliveries("max_deliveries", m.GetMaxDeliveries(), lim); err != nil {
 		return nil, err
 	}
+	if err := input.RetryPolicy("retry", m.GetRetry(), lim); err != nil {
+		return nil, err
+	}
 	lane := m.GetLane()
 	return &orreryv1.QueueMessage{
 		Id:                   m.GetId(),
@@ -75,5 +78,6 @@ func newMessage(lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64) (*
 		VisibleAtUnixMicros:  visibleAt,
 		ExpiresAtUnixMicros:  expiresAt,
 		MaxDeliveries:        input.EffectiveMaxDeliveries(m.GetMaxDeliveries(), lim),
+		Retry:                m.GetRetry(),
 	}, nil
 }
