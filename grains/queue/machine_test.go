@@ -41,6 +41,7 @@ type machine struct {
 	createdIDs []issued        // creation order (token unused), for deterministic checks
 	paused     map[string]bool // queue → paused (PauseQueue)
 	cancelled  map[string]bool // actual lane+id → a CancelMessage reached it
+	retry      retryModel      // retry policies and what they dropped
 }
 
 func newMachine(t failer) *machine {
@@ -50,6 +51,7 @@ func newMachine(t failer) *machine {
 	return &machine{
 		bundle: b, created: map[string]bool{}, sent: map[string]string{}, digested: map[string]bool{}, expiresAt: map[string]int64{}, acked: map[string]bool{},
 		leaseUntil: map[string]int64{}, current: map[string]string{}, paused: map[string]bool{}, cancelled: map[string]bool{},
+		retry: newRetryModel(),
 	}
 }
 
@@ -57,7 +59,7 @@ func modelKey(lane *orreryv1.Lane, id string) string { return string(keys.LaneID
 
 func (m *machine) step(c chooser) {
 	m.t.Helper()
-	switch c.intRange("op", 0, 7) {
+	switch c.intRange("op", 0, 8) {
 	case 0:
 		m.enqueue(c)
 	case 1:
@@ -68,6 +70,8 @@ func (m *machine) step(c chooser) {
 		m.pauseOrResume(c)
 	case 6:
 		m.cancel(c)
+	case 7:
+		m.setRetryPolicy(c)
 	default:
 		m.advance(int64(c.intRange("advance", 0, 8)) * input.Second / 2)
 	}
@@ -86,6 +90,7 @@ func (m *machine) enqueue(c chooser) {
 		DelayMicros:      int64(c.intRange("delay", 0, 3)) * input.Second,
 		TimeToLiveMicros: int64(c.intRange("ttl", 0, 4)) * 2 * input.Second,
 		MaxDeliveries:    int32(c.intRange("max_deliveries", 0, 3)),
+		Retry:            m.drawPolicy(c, "enqueue_retry"),
 	}
 	// Mostly compare-or-return (apply version 18); sometimes as before it, which stores no
 	// digest, so that messages and tombstones without one are met too.
@@ -119,6 +124,7 @@ func (m *machine) enqueue(c chooser) {
 			m.t.Fatalf("enqueue of %s: %v %v", cmd.Id, res, err)
 		}
 		m.created[key], m.sent[key], m.digested[key] = true, sent, idempotency == CompareOrReturn
+		m.retry.message[key], m.retry.maxDeliveries[key] = cmd.Retry, input.EffectiveMaxDeliveries(cmd.MaxDeliveries, m.lim)
 		m.createdIDs = append(m.createdIDs, issued{lane: lane, id: cmd.Id})
 		if cmd.TimeToLiveMicros != 0 {
 			m.expiresAt[key] = m.now + cmd.DelayMicros + cmd.TimeToLiveMicros
@@ -135,10 +141,7 @@ func (m *machine) receive(c chooser) {
 		LeaseDurationMicros: int64(c.intRange("lease", 1, 3)) * input.Second,
 	}
 	before := m.store.Clone()
-	res, err := ApplyReceive(m.store, m.lim, cmd, m.now)
-	if err != nil {
-		m.t.Fatalf("receive: %v", err)
-	}
+	res := m.receiveJudged(cmd)
 	if m.paused[queue] && (len(res.GetMessages()) > 0 || res.GetMore() || !m.store.Equal(before)) {
 		m.t.Fatalf("receive of paused queue %s: %v (or it wrote)", queue, res)
 	}
@@ -153,8 +156,8 @@ func (m *machine) receive(c chooser) {
 		if exp := msg.GetExpiresAtUnixMicros(); exp != 0 && exp <= m.now {
 			m.t.Fatalf("%s delivered after it expired", msg.GetId())
 		}
-		if !input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() > effectiveMaxDeliveries(msg, m.lim) {
-			m.t.Fatalf("%s delivered %d times, max %d", msg.GetId(), msg.GetDeliveryCount(), msg.GetMaxDeliveries())
+		if limit := m.attemptLimit(nil, msg.GetLane(), msg.GetId()); !input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() > limit {
+			m.t.Fatalf("%s delivered %d times, max %d", msg.GetId(), msg.GetDeliveryCount(), limit)
 		}
 		lease := msg.GetLease()
 		if lease.GetToken() != LeaseToken(msg.GetLane(), msg.GetId(), msg.GetDeliveryCount(), m.now) || lease.GetUntilUnixMicros() != m.now+cmd.LeaseDurationMicros {
@@ -193,8 +196,7 @@ func (m *machine) leaseOp(c chooser) {
 			delete(m.leaseUntil, key)
 		}
 	case 1:
-		d := int64(c.intRange("release_delay", 0, 2)) * input.Second
-		_, err = ApplyRelease(m.store, m.lim, &orreryv1.Release{Lane: use.lane, Id: use.id, LeaseToken: use.token, DelayMicros: d}, m.now)
+		err = m.release(c, use, stored, want)
 		if err == nil {
 			delete(m.current, key)
 			delete(m.leaseUntil, key)
@@ -347,8 +349,8 @@ func (m *machine) checkGone(actualKey, sourceKey string, ts *orreryv1.MessageTom
 		if exp := m.expiresAt[sourceKey]; exp == 0 || exp > m.now {
 			m.t.Fatalf("%q expired at %d, before its expiry %d", actualKey, m.now, exp)
 		}
-	} else if !m.acked[actualKey] {
-		m.t.Fatalf("%q was removed without an ack", actualKey)
+	} else if !m.acked[actualKey] && !m.retry.dropped[actualKey] {
+		m.t.Fatalf("%q was removed without an ack or a drop", actualKey)
 	}
 }
 
@@ -370,10 +372,7 @@ func (m *machine) drain() {
 		}
 		var got []*orreryv1.QueueMessage
 		for _, queue := range []string{testQueue, deadQueue} {
-			res, err := ApplyReceive(m.store, m.lim, &orreryv1.Receive{Namespace: testNamespace, Queue: queue, Max: m.lim.MaxReceivePerCommand}, m.now)
-			if err != nil {
-				m.t.Fatal(err)
-			}
+			res := m.receiveJudged(&orreryv1.Receive{Namespace: testNamespace, Queue: queue, Max: m.lim.MaxReceivePerCommand})
 			got = append(got, res.GetMessages()...)
 		}
 		sort.Slice(got, func(i, j int) bool { return got[i].GetSequence() < got[j].GetSequence() })
