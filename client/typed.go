@@ -42,6 +42,9 @@ type EnqueueOptions struct {
 	TimeToLive time.Duration
 	// MaxDeliveries, when positive, dead-letters the message after that many deliveries.
 	MaxDeliveries int
+	// Retry, when set, is the message's retry policy (apply version 19), which wins over its
+	// queue's (Client.SetQueueRetryPolicy) and yields to its handler's.
+	Retry *MessageRetry
 }
 
 // EnqueueJSON enqueues a message whose payload is payloadJSON (a JSON value, "" for none) and
@@ -53,7 +56,7 @@ func (q *Queue) EnqueueJSON(ctx context.Context, payloadJSON string, o EnqueueOp
 		Lane: &orreryv1.Lane{Namespace: q.namespace, Queue: q.name, Key: cmp.Or(o.Key, id)}, Id: id,
 		PayloadJson: payloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
 		DelayMicros: o.Delay.Microseconds(), TimeToLiveMicros: o.TimeToLive.Microseconds(),
-		MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1)),
+		MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1)), Retry: o.Retry.Proto(),
 	}, opts...)
 	if err != nil {
 		return "", false, err
