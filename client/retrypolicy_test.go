@@ -147,7 +147,7 @@ func TestAWorkerReleasesAsBeforeBelowApplyVersion19(t *testing.T) {
 		peeked := b.peekOne(ctx, l, "m1")
 		return peeked.GetDeliveryCount() == 1 && peeked.GetLease() == nil
 	})
-	if peeked := b.peekOne(ctx, l, "m1"); peeked.GetLastError() != "" || peeked.GetVisibleAtUnixMicros()-peeked.GetEnqueuedAtUnixMicros() < (5 * time.Hour).Microseconds() {
+	if peeked := b.peekOne(ctx, l, "m1"); peeked.GetLastError() != "" || peeked.GetVisibleAtUnixMicros()-peeked.GetEnqueuedAtUnixMicros() < (5*time.Hour).Microseconds() {
 		t.Fatalf("released as %v, want ReleaseDelay and no last error", peeked)
 	}
 }

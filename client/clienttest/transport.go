@@ -53,15 +53,15 @@ const Silo = "clienttest"
 // each partition steps its engine one event at a time, as the partition grain does. Close it
 // to stop its partitions' timers.
 type Transport struct {
-	limits     input.Limits
-	grants     []*orreryv1.PutGrant
-	clock      func() time.Time
-	maxWait    time.Duration
+	limits  input.Limits
+	grants  []*orreryv1.PutGrant
+	clock   func() time.Time
+	maxWait time.Duration
 	// applyVersion is the apply version the partitions apply under (0: batch.KnownApplyVersion).
 	applyVersion uint32
-	partitions []*partition
-	closed     chan struct{}
-	closeOnce  sync.Once
+	partitions   []*partition
+	closed       chan struct{}
+	closeOnce    sync.Once
 	// timers counts the engine timers armed and not yet stopped or returned (Close waits).
 	timers sync.WaitGroup
 	// dueCommands numbers EmitDue's due commands.
