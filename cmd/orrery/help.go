@@ -23,6 +23,8 @@ Commands:
   queues redrive-dlq NS QUEUE KEY [--max N]
   queues pause NS QUEUE [--reason R]   stop every partition's receives of a queue (enqueues still land)
   queues resume NS QUEUE
+  queues retry-policy NS QUEUE [--max-attempts N] [--initial-backoff D] [--max-backoff D] [--jitter P] [--on-exhausted dead-letter|drop] | --remove
+      how every partition retries the queue's failed messages (backoff, then dead-letter or drop)
   messages cancel NS QUEUE KEY ID [--reason R]   remove a message, or revoke its lease if leased
   calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]
       an exclusion calendar on every partition; a schedule's --calendar NAME skips (ledgers excluded) what it excludes

@@ -2,7 +2,8 @@
 // describes, creates, updates, pauses, resumes, triggers, deletes, exports and imports
 // schedules (by id or by name), lists and
 // describes sagas, shows a queue's depth, peeks at a lane's messages without leasing them,
-// moves a lane's dead letters back to it, pauses and resumes a queue's consumption, cancels a
+// moves a lane's dead letters back to it, pauses and resumes a queue's consumption, sets its
+// retry policy, cancels a
 // message by id, puts, deletes, shows and lists exclusion calendars, shows the audit log (grant changes and denials, for a
 // principal holding PolicyAdmin on "*"), and shows the partition and silo tables a silo's admin
 // endpoint serves.
@@ -26,6 +27,7 @@
 //	orrery queues redrive-dlq NS QUEUE KEY [--max N]
 //	orrery queues pause NS QUEUE [--reason R]   (on every partition: receives lease nothing until resume)
 //	orrery queues resume NS QUEUE
+//	orrery queues retry-policy NS QUEUE [--max-attempts N] [--initial-backoff D] [--max-backoff D] [--jitter P] [--on-exhausted dead-letter|drop] | --remove   (on every partition)
 //	orrery messages cancel NS QUEUE KEY ID [--reason R]
 //	orrery calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]   (on every partition)
 //	orrery calendars delete|get NS NAME

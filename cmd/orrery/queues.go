@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -19,7 +20,7 @@ const redriveChunk = 100
 // queues runs a queues subcommand.
 func (c *command) queues(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("queues: a subcommand is required: stats, peek, redrive-dlq, pause or resume")
+		return usagef("queues: a subcommand is required: stats, peek, redrive-dlq, pause, resume or retry-policy")
 	}
 	switch args[0] {
 	case "stats":
@@ -30,6 +31,8 @@ func (c *command) queues(ctx context.Context, args []string) error {
 		return c.redriveDLQ(ctx, args[1:])
 	case "pause", "resume":
 		return c.pauseQueue(ctx, args[0], args[1:])
+	case "retry-policy":
+		return c.retryPolicy(ctx, args[1:])
 	}
 	return usagef("queues: unknown subcommand %q", args[0])
 }
@@ -239,10 +242,11 @@ func (c *command) peekQueue(ctx context.Context, args []string) error {
 		}
 		return writeJSON(c.stdout, map[string]any{"messages": items, "next_after": nextAfter})
 	}
-	t := newTable(c.stdout, "ID", "ATTEMPT", "VISIBLE-AT", "LEASED-UNTIL", "PAYLOAD-BYTES", "DEAD-LETTERED-FROM")
+	t := newTable(c.stdout, "ID", "ATTEMPT", "VISIBLE-AT", "LEASED-UNTIL", "PAYLOAD-BYTES", "DEAD-LETTERED-FROM", "LAST-FAILED-AT", "LAST-ERROR")
 	for _, m := range msgs {
 		t.row(m.GetId(), strconv.FormatUint(uint64(m.GetDeliveryCount()), 10), instant(m.GetVisibleAtUnixMicros()),
-			instant(m.GetLease().GetUntilUnixMicros()), strconv.Itoa(len(m.GetPayloadJson())), m.GetDeadLetteredFrom())
+			instant(m.GetLease().GetUntilUnixMicros()), strconv.Itoa(len(m.GetPayloadJson())), m.GetDeadLetteredFrom(),
+			instant(m.GetLastFailedAtUnixMicros()), oneLine(m.GetLastError(), peekErrorChars))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -251,6 +255,20 @@ func (c *command) peekQueue(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "next page: --after %s\n", next)
 	}
 	return nil
+}
+
+// peekErrorChars is how much of a message's last error a peek's table shows (-o json shows it
+// whole).
+const peekErrorChars = 80
+
+// oneLine renders s on one line of at most limit characters, its line breaks as spaces and
+// what it cuts as "…".
+func oneLine(s string, limit int) string {
+	runes := []rune(strings.Join(strings.Fields(s), " "))
+	if len(runes) <= limit {
+		return string(runes)
+	}
+	return string(runes[:limit-1]) + "…"
 }
 
 // redriveDLQ moves a lane's dead letters back to it, one command of up to redriveChunk at a
