@@ -47,10 +47,7 @@ func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, logged
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return res, err // a paused queue leases nothing (ApplyPause)
 	}
-	queuePolicy, err := LoadRetryPolicy(v, namespace, queue)
-	if err != nil {
-		return nil, err
-	}
+	queuePolicy := &queueRetry{namespace: namespace, queue: queue}
 	start := keys.QueuePrefix(namespace, queue)
 	end := keys.VisibilityKey(namespace, queue, loggedNowMicros+1, 0)
 	swept := 0
@@ -153,7 +150,7 @@ func scanIndex(v kv.Reader, start, end []byte, limit int) ([]indexEntry, error) 
 // receiveOne handles one visible index entry: it expires, removes (cancelled), dead-letters or
 // leases the message and returns a copy of it when leased, nil otherwise, and the payload and header bytes it
 // wrote again (a leased or dead-lettered message; an expired one leaves only a tombstone).
-func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64, queuePolicy *orreryv1.QueueRetryPolicy, deadLettered Noting) (*orreryv1.QueueMessage, uint64, error) {
+func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64, queuePolicy *queueRetry, deadLettered Noting) (*orreryv1.QueueMessage, uint64, error) {
 	msg := &orreryv1.QueueMessage{}
 	found, err := record.Load(v, e.messageKey, msg)
 	if err != nil {
@@ -168,7 +165,11 @@ func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMi
 	if msg.GetCancelled() != nil { // cancelled while leased, and the lease has ended
 		return nil, 0, removeCancelled(v, msg, loggedNowMicros)
 	}
-	if policy := retryPolicyInForce(nil, msg, queuePolicy); exhausted(policy, msg, lim) {
+	policy, err := queuePolicy.inForce(v, msg, lim)
+	if err != nil {
+		return nil, 0, err
+	}
+	if exhausted(policy, msg, lim) {
 		moved, err := exhaust(v, lim, msg, policy, loggedNowMicros, deadLettered)
 		return nil, moved, err
 	}

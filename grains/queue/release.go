@@ -68,10 +68,14 @@ func ApplyReleaseNoting(v kv.View, lim input.Limits, m *orreryv1.Release, logged
 	return &orreryv1.LeaseResult{Id: msg.GetId()}, nil
 }
 
-// releasePolicy is the retry policy in force for a failed release of msg (nil: none).
+// releasePolicy is the retry policy in force for a failed release of msg (nil: none): the
+// handler's (m.retry), else the message's own, else its queue's.
 func releasePolicy(v kv.Reader, m *orreryv1.Release, msg *orreryv1.QueueMessage) (*orreryv1.RetryPolicy, error) {
-	if m.GetRetry() != nil || msg.GetRetry() != nil {
-		return retryPolicyInForce(m.GetRetry(), msg, nil), nil
+	switch {
+	case m.GetRetry() != nil:
+		return m.GetRetry(), nil
+	case msg.GetRetry() != nil:
+		return msg.GetRetry(), nil
 	}
 	queuePolicy, err := LoadRetryPolicy(v, msg.GetLane().GetNamespace(), msg.GetLane().GetQueue())
 	if err != nil {

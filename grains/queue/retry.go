@@ -130,17 +130,32 @@ func TruncateError(s string) string {
 	return s[:cut]
 }
 
-// retryPolicyInForce is the policy a failure of msg is judged by: the handler's (from the
-// release, may be nil), else the message's own, else its queue's (queuePolicy, may be nil).
-func retryPolicyInForce(handler *orreryv1.RetryPolicy, msg *orreryv1.QueueMessage, queuePolicy *orreryv1.QueueRetryPolicy) *orreryv1.RetryPolicy {
-	switch {
-	case handler != nil:
-		return handler
-	case msg.GetRetry() != nil:
-		return msg.GetRetry()
-	default:
-		return queuePolicy.GetPolicy()
+// queueRetry is a receive's view of its queue's retry policy: read at most once, and only for
+// a message that could have used up its attempts.
+type queueRetry struct {
+	namespace, queue string
+	loaded           bool
+	record           *orreryv1.QueueRetryPolicy
+}
+
+// inForce is the retry policy a receive judges msg by (nil: none): its own, else its queue's.
+// A message never delivered cannot have used up any bound (each is at least 1), so its queue's
+// policy is not read for it.
+func (q *queueRetry) inForce(v kv.Reader, msg *orreryv1.QueueMessage, lim input.Limits) (*orreryv1.RetryPolicy, error) {
+	if msg.GetRetry() != nil {
+		return msg.GetRetry(), nil
 	}
+	if msg.GetDeliveryCount() == 0 && effectiveMaxDeliveries(msg, lim) > 0 {
+		return nil, nil
+	}
+	if !q.loaded {
+		var err error
+		if q.record, err = LoadRetryPolicy(v, q.namespace, q.queue); err != nil {
+			return nil, err
+		}
+		q.loaded = true
+	}
+	return q.record.GetPolicy(), nil
 }
 
 // attemptLimit is how many deliveries msg may have under policy (nil: none): its max_attempts
