@@ -148,8 +148,9 @@ func scanIndex(v kv.Reader, start, end []byte, limit int) ([]indexEntry, error) 
 }
 
 // receiveOne handles one visible index entry: it expires, removes (cancelled), dead-letters or
-// leases the message and returns a copy of it when leased, nil otherwise, and the payload and header bytes it
-// wrote again (a leased or dead-lettered message; an expired one leaves only a tombstone).
+// drops (its deliveries used up: exhaust) or leases the message and returns a copy of it when
+// leased, nil otherwise, and the payload and header bytes it wrote again (a leased or
+// dead-lettered message; an expired or dropped one leaves only a tombstone).
 func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64, queuePolicy *queueRetry, deadLettered Noting) (*orreryv1.QueueMessage, uint64, error) {
 	msg := &orreryv1.QueueMessage{}
 	found, err := record.Load(v, e.messageKey, msg)
