@@ -175,3 +175,53 @@ func TestMessageRetryOnTheWire(t *testing.T) {
 		t.Fatalf("invalid values became valid ones: %v", bad)
 	}
 }
+
+// TestSetQueueRetryPolicyNamesThePartitionsNotReached: a SetQueueRetryPolicy that some
+// partitions refuse fails with a PartitionsError naming them; the others hold the policy, and
+// calling again sets it everywhere (QueueStats shows it on each); nil removes it.
+func TestSetQueueRetryPolicyNamesThePartitionsNotReached(t *testing.T) {
+	b := setup(t, 3)
+	ctx := ctxFor(t)
+	b.tr.SetFaultHook(func(p int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if p == 2 && req.GetBatch().GetMutations()[0].GetSetQueueRetryPolicy() != nil {
+			return clienttest.FaultFailBeforeApply, orrery.Errorf(orrery.CodeUnauthorized, "refused in this test")
+		}
+		return clienttest.FaultNone, nil
+	})
+	policy := &client.MessageRetry{MaxAttempts: 4, InitialBackoff: time.Second, MaxBackoff: time.Minute, JitterPercent: 25}
+	err := b.c.SetQueueRetryPolicy(ctx, testNamespace, testQueue, policy)
+	var pe *client.PartitionsError
+	if !errors.As(err, &pe) || len(pe.Failed) != 1 || pe.Failed[0].Partition != 2 || !strings.Contains(err.Error(), "partitions 2 of 3 not reached") {
+		t.Fatalf("SetQueueRetryPolicy with partition 2 refusing: %v", err)
+	}
+	b.tr.SetFaultHook(nil)
+	if err := b.c.SetQueueRetryPolicy(ctx, testNamespace, testQueue, policy); err != nil {
+		t.Fatalf("SetQueueRetryPolicy again: %v", err)
+	}
+	policies := func() (n int) {
+		shares, err := b.c.QueueStats(ctx, testNamespace, testQueue, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range shares {
+			if got := client.MessageRetryOf(s.Stats.GetRetry().GetPolicy()); got != nil {
+				if *got != *policy || s.Stats.GetRetry().GetSetBy() != testPrincipal {
+					t.Fatalf("partition %d holds %+v set by %q", s.Partition, got, s.Stats.GetRetry().GetSetBy())
+				}
+				n++
+			}
+		}
+		return n
+	}
+	if n := policies(); n != 3 {
+		t.Fatalf("%d partitions hold the policy, want 3", n)
+	}
+	if err := b.c.SetQueueRetryPolicy(ctx, testNamespace, testQueue, nil); err != nil || policies() != 0 {
+		t.Fatalf("removing the policy: %v, %d partitions still hold it", err, policies())
+	}
+	var oe *orrery.Error
+	if err := b.c.SetQueueRetryPolicy(ctx, testNamespace, testQueue, &client.MessageRetry{InitialBackoff: time.Hour, MaxBackoff: time.Second}); !errors.As(err, &oe) ||
+		oe.Code != orrery.CodeValidation || !strings.HasSuffix(oe.Field, "policy.initial_backoff_micros") {
+		t.Fatalf("an initial backoff above the maximum: %v, want Validation naming it", err)
+	}
+}
