@@ -63,12 +63,18 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 	}
 	total := &orreryv1.QueueStats{Complete: true}
 	var oldestAge time.Duration
-	pausedOn := 0
+	pausedOn, retryOn := 0, 0
 	for _, s := range shares {
 		st := s.Stats
 		if st.GetPause() != nil {
 			pausedOn++
 			total.Pause = st.GetPause()
+		}
+		if st.GetRetry() != nil {
+			if retryOn == 0 {
+				total.Retry = st.GetRetry() // the lowest partition's
+			}
+			retryOn++
 		}
 		total.Visible += st.GetVisible()
 		total.Leased += st.GetLeased()
@@ -96,7 +102,7 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 			"total": map[string]any{
 				"visible": total.Visible, "leased": total.Leased, "delayed": total.Delayed, "dead_lettered": total.DeadLettered,
 				"oldest_visible_age_seconds": seconds(oldestAge, total.OldestVisibleAtUnixMicros != 0), "complete": total.Complete,
-				"paused_partitions": pausedOn,
+				"paused_partitions": pausedOn, "retry_policy_partitions": retryOn,
 			},
 		})
 	}
@@ -127,6 +133,10 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 	}
 	if pausedOn > 0 && key == "" {
 		fmt.Fprintf(c.stdout, "paused on %d of %d partitions: receives lease nothing there (orrery queues resume %s %s)\n", pausedOn, len(shares), namespace, queue)
+	}
+	if retryOn > 0 && key == "" {
+		fmt.Fprintf(c.stdout, "retry policy on %d of %d partitions (set by %s at %s): %s\n", retryOn, len(shares),
+			total.GetRetry().GetSetBy(), instant(total.GetRetry().GetSetAtUnixMicros()), describeRetry(client.MessageRetryOf(total.GetRetry().GetPolicy())))
 	}
 	return nil
 }

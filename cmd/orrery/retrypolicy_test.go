@@ -12,8 +12,8 @@ import (
 	"github.com/orreryhq/orrery/client"
 )
 
-// TestQueuesRetryPolicy: queues retry-policy sets a queue's policy on every partition, so a
-// failed release backs off by it; queues peek shows the attempt, when it failed and its error
+// TestQueuesRetryPolicy: queues retry-policy sets a queue's policy on every partition (queues
+// stats shows it), so a failed release backs off by it; queues peek shows the attempt, when it failed and its error
 // (on one line in the table, whole in JSON); --remove removes the policy; a bad
 // --on-exhausted, or no flag at all, is a usage error, and a policy the partition refuses
 // names its field.
@@ -24,6 +24,9 @@ func TestQueuesRetryPolicy(t *testing.T) {
 	out := ok(t, s, "", "queues", "retry-policy", "cli-retry", "jobs", "--max-attempts", "2", "--initial-backoff", "1h", "--jitter", "10")
 	if !strings.HasPrefix(out, "set the retry policy of queue cli-retry/jobs on all") || !strings.Contains(out, "backoff 1h0m0s doubling to 1h0m0s, jitter 10%; after 2 attempts, dead-letter") {
 		t.Fatalf("retry-policy printed %q", out)
+	}
+	if out := ok(t, s, "", "queues", "stats", "cli-retry", "jobs"); !strings.Contains(out, "retry policy on ") || !strings.Contains(out, "after 2 attempts, dead-letter") {
+		t.Fatalf("stats show no retry policy:\n%s", out)
 	}
 	lane := &orreryv1.Lane{Namespace: "cli-retry", Queue: "jobs", Key: "k1"}
 	cl := s.Client()
@@ -56,6 +59,9 @@ func TestQueuesRetryPolicy(t *testing.T) {
 		t.Fatalf("peek JSON shows %+v", m)
 	}
 	ok(t, s, "", "queues", "retry-policy", "cli-retry", "jobs", "--remove")
+	if out := ok(t, s, "", "queues", "stats", "cli-retry", "jobs"); strings.Contains(out, "retry policy") {
+		t.Fatalf("stats after --remove:\n%s", out)
+	}
 	if r := cli(t, s, "", "queues", "retry-policy", "cli-retry", "jobs", "--on-exhausted", "retry-forever"); r.code != 2 {
 		t.Errorf("a bad --on-exhausted: exit %d, stderr %q", r.code, r.stderr)
 	}
