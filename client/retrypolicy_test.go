@@ -225,3 +225,20 @@ func TestSetQueueRetryPolicyNamesThePartitionsNotReached(t *testing.T) {
 		t.Fatalf("an initial backoff above the maximum: %v, want Validation naming it", err)
 	}
 }
+
+// TestAScheduleCarriesItsRetryPolicy: a schedule's options carry a retry policy to its template
+// (Describe shows it; the batch tests follow an occurrence that carries one).
+func TestAScheduleCarriesItsRetryPolicy(t *testing.T) {
+	b := setup(t, 2)
+	ctx := ctxFor(t)
+	opts := reportOptions("")
+	opts.Retry = &client.MessageRetry{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Minute, OnExhausted: client.RetryDrop}
+	h, err := b.c.Schedules(testNamespace).Create(ctx, "retrying-report", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := h.Describe(ctx)
+	if err != nil || d.Options.Retry == nil || *d.Options.Retry != *opts.Retry {
+		t.Fatalf("described %+v (%v), want its retry policy %+v", d.Options.Retry, err, opts.Retry)
+	}
+}

@@ -110,6 +110,10 @@ type ScheduleOptions struct {
 	TimeToLive time.Duration
 	// MaxDeliveries, when positive, dead-letters an occurrence after that many deliveries.
 	MaxDeliveries int
+	// Retry, when set, is each occurrence's retry policy (see MessageRetry; apply version 19):
+	// a PauseOnFailure schedule pauses when an occurrence uses up its MaxAttempts, whether it
+	// is dead-lettered or dropped.
+	Retry *MessageRetry
 	// Misfire and Overlap are the schedule's policies (zero: the silo's defaults).
 	Misfire MisfirePolicy
 	Overlap OverlapPolicy
@@ -191,7 +195,7 @@ func (o ScheduleOptions) definition(namespace, name, id string) *orreryv1.Schedu
 		def.CatchUpPace = &orreryv1.CatchUpPace{MaxPerWindow: uint32(min(max(o.PacePerWindow, 0), 1<<31)), WindowMicros: o.PaceWindow.Microseconds()}
 	}
 	t := &orreryv1.MessageTemplate{PayloadJson: o.PayloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
-		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1))}
+		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1)), Retry: o.Retry.Proto()}
 	if proto.Size(t) > 0 {
 		def.Template = t
 	}
@@ -226,7 +230,7 @@ func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
 	return ScheduleOptions{
 		Queue: def.GetLane().GetQueue(), Key: def.GetLane().GetKey(), Spec: def.GetSpec(),
 		PayloadJSON: t.GetPayloadJson(), HeadersJSON: t.GetHeadersJson(), OrderingKey: t.GetOrderingKey(),
-		TimeToLive: microDuration(t.GetTimeToLiveMicros()), MaxDeliveries: int(t.GetMaxDeliveries()),
+		TimeToLive: microDuration(t.GetTimeToLiveMicros()), MaxDeliveries: int(t.GetMaxDeliveries()), Retry: MessageRetryOf(t.GetRetry()),
 		Misfire: def.GetMisfire(), Overlap: def.GetOverlap(),
 		CatchUpWindow: microDuration(def.GetCatchUpWindowMicros()), AnomalyWindow: microDuration(def.GetAnomalyWindowMicros()),
 		StartAt: instant(def.GetStartAtUnixMicros()), EndAt: instant(def.GetEndAtUnixMicros()), MaxOccurrences: int(min(def.GetMaxOccurrences(), 1<<62)),
