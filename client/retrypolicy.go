@@ -79,6 +79,27 @@ func (p *MessageRetry) Proto() *orreryv1.RetryPolicy {
 	}
 }
 
+// check refuses what no partition takes, whatever its limits, naming the field under field: a
+// worker checks its handlers' policy before it runs (a release it refuses would be sent as a
+// plain one, see releaseFailedOrPlain).
+func (p *MessageRetry) check(field string) error {
+	switch {
+	case p == nil:
+		return nil
+	case p.MaxAttempts < 0:
+		return orrery.Invalid(field+".max_attempts", "must not be negative, got %d", p.MaxAttempts)
+	case p.InitialBackoff < 0:
+		return orrery.Invalid(field+".initial_backoff", "must not be negative, got %s", p.InitialBackoff)
+	case p.MaxBackoff < p.InitialBackoff:
+		return orrery.Invalid(field+".initial_backoff", "must be at most max_backoff (%s), got %s", p.MaxBackoff, p.InitialBackoff)
+	case p.JitterPercent < 0 || p.JitterPercent > 100:
+		return orrery.Invalid(field+".jitter_percent", "must be between 0 and 100, got %d", p.JitterPercent)
+	case p.OnExhausted != RetryDeadLetter && p.OnExhausted != RetryDrop:
+		return orrery.Invalid(field+".on_exhausted", "must be RetryDeadLetter or RetryDrop, got %d", int(p.OnExhausted))
+	}
+	return nil
+}
+
 // wireCount is n as a uint32 field; a negative n, or one too large, becomes the largest, which
 // the partition refuses naming the field.
 func wireCount(n int) uint32 {

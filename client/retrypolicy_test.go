@@ -242,3 +242,16 @@ func TestAScheduleCarriesItsRetryPolicy(t *testing.T) {
 		t.Fatalf("described %+v (%v), want its retry policy %+v", d.Options.Retry, err, opts.Retry)
 	}
 }
+
+// TestAWorkersInvalidRetryPolicyFailsRun: a worker whose handlers' policy no partition would
+// take does not run (Validation naming the field), rather than release every failure plainly.
+func TestAWorkersInvalidRetryPolicyFailsRun(t *testing.T) {
+	b := setup(t, 1)
+	w := b.c.NewWorker(client.WorkerConfig{Namespace: testNamespace, Queue: testQueue,
+		Retry:   &client.MessageRetry{InitialBackoff: time.Hour, MaxBackoff: time.Minute},
+		Handler: func(context.Context, *client.Message) error { return nil }})
+	var oe *orrery.Error
+	if err := w.Run(ctxFor(t)); !errors.As(err, &oe) || oe.Code != orrery.CodeValidation || oe.Field != "retry.initial_backoff" {
+		t.Fatalf("Run with an initial backoff above the maximum: %v, want Validation on retry.initial_backoff", err)
+	}
+}

@@ -337,7 +337,7 @@ func (cfg WorkerConfig) validate() error {
 	case cfg.SettleTimeout < 0:
 		return orrery.Invalid("settle_timeout", "must not be negative, got %s", cfg.SettleTimeout)
 	}
-	return nil
+	return cfg.Retry.check("retry")
 }
 
 // Run consumes the worker's queues until ctx ends, then stops: no new receive is sent, the
