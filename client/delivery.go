@@ -156,7 +156,19 @@ func (r *run) settle(d *delivery, handlerErr error) {
 	if r.cfg.Backoff != nil && handlerErr != errStopping {
 		delay = max(r.cfg.Backoff(int(m.DeliveryCount())), 0)
 	}
-	if _, err := r.w.c.Release(ctx, m.Lane(), m.ID(), m.LeaseToken(), delay); err != nil {
+	var err error
+	if handlerErr == errStopping { // not an attempt that failed: released as it was
+		_, err = r.w.c.Release(ctx, m.Lane(), m.ID(), m.LeaseToken(), delay)
+	} else {
+		// A failed attempt: the partition keeps the error and takes the delay from the retry
+		// policy in force (delay when there is none), unless the handler asked for its own.
+		f := Failure{Err: handlerErr, Delay: delay, Backoff: true, Retry: r.cfg.Retry}
+		if after, asked := retryAfterOf(handlerErr); asked {
+			f.Delay, f.Backoff = after, false
+		}
+		err = r.w.c.releaseFailedOrPlain(ctx, m.Lane(), m.ID(), m.LeaseToken(), f)
+	}
+	if err != nil {
 		r.w.c.log.Warn("orrery worker: release failed", "id", m.ID(), "partition", m.Partition(), "err", err)
 	}
 }

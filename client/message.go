@@ -109,6 +109,23 @@ func (m *Message) Occurrence() *orreryv1.OccurrenceOrigin { return m.msg.GetOccu
 // SagaTimeout is the provenance of a saga's timeout message, nil for any other message.
 func (m *Message) SagaTimeout() *orreryv1.SagaTimeoutOrigin { return m.msg.GetSagaTimeout() }
 
+// LastError is the error of the message's last failed attempt ("" when none failed, or the
+// handler gave none): at most 1 KiB of it (apply version 19).
+func (m *Message) LastError() string { return m.msg.GetLastError() }
+
+// LastFailedAt is when the message's last failed attempt was released (the partition's logged
+// time), the zero time when none failed.
+func (m *Message) LastFailedAt() time.Time {
+	if at := m.msg.GetLastFailedAtUnixMicros(); at != 0 {
+		return micros(at)
+	}
+	return time.Time{}
+}
+
+// Retry is the message's own retry policy (nil when it has none: its queue's or its
+// handler's may still be in force).
+func (m *Message) Retry() *MessageRetry { return MessageRetryOf(m.msg.GetRetry()) }
+
 // DeadLetteredFrom is the queue a dead-lettered message came from, empty otherwise.
 func (m *Message) DeadLetteredFrom() string { return m.msg.GetDeadLetteredFrom() }
 

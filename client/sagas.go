@@ -42,6 +42,9 @@ type SagaWait struct {
 	TimeoutQueue string
 	// TimeoutPayloadJSON is the timeout message's payload ("" for none).
 	TimeoutPayloadJSON string
+	// TimeoutRetry, when set, is the timeout message's retry policy (see MessageRetry; apply
+	// version 19).
+	TimeoutRetry *MessageRetry
 	// Labels, when set, replace the saga's labels (List selects by them); unset, it keeps its
 	// own. Needs apply version 12.
 	Labels map[string]string
@@ -53,6 +56,7 @@ func (w SagaWait) exchange(h *SagaHandle, revision uint64, phase SagaPhase) *orr
 	if !w.Deadline.IsZero() {
 		m.DeadlineUnixMicros = w.Deadline.UnixMicro()
 		m.Timeout = Timeout(w.TimeoutQueue, w.TimeoutPayloadJSON)
+		m.Timeout.Template.Retry = w.TimeoutRetry.Proto()
 	}
 	return m
 }

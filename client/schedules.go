@@ -113,6 +113,10 @@ type ScheduleOptions struct {
 	// Priority, 0 (the default) to 9, is each occurrence's priority (EnqueueOptions.Priority;
 	// apply version 20).
 	Priority int
+	// Retry, when set, is each occurrence's retry policy (see MessageRetry; apply version 19):
+	// a PauseOnFailure schedule pauses when an occurrence uses up its MaxAttempts, whether it
+	// is dead-lettered or dropped.
+	Retry *MessageRetry
 	// Misfire and Overlap are the schedule's policies (zero: the silo's defaults).
 	Misfire MisfirePolicy
 	Overlap OverlapPolicy
@@ -194,7 +198,7 @@ func (o ScheduleOptions) definition(namespace, name, id string) *orreryv1.Schedu
 		def.CatchUpPace = &orreryv1.CatchUpPace{MaxPerWindow: uint32(min(max(o.PacePerWindow, 0), 1<<31)), WindowMicros: o.PaceWindow.Microseconds()}
 	}
 	t := &orreryv1.MessageTemplate{PayloadJson: o.PayloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
-		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1)), Priority: priorityOf(o.Priority)}
+		TimeToLiveMicros: o.TimeToLive.Microseconds(), MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1)), Priority: priorityOf(o.Priority), Retry: o.Retry.Proto()}
 	if proto.Size(t) > 0 {
 		def.Template = t
 	}
@@ -229,7 +233,7 @@ func scheduleOptionsOf(def *orreryv1.ScheduleDefinition) ScheduleOptions {
 	return ScheduleOptions{
 		Queue: def.GetLane().GetQueue(), Key: def.GetLane().GetKey(), Spec: def.GetSpec(),
 		PayloadJSON: t.GetPayloadJson(), HeadersJSON: t.GetHeadersJson(), OrderingKey: t.GetOrderingKey(),
-		TimeToLive: microDuration(t.GetTimeToLiveMicros()), MaxDeliveries: int(t.GetMaxDeliveries()), Priority: int(t.GetPriority()),
+		TimeToLive: microDuration(t.GetTimeToLiveMicros()), MaxDeliveries: int(t.GetMaxDeliveries()), Priority: int(t.GetPriority()), Retry: MessageRetryOf(t.GetRetry()),
 		Misfire: def.GetMisfire(), Overlap: def.GetOverlap(),
 		CatchUpWindow: microDuration(def.GetCatchUpWindowMicros()), AnomalyWindow: microDuration(def.GetAnomalyWindowMicros()),
 		StartAt: instant(def.GetStartAtUnixMicros()), EndAt: instant(def.GetEndAtUnixMicros()), MaxOccurrences: int(min(def.GetMaxOccurrences(), 1<<62)),

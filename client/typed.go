@@ -54,6 +54,9 @@ type EnqueueOptions struct {
 	// behind later higher-priority ones at most 9 × the partition's priority step). It needs a
 	// cluster at apply version 20; before, a priority is refused (Validation).
 	Priority int
+	// Retry, when set, is the message's retry policy (apply version 19), which wins over its
+	// queue's (Client.SetQueueRetryPolicy) and yields to its handler's.
+	Retry *MessageRetry
 }
 
 // EnqueueJSON enqueues a message whose payload is payloadJSON (a JSON value, "" for none) and
@@ -67,7 +70,7 @@ func (q *Queue) EnqueueJSON(ctx context.Context, payloadJSON string, o EnqueueOp
 		Lane: &orreryv1.Lane{Namespace: q.namespace, Queue: q.name, Key: cmp.Or(o.Key, id)}, Id: id,
 		PayloadJson: payloadJSON, HeadersJson: o.HeadersJSON, OrderingKey: o.OrderingKey,
 		DelayMicros: o.Delay.Microseconds(), TimeToLiveMicros: o.TimeToLive.Microseconds(),
-		MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1)), Unique: o.Unique, Priority: priorityOf(o.Priority),
+		MaxDeliveries: int32(min(o.MaxDeliveries, 1<<31-1)), Unique: o.Unique, Priority: priorityOf(o.Priority), Retry: o.Retry.Proto(),
 	}, opts...)
 	if err != nil {
 		return "", false, err

@@ -78,13 +78,20 @@ type WorkerConfig struct {
 	// Owner is recorded in every lease (default "<hostname>/<pid>").
 	Owner string
 	// ReleaseDelay is how long a message whose handler failed stays invisible (default 0), unless
-	// Backoff is set.
+	// Backoff is set, or a retry policy is in force (see Retry).
 	ReleaseDelay time.Duration
 	// Backoff, when set, decides how long a message whose handler failed stays invisible, from
 	// its delivery count (1 at the first delivery), instead of ReleaseDelay: see
 	// ExponentialBackoff. The partition counts deliveries, so the delay grows across workers
 	// and restarts; MaxDeliveries (on enqueue or the template) still bounds the attempts.
 	Backoff func(delivery int) time.Duration
+	// Retry, when set, is the handlers' own retry policy (apply version 19), which wins over the
+	// message's and its queue's. Whenever a policy is in force the partition decides a failed
+	// message's delay (its backoff) and its end (dead-letter or drop once MaxAttempts are used
+	// up), and ReleaseDelay and Backoff apply only to messages without one. A handler's error
+	// is kept on its message (Message.LastError), and a RetryAfter error sets the delay itself.
+	// Against a partition below apply version 19 the worker releases as before.
+	Retry *MessageRetry
 	// SettleTimeout bounds each ack, release and lease extension, which outlive Run's context
 	// so that a stopping worker still settles what it finished, and how much longer a receive
 	// that leases may take once Run's context has ended (what it leases is then released;
@@ -142,6 +149,8 @@ type HandlerOptions struct {
 	// Backoff decides how long a message whose handler failed stays invisible from its delivery
 	// count (see ExponentialBackoff).
 	Backoff func(delivery int) time.Duration
+	// Retry is this queue's handler's own retry policy (see WorkerConfig.Retry).
+	Retry *MessageRetry
 }
 
 // ExponentialBackoff is a WorkerConfig.Backoff (or HandlerOptions.Backoff) that keeps a
@@ -255,6 +264,9 @@ func (w *Worker) Handle(queue string, h Handler, o HandlerOptions) {
 	if o.Backoff != nil {
 		cfg.Backoff = o.Backoff
 	}
+	if o.Retry != nil {
+		cfg.Retry = o.Retry
+	}
 	if cfg.Prefetch == 0 {
 		cfg.Prefetch = cfg.Concurrency
 	}
@@ -325,7 +337,7 @@ func (cfg WorkerConfig) validate() error {
 	case cfg.SettleTimeout < 0:
 		return orrery.Invalid("settle_timeout", "must not be negative, got %s", cfg.SettleTimeout)
 	}
-	return nil
+	return cfg.Retry.check("retry")
 }
 
 // Run consumes the worker's queues until ctx ends, then stops: no new receive is sent, the

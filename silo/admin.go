@@ -53,7 +53,11 @@ import (
 //	                                                    cancel a message: removed, or its lease
 //	                                                    revoked when leased (CancelMessageResult)
 //	GET /v1/queues/{namespace}/{queue}                  a queue's depth on every partition, with
-//	                                                    each partition's pause and paused_partitions
+//	                                                    each partition's pause and paused_partitions,
+//	                                                    its retry_policy and retry_policy_partitions
+//	PUT /v1/queues/{namespace}/{queue}/retry-policy     set the queue's retry policy (body:
+//	                                                    RetryPolicy as protobuf JSON) on every partition
+//	DELETE /v1/queues/{namespace}/{queue}/retry-policy  remove it from every partition
 //	POST /v1/queues/{namespace}/{queue}/pause|resume?reason=
 //	                                                    pause or resume the queue's consumption on
 //	                                                    every partition
@@ -124,6 +128,8 @@ func (s *Silo) adminHandler() http.Handler {
 	for _, action := range queueActions {
 		mux.HandleFunc("POST /v1/queues/{namespace}/{queue}/"+action, s.queueAction(action))
 	}
+	mux.HandleFunc("PUT /v1/queues/{namespace}/{queue}/retry-policy", s.putRetryPolicy)
+	mux.HandleFunc("DELETE /v1/queues/{namespace}/{queue}/retry-policy", s.deleteRetryPolicy)
 	mux.HandleFunc("POST /v1/lanes/{namespace}/{queue}/{key}/messages/{id}/cancel", s.cancelMessage)
 	mux.HandleFunc("GET /v1/calendars/{namespace}", s.listCalendars)
 	mux.HandleFunc("GET /v1/calendars/{namespace}/{name}", s.getCalendar)

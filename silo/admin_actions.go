@@ -74,7 +74,10 @@ func (s *Silo) backfill(r *http.Request, lane *orreryv1.Lane, id string) (*orrer
 }
 
 // queueStats serves GET /v1/queues/{namespace}/{queue}: the queue's depth on every partition
-// (client.QueueStats) with each partition's pause, and on how many partitions it is paused.
+// (client.QueueStats) with each partition's pause and retry policy, on how many partitions it
+// is paused, and its retry policy (the lowest partition's that has one: retry_policy, null when
+// none has) with on how many partitions it is set (retry_policy_partitions; fewer than all
+// after a SetQueueRetryPolicy that did not reach every partition).
 func (s *Silo) queueStats(w http.ResponseWriter, r *http.Request) {
 	shares, err := s.adminClient(r).QueueStats(r.Context(), r.PathValue("namespace"), r.PathValue("queue"), "")
 	if err != nil {
@@ -82,15 +85,22 @@ func (s *Silo) queueStats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	partitions := make([]map[string]any, len(shares))
-	paused := 0
+	paused, retrying := 0, 0
+	var policy any
 	for i, share := range shares {
 		partitions[i] = map[string]any{"partition": share.Partition, "stats": protoJSON(share.Stats)}
 		if share.Stats.GetPause() != nil {
 			paused++
 		}
+		if held := share.Stats.GetRetry(); held != nil {
+			if retrying == 0 {
+				policy = protoJSON(held)
+			}
+			retrying++
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"namespace": r.PathValue("namespace"), "queue": r.PathValue("queue"),
-		"partitions": partitions, "paused_partitions": paused})
+		"partitions": partitions, "paused_partitions": paused, "retry_policy": policy, "retry_policy_partitions": retrying})
 }
 
 // queueAction serves POST /v1/queues/{namespace}/{queue}/{pause|resume}?reason=: it pauses or

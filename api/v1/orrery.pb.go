@@ -395,6 +395,61 @@ func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_api_v1_orrery_proto_rawDescGZIP(), []int{5}
 }
 
+// RetryExhausted is what becomes of a message whose failed attempts reached its retry
+// policy's max_attempts (apply version 19).
+type RetryExhausted int32
+
+const (
+	// The default: dead-lettered, as RETRY_EXHAUSTED_DEAD_LETTER.
+	RetryExhausted_RETRY_EXHAUSTED_UNSPECIFIED RetryExhausted = 0
+	// Moved to the lane's dead-letter queue ("<queue>$dlq"), as a message that used up its
+	// max_deliveries is.
+	RetryExhausted_RETRY_EXHAUSTED_DEAD_LETTER RetryExhausted = 1
+	// Removed, leaving a tombstone that keeps its id taken (as an ack does).
+	RetryExhausted_RETRY_EXHAUSTED_DROP RetryExhausted = 2
+)
+
+// Enum value maps for RetryExhausted.
+var (
+	RetryExhausted_name = map[int32]string{
+		0: "RETRY_EXHAUSTED_UNSPECIFIED",
+		1: "RETRY_EXHAUSTED_DEAD_LETTER",
+		2: "RETRY_EXHAUSTED_DROP",
+	}
+	RetryExhausted_value = map[string]int32{
+		"RETRY_EXHAUSTED_UNSPECIFIED": 0,
+		"RETRY_EXHAUSTED_DEAD_LETTER": 1,
+		"RETRY_EXHAUSTED_DROP":        2,
+	}
+)
+
+func (x RetryExhausted) Enum() *RetryExhausted {
+	p := new(RetryExhausted)
+	*p = x
+	return p
+}
+
+func (x RetryExhausted) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RetryExhausted) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_v1_orrery_proto_enumTypes[6].Descriptor()
+}
+
+func (RetryExhausted) Type() protoreflect.EnumType {
+	return &file_api_v1_orrery_proto_enumTypes[6]
+}
+
+func (x RetryExhausted) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RetryExhausted.Descriptor instead.
+func (RetryExhausted) EnumDescriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{6}
+}
+
 // SagaPhase is the lifecycle of a saga. Completed, Cancelled and TimedOut are terminal.
 type SagaPhase int32
 
@@ -435,11 +490,11 @@ func (x SagaPhase) String() string {
 }
 
 func (SagaPhase) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_orrery_proto_enumTypes[6].Descriptor()
+	return file_api_v1_orrery_proto_enumTypes[7].Descriptor()
 }
 
 func (SagaPhase) Type() protoreflect.EnumType {
-	return &file_api_v1_orrery_proto_enumTypes[6]
+	return &file_api_v1_orrery_proto_enumTypes[7]
 }
 
 func (x SagaPhase) Number() protoreflect.EnumNumber {
@@ -448,7 +503,7 @@ func (x SagaPhase) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SagaPhase.Descriptor instead.
 func (SagaPhase) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{6}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{7}
 }
 
 // CancelOutcome is what a CancelMessage did.
@@ -492,11 +547,11 @@ func (x CancelOutcome) String() string {
 }
 
 func (CancelOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_v1_orrery_proto_enumTypes[7].Descriptor()
+	return file_api_v1_orrery_proto_enumTypes[8].Descriptor()
 }
 
 func (CancelOutcome) Type() protoreflect.EnumType {
-	return &file_api_v1_orrery_proto_enumTypes[7]
+	return &file_api_v1_orrery_proto_enumTypes[8]
 }
 
 func (x CancelOutcome) Number() protoreflect.EnumNumber {
@@ -505,7 +560,7 @@ func (x CancelOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CancelOutcome.Descriptor instead.
 func (CancelOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{7}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{8}
 }
 
 // Error is the one error shape on the wire. Field names the offending input field as a path
@@ -990,7 +1045,9 @@ type MessageTemplate struct {
 	MaxDeliveries int32 `protobuf:"varint,5,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
 	// The priority of each message made from the template (apply version 20), 0..9, higher
 	// first; zero is the default. See Enqueue.priority.
-	Priority      int32 `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
+	Priority int32 `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Optional (apply version 19): the retry policy each message carries (QueueMessage.retry).
+	Retry         *RetryPolicy `protobuf:"bytes,6,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1067,6 +1124,102 @@ func (x *MessageTemplate) GetPriority() int32 {
 	return 0
 }
 
+func (x *MessageTemplate) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
+// RetryPolicy (apply version 19) says how a message is retried after a failed attempt (a
+// Release with error or backoff): the n-th failed attempt (n = delivery_count) makes it visible
+// again after backoff(n) = min(max_backoff_micros, initial_backoff_micros × 2^(n−1)), less a
+// jitter of up to jitter_percent of it derived from the message key and n (the same on every
+// replica); once n reaches max_attempts the message is dead-lettered or dropped (on_exhausted).
+// The policy in force for a failure is Release.retry, else the message's (Enqueue.retry,
+// MessageTemplate.retry), else its queue's (SetQueueRetryPolicy); with none, a failure is
+// released after Release.delay_micros and max_deliveries bounds the deliveries.
+type RetryPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Zero means the message's max_deliveries; otherwise 1..Limits.MaxMaxDeliveries. While the
+	// policy is in force it replaces max_deliveries, also when a lease ends unanswered.
+	MaxAttempts uint32 `protobuf:"varint,1,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// 0..Limits.MaxDelayMicros, at most max_backoff_micros: the backoff after the first failure.
+	InitialBackoffMicros int64 `protobuf:"varint,2,opt,name=initial_backoff_micros,json=initialBackoffMicros,proto3" json:"initial_backoff_micros,omitempty"`
+	// 0..Limits.MaxDelayMicros: the cap of the doubling backoff.
+	MaxBackoffMicros int64 `protobuf:"varint,3,opt,name=max_backoff_micros,json=maxBackoffMicros,proto3" json:"max_backoff_micros,omitempty"`
+	// 0..100: the most of a backoff the jitter takes off.
+	JitterPercent uint32         `protobuf:"varint,4,opt,name=jitter_percent,json=jitterPercent,proto3" json:"jitter_percent,omitempty"`
+	OnExhausted   RetryExhausted `protobuf:"varint,5,opt,name=on_exhausted,json=onExhausted,proto3,enum=orrery.v1.RetryExhausted" json:"on_exhausted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryPolicy) Reset() {
+	*x = RetryPolicy{}
+	mi := &file_api_v1_orrery_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryPolicy) ProtoMessage() {}
+
+func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
+func (*RetryPolicy) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RetryPolicy) GetMaxAttempts() uint32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetInitialBackoffMicros() int64 {
+	if x != nil {
+		return x.InitialBackoffMicros
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetMaxBackoffMicros() int64 {
+	if x != nil {
+		return x.MaxBackoffMicros
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetJitterPercent() uint32 {
+	if x != nil {
+		return x.JitterPercent
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetOnExhausted() RetryExhausted {
+	if x != nil {
+		return x.OnExhausted
+	}
+	return RetryExhausted_RETRY_EXHAUSTED_UNSPECIFIED
+}
+
 // ScheduleDefinition is what a caller configures.
 type ScheduleDefinition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1140,7 +1293,7 @@ type ScheduleDefinition struct {
 
 func (x *ScheduleDefinition) Reset() {
 	*x = ScheduleDefinition{}
-	mi := &file_api_v1_orrery_proto_msgTypes[8]
+	mi := &file_api_v1_orrery_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1305,7 @@ func (x *ScheduleDefinition) String() string {
 func (*ScheduleDefinition) ProtoMessage() {}
 
 func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[8]
+	mi := &file_api_v1_orrery_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1318,7 @@ func (x *ScheduleDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleDefinition.ProtoReflect.Descriptor instead.
 func (*ScheduleDefinition) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{8}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ScheduleDefinition) GetLane() *Lane {
@@ -1314,7 +1467,7 @@ type CatchUpPace struct {
 
 func (x *CatchUpPace) Reset() {
 	*x = CatchUpPace{}
-	mi := &file_api_v1_orrery_proto_msgTypes[9]
+	mi := &file_api_v1_orrery_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1479,7 @@ func (x *CatchUpPace) String() string {
 func (*CatchUpPace) ProtoMessage() {}
 
 func (x *CatchUpPace) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[9]
+	mi := &file_api_v1_orrery_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1492,7 @@ func (x *CatchUpPace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatchUpPace.ProtoReflect.Descriptor instead.
 func (*CatchUpPace) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{9}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CatchUpPace) GetMaxPerWindow() uint32 {
@@ -1368,7 +1521,7 @@ type SagaTimeout struct {
 
 func (x *SagaTimeout) Reset() {
 	*x = SagaTimeout{}
-	mi := &file_api_v1_orrery_proto_msgTypes[10]
+	mi := &file_api_v1_orrery_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1533,7 @@ func (x *SagaTimeout) String() string {
 func (*SagaTimeout) ProtoMessage() {}
 
 func (x *SagaTimeout) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[10]
+	mi := &file_api_v1_orrery_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1546,7 @@ func (x *SagaTimeout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaTimeout.ProtoReflect.Descriptor instead.
 func (*SagaTimeout) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{10}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SagaTimeout) GetQueue() string {
@@ -1432,7 +1585,7 @@ type OccurrenceOrigin struct {
 
 func (x *OccurrenceOrigin) Reset() {
 	*x = OccurrenceOrigin{}
-	mi := &file_api_v1_orrery_proto_msgTypes[11]
+	mi := &file_api_v1_orrery_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1597,7 @@ func (x *OccurrenceOrigin) String() string {
 func (*OccurrenceOrigin) ProtoMessage() {}
 
 func (x *OccurrenceOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[11]
+	mi := &file_api_v1_orrery_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1610,7 @@ func (x *OccurrenceOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OccurrenceOrigin.ProtoReflect.Descriptor instead.
 func (*OccurrenceOrigin) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{11}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OccurrenceOrigin) GetScheduleId() string {
@@ -1535,7 +1688,7 @@ type SagaTimeoutOrigin struct {
 
 func (x *SagaTimeoutOrigin) Reset() {
 	*x = SagaTimeoutOrigin{}
-	mi := &file_api_v1_orrery_proto_msgTypes[12]
+	mi := &file_api_v1_orrery_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1700,7 @@ func (x *SagaTimeoutOrigin) String() string {
 func (*SagaTimeoutOrigin) ProtoMessage() {}
 
 func (x *SagaTimeoutOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[12]
+	mi := &file_api_v1_orrery_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1713,7 @@ func (x *SagaTimeoutOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaTimeoutOrigin.ProtoReflect.Descriptor instead.
 func (*SagaTimeoutOrigin) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{12}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SagaTimeoutOrigin) GetSagaId() string {
@@ -1596,7 +1749,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[13]
+	mi := &file_api_v1_orrery_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1761,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[13]
+	mi := &file_api_v1_orrery_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1774,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{13}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Lease) GetToken() string {
@@ -1690,14 +1843,22 @@ type QueueMessage struct {
 	// caller's UniqueSpec.key, or the hex SHA-256 its by_payload resolved to. Removing the
 	// message releases a key held while it is live (UniqueSpec.period_micros 0). Cleared on the
 	// copy a dead-letter move stores: a dead letter holds no key.
-	UniqueKey     string `protobuf:"bytes,23,opt,name=unique_key,json=uniqueKey,proto3" json:"unique_key,omitempty"`
+	UniqueKey string `protobuf:"bytes,23,opt,name=unique_key,json=uniqueKey,proto3" json:"unique_key,omitempty"`
+	// The error of the last failed attempt (Release.error, apply version 19): at most
+	// queue.MaxLastErrorBytes (1 KiB), cut at a UTF-8 boundary. Kept through a dead-letter move
+	// and a redrive.
+	LastError string `protobuf:"bytes,19,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// When the last failed attempt was released (logged time); zero when none failed.
+	LastFailedAtUnixMicros int64 `protobuf:"varint,20,opt,name=last_failed_at_unix_micros,json=lastFailedAtUnixMicros,proto3" json:"last_failed_at_unix_micros,omitempty"`
+	// The message's own retry policy (Enqueue.retry or its template's; apply version 19).
+	Retry         *RetryPolicy `protobuf:"bytes,21,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueMessage) Reset() {
 	*x = QueueMessage{}
-	mi := &file_api_v1_orrery_proto_msgTypes[14]
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1870,7 @@ func (x *QueueMessage) String() string {
 func (*QueueMessage) ProtoMessage() {}
 
 func (x *QueueMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[14]
+	mi := &file_api_v1_orrery_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1883,7 @@ func (x *QueueMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessage.ProtoReflect.Descriptor instead.
 func (*QueueMessage) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{14}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QueueMessage) GetId() string {
@@ -1876,6 +2037,27 @@ func (x *QueueMessage) GetUniqueKey() string {
 	return ""
 }
 
+func (x *QueueMessage) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *QueueMessage) GetLastFailedAtUnixMicros() int64 {
+	if x != nil {
+		return x.LastFailedAtUnixMicros
+	}
+	return 0
+}
+
+func (x *QueueMessage) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
 type isQueueMessage_Origin interface {
 	isQueueMessage_Origin()
 }
@@ -1908,7 +2090,7 @@ type MessageDigest struct {
 
 func (x *MessageDigest) Reset() {
 	*x = MessageDigest{}
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2102,7 @@ func (x *MessageDigest) String() string {
 func (*MessageDigest) ProtoMessage() {}
 
 func (x *MessageDigest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[15]
+	mi := &file_api_v1_orrery_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2115,7 @@ func (x *MessageDigest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageDigest.ProtoReflect.Descriptor instead.
 func (*MessageDigest) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{15}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MessageDigest) GetPayloadSha256() []byte {
@@ -1976,7 +2158,7 @@ type MessageCancel struct {
 
 func (x *MessageCancel) Reset() {
 	*x = MessageCancel{}
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2170,7 @@ func (x *MessageCancel) String() string {
 func (*MessageCancel) ProtoMessage() {}
 
 func (x *MessageCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[16]
+	mi := &file_api_v1_orrery_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2183,7 @@ func (x *MessageCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageCancel.ProtoReflect.Descriptor instead.
 func (*MessageCancel) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{16}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MessageCancel) GetCancelledBy() string {
@@ -2037,7 +2219,7 @@ type ConfigureSchedule struct {
 
 func (x *ConfigureSchedule) Reset() {
 	*x = ConfigureSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2231,7 @@ func (x *ConfigureSchedule) String() string {
 func (*ConfigureSchedule) ProtoMessage() {}
 
 func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[17]
+	mi := &file_api_v1_orrery_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2244,7 @@ func (x *ConfigureSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureSchedule.ProtoReflect.Descriptor instead.
 func (*ConfigureSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{17}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConfigureSchedule) GetDefinition() *ScheduleDefinition {
@@ -2093,7 +2275,7 @@ type EmitOccurrences struct {
 
 func (x *EmitOccurrences) Reset() {
 	*x = EmitOccurrences{}
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2287,7 @@ func (x *EmitOccurrences) String() string {
 func (*EmitOccurrences) ProtoMessage() {}
 
 func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[18]
+	mi := &file_api_v1_orrery_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2300,7 @@ func (x *EmitOccurrences) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmitOccurrences.ProtoReflect.Descriptor instead.
 func (*EmitOccurrences) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{18}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EmitOccurrences) GetLane() *Lane {
@@ -2166,7 +2348,7 @@ type CancelSchedule struct {
 
 func (x *CancelSchedule) Reset() {
 	*x = CancelSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2360,7 @@ func (x *CancelSchedule) String() string {
 func (*CancelSchedule) ProtoMessage() {}
 
 func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[19]
+	mi := &file_api_v1_orrery_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2373,7 @@ func (x *CancelSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelSchedule.ProtoReflect.Descriptor instead.
 func (*CancelSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{19}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelSchedule) GetLane() *Lane {
@@ -2240,7 +2422,7 @@ type DeleteSchedule struct {
 
 func (x *DeleteSchedule) Reset() {
 	*x = DeleteSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2434,7 @@ func (x *DeleteSchedule) String() string {
 func (*DeleteSchedule) ProtoMessage() {}
 
 func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[20]
+	mi := &file_api_v1_orrery_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2447,7 @@ func (x *DeleteSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSchedule.ProtoReflect.Descriptor instead.
 func (*DeleteSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{20}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteSchedule) GetLane() *Lane {
@@ -2314,7 +2496,7 @@ type PauseSchedule struct {
 
 func (x *PauseSchedule) Reset() {
 	*x = PauseSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2326,7 +2508,7 @@ func (x *PauseSchedule) String() string {
 func (*PauseSchedule) ProtoMessage() {}
 
 func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[21]
+	mi := &file_api_v1_orrery_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2339,7 +2521,7 @@ func (x *PauseSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSchedule.ProtoReflect.Descriptor instead.
 func (*PauseSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{21}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PauseSchedule) GetLane() *Lane {
@@ -2385,7 +2567,7 @@ type SkipExpired struct {
 
 func (x *SkipExpired) Reset() {
 	*x = SkipExpired{}
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2579,7 @@ func (x *SkipExpired) String() string {
 func (*SkipExpired) ProtoMessage() {}
 
 func (x *SkipExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[22]
+	mi := &file_api_v1_orrery_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2592,7 @@ func (x *SkipExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipExpired.ProtoReflect.Descriptor instead.
 func (*SkipExpired) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{22}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SkipExpired) GetLane() *Lane {
@@ -2451,7 +2633,7 @@ type BackfillSchedule struct {
 
 func (x *BackfillSchedule) Reset() {
 	*x = BackfillSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2645,7 @@ func (x *BackfillSchedule) String() string {
 func (*BackfillSchedule) ProtoMessage() {}
 
 func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[23]
+	mi := &file_api_v1_orrery_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2658,7 @@ func (x *BackfillSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillSchedule.ProtoReflect.Descriptor instead.
 func (*BackfillSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{23}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BackfillSchedule) GetLane() *Lane {
@@ -2526,7 +2708,7 @@ type ResumeSchedule struct {
 
 func (x *ResumeSchedule) Reset() {
 	*x = ResumeSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2720,7 @@ func (x *ResumeSchedule) String() string {
 func (*ResumeSchedule) ProtoMessage() {}
 
 func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[24]
+	mi := &file_api_v1_orrery_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2733,7 @@ func (x *ResumeSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeSchedule.ProtoReflect.Descriptor instead.
 func (*ResumeSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{24}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResumeSchedule) GetLane() *Lane {
@@ -2593,7 +2775,7 @@ type TriggerSchedule struct {
 
 func (x *TriggerSchedule) Reset() {
 	*x = TriggerSchedule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2787,7 @@ func (x *TriggerSchedule) String() string {
 func (*TriggerSchedule) ProtoMessage() {}
 
 func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[25]
+	mi := &file_api_v1_orrery_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2800,7 @@ func (x *TriggerSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerSchedule.ProtoReflect.Descriptor instead.
 func (*TriggerSchedule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{25}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TriggerSchedule) GetLane() *Lane {
@@ -2656,7 +2838,7 @@ type CompareExchangeSaga struct {
 
 func (x *CompareExchangeSaga) Reset() {
 	*x = CompareExchangeSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2850,7 @@ func (x *CompareExchangeSaga) String() string {
 func (*CompareExchangeSaga) ProtoMessage() {}
 
 func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[26]
+	mi := &file_api_v1_orrery_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2863,7 @@ func (x *CompareExchangeSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareExchangeSaga.ProtoReflect.Descriptor instead.
 func (*CompareExchangeSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{26}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CompareExchangeSaga) GetLane() *Lane {
@@ -2752,7 +2934,7 @@ type ExpireSaga struct {
 
 func (x *ExpireSaga) Reset() {
 	*x = ExpireSaga{}
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +2946,7 @@ func (x *ExpireSaga) String() string {
 func (*ExpireSaga) ProtoMessage() {}
 
 func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[27]
+	mi := &file_api_v1_orrery_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +2959,7 @@ func (x *ExpireSaga) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSaga.ProtoReflect.Descriptor instead.
 func (*ExpireSaga) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{27}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExpireSaga) GetLane() *Lane {
@@ -2817,6 +2999,9 @@ type Enqueue struct {
 	// Zero means no expiry; otherwise relative to the visible time.
 	TimeToLiveMicros int64 `protobuf:"varint,7,opt,name=time_to_live_micros,json=timeToLiveMicros,proto3" json:"time_to_live_micros,omitempty"`
 	MaxDeliveries    int32 `protobuf:"varint,8,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
+	// Optional (apply version 19): the message's retry policy, which takes precedence over its
+	// queue's (SetQueueRetryPolicy).
+	Retry *RetryPolicy `protobuf:"bytes,9,opt,name=retry,proto3" json:"retry,omitempty"`
 	// The message's priority (apply version 20): 0..9, higher first, zero the default. A receive
 	// leases, among the queue's messages visible at its logged time in the partition, the one
 	// with the smallest visible time minus priority × PartitionLimits.priority_step_micros, then
@@ -2836,7 +3021,7 @@ type Enqueue struct {
 
 func (x *Enqueue) Reset() {
 	*x = Enqueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +3033,7 @@ func (x *Enqueue) String() string {
 func (*Enqueue) ProtoMessage() {}
 
 func (x *Enqueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[28]
+	mi := &file_api_v1_orrery_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +3046,7 @@ func (x *Enqueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Enqueue.ProtoReflect.Descriptor instead.
 func (*Enqueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{28}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Enqueue) GetLane() *Lane {
@@ -2920,6 +3105,13 @@ func (x *Enqueue) GetMaxDeliveries() int32 {
 	return 0
 }
 
+func (x *Enqueue) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
 func (x *Enqueue) GetPriority() int32 {
 	if x != nil {
 		return x.Priority
@@ -2953,7 +3145,7 @@ type UniqueSpec struct {
 
 func (x *UniqueSpec) Reset() {
 	*x = UniqueSpec{}
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2965,7 +3157,7 @@ func (x *UniqueSpec) String() string {
 func (*UniqueSpec) ProtoMessage() {}
 
 func (x *UniqueSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[29]
+	mi := &file_api_v1_orrery_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2978,7 +3170,7 @@ func (x *UniqueSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UniqueSpec.ProtoReflect.Descriptor instead.
 func (*UniqueSpec) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{29}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UniqueSpec) GetKey() string {
@@ -3016,7 +3208,7 @@ type Receive struct {
 
 func (x *Receive) Reset() {
 	*x = Receive{}
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3220,7 @@ func (x *Receive) String() string {
 func (*Receive) ProtoMessage() {}
 
 func (x *Receive) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[30]
+	mi := &file_api_v1_orrery_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3233,7 @@ func (x *Receive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receive.ProtoReflect.Descriptor instead.
 func (*Receive) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{30}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Receive) GetNamespace() string {
@@ -3091,7 +3283,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3295,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[31]
+	mi := &file_api_v1_orrery_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3308,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{31}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Ack) GetLane() *Lane {
@@ -3140,20 +3332,35 @@ func (x *Ack) GetLeaseToken() string {
 	return ""
 }
 
-// Release returns a leased message early, visible after delay_micros.
+// Release returns a leased message early, visible after delay_micros. A release that sets
+// error or backoff (apply version 19) reports a failed attempt: the message keeps the error and
+// the logged time (QueueMessage.last_error, last_failed_at_unix_micros), and when a retry policy
+// is in force (RetryPolicy: retry, else the message's, else its queue's) and its attempts
+// (delivery_count) reached max_attempts it is dead-lettered or dropped at once.
 type Release struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lane          *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	LeaseToken    string                 `protobuf:"bytes,3,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	DelayMicros   int64                  `protobuf:"varint,4,opt,name=delay_micros,json=delayMicros,proto3" json:"delay_micros,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Lane       *Lane                  `protobuf:"bytes,1,opt,name=lane,proto3" json:"lane,omitempty"`
+	Id         string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	LeaseToken string                 `protobuf:"bytes,3,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// 0..Limits.MaxDelayMicros. With backoff set it is the delay used when no retry policy is in
+	// force.
+	DelayMicros int64 `protobuf:"varint,4,opt,name=delay_micros,json=delayMicros,proto3" json:"delay_micros,omitempty"`
+	// Optional: the handler's failure, cut to queue.MaxLastErrorBytes (1 KiB) at a UTF-8
+	// boundary.
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// When set, the partition computes the delay from the retry policy in force (its backoff for
+	// this attempt), and falls back to delay_micros when none is.
+	Backoff bool `protobuf:"varint,6,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	// Optional: the handler's own retry policy, taking precedence over the message's and the
+	// queue's for this failure.
+	Retry         *RetryPolicy `protobuf:"bytes,7,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3372,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[32]
+	mi := &file_api_v1_orrery_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3385,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{32}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Release) GetLane() *Lane {
@@ -3209,6 +3416,27 @@ func (x *Release) GetDelayMicros() int64 {
 	return 0
 }
 
+func (x *Release) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Release) GetBackoff() bool {
+	if x != nil {
+		return x.Backoff
+	}
+	return false
+}
+
+func (x *Release) GetRetry() *RetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
 // ExtendLease moves a current lease's end to logged time + lease_duration_micros.
 type ExtendLease struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -3222,7 +3450,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3234,7 +3462,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[33]
+	mi := &file_api_v1_orrery_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3247,7 +3475,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{33}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExtendLease) GetLane() *Lane {
@@ -3292,7 +3520,7 @@ type Housekeep struct {
 
 func (x *Housekeep) Reset() {
 	*x = Housekeep{}
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3532,7 @@ func (x *Housekeep) String() string {
 func (*Housekeep) ProtoMessage() {}
 
 func (x *Housekeep) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[34]
+	mi := &file_api_v1_orrery_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3545,7 @@ func (x *Housekeep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Housekeep.ProtoReflect.Descriptor instead.
 func (*Housekeep) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{34}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Housekeep) GetMaxRecords() uint32 {
@@ -3368,7 +3596,7 @@ type PartitionLimits struct {
 
 func (x *PartitionLimits) Reset() {
 	*x = PartitionLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3380,7 +3608,7 @@ func (x *PartitionLimits) String() string {
 func (*PartitionLimits) ProtoMessage() {}
 
 func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[35]
+	mi := &file_api_v1_orrery_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3393,7 +3621,7 @@ func (x *PartitionLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLimits.ProtoReflect.Descriptor instead.
 func (*PartitionLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{35}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PartitionLimits) GetMaxPayloadBytes() int64 {
@@ -3581,7 +3809,7 @@ type SetLimits struct {
 
 func (x *SetLimits) Reset() {
 	*x = SetLimits{}
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3593,7 +3821,7 @@ func (x *SetLimits) String() string {
 func (*SetLimits) ProtoMessage() {}
 
 func (x *SetLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[36]
+	mi := &file_api_v1_orrery_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3606,7 +3834,7 @@ func (x *SetLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLimits.ProtoReflect.Descriptor instead.
 func (*SetLimits) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{36}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetLimits) GetLimits() *PartitionLimits {
@@ -3631,7 +3859,7 @@ type PartitionApplyVersion struct {
 
 func (x *PartitionApplyVersion) Reset() {
 	*x = PartitionApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3643,7 +3871,7 @@ func (x *PartitionApplyVersion) String() string {
 func (*PartitionApplyVersion) ProtoMessage() {}
 
 func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[37]
+	mi := &file_api_v1_orrery_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3656,7 +3884,7 @@ func (x *PartitionApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionApplyVersion.ProtoReflect.Descriptor instead.
 func (*PartitionApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{37}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PartitionApplyVersion) GetVersion() uint32 {
@@ -3679,7 +3907,7 @@ type SetApplyVersion struct {
 
 func (x *SetApplyVersion) Reset() {
 	*x = SetApplyVersion{}
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3691,7 +3919,7 @@ func (x *SetApplyVersion) String() string {
 func (*SetApplyVersion) ProtoMessage() {}
 
 func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[38]
+	mi := &file_api_v1_orrery_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3704,7 +3932,7 @@ func (x *SetApplyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetApplyVersion.ProtoReflect.Descriptor instead.
 func (*SetApplyVersion) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{38}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetApplyVersion) GetVersion() uint32 {
@@ -3726,7 +3954,7 @@ type CheckConsistency struct {
 
 func (x *CheckConsistency) Reset() {
 	*x = CheckConsistency{}
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3966,7 @@ func (x *CheckConsistency) String() string {
 func (*CheckConsistency) ProtoMessage() {}
 
 func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[39]
+	mi := &file_api_v1_orrery_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3979,7 @@ func (x *CheckConsistency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckConsistency.ProtoReflect.Descriptor instead.
 func (*CheckConsistency) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{39}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
 }
 
 // RefreshZoneRules makes the rules of each named zone that the entry carries
@@ -3770,7 +3998,7 @@ type RefreshZoneRules struct {
 
 func (x *RefreshZoneRules) Reset() {
 	*x = RefreshZoneRules{}
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3782,7 +4010,7 @@ func (x *RefreshZoneRules) String() string {
 func (*RefreshZoneRules) ProtoMessage() {}
 
 func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[40]
+	mi := &file_api_v1_orrery_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3795,7 +4023,7 @@ func (x *RefreshZoneRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshZoneRules.ProtoReflect.Descriptor instead.
 func (*RefreshZoneRules) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{40}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RefreshZoneRules) GetZones() []string {
@@ -3823,7 +4051,7 @@ type FieldPolicy struct {
 
 func (x *FieldPolicy) Reset() {
 	*x = FieldPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3835,7 +4063,7 @@ func (x *FieldPolicy) String() string {
 func (*FieldPolicy) ProtoMessage() {}
 
 func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[41]
+	mi := &file_api_v1_orrery_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3848,7 +4076,7 @@ func (x *FieldPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldPolicy.ProtoReflect.Descriptor instead.
 func (*FieldPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{41}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FieldPolicy) GetPath() string {
@@ -3896,7 +4124,7 @@ type GrantRule struct {
 
 func (x *GrantRule) Reset() {
 	*x = GrantRule{}
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3908,7 +4136,7 @@ func (x *GrantRule) String() string {
 func (*GrantRule) ProtoMessage() {}
 
 func (x *GrantRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[42]
+	mi := &file_api_v1_orrery_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3921,7 +4149,7 @@ func (x *GrantRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRule.ProtoReflect.Descriptor instead.
 func (*GrantRule) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{42}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GrantRule) GetNamespace() string {
@@ -3965,7 +4193,7 @@ type PutGrant struct {
 
 func (x *PutGrant) Reset() {
 	*x = PutGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3977,7 +4205,7 @@ func (x *PutGrant) String() string {
 func (*PutGrant) ProtoMessage() {}
 
 func (x *PutGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[43]
+	mi := &file_api_v1_orrery_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3990,7 +4218,7 @@ func (x *PutGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutGrant.ProtoReflect.Descriptor instead.
 func (*PutGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{43}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PutGrant) GetPrincipal() string {
@@ -4017,7 +4245,7 @@ type DeleteGrant struct {
 
 func (x *DeleteGrant) Reset() {
 	*x = DeleteGrant{}
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4029,7 +4257,7 @@ func (x *DeleteGrant) String() string {
 func (*DeleteGrant) ProtoMessage() {}
 
 func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[44]
+	mi := &file_api_v1_orrery_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4042,7 +4270,7 @@ func (x *DeleteGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGrant.ProtoReflect.Descriptor instead.
 func (*DeleteGrant) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{44}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteGrant) GetPrincipal() string {
@@ -4073,7 +4301,7 @@ type RedriveDeadLetters struct {
 
 func (x *RedriveDeadLetters) Reset() {
 	*x = RedriveDeadLetters{}
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4313,7 @@ func (x *RedriveDeadLetters) String() string {
 func (*RedriveDeadLetters) ProtoMessage() {}
 
 func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[45]
+	mi := &file_api_v1_orrery_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4326,7 @@ func (x *RedriveDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLetters.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLetters) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{45}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RedriveDeadLetters) GetLane() *Lane {
@@ -4133,7 +4361,7 @@ type PauseQueue struct {
 
 func (x *PauseQueue) Reset() {
 	*x = PauseQueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4145,7 +4373,7 @@ func (x *PauseQueue) String() string {
 func (*PauseQueue) ProtoMessage() {}
 
 func (x *PauseQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[46]
+	mi := &file_api_v1_orrery_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4158,7 +4386,7 @@ func (x *PauseQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueue.ProtoReflect.Descriptor instead.
 func (*PauseQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{46}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PauseQueue) GetNamespace() string {
@@ -4182,6 +4410,70 @@ func (x *PauseQueue) GetReason() string {
 	return ""
 }
 
+// SetQueueRetryPolicy (apply version 19) sets the retry policy of queue (namespace, queue) in
+// the partition that applies it, or removes it when policy is absent. A queue spans every
+// partition, so the client sends it to each. A message's own policy (Enqueue.retry) and a
+// handler's (Release.retry) take precedence over it. A dead-letter queue may have its own.
+type SetQueueRetryPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Policy        *RetryPolicy           `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQueueRetryPolicy) Reset() {
+	*x = SetQueueRetryPolicy{}
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueRetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueRetryPolicy) ProtoMessage() {}
+
+func (x *SetQueueRetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueRetryPolicy.ProtoReflect.Descriptor instead.
+func (*SetQueueRetryPolicy) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SetQueueRetryPolicy) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SetQueueRetryPolicy) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueRetryPolicy) GetPolicy() *RetryPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
 // ResumeQueue (apply version 13) ends a PauseQueue in the partition that applies it; resuming
 // a queue that is not paused reports changed false.
 type ResumeQueue struct {
@@ -4194,7 +4486,7 @@ type ResumeQueue struct {
 
 func (x *ResumeQueue) Reset() {
 	*x = ResumeQueue{}
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4206,7 +4498,7 @@ func (x *ResumeQueue) String() string {
 func (*ResumeQueue) ProtoMessage() {}
 
 func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[47]
+	mi := &file_api_v1_orrery_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4219,7 +4511,7 @@ func (x *ResumeQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueue.ProtoReflect.Descriptor instead.
 func (*ResumeQueue) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{47}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ResumeQueue) GetNamespace() string {
@@ -4258,7 +4550,7 @@ type CancelMessage struct {
 
 func (x *CancelMessage) Reset() {
 	*x = CancelMessage{}
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4270,7 +4562,7 @@ func (x *CancelMessage) String() string {
 func (*CancelMessage) ProtoMessage() {}
 
 func (x *CancelMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[48]
+	mi := &file_api_v1_orrery_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4283,7 +4575,7 @@ func (x *CancelMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessage.ProtoReflect.Descriptor instead.
 func (*CancelMessage) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{48}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CancelMessage) GetLane() *Lane {
@@ -4318,7 +4610,7 @@ type CalendarDateRange struct {
 
 func (x *CalendarDateRange) Reset() {
 	*x = CalendarDateRange{}
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4330,7 +4622,7 @@ func (x *CalendarDateRange) String() string {
 func (*CalendarDateRange) ProtoMessage() {}
 
 func (x *CalendarDateRange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[49]
+	mi := &file_api_v1_orrery_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4343,7 +4635,7 @@ func (x *CalendarDateRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarDateRange.ProtoReflect.Descriptor instead.
 func (*CalendarDateRange) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{49}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CalendarDateRange) GetFrom() string {
@@ -4385,7 +4677,7 @@ type Calendar struct {
 
 func (x *Calendar) Reset() {
 	*x = Calendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4397,7 +4689,7 @@ func (x *Calendar) String() string {
 func (*Calendar) ProtoMessage() {}
 
 func (x *Calendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[50]
+	mi := &file_api_v1_orrery_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4410,7 +4702,7 @@ func (x *Calendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
 func (*Calendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{50}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Calendar) GetNamespace() string {
@@ -4474,7 +4766,7 @@ type PutCalendar struct {
 
 func (x *PutCalendar) Reset() {
 	*x = PutCalendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4778,7 @@ func (x *PutCalendar) String() string {
 func (*PutCalendar) ProtoMessage() {}
 
 func (x *PutCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[51]
+	mi := &file_api_v1_orrery_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4791,7 @@ func (x *PutCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCalendar.ProtoReflect.Descriptor instead.
 func (*PutCalendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{51}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PutCalendar) GetCalendar() *Calendar {
@@ -4522,7 +4814,7 @@ type DeleteCalendar struct {
 
 func (x *DeleteCalendar) Reset() {
 	*x = DeleteCalendar{}
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4534,7 +4826,7 @@ func (x *DeleteCalendar) String() string {
 func (*DeleteCalendar) ProtoMessage() {}
 
 func (x *DeleteCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[52]
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4547,7 +4839,7 @@ func (x *DeleteCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendar.ProtoReflect.Descriptor instead.
 func (*DeleteCalendar) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{52}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteCalendar) GetNamespace() string {
@@ -4576,7 +4868,7 @@ type CalendarRecord struct {
 
 func (x *CalendarRecord) Reset() {
 	*x = CalendarRecord{}
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4588,7 +4880,7 @@ func (x *CalendarRecord) String() string {
 func (*CalendarRecord) ProtoMessage() {}
 
 func (x *CalendarRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[53]
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4601,7 +4893,7 @@ func (x *CalendarRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarRecord.ProtoReflect.Descriptor instead.
 func (*CalendarRecord) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{53}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CalendarRecord) GetCalendar() *Calendar {
@@ -4637,7 +4929,7 @@ type CalendarResult struct {
 
 func (x *CalendarResult) Reset() {
 	*x = CalendarResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4649,7 +4941,7 @@ func (x *CalendarResult) String() string {
 func (*CalendarResult) ProtoMessage() {}
 
 func (x *CalendarResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4662,7 +4954,7 @@ func (x *CalendarResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarResult.ProtoReflect.Descriptor instead.
 func (*CalendarResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CalendarResult) GetChanged() bool {
@@ -4713,6 +5005,7 @@ type Mutation struct {
 	//	*Mutation_CancelMessage
 	//	*Mutation_PutCalendar
 	//	*Mutation_DeleteCalendar
+	//	*Mutation_SetQueueRetryPolicy
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4720,7 +5013,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4732,7 +5025,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4745,7 +5038,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -5016,6 +5309,15 @@ func (x *Mutation) GetDeleteCalendar() *DeleteCalendar {
 	return nil
 }
 
+func (x *Mutation) GetSetQueueRetryPolicy() *SetQueueRetryPolicy {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_SetQueueRetryPolicy); ok {
+			return x.SetQueueRetryPolicy
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -5136,6 +5438,10 @@ type Mutation_DeleteCalendar struct {
 	DeleteCalendar *DeleteCalendar `protobuf:"bytes,29,opt,name=delete_calendar,json=deleteCalendar,proto3,oneof"`
 }
 
+type Mutation_SetQueueRetryPolicy struct {
+	SetQueueRetryPolicy *SetQueueRetryPolicy `protobuf:"bytes,30,opt,name=set_queue_retry_policy,json=setQueueRetryPolicy,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -5194,6 +5500,8 @@ func (*Mutation_PutCalendar) isMutation_Kind() {}
 
 func (*Mutation_DeleteCalendar) isMutation_Kind() {}
 
+func (*Mutation_SetQueueRetryPolicy) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -5208,7 +5516,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5220,7 +5528,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5233,7 +5541,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -5294,7 +5602,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5306,7 +5614,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5319,7 +5627,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -5426,7 +5734,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5438,7 +5746,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5451,7 +5759,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -5489,7 +5797,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5501,7 +5809,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5514,7 +5822,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -5552,7 +5860,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5564,7 +5872,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5577,7 +5885,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -5605,7 +5913,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5617,7 +5925,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5630,7 +5938,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -5667,7 +5975,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5679,7 +5987,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5692,7 +6000,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -5758,7 +6066,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5770,7 +6078,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5783,7 +6091,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -5825,7 +6133,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5837,7 +6145,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5850,7 +6158,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *QueuePause) GetNamespace() string {
@@ -5888,6 +6196,138 @@ func (x *QueuePause) GetReason() string {
 	return ""
 }
 
+// QueueRetryPolicy records a queue's retry policy in one partition (SetQueueRetryPolicy, apply
+// version 19): who set it and when.
+type QueueRetryPolicy struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue           string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Policy          *RetryPolicy           `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	SetBy           string                 `protobuf:"bytes,4,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
+	SetAtUnixMicros int64                  `protobuf:"varint,5,opt,name=set_at_unix_micros,json=setAtUnixMicros,proto3" json:"set_at_unix_micros,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QueueRetryPolicy) Reset() {
+	*x = QueueRetryPolicy{}
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueRetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueRetryPolicy) ProtoMessage() {}
+
+func (x *QueueRetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueRetryPolicy.ProtoReflect.Descriptor instead.
+func (*QueueRetryPolicy) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *QueueRetryPolicy) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueueRetryPolicy) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueRetryPolicy) GetPolicy() *RetryPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *QueueRetryPolicy) GetSetBy() string {
+	if x != nil {
+		return x.SetBy
+	}
+	return ""
+}
+
+func (x *QueueRetryPolicy) GetSetAtUnixMicros() int64 {
+	if x != nil {
+		return x.SetAtUnixMicros
+	}
+	return 0
+}
+
+// QueueRetryPolicyResult reports a SetQueueRetryPolicy in one partition: whether it changed the
+// partition's state, and the policy in force after it (none after a removal).
+type QueueRetryPolicyResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Retry         *QueueRetryPolicy      `protobuf:"bytes,2,opt,name=retry,proto3" json:"retry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueRetryPolicyResult) Reset() {
+	*x = QueueRetryPolicyResult{}
+	mi := &file_api_v1_orrery_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueRetryPolicyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueRetryPolicyResult) ProtoMessage() {}
+
+func (x *QueueRetryPolicyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueRetryPolicyResult.ProtoReflect.Descriptor instead.
+func (*QueueRetryPolicyResult) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *QueueRetryPolicyResult) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *QueueRetryPolicyResult) GetRetry() *QueueRetryPolicy {
+	if x != nil {
+		return x.Retry
+	}
+	return nil
+}
+
 // QueuePauseResult reports a PauseQueue or ResumeQueue in one partition: whether it changed
 // the partition's state, and the pause in force after it (none after a resume).
 type QueuePauseResult struct {
@@ -5900,7 +6340,7 @@ type QueuePauseResult struct {
 
 func (x *QueuePauseResult) Reset() {
 	*x = QueuePauseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5912,7 +6352,7 @@ func (x *QueuePauseResult) String() string {
 func (*QueuePauseResult) ProtoMessage() {}
 
 func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5925,7 +6365,7 @@ func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePauseResult.ProtoReflect.Descriptor instead.
 func (*QueuePauseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *QueuePauseResult) GetChanged() bool {
@@ -5953,7 +6393,7 @@ type CancelMessageResult struct {
 
 func (x *CancelMessageResult) Reset() {
 	*x = CancelMessageResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5965,7 +6405,7 @@ func (x *CancelMessageResult) String() string {
 func (*CancelMessageResult) ProtoMessage() {}
 
 func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5978,7 +6418,7 @@ func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResult.ProtoReflect.Descriptor instead.
 func (*CancelMessageResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CancelMessageResult) GetId() string {
@@ -6011,6 +6451,7 @@ type MutationResult struct {
 	//	*MutationResult_QueuePause
 	//	*MutationResult_CancelMessage
 	//	*MutationResult_Calendar
+	//	*MutationResult_QueueRetryPolicy
 	Result        isMutationResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -6018,7 +6459,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	mi := &file_api_v1_orrery_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6030,7 +6471,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	mi := &file_api_v1_orrery_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6043,7 +6484,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -6150,6 +6591,15 @@ func (x *MutationResult) GetCalendar() *CalendarResult {
 	return nil
 }
 
+func (x *MutationResult) GetQueueRetryPolicy() *QueueRetryPolicyResult {
+	if x != nil {
+		if x, ok := x.Result.(*MutationResult_QueueRetryPolicy); ok {
+			return x.QueueRetryPolicy
+		}
+	}
+	return nil
+}
+
 type isMutationResult_Result interface {
 	isMutationResult_Result()
 }
@@ -6194,6 +6644,10 @@ type MutationResult_Calendar struct {
 	Calendar *CalendarResult `protobuf:"bytes,21,opt,name=calendar,proto3,oneof"`
 }
 
+type MutationResult_QueueRetryPolicy struct {
+	QueueRetryPolicy *QueueRetryPolicyResult `protobuf:"bytes,22,opt,name=queue_retry_policy,json=queueRetryPolicy,proto3,oneof"`
+}
+
 func (*MutationResult_Schedule) isMutationResult_Result() {}
 
 func (*MutationResult_Saga) isMutationResult_Result() {}
@@ -6214,6 +6668,8 @@ func (*MutationResult_CancelMessage) isMutationResult_Result() {}
 
 func (*MutationResult_Calendar) isMutationResult_Result() {}
 
+func (*MutationResult_QueueRetryPolicy) isMutationResult_Result() {}
+
 // Receipt is the complete, deterministic result of a batch. Either results holds one entry per
 // mutation, or error is set, the batch was rolled back and results is empty.
 type Receipt struct {
@@ -6228,7 +6684,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[68]
+	mi := &file_api_v1_orrery_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6240,7 +6696,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[68]
+	mi := &file_api_v1_orrery_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6253,7 +6709,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{68}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -6319,14 +6775,21 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05after\x18\x02 \x01(\v2\x14.orrery.v1.AfterSpecH\x00R\x05after\x12,\n" +
 	"\x05every\x18\x03 \x01(\v2\x14.orrery.v1.EverySpecH\x00R\x05every\x12)\n" +
 	"\x04cron\x18\x04 \x01(\v2\x13.orrery.v1.CronSpecH\x00R\x04cronB\x06\n" +
-	"\x04kind\"\xec\x01\n" +
+	"\x04kind\"\x9a\x02\n" +
 	"\x0fMessageTemplate\x12!\n" +
 	"\fpayload_json\x18\x01 \x01(\tR\vpayloadJson\x12!\n" +
 	"\fheaders_json\x18\x02 \x01(\tR\vheadersJson\x12!\n" +
 	"\fordering_key\x18\x03 \x01(\tR\vorderingKey\x12-\n" +
 	"\x13time_to_live_micros\x18\x04 \x01(\x03R\x10timeToLiveMicros\x12%\n" +
 	"\x0emax_deliveries\x18\x05 \x01(\x05R\rmaxDeliveries\x12\x1a\n" +
-	"\bpriority\x18\a \x01(\x05R\bpriority\"\xb4\a\n" +
+	"\bpriority\x18\a \x01(\x05R\bpriority\x12,\n" +
+	"\x05retry\x18\x06 \x01(\v2\x16.orrery.v1.RetryPolicyR\x05retry\"\xf9\x01\n" +
+	"\vRetryPolicy\x12!\n" +
+	"\fmax_attempts\x18\x01 \x01(\rR\vmaxAttempts\x124\n" +
+	"\x16initial_backoff_micros\x18\x02 \x01(\x03R\x14initialBackoffMicros\x12,\n" +
+	"\x12max_backoff_micros\x18\x03 \x01(\x03R\x10maxBackoffMicros\x12%\n" +
+	"\x0ejitter_percent\x18\x04 \x01(\rR\rjitterPercent\x12<\n" +
+	"\fon_exhausted\x18\x05 \x01(\x0e2\x19.orrery.v1.RetryExhaustedR\vonExhausted\"\xb4\a\n" +
 	"\x12ScheduleDefinition\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x1f\n" +
 	"\vschedule_id\x18\x02 \x01(\tR\n" +
@@ -6378,7 +6841,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05Lease\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12*\n" +
-	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xcf\x06\n" +
+	"\x11until_unix_micros\x18\x03 \x01(\x03R\x0funtilUnixMicros\"\xd8\a\n" +
 	"\fQueueMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\x04lane\x18\x02 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12!\n" +
@@ -6403,7 +6866,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\bcompared\x18\x12 \x01(\bR\bcompared\x12\x1a\n" +
 	"\bpriority\x18\x16 \x01(\x05R\bpriority\x12\x1d\n" +
 	"\n" +
-	"unique_key\x18\x17 \x01(\tR\tuniqueKeyB\b\n" +
+	"unique_key\x18\x17 \x01(\tR\tuniqueKey\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x13 \x01(\tR\tlastError\x12:\n" +
+	"\x1alast_failed_at_unix_micros\x18\x14 \x01(\x03R\x16lastFailedAtUnixMicros\x12,\n" +
+	"\x05retry\x18\x15 \x01(\v2\x16.orrery.v1.RetryPolicyR\x05retryB\b\n" +
 	"\x06origin\"\xb2\x01\n" +
 	"\rMessageDigest\x12%\n" +
 	"\x0epayload_sha256\x18\x01 \x01(\fR\rpayloadSha256\x12%\n" +
@@ -6480,7 +6947,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"ExpireSaga\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x17\n" +
 	"\asaga_id\x18\x02 \x01(\tR\x06sagaId\x12+\n" +
-	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\xeb\x02\n" +
+	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\x99\x03\n" +
 	"\aEnqueue\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12!\n" +
@@ -6489,7 +6956,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fordering_key\x18\x05 \x01(\tR\vorderingKey\x12!\n" +
 	"\fdelay_micros\x18\x06 \x01(\x03R\vdelayMicros\x12-\n" +
 	"\x13time_to_live_micros\x18\a \x01(\x03R\x10timeToLiveMicros\x12%\n" +
-	"\x0emax_deliveries\x18\b \x01(\x05R\rmaxDeliveries\x12\x1a\n" +
+	"\x0emax_deliveries\x18\b \x01(\x05R\rmaxDeliveries\x12,\n" +
+	"\x05retry\x18\t \x01(\v2\x16.orrery.v1.RetryPolicyR\x05retry\x12\x1a\n" +
 	"\bpriority\x18\n" +
 	" \x01(\x05R\bpriority\x12-\n" +
 	"\x06unique\x18\v \x01(\v2\x15.orrery.v1.UniqueSpecR\x06unique\"b\n" +
@@ -6509,13 +6977,16 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\tR\n" +
-	"leaseToken\"\x82\x01\n" +
+	"leaseToken\"\xe0\x01\n" +
 	"\aRelease\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1f\n" +
 	"\vlease_token\x18\x03 \x01(\tR\n" +
 	"leaseToken\x12!\n" +
-	"\fdelay_micros\x18\x04 \x01(\x03R\vdelayMicros\"\x97\x01\n" +
+	"\fdelay_micros\x18\x04 \x01(\x03R\vdelayMicros\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x18\n" +
+	"\abackoff\x18\x06 \x01(\bR\abackoff\x12,\n" +
+	"\x05retry\x18\a \x01(\v2\x16.orrery.v1.RetryPolicyR\x05retry\"\x97\x01\n" +
 	"\vExtendLease\x12#\n" +
 	"\x04lane\x18\x01 \x01(\v2\x0f.orrery.v1.LaneR\x04lane\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1f\n" +
@@ -6585,7 +7056,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"PauseQueue\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"A\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"y\n" +
+	"\x13SetQueueRetryPolicy\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
+	"\x06policy\x18\x03 \x01(\v2\x16.orrery.v1.RetryPolicyR\x06policy\"A\n" +
 	"\vResumeQueue\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\"\\\n" +
@@ -6615,7 +7090,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12put_at_unix_micros\x18\x03 \x01(\x03R\x0fputAtUnixMicros\"a\n" +
 	"\x0eCalendarResult\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x125\n" +
-	"\bcalendar\x18\x02 \x01(\v2\x19.orrery.v1.CalendarRecordR\bcalendar\"\xe3\x0e\n" +
+	"\bcalendar\x18\x02 \x01(\v2\x19.orrery.v1.CalendarRecordR\bcalendar\"\xba\x0f\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -6649,7 +7124,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fresume_queue\x18\x1a \x01(\v2\x16.orrery.v1.ResumeQueueH\x00R\vresumeQueue\x12A\n" +
 	"\x0ecancel_message\x18\x1b \x01(\v2\x18.orrery.v1.CancelMessageH\x00R\rcancelMessage\x12;\n" +
 	"\fput_calendar\x18\x1c \x01(\v2\x16.orrery.v1.PutCalendarH\x00R\vputCalendar\x12D\n" +
-	"\x0fdelete_calendar\x18\x1d \x01(\v2\x19.orrery.v1.DeleteCalendarH\x00R\x0edeleteCalendarB\x06\n" +
+	"\x0fdelete_calendar\x18\x1d \x01(\v2\x19.orrery.v1.DeleteCalendarH\x00R\x0edeleteCalendar\x12U\n" +
+	"\x16set_queue_retry_policy\x18\x1e \x01(\v2\x1e.orrery.v1.SetQueueRetryPolicyH\x00R\x13setQueueRetryPolicyB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -6707,13 +7183,22 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1b\n" +
 	"\tpaused_by\x18\x03 \x01(\tR\bpausedBy\x121\n" +
 	"\x15paused_at_unix_micros\x18\x04 \x01(\x03R\x12pausedAtUnixMicros\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"Y\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xba\x01\n" +
+	"\x10QueueRetryPolicy\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
+	"\x06policy\x18\x03 \x01(\v2\x16.orrery.v1.RetryPolicyR\x06policy\x12\x15\n" +
+	"\x06set_by\x18\x04 \x01(\tR\x05setBy\x12+\n" +
+	"\x12set_at_unix_micros\x18\x05 \x01(\x03R\x0fsetAtUnixMicros\"e\n" +
+	"\x16QueueRetryPolicyResult\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x121\n" +
+	"\x05retry\x18\x02 \x01(\v2\x1b.orrery.v1.QueueRetryPolicyR\x05retry\"Y\n" +
 	"\x10QueuePauseResult\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x12+\n" +
 	"\x05pause\x18\x02 \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\"Y\n" +
 	"\x13CancelMessageResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\xf8\x04\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\xcb\x05\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +
@@ -6726,7 +7211,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\vqueue_pause\x18\x13 \x01(\v2\x1b.orrery.v1.QueuePauseResultH\x00R\n" +
 	"queuePause\x12G\n" +
 	"\x0ecancel_message\x18\x14 \x01(\v2\x1e.orrery.v1.CancelMessageResultH\x00R\rcancelMessage\x127\n" +
-	"\bcalendar\x18\x15 \x01(\v2\x19.orrery.v1.CalendarResultH\x00R\bcalendarB\b\n" +
+	"\bcalendar\x18\x15 \x01(\v2\x19.orrery.v1.CalendarResultH\x00R\bcalendar\x12Q\n" +
+	"\x12queue_retry_policy\x18\x16 \x01(\v2!.orrery.v1.QueueRetryPolicyResultH\x00R\x10queueRetryPolicyB\b\n" +
 	"\x06result\"\xbc\x01\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
@@ -6773,7 +7259,11 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x13OVERLAP_POLICY_SKIP\x10\x02\x12\x1d\n" +
 	"\x19OVERLAP_POLICY_BUFFER_ONE\x10\x03\x12\x1d\n" +
 	"\x19OVERLAP_POLICY_BUFFER_ALL\x10\x04\x12\x1f\n" +
-	"\x1bOVERLAP_POLICY_CANCEL_OTHER\x10\x05*\x8d\x01\n" +
+	"\x1bOVERLAP_POLICY_CANCEL_OTHER\x10\x05*l\n" +
+	"\x0eRetryExhausted\x12\x1f\n" +
+	"\x1bRETRY_EXHAUSTED_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bRETRY_EXHAUSTED_DEAD_LETTER\x10\x01\x12\x18\n" +
+	"\x14RETRY_EXHAUSTED_DROP\x10\x02*\x8d\x01\n" +
 	"\tSagaPhase\x12\x1a\n" +
 	"\x16SAGA_PHASE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SAGA_PHASE_WAITING\x10\x01\x12\x18\n" +
@@ -6798,191 +7288,206 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 	return file_api_v1_orrery_proto_rawDescData
 }
 
-var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_api_v1_orrery_proto_goTypes = []any{
-	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
-	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
-	(CronRepeatPolicy)(0),         // 2: orrery.v1.CronRepeatPolicy
-	(MisfirePolicy)(0),            // 3: orrery.v1.MisfirePolicy
-	(ExpiredPolicy)(0),            // 4: orrery.v1.ExpiredPolicy
-	(OverlapPolicy)(0),            // 5: orrery.v1.OverlapPolicy
-	(SagaPhase)(0),                // 6: orrery.v1.SagaPhase
-	(CancelOutcome)(0),            // 7: orrery.v1.CancelOutcome
-	(*Error)(nil),                 // 8: orrery.v1.Error
-	(*Lane)(nil),                  // 9: orrery.v1.Lane
-	(*AtSpec)(nil),                // 10: orrery.v1.AtSpec
-	(*AfterSpec)(nil),             // 11: orrery.v1.AfterSpec
-	(*EverySpec)(nil),             // 12: orrery.v1.EverySpec
-	(*CronSpec)(nil),              // 13: orrery.v1.CronSpec
-	(*ScheduleSpec)(nil),          // 14: orrery.v1.ScheduleSpec
-	(*MessageTemplate)(nil),       // 15: orrery.v1.MessageTemplate
-	(*ScheduleDefinition)(nil),    // 16: orrery.v1.ScheduleDefinition
-	(*CatchUpPace)(nil),           // 17: orrery.v1.CatchUpPace
-	(*SagaTimeout)(nil),           // 18: orrery.v1.SagaTimeout
-	(*OccurrenceOrigin)(nil),      // 19: orrery.v1.OccurrenceOrigin
-	(*SagaTimeoutOrigin)(nil),     // 20: orrery.v1.SagaTimeoutOrigin
-	(*Lease)(nil),                 // 21: orrery.v1.Lease
-	(*QueueMessage)(nil),          // 22: orrery.v1.QueueMessage
-	(*MessageDigest)(nil),         // 23: orrery.v1.MessageDigest
-	(*MessageCancel)(nil),         // 24: orrery.v1.MessageCancel
-	(*ConfigureSchedule)(nil),     // 25: orrery.v1.ConfigureSchedule
-	(*EmitOccurrences)(nil),       // 26: orrery.v1.EmitOccurrences
-	(*CancelSchedule)(nil),        // 27: orrery.v1.CancelSchedule
-	(*DeleteSchedule)(nil),        // 28: orrery.v1.DeleteSchedule
-	(*PauseSchedule)(nil),         // 29: orrery.v1.PauseSchedule
-	(*SkipExpired)(nil),           // 30: orrery.v1.SkipExpired
-	(*BackfillSchedule)(nil),      // 31: orrery.v1.BackfillSchedule
-	(*ResumeSchedule)(nil),        // 32: orrery.v1.ResumeSchedule
-	(*TriggerSchedule)(nil),       // 33: orrery.v1.TriggerSchedule
-	(*CompareExchangeSaga)(nil),   // 34: orrery.v1.CompareExchangeSaga
-	(*ExpireSaga)(nil),            // 35: orrery.v1.ExpireSaga
-	(*Enqueue)(nil),               // 36: orrery.v1.Enqueue
-	(*UniqueSpec)(nil),            // 37: orrery.v1.UniqueSpec
-	(*Receive)(nil),               // 38: orrery.v1.Receive
-	(*Ack)(nil),                   // 39: orrery.v1.Ack
-	(*Release)(nil),               // 40: orrery.v1.Release
-	(*ExtendLease)(nil),           // 41: orrery.v1.ExtendLease
-	(*Housekeep)(nil),             // 42: orrery.v1.Housekeep
-	(*PartitionLimits)(nil),       // 43: orrery.v1.PartitionLimits
-	(*SetLimits)(nil),             // 44: orrery.v1.SetLimits
-	(*PartitionApplyVersion)(nil), // 45: orrery.v1.PartitionApplyVersion
-	(*SetApplyVersion)(nil),       // 46: orrery.v1.SetApplyVersion
-	(*CheckConsistency)(nil),      // 47: orrery.v1.CheckConsistency
-	(*RefreshZoneRules)(nil),      // 48: orrery.v1.RefreshZoneRules
-	(*FieldPolicy)(nil),           // 49: orrery.v1.FieldPolicy
-	(*GrantRule)(nil),             // 50: orrery.v1.GrantRule
-	(*PutGrant)(nil),              // 51: orrery.v1.PutGrant
-	(*DeleteGrant)(nil),           // 52: orrery.v1.DeleteGrant
-	(*RedriveDeadLetters)(nil),    // 53: orrery.v1.RedriveDeadLetters
-	(*PauseQueue)(nil),            // 54: orrery.v1.PauseQueue
-	(*ResumeQueue)(nil),           // 55: orrery.v1.ResumeQueue
-	(*CancelMessage)(nil),         // 56: orrery.v1.CancelMessage
-	(*CalendarDateRange)(nil),     // 57: orrery.v1.CalendarDateRange
-	(*Calendar)(nil),              // 58: orrery.v1.Calendar
-	(*PutCalendar)(nil),           // 59: orrery.v1.PutCalendar
-	(*DeleteCalendar)(nil),        // 60: orrery.v1.DeleteCalendar
-	(*CalendarRecord)(nil),        // 61: orrery.v1.CalendarRecord
-	(*CalendarResult)(nil),        // 62: orrery.v1.CalendarResult
-	(*Mutation)(nil),              // 63: orrery.v1.Mutation
-	(*Batch)(nil),                 // 64: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 65: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 66: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 67: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 68: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 69: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 70: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 71: orrery.v1.RedriveResult
-	(*QueuePause)(nil),            // 72: orrery.v1.QueuePause
-	(*QueuePauseResult)(nil),      // 73: orrery.v1.QueuePauseResult
-	(*CancelMessageResult)(nil),   // 74: orrery.v1.CancelMessageResult
-	(*MutationResult)(nil),        // 75: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 76: orrery.v1.Receipt
-	nil,                           // 77: orrery.v1.ScheduleDefinition.LabelsEntry
-	nil,                           // 78: orrery.v1.CompareExchangeSaga.LabelsEntry
+	(ErrorCode)(0),                 // 0: orrery.v1.ErrorCode
+	(CronGapPolicy)(0),             // 1: orrery.v1.CronGapPolicy
+	(CronRepeatPolicy)(0),          // 2: orrery.v1.CronRepeatPolicy
+	(MisfirePolicy)(0),             // 3: orrery.v1.MisfirePolicy
+	(ExpiredPolicy)(0),             // 4: orrery.v1.ExpiredPolicy
+	(OverlapPolicy)(0),             // 5: orrery.v1.OverlapPolicy
+	(RetryExhausted)(0),            // 6: orrery.v1.RetryExhausted
+	(SagaPhase)(0),                 // 7: orrery.v1.SagaPhase
+	(CancelOutcome)(0),             // 8: orrery.v1.CancelOutcome
+	(*Error)(nil),                  // 9: orrery.v1.Error
+	(*Lane)(nil),                   // 10: orrery.v1.Lane
+	(*AtSpec)(nil),                 // 11: orrery.v1.AtSpec
+	(*AfterSpec)(nil),              // 12: orrery.v1.AfterSpec
+	(*EverySpec)(nil),              // 13: orrery.v1.EverySpec
+	(*CronSpec)(nil),               // 14: orrery.v1.CronSpec
+	(*ScheduleSpec)(nil),           // 15: orrery.v1.ScheduleSpec
+	(*MessageTemplate)(nil),        // 16: orrery.v1.MessageTemplate
+	(*RetryPolicy)(nil),            // 17: orrery.v1.RetryPolicy
+	(*ScheduleDefinition)(nil),     // 18: orrery.v1.ScheduleDefinition
+	(*CatchUpPace)(nil),            // 19: orrery.v1.CatchUpPace
+	(*SagaTimeout)(nil),            // 20: orrery.v1.SagaTimeout
+	(*OccurrenceOrigin)(nil),       // 21: orrery.v1.OccurrenceOrigin
+	(*SagaTimeoutOrigin)(nil),      // 22: orrery.v1.SagaTimeoutOrigin
+	(*Lease)(nil),                  // 23: orrery.v1.Lease
+	(*QueueMessage)(nil),           // 24: orrery.v1.QueueMessage
+	(*MessageDigest)(nil),          // 25: orrery.v1.MessageDigest
+	(*MessageCancel)(nil),          // 26: orrery.v1.MessageCancel
+	(*ConfigureSchedule)(nil),      // 27: orrery.v1.ConfigureSchedule
+	(*EmitOccurrences)(nil),        // 28: orrery.v1.EmitOccurrences
+	(*CancelSchedule)(nil),         // 29: orrery.v1.CancelSchedule
+	(*DeleteSchedule)(nil),         // 30: orrery.v1.DeleteSchedule
+	(*PauseSchedule)(nil),          // 31: orrery.v1.PauseSchedule
+	(*SkipExpired)(nil),            // 32: orrery.v1.SkipExpired
+	(*BackfillSchedule)(nil),       // 33: orrery.v1.BackfillSchedule
+	(*ResumeSchedule)(nil),         // 34: orrery.v1.ResumeSchedule
+	(*TriggerSchedule)(nil),        // 35: orrery.v1.TriggerSchedule
+	(*CompareExchangeSaga)(nil),    // 36: orrery.v1.CompareExchangeSaga
+	(*ExpireSaga)(nil),             // 37: orrery.v1.ExpireSaga
+	(*Enqueue)(nil),                // 38: orrery.v1.Enqueue
+	(*UniqueSpec)(nil),             // 39: orrery.v1.UniqueSpec
+	(*Receive)(nil),                // 40: orrery.v1.Receive
+	(*Ack)(nil),                    // 41: orrery.v1.Ack
+	(*Release)(nil),                // 42: orrery.v1.Release
+	(*ExtendLease)(nil),            // 43: orrery.v1.ExtendLease
+	(*Housekeep)(nil),              // 44: orrery.v1.Housekeep
+	(*PartitionLimits)(nil),        // 45: orrery.v1.PartitionLimits
+	(*SetLimits)(nil),              // 46: orrery.v1.SetLimits
+	(*PartitionApplyVersion)(nil),  // 47: orrery.v1.PartitionApplyVersion
+	(*SetApplyVersion)(nil),        // 48: orrery.v1.SetApplyVersion
+	(*CheckConsistency)(nil),       // 49: orrery.v1.CheckConsistency
+	(*RefreshZoneRules)(nil),       // 50: orrery.v1.RefreshZoneRules
+	(*FieldPolicy)(nil),            // 51: orrery.v1.FieldPolicy
+	(*GrantRule)(nil),              // 52: orrery.v1.GrantRule
+	(*PutGrant)(nil),               // 53: orrery.v1.PutGrant
+	(*DeleteGrant)(nil),            // 54: orrery.v1.DeleteGrant
+	(*RedriveDeadLetters)(nil),     // 55: orrery.v1.RedriveDeadLetters
+	(*PauseQueue)(nil),             // 56: orrery.v1.PauseQueue
+	(*SetQueueRetryPolicy)(nil),    // 57: orrery.v1.SetQueueRetryPolicy
+	(*ResumeQueue)(nil),            // 58: orrery.v1.ResumeQueue
+	(*CancelMessage)(nil),          // 59: orrery.v1.CancelMessage
+	(*CalendarDateRange)(nil),      // 60: orrery.v1.CalendarDateRange
+	(*Calendar)(nil),               // 61: orrery.v1.Calendar
+	(*PutCalendar)(nil),            // 62: orrery.v1.PutCalendar
+	(*DeleteCalendar)(nil),         // 63: orrery.v1.DeleteCalendar
+	(*CalendarRecord)(nil),         // 64: orrery.v1.CalendarRecord
+	(*CalendarResult)(nil),         // 65: orrery.v1.CalendarResult
+	(*Mutation)(nil),               // 66: orrery.v1.Mutation
+	(*Batch)(nil),                  // 67: orrery.v1.Batch
+	(*ScheduleResult)(nil),         // 68: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),             // 69: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),          // 70: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),          // 71: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),            // 72: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),        // 73: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),          // 74: orrery.v1.RedriveResult
+	(*QueuePause)(nil),             // 75: orrery.v1.QueuePause
+	(*QueueRetryPolicy)(nil),       // 76: orrery.v1.QueueRetryPolicy
+	(*QueueRetryPolicyResult)(nil), // 77: orrery.v1.QueueRetryPolicyResult
+	(*QueuePauseResult)(nil),       // 78: orrery.v1.QueuePauseResult
+	(*CancelMessageResult)(nil),    // 79: orrery.v1.CancelMessageResult
+	(*MutationResult)(nil),         // 80: orrery.v1.MutationResult
+	(*Receipt)(nil),                // 81: orrery.v1.Receipt
+	nil,                            // 82: orrery.v1.ScheduleDefinition.LabelsEntry
+	nil,                            // 83: orrery.v1.CompareExchangeSaga.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
-	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
-	1,  // 1: orrery.v1.CronSpec.gap_policy:type_name -> orrery.v1.CronGapPolicy
-	2,  // 2: orrery.v1.CronSpec.repeat_policy:type_name -> orrery.v1.CronRepeatPolicy
-	10, // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
-	11, // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
-	12, // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
-	13, // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
-	9,  // 7: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
-	14, // 8: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
-	3,  // 9: orrery.v1.ScheduleDefinition.misfire:type_name -> orrery.v1.MisfirePolicy
-	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
-	15, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
-	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	77, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
-	17, // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
-	15, // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
-	9,  // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
-	21, // 17: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
-	19, // 18: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
-	20, // 19: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
-	24, // 20: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
-	16, // 21: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
-	9,  // 22: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
-	9,  // 23: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 24: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 25: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 26: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
-	9,  // 27: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 28: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 29: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 30: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	6,  // 31: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	18, // 32: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	78, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
-	9,  // 34: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	9,  // 35: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	37, // 36: orrery.v1.Enqueue.unique:type_name -> orrery.v1.UniqueSpec
-	9,  // 37: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	9,  // 38: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	9,  // 39: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	43, // 40: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	49, // 41: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	50, // 42: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	9,  // 43: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	9,  // 44: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
-	57, // 45: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
-	58, // 46: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
-	58, // 47: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
-	61, // 48: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
-	25, // 49: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	26, // 50: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	27, // 51: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	28, // 52: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	29, // 53: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	32, // 54: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	33, // 55: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	34, // 56: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	35, // 57: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	36, // 58: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	38, // 59: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	39, // 60: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	40, // 61: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	41, // 62: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	42, // 63: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	51, // 64: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	52, // 65: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	53, // 66: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	47, // 67: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	44, // 68: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	48, // 69: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	46, // 70: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	30, // 71: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	31, // 72: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	54, // 73: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
-	55, // 74: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
-	56, // 75: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
-	59, // 76: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
-	60, // 77: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
-	63, // 78: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 79: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	22, // 80: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	72, // 81: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
-	7,  // 82: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
-	8,  // 83: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	65, // 84: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	66, // 85: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	67, // 86: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	68, // 87: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	69, // 88: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	70, // 89: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	71, // 90: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	73, // 91: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
-	74, // 92: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
-	62, // 93: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
-	75, // 94: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	8,  // 95: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	96, // [96:96] is the sub-list for method output_type
-	96, // [96:96] is the sub-list for method input_type
-	96, // [96:96] is the sub-list for extension type_name
-	96, // [96:96] is the sub-list for extension extendee
-	0,  // [0:96] is the sub-list for field type_name
+	0,   // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
+	1,   // 1: orrery.v1.CronSpec.gap_policy:type_name -> orrery.v1.CronGapPolicy
+	2,   // 2: orrery.v1.CronSpec.repeat_policy:type_name -> orrery.v1.CronRepeatPolicy
+	11,  // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
+	12,  // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
+	13,  // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
+	14,  // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
+	17,  // 7: orrery.v1.MessageTemplate.retry:type_name -> orrery.v1.RetryPolicy
+	6,   // 8: orrery.v1.RetryPolicy.on_exhausted:type_name -> orrery.v1.RetryExhausted
+	10,  // 9: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
+	15,  // 10: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
+	3,   // 11: orrery.v1.ScheduleDefinition.misfire:type_name -> orrery.v1.MisfirePolicy
+	5,   // 12: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
+	16,  // 13: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
+	4,   // 14: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
+	82,  // 15: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	19,  // 16: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
+	16,  // 17: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
+	10,  // 18: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
+	23,  // 19: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
+	21,  // 20: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
+	22,  // 21: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
+	26,  // 22: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
+	17,  // 23: orrery.v1.QueueMessage.retry:type_name -> orrery.v1.RetryPolicy
+	18,  // 24: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
+	10,  // 25: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
+	10,  // 26: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 27: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 28: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 29: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
+	10,  // 30: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 31: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 32: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	10,  // 33: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	7,   // 34: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	20,  // 35: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	83,  // 36: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	10,  // 37: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	10,  // 38: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	17,  // 39: orrery.v1.Enqueue.retry:type_name -> orrery.v1.RetryPolicy
+	39,  // 40: orrery.v1.Enqueue.unique:type_name -> orrery.v1.UniqueSpec
+	10,  // 41: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	10,  // 42: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	17,  // 43: orrery.v1.Release.retry:type_name -> orrery.v1.RetryPolicy
+	10,  // 44: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	45,  // 45: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	51,  // 46: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	52,  // 47: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	10,  // 48: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	17,  // 49: orrery.v1.SetQueueRetryPolicy.policy:type_name -> orrery.v1.RetryPolicy
+	10,  // 50: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
+	60,  // 51: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
+	61,  // 52: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
+	61,  // 53: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
+	64,  // 54: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
+	27,  // 55: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	28,  // 56: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	29,  // 57: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	30,  // 58: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	31,  // 59: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	34,  // 60: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	35,  // 61: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	36,  // 62: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	37,  // 63: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	38,  // 64: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	40,  // 65: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	41,  // 66: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	42,  // 67: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	43,  // 68: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	44,  // 69: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	53,  // 70: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	54,  // 71: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	55,  // 72: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	49,  // 73: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	46,  // 74: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	50,  // 75: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	48,  // 76: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	32,  // 77: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	33,  // 78: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	56,  // 79: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
+	58,  // 80: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
+	59,  // 81: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
+	62,  // 82: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
+	63,  // 83: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
+	57,  // 84: orrery.v1.Mutation.set_queue_retry_policy:type_name -> orrery.v1.SetQueueRetryPolicy
+	66,  // 85: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	7,   // 86: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	24,  // 87: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	17,  // 88: orrery.v1.QueueRetryPolicy.policy:type_name -> orrery.v1.RetryPolicy
+	76,  // 89: orrery.v1.QueueRetryPolicyResult.retry:type_name -> orrery.v1.QueueRetryPolicy
+	75,  // 90: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
+	8,   // 91: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
+	9,   // 92: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	68,  // 93: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	69,  // 94: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	70,  // 95: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	71,  // 96: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	72,  // 97: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	73,  // 98: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	74,  // 99: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	78,  // 100: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
+	79,  // 101: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
+	65,  // 102: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
+	77,  // 103: orrery.v1.MutationResult.queue_retry_policy:type_name -> orrery.v1.QueueRetryPolicyResult
+	80,  // 104: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	9,   // 105: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	106, // [106:106] is the sub-list for method output_type
+	106, // [106:106] is the sub-list for method input_type
+	106, // [106:106] is the sub-list for extension type_name
+	106, // [106:106] is the sub-list for extension extendee
+	0,   // [0:106] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -6996,12 +7501,12 @@ func file_api_v1_orrery_proto_init() {
 		(*ScheduleSpec_Every)(nil),
 		(*ScheduleSpec_Cron)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[14].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[15].OneofWrappers = []any{
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[35].OneofWrappers = []any{}
-	file_api_v1_orrery_proto_msgTypes[55].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[36].OneofWrappers = []any{}
+	file_api_v1_orrery_proto_msgTypes[57].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -7031,8 +7536,9 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_CancelMessage)(nil),
 		(*Mutation_PutCalendar)(nil),
 		(*Mutation_DeleteCalendar)(nil),
+		(*Mutation_SetQueueRetryPolicy)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[67].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[71].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -7043,14 +7549,15 @@ func file_api_v1_orrery_proto_init() {
 		(*MutationResult_QueuePause)(nil),
 		(*MutationResult_CancelMessage)(nil),
 		(*MutationResult_Calendar)(nil),
+		(*MutationResult_QueueRetryPolicy)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   71,
+			NumEnums:      9,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -20,7 +20,8 @@ import (
 // Conformance checks what the client relies on of a Transport, against any implementation:
 // the twin in this package's tests, the silo's cluster transport in package silo's. It covers
 // commands (byte-identical replays, idempotency conflicts, routing), the long-poll receive
-// (leasing when an enqueue wakes it, timed out, cancelled, abandoned, replayed) and every inspection target the client
+// (leasing when an enqueue wakes it, timed out, cancelled, abandoned, replayed), a queue's pause and
+// retry policy, and every inspection target the client
 // reads: schedule, ledger, saga, lane, queue stats, queue list, schedule and saga lists, audit
 // log and partition status. It writes only in a fresh random namespace, so the transport need
 // not be empty; it reads the audit log and the queue list from where its own writes begin.
@@ -446,6 +447,43 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		ack := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Ack{Ack: &orreryv1.Ack{Lane: paused, Id: "x", LeaseToken: msgs[0].GetLease().GetToken()}}})
 		if r, _, err := command(ack); err != nil || orrery.CodeOf(orrery.FromProto(r.GetResults()[0].GetError())) != orrery.CodeTokenInvalidated {
 			t.Fatalf("ack of the cancelled message: %v %v, want TokenInvalidated", r, err)
+		}
+	})
+
+	t.Run("a failed release backs off by its queue's retry policy; its last attempt dead-letters it", func(t *testing.T) {
+		retrying := &orreryv1.Lane{Namespace: namespace, Queue: "retrying", Key: lane.GetKey()} // routes with lane
+		one := func(m *orreryv1.Mutation) *orreryv1.MutationResult {
+			t.Helper()
+			r, _, err := command(&orreryv1.CommandRequest{Principal: client.DefaultPrincipal, Batch: &orreryv1.Batch{CommandId: client.NewID(), Mutations: []*orreryv1.Mutation{m}}})
+			if err != nil || r.GetResults()[0].GetError() != nil {
+				t.Fatalf("%v: %v %v", m, r, err)
+			}
+			return r.GetResults()[0]
+		}
+		policy := &orreryv1.RetryPolicy{MaxAttempts: 2, InitialBackoffMicros: time.Hour.Microseconds(), MaxBackoffMicros: time.Hour.Microseconds()}
+		set := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_SetQueueRetryPolicy{SetQueueRetryPolicy: &orreryv1.SetQueueRetryPolicy{Namespace: namespace, Queue: "retrying", Policy: policy}}})
+		if !set.GetQueueRetryPolicy().GetChanged() || set.GetQueueRetryPolicy().GetRetry().GetSetBy() != client.DefaultPrincipal {
+			t.Fatalf("set retry policy: %v", set)
+		}
+		one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: retrying, Id: "r1", PayloadJson: `{}`}}})
+		one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: retrying, Id: "r2", PayloadJson: `{}`,
+			Retry: &orreryv1.RetryPolicy{MaxAttempts: 1}}}})
+		got := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: namespace, Queue: "retrying", Max: 10}}}).GetReceive().GetMessages()
+		if len(got) != 2 {
+			t.Fatalf("received %v, want r1 and r2", got)
+		}
+		for _, m := range got {
+			one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Release{Release: &orreryv1.Release{Lane: retrying, Id: m.GetId(), LeaseToken: m.GetLease().GetToken(),
+				Error: "boom " + m.GetId(), Backoff: true}}})
+		}
+		msgs, _, err := c.InspectLane(ctx, retrying, "", 10)
+		if err != nil || len(msgs) != 1 || msgs[0].GetId() != "r1" || msgs[0].GetLastError() != "boom r1" || msgs[0].GetDeliveryCount() != 1 ||
+			msgs[0].GetVisibleAtUnixMicros() != msgs[0].GetLastFailedAtUnixMicros()+time.Hour.Microseconds() {
+			t.Fatalf("the lane after the failures: %v (%v), want r1 alone, its error kept, visible an hour after it failed", msgs, err)
+		}
+		dead, _, err := c.InspectLane(ctx, &orreryv1.Lane{Namespace: namespace, Queue: "retrying$dlq", Key: lane.GetKey()}, "", 10)
+		if err != nil || len(dead) != 1 || dead[0].GetId() != "r2" || dead[0].GetLastError() != "boom r2" {
+			t.Fatalf("the dead-letter lane: %v (%v), want r2 with its last error", dead, err)
 		}
 	})
 

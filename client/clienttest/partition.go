@@ -1,6 +1,7 @@
 package clienttest
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -48,8 +49,9 @@ func openPartition(t *Transport, n, partitions int, store *kv.Memory) *partition
 	p := &partition{
 		n: n, clock: t.clock, store: store, timers: &t.timers,
 		applier: batch.Applier{Limits: t.limits, Partitions: partitions, Partition: n,
-			// One replica, of this binary: it applies under the newest apply version it knows.
-			ApplyVersion: batch.KnownApplyVersion},
+			// One replica, of this binary: it applies under the newest apply version it knows,
+			// unless the twin stands for an older one (WithApplyVersion).
+			ApplyVersion: cmp.Or(t.applyVersion, batch.KnownApplyVersion)},
 		armed: map[engine.TimerKind]*armedTimer{},
 	}
 	p.engine = engine.New(engine.Config{

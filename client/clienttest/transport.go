@@ -53,13 +53,15 @@ const Silo = "clienttest"
 // each partition steps its engine one event at a time, as the partition grain does. Close it
 // to stop its partitions' timers.
 type Transport struct {
-	limits     input.Limits
-	grants     []*orreryv1.PutGrant
-	clock      func() time.Time
-	maxWait    time.Duration
-	partitions []*partition
-	closed     chan struct{}
-	closeOnce  sync.Once
+	limits  input.Limits
+	grants  []*orreryv1.PutGrant
+	clock   func() time.Time
+	maxWait time.Duration
+	// applyVersion is the apply version the partitions apply under (0: batch.KnownApplyVersion).
+	applyVersion uint32
+	partitions   []*partition
+	closed       chan struct{}
+	closeOnce    sync.Once
 	// timers counts the engine timers armed and not yet stopped or returned (Close waits).
 	timers sync.WaitGroup
 	// dueCommands numbers EmitDue's due commands.
@@ -98,6 +100,11 @@ func WithGrants(puts ...*orreryv1.PutGrant) Option { return func(t *Transport) {
 
 // WithMaxWait bounds a long-poll wait, as a partition does (default DefaultMaxWait).
 func WithMaxWait(d time.Duration) Option { return func(t *Transport) { t.maxWait = d } }
+
+// WithApplyVersion makes every partition apply under apply version v instead of the newest this
+// binary knows, as a partition does while a replica of an older release is among its voters:
+// what a later version added is refused (Validation), as such a partition refuses it.
+func WithApplyVersion(v uint32) Option { return func(t *Transport) { t.applyVersion = v } }
 
 // New returns a twin with the given number of partitions (at least 1), each open.
 func New(partitions int, opts ...Option) *Transport {

@@ -25,7 +25,7 @@ func TestMessagesEnqueueUnique(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok(t, s, "", "-o", "json", "messages", "enqueue", "cli-unique", "jobs", "k1", "--id", "c", "--unique-key", "report-7")), &res); err != nil || res.ID != "c" || res.Created || res.DuplicateOf != "a" {
 		t.Fatalf("duplicate as JSON: %+v (%v)", res, err)
 	}
-	if f := strings.Fields(lineOf(ok(t, s, "", "queues", "peek", "cli-unique", "jobs", "k1"), "a ")); len(f) != 8 || f[7] != "report-7" {
+	if f := strings.Fields(lineOf(ok(t, s, "", "queues", "peek", "cli-unique", "jobs", "k1"), "a ")); len(f) != 10 || f[7] != "report-7" {
 		t.Fatalf("peek: row of a %q", f)
 	}
 	if out := ok(t, s, "", "messages", "enqueue", "cli-unique", "jobs", "k1", "--id", "p1", "--payload", `[1]`, "--unique-by-payload"); out != "enqueued message p1\n" {

@@ -25,6 +25,8 @@ Commands:
   queues resume NS QUEUE
   messages enqueue NS QUEUE KEY [--id ID] [--payload JSON] [--headers JSON] [--ordering-key K] [--delay D] [--ttl D] [--max-deliveries N]
       [--priority 0..9] [--unique-key K | --unique-by-payload] [--unique-for D]   send a message; a duplicate of a unique key's holder is skipped
+  queues retry-policy NS QUEUE [--max-attempts N] [--initial-backoff D] [--max-backoff D] [--jitter P] [--on-exhausted dead-letter|drop] | --remove
+      how every partition retries the queue's failed messages (backoff, then dead-letter or drop)
   messages cancel NS QUEUE KEY ID [--reason R]   remove a message, or revoke its lease if leased
   calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]
       an exclusion calendar on every partition; a schedule's --calendar NAME skips (ledgers excluded) what it excludes

@@ -2,8 +2,9 @@
 // describes, creates, updates, pauses, resumes, triggers, deletes, exports and imports
 // schedules (by id or by name), lists and
 // describes sagas, shows a queue's depth, peeks at a lane's messages without leasing them,
-// moves a lane's dead letters back to it, pauses and resumes a queue's consumption, enqueues
-// a message (with a priority, unique by a key or its payload, if asked) and cancels one by id, puts, deletes, shows and lists exclusion calendars, shows the audit log (grant changes and denials, for a
+// moves a lane's dead letters back to it, pauses and resumes a queue's consumption, sets its
+// retry policy, enqueues a message (with a priority, unique by a key or its payload, if asked)
+// and cancels one by id, puts, deletes, shows and lists exclusion calendars, shows the audit log (grant changes and denials, for a
 // principal holding PolicyAdmin on "*"), and shows the partition and silo tables a silo's admin
 // endpoint serves.
 //
@@ -27,6 +28,7 @@
 //	orrery queues pause NS QUEUE [--reason R]   (on every partition: receives lease nothing until resume)
 //	orrery queues resume NS QUEUE
 //	orrery messages enqueue NS QUEUE KEY [--id ID] [--payload JSON] [--headers JSON] [--ordering-key K] [--delay D] [--ttl D] [--max-deliveries N] [--priority 0..9] [--unique-key K | --unique-by-payload] [--unique-for D]
+//	orrery queues retry-policy NS QUEUE [--max-attempts N] [--initial-backoff D] [--max-backoff D] [--jitter P] [--on-exhausted dead-letter|drop] | --remove   (on every partition)
 //	orrery messages cancel NS QUEUE KEY ID [--reason R]
 //	orrery calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]   (on every partition)
 //	orrery calendars delete|get NS NAME

@@ -132,10 +132,10 @@ func TestMessagesEnqueuePriority(t *testing.T) {
 	}
 	// ID ATTEMPT PRIORITY VISIBLE-AT ...
 	out := ok(t, s, "", "queues", "peek", "cli-priority", "jobs", "k1")
-	if h := strings.Fields(lineOf(out, "high ")); len(h) != 8 || h[2] != "8" {
+	if h := strings.Fields(lineOf(out, "high ")); len(h) != 10 || h[2] != "8" {
 		t.Errorf("peek: row of high %q\n%s", h, out)
 	}
-	if l := strings.Fields(lineOf(out, "low ")); len(l) != 8 || l[2] != "0" {
+	if l := strings.Fields(lineOf(out, "low ")); len(l) != 10 || l[2] != "0" {
 		t.Errorf("peek: row of low %q\n%s", l, out)
 	}
 	lane := &orreryv1.Lane{Namespace: "cli-priority", Queue: "jobs", Key: "k1"}

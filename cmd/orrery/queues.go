@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -19,7 +20,7 @@ const redriveChunk = 100
 // queues runs a queues subcommand.
 func (c *command) queues(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("queues: a subcommand is required: stats, peek, redrive-dlq, pause or resume")
+		return usagef("queues: a subcommand is required: stats, peek, redrive-dlq, pause, resume or retry-policy")
 	}
 	switch args[0] {
 	case "stats":
@@ -30,6 +31,8 @@ func (c *command) queues(ctx context.Context, args []string) error {
 		return c.redriveDLQ(ctx, args[1:])
 	case "pause", "resume":
 		return c.pauseQueue(ctx, args[0], args[1:])
+	case "retry-policy":
+		return c.retryPolicy(ctx, args[1:])
 	}
 	return usagef("queues: unknown subcommand %q", args[0])
 }
@@ -60,12 +63,18 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 	}
 	total := &orreryv1.QueueStats{Complete: true}
 	var oldestAge time.Duration
-	pausedOn := 0
+	pausedOn, retryOn := 0, 0
 	for _, s := range shares {
 		st := s.Stats
 		if st.GetPause() != nil {
 			pausedOn++
 			total.Pause = st.GetPause()
+		}
+		if st.GetRetry() != nil {
+			if retryOn == 0 {
+				total.Retry = st.GetRetry() // the lowest partition's
+			}
+			retryOn++
 		}
 		total.Visible += st.GetVisible()
 		total.Leased += st.GetLeased()
@@ -93,7 +102,7 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 			"total": map[string]any{
 				"visible": total.Visible, "leased": total.Leased, "delayed": total.Delayed, "dead_lettered": total.DeadLettered,
 				"oldest_visible_age_seconds": seconds(oldestAge, total.OldestVisibleAtUnixMicros != 0), "complete": total.Complete,
-				"paused_partitions": pausedOn,
+				"paused_partitions": pausedOn, "retry_policy_partitions": retryOn,
 			},
 		})
 	}
@@ -124,6 +133,10 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 	}
 	if pausedOn > 0 && key == "" {
 		fmt.Fprintf(c.stdout, "paused on %d of %d partitions: receives lease nothing there (orrery queues resume %s %s)\n", pausedOn, len(shares), namespace, queue)
+	}
+	if retryOn > 0 && key == "" {
+		fmt.Fprintf(c.stdout, "retry policy on %d of %d partitions (set by %s at %s): %s\n", retryOn, len(shares),
+			total.GetRetry().GetSetBy(), instant(total.GetRetry().GetSetAtUnixMicros()), describeRetry(client.MessageRetryOf(total.GetRetry().GetPolicy())))
 	}
 	return nil
 }
@@ -239,10 +252,11 @@ func (c *command) peekQueue(ctx context.Context, args []string) error {
 		}
 		return writeJSON(c.stdout, map[string]any{"messages": items, "next_after": nextAfter})
 	}
-	t := newTable(c.stdout, "ID", "ATTEMPT", "PRIORITY", "VISIBLE-AT", "LEASED-UNTIL", "PAYLOAD-BYTES", "DEAD-LETTERED-FROM", "UNIQUE-KEY")
+	t := newTable(c.stdout, "ID", "ATTEMPT", "PRIORITY", "VISIBLE-AT", "LEASED-UNTIL", "PAYLOAD-BYTES", "DEAD-LETTERED-FROM", "UNIQUE-KEY", "LAST-FAILED-AT", "LAST-ERROR")
 	for _, m := range msgs {
 		t.row(m.GetId(), strconv.FormatUint(uint64(m.GetDeliveryCount()), 10), strconv.Itoa(int(m.GetPriority())), instant(m.GetVisibleAtUnixMicros()),
-			instant(m.GetLease().GetUntilUnixMicros()), strconv.Itoa(len(m.GetPayloadJson())), m.GetDeadLetteredFrom(), m.GetUniqueKey())
+			instant(m.GetLease().GetUntilUnixMicros()), strconv.Itoa(len(m.GetPayloadJson())), m.GetDeadLetteredFrom(), m.GetUniqueKey(),
+			instant(m.GetLastFailedAtUnixMicros()), oneLine(m.GetLastError(), peekErrorChars))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -251,6 +265,20 @@ func (c *command) peekQueue(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "next page: --after %s\n", next)
 	}
 	return nil
+}
+
+// peekErrorChars is how much of a message's last error a peek's table shows (-o json shows it
+// whole).
+const peekErrorChars = 80
+
+// oneLine renders s on one line of at most limit characters, its line breaks as spaces and
+// what it cuts as "…".
+func oneLine(s string, limit int) string {
+	runes := []rune(strings.Join(strings.Fields(s), " "))
+	if len(runes) <= limit {
+		return string(runes)
+	}
+	return string(runes[:limit-1]) + "…"
 }
 
 // redriveDLQ moves a lane's dead letters back to it, one command of up to redriveChunk at a

@@ -106,12 +106,13 @@ func TestQueuesStatsPeekRedrive(t *testing.T) {
 		t.Errorf("queues stats -o json (queue) totals:\n%s", out)
 	}
 
-	// ID ATTEMPT PRIORITY VISIBLE-AT LEASED-UNTIL PAYLOAD-BYTES DEAD-LETTERED-FROM UNIQUE-KEY, in id order.
+	// ID ATTEMPT PRIORITY VISIBLE-AT LEASED-UNTIL PAYLOAD-BYTES DEAD-LETTERED-FROM UNIQUE-KEY
+	// LAST-FAILED-AT LAST-ERROR, in id order.
 	out = ok(t, s, "", "queues", "peek", "cli-queues", "jobs", "k1", "-n", "2")
-	if c := strings.Fields(lineOf(out, "c ")); len(c) != 8 || c[1] != "1" || c[2] != "0" || c[4] == "-" || c[5] != "10" {
+	if c := strings.Fields(lineOf(out, "c ")); len(c) != 10 || c[1] != "1" || c[2] != "0" || c[4] == "-" || c[5] != "10" {
 		t.Errorf("peek: row of c %q\n%s", c, out)
 	}
-	if d := strings.Fields(lineOf(out, "d ")); len(d) != 8 || d[1] != "0" || d[4] != "-" {
+	if d := strings.Fields(lineOf(out, "d ")); len(d) != 10 || d[1] != "0" || d[4] != "-" {
 		t.Errorf("peek: row of d %q\n%s", d, out)
 	}
 	if lineOf(out, "e ") != "" || lineOf(out, "next page: --after d") == "" {
@@ -162,7 +163,7 @@ func TestQueuesUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"queues"}, "stats, peek, redrive-dlq, pause or resume"},
+		{[]string{"queues"}, "stats, peek, redrive-dlq, pause, resume or retry-policy"},
 		{[]string{"queues", "stats", "ns"}, "NAMESPACE QUEUE [KEY]"},
 		{[]string{"queues", "peek", "ns", "q"}, "NAMESPACE QUEUE KEY"},
 		{[]string{"queues", "peek", "ns", "q", "k", "-n", "0"}, "n: must be"},

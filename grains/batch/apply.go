@@ -355,19 +355,7 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_Enqueue{Enqueue: r}}
 		})
 	case *orreryv1.Mutation_Receive:
-		var deadLettered func(*orreryv1.QueueMessage) error
-		if a.takes(ApplyVersionPauseOnFailure) {
-			// An occurrence that used up its deliveries is ledgered, and may pause its schedule.
-			releases := a.takes(ApplyVersionBufferAll)
-			deadLettered = func(msg *orreryv1.QueueMessage) error {
-				if err := schedule.DeadLettered(v, lim, msg, now); err != nil || !releases {
-					return err
-				}
-				// A dead-lettered occurrence no longer holds its schedule's overlap slot.
-				return schedule.ReleaseSlot(v, lim, msg)
-			}
-		}
-		r, err := queue.ApplyReceiveNoting(v, lim, k.Receive, now, deadLettered)
+		r, err := queue.ApplyReceiveNoting(v, lim, k.Receive, now, a.exhausted(v, now))
 		if err == nil {
 			err = projectReceive(v, principal, r)
 		}
@@ -382,7 +370,7 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		}
 		return leaseResult(r, err)
 	case *orreryv1.Mutation_Release:
-		return leaseResult(queue.ApplyRelease(v, lim, k.Release, now))
+		return leaseResult(queue.ApplyReleaseNoting(v, lim, k.Release, now, a.exhausted(v, now)))
 	case *orreryv1.Mutation_ExtendLease:
 		return leaseResult(queue.ApplyExtendLease(v, lim, k.ExtendLease, now))
 	case *orreryv1.Mutation_PauseQueue:
@@ -397,6 +385,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		}
 		return wrap(err, func() *orreryv1.MutationResult {
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_CancelMessage{CancelMessage: r}}
+		})
+	case *orreryv1.Mutation_SetQueueRetryPolicy:
+		r, err := queue.ApplySetRetryPolicy(v, lim, principal, k.SetQueueRetryPolicy, now)
+		return wrap(err, func() *orreryv1.MutationResult {
+			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_QueueRetryPolicy{QueueRetryPolicy: r}}
 		})
 	case *orreryv1.Mutation_PutCalendar:
 		return calendarResult(schedule.ApplyPutCalendar(v, principal, k.PutCalendar, a.ZoneRules, now))
@@ -510,4 +503,22 @@ func kindName(m *orreryv1.Mutation) string {
 		return string(f.Name())
 	}
 	return ""
+}
+
+// exhausted is what a receive or a failed release calls with each message it takes out of its
+// lane for good (queue.Noting): from ApplyVersionPauseOnFailure an occurrence is ledgered
+// DEAD_LETTERED — a dropped one too, its reason saying so — and may pause its schedule, and from
+// ApplyVersionBufferAll it frees its schedule's overlap slot at once.
+func (a Applier) exhausted(v kv.View, now int64) queue.Noting {
+	if !a.takes(ApplyVersionPauseOnFailure) {
+		return nil
+	}
+	lim, releases := a.Limits, a.takes(ApplyVersionBufferAll)
+	return func(msg *orreryv1.QueueMessage, how queue.Exhaustion) error {
+		if err := schedule.DeadLettered(v, lim, msg, how == queue.Dropped, now); err != nil || !releases {
+			return err
+		}
+		// A dead-lettered or dropped occurrence no longer holds its schedule's overlap slot.
+		return schedule.ReleaseSlot(v, lim, msg)
+	}
 }

@@ -48,6 +48,9 @@ import (
 //     excluded instant ledgered EXCLUDED (ApplyVersionCalendars);
 //  18. compare-or-return: an enqueue, a saga timeout or a backfill occurrence under an id its
 //     lane holds for another message fails IdempotencyConflict (ApplyVersionCompareOrReturn);
+//  19. retry policies: SetQueueRetryPolicy, Enqueue.retry, MessageTemplate.retry and a failed
+//     Release (error, backoff, retry): backoff computed in the partition, dead-letter or drop
+//     once the attempts are used up (ApplyVersionRetryPolicies).
 //  20. priorities: Enqueue.priority, MessageTemplate.priority and
 //     PartitionLimits.priority_step_micros, a receive leasing by visible time minus priority ×
 //     step (ApplyVersionPriority).
@@ -190,6 +193,12 @@ const ApplyVersionCompareOrReturn uint32 = 18
 // an enqueue carrying one is refused), so that no replica of an older release stores a message
 // the others skip as a duplicate.
 const ApplyVersionUnique uint32 = 21
+
+// ApplyVersionRetryPolicies is the apply version that takes retry policies (wire gates:
+// SetQueueRetryPolicy, Enqueue.retry, MessageTemplate.retry, Release.error, backoff and retry;
+// before it a command carrying one is refused), so that no replica of an older release
+// releases a failed message after another delay, or keeps it, where the others dead-letter it.
+const ApplyVersionRetryPolicies uint32 = 19
 
 // idempotency is how the queue's puts treat a held id at a's apply version.
 func (a Applier) idempotency() queue.Idempotency {

@@ -97,6 +97,8 @@ func (a Applier) authorizeCaller(v kv.Reader, principal string, m *orreryv1.Muta
 		needs = queueAdminNeeds(k.PauseQueue.GetNamespace(), k.PauseQueue.GetQueue())
 	case *orreryv1.Mutation_ResumeQueue:
 		needs = queueAdminNeeds(k.ResumeQueue.GetNamespace(), k.ResumeQueue.GetQueue())
+	case *orreryv1.Mutation_SetQueueRetryPolicy:
+		needs = queueAdminNeeds(k.SetQueueRetryPolicy.GetNamespace(), k.SetQueueRetryPolicy.GetQueue())
 	case *orreryv1.Mutation_CancelMessage:
 		lane := k.CancelMessage.GetLane()
 		needs = queueAdminNeeds(lane.GetNamespace(), lane.GetQueue())
@@ -126,7 +128,8 @@ func (a Applier) authorizeCaller(v kv.Reader, principal string, m *orreryv1.Muta
 // queueAdminNeeds are what an operator's action on a queue needs, the actions that change what
 // the queue's consumers get: QueueConsume and QueuePublish on it. A redrive (dead letters
 // taken out and published again), a pause or resume, and a cancel of a message by id need
-// them; no capability is a queue's own admin.
+// them, and so does setting its retry policy (what becomes of its failed messages); no
+// capability is a queue's own admin.
 func queueAdminNeeds(namespace, queue string) []need {
 	return []need{{capability: grants.QueueConsume, namespace: namespace, queue: queue},
 		{capability: grants.QueuePublish, namespace: namespace, queue: queue}}

@@ -63,6 +63,8 @@ func mutationOf(kind any) *orreryv1.Mutation {
 		m.Kind = &orreryv1.Mutation_PauseQueue{PauseQueue: k}
 	case *orreryv1.ResumeQueue:
 		m.Kind = &orreryv1.Mutation_ResumeQueue{ResumeQueue: k}
+	case *orreryv1.SetQueueRetryPolicy:
+		m.Kind = &orreryv1.Mutation_SetQueueRetryPolicy{SetQueueRetryPolicy: k}
 	case *orreryv1.CancelMessage:
 		m.Kind = &orreryv1.Mutation_CancelMessage{CancelMessage: k}
 	case *orreryv1.PutCalendar:
@@ -212,6 +214,9 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 			[]need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
 		{"cancel message", nil, func(string) *orreryv1.Mutation { return mutationOf(&orreryv1.CancelMessage{Lane: lane, Id: "m1"}) },
 			[]need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
+		{"set queue retry policy", nil, func(string) *orreryv1.Mutation {
+			return mutationOf(&orreryv1.SetQueueRetryPolicy{Namespace: ns, Queue: jobs, Policy: &orreryv1.RetryPolicy{MaxAttempts: 2}})
+		}, []need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
 		// A calendar is the namespace's: SchedulerManage on the whole namespace.
 		{"put calendar", nil, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.PutCalendar{Calendar: &orreryv1.Calendar{Namespace: ns, Name: "holidays", ExcludedDates: []string{"2026-12-25"}}})

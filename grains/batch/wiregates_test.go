@@ -62,6 +62,11 @@ func TestAnOlderReleaseRefusesWhatItDoesNotKnowAsANewerOneRefusesItsGate(t *test
 	cancelOther.GetConfigureSchedule().GetDefinition().Overlap = orreryv1.OverlapPolicy_OVERLAP_POLICY_CANCEL_OTHER
 	backfill := &orreryv1.Mutation{Kind: &orreryv1.Mutation_BackfillSchedule{BackfillSchedule: &orreryv1.BackfillSchedule{
 		Lane: lane, ScheduleId: scheduleID, FromUnixMicros: t0, ToUnixMicros: t0 + hour}}}
+	// What a release before retry policies lacks.
+	retryParts := map[string][]string{"Mutation": {"set_queue_retry_policy"}, "Enqueue": {"retry"}, "MessageTemplate": {"retry"}, "Release": {"error", "backoff", "retry"}}
+	retryingEnqueue := enqueueMutation("m1")
+	retryingEnqueue.GetEnqueue().Retry = &orreryv1.RetryPolicy{MaxAttempts: 2, OnExhausted: orreryv1.RetryExhausted_RETRY_EXHAUSTED_DROP}
+	failedRelease := &orreryv1.Mutation{Kind: &orreryv1.Mutation_Release{Release: &orreryv1.Release{Lane: lane, Id: "m1", LeaseToken: "t", Error: "boom", Backoff: true}}}
 	for _, c := range []struct {
 		name      string
 		version   uint32
@@ -91,6 +96,14 @@ func TestAnOlderReleaseRefusesWhatItDoesNotKnowAsANewerOneRefusesItsGate(t *test
 		{"a definition's calendars at version 16", 16, []*orreryv1.Mutation{withCalendars(configureMutation(everySpec(t0+sec, hour), 0), "holidays")},
 			map[string][]string{"Mutation": {"put_calendar", "delete_calendar"}, "ScheduleDefinition": {"calendars"}}, nil,
 			"mutations[0]: carries field 19 of orrery.v1.ScheduleDefinition"},
+		{"a mutation kind (set_queue_retry_policy) at version 18", 18, []*orreryv1.Mutation{enqueueMutation("m1"),
+			{Kind: &orreryv1.Mutation_SetQueueRetryPolicy{SetQueueRetryPolicy: &orreryv1.SetQueueRetryPolicy{Namespace: lane.GetNamespace(), Queue: lane.GetQueue(),
+				Policy: &orreryv1.RetryPolicy{MaxAttempts: 3}}}}},
+			retryParts, nil, "mutations[1]: carries field 30 of orrery.v1.Mutation"},
+		{"an enqueue's retry policy at version 18", 18, []*orreryv1.Mutation{retryingEnqueue},
+			retryParts, nil, "mutations[0]: carries field 9 of orrery.v1.Enqueue"},
+		{"a failed release at version 18", 18, []*orreryv1.Mutation{failedRelease},
+			retryParts, nil, "mutations[0]: carries field 5 of orrery.v1.Release"},
 		{"an enqueue's priority at version 19", 19, []*orreryv1.Mutation{enqueueMutation("m1"), withPriority(enqueueMutation("m2"), 3)},
 			priorityFields, nil,
 			"mutations[1]: carries field 10 of orrery.v1.Enqueue"},

@@ -441,7 +441,10 @@ func Template(field string, t *orreryv1.MessageTemplate, lim Limits) error {
 	if err := Priority(field+".priority", t.GetPriority()); err != nil {
 		return err
 	}
-	return MaxDeliveries(field+".max_deliveries", t.GetMaxDeliveries(), lim)
+	if err := MaxDeliveries(field+".max_deliveries", t.GetMaxDeliveries(), lim); err != nil {
+		return err
+	}
+	return RetryPolicy(field+".retry", t.GetRetry(), lim)
 }
 
 // MaxDeliveries checks an optional max-deliveries setting (0 means the default).

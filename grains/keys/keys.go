@@ -23,6 +23,7 @@
 //	mu/ lane uniqueKey UniqueRecord (the message holding a unique key in a lane)
 //	mu/ 0x00 heldUntil lane uniqueKey → empty (unique records held for a period, by when
 //	    they lapse, for housekeeping; a lane never begins with 0x00: its namespace is not empty)
+//	qr/ ns queue       QueueRetryPolicy (a queue's retry policy, for failed releases and receives)
 //	d/  dueAt kind lane id → DueRef (due index)
 //	i/  principal commandId → InboxEntry (command inbox)
 //	ie/ expiresAt principal commandId → empty (receipts by expiry, for housekeeping)
@@ -68,16 +69,18 @@ var (
 	Visibility        = []byte("mv/")
 	LaneCounters      = []byte("lc/")
 	QueuePause        = []byte("qp/")
-	Due               = []byte("d/")
-	Inbox             = []byte("i/")
-	InboxExpiry       = []byte("ie/")
-	TombstoneAge      = []byte("ma/")
-	Ledger            = []byte("sl/")
-	LedgerAge         = []byte("sla/")
-	ScheduleIndex     = []byte("xs/")
-	SagaIndex         = []byte("xg/")
-	Grant             = []byte("pg/")
-	Audit             = []byte("au/")
+	// QueueRetry holds queues' retry policies (orreryv1.QueueRetryPolicy) by namespace and queue.
+	QueueRetry    = []byte("qr/")
+	Due           = []byte("d/")
+	Inbox         = []byte("i/")
+	InboxExpiry   = []byte("ie/")
+	TombstoneAge  = []byte("ma/")
+	Ledger        = []byte("sl/")
+	LedgerAge     = []byte("sla/")
+	ScheduleIndex = []byte("xs/")
+	SagaIndex     = []byte("xg/")
+	Grant         = []byte("pg/")
+	Audit         = []byte("au/")
 	// AuditDenial indexes the audit record of a denial's window by the denial's signature
 	// (audit.DenialWindow).
 	AuditDenial = []byte("ad/")
@@ -266,6 +269,11 @@ func QueuePrefix(namespace, queue string) []byte {
 // QueuePauseKey is the key of queue (namespace, queue)'s pause record.
 func QueuePauseKey(namespace, queue string) []byte {
 	return AppendString(AppendString(Of(QueuePause, nil), namespace), queue)
+}
+
+// QueueRetryKey is the key of queue (namespace, queue)'s retry policy record.
+func QueueRetryKey(namespace, queue string) []byte {
+	return AppendString(AppendString(Of(QueueRetry, nil), namespace), queue)
 }
 
 // QueuePauseQueuePrefix returns the QueuePrefix of the queue whose pause record key is key, or

@@ -1,9 +1,10 @@
 // Package queue owns queue messages in a partition: idempotent enqueue by id, per-lane quotas,
 // receive with a lease, ack with the lease token, release, lease extension, lease expiry judged
 // by logged time, dead-lettering after the maximum number of deliveries, redriving dead
-// letters back to their queue, message priorities, pausing a queue's consumption, cancelling a
-// message by id, unique jobs (an enqueue skipped while its lane holds its unique key), and the
-// counts an operator reads of a queue. It is pure: it reads and writes only through the
+// letters back to their queue, retry policies (a failed attempt's backoff, and the dead-letter
+// or drop of a message whose attempts are used up), message priorities, pausing a queue's
+// consumption, cancelling a message by id, unique jobs (an enqueue skipped while its lane holds
+// its unique key), and the counts an operator reads of a queue. It is pure: it reads and writes only through the
 // kv.View it is given and takes the logged time as input.
 //
 // A message lives under m/<lane>/<id>. While it is not leased or its lease has ended, a
@@ -14,7 +15,8 @@
 // (priority.go). A
 // leased message's index entry sits at its lease end, so an expired lease makes it visible
 // again without any timer. A paused queue holds a pause record (qp/) that receives check
-// first. Acked, expired, cancelled and dead-lettered ids leave a tombstone (mt/) in
+// first, and a queue with a retry policy a record (qr/) that receives and failed releases read
+// when the message has no policy of its own. Acked, expired, cancelled and dead-lettered ids leave a tombstone (mt/) in
 // their lane so a re-enqueue of the same id stays a no-op; from apply version 18 a
 // re-enqueue under the id that differs in payload, headers, ordering key or origin is an
 // IdempotencyConflict (Idempotency), and the tombstone keeps a digest of those to compare. Lane counters (lc/) count every

@@ -76,6 +76,9 @@ func newMessage(lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64) (*
 	if err := input.Priority("priority", m.GetPriority()); err != nil {
 		return nil, err
 	}
+	if err := input.RetryPolicy("retry", m.GetRetry(), lim); err != nil {
+		return nil, err
+	}
 	lane := m.GetLane()
 	return &orreryv1.QueueMessage{
 		Id:                   m.GetId(),
@@ -88,5 +91,6 @@ func newMessage(lim input.Limits, m *orreryv1.Enqueue, loggedNowMicros int64) (*
 		ExpiresAtUnixMicros:  expiresAt,
 		MaxDeliveries:        input.EffectiveMaxDeliveries(m.GetMaxDeliveries(), lim),
 		Priority:             m.GetPriority(),
+		Retry:                m.GetRetry(),
 	}, nil
 }

@@ -47,6 +47,7 @@ type machine struct {
 	paused     map[string]bool       // queue → paused (PauseQueue)
 	cancelled  map[string]bool       // actual lane+id → a CancelMessage reached it
 	unique     map[string]uniqueHold // lane+unique key → the message that took it last
+	retry      retryModel            // retry policies and what they dropped
 }
 
 // uniqueHold is the model of a unique record: the message that took the key and the instant
@@ -65,6 +66,7 @@ func newMachine(t failer) *machine {
 		bundle: b, created: map[string]bool{}, sent: map[string]string{}, digested: map[string]bool{}, expiresAt: map[string]int64{}, acked: map[string]bool{},
 		leaseUntil: map[string]int64{}, current: map[string]string{}, paused: map[string]bool{}, cancelled: map[string]bool{},
 		unique: map[string]uniqueHold{},
+		retry:  newRetryModel(),
 	}
 }
 
@@ -72,7 +74,7 @@ func modelKey(lane *orreryv1.Lane, id string) string { return string(keys.LaneID
 
 func (m *machine) step(c chooser) {
 	m.t.Helper()
-	switch c.intRange("op", 0, 8) {
+	switch c.intRange("op", 0, 9) {
 	case 0:
 		m.enqueue(c)
 	case 1:
@@ -85,6 +87,8 @@ func (m *machine) step(c chooser) {
 		m.cancel(c)
 	case 7:
 		m.pruneUniques(c)
+	case 8:
+		m.setRetryPolicy(c)
 	default:
 		m.advance(int64(c.intRange("advance", 0, 8)) * input.Second / 2)
 	}
@@ -105,6 +109,7 @@ func (m *machine) enqueue(c chooser) {
 		TimeToLiveMicros: int64(c.intRange("ttl", 0, 4)) * 2 * input.Second,
 		MaxDeliveries:    int32(c.intRange("max_deliveries", 0, 3)),
 		Priority:         []int32{0, 0, 1, 2, 9}[c.intRange("priority", 0, 4)],
+		Retry:            m.drawPolicy(c, "enqueue_retry"),
 	}
 	// Mostly compare-or-return (apply version 18); sometimes as before it, which stores no
 	// digest, so that messages and tombstones without one are met too.
@@ -144,6 +149,7 @@ func (m *machine) enqueue(c chooser) {
 			m.t.Fatalf("enqueue of %s: %v %v", cmd.Id, res, err)
 		}
 		m.created[key], m.sent[key], m.digested[key] = true, sent, idempotency == CompareOrReturn
+		m.retry.message[key], m.retry.maxDeliveries[key] = cmd.Retry, input.EffectiveMaxDeliveries(cmd.MaxDeliveries, m.lim)
 		m.createdIDs = append(m.createdIDs, issued{lane: lane, id: cmd.Id})
 		if cmd.TimeToLiveMicros != 0 {
 			m.expiresAt[key] = m.now + cmd.DelayMicros + cmd.TimeToLiveMicros
@@ -272,10 +278,7 @@ func (m *machine) receive(c chooser) {
 	m.lim.PriorityStepMicros = []int64{0, input.Second / 2, input.Second, 3 * input.Second}[c.intRange("priority_step", 0, 3)]
 	wantIDs, wantMore := m.expectedReceive(queue, int(cmd.Max))
 	before := m.store.Clone()
-	res, err := ApplyReceive(m.store, m.lim, cmd, m.now)
-	if err != nil {
-		m.t.Fatalf("receive: %v", err)
-	}
+	res := m.receiveJudged(cmd)
 	if !m.paused[queue] && (!slices.Equal(ids(res.GetMessages()), wantIDs) || res.GetMore() != wantMore) {
 		m.t.Fatalf("receive of %d from %s at step %d: leased %v (more %v), the model picks %v (more %v)",
 			cmd.Max, queue, m.lim.PriorityStepMicros, ids(res.GetMessages()), res.GetMore(), wantIDs, wantMore)
@@ -294,8 +297,8 @@ func (m *machine) receive(c chooser) {
 		if exp := msg.GetExpiresAtUnixMicros(); exp != 0 && exp <= m.now {
 			m.t.Fatalf("%s delivered after it expired", msg.GetId())
 		}
-		if !input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() > effectiveMaxDeliveries(msg, m.lim) {
-			m.t.Fatalf("%s delivered %d times, max %d", msg.GetId(), msg.GetDeliveryCount(), msg.GetMaxDeliveries())
+		if limit := m.attemptLimit(nil, msg.GetLane(), msg.GetId()); !input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() > limit {
+			m.t.Fatalf("%s delivered %d times, max %d", msg.GetId(), msg.GetDeliveryCount(), limit)
 		}
 		lease := msg.GetLease()
 		if lease.GetToken() != LeaseToken(msg.GetLane(), msg.GetId(), msg.GetDeliveryCount(), m.now) || lease.GetUntilUnixMicros() != m.now+cmd.LeaseDurationMicros {
@@ -355,7 +358,7 @@ func (m *machine) expectedReceive(queue string, maxMessages int) (leased []strin
 		}
 		msg := c.msg
 		swept := (msg.GetExpiresAtUnixMicros() != 0 && msg.GetExpiresAtUnixMicros() <= m.now) || msg.GetCancelled() != nil ||
-			(!input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() >= effectiveMaxDeliveries(msg, m.lim))
+			(!input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() >= m.attemptLimit(nil, msg.GetLane(), msg.GetId()))
 		if !swept {
 			leased = append(leased, msg.GetId())
 		}
@@ -390,8 +393,7 @@ func (m *machine) leaseOp(c chooser) {
 			delete(m.leaseUntil, key)
 		}
 	case 1:
-		d := int64(c.intRange("release_delay", 0, 2)) * input.Second
-		_, err = ApplyRelease(m.store, m.lim, &orreryv1.Release{Lane: use.lane, Id: use.id, LeaseToken: use.token, DelayMicros: d}, m.now)
+		err = m.release(c, use, stored, want)
 		if err == nil {
 			delete(m.current, key)
 			delete(m.leaseUntil, key)
@@ -544,8 +546,8 @@ func (m *machine) checkGone(actualKey, sourceKey string, ts *orreryv1.MessageTom
 		if exp := m.expiresAt[sourceKey]; exp == 0 || exp > m.now {
 			m.t.Fatalf("%q expired at %d, before its expiry %d", actualKey, m.now, exp)
 		}
-	} else if !m.acked[actualKey] {
-		m.t.Fatalf("%q was removed without an ack", actualKey)
+	} else if !m.acked[actualKey] && !m.retry.dropped[actualKey] {
+		m.t.Fatalf("%q was removed without an ack or a drop", actualKey)
 	}
 }
 
@@ -567,10 +569,7 @@ func (m *machine) drain() {
 		}
 		var got []*orreryv1.QueueMessage
 		for _, queue := range []string{testQueue, deadQueue} {
-			res, err := ApplyReceive(m.store, m.lim, &orreryv1.Receive{Namespace: testNamespace, Queue: queue, Max: m.lim.MaxReceivePerCommand}, m.now)
-			if err != nil {
-				m.t.Fatal(err)
-			}
+			res := m.receiveJudged(&orreryv1.Receive{Namespace: testNamespace, Queue: queue, Max: m.lim.MaxReceivePerCommand})
 			got = append(got, res.GetMessages()...)
 		}
 		sort.Slice(got, func(i, j int) bool { return got[i].GetSequence() < got[j].GetSequence() })

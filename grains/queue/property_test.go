@@ -22,11 +22,14 @@ func (c seededChooser) intRange(_ string, lowest, highest int) int {
 }
 
 // TestQueueMachineProperty runs random enqueue (of random priorities), receive (under random
-// priority steps), ack, release, extend, pause, resume, cancel and time steps: a receive leases
-// what the reference model picks (the smallest visible time minus priority × step among the
-// visible messages, expectedReceive), no id is ever lost or duplicated, leases are exclusive,
-// a paused queue delivers nothing, a cancelled message is never delivered again and its lease commands
-// fail, refused commands write nothing, and counters always equal a recount.
+// priority steps), ack, release, extend, pause, resume, cancel, retry-policy and time steps: a
+// receive leases what the reference model picks (the smallest visible time minus priority ×
+// step among the visible messages, expectedReceive), no id is ever lost or duplicated, leases
+// are exclusive, a paused queue delivers nothing, a cancelled message is never delivered again
+// and its lease commands fail, a failed release is visible again when the model's backoff says
+// or leaves its lane as the policy in force says once its attempts are used up (at once, or at
+// the receive after an ended lease), refused commands write nothing, and counters always equal
+// a recount.
 func TestQueueMachineProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := newMachine(t)

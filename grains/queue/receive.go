@@ -33,9 +33,11 @@ func ApplyReceive(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMic
 }
 
 // ApplyReceiveNoting is ApplyReceive that calls deadLettered, when set, in the same view with
-// each message the receive moves to its dead-letter queue (as it was in its own lane), for what
-// else changes with it (a schedule that pauses on failure).
-func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMicros int64, deadLettered func(*orreryv1.QueueMessage) error) (*orreryv1.ReceiveResult, error) {
+// each message the receive moves to its dead-letter queue or drops (as it was in its own lane),
+// for what else changes with it (a schedule that pauses on failure). A message's deliveries are
+// bounded by the max_attempts of the retry policy in force (the message's, else its queue's:
+// RetryPolicy), else by its max_deliveries; a policy whose on_exhausted is DROP drops it.
+func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, loggedNowMicros int64, deadLettered Noting) (*orreryv1.ReceiveResult, error) {
 	maxMessages, until, err := validateReceive(lim, m, loggedNowMicros)
 	if err != nil {
 		return nil, err
@@ -45,6 +47,7 @@ func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, logged
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return res, err // a paused queue leases nothing (ApplyPause)
 	}
+	queuePolicy := &queueRetry{namespace: namespace, queue: queue}
 	visible, err := newVisibleScan(v, namespace, queue, loggedNowMicros, lim.PriorityStepMicros)
 	if err != nil {
 		return nil, err
@@ -67,7 +70,7 @@ func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, logged
 			if !within() {
 				break
 			}
-			leased, moved, err := receiveOne(v, lim, e, m.GetOwner(), until, loggedNowMicros, deadLettered)
+			leased, moved, err := receiveOne(v, lim, e, m.GetOwner(), until, loggedNowMicros, queuePolicy, deadLettered)
 			if err != nil {
 				return nil, err
 			}
@@ -147,9 +150,10 @@ func scanIndex(v kv.Reader, start, end []byte, limit int) ([]indexEntry, error) 
 }
 
 // receiveOne handles one visible index entry: it expires, removes (cancelled), dead-letters or
-// leases the message and returns a copy of it when leased, nil otherwise, and the payload and header bytes it
-// wrote again (a leased or dead-lettered message; an expired one leaves only a tombstone).
-func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64, deadLettered func(*orreryv1.QueueMessage) error) (*orreryv1.QueueMessage, uint64, error) {
+// drops (its deliveries used up: exhaust) or leases the message and returns a copy of it when
+// leased, nil otherwise, and the payload and header bytes it wrote again (a leased or
+// dead-lettered message; an expired or dropped one leaves only a tombstone).
+func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMicros, loggedNowMicros int64, queuePolicy *queueRetry, deadLettered Noting) (*orreryv1.QueueMessage, uint64, error) {
 	msg := &orreryv1.QueueMessage{}
 	found, err := record.Load(v, e.messageKey, msg)
 	if err != nil {
@@ -164,17 +168,13 @@ func receiveOne(v kv.View, lim input.Limits, e indexEntry, owner string, untilMi
 	if msg.GetCancelled() != nil { // cancelled while leased, and the lease has ended
 		return nil, 0, removeCancelled(v, msg, loggedNowMicros)
 	}
-	queue := msg.GetLane().GetQueue()
-	if !input.IsDeadLetterQueue(queue) && msg.GetDeliveryCount() >= effectiveMaxDeliveries(msg, lim) {
-		if err := deadLetter(v, lim, msg, loggedNowMicros); err != nil {
-			return nil, 0, err
-		}
-		if deadLettered != nil {
-			if err := deadLettered(msg); err != nil {
-				return nil, 0, err
-			}
-		}
-		return nil, MessageBytes(msg), nil
+	policy, err := queuePolicy.inForce(v, msg, lim)
+	if err != nil {
+		return nil, 0, err
+	}
+	if exhausted(policy, msg, lim) {
+		moved, err := exhaust(v, lim, msg, policy, loggedNowMicros, deadLettered)
+		return nil, moved, err
 	}
 	msg.DeliveryCount++
 	msg.Lease = &orreryv1.Lease{

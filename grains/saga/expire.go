@@ -87,6 +87,7 @@ func ApplyExpire(v kv.View, lim input.Limits, m *orreryv1.ExpireSaga, loggedNowM
 		ExpiresAtUnixMicros:  expiresAt,
 		MaxDeliveries:        input.EffectiveMaxDeliveries(template.GetMaxDeliveries(), lim),
 		Priority:             template.GetPriority(),
+		Retry:                template.GetRetry(),
 		Origin: &orreryv1.QueueMessage_SagaTimeout{SagaTimeout: &orreryv1.SagaTimeoutOrigin{
 			SagaId:             sagaID,
 			WaitingRevision:    expected,

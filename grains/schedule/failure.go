@@ -14,7 +14,9 @@ import (
 // schedule whose definition sets pause_on_failure pauses (unless paused or cancelled
 // already), with the reason on the record. For any other message it does nothing: a manual
 // occurrence, or one of a replaced generation, says nothing about the current definition.
-func DeadLettered(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, loggedNowMicros int64) error {
+// dropped says that the message was removed instead, its retry policy's attempts used up
+// (RETRY_EXHAUSTED_DROP): it is ledgered DEAD_LETTERED all the same, the reason saying so.
+func DeadLettered(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, dropped bool, loggedNowMicros int64) error {
 	origin := msg.GetOccurrence()
 	if origin == nil || origin.GetManual() {
 		return nil
@@ -24,6 +26,9 @@ func DeadLettered(v kv.View, lim input.Limits, msg *orreryv1.QueueMessage, logge
 		return err
 	}
 	reason := fmt.Sprintf("message %s was dead-lettered after %d deliveries", msg.GetId(), msg.GetDeliveryCount())
+	if dropped {
+		reason = fmt.Sprintf("message %s was dropped after %d deliveries (its retry policy's on_exhausted is DROP)", msg.GetId(), msg.GetDeliveryCount())
+	}
 	entry := ledgerEntry(rec, origin.GetOrdinal(), origin.GetNominalDueAtUnixMicros(), orreryv1.LedgerOutcome_LEDGER_OUTCOME_DEAD_LETTERED)
 	entry.MessageId, entry.Reason = msg.GetId(), reason
 	if err := writeLedger(v, msg.GetLane(), entry, loggedNowMicros); err != nil {

@@ -78,5 +78,6 @@ func message(def *orreryv1.ScheduleDefinition, lim input.Limits, id string, dueA
 		ExpiresAtUnixMicros:  expiresAt,
 		MaxDeliveries:        input.EffectiveMaxDeliveries(t.GetMaxDeliveries(), lim),
 		Priority:             t.GetPriority(),
+		Retry:                t.GetRetry(),
 	}, nil
 }

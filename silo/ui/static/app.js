@@ -367,6 +367,21 @@ function queuePause(queue) {
   return { paused: pauses.length > 0, all: pauses.length === q.partitions.length, reason: pauses.length ? pauses[0].reason : '' };
 }
 
+// queueRetry describes a queue's retry policy: {text, title} of the lowest partition that has
+// one (and whether not every partition has it), or null when none has.
+function queueRetry(queue) {
+  const q = queueStats.get(queue);
+  if (!q || !q.retry_policy || !q.retry_policy.policy) return null;
+  const p = q.retry_policy.policy;
+  const ms = (v) => duration(Number(v || 0) / 1000);
+  const attempts = p.max_attempts ? `${p.max_attempts} attempts` : 'max deliveries';
+  const then = p.on_exhausted === 'RETRY_EXHAUSTED_DROP' ? 'drop' : 'dead-letter';
+  const text = `retry: ${attempts}, backoff ${ms(p.initial_backoff_micros)}→${ms(p.max_backoff_micros)}` +
+    (p.jitter_percent ? ` −${p.jitter_percent}%` : '') + `, then ${then}`;
+  const partial = q.retry_policy_partitions < (q.partitions || []).length;
+  return { text: partial ? `${text} (on some partitions)` : text, title: `set by ${q.retry_policy.set_by}` };
+}
+
 function renderLanes() {
   const rows = [];
   for (const l of lanesShown()) {
@@ -377,10 +392,11 @@ function renderLanes() {
     const leased = msgs.filter((m) => m.lease && micros(m.lease.until_unix_micros) > now).length;
     const oldest = msgs.reduce((min, m) => Math.min(min, micros(m.enqueued_at_unix_micros)), Infinity);
     const pause = queuePause(l.queue);
+    const retry = queueRetry(l.queue);
     rows.push(el('tr', { 'data-lane': `${l.queue}/${l.key}` },
       el('td', {}, `${l.queue} / ${l.key}`, pause.paused
         ? el('span', { className: 'badge paused', title: pause.reason || '' }, pause.all ? ' queue paused' : ' queue paused on some partitions')
-        : null),
+        : null, retry ? el('span', { className: 'badge retry-policy', title: retry.title }, retry.text) : null),
       el('td', { className: 'depth' }, st.error ? el('span', { className: 'error' }, st.error) : depth(st.live)),
       el('td', {}, st.live ? String(leased) : ''),
       el('td', {}, Number.isFinite(oldest) ? when(oldest) : el('span', { className: 'muted' }, '—')),
@@ -396,8 +412,8 @@ function renderLanes() {
   $('lanes').tBodies[0].replaceChildren(...rows);
 }
 
-// messagesRow lists a peeked lane's live messages, each with its unique key (if it took one)
-// and a cancel button.
+// messagesRow lists a peeked lane's live messages, each with its priority, its unique key (if
+// it took one), its attempts, its last failure (when and the error) and a cancel button.
 function messagesRow(l, msgs) {
   const now = Date.now() * 1000;
   const items = msgs.map((m) => {
@@ -406,6 +422,9 @@ function messagesRow(l, msgs) {
     return el('li', { 'data-message-id': m.id },
       `${m.id} · ${state} · priority ${m.priority || 0} · deliveries ${m.delivery_count} · visible ${humanTime(micros(m.visible_at_unix_micros))} `,
       m.unique_key ? el('span', { className: 'unique-key', title: 'unique key: another enqueue with it is skipped as a duplicate' }, `· unique key ${m.unique_key} `) : null,
+      micros(m.last_failed_at_unix_micros) > 0
+        ? el('span', { className: 'last-failure error' }, `· failed ${humanTime(micros(m.last_failed_at_unix_micros))}: ${m.last_error || '(no error given)'} `)
+        : null,
       m.cancelled ? null : el('button', { type: 'button', className: 'action cancel-message', textContent: 'cancel',
         onclick: () => cancelMessage(l, m.id) }));
   });
@@ -452,7 +471,8 @@ function peek(l) {
   const lines = [];
   for (const [label, page] of [['live', st.live], ['dead letters', st.dead]]) {
     for (const m of (page && page.messages) || []) {
-      lines.push(`${label}\t${m.id}\tpriority ${m.priority || 0}\tdeliveries ${m.delivery_count}\tvisible ${humanTime(micros(m.visible_at_unix_micros))}\t${m.payload_json || ''}`);
+      lines.push(`${label}\t${m.id}\tpriority ${m.priority || 0}\tdeliveries ${m.delivery_count}\tvisible ${humanTime(micros(m.visible_at_unix_micros))}\t${m.payload_json || ''}` +
+        (m.last_error ? `\tlast error: ${m.last_error}` : ''));
     }
   }
   setStatus(lines.length ? `${l.queue} / ${l.key}:\n${lines.join('\n')}` : `${l.queue} / ${l.key}: empty`);
