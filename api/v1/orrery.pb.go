@@ -4540,6 +4540,325 @@ func (x *CalendarResult) GetCalendar() *CalendarRecord {
 	return nil
 }
 
+// QueueLimits is the cluster-wide policy of a capped queue (SetQueueShare, apply version 22):
+// at most max_leased of its messages leased at once across the cluster, and at most
+// leases_per_second leases a second; 0 sets no limit of that kind (not both 0).
+type QueueLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0..queue.MaxQueueLeased (10000).
+	MaxLeased uint32 `protobuf:"varint,1,opt,name=max_leased,json=maxLeased,proto3" json:"max_leased,omitempty"`
+	// 0..queue.MaxQueueLeasesPerSecond (1000000).
+	LeasesPerSecond uint32 `protobuf:"varint,2,opt,name=leases_per_second,json=leasesPerSecond,proto3" json:"leases_per_second,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QueueLimits) Reset() {
+	*x = QueueLimits{}
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueLimits) ProtoMessage() {}
+
+func (x *QueueLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
+func (*QueueLimits) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *QueueLimits) GetMaxLeased() uint32 {
+	if x != nil {
+		return x.MaxLeased
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetLeasesPerSecond() uint32 {
+	if x != nil {
+		return x.LeasesPerSecond
+	}
+	return 0
+}
+
+// SetQueueShare (apply version 22) sets, in the partition that applies it, the cluster-wide
+// policy of queue (namespace, queue) and this partition's share of it: while the share is in
+// force a receive of the queue here leases at most share_leased messages at once and at most
+// share_milli_per_second thousandths of a lease a second (a token bucket). The shares of all
+// partitions sum to at most the policy's (the client and the silo's rebalancer keep that), so
+// the cluster never exceeds it. share_leased must be at most max_leased (0 when max_leased is
+// 0), share_milli_per_second at most 1000 × leases_per_second (0 when that is 0). An absent
+// policy removes the cap from this partition. Setting the share in force changes nothing.
+type SetQueueShare struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue               string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Policy              *QueueLimits           `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	ShareLeased         uint32                 `protobuf:"varint,4,opt,name=share_leased,json=shareLeased,proto3" json:"share_leased,omitempty"`
+	ShareMilliPerSecond uint64                 `protobuf:"varint,5,opt,name=share_milli_per_second,json=shareMilliPerSecond,proto3" json:"share_milli_per_second,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *SetQueueShare) Reset() {
+	*x = SetQueueShare{}
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueShare) ProtoMessage() {}
+
+func (x *SetQueueShare) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueShare.ProtoReflect.Descriptor instead.
+func (*SetQueueShare) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SetQueueShare) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SetQueueShare) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueShare) GetPolicy() *QueueLimits {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *SetQueueShare) GetShareLeased() uint32 {
+	if x != nil {
+		return x.ShareLeased
+	}
+	return 0
+}
+
+func (x *SetQueueShare) GetShareMilliPerSecond() uint64 {
+	if x != nil {
+		return x.ShareMilliPerSecond
+	}
+	return 0
+}
+
+// QueueShare is a capped queue's record in one partition (keys.QueueShareKey, qs/): the
+// cluster-wide policy, this partition's share of it and its rate bucket. The leases it counts
+// are index entries beside it (qs/ ns queue leaseEnd sequence).
+type QueueShare struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue               string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Policy              *QueueLimits           `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	ShareLeased         uint32                 `protobuf:"varint,4,opt,name=share_leased,json=shareLeased,proto3" json:"share_leased,omitempty"`
+	ShareMilliPerSecond uint64                 `protobuf:"varint,5,opt,name=share_milli_per_second,json=shareMilliPerSecond,proto3" json:"share_milli_per_second,omitempty"`
+	// The rate bucket: its tokens in billionths of a lease as of refilled_at_unix_micros
+	// (logged time), at most its burst: max(one lease, one second of share_milli_per_second),
+	// none when share_milli_per_second is 0. Unused when leases_per_second is 0.
+	TokensNano           int64 `protobuf:"varint,6,opt,name=tokens_nano,json=tokensNano,proto3" json:"tokens_nano,omitempty"`
+	RefilledAtUnixMicros int64 `protobuf:"varint,7,opt,name=refilled_at_unix_micros,json=refilledAtUnixMicros,proto3" json:"refilled_at_unix_micros,omitempty"`
+	// The principal that set it, and when.
+	SetBy           string `protobuf:"bytes,8,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
+	SetAtUnixMicros int64  `protobuf:"varint,9,opt,name=set_at_unix_micros,json=setAtUnixMicros,proto3" json:"set_at_unix_micros,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QueueShare) Reset() {
+	*x = QueueShare{}
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueShare) ProtoMessage() {}
+
+func (x *QueueShare) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueShare.ProtoReflect.Descriptor instead.
+func (*QueueShare) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *QueueShare) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueueShare) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueShare) GetPolicy() *QueueLimits {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *QueueShare) GetShareLeased() uint32 {
+	if x != nil {
+		return x.ShareLeased
+	}
+	return 0
+}
+
+func (x *QueueShare) GetShareMilliPerSecond() uint64 {
+	if x != nil {
+		return x.ShareMilliPerSecond
+	}
+	return 0
+}
+
+func (x *QueueShare) GetTokensNano() int64 {
+	if x != nil {
+		return x.TokensNano
+	}
+	return 0
+}
+
+func (x *QueueShare) GetRefilledAtUnixMicros() int64 {
+	if x != nil {
+		return x.RefilledAtUnixMicros
+	}
+	return 0
+}
+
+func (x *QueueShare) GetSetBy() string {
+	if x != nil {
+		return x.SetBy
+	}
+	return ""
+}
+
+func (x *QueueShare) GetSetAtUnixMicros() int64 {
+	if x != nil {
+		return x.SetAtUnixMicros
+	}
+	return 0
+}
+
+// QueueShareResult reports a SetQueueShare in one partition: whether it changed the
+// partition's state, the share in force after it (none after a removal) and how many of the
+// queue's leases it counts now.
+type QueueShareResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Share         *QueueShare            `protobuf:"bytes,2,opt,name=share,proto3" json:"share,omitempty"`
+	Leased        uint32                 `protobuf:"varint,3,opt,name=leased,proto3" json:"leased,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueShareResult) Reset() {
+	*x = QueueShareResult{}
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueShareResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueShareResult) ProtoMessage() {}
+
+func (x *QueueShareResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueShareResult.ProtoReflect.Descriptor instead.
+func (*QueueShareResult) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *QueueShareResult) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *QueueShareResult) GetShare() *QueueShare {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+func (x *QueueShareResult) GetLeased() uint32 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
 // Mutation is one change in a batch.
 type Mutation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4574,6 +4893,7 @@ type Mutation struct {
 	//	*Mutation_CancelMessage
 	//	*Mutation_PutCalendar
 	//	*Mutation_DeleteCalendar
+	//	*Mutation_SetQueueShare
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4581,7 +4901,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4593,7 +4913,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[54]
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4606,7 +4926,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{54}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -4877,6 +5197,15 @@ func (x *Mutation) GetDeleteCalendar() *DeleteCalendar {
 	return nil
 }
 
+func (x *Mutation) GetSetQueueShare() *SetQueueShare {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_SetQueueShare); ok {
+			return x.SetQueueShare
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -4997,6 +5326,10 @@ type Mutation_DeleteCalendar struct {
 	DeleteCalendar *DeleteCalendar `protobuf:"bytes,29,opt,name=delete_calendar,json=deleteCalendar,proto3,oneof"`
 }
 
+type Mutation_SetQueueShare struct {
+	SetQueueShare *SetQueueShare `protobuf:"bytes,31,opt,name=set_queue_share,json=setQueueShare,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -5055,6 +5388,8 @@ func (*Mutation_PutCalendar) isMutation_Kind() {}
 
 func (*Mutation_DeleteCalendar) isMutation_Kind() {}
 
+func (*Mutation_SetQueueShare) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -5069,7 +5404,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5416,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[55]
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5429,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{55}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -5155,7 +5490,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5167,7 +5502,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[56]
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5180,7 +5515,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{56}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -5287,7 +5622,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5299,7 +5634,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5312,7 +5647,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -5347,7 +5682,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5359,7 +5694,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5372,7 +5707,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -5403,7 +5738,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5415,7 +5750,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5428,7 +5763,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -5456,7 +5791,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5468,7 +5803,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5481,7 +5816,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -5516,7 +5851,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5528,7 +5863,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5541,7 +5876,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -5600,7 +5935,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5612,7 +5947,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5625,7 +5960,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -5667,7 +6002,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5679,7 +6014,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5692,7 +6027,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *QueuePause) GetNamespace() string {
@@ -5742,7 +6077,7 @@ type QueuePauseResult struct {
 
 func (x *QueuePauseResult) Reset() {
 	*x = QueuePauseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5754,7 +6089,7 @@ func (x *QueuePauseResult) String() string {
 func (*QueuePauseResult) ProtoMessage() {}
 
 func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5767,7 +6102,7 @@ func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePauseResult.ProtoReflect.Descriptor instead.
 func (*QueuePauseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *QueuePauseResult) GetChanged() bool {
@@ -5795,7 +6130,7 @@ type CancelMessageResult struct {
 
 func (x *CancelMessageResult) Reset() {
 	*x = CancelMessageResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5807,7 +6142,7 @@ func (x *CancelMessageResult) String() string {
 func (*CancelMessageResult) ProtoMessage() {}
 
 func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5820,7 +6155,7 @@ func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResult.ProtoReflect.Descriptor instead.
 func (*CancelMessageResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CancelMessageResult) GetId() string {
@@ -5853,6 +6188,7 @@ type MutationResult struct {
 	//	*MutationResult_QueuePause
 	//	*MutationResult_CancelMessage
 	//	*MutationResult_Calendar
+	//	*MutationResult_QueueShare
 	Result        isMutationResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5860,7 +6196,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5872,7 +6208,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5885,7 +6221,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -5992,6 +6328,15 @@ func (x *MutationResult) GetCalendar() *CalendarResult {
 	return nil
 }
 
+func (x *MutationResult) GetQueueShare() *QueueShareResult {
+	if x != nil {
+		if x, ok := x.Result.(*MutationResult_QueueShare); ok {
+			return x.QueueShare
+		}
+	}
+	return nil
+}
+
 type isMutationResult_Result interface {
 	isMutationResult_Result()
 }
@@ -6036,6 +6381,10 @@ type MutationResult_Calendar struct {
 	Calendar *CalendarResult `protobuf:"bytes,21,opt,name=calendar,proto3,oneof"`
 }
 
+type MutationResult_QueueShare struct {
+	QueueShare *QueueShareResult `protobuf:"bytes,23,opt,name=queue_share,json=queueShare,proto3,oneof"`
+}
+
 func (*MutationResult_Schedule) isMutationResult_Result() {}
 
 func (*MutationResult_Saga) isMutationResult_Result() {}
@@ -6056,6 +6405,8 @@ func (*MutationResult_CancelMessage) isMutationResult_Result() {}
 
 func (*MutationResult_Calendar) isMutationResult_Result() {}
 
+func (*MutationResult_QueueShare) isMutationResult_Result() {}
+
 // Receipt is the complete, deterministic result of a batch. Either results holds one entry per
 // mutation, or error is set, the batch was rolled back and results is empty.
 type Receipt struct {
@@ -6070,7 +6421,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	mi := &file_api_v1_orrery_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6082,7 +6433,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	mi := &file_api_v1_orrery_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6095,7 +6446,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -6441,7 +6792,33 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12put_at_unix_micros\x18\x03 \x01(\x03R\x0fputAtUnixMicros\"a\n" +
 	"\x0eCalendarResult\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x125\n" +
-	"\bcalendar\x18\x02 \x01(\v2\x19.orrery.v1.CalendarRecordR\bcalendar\"\xe3\x0e\n" +
+	"\bcalendar\x18\x02 \x01(\v2\x19.orrery.v1.CalendarRecordR\bcalendar\"X\n" +
+	"\vQueueLimits\x12\x1d\n" +
+	"\n" +
+	"max_leased\x18\x01 \x01(\rR\tmaxLeased\x12*\n" +
+	"\x11leases_per_second\x18\x02 \x01(\rR\x0fleasesPerSecond\"\xcb\x01\n" +
+	"\rSetQueueShare\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
+	"\x06policy\x18\x03 \x01(\v2\x16.orrery.v1.QueueLimitsR\x06policy\x12!\n" +
+	"\fshare_leased\x18\x04 \x01(\rR\vshareLeased\x123\n" +
+	"\x16share_milli_per_second\x18\x05 \x01(\x04R\x13shareMilliPerSecond\"\xe4\x02\n" +
+	"\n" +
+	"QueueShare\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
+	"\x06policy\x18\x03 \x01(\v2\x16.orrery.v1.QueueLimitsR\x06policy\x12!\n" +
+	"\fshare_leased\x18\x04 \x01(\rR\vshareLeased\x123\n" +
+	"\x16share_milli_per_second\x18\x05 \x01(\x04R\x13shareMilliPerSecond\x12\x1f\n" +
+	"\vtokens_nano\x18\x06 \x01(\x03R\n" +
+	"tokensNano\x125\n" +
+	"\x17refilled_at_unix_micros\x18\a \x01(\x03R\x14refilledAtUnixMicros\x12\x15\n" +
+	"\x06set_by\x18\b \x01(\tR\x05setBy\x12+\n" +
+	"\x12set_at_unix_micros\x18\t \x01(\x03R\x0fsetAtUnixMicros\"q\n" +
+	"\x10QueueShareResult\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x12+\n" +
+	"\x05share\x18\x02 \x01(\v2\x15.orrery.v1.QueueShareR\x05share\x12\x16\n" +
+	"\x06leased\x18\x03 \x01(\rR\x06leased\"\xa7\x0f\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -6475,7 +6852,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\fresume_queue\x18\x1a \x01(\v2\x16.orrery.v1.ResumeQueueH\x00R\vresumeQueue\x12A\n" +
 	"\x0ecancel_message\x18\x1b \x01(\v2\x18.orrery.v1.CancelMessageH\x00R\rcancelMessage\x12;\n" +
 	"\fput_calendar\x18\x1c \x01(\v2\x16.orrery.v1.PutCalendarH\x00R\vputCalendar\x12D\n" +
-	"\x0fdelete_calendar\x18\x1d \x01(\v2\x19.orrery.v1.DeleteCalendarH\x00R\x0edeleteCalendarB\x06\n" +
+	"\x0fdelete_calendar\x18\x1d \x01(\v2\x19.orrery.v1.DeleteCalendarH\x00R\x0edeleteCalendar\x12B\n" +
+	"\x0fset_queue_share\x18\x1f \x01(\v2\x18.orrery.v1.SetQueueShareH\x00R\rsetQueueShareB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -6537,7 +6915,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05pause\x18\x02 \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\"Y\n" +
 	"\x13CancelMessageResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\xf8\x04\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\xb8\x05\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +
@@ -6550,7 +6928,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\vqueue_pause\x18\x13 \x01(\v2\x1b.orrery.v1.QueuePauseResultH\x00R\n" +
 	"queuePause\x12G\n" +
 	"\x0ecancel_message\x18\x14 \x01(\v2\x1e.orrery.v1.CancelMessageResultH\x00R\rcancelMessage\x127\n" +
-	"\bcalendar\x18\x15 \x01(\v2\x19.orrery.v1.CalendarResultH\x00R\bcalendarB\b\n" +
+	"\bcalendar\x18\x15 \x01(\v2\x19.orrery.v1.CalendarResultH\x00R\bcalendar\x12>\n" +
+	"\vqueue_share\x18\x17 \x01(\v2\x1b.orrery.v1.QueueShareResultH\x00R\n" +
+	"queueShareB\b\n" +
 	"\x06result\"\xbc\x01\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
@@ -6623,7 +7003,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),            // 1: orrery.v1.CronGapPolicy
@@ -6687,124 +7067,133 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*DeleteCalendar)(nil),        // 59: orrery.v1.DeleteCalendar
 	(*CalendarRecord)(nil),        // 60: orrery.v1.CalendarRecord
 	(*CalendarResult)(nil),        // 61: orrery.v1.CalendarResult
-	(*Mutation)(nil),              // 62: orrery.v1.Mutation
-	(*Batch)(nil),                 // 63: orrery.v1.Batch
-	(*ScheduleResult)(nil),        // 64: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),            // 65: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),         // 66: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),         // 67: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),           // 68: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),       // 69: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),         // 70: orrery.v1.RedriveResult
-	(*QueuePause)(nil),            // 71: orrery.v1.QueuePause
-	(*QueuePauseResult)(nil),      // 72: orrery.v1.QueuePauseResult
-	(*CancelMessageResult)(nil),   // 73: orrery.v1.CancelMessageResult
-	(*MutationResult)(nil),        // 74: orrery.v1.MutationResult
-	(*Receipt)(nil),               // 75: orrery.v1.Receipt
-	nil,                           // 76: orrery.v1.ScheduleDefinition.LabelsEntry
-	nil,                           // 77: orrery.v1.CompareExchangeSaga.LabelsEntry
+	(*QueueLimits)(nil),           // 62: orrery.v1.QueueLimits
+	(*SetQueueShare)(nil),         // 63: orrery.v1.SetQueueShare
+	(*QueueShare)(nil),            // 64: orrery.v1.QueueShare
+	(*QueueShareResult)(nil),      // 65: orrery.v1.QueueShareResult
+	(*Mutation)(nil),              // 66: orrery.v1.Mutation
+	(*Batch)(nil),                 // 67: orrery.v1.Batch
+	(*ScheduleResult)(nil),        // 68: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),            // 69: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),         // 70: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),         // 71: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),           // 72: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),       // 73: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),         // 74: orrery.v1.RedriveResult
+	(*QueuePause)(nil),            // 75: orrery.v1.QueuePause
+	(*QueuePauseResult)(nil),      // 76: orrery.v1.QueuePauseResult
+	(*CancelMessageResult)(nil),   // 77: orrery.v1.CancelMessageResult
+	(*MutationResult)(nil),        // 78: orrery.v1.MutationResult
+	(*Receipt)(nil),               // 79: orrery.v1.Receipt
+	nil,                           // 80: orrery.v1.ScheduleDefinition.LabelsEntry
+	nil,                           // 81: orrery.v1.CompareExchangeSaga.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
-	0,  // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
-	1,  // 1: orrery.v1.CronSpec.gap_policy:type_name -> orrery.v1.CronGapPolicy
-	2,  // 2: orrery.v1.CronSpec.repeat_policy:type_name -> orrery.v1.CronRepeatPolicy
-	10, // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
-	11, // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
-	12, // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
-	13, // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
-	9,  // 7: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
-	14, // 8: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
-	3,  // 9: orrery.v1.ScheduleDefinition.misfire:type_name -> orrery.v1.MisfirePolicy
-	5,  // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
-	15, // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
-	4,  // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	76, // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
-	17, // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
-	15, // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
-	9,  // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
-	21, // 17: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
-	19, // 18: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
-	20, // 19: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
-	24, // 20: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
-	16, // 21: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
-	9,  // 22: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
-	9,  // 23: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 24: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 25: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 26: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
-	9,  // 27: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 28: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 29: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
-	9,  // 30: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
-	6,  // 31: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
-	18, // 32: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	77, // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
-	9,  // 34: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
-	9,  // 35: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
-	9,  // 36: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
-	9,  // 37: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
-	9,  // 38: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
-	42, // 39: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
-	48, // 40: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
-	49, // 41: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
-	9,  // 42: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
-	9,  // 43: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
-	56, // 44: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
-	57, // 45: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
-	57, // 46: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
-	60, // 47: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
-	25, // 48: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	26, // 49: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	27, // 50: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	28, // 51: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	29, // 52: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	32, // 53: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	33, // 54: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	34, // 55: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	35, // 56: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	36, // 57: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	37, // 58: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	38, // 59: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	39, // 60: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	40, // 61: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	41, // 62: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	50, // 63: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	51, // 64: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	52, // 65: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	46, // 66: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	43, // 67: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	47, // 68: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	45, // 69: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	30, // 70: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	31, // 71: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	53, // 72: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
-	54, // 73: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
-	55, // 74: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
-	58, // 75: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
-	59, // 76: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
-	62, // 77: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	6,  // 78: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	22, // 79: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	71, // 80: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
-	7,  // 81: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
-	8,  // 82: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	64, // 83: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	65, // 84: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	66, // 85: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	67, // 86: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	68, // 87: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	69, // 88: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	70, // 89: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	72, // 90: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
-	73, // 91: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
-	61, // 92: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
-	74, // 93: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	8,  // 94: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	95, // [95:95] is the sub-list for method output_type
-	95, // [95:95] is the sub-list for method input_type
-	95, // [95:95] is the sub-list for extension type_name
-	95, // [95:95] is the sub-list for extension extendee
-	0,  // [0:95] is the sub-list for field type_name
+	0,   // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
+	1,   // 1: orrery.v1.CronSpec.gap_policy:type_name -> orrery.v1.CronGapPolicy
+	2,   // 2: orrery.v1.CronSpec.repeat_policy:type_name -> orrery.v1.CronRepeatPolicy
+	10,  // 3: orrery.v1.ScheduleSpec.at:type_name -> orrery.v1.AtSpec
+	11,  // 4: orrery.v1.ScheduleSpec.after:type_name -> orrery.v1.AfterSpec
+	12,  // 5: orrery.v1.ScheduleSpec.every:type_name -> orrery.v1.EverySpec
+	13,  // 6: orrery.v1.ScheduleSpec.cron:type_name -> orrery.v1.CronSpec
+	9,   // 7: orrery.v1.ScheduleDefinition.lane:type_name -> orrery.v1.Lane
+	14,  // 8: orrery.v1.ScheduleDefinition.spec:type_name -> orrery.v1.ScheduleSpec
+	3,   // 9: orrery.v1.ScheduleDefinition.misfire:type_name -> orrery.v1.MisfirePolicy
+	5,   // 10: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
+	15,  // 11: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
+	4,   // 12: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
+	80,  // 13: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	17,  // 14: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
+	15,  // 15: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
+	9,   // 16: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
+	21,  // 17: orrery.v1.QueueMessage.lease:type_name -> orrery.v1.Lease
+	19,  // 18: orrery.v1.QueueMessage.occurrence:type_name -> orrery.v1.OccurrenceOrigin
+	20,  // 19: orrery.v1.QueueMessage.saga_timeout:type_name -> orrery.v1.SagaTimeoutOrigin
+	24,  // 20: orrery.v1.QueueMessage.cancelled:type_name -> orrery.v1.MessageCancel
+	16,  // 21: orrery.v1.ConfigureSchedule.definition:type_name -> orrery.v1.ScheduleDefinition
+	9,   // 22: orrery.v1.EmitOccurrences.lane:type_name -> orrery.v1.Lane
+	9,   // 23: orrery.v1.CancelSchedule.lane:type_name -> orrery.v1.Lane
+	9,   // 24: orrery.v1.DeleteSchedule.lane:type_name -> orrery.v1.Lane
+	9,   // 25: orrery.v1.PauseSchedule.lane:type_name -> orrery.v1.Lane
+	9,   // 26: orrery.v1.SkipExpired.lane:type_name -> orrery.v1.Lane
+	9,   // 27: orrery.v1.BackfillSchedule.lane:type_name -> orrery.v1.Lane
+	9,   // 28: orrery.v1.ResumeSchedule.lane:type_name -> orrery.v1.Lane
+	9,   // 29: orrery.v1.TriggerSchedule.lane:type_name -> orrery.v1.Lane
+	9,   // 30: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
+	6,   // 31: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
+	18,  // 32: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
+	81,  // 33: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	9,   // 34: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
+	9,   // 35: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
+	9,   // 36: orrery.v1.Ack.lane:type_name -> orrery.v1.Lane
+	9,   // 37: orrery.v1.Release.lane:type_name -> orrery.v1.Lane
+	9,   // 38: orrery.v1.ExtendLease.lane:type_name -> orrery.v1.Lane
+	42,  // 39: orrery.v1.SetLimits.limits:type_name -> orrery.v1.PartitionLimits
+	48,  // 40: orrery.v1.GrantRule.fields:type_name -> orrery.v1.FieldPolicy
+	49,  // 41: orrery.v1.PutGrant.rules:type_name -> orrery.v1.GrantRule
+	9,   // 42: orrery.v1.RedriveDeadLetters.lane:type_name -> orrery.v1.Lane
+	9,   // 43: orrery.v1.CancelMessage.lane:type_name -> orrery.v1.Lane
+	56,  // 44: orrery.v1.Calendar.excluded_ranges:type_name -> orrery.v1.CalendarDateRange
+	57,  // 45: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
+	57,  // 46: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
+	60,  // 47: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
+	62,  // 48: orrery.v1.SetQueueShare.policy:type_name -> orrery.v1.QueueLimits
+	62,  // 49: orrery.v1.QueueShare.policy:type_name -> orrery.v1.QueueLimits
+	64,  // 50: orrery.v1.QueueShareResult.share:type_name -> orrery.v1.QueueShare
+	25,  // 51: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	26,  // 52: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	27,  // 53: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	28,  // 54: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	29,  // 55: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	32,  // 56: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	33,  // 57: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	34,  // 58: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	35,  // 59: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	36,  // 60: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	37,  // 61: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	38,  // 62: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	39,  // 63: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	40,  // 64: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	41,  // 65: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	50,  // 66: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	51,  // 67: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	52,  // 68: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	46,  // 69: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	43,  // 70: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	47,  // 71: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	45,  // 72: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	30,  // 73: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	31,  // 74: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	53,  // 75: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
+	54,  // 76: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
+	55,  // 77: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
+	58,  // 78: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
+	59,  // 79: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
+	63,  // 80: orrery.v1.Mutation.set_queue_share:type_name -> orrery.v1.SetQueueShare
+	66,  // 81: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	6,   // 82: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	22,  // 83: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	75,  // 84: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
+	7,   // 85: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
+	8,   // 86: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	68,  // 87: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	69,  // 88: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	70,  // 89: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	71,  // 90: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	72,  // 91: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	73,  // 92: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	74,  // 93: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	76,  // 94: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
+	77,  // 95: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
+	61,  // 96: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
+	65,  // 97: orrery.v1.MutationResult.queue_share:type_name -> orrery.v1.QueueShareResult
+	78,  // 98: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	8,   // 99: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	100, // [100:100] is the sub-list for method output_type
+	100, // [100:100] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -6822,7 +7211,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_Occurrence)(nil),
 		(*QueueMessage_SagaTimeout)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[54].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[58].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -6852,8 +7241,9 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_CancelMessage)(nil),
 		(*Mutation_PutCalendar)(nil),
 		(*Mutation_DeleteCalendar)(nil),
+		(*Mutation_SetQueueShare)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[66].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[70].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -6864,6 +7254,7 @@ func file_api_v1_orrery_proto_init() {
 		(*MutationResult_QueuePause)(nil),
 		(*MutationResult_CancelMessage)(nil),
 		(*MutationResult_Calendar)(nil),
+		(*MutationResult_QueueShare)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6871,7 +7262,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   70,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

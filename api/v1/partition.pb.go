@@ -1595,9 +1595,14 @@ type QueueStats struct {
 	Namespace string `protobuf:"bytes,10,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Queue     string `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Set while the queue is paused in this partition (PauseQueue).
-	Pause         *QueuePause `protobuf:"bytes,12,opt,name=pause,proto3" json:"pause,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Pause *QueuePause `protobuf:"bytes,12,opt,name=pause,proto3" json:"pause,omitempty"`
+	// Set while the queue is capped in this partition (SetQueueShare): the policy, this
+	// partition's share and its rate bucket.
+	Share *QueueShare `protobuf:"bytes,13,opt,name=share,proto3" json:"share,omitempty"`
+	// The queue's leases the share counts now (at most share_leased, unless it was lowered).
+	ShareLeasedNow uint32 `protobuf:"varint,14,opt,name=share_leased_now,json=shareLeasedNow,proto3" json:"share_leased_now,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
@@ -1712,6 +1717,20 @@ func (x *QueueStats) GetPause() *QueuePause {
 		return x.Pause
 	}
 	return nil
+}
+
+func (x *QueueStats) GetShare() *QueueShare {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+func (x *QueueStats) GetShareLeasedNow() uint32 {
+	if x != nil {
+		return x.ShareLeasedNow
+	}
+	return 0
 }
 
 // InspectPartition asks for the partition's status.
@@ -2493,7 +2512,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\n" +
 	"ListQueues\x12\x1d\n" +
 	"\n" +
-	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\xb7\x03\n" +
+	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\x8e\x04\n" +
 	"\n" +
 	"QueueStats\x12\x18\n" +
 	"\avisible\x18\x01 \x01(\x04R\avisible\x12\x16\n" +
@@ -2509,7 +2528,9 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\tnamespace\x18\n" +
 	" \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\v \x01(\tR\x05queue\x12+\n" +
-	"\x05pause\x18\f \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\"\x12\n" +
+	"\x05pause\x18\f \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\x12+\n" +
+	"\x05share\x18\r \x01(\v2\x15.orrery.v1.QueueShareR\x05share\x12(\n" +
+	"\x10share_leased_now\x18\x0e \x01(\rR\x0eshareLeasedNow\"\x12\n" +
 	"\x10InspectPartition\"\xc1\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12)\n" +
@@ -2629,12 +2650,13 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*Lane)(nil),               // 33: orrery.v1.Lane
 	(*ScheduleRecord)(nil),     // 34: orrery.v1.ScheduleRecord
 	(*QueuePause)(nil),         // 35: orrery.v1.QueuePause
-	(*SagaRecord)(nil),         // 36: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 37: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 38: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 39: orrery.v1.LedgerRecord
-	(*AuditRecord)(nil),        // 40: orrery.v1.AuditRecord
-	(*CalendarRecord)(nil),     // 41: orrery.v1.CalendarRecord
+	(*QueueShare)(nil),         // 36: orrery.v1.QueueShare
+	(*SagaRecord)(nil),         // 37: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 38: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 39: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 40: orrery.v1.LedgerRecord
+	(*AuditRecord)(nil),        // 41: orrery.v1.AuditRecord
+	(*CalendarRecord)(nil),     // 42: orrery.v1.CalendarRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
 	28, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
@@ -2666,29 +2688,30 @@ var file_api_v1_partition_proto_depIdxs = []int32{
 	33, // 26: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
 	33, // 27: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
 	35, // 28: orrery.v1.QueueStats.pause:type_name -> orrery.v1.QueuePause
-	24, // 29: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	23, // 30: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
-	22, // 31: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
-	34, // 32: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	36, // 33: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	37, // 34: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	21, // 35: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	29, // 36: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	38, // 37: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	39, // 38: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	12, // 39: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	36, // 40: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	19, // 41: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	19, // 42: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
-	40, // 43: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
-	30, // 44: orrery.v1.InspectReply.due:type_name -> orrery.v1.DueRef
-	41, // 45: orrery.v1.InspectReply.calendar:type_name -> orrery.v1.CalendarRecord
-	41, // 46: orrery.v1.InspectReply.listed_calendars:type_name -> orrery.v1.CalendarRecord
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	36, // 29: orrery.v1.QueueStats.share:type_name -> orrery.v1.QueueShare
+	24, // 30: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	23, // 31: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
+	22, // 32: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
+	34, // 33: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	37, // 34: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	38, // 35: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	21, // 36: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	29, // 37: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	39, // 38: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	40, // 39: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	12, // 40: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	37, // 41: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	19, // 42: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	19, // 43: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	41, // 44: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
+	30, // 45: orrery.v1.InspectReply.due:type_name -> orrery.v1.DueRef
+	42, // 46: orrery.v1.InspectReply.calendar:type_name -> orrery.v1.CalendarRecord
+	42, // 47: orrery.v1.InspectReply.listed_calendars:type_name -> orrery.v1.CalendarRecord
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }

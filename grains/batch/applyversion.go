@@ -47,8 +47,10 @@ import (
 //  17. exclusion calendars: PutCalendar, DeleteCalendar and ScheduleDefinition.calendars, an
 //     excluded instant ledgered EXCLUDED (ApplyVersionCalendars);
 //  18. compare-or-return: an enqueue, a saga timeout or a backfill occurrence under an id its
-//     lane holds for another message fails IdempotencyConflict (ApplyVersionCompareOrReturn).
-const KnownApplyVersion uint32 = 18
+//     lane holds for another message fails IdempotencyConflict (ApplyVersionCompareOrReturn);
+//  22. cluster-wide concurrency caps and rate limits per queue: SetQueueShare, and receives
+//     that lease at most what the queue's share admits (ApplyVersionQueueShare).
+const KnownApplyVersion uint32 = 22
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -207,3 +209,8 @@ func (a Applier) applySetApplyVersion(v kv.View, m *orreryv1.SetApplyVersion) er
 	_, err := record.Store(v, keys.ApplyVersion, &orreryv1.PartitionApplyVersion{Version: want})
 	return err
 }
+
+// ApplyVersionQueueShare is the apply version that takes SetQueueShare (a wire gate: before it a
+// command carrying one is refused), so that no replica of an older release leases past a share
+// the others hold. Receives change only where a share is set, which needs this version.
+const ApplyVersionQueueShare uint32 = 22

@@ -97,6 +97,8 @@ func (a Applier) authorizeCaller(v kv.Reader, principal string, m *orreryv1.Muta
 		needs = queueAdminNeeds(k.PauseQueue.GetNamespace(), k.PauseQueue.GetQueue())
 	case *orreryv1.Mutation_ResumeQueue:
 		needs = queueAdminNeeds(k.ResumeQueue.GetNamespace(), k.ResumeQueue.GetQueue())
+	case *orreryv1.Mutation_SetQueueShare:
+		needs = queueAdminNeeds(k.SetQueueShare.GetNamespace(), k.SetQueueShare.GetQueue())
 	case *orreryv1.Mutation_CancelMessage:
 		lane := k.CancelMessage.GetLane()
 		needs = queueAdminNeeds(lane.GetNamespace(), lane.GetQueue())

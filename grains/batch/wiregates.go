@@ -49,6 +49,7 @@ var wireGates = []wireGate{
 	{ApplyVersionCalendars, "orrery.v1.Mutation", "put_calendar", ""},
 	{ApplyVersionCalendars, "orrery.v1.Mutation", "delete_calendar", ""},
 	{ApplyVersionCalendars, "orrery.v1.ScheduleDefinition", "calendars", ""},
+	{ApplyVersionQueueShare, "orrery.v1.Mutation", "set_queue_share", ""},
 }
 
 // gateKey finds a gate: a field's presence (value -1) or one value of an enum field.

@@ -20,12 +20,13 @@ func NextVisibleAt(v kv.Reader, namespace, queue string) (atMicros int64, found 
 
 // NextVisibleBefore is NextVisibleAt limited to instants before limitMicros: it reads the
 // visibility index only up to there, so a caller that only cares about the near future does
-// not step over the deleted entries beyond. A queue paused in this partition has none.
+// not step over the deleted entries beyond. A queue paused in this partition has none; a capped
+// one (ApplySetShare) has none before its share admits a lease.
 func NextVisibleBefore(v kv.Reader, namespace, queue string, limitMicros int64) (atMicros int64, found bool, err error) {
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return 0, false, err // nothing becomes visible to a receive while the queue is paused
 	}
-	return firstVisible(v, keys.QueuePrefix(namespace, queue), keys.VisibilityKey(namespace, queue, limitMicros, 0))
+	return visibleUnderShare(v, namespace, queue, limitMicros)
 }
 
 // firstVisible returns the instant of the first visibility index entry in [prefix, end).
@@ -48,10 +49,13 @@ func firstVisible(v kv.Reader, prefix, end []byte) (atMicros int64, found bool, 
 // VisibleAt reports whether queue (namespace, queue) in this partition has a message visible
 // at nowMicros. It reads the visibility index only up to nowMicros, the range a receive reads
 // (so a kv.FloorView starts it at the queue's floor). A queue paused in this partition has none
-// visible: a receive would lease nothing.
+// visible, nor has a capped one whose share admits no lease now: a receive would lease nothing.
 func VisibleAt(v kv.Reader, namespace, queue string, nowMicros int64) (bool, error) {
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return false, err
+	}
+	if open, err := receivable(v, namespace, queue, nowMicros); err != nil || !open {
+		return false, err // the queue's share admits no lease now
 	}
 	found := false
 	err := v.Scan(keys.QueuePrefix(namespace, queue), keys.VisibilityKey(namespace, queue, nowMicros+1, 0), func(_, _ []byte) (bool, error) {

@@ -41,6 +41,7 @@ type machine struct {
 	createdIDs []issued        // creation order (token unused), for deterministic checks
 	paused     map[string]bool // queue → paused (PauseQueue)
 	cancelled  map[string]bool // actual lane+id → a CancelMessage reached it
+	share      *shareModel     // the test queue's share (SetQueueShare), nil when uncapped
 }
 
 func newMachine(t failer) *machine {
@@ -57,7 +58,7 @@ func modelKey(lane *orreryv1.Lane, id string) string { return string(keys.LaneID
 
 func (m *machine) step(c chooser) {
 	m.t.Helper()
-	switch c.intRange("op", 0, 7) {
+	switch c.intRange("op", 0, 8) {
 	case 0:
 		m.enqueue(c)
 	case 1:
@@ -68,6 +69,8 @@ func (m *machine) step(c chooser) {
 		m.pauseOrResume(c)
 	case 6:
 		m.cancel(c)
+	case 7:
+		m.setShare(c)
 	default:
 		m.advance(int64(c.intRange("advance", 0, 8)) * input.Second / 2)
 	}
@@ -134,10 +137,24 @@ func (m *machine) receive(c chooser) {
 		Max:                 uint32(c.intRange("max", 1, 3)),
 		LeaseDurationMicros: int64(c.intRange("lease", 1, 3)) * input.Second,
 	}
+	capped := queue == testQueue && m.share != nil && !m.paused[queue]
+	admits := 0
+	if capped {
+		admits = m.share.admits(m.now)
+		if visible, err := VisibleAt(m.store, testNamespace, queue, m.now); err != nil || (visible && admits == 0) {
+			m.t.Fatalf("VisibleAt under a share that admits nothing: %v, %v", visible, err)
+		}
+	}
 	before := m.store.Clone()
 	res, err := ApplyReceive(m.store, m.lim, cmd, m.now)
 	if err != nil {
 		m.t.Fatalf("receive: %v", err)
+	}
+	if capped {
+		if len(res.GetMessages()) > admits {
+			m.t.Fatalf("a share admitting %d (%s) leased %d", admits, m.share, len(res.GetMessages()))
+		}
+		m.share.took(res.GetMessages(), m.now)
 	}
 	if m.paused[queue] && (len(res.GetMessages()) > 0 || res.GetMore() || !m.store.Equal(before)) {
 		m.t.Fatalf("receive of paused queue %s: %v (or it wrote)", queue, res)
@@ -191,6 +208,7 @@ func (m *machine) leaseOp(c chooser) {
 			m.acked[key] = true
 			delete(m.current, key)
 			delete(m.leaseUntil, key)
+			m.share.ended(key)
 		}
 	case 1:
 		d := int64(c.intRange("release_delay", 0, 2)) * input.Second
@@ -198,6 +216,7 @@ func (m *machine) leaseOp(c chooser) {
 		if err == nil {
 			delete(m.current, key)
 			delete(m.leaseUntil, key)
+			m.share.ended(key)
 		}
 	default:
 		if want == 0 && stored.GetLease().GetUntilUnixMicros() <= m.now {
@@ -208,6 +227,9 @@ func (m *machine) leaseOp(c chooser) {
 		res, err = ApplyExtendLease(m.store, m.lim, &orreryv1.ExtendLease{Lane: use.lane, Id: use.id, LeaseToken: use.token, LeaseDurationMicros: d}, m.now)
 		if err == nil {
 			m.leaseUntil[key] = res.GetLeaseUntilUnixMicros()
+			if m.share != nil && use.lane.GetQueue() == testQueue {
+				m.share.counted[key] = res.GetLeaseUntilUnixMicros()
+			}
 		}
 	}
 	if orrery.CodeOf(err) != want {
@@ -282,6 +304,9 @@ func (m *machine) cancel(c chooser) {
 	}
 	if live {
 		m.cancelled[key] = true
+	}
+	if want == orreryv1.CancelOutcome_CANCEL_OUTCOME_REMOVED {
+		m.share.ended(key)
 	}
 	if _, stillLive := m.message(lane, id); stillLive != (want == orreryv1.CancelOutcome_CANCEL_OUTCOME_LEASE_REVOKED || (want == orreryv1.CancelOutcome_CANCEL_OUTCOME_ALREADY_DONE && leased)) {
 		m.t.Fatalf("cancel of %s (%v): live %v after it", key, want, stillLive)
@@ -362,6 +387,10 @@ func (m *machine) drain() {
 			m.t.Fatal("drain did not empty the store")
 		}
 		m.advance(input.Hour)
+		if _, err := ApplySetShare(m.store, "operator", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue}, m.now); err != nil {
+			m.t.Fatal(err)
+		}
+		m.share = nil
 		for queue := range m.paused {
 			if _, err := ApplyResume(m.store, &orreryv1.ResumeQueue{Namespace: testNamespace, Queue: queue}); err != nil {
 				m.t.Fatal(err)

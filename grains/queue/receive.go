@@ -22,9 +22,10 @@ const SweepBudget = 1024
 
 // ApplyReceive leases up to m.max (0 means 1) messages of queue (namespace, queue) in this
 // partition that are visible at loggedNow, in visible-time then enqueue order; a queue paused
-// in this partition (ApplyPause) leases none. On the way it removes messages whose TTL has
-// passed or that were cancelled while leased (ApplyCancel), and moves messages that used up
-// their deliveries to the dead-letter queue; none of them is delivered. Each delivered message gets delivery_count+1
+// in this partition (ApplyPause) leases none, and a capped one (ApplySetShare) at most what its
+// share admits. On the way it removes messages whose TTL has passed or that were cancelled
+// while leased (ApplyCancel), and moves messages that used up their deliveries to the
+// dead-letter queue; none of them is delivered. Each delivered message gets delivery_count+1
 // and a lease {LeaseToken, owner, loggedNow + lease duration}, and its index entry moves to
 // the lease end. The result holds full copies of the leased messages; More is set when
 // visible messages remain that the max or a budget left behind.
@@ -45,6 +46,20 @@ func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, logged
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return res, err // a paused queue leases nothing (ApplyPause)
 	}
+	share, err := LoadShare(v, namespace, queue)
+	if err != nil {
+		return nil, err
+	}
+	if share != nil {
+		return receiveShared(v, lim, m, share, maxMessages, until, loggedNowMicros, deadLettered)
+	}
+	return receiveUpTo(v, lim, m, maxMessages, until, loggedNowMicros, deadLettered)
+}
+
+// receiveUpTo is ApplyReceiveNoting's receive of up to maxMessages, leased until untilMicros.
+func receiveUpTo(v kv.View, lim input.Limits, m *orreryv1.Receive, maxMessages int, until, loggedNowMicros int64, deadLettered func(*orreryv1.QueueMessage) error) (*orreryv1.ReceiveResult, error) {
+	namespace, queue := m.GetNamespace(), m.GetQueue()
+	res := &orreryv1.ReceiveResult{}
 	start := keys.QueuePrefix(namespace, queue)
 	end := keys.VisibilityKey(namespace, queue, loggedNowMicros+1, 0)
 	swept := 0

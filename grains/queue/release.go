@@ -25,6 +25,9 @@ func ApplyRelease(v kv.View, lim input.Limits, m *orreryv1.Release, loggedNowMic
 	if err != nil {
 		return nil, err
 	}
+	if err := leaseChanged(v, msg, 0); err != nil {
+		return nil, err
+	}
 	oldIndexKey := visibilityKey(msg)
 	msg.Lease = nil
 	msg.VisibleAtUnixMicros = visibleAt
