@@ -4605,15 +4605,21 @@ func (x *QueueLimits) GetLeasesPerSecond() uint32 {
 // the cluster never exceeds it. share_leased must be at most max_leased (0 when max_leased is
 // 0), share_milli_per_second at most 1000 × leases_per_second (0 when that is 0). An absent
 // policy removes the cap from this partition. Setting the share in force changes nothing.
+// With compare set, the set is a compare-and-set: the share in force must be the one set at
+// expected_set_at_unix_micros (QueueShare.set_at_unix_micros; 0: no share), or it fails
+// RevisionConflict and changes nothing, so that concurrent movers of share units (the client's
+// SetQueueLimits, the silos' rebalancers) never create units.
 type SetQueueShare struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Queue               string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
-	Policy              *QueueLimits           `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
-	ShareLeased         uint32                 `protobuf:"varint,4,opt,name=share_leased,json=shareLeased,proto3" json:"share_leased,omitempty"`
-	ShareMilliPerSecond uint64                 `protobuf:"varint,5,opt,name=share_milli_per_second,json=shareMilliPerSecond,proto3" json:"share_milli_per_second,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	Namespace               string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue                   string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Policy                  *QueueLimits           `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	ShareLeased             uint32                 `protobuf:"varint,4,opt,name=share_leased,json=shareLeased,proto3" json:"share_leased,omitempty"`
+	ShareMilliPerSecond     uint64                 `protobuf:"varint,5,opt,name=share_milli_per_second,json=shareMilliPerSecond,proto3" json:"share_milli_per_second,omitempty"`
+	Compare                 bool                   `protobuf:"varint,6,opt,name=compare,proto3" json:"compare,omitempty"`
+	ExpectedSetAtUnixMicros int64                  `protobuf:"varint,7,opt,name=expected_set_at_unix_micros,json=expectedSetAtUnixMicros,proto3" json:"expected_set_at_unix_micros,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *SetQueueShare) Reset() {
@@ -4681,6 +4687,20 @@ func (x *SetQueueShare) GetShareMilliPerSecond() uint64 {
 	return 0
 }
 
+func (x *SetQueueShare) GetCompare() bool {
+	if x != nil {
+		return x.Compare
+	}
+	return false
+}
+
+func (x *SetQueueShare) GetExpectedSetAtUnixMicros() int64 {
+	if x != nil {
+		return x.ExpectedSetAtUnixMicros
+	}
+	return 0
+}
+
 // QueueShare is a capped queue's record in one partition (keys.QueueShareKey, qs/): the
 // cluster-wide policy, this partition's share of it and its rate bucket. The leases it counts
 // are index entries beside it (qs/ ns queue leaseEnd sequence).
@@ -4696,7 +4716,8 @@ type QueueShare struct {
 	// none when share_milli_per_second is 0. Unused when leases_per_second is 0.
 	TokensNano           int64 `protobuf:"varint,6,opt,name=tokens_nano,json=tokensNano,proto3" json:"tokens_nano,omitempty"`
 	RefilledAtUnixMicros int64 `protobuf:"varint,7,opt,name=refilled_at_unix_micros,json=refilledAtUnixMicros,proto3" json:"refilled_at_unix_micros,omitempty"`
-	// The principal that set it, and when.
+	// The principal that set it, and when (the logged time of the change: what a compare-and-set
+	// expects, SetQueueShare.expected_set_at_unix_micros).
 	SetBy           string `protobuf:"bytes,8,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
 	SetAtUnixMicros int64  `protobuf:"varint,9,opt,name=set_at_unix_micros,json=setAtUnixMicros,proto3" json:"set_at_unix_micros,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -6796,13 +6817,15 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\vQueueLimits\x12\x1d\n" +
 	"\n" +
 	"max_leased\x18\x01 \x01(\rR\tmaxLeased\x12*\n" +
-	"\x11leases_per_second\x18\x02 \x01(\rR\x0fleasesPerSecond\"\xcb\x01\n" +
+	"\x11leases_per_second\x18\x02 \x01(\rR\x0fleasesPerSecond\"\xa3\x02\n" +
 	"\rSetQueueShare\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
 	"\x06policy\x18\x03 \x01(\v2\x16.orrery.v1.QueueLimitsR\x06policy\x12!\n" +
 	"\fshare_leased\x18\x04 \x01(\rR\vshareLeased\x123\n" +
-	"\x16share_milli_per_second\x18\x05 \x01(\x04R\x13shareMilliPerSecond\"\xe4\x02\n" +
+	"\x16share_milli_per_second\x18\x05 \x01(\x04R\x13shareMilliPerSecond\x12\x18\n" +
+	"\acompare\x18\x06 \x01(\bR\acompare\x12<\n" +
+	"\x1bexpected_set_at_unix_micros\x18\a \x01(\x03R\x17expectedSetAtUnixMicros\"\xe4\x02\n" +
 	"\n" +
 	"QueueShare\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +

@@ -31,7 +31,9 @@ const NanoPerLease int64 = 1_000_000_000
 // refilled to loggedNow and cut to the new burst, and the leases it counts. The leases held when
 // a share is first set in a partition are not counted by it (they end within the maximum lease
 // duration); every lease taken, extended, released, acked or removed while it is in force is.
-// Setting the share in force reports changed false. A refused command writes nothing.
+// Setting the share in force reports changed false. With m.compare the share in force must be
+// the one set at m.expected_set_at_unix_micros (0: none), else RevisionConflict. A refused
+// command writes nothing.
 func ApplySetShare(v kv.View, principal string, m *orreryv1.SetQueueShare, loggedNowMicros int64) (*orreryv1.QueueShareResult, error) {
 	if m == nil {
 		return nil, orrery.Invalid("", "set_queue_share is required")
@@ -44,6 +46,13 @@ func ApplySetShare(v kv.View, principal string, m *orreryv1.SetQueueShare, logge
 		if m.GetShareLeased() != 0 || m.GetShareMilliPerSecond() != 0 {
 			return nil, orrery.Invalid("policy", "is required with a share (an absent policy removes the cap)")
 		}
+		old, err := LoadShare(v, namespace, queue)
+		if err != nil {
+			return nil, err
+		}
+		if err := compareShare(m, old); err != nil {
+			return nil, err
+		}
 		return removeShare(v, namespace, queue)
 	}
 	if err := validateShare(m); err != nil {
@@ -51,6 +60,9 @@ func ApplySetShare(v kv.View, principal string, m *orreryv1.SetQueueShare, logge
 	}
 	old, err := LoadShare(v, namespace, queue)
 	if err != nil {
+		return nil, err
+	}
+	if err := compareShare(m, old); err != nil {
 		return nil, err
 	}
 	share := &orreryv1.QueueShare{Namespace: namespace, Queue: queue, Policy: proto.CloneOf(m.GetPolicy()),
@@ -74,6 +86,16 @@ func ApplySetShare(v kv.View, principal string, m *orreryv1.SetQueueShare, logge
 		return nil, err
 	}
 	return &orreryv1.QueueShareResult{Changed: true, Share: share, Leased: leased}, nil
+}
+
+// compareShare checks a compare-and-set's expectation against the share in force (old, nil
+// when none).
+func compareShare(m *orreryv1.SetQueueShare, old *orreryv1.QueueShare) error {
+	if !m.GetCompare() || old.GetSetAtUnixMicros() == m.GetExpectedSetAtUnixMicros() {
+		return nil
+	}
+	return orrery.FieldErrorf(orrery.CodeRevisionConflict, "expected_set_at_unix_micros",
+		"the share of queue %q in force was set at %d, not %d", m.GetQueue(), old.GetSetAtUnixMicros(), m.GetExpectedSetAtUnixMicros())
 }
 
 // validateShare checks a SetQueueShare's policy and share.

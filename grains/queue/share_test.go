@@ -234,3 +234,29 @@ func TestARefusedSetShareWritesNothing(t *testing.T) {
 		t.Fatalf("setting the share in force: %v, want changed false", res)
 	}
 }
+
+// TestASetShareComparesTheShareInForce: a compare-and-set succeeds against the share in force
+// (0: none) and fails RevisionConflict, writing nothing, against any other.
+func TestASetShareComparesTheShareInForce(t *testing.T) {
+	b := setup(t)
+	set := func(expected int64, shareLeased uint32) (*orreryv1.QueueShareResult, error) {
+		return ApplySetShare(b.store, "rebalancer", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue,
+			Policy: &orreryv1.QueueLimits{MaxLeased: 4}, ShareLeased: shareLeased, Compare: true, ExpectedSetAtUnixMicros: expected}, b.now)
+	}
+	first, err := set(0, 2)
+	if err != nil || !first.GetChanged() {
+		t.Fatalf("a compare-and-set of no share: %v, %v", first, err)
+	}
+	b.advance(1)
+	before := b.store.Clone()
+	_, err = set(0, 3)
+	wantCode(t, err, orrery.CodeRevisionConflict, "expected_set_at_unix_micros")
+	if !b.store.Equal(before) {
+		t.Fatal("a failed compare-and-set wrote")
+	}
+	if second, err := set(first.GetShare().GetSetAtUnixMicros(), 3); err != nil || second.GetShare().GetShareLeased() != 3 {
+		t.Fatalf("a compare-and-set of the share in force: %v, %v", second, err)
+	}
+	_, err = set(first.GetShare().GetSetAtUnixMicros(), 1)
+	wantCode(t, err, orrery.CodeRevisionConflict, "expected_set_at_unix_micros")
+}

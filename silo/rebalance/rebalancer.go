@@ -1,0 +1,218 @@
+package rebalance
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
+)
+
+// Every is how often a Rebalancer runs a round: a capped queue's shares follow its demand
+// within about this delay (a round's reads and sets add theirs).
+const Every = time.Second
+
+// Config is what a Rebalancer works with.
+type Config struct {
+	// Client reads the queues' stats and sets their shares, as one of Orrery's own principals.
+	Client *client.Client
+	// Leads reports whether this silo should run rounds now: whether it leads partition 0, so
+	// that one silo of the cluster rebalances at a time.
+	Leads func() bool
+	// Every is the time between rounds (0: Every).
+	Every time.Duration
+	// RoundTimeout bounds one round's calls (0: 5 s).
+	RoundTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Rebalancer runs rounds of share moves for every capped queue while its silo leads
+// partition 0 (see the package doc).
+type Rebalancer struct {
+	cfg  Config
+	owed map[queueName]owed
+}
+
+type queueName struct{ namespace, queue string }
+
+// owed are units a round freed and could not place, and the shares as that round left them
+// (set_at_unix_micros per partition): a later round places them only while the shares are
+// still those, that is while nobody else changed one.
+type owed struct {
+	leased, milli uint64
+	known         []int64
+}
+
+// New returns a Rebalancer of cfg.
+func New(cfg Config) *Rebalancer {
+	if cfg.Every <= 0 {
+		cfg.Every = Every
+	}
+	if cfg.RoundTimeout <= 0 {
+		cfg.RoundTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Rebalancer{cfg: cfg, owed: map[queueName]owed{}}
+}
+
+// Run runs a round every cfg.Every while cfg.Leads, until ctx ends.
+func (r *Rebalancer) Run(ctx context.Context) {
+	tick := time.NewTicker(r.cfg.Every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !r.cfg.Leads() {
+			clear(r.owed) // another silo's rebalancer may move units now
+			continue
+		}
+		round, cancel := context.WithTimeout(ctx, r.cfg.RoundTimeout)
+		r.Round(round)
+		cancel()
+	}
+}
+
+// Round rebalances every capped queue once: it finds them in each partition's queue list,
+// then balances each (balance).
+func (r *Rebalancer) Round(ctx context.Context) {
+	c := r.cfg.Client
+	seen := map[queueName]bool{}
+	var capped []queueName
+	for p := range c.Partitions() {
+		queues, _, err := c.ListQueueStats(ctx, p, 0)
+		if err != nil {
+			continue // an unreachable partition: its queues are found through the others, or next round
+		}
+		for _, s := range queues {
+			q := queueName{s.GetNamespace(), s.GetQueue()}
+			if s.GetShare() != nil && !seen[q] {
+				seen[q] = true
+				capped = append(capped, q)
+			}
+		}
+	}
+	slices.SortFunc(capped, func(a, b queueName) int {
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.queue, b.queue))
+	})
+	for _, q := range capped {
+		if err := r.balance(ctx, q); err != nil {
+			r.cfg.Logger.Debug("orrery rebalancer: queue not balanced", "namespace", q.namespace, "queue", q.queue, "err", err)
+		}
+	}
+}
+
+// balance runs one round of moves for queue q: read every partition's share and demand, lower
+// the shares above their targets, then raise the ones below with what the lowering freed (and
+// what is owed).
+func (r *Rebalancer) balance(ctx context.Context, q queueName) error {
+	c := r.cfg.Client
+	p := c.Partitions()
+	stats := make([]*orreryv1.QueueStats, p)
+	var policy *orreryv1.QueueLimits
+	for n := range p {
+		s, err := c.QueueStatsOn(ctx, n, q.namespace, q.queue)
+		if err != nil {
+			continue // unreachable: it keeps its share
+		}
+		if s.GetShare() == nil {
+			return nil // a partition without a share: limits being set or removed, not ours to move
+		}
+		if policy != nil && !proto.Equal(policy, s.GetShare().GetPolicy()) {
+			return nil // policies disagree: limits being changed
+		}
+		policy, stats[n] = s.GetShare().GetPolicy(), s
+	}
+	if policy == nil {
+		return nil
+	}
+	debt := r.owed[q]
+	for n, s := range stats {
+		if debt.known == nil || s == nil || debt.known[n] != s.GetShare().GetSetAtUnixMicros() {
+			debt = owed{} // someone else changed a share since: what was owed is theirs to account for
+			break
+		}
+	}
+	leased, milli := make([]Partition, p), make([]Partition, p)
+	for n, s := range stats {
+		demand := s.GetVisible() + s.GetLeased()
+		leased[n] = Partition{Reachable: s != nil, Units: uint64(s.GetShare().GetShareLeased()), Demand: demand}
+		milli[n] = Partition{Reachable: s != nil, Units: s.GetShare().GetShareMilliPerSecond(), Demand: demand}
+	}
+	setAt := make([]int64, p)
+	for n, s := range stats {
+		setAt[n] = s.GetShare().GetSetAtUnixMicros()
+	}
+	set := func(n int, k, m uint64) bool {
+		res, err := c.SetQueueShare(ctx, n, &orreryv1.SetQueueShare{Namespace: q.namespace, Queue: q.queue, Policy: policy,
+			ShareLeased: uint32(k), ShareMilliPerSecond: m, Compare: true, ExpectedSetAtUnixMicros: setAt[n]})
+		if err != nil {
+			return false
+		}
+		setAt[n] = res.GetShare().GetSetAtUnixMicros()
+		return true
+	}
+	// Lower first: every decrease commits before any increase is sent.
+	leasedTargets := Targets(sum(leased)+debt.leased, leased)
+	milliTargets := Targets(sum(milli)+debt.milli, milli)
+	freedLeased, freedMilli := debt.leased, debt.milli
+	lowered := map[int]bool{}
+	for _, s := range append(Decreases(leased, leasedTargets), Decreases(milli, milliTargets)...) {
+		lowered[s.Partition] = true
+	}
+	for n := range p {
+		if !lowered[n] {
+			continue
+		}
+		k, m := min(leased[n].Units, leasedTargets[n]), min(milli[n].Units, milliTargets[n])
+		if set(n, k, m) {
+			freedLeased += leased[n].Units - k
+			freedMilli += milli[n].Units - m
+			leased[n].Units, milli[n].Units = k, m
+		}
+	}
+	// Then raise, by at most what was freed.
+	raises := map[int][2]uint64{}
+	for _, s := range Increases(leased, leasedTargets, freedLeased) {
+		raises[s.Partition] = [2]uint64{s.To - s.From, raises[s.Partition][1]}
+	}
+	for _, s := range Increases(milli, milliTargets, freedMilli) {
+		raises[s.Partition] = [2]uint64{raises[s.Partition][0], s.To - s.From}
+	}
+	for n := range p {
+		up, ok := raises[n]
+		if !ok {
+			continue
+		}
+		freedLeased, freedMilli = freedLeased-up[0], freedMilli-up[1]
+		if set(n, leased[n].Units+up[0], milli[n].Units+up[1]) {
+			continue
+		}
+		freedLeased, freedMilli = freedLeased+up[0], freedMilli+up[1] // not placed: still owed
+	}
+	if freedLeased == 0 && freedMilli == 0 {
+		delete(r.owed, q)
+		return nil
+	}
+	r.owed[q] = owed{leased: freedLeased, milli: freedMilli, known: setAt}
+	return nil
+}
+
+func sum(parts []Partition) uint64 {
+	var total uint64
+	for _, p := range parts {
+		if p.Reachable {
+			total += p.Units
+		}
+	}
+	return total
+}
