@@ -74,7 +74,8 @@ func (s *Silo) backfill(r *http.Request, lane *orreryv1.Lane, id string) (*orrer
 }
 
 // queueStats serves GET /v1/queues/{namespace}/{queue}: the queue's depth on every partition
-// (client.QueueStats) with each partition's pause, and on how many partitions it is paused.
+// (client.QueueStats) with each partition's pause and share, on how many partitions it is
+// paused, and its limits (limitsJSON).
 func (s *Silo) queueStats(w http.ResponseWriter, r *http.Request) {
 	shares, err := s.adminClient(r).QueueStats(r.Context(), r.PathValue("namespace"), r.PathValue("queue"), "")
 	if err != nil {
@@ -90,7 +91,7 @@ func (s *Silo) queueStats(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"namespace": r.PathValue("namespace"), "queue": r.PathValue("queue"),
-		"partitions": partitions, "paused_partitions": paused})
+		"partitions": partitions, "paused_partitions": paused, "limits": limitsJSON(shares)})
 }
 
 // queueAction serves POST /v1/queues/{namespace}/{queue}/{pause|resume}?reason=: it pauses or
