@@ -23,6 +23,8 @@ Commands:
   queues redrive-dlq NS QUEUE KEY [--max N]
   queues pause NS QUEUE [--reason R]   stop every partition's receives of a queue (enqueues still land)
   queues resume NS QUEUE
+  queues limit NS QUEUE --max-leased K --per-second R | --remove
+                                      cap a queue cluster-wide: at most K leased at once, R leases/s
   messages cancel NS QUEUE KEY ID [--reason R]   remove a message, or revoke its lease if leased
   calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]
       an exclusion calendar on every partition; a schedule's --calendar NAME skips (ledgers excluded) what it excludes

@@ -26,6 +26,7 @@
 //	orrery queues redrive-dlq NS QUEUE KEY [--max N]
 //	orrery queues pause NS QUEUE [--reason R]   (on every partition: receives lease nothing until resume)
 //	orrery queues resume NS QUEUE
+//	orrery queues limit NS QUEUE --max-leased K --per-second R | --remove   (a cluster-wide cap)
 //	orrery messages cancel NS QUEUE KEY ID [--reason R]
 //	orrery calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]   (on every partition)
 //	orrery calendars delete|get NS NAME
