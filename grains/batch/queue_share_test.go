@@ -5,9 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
-	"google.golang.org/protobuf/proto"
+	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/grains/kv"
 )
 
 func setQueueShareMutation(maxLeased, shareLeased uint32) *orreryv1.Mutation {
@@ -52,5 +55,19 @@ func TestSetQueueShareWaitsForItsApplyVersion(t *testing.T) {
 	}
 	if r := applyAt(t, a, v, "alice", "receive-2", receiveMutation(), t0+3); r.GetError() != nil || len(r.GetReceive().GetMessages()) != 0 {
 		t.Fatalf("a receive at the share: %v", r)
+	}
+}
+
+// TestASiloSetsSharesWithoutAGrant: one of Orrery's own principals (a silo's rebalancer) sets
+// a share without a grant; a principal without one is Unauthorized.
+func TestASiloSetsSharesWithoutAGrant(t *testing.T) {
+	v := kv.NewMemory()
+	a := applier()
+	a.ApplyVersion = ApplyVersionQueueShare
+	if got := resultErr(applyAt(t, a, v, input.SystemPrincipalPrefix+"silo", "rebalance", setQueueShareMutation(2, 1), t0)); got != nil {
+		t.Fatalf("a silo's share: %v", got)
+	}
+	if got := resultErr(applyAt(t, a, v, "mallory", "share", setQueueShareMutation(2, 2), t0+1)); !errors.Is(got, orrery.ErrUnauthorized) {
+		t.Fatalf("a share by a principal without a grant: %v, want Unauthorized", got)
 	}
 }
