@@ -1,7 +1,8 @@
 // Package rebalance moves the share units of capped queues (client.SetQueueLimits) between
 // partitions toward the ones with demand, without ever letting their sum pass the cluster-wide
 // limit: the pure plan of a round (Targets, Decreases, Increases) and the loop that carries
-// rounds out from the silo that leads partition 0 (Rebalancer).
+// rounds out from the silo that leads partition 0 (Rebalancer), every second, looking for newly
+// capped queues every tenth round.
 //
 // A round first lowers the shares of the partitions that give units up and waits for those
 // sets to commit, then raises the others by at most the units the lowering actually freed.

@@ -17,6 +17,11 @@ import (
 // within about this delay (a round's reads and sets add theirs).
 const Every = time.Second
 
+// DiscoverEvery is how many rounds apart a Rebalancer looks for capped queues in every
+// partition's queue list (a bounded count of each queue's messages): a queue capped since is
+// balanced within about DiscoverEvery × Every, and from then on every round.
+const DiscoverEvery = 10
+
 // Config is what a Rebalancer works with.
 type Config struct {
 	// Client reads the queues' stats and sets their shares, as one of Orrery's own principals.
@@ -34,8 +39,10 @@ type Config struct {
 // Rebalancer runs rounds of share moves for every capped queue while its silo leads
 // partition 0 (see the package doc).
 type Rebalancer struct {
-	cfg  Config
-	owed map[queueName]owed
+	cfg    Config
+	owed   map[queueName]owed
+	capped []queueName // as the last discovery found them, sorted
+	rounds int
 }
 
 type queueName struct{ namespace, queue string }
@@ -74,6 +81,7 @@ func (r *Rebalancer) Run(ctx context.Context) {
 		}
 		if !r.cfg.Leads() {
 			clear(r.owed) // another silo's rebalancer may move units now
+			r.rounds = 0  // and it may cap queues meanwhile: discover at once when leading again
 			continue
 		}
 		round, cancel := context.WithTimeout(ctx, r.cfg.RoundTimeout)
@@ -82,9 +90,23 @@ func (r *Rebalancer) Run(ctx context.Context) {
 	}
 }
 
-// Round rebalances every capped queue once: it finds them in each partition's queue list,
-// then balances each (balance).
+// Round rebalances every capped queue once (balance), having looked for them first every
+// DiscoverEvery rounds (discover).
 func (r *Rebalancer) Round(ctx context.Context) {
+	if r.rounds%DiscoverEvery == 0 {
+		r.capped = r.discover(ctx)
+	}
+	r.rounds++
+	for _, q := range r.capped {
+		if err := r.balance(ctx, q); err != nil {
+			r.cfg.Logger.Debug("orrery rebalancer: queue not balanced", "namespace", q.namespace, "queue", q.queue, "err", err)
+		}
+	}
+}
+
+// discover finds the capped queues in each partition's queue list (a queue holding messages
+// and a share there), sorted.
+func (r *Rebalancer) discover(ctx context.Context) []queueName {
 	c := r.cfg.Client
 	seen := map[queueName]bool{}
 	var capped []queueName
@@ -104,11 +126,7 @@ func (r *Rebalancer) Round(ctx context.Context) {
 	slices.SortFunc(capped, func(a, b queueName) int {
 		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.queue, b.queue))
 	})
-	for _, q := range capped {
-		if err := r.balance(ctx, q); err != nil {
-			r.cfg.Logger.Debug("orrery rebalancer: queue not balanced", "namespace", q.namespace, "queue", q.queue, "err", err)
-		}
-	}
+	return capped
 }
 
 // balance runs one round of moves for queue q: read every partition's share and demand, lower
