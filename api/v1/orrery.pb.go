@@ -4716,8 +4716,9 @@ type QueueShare struct {
 	// none when share_milli_per_second is 0. Unused when leases_per_second is 0.
 	TokensNano           int64 `protobuf:"varint,6,opt,name=tokens_nano,json=tokensNano,proto3" json:"tokens_nano,omitempty"`
 	RefilledAtUnixMicros int64 `protobuf:"varint,7,opt,name=refilled_at_unix_micros,json=refilledAtUnixMicros,proto3" json:"refilled_at_unix_micros,omitempty"`
-	// The principal that set it, and when (the logged time of the change: what a compare-and-set
-	// expects, SetQueueShare.expected_set_at_unix_micros).
+	// The principal that set it, and when: the logged time of the change, or one microsecond
+	// after the previous change's when both fall within one logged time, so that it names the
+	// change (what a compare-and-set expects, SetQueueShare.expected_set_at_unix_micros).
 	SetBy           string `protobuf:"bytes,8,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
 	SetAtUnixMicros int64  `protobuf:"varint,9,opt,name=set_at_unix_micros,json=setAtUnixMicros,proto3" json:"set_at_unix_micros,omitempty"`
 	unknownFields   protoimpl.UnknownFields

@@ -71,6 +71,9 @@ func ApplySetShare(v kv.View, principal string, m *orreryv1.SetQueueShare, logge
 	if old == nil {
 		share.TokensNano = burstNano(share)
 	} else {
+		// Each change's set_at differs from the last, even within one logged time (one batch),
+		// so that a compare-and-set never takes one share for another.
+		share.SetAtUnixMicros = max(loggedNowMicros, old.GetSetAtUnixMicros()+1)
 		if proto.Equal(old.GetPolicy(), share.GetPolicy()) && old.GetShareLeased() == share.GetShareLeased() &&
 			old.GetShareMilliPerSecond() == share.GetShareMilliPerSecond() {
 			leased, err := countLeased(v, namespace, queue, loggedNowMicros)

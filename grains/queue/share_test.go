@@ -236,7 +236,8 @@ func TestARefusedSetShareWritesNothing(t *testing.T) {
 }
 
 // TestASetShareComparesTheShareInForce: a compare-and-set succeeds against the share in force
-// (0: none) and fails RevisionConflict, writing nothing, against any other.
+// (0: none) and fails RevisionConflict, writing nothing, against any other, even one set at
+// the same logged time.
 func TestASetShareComparesTheShareInForce(t *testing.T) {
 	b := setup(t)
 	set := func(expected int64, shareLeased uint32) (*orreryv1.QueueShareResult, error) {
@@ -258,5 +259,16 @@ func TestASetShareComparesTheShareInForce(t *testing.T) {
 		t.Fatalf("a compare-and-set of the share in force: %v, %v", second, err)
 	}
 	_, err = set(first.GetShare().GetSetAtUnixMicros(), 1)
+	wantCode(t, err, orrery.CodeRevisionConflict, "expected_set_at_unix_micros")
+	// Two changes at one logged time (one batch) are told apart.
+	current, err := LoadShare(b.store, testNamespace, testQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third, err := set(current.GetSetAtUnixMicros(), 2)
+	if err != nil || third.GetShare().GetSetAtUnixMicros() == current.GetSetAtUnixMicros() {
+		t.Fatalf("a second change at logged time %d: %v, %v; want another set_at", b.now, third, err)
+	}
+	_, err = set(current.GetSetAtUnixMicros(), 1)
 	wantCode(t, err, orrery.CodeRevisionConflict, "expected_set_at_unix_micros")
 }
