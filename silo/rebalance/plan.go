@@ -78,8 +78,10 @@ func Targets(total uint64, parts []Partition) []uint64 {
 
 // Step sets one partition's share of one limit from From to To.
 type Step struct {
+	// Partition is the index of the partition in the round's parts.
 	Partition int
-	From, To  uint64
+	// From is its share before the step, To after.
+	From, To uint64
 }
 
 // Decreases are the steps that lower the reachable partitions above their targets to them,

@@ -33,7 +33,8 @@ type Config struct {
 	Every time.Duration
 	// RoundTimeout bounds one round's calls (0: 5 s).
 	RoundTimeout time.Duration
-	Logger       *slog.Logger
+	// Logger gets a DEBUG line for each queue a round could not balance (nil: slog.Default).
+	Logger *slog.Logger
 }
 
 // Rebalancer runs rounds of share moves for every capped queue while its silo leads
