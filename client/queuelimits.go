@@ -18,7 +18,9 @@ import (
 //
 // The shares never sum above the limits in force: the call reads every partition's share,
 // lowers each to the smaller of its old and new share and, once every partition has applied
-// that, raises each to its new share. Every set is a compare-and-set against the share the call
+// that, raises each to its new share. A share is never set below the leases it counts, so
+// lowering maxLeased below the leases held leaves the shares above it until those end (the
+// rebalancer then lowers them). Every set is a compare-and-set against the share the call
 // read or set last, so a rebalancer moving units meanwhile makes the call fail (a
 // PartitionsError whose partitions answered RevisionConflict) rather than create units. A
 // failure before the raises has raised nothing; calling again is safe. While a partition has

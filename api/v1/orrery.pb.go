@@ -4603,8 +4603,11 @@ func (x *QueueLimits) GetLeasesPerSecond() uint32 {
 // share_milli_per_second thousandths of a lease a second (a token bucket). The shares of all
 // partitions sum to at most the policy's (the client and the silo's rebalancer keep that), so
 // the cluster never exceeds it. share_leased must be at most max_leased (0 when max_leased is
-// 0), share_milli_per_second at most 1000 × leases_per_second (0 when that is 0). An absent
-// policy removes the cap from this partition. Setting the share in force changes nothing.
+// 0), share_milli_per_second at most 1000 × leases_per_second (0 when that is 0). A share_leased
+// below the leases the share counts at the set is raised to them (at most max_leased): units a
+// lease holds are never given up, so the result's share is what was set, and a mover counts as
+// freed only what it shows. An absent policy removes the cap from this partition. Setting the
+// share in force changes nothing.
 // With compare set, the set is a compare-and-set: the share in force must be the one set at
 // expected_set_at_unix_micros (QueueShare.set_at_unix_micros; 0: no share), or it fails
 // RevisionConflict and changes nothing, so that concurrent movers of share units (the client's

@@ -28,7 +28,10 @@ const NanoPerLease int64 = 1_000_000_000
 // ApplySetShare sets the cluster-wide policy of queue (m.namespace, m.queue) and this
 // partition's share of it (SetQueueShare), or removes the cap from this partition when the
 // policy is absent. A new share starts with a full rate bucket; a changed one keeps its bucket,
-// refilled to loggedNow and cut to the new burst, and the leases it counts. The leases held when
+// refilled to loggedNow and cut to the new burst, and the leases it counts. A share_leased below
+// the leases the share counts now is raised to them (at most max_leased): a lowering gives up
+// only units no lease holds, so a partition's counted leases never exceed its share, and the
+// result's share says what was set. The leases held when
 // a share is first set in a partition are not counted by it (they end within the maximum lease
 // duration); every lease taken, extended, released, acked or removed while it is in force is.
 // Setting the share in force reports changed false. With m.compare the share in force must be
@@ -65,9 +68,17 @@ func ApplySetShare(v kv.View, principal string, m *orreryv1.SetQueueShare, logge
 	if err := compareShare(m, old); err != nil {
 		return nil, err
 	}
+	leased, err := countLeased(v, namespace, queue, loggedNowMicros) // none without a share
+	if err != nil {
+		return nil, err
+	}
 	share := &orreryv1.QueueShare{Namespace: namespace, Queue: queue, Policy: proto.CloneOf(m.GetPolicy()),
 		ShareLeased: m.GetShareLeased(), ShareMilliPerSecond: m.GetShareMilliPerSecond(),
 		SetBy: principal, SetAtUnixMicros: loggedNowMicros, RefilledAtUnixMicros: loggedNowMicros}
+	if leaseCapped(share) {
+		// Never below the leases the share counts: units a lease holds are not given up.
+		share.ShareLeased = max(share.GetShareLeased(), min(leased, share.GetPolicy().GetMaxLeased()))
+	}
 	if old == nil {
 		share.TokensNano = burstNano(share)
 	} else {
@@ -76,16 +87,11 @@ func ApplySetShare(v kv.View, principal string, m *orreryv1.SetQueueShare, logge
 		share.SetAtUnixMicros = max(loggedNowMicros, old.GetSetAtUnixMicros()+1)
 		if proto.Equal(old.GetPolicy(), share.GetPolicy()) && old.GetShareLeased() == share.GetShareLeased() &&
 			old.GetShareMilliPerSecond() == share.GetShareMilliPerSecond() {
-			leased, err := countLeased(v, namespace, queue, loggedNowMicros)
-			return &orreryv1.QueueShareResult{Share: old, Leased: leased}, err
+			return &orreryv1.QueueShareResult{Share: old, Leased: leased}, nil
 		}
 		share.TokensNano = min(tokensAt(old, loggedNowMicros), burstNano(share))
 	}
 	if _, err := record.Store(v, keys.QueueShareKey(namespace, queue), share); err != nil {
-		return nil, err
-	}
-	leased, err := countLeased(v, namespace, queue, loggedNowMicros)
-	if err != nil {
 		return nil, err
 	}
 	return &orreryv1.QueueShareResult{Changed: true, Share: share, Leased: leased}, nil

@@ -272,3 +272,36 @@ func TestASetShareComparesTheShareInForce(t *testing.T) {
 	_, err = set(current.GetSetAtUnixMicros(), 1)
 	wantCode(t, err, orrery.CodeRevisionConflict, "expected_set_at_unix_micros")
 }
+
+// TestAShareIsNeverSetBelowTheLeasesItCounts: lowering a share below the leases it counts sets
+// it to them (at most the cap), and the result says so; once a lease ends, a lowering goes
+// further.
+func TestAShareIsNeverSetBelowTheLeasesItCounts(t *testing.T) {
+	b := setup(t)
+	for i := range 4 {
+		b.enqueue(idOf(i))
+	}
+	b.share(4, 0, 3, 0)
+	held := b.receive(testQueue, 10)
+	if len(held) != 3 {
+		t.Fatalf("a share of 3 leased %v", ids(held))
+	}
+	if res := b.share(4, 0, 1, 0); res.GetShare().GetShareLeased() != 3 || res.GetLeased() != 3 || res.GetChanged() {
+		t.Fatalf("lowering a share of 3 holding 3 to 1: %v; want it kept at 3, unchanged", res)
+	}
+	if res := b.share(2, 0, 1, 0); res.GetShare().GetShareLeased() != 2 || !res.GetChanged() {
+		t.Fatalf("lowering the cap to 2 under 3 leases: %v; want the share at the cap, 2", res)
+	}
+	if _, _, err := ApplyAck(b.store, b.lim, &orreryv1.Ack{Lane: held[0].GetLane(), Id: held[0].GetId(), LeaseToken: held[0].GetLease().GetToken()}, b.now); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.receive(testQueue, 10); len(got) != 0 {
+		t.Fatalf("2 leases held under a share of 2: leased %v", ids(got))
+	}
+	if _, _, err := ApplyAck(b.store, b.lim, &orreryv1.Ack{Lane: held[1].GetLane(), Id: held[1].GetId(), LeaseToken: held[1].GetLease().GetToken()}, b.now); err != nil {
+		t.Fatal(err)
+	}
+	if res := b.share(2, 0, 0, 0); res.GetShare().GetShareLeased() != 1 || res.GetLeased() != 1 {
+		t.Fatalf("lowering to 0 with 1 lease held: %v; want 1", res)
+	}
+}

@@ -78,8 +78,8 @@ func (s *shareModel) ended(key string) {
 
 // setShare sets (or removes, when both limits are 0) a random share of the test queue, and
 // checks the result against the model: a new share starts with a full bucket, a changed one
-// keeps its bucket cut to the new burst and its counted leases, the share in force changes
-// nothing.
+// keeps its bucket cut to the new burst and its counted leases, a share is never set below the
+// leases it counts (at most the cap), the share in force changes nothing.
 func (m *machine) setShare(c chooser) {
 	m.t.Helper()
 	k, r := uint32(c.intRange("share_max_leased", 0, 3)), uint32(c.intRange("share_per_second", 0, 2))
@@ -95,6 +95,14 @@ func (m *machine) setShare(c chooser) {
 		m.t.Fatalf("set share %v: %v", cmd, err)
 	}
 	old := m.share
+	leasedNow := 0 // the leases the share in force counts: a share is never set below them
+	if old != nil {
+		leasedNow = old.leasedNow(m.now)
+	}
+	shareLeased := cmd.ShareLeased
+	if k > 0 {
+		shareLeased = max(shareLeased, min(uint32(leasedNow), k))
+	}
 	if cmd.Policy == nil {
 		if res.GetChanged() != (old != nil) || res.GetShare() != nil {
 			m.t.Fatalf("removing share %v: %v", old, res)
@@ -102,11 +110,11 @@ func (m *machine) setShare(c chooser) {
 		m.share = nil
 		return
 	}
-	same := old != nil && old.maxLeased == k && old.perSecond == r && old.shareLeased == cmd.ShareLeased && old.shareMilli == int64(cmd.ShareMilliPerSecond)
+	same := old != nil && old.maxLeased == k && old.perSecond == r && old.shareLeased == shareLeased && old.shareMilli == int64(cmd.ShareMilliPerSecond)
 	if res.GetChanged() == same || (same && !m.store.Equal(before)) {
 		m.t.Fatalf("set share %v over %v: %v (or it wrote)", cmd, old, res)
 	}
-	next := &shareModel{maxLeased: k, perSecond: r, shareLeased: cmd.ShareLeased, shareMilli: int64(cmd.ShareMilliPerSecond), refilledAt: m.now, counted: map[string]int64{}}
+	next := &shareModel{maxLeased: k, perSecond: r, shareLeased: shareLeased, shareMilli: int64(cmd.ShareMilliPerSecond), refilledAt: m.now, counted: map[string]int64{}}
 	if old == nil {
 		next.tokensNano = next.burst()
 	} else if same {

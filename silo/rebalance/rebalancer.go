@@ -171,18 +171,24 @@ func (r *Rebalancer) balance(ctx context.Context, q queueName) error {
 	for n, s := range stats {
 		setAt[n] = s.GetShare().GetSetAtUnixMicros()
 	}
-	set := func(n int, k, m uint64) bool {
+	// set sets partition n's share to (k, m) and returns the share in force after it: a share is
+	// never set below the leases it counts, so a lowering may free fewer units than asked.
+	set := func(n int, k, m uint64) (uint64, uint64, bool) {
 		res, err := c.SetQueueShare(ctx, n, &orreryv1.SetQueueShare{Namespace: q.namespace, Queue: q.queue, Policy: policy,
 			ShareLeased: uint32(k), ShareMilliPerSecond: m, Compare: true, ExpectedSetAtUnixMicros: setAt[n]})
 		if err != nil {
-			return false
+			return 0, 0, false
 		}
 		setAt[n] = res.GetShare().GetSetAtUnixMicros()
-		return true
+		return uint64(res.GetShare().GetShareLeased()), res.GetShare().GetShareMilliPerSecond(), true
 	}
+	// What the shares hold above the limits (after the limits were lowered below the leases
+	// held) is given up, not placed again.
+	leasedLimit, milliLimit := uint64(policy.GetMaxLeased()), 1000*uint64(policy.GetLeasesPerSecond())
+	excessLeased, excessMilli := sum(leased)-min(sum(leased), leasedLimit), sum(milli)-min(sum(milli), milliLimit)
 	// Lower first: every decrease commits before any increase is sent.
-	leasedTargets := Targets(sum(leased)+debt.leased, leased)
-	milliTargets := Targets(sum(milli)+debt.milli, milli)
+	leasedTargets := Targets(min(sum(leased)+debt.leased, leasedLimit), leased)
+	milliTargets := Targets(min(sum(milli)+debt.milli, milliLimit), milli)
 	freedLeased, freedMilli := debt.leased, debt.milli
 	lowered := map[int]bool{}
 	for _, s := range append(Decreases(leased, leasedTargets), Decreases(milli, milliTargets)...) {
@@ -192,13 +198,17 @@ func (r *Rebalancer) balance(ctx context.Context, q queueName) error {
 		if !lowered[n] {
 			continue
 		}
-		k, m := min(leased[n].Units, leasedTargets[n]), min(milli[n].Units, milliTargets[n])
-		if set(n, k, m) {
-			freedLeased += leased[n].Units - k
-			freedMilli += milli[n].Units - m
+		if k, m, ok := set(n, min(leased[n].Units, leasedTargets[n]), min(milli[n].Units, milliTargets[n])); ok {
+			freedLeased += leased[n].Units - min(k, leased[n].Units)
+			freedMilli += milli[n].Units - min(m, milli[n].Units)
 			leased[n].Units, milli[n].Units = k, m
 		}
 	}
+	cover := func(freed *uint64, excess uint64) {
+		*freed -= min(*freed, excess)
+	}
+	cover(&freedLeased, excessLeased)
+	cover(&freedMilli, excessMilli)
 	// Then raise, by at most what was freed.
 	raises := map[int][2]uint64{}
 	for _, s := range Increases(leased, leasedTargets, freedLeased) {
@@ -212,11 +222,10 @@ func (r *Rebalancer) balance(ctx context.Context, q queueName) error {
 		if !ok {
 			continue
 		}
-		freedLeased, freedMilli = freedLeased-up[0], freedMilli-up[1]
-		if set(n, leased[n].Units+up[0], milli[n].Units+up[1]) {
-			continue
-		}
-		freedLeased, freedMilli = freedLeased+up[0], freedMilli+up[1] // not placed: still owed
+		if k, m, ok := set(n, leased[n].Units+up[0], milli[n].Units+up[1]); ok {
+			freedLeased -= min(freedLeased, k-min(k, leased[n].Units))
+			freedMilli -= min(freedMilli, m-min(m, milli[n].Units))
+		} // not placed: still owed
 	}
 	if freedLeased == 0 && freedMilli == 0 {
 		delete(r.owed, q)

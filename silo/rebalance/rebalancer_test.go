@@ -108,3 +108,49 @@ func TestRoundsMoveUnitsToDemandAndOweWhatTheyCouldNotPlace(t *testing.T) {
 		t.Fatalf("the next round: %v leased, %v milli/s, owed %+v; want all on partition 0", leased, milli, r.owed)
 	}
 }
+
+// TestARoundFreesNoUnitALeaseHolds: a partition whose share is held by leases keeps it when
+// the demand shifts (its lowering stops at its leases, so nothing is freed and nothing raised:
+// the shares still sum to the cap); once the leases are acked, the next round moves the units.
+func TestARoundFreesNoUnitALeaseHolds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const partitions = 4
+	tr := clienttest.New(partitions, clienttest.WithGrants(grants.Everything("operator")))
+	operator := client.New(tr, client.Options{Principal: "operator"})
+	silo := client.New(tr, client.Options{Principal: input.SystemPrincipalPrefix + "silo"})
+	t.Cleanup(func() { _ = operator.Close() })
+	enqueueOn := func(p int, ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if _, err := operator.Enqueue(ctx, &orreryv1.Enqueue{Lane: &orreryv1.Lane{Namespace: "ns", Queue: "jobs", Key: keyOn(p, partitions)}, Id: id, PayloadJson: `{}`}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	enqueueOn(2, "a", "b", "c")
+	if err := operator.SetQueueLimits(ctx, "ns", "jobs", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := New(Config{Client: silo, Leads: func() bool { return true }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r.Round(ctx)
+	held, err := operator.Receive(ctx, 2, &orreryv1.Receive{Namespace: "ns", Queue: "jobs", Max: 10}, 0)
+	if err != nil || len(held) != 2 {
+		t.Fatalf("partition 2 with the whole share of 2 leased %d (%v)", len(held), err)
+	}
+	enqueueOn(0, "d", "e")
+	r.capped, r.rounds = nil, 0
+	r.Round(ctx)
+	if leased, _ := shares(t, operator); leased[2] != 2 || leased[0] != 0 {
+		t.Fatalf("with 2 leases held on partition 2: shares %v; want them kept there", leased)
+	}
+	for _, m := range held {
+		if _, err := operator.Ack(ctx, m.GetLane(), m.GetId(), m.GetLease().GetToken()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Round(ctx)
+	if leased, _ := shares(t, operator); leased[2] != 1 || leased[0] != 1 {
+		t.Fatalf("after the acks: shares %v; want 1 on partition 2 and 1 on partition 0", leased)
+	}
+}
