@@ -233,8 +233,8 @@ func receivable(v kv.Reader, namespace, queue string, nowMicros int64) (bool, er
 
 // shareFreesAt is the earliest instant at or after which queue (namespace, queue)'s share lets
 // a receive lease a message, as far as time alone changes it (a lease ending, the bucket
-// refilling); found is false when no capped share is in force here (any instant) and never is
-// true with a share that only a command can open (a share of 0). An ack, a release or a new
+// refilling); capped is false when the queue has no share here (any instant will do), and never
+// is true for a share that only a command can open (a share of 0). An ack, a release or a new
 // share opens it sooner: their writes wake a long poll (the engine's recorder).
 func shareFreesAt(v kv.Reader, namespace, queue string) (atMicros int64, capped, never bool, err error) {
 	share, err := LoadShare(v, namespace, queue)
