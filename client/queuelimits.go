@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/orreryhq/orrery"
@@ -21,9 +22,9 @@ import (
 // that, raises each to its new share. A share is never set below the leases it counts, so
 // lowering maxLeased below the leases held leaves the shares above it until those end (the
 // rebalancer then lowers them). Every set is a compare-and-set against the share the call
-// read or set last, so a rebalancer moving units meanwhile makes the call fail (a
-// PartitionsError whose partitions answered RevisionConflict) rather than create units. A
-// failure before the raises has raised nothing; calling again is safe. While a partition has
+// read or set last, so a rebalancer moving units meanwhile makes the call start over (at most
+// 5 times; then a PartitionsError whose partitions answered RevisionConflict) rather than
+// create units. A failure before the raises has raised nothing; calling again is safe. While a partition has
 // no share yet its receives are not capped: the cap holds from the call's return on. It needs
 // QueueConsume and QueuePublish on the queue, and apply version 22.
 func (c *Client) SetQueueLimits(ctx context.Context, namespace, queueName string, maxLeased, perSecond int, opts ...CallOption) error {
@@ -35,6 +36,36 @@ func (c *Client) SetQueueLimits(ctx context.Context, namespace, queueName string
 	case maxLeased == 0 && perSecond == 0:
 		return orrery.Invalid("max_leased", "and per_second are both 0 (no limit): remove the limits with RemoveQueueLimits")
 	}
+	var err error
+	for range setLimitsAttempts {
+		if err = c.setLimitsOnce(ctx, namespace, queueName, maxLeased, perSecond, opts); !sharesMovedMeanwhile(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// setLimitsAttempts bounds how many times SetQueueLimits starts over when a rebalancer moved
+// units between its read and its sets.
+const setLimitsAttempts = 5
+
+// sharesMovedMeanwhile reports whether err is a PartitionsError whose every partition refused a set
+// because its share changed since it was read (RevisionConflict): a rebalancer moved units.
+func sharesMovedMeanwhile(err error) bool {
+	var missed *PartitionsError
+	if !errors.As(err, &missed) {
+		return false
+	}
+	for _, f := range missed.Failed {
+		if orrery.CodeOf(f.Err) != orrery.CodeRevisionConflict {
+			return false
+		}
+	}
+	return true
+}
+
+// setLimitsOnce is one attempt of SetQueueLimits: read, lower, raise.
+func (c *Client) setLimitsOnce(ctx context.Context, namespace, queueName string, maxLeased, perSecond int, opts []CallOption) error {
 	stats, err := c.QueueStats(ctx, namespace, queueName, "")
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/client/clienttest"
 )
 
 // TestStaticShareSplitsTheLimitsExactly: the static split gives each of p partitions its part,
@@ -132,5 +133,37 @@ func TestSetQueueLimitsRefusesBadLimitsAndConflicts(t *testing.T) {
 	}
 	if _, err := b.c.SetQueueShare(ctx, 0, stale); !errors.Is(err, orrery.ErrRevisionConflict) {
 		t.Fatalf("a compare-and-set against a share changed since: %v, want RevisionConflict", err)
+	}
+}
+
+// TestSetQueueLimitsStartsOverWhenSharesMoved: a set refused RevisionConflict (a rebalancer
+// moved units since the call read the shares) makes SetQueueLimits read again and finish; one
+// refused every time fails, after its attempts, with a PartitionsError of RevisionConflict.
+func TestSetQueueLimitsStartsOverWhenSharesMoved(t *testing.T) {
+	b := setup(t, 2)
+	ctx := ctxFor(t)
+	var conflicts atomic.Int32
+	var always atomic.Bool
+	b.tr.SetFaultHook(func(p int, req *orreryv1.CommandRequest) (clienttest.Fault, error) {
+		if p == 1 && req.GetBatch().GetMutations()[0].GetSetQueueShare() != nil && (always.Load() || conflicts.Load() == 0) {
+			conflicts.Add(1)
+			return clienttest.FaultFailBeforeApply, orrery.FieldErrorf(orrery.CodeRevisionConflict, "expected_set_at_unix_micros", "moved in this test")
+		}
+		return clienttest.FaultNone, nil
+	})
+	if err := b.c.SetQueueLimits(ctx, testNamespace, testQueue, 3, 0); err != nil || conflicts.Load() != 1 {
+		t.Fatalf("SetQueueLimits after one conflict: %v (%d conflicts)", err, conflicts.Load())
+	}
+	for p := range 2 {
+		s, err := b.c.QueueStatsOn(ctx, p, testNamespace, testQueue)
+		if want, _ := client.StaticShare(3, 0, 2, p); err != nil || s.GetShare().GetShareLeased() != want {
+			t.Fatalf("partition %d: %v (%v), want a share of %d", p, s.GetShare(), err, want)
+		}
+	}
+	always.Store(true)
+	err := b.c.SetQueueLimits(ctx, testNamespace, testQueue, 4, 0)
+	var missed *client.PartitionsError
+	if !errors.As(err, &missed) || orrery.CodeOf(err) != orrery.CodeRevisionConflict {
+		t.Fatalf("SetQueueLimits conflicting every time: %v, want a PartitionsError of RevisionConflict", err)
 	}
 }
