@@ -89,6 +89,12 @@ func (e *PartitionsError) Unwrap() error { return e.Failed[0].Err }
 // partitions that fail make a *PartitionsError, unless every partition refused m as invalid
 // (Validation: the command itself is, wherever it goes), which is that error alone.
 func (c *Client) fanOut(ctx context.Context, operation string, m *orreryv1.Mutation, opts []CallOption) error {
+	return c.fanOutEach(ctx, operation, func(int) *orreryv1.Mutation { return m }, nil, opts)
+}
+
+// fanOutEach is fanOut sending partition n the mutation m(n), and handing each partition's
+// result to done when set (from the partitions' goroutines, each its own n).
+func (c *Client) fanOutEach(ctx context.Context, operation string, m func(n int) *orreryv1.Mutation, done func(n int, r *orreryv1.MutationResult), opts []CallOption) error {
 	p := c.transport.Partitions()
 	if p <= 0 {
 		return orrery.Errorf(orrery.CodeUnavailable, "transport reports %d partitions", p)
@@ -99,7 +105,11 @@ func (c *Client) fanOut(ctx context.Context, operation string, m *orreryv1.Mutat
 	var wg sync.WaitGroup
 	for n := range p {
 		wg.Go(func() {
-			_, errs[n] = c.mutateOn(ctx, n, m, o)
+			var r *orreryv1.MutationResult
+			r, errs[n] = c.mutateOn(ctx, n, m(n), o)
+			if errs[n] == nil && done != nil {
+				done(n, r)
+			}
 		})
 	}
 	wg.Wait()

@@ -58,9 +58,13 @@ import (
 //	PUT /v1/queues/{namespace}/{queue}/retry-policy     set the queue's retry policy (body:
 //	                                                    RetryPolicy as protobuf JSON) on every partition
 //	DELETE /v1/queues/{namespace}/{queue}/retry-policy  remove it from every partition
+//	                                                    share and leases it counts, and its limits
 //	POST /v1/queues/{namespace}/{queue}/pause|resume?reason=
 //	                                                    pause or resume the queue's consumption on
 //	                                                    every partition
+//	PUT /v1/queues/{namespace}/{queue}/limits           cap the queue cluster-wide (body:
+//	                                                    {"max_leased": K, "per_second": R}); DELETE
+//	                                                    removes the cap; both answer as its GET
 //	GET /v1/calendars/{namespace}?after=&max=         a page of a namespace's exclusion calendars
 //	GET /v1/calendars/{namespace}/{name}                an exclusion calendar (CalendarRecord)
 //	PUT /v1/calendars/{namespace}/{name}                put a calendar (body: Calendar as protobuf
@@ -130,6 +134,8 @@ func (s *Silo) adminHandler() http.Handler {
 	}
 	mux.HandleFunc("PUT /v1/queues/{namespace}/{queue}/retry-policy", s.putRetryPolicy)
 	mux.HandleFunc("DELETE /v1/queues/{namespace}/{queue}/retry-policy", s.deleteRetryPolicy)
+	mux.HandleFunc("PUT /v1/queues/{namespace}/{queue}/limits", s.putQueueLimits)
+	mux.HandleFunc("DELETE /v1/queues/{namespace}/{queue}/limits", s.deleteQueueLimits)
 	mux.HandleFunc("POST /v1/lanes/{namespace}/{queue}/{key}/messages/{id}/cancel", s.cancelMessage)
 	mux.HandleFunc("GET /v1/calendars/{namespace}", s.listCalendars)
 	mux.HandleFunc("GET /v1/calendars/{namespace}/{name}", s.getCalendar)

@@ -74,10 +74,11 @@ func (s *Silo) backfill(r *http.Request, lane *orreryv1.Lane, id string) (*orrer
 }
 
 // queueStats serves GET /v1/queues/{namespace}/{queue}: the queue's depth on every partition
-// (client.QueueStats) with each partition's pause and retry policy, on how many partitions it
-// is paused, and its retry policy (the lowest partition's that has one: retry_policy, null when
-// none has) with on how many partitions it is set (retry_policy_partitions; fewer than all
-// after a SetQueueRetryPolicy that did not reach every partition).
+// (client.QueueStats) with each partition's pause, retry policy and share, on how many
+// partitions it is paused, its retry policy (the lowest partition's that has one: retry_policy,
+// null when none has) with on how many partitions it is set (retry_policy_partitions; fewer than
+// all after a SetQueueRetryPolicy that did not reach every partition), and its limits
+// (limitsJSON).
 func (s *Silo) queueStats(w http.ResponseWriter, r *http.Request) {
 	shares, err := s.adminClient(r).QueueStats(r.Context(), r.PathValue("namespace"), r.PathValue("queue"), "")
 	if err != nil {
@@ -100,7 +101,8 @@ func (s *Silo) queueStats(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"namespace": r.PathValue("namespace"), "queue": r.PathValue("queue"),
-		"partitions": partitions, "paused_partitions": paused, "retry_policy": policy, "retry_policy_partitions": retrying})
+		"partitions": partitions, "paused_partitions": paused, "retry_policy": policy, "retry_policy_partitions": retrying,
+		"limits": limitsJSON(shares)})
 }
 
 // queueAction serves POST /v1/queues/{namespace}/{queue}/{pause|resume}?reason=: it pauses or

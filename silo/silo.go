@@ -29,6 +29,7 @@ import (
 	"github.com/orreryhq/orrery/grains/schedule/cron"
 	"github.com/orreryhq/orrery/grains/schedule/zonerules"
 	"github.com/orreryhq/orrery/partition"
+	"github.com/orreryhq/orrery/silo/rebalance"
 )
 
 // Silo is a running silo.
@@ -208,6 +209,8 @@ func Start(ctx context.Context, cfg Config) (*Silo, error) {
 	s.coord.Store(coord)
 	s.client = client.New(transport, client.Options{Principal: Principal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits)), TracerProvider: tracerProvider})
 	s.embedded = client.New(embedderTransport{transport}, client.Options{Principal: cfg.ClientPrincipal, Logger: s.log, Limits: new(client.LimitsOf(cfg.Limits)), TracerProvider: tracerProvider})
+	// The capped queues' share units follow their demand, moved by the leader of partition 0.
+	go rebalance.New(rebalance.Config{Client: s.client, Leads: func() bool { return s.host.Leads(0) }, Logger: s.log}).Run(runCtx)
 	s.joined.Store(true)
 	s.track(m)
 	s.rejoinMu.Unlock()

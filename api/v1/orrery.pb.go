@@ -4971,6 +4971,350 @@ func (x *CalendarResult) GetCalendar() *CalendarRecord {
 	return nil
 }
 
+// QueueLimits is the cluster-wide policy of a capped queue (SetQueueShare, apply version 22):
+// at most max_leased of its messages leased at once across the cluster, and at most
+// leases_per_second leases a second; 0 sets no limit of that kind (not both 0).
+type QueueLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0..queue.MaxQueueLeased (10000).
+	MaxLeased uint32 `protobuf:"varint,1,opt,name=max_leased,json=maxLeased,proto3" json:"max_leased,omitempty"`
+	// 0..queue.MaxQueueLeasesPerSecond (1000000).
+	LeasesPerSecond uint32 `protobuf:"varint,2,opt,name=leases_per_second,json=leasesPerSecond,proto3" json:"leases_per_second,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QueueLimits) Reset() {
+	*x = QueueLimits{}
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueLimits) ProtoMessage() {}
+
+func (x *QueueLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueLimits.ProtoReflect.Descriptor instead.
+func (*QueueLimits) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *QueueLimits) GetMaxLeased() uint32 {
+	if x != nil {
+		return x.MaxLeased
+	}
+	return 0
+}
+
+func (x *QueueLimits) GetLeasesPerSecond() uint32 {
+	if x != nil {
+		return x.LeasesPerSecond
+	}
+	return 0
+}
+
+// SetQueueShare (apply version 22) sets, in the partition that applies it, the cluster-wide
+// policy of queue (namespace, queue) and this partition's share of it: while the share is in
+// force a receive of the queue here leases at most share_leased messages at once and at most
+// share_milli_per_second thousandths of a lease a second (a token bucket). The shares of all
+// partitions sum to at most the policy's (the client and the silo's rebalancer keep that), so
+// the cluster never exceeds it. share_leased must be at most max_leased (0 when max_leased is
+// 0), share_milli_per_second at most 1000 × leases_per_second (0 when that is 0). A share_leased
+// below the leases the share counts at the set is raised to them (at most max_leased): units a
+// lease holds are never given up, so the result's share is what was set, and a mover counts as
+// freed only what it shows. An absent policy removes the cap from this partition. Setting the
+// share in force changes nothing.
+// With compare set, the set is a compare-and-set: the share in force must be the one set at
+// expected_set_at_unix_micros (QueueShare.set_at_unix_micros; 0: no share), or it fails
+// RevisionConflict and changes nothing, so that concurrent movers of share units (the client's
+// SetQueueLimits, the silos' rebalancers) never create units.
+type SetQueueShare struct {
+	state                   protoimpl.MessageState `protogen:"open.v1"`
+	Namespace               string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue                   string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Policy                  *QueueLimits           `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	ShareLeased             uint32                 `protobuf:"varint,4,opt,name=share_leased,json=shareLeased,proto3" json:"share_leased,omitempty"`
+	ShareMilliPerSecond     uint64                 `protobuf:"varint,5,opt,name=share_milli_per_second,json=shareMilliPerSecond,proto3" json:"share_milli_per_second,omitempty"`
+	Compare                 bool                   `protobuf:"varint,6,opt,name=compare,proto3" json:"compare,omitempty"`
+	ExpectedSetAtUnixMicros int64                  `protobuf:"varint,7,opt,name=expected_set_at_unix_micros,json=expectedSetAtUnixMicros,proto3" json:"expected_set_at_unix_micros,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *SetQueueShare) Reset() {
+	*x = SetQueueShare{}
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQueueShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQueueShare) ProtoMessage() {}
+
+func (x *SetQueueShare) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQueueShare.ProtoReflect.Descriptor instead.
+func (*SetQueueShare) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *SetQueueShare) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SetQueueShare) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetQueueShare) GetPolicy() *QueueLimits {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *SetQueueShare) GetShareLeased() uint32 {
+	if x != nil {
+		return x.ShareLeased
+	}
+	return 0
+}
+
+func (x *SetQueueShare) GetShareMilliPerSecond() uint64 {
+	if x != nil {
+		return x.ShareMilliPerSecond
+	}
+	return 0
+}
+
+func (x *SetQueueShare) GetCompare() bool {
+	if x != nil {
+		return x.Compare
+	}
+	return false
+}
+
+func (x *SetQueueShare) GetExpectedSetAtUnixMicros() int64 {
+	if x != nil {
+		return x.ExpectedSetAtUnixMicros
+	}
+	return 0
+}
+
+// QueueShare is a capped queue's record in one partition (keys.QueueShareKey, qs/): the
+// cluster-wide policy, this partition's share of it and its rate bucket. The leases it counts
+// are index entries beside it (qs/ ns queue leaseEnd sequence).
+type QueueShare struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Queue               string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Policy              *QueueLimits           `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	ShareLeased         uint32                 `protobuf:"varint,4,opt,name=share_leased,json=shareLeased,proto3" json:"share_leased,omitempty"`
+	ShareMilliPerSecond uint64                 `protobuf:"varint,5,opt,name=share_milli_per_second,json=shareMilliPerSecond,proto3" json:"share_milli_per_second,omitempty"`
+	// The rate bucket: its tokens in billionths of a lease as of refilled_at_unix_micros
+	// (logged time), at most its burst: max(one lease, one second of share_milli_per_second),
+	// none when share_milli_per_second is 0. Unused when leases_per_second is 0.
+	TokensNano           int64 `protobuf:"varint,6,opt,name=tokens_nano,json=tokensNano,proto3" json:"tokens_nano,omitempty"`
+	RefilledAtUnixMicros int64 `protobuf:"varint,7,opt,name=refilled_at_unix_micros,json=refilledAtUnixMicros,proto3" json:"refilled_at_unix_micros,omitempty"`
+	// The principal that set it, and when: the logged time of the change, or one microsecond
+	// after the previous change's when both fall within one logged time, so that it names the
+	// change (what a compare-and-set expects, SetQueueShare.expected_set_at_unix_micros).
+	SetBy           string `protobuf:"bytes,8,opt,name=set_by,json=setBy,proto3" json:"set_by,omitempty"`
+	SetAtUnixMicros int64  `protobuf:"varint,9,opt,name=set_at_unix_micros,json=setAtUnixMicros,proto3" json:"set_at_unix_micros,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QueueShare) Reset() {
+	*x = QueueShare{}
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueShare) ProtoMessage() {}
+
+func (x *QueueShare) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueShare.ProtoReflect.Descriptor instead.
+func (*QueueShare) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *QueueShare) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *QueueShare) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueShare) GetPolicy() *QueueLimits {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *QueueShare) GetShareLeased() uint32 {
+	if x != nil {
+		return x.ShareLeased
+	}
+	return 0
+}
+
+func (x *QueueShare) GetShareMilliPerSecond() uint64 {
+	if x != nil {
+		return x.ShareMilliPerSecond
+	}
+	return 0
+}
+
+func (x *QueueShare) GetTokensNano() int64 {
+	if x != nil {
+		return x.TokensNano
+	}
+	return 0
+}
+
+func (x *QueueShare) GetRefilledAtUnixMicros() int64 {
+	if x != nil {
+		return x.RefilledAtUnixMicros
+	}
+	return 0
+}
+
+func (x *QueueShare) GetSetBy() string {
+	if x != nil {
+		return x.SetBy
+	}
+	return ""
+}
+
+func (x *QueueShare) GetSetAtUnixMicros() int64 {
+	if x != nil {
+		return x.SetAtUnixMicros
+	}
+	return 0
+}
+
+// QueueShareResult reports a SetQueueShare in one partition: whether it changed the
+// partition's state, the share in force after it (none after a removal) and how many of the
+// queue's leases it counts now.
+type QueueShareResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Share         *QueueShare            `protobuf:"bytes,2,opt,name=share,proto3" json:"share,omitempty"`
+	Leased        uint32                 `protobuf:"varint,3,opt,name=leased,proto3" json:"leased,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueShareResult) Reset() {
+	*x = QueueShareResult{}
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueShareResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueShareResult) ProtoMessage() {}
+
+func (x *QueueShareResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueShareResult.ProtoReflect.Descriptor instead.
+func (*QueueShareResult) Descriptor() ([]byte, []int) {
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *QueueShareResult) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *QueueShareResult) GetShare() *QueueShare {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+func (x *QueueShareResult) GetLeased() uint32 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
 // Mutation is one change in a batch.
 type Mutation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -5006,6 +5350,7 @@ type Mutation struct {
 	//	*Mutation_PutCalendar
 	//	*Mutation_DeleteCalendar
 	//	*Mutation_SetQueueRetryPolicy
+	//	*Mutation_SetQueueShare
 	Kind          isMutation_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5013,7 +5358,7 @@ type Mutation struct {
 
 func (x *Mutation) Reset() {
 	*x = Mutation{}
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5025,7 +5370,7 @@ func (x *Mutation) String() string {
 func (*Mutation) ProtoMessage() {}
 
 func (x *Mutation) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[57]
+	mi := &file_api_v1_orrery_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5038,7 +5383,7 @@ func (x *Mutation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mutation.ProtoReflect.Descriptor instead.
 func (*Mutation) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{57}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Mutation) GetKind() isMutation_Kind {
@@ -5318,6 +5663,15 @@ func (x *Mutation) GetSetQueueRetryPolicy() *SetQueueRetryPolicy {
 	return nil
 }
 
+func (x *Mutation) GetSetQueueShare() *SetQueueShare {
+	if x != nil {
+		if x, ok := x.Kind.(*Mutation_SetQueueShare); ok {
+			return x.SetQueueShare
+		}
+	}
+	return nil
+}
+
 type isMutation_Kind interface {
 	isMutation_Kind()
 }
@@ -5442,6 +5796,10 @@ type Mutation_SetQueueRetryPolicy struct {
 	SetQueueRetryPolicy *SetQueueRetryPolicy `protobuf:"bytes,30,opt,name=set_queue_retry_policy,json=setQueueRetryPolicy,proto3,oneof"`
 }
 
+type Mutation_SetQueueShare struct {
+	SetQueueShare *SetQueueShare `protobuf:"bytes,31,opt,name=set_queue_share,json=setQueueShare,proto3,oneof"`
+}
+
 func (*Mutation_ConfigureSchedule) isMutation_Kind() {}
 
 func (*Mutation_EmitOccurrences) isMutation_Kind() {}
@@ -5502,6 +5860,8 @@ func (*Mutation_DeleteCalendar) isMutation_Kind() {}
 
 func (*Mutation_SetQueueRetryPolicy) isMutation_Kind() {}
 
+func (*Mutation_SetQueueShare) isMutation_Kind() {}
+
 // Batch is one command: mutations applied in order against one partition.
 type Batch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -5516,7 +5876,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5528,7 +5888,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[58]
+	mi := &file_api_v1_orrery_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5541,7 +5901,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{58}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Batch) GetCommandId() string {
@@ -5602,7 +5962,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5614,7 +5974,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[59]
+	mi := &file_api_v1_orrery_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5627,7 +5987,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{59}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ScheduleResult) GetRevision() uint64 {
@@ -5734,7 +6094,7 @@ type SagaResult struct {
 
 func (x *SagaResult) Reset() {
 	*x = SagaResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5746,7 +6106,7 @@ func (x *SagaResult) String() string {
 func (*SagaResult) ProtoMessage() {}
 
 func (x *SagaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[60]
+	mi := &file_api_v1_orrery_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5759,7 +6119,7 @@ func (x *SagaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SagaResult.ProtoReflect.Descriptor instead.
 func (*SagaResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{60}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SagaResult) GetRevision() uint64 {
@@ -5797,7 +6157,7 @@ type EnqueueResult struct {
 
 func (x *EnqueueResult) Reset() {
 	*x = EnqueueResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5809,7 +6169,7 @@ func (x *EnqueueResult) String() string {
 func (*EnqueueResult) ProtoMessage() {}
 
 func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[61]
+	mi := &file_api_v1_orrery_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5822,7 +6182,7 @@ func (x *EnqueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResult.ProtoReflect.Descriptor instead.
 func (*EnqueueResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{61}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *EnqueueResult) GetId() string {
@@ -5860,7 +6220,7 @@ type ReceiveResult struct {
 
 func (x *ReceiveResult) Reset() {
 	*x = ReceiveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5872,7 +6232,7 @@ func (x *ReceiveResult) String() string {
 func (*ReceiveResult) ProtoMessage() {}
 
 func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[62]
+	mi := &file_api_v1_orrery_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5885,7 +6245,7 @@ func (x *ReceiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResult.ProtoReflect.Descriptor instead.
 func (*ReceiveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{62}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ReceiveResult) GetMessages() []*QueueMessage {
@@ -5913,7 +6273,7 @@ type LeaseResult struct {
 
 func (x *LeaseResult) Reset() {
 	*x = LeaseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5925,7 +6285,7 @@ func (x *LeaseResult) String() string {
 func (*LeaseResult) ProtoMessage() {}
 
 func (x *LeaseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[63]
+	mi := &file_api_v1_orrery_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5938,7 +6298,7 @@ func (x *LeaseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseResult.ProtoReflect.Descriptor instead.
 func (*LeaseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{63}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *LeaseResult) GetId() string {
@@ -5975,7 +6335,7 @@ type HousekeepResult struct {
 
 func (x *HousekeepResult) Reset() {
 	*x = HousekeepResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5987,7 +6347,7 @@ func (x *HousekeepResult) String() string {
 func (*HousekeepResult) ProtoMessage() {}
 
 func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[64]
+	mi := &file_api_v1_orrery_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6000,7 +6360,7 @@ func (x *HousekeepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HousekeepResult.ProtoReflect.Descriptor instead.
 func (*HousekeepResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{64}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HousekeepResult) GetReceiptsRemoved() uint32 {
@@ -6066,7 +6426,7 @@ type RedriveResult struct {
 
 func (x *RedriveResult) Reset() {
 	*x = RedriveResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6078,7 +6438,7 @@ func (x *RedriveResult) String() string {
 func (*RedriveResult) ProtoMessage() {}
 
 func (x *RedriveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[65]
+	mi := &file_api_v1_orrery_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6091,7 +6451,7 @@ func (x *RedriveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResult.ProtoReflect.Descriptor instead.
 func (*RedriveResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{65}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RedriveResult) GetRedrivenIds() []string {
@@ -6133,7 +6493,7 @@ type QueuePause struct {
 
 func (x *QueuePause) Reset() {
 	*x = QueuePause{}
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6145,7 +6505,7 @@ func (x *QueuePause) String() string {
 func (*QueuePause) ProtoMessage() {}
 
 func (x *QueuePause) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[66]
+	mi := &file_api_v1_orrery_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6158,7 +6518,7 @@ func (x *QueuePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePause.ProtoReflect.Descriptor instead.
 func (*QueuePause) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{66}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *QueuePause) GetNamespace() string {
@@ -6211,7 +6571,7 @@ type QueueRetryPolicy struct {
 
 func (x *QueueRetryPolicy) Reset() {
 	*x = QueueRetryPolicy{}
-	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	mi := &file_api_v1_orrery_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6223,7 +6583,7 @@ func (x *QueueRetryPolicy) String() string {
 func (*QueueRetryPolicy) ProtoMessage() {}
 
 func (x *QueueRetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[67]
+	mi := &file_api_v1_orrery_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6236,7 +6596,7 @@ func (x *QueueRetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRetryPolicy.ProtoReflect.Descriptor instead.
 func (*QueueRetryPolicy) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{67}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *QueueRetryPolicy) GetNamespace() string {
@@ -6286,7 +6646,7 @@ type QueueRetryPolicyResult struct {
 
 func (x *QueueRetryPolicyResult) Reset() {
 	*x = QueueRetryPolicyResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[68]
+	mi := &file_api_v1_orrery_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6298,7 +6658,7 @@ func (x *QueueRetryPolicyResult) String() string {
 func (*QueueRetryPolicyResult) ProtoMessage() {}
 
 func (x *QueueRetryPolicyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[68]
+	mi := &file_api_v1_orrery_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6311,7 +6671,7 @@ func (x *QueueRetryPolicyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRetryPolicyResult.ProtoReflect.Descriptor instead.
 func (*QueueRetryPolicyResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{68}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *QueueRetryPolicyResult) GetChanged() bool {
@@ -6340,7 +6700,7 @@ type QueuePauseResult struct {
 
 func (x *QueuePauseResult) Reset() {
 	*x = QueuePauseResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[69]
+	mi := &file_api_v1_orrery_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6352,7 +6712,7 @@ func (x *QueuePauseResult) String() string {
 func (*QueuePauseResult) ProtoMessage() {}
 
 func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[69]
+	mi := &file_api_v1_orrery_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6365,7 +6725,7 @@ func (x *QueuePauseResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueuePauseResult.ProtoReflect.Descriptor instead.
 func (*QueuePauseResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{69}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *QueuePauseResult) GetChanged() bool {
@@ -6393,7 +6753,7 @@ type CancelMessageResult struct {
 
 func (x *CancelMessageResult) Reset() {
 	*x = CancelMessageResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[70]
+	mi := &file_api_v1_orrery_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6405,7 +6765,7 @@ func (x *CancelMessageResult) String() string {
 func (*CancelMessageResult) ProtoMessage() {}
 
 func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[70]
+	mi := &file_api_v1_orrery_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6418,7 +6778,7 @@ func (x *CancelMessageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResult.ProtoReflect.Descriptor instead.
 func (*CancelMessageResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{70}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CancelMessageResult) GetId() string {
@@ -6452,6 +6812,7 @@ type MutationResult struct {
 	//	*MutationResult_CancelMessage
 	//	*MutationResult_Calendar
 	//	*MutationResult_QueueRetryPolicy
+	//	*MutationResult_QueueShare
 	Result        isMutationResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -6459,7 +6820,7 @@ type MutationResult struct {
 
 func (x *MutationResult) Reset() {
 	*x = MutationResult{}
-	mi := &file_api_v1_orrery_proto_msgTypes[71]
+	mi := &file_api_v1_orrery_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6471,7 +6832,7 @@ func (x *MutationResult) String() string {
 func (*MutationResult) ProtoMessage() {}
 
 func (x *MutationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[71]
+	mi := &file_api_v1_orrery_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6484,7 +6845,7 @@ func (x *MutationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MutationResult.ProtoReflect.Descriptor instead.
 func (*MutationResult) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{71}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *MutationResult) GetError() *Error {
@@ -6600,6 +6961,15 @@ func (x *MutationResult) GetQueueRetryPolicy() *QueueRetryPolicyResult {
 	return nil
 }
 
+func (x *MutationResult) GetQueueShare() *QueueShareResult {
+	if x != nil {
+		if x, ok := x.Result.(*MutationResult_QueueShare); ok {
+			return x.QueueShare
+		}
+	}
+	return nil
+}
+
 type isMutationResult_Result interface {
 	isMutationResult_Result()
 }
@@ -6648,6 +7018,10 @@ type MutationResult_QueueRetryPolicy struct {
 	QueueRetryPolicy *QueueRetryPolicyResult `protobuf:"bytes,22,opt,name=queue_retry_policy,json=queueRetryPolicy,proto3,oneof"`
 }
 
+type MutationResult_QueueShare struct {
+	QueueShare *QueueShareResult `protobuf:"bytes,23,opt,name=queue_share,json=queueShare,proto3,oneof"`
+}
+
 func (*MutationResult_Schedule) isMutationResult_Result() {}
 
 func (*MutationResult_Saga) isMutationResult_Result() {}
@@ -6670,6 +7044,8 @@ func (*MutationResult_Calendar) isMutationResult_Result() {}
 
 func (*MutationResult_QueueRetryPolicy) isMutationResult_Result() {}
 
+func (*MutationResult_QueueShare) isMutationResult_Result() {}
+
 // Receipt is the complete, deterministic result of a batch. Either results holds one entry per
 // mutation, or error is set, the batch was rolled back and results is empty.
 type Receipt struct {
@@ -6684,7 +7060,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_v1_orrery_proto_msgTypes[72]
+	mi := &file_api_v1_orrery_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6696,7 +7072,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_v1_orrery_proto_msgTypes[72]
+	mi := &file_api_v1_orrery_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6709,7 +7085,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_v1_orrery_proto_rawDescGZIP(), []int{72}
+	return file_api_v1_orrery_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *Receipt) GetCommandId() string {
@@ -7090,7 +7466,35 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x12put_at_unix_micros\x18\x03 \x01(\x03R\x0fputAtUnixMicros\"a\n" +
 	"\x0eCalendarResult\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\bR\achanged\x125\n" +
-	"\bcalendar\x18\x02 \x01(\v2\x19.orrery.v1.CalendarRecordR\bcalendar\"\xba\x0f\n" +
+	"\bcalendar\x18\x02 \x01(\v2\x19.orrery.v1.CalendarRecordR\bcalendar\"X\n" +
+	"\vQueueLimits\x12\x1d\n" +
+	"\n" +
+	"max_leased\x18\x01 \x01(\rR\tmaxLeased\x12*\n" +
+	"\x11leases_per_second\x18\x02 \x01(\rR\x0fleasesPerSecond\"\xa3\x02\n" +
+	"\rSetQueueShare\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
+	"\x06policy\x18\x03 \x01(\v2\x16.orrery.v1.QueueLimitsR\x06policy\x12!\n" +
+	"\fshare_leased\x18\x04 \x01(\rR\vshareLeased\x123\n" +
+	"\x16share_milli_per_second\x18\x05 \x01(\x04R\x13shareMilliPerSecond\x12\x18\n" +
+	"\acompare\x18\x06 \x01(\bR\acompare\x12<\n" +
+	"\x1bexpected_set_at_unix_micros\x18\a \x01(\x03R\x17expectedSetAtUnixMicros\"\xe4\x02\n" +
+	"\n" +
+	"QueueShare\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
+	"\x06policy\x18\x03 \x01(\v2\x16.orrery.v1.QueueLimitsR\x06policy\x12!\n" +
+	"\fshare_leased\x18\x04 \x01(\rR\vshareLeased\x123\n" +
+	"\x16share_milli_per_second\x18\x05 \x01(\x04R\x13shareMilliPerSecond\x12\x1f\n" +
+	"\vtokens_nano\x18\x06 \x01(\x03R\n" +
+	"tokensNano\x125\n" +
+	"\x17refilled_at_unix_micros\x18\a \x01(\x03R\x14refilledAtUnixMicros\x12\x15\n" +
+	"\x06set_by\x18\b \x01(\tR\x05setBy\x12+\n" +
+	"\x12set_at_unix_micros\x18\t \x01(\x03R\x0fsetAtUnixMicros\"q\n" +
+	"\x10QueueShareResult\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x12+\n" +
+	"\x05share\x18\x02 \x01(\v2\x15.orrery.v1.QueueShareR\x05share\x12\x16\n" +
+	"\x06leased\x18\x03 \x01(\rR\x06leased\"\xfe\x0f\n" +
 	"\bMutation\x12M\n" +
 	"\x12configure_schedule\x18\x01 \x01(\v2\x1c.orrery.v1.ConfigureScheduleH\x00R\x11configureSchedule\x12G\n" +
 	"\x10emit_occurrences\x18\x02 \x01(\v2\x1a.orrery.v1.EmitOccurrencesH\x00R\x0femitOccurrences\x12D\n" +
@@ -7125,7 +7529,8 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x0ecancel_message\x18\x1b \x01(\v2\x18.orrery.v1.CancelMessageH\x00R\rcancelMessage\x12;\n" +
 	"\fput_calendar\x18\x1c \x01(\v2\x16.orrery.v1.PutCalendarH\x00R\vputCalendar\x12D\n" +
 	"\x0fdelete_calendar\x18\x1d \x01(\v2\x19.orrery.v1.DeleteCalendarH\x00R\x0edeleteCalendar\x12U\n" +
-	"\x16set_queue_retry_policy\x18\x1e \x01(\v2\x1e.orrery.v1.SetQueueRetryPolicyH\x00R\x13setQueueRetryPolicyB\x06\n" +
+	"\x16set_queue_retry_policy\x18\x1e \x01(\v2\x1e.orrery.v1.SetQueueRetryPolicyH\x00R\x13setQueueRetryPolicy\x12B\n" +
+	"\x0fset_queue_share\x18\x1f \x01(\v2\x18.orrery.v1.SetQueueShareH\x00R\rsetQueueShareB\x06\n" +
 	"\x04kind\"\x7f\n" +
 	"\x05Batch\x12\x1d\n" +
 	"\n" +
@@ -7198,7 +7603,7 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"\x05pause\x18\x02 \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\"Y\n" +
 	"\x13CancelMessageResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x122\n" +
-	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\xcb\x05\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x18.orrery.v1.CancelOutcomeR\aoutcome\"\x8b\x06\n" +
 	"\x0eMutationResult\x12&\n" +
 	"\x05error\x18\x01 \x01(\v2\x10.orrery.v1.ErrorR\x05error\x127\n" +
 	"\bschedule\x18\x02 \x01(\v2\x19.orrery.v1.ScheduleResultH\x00R\bschedule\x12+\n" +
@@ -7212,7 +7617,9 @@ const file_api_v1_orrery_proto_rawDesc = "" +
 	"queuePause\x12G\n" +
 	"\x0ecancel_message\x18\x14 \x01(\v2\x1e.orrery.v1.CancelMessageResultH\x00R\rcancelMessage\x127\n" +
 	"\bcalendar\x18\x15 \x01(\v2\x19.orrery.v1.CalendarResultH\x00R\bcalendar\x12Q\n" +
-	"\x12queue_retry_policy\x18\x16 \x01(\v2!.orrery.v1.QueueRetryPolicyResultH\x00R\x10queueRetryPolicyB\b\n" +
+	"\x12queue_retry_policy\x18\x16 \x01(\v2!.orrery.v1.QueueRetryPolicyResultH\x00R\x10queueRetryPolicy\x12>\n" +
+	"\vqueue_share\x18\x17 \x01(\v2\x1b.orrery.v1.QueueShareResultH\x00R\n" +
+	"queueShareB\b\n" +
 	"\x06result\"\xbc\x01\n" +
 	"\aReceipt\x12\x1d\n" +
 	"\n" +
@@ -7289,7 +7696,7 @@ func file_api_v1_orrery_proto_rawDescGZIP() []byte {
 }
 
 var file_api_v1_orrery_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_api_v1_orrery_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_api_v1_orrery_proto_goTypes = []any{
 	(ErrorCode)(0),                 // 0: orrery.v1.ErrorCode
 	(CronGapPolicy)(0),             // 1: orrery.v1.CronGapPolicy
@@ -7357,24 +7764,28 @@ var file_api_v1_orrery_proto_goTypes = []any{
 	(*DeleteCalendar)(nil),         // 63: orrery.v1.DeleteCalendar
 	(*CalendarRecord)(nil),         // 64: orrery.v1.CalendarRecord
 	(*CalendarResult)(nil),         // 65: orrery.v1.CalendarResult
-	(*Mutation)(nil),               // 66: orrery.v1.Mutation
-	(*Batch)(nil),                  // 67: orrery.v1.Batch
-	(*ScheduleResult)(nil),         // 68: orrery.v1.ScheduleResult
-	(*SagaResult)(nil),             // 69: orrery.v1.SagaResult
-	(*EnqueueResult)(nil),          // 70: orrery.v1.EnqueueResult
-	(*ReceiveResult)(nil),          // 71: orrery.v1.ReceiveResult
-	(*LeaseResult)(nil),            // 72: orrery.v1.LeaseResult
-	(*HousekeepResult)(nil),        // 73: orrery.v1.HousekeepResult
-	(*RedriveResult)(nil),          // 74: orrery.v1.RedriveResult
-	(*QueuePause)(nil),             // 75: orrery.v1.QueuePause
-	(*QueueRetryPolicy)(nil),       // 76: orrery.v1.QueueRetryPolicy
-	(*QueueRetryPolicyResult)(nil), // 77: orrery.v1.QueueRetryPolicyResult
-	(*QueuePauseResult)(nil),       // 78: orrery.v1.QueuePauseResult
-	(*CancelMessageResult)(nil),    // 79: orrery.v1.CancelMessageResult
-	(*MutationResult)(nil),         // 80: orrery.v1.MutationResult
-	(*Receipt)(nil),                // 81: orrery.v1.Receipt
-	nil,                            // 82: orrery.v1.ScheduleDefinition.LabelsEntry
-	nil,                            // 83: orrery.v1.CompareExchangeSaga.LabelsEntry
+	(*QueueLimits)(nil),            // 66: orrery.v1.QueueLimits
+	(*SetQueueShare)(nil),          // 67: orrery.v1.SetQueueShare
+	(*QueueShare)(nil),             // 68: orrery.v1.QueueShare
+	(*QueueShareResult)(nil),       // 69: orrery.v1.QueueShareResult
+	(*Mutation)(nil),               // 70: orrery.v1.Mutation
+	(*Batch)(nil),                  // 71: orrery.v1.Batch
+	(*ScheduleResult)(nil),         // 72: orrery.v1.ScheduleResult
+	(*SagaResult)(nil),             // 73: orrery.v1.SagaResult
+	(*EnqueueResult)(nil),          // 74: orrery.v1.EnqueueResult
+	(*ReceiveResult)(nil),          // 75: orrery.v1.ReceiveResult
+	(*LeaseResult)(nil),            // 76: orrery.v1.LeaseResult
+	(*HousekeepResult)(nil),        // 77: orrery.v1.HousekeepResult
+	(*RedriveResult)(nil),          // 78: orrery.v1.RedriveResult
+	(*QueuePause)(nil),             // 79: orrery.v1.QueuePause
+	(*QueueRetryPolicy)(nil),       // 80: orrery.v1.QueueRetryPolicy
+	(*QueueRetryPolicyResult)(nil), // 81: orrery.v1.QueueRetryPolicyResult
+	(*QueuePauseResult)(nil),       // 82: orrery.v1.QueuePauseResult
+	(*CancelMessageResult)(nil),    // 83: orrery.v1.CancelMessageResult
+	(*MutationResult)(nil),         // 84: orrery.v1.MutationResult
+	(*Receipt)(nil),                // 85: orrery.v1.Receipt
+	nil,                            // 86: orrery.v1.ScheduleDefinition.LabelsEntry
+	nil,                            // 87: orrery.v1.CompareExchangeSaga.LabelsEntry
 }
 var file_api_v1_orrery_proto_depIdxs = []int32{
 	0,   // 0: orrery.v1.Error.code:type_name -> orrery.v1.ErrorCode
@@ -7392,7 +7803,7 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	5,   // 12: orrery.v1.ScheduleDefinition.overlap:type_name -> orrery.v1.OverlapPolicy
 	16,  // 13: orrery.v1.ScheduleDefinition.template:type_name -> orrery.v1.MessageTemplate
 	4,   // 14: orrery.v1.ScheduleDefinition.expired:type_name -> orrery.v1.ExpiredPolicy
-	82,  // 15: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
+	86,  // 15: orrery.v1.ScheduleDefinition.labels:type_name -> orrery.v1.ScheduleDefinition.LabelsEntry
 	19,  // 16: orrery.v1.ScheduleDefinition.catch_up_pace:type_name -> orrery.v1.CatchUpPace
 	16,  // 17: orrery.v1.SagaTimeout.template:type_name -> orrery.v1.MessageTemplate
 	10,  // 18: orrery.v1.QueueMessage.lane:type_name -> orrery.v1.Lane
@@ -7413,7 +7824,7 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	10,  // 33: orrery.v1.CompareExchangeSaga.lane:type_name -> orrery.v1.Lane
 	7,   // 34: orrery.v1.CompareExchangeSaga.phase:type_name -> orrery.v1.SagaPhase
 	20,  // 35: orrery.v1.CompareExchangeSaga.timeout:type_name -> orrery.v1.SagaTimeout
-	83,  // 36: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
+	87,  // 36: orrery.v1.CompareExchangeSaga.labels:type_name -> orrery.v1.CompareExchangeSaga.LabelsEntry
 	10,  // 37: orrery.v1.ExpireSaga.lane:type_name -> orrery.v1.Lane
 	10,  // 38: orrery.v1.Enqueue.lane:type_name -> orrery.v1.Lane
 	17,  // 39: orrery.v1.Enqueue.retry:type_name -> orrery.v1.RetryPolicy
@@ -7432,62 +7843,67 @@ var file_api_v1_orrery_proto_depIdxs = []int32{
 	61,  // 52: orrery.v1.PutCalendar.calendar:type_name -> orrery.v1.Calendar
 	61,  // 53: orrery.v1.CalendarRecord.calendar:type_name -> orrery.v1.Calendar
 	64,  // 54: orrery.v1.CalendarResult.calendar:type_name -> orrery.v1.CalendarRecord
-	27,  // 55: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
-	28,  // 56: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
-	29,  // 57: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
-	30,  // 58: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
-	31,  // 59: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
-	34,  // 60: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
-	35,  // 61: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
-	36,  // 62: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
-	37,  // 63: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
-	38,  // 64: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
-	40,  // 65: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
-	41,  // 66: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
-	42,  // 67: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
-	43,  // 68: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
-	44,  // 69: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
-	53,  // 70: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
-	54,  // 71: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
-	55,  // 72: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
-	49,  // 73: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
-	46,  // 74: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
-	50,  // 75: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
-	48,  // 76: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
-	32,  // 77: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
-	33,  // 78: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
-	56,  // 79: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
-	58,  // 80: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
-	59,  // 81: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
-	62,  // 82: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
-	63,  // 83: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
-	57,  // 84: orrery.v1.Mutation.set_queue_retry_policy:type_name -> orrery.v1.SetQueueRetryPolicy
-	66,  // 85: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
-	7,   // 86: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
-	24,  // 87: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
-	17,  // 88: orrery.v1.QueueRetryPolicy.policy:type_name -> orrery.v1.RetryPolicy
-	76,  // 89: orrery.v1.QueueRetryPolicyResult.retry:type_name -> orrery.v1.QueueRetryPolicy
-	75,  // 90: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
-	8,   // 91: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
-	9,   // 92: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
-	68,  // 93: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
-	69,  // 94: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
-	70,  // 95: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
-	71,  // 96: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
-	72,  // 97: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
-	73,  // 98: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
-	74,  // 99: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
-	78,  // 100: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
-	79,  // 101: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
-	65,  // 102: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
-	77,  // 103: orrery.v1.MutationResult.queue_retry_policy:type_name -> orrery.v1.QueueRetryPolicyResult
-	80,  // 104: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
-	9,   // 105: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
-	106, // [106:106] is the sub-list for method output_type
-	106, // [106:106] is the sub-list for method input_type
-	106, // [106:106] is the sub-list for extension type_name
-	106, // [106:106] is the sub-list for extension extendee
-	0,   // [0:106] is the sub-list for field type_name
+	66,  // 55: orrery.v1.SetQueueShare.policy:type_name -> orrery.v1.QueueLimits
+	66,  // 56: orrery.v1.QueueShare.policy:type_name -> orrery.v1.QueueLimits
+	68,  // 57: orrery.v1.QueueShareResult.share:type_name -> orrery.v1.QueueShare
+	27,  // 58: orrery.v1.Mutation.configure_schedule:type_name -> orrery.v1.ConfigureSchedule
+	28,  // 59: orrery.v1.Mutation.emit_occurrences:type_name -> orrery.v1.EmitOccurrences
+	29,  // 60: orrery.v1.Mutation.cancel_schedule:type_name -> orrery.v1.CancelSchedule
+	30,  // 61: orrery.v1.Mutation.delete_schedule:type_name -> orrery.v1.DeleteSchedule
+	31,  // 62: orrery.v1.Mutation.pause_schedule:type_name -> orrery.v1.PauseSchedule
+	34,  // 63: orrery.v1.Mutation.resume_schedule:type_name -> orrery.v1.ResumeSchedule
+	35,  // 64: orrery.v1.Mutation.trigger_schedule:type_name -> orrery.v1.TriggerSchedule
+	36,  // 65: orrery.v1.Mutation.compare_exchange_saga:type_name -> orrery.v1.CompareExchangeSaga
+	37,  // 66: orrery.v1.Mutation.expire_saga:type_name -> orrery.v1.ExpireSaga
+	38,  // 67: orrery.v1.Mutation.enqueue:type_name -> orrery.v1.Enqueue
+	40,  // 68: orrery.v1.Mutation.receive:type_name -> orrery.v1.Receive
+	41,  // 69: orrery.v1.Mutation.ack:type_name -> orrery.v1.Ack
+	42,  // 70: orrery.v1.Mutation.release:type_name -> orrery.v1.Release
+	43,  // 71: orrery.v1.Mutation.extend_lease:type_name -> orrery.v1.ExtendLease
+	44,  // 72: orrery.v1.Mutation.housekeep:type_name -> orrery.v1.Housekeep
+	53,  // 73: orrery.v1.Mutation.put_grant:type_name -> orrery.v1.PutGrant
+	54,  // 74: orrery.v1.Mutation.delete_grant:type_name -> orrery.v1.DeleteGrant
+	55,  // 75: orrery.v1.Mutation.redrive_dead_letters:type_name -> orrery.v1.RedriveDeadLetters
+	49,  // 76: orrery.v1.Mutation.check_consistency:type_name -> orrery.v1.CheckConsistency
+	46,  // 77: orrery.v1.Mutation.set_limits:type_name -> orrery.v1.SetLimits
+	50,  // 78: orrery.v1.Mutation.refresh_zone_rules:type_name -> orrery.v1.RefreshZoneRules
+	48,  // 79: orrery.v1.Mutation.set_apply_version:type_name -> orrery.v1.SetApplyVersion
+	32,  // 80: orrery.v1.Mutation.skip_expired:type_name -> orrery.v1.SkipExpired
+	33,  // 81: orrery.v1.Mutation.backfill_schedule:type_name -> orrery.v1.BackfillSchedule
+	56,  // 82: orrery.v1.Mutation.pause_queue:type_name -> orrery.v1.PauseQueue
+	58,  // 83: orrery.v1.Mutation.resume_queue:type_name -> orrery.v1.ResumeQueue
+	59,  // 84: orrery.v1.Mutation.cancel_message:type_name -> orrery.v1.CancelMessage
+	62,  // 85: orrery.v1.Mutation.put_calendar:type_name -> orrery.v1.PutCalendar
+	63,  // 86: orrery.v1.Mutation.delete_calendar:type_name -> orrery.v1.DeleteCalendar
+	57,  // 87: orrery.v1.Mutation.set_queue_retry_policy:type_name -> orrery.v1.SetQueueRetryPolicy
+	67,  // 88: orrery.v1.Mutation.set_queue_share:type_name -> orrery.v1.SetQueueShare
+	70,  // 89: orrery.v1.Batch.mutations:type_name -> orrery.v1.Mutation
+	7,   // 90: orrery.v1.SagaResult.phase:type_name -> orrery.v1.SagaPhase
+	24,  // 91: orrery.v1.ReceiveResult.messages:type_name -> orrery.v1.QueueMessage
+	17,  // 92: orrery.v1.QueueRetryPolicy.policy:type_name -> orrery.v1.RetryPolicy
+	80,  // 93: orrery.v1.QueueRetryPolicyResult.retry:type_name -> orrery.v1.QueueRetryPolicy
+	79,  // 94: orrery.v1.QueuePauseResult.pause:type_name -> orrery.v1.QueuePause
+	8,   // 95: orrery.v1.CancelMessageResult.outcome:type_name -> orrery.v1.CancelOutcome
+	9,   // 96: orrery.v1.MutationResult.error:type_name -> orrery.v1.Error
+	72,  // 97: orrery.v1.MutationResult.schedule:type_name -> orrery.v1.ScheduleResult
+	73,  // 98: orrery.v1.MutationResult.saga:type_name -> orrery.v1.SagaResult
+	74,  // 99: orrery.v1.MutationResult.enqueue:type_name -> orrery.v1.EnqueueResult
+	75,  // 100: orrery.v1.MutationResult.receive:type_name -> orrery.v1.ReceiveResult
+	76,  // 101: orrery.v1.MutationResult.lease:type_name -> orrery.v1.LeaseResult
+	77,  // 102: orrery.v1.MutationResult.housekeep:type_name -> orrery.v1.HousekeepResult
+	78,  // 103: orrery.v1.MutationResult.redrive:type_name -> orrery.v1.RedriveResult
+	82,  // 104: orrery.v1.MutationResult.queue_pause:type_name -> orrery.v1.QueuePauseResult
+	83,  // 105: orrery.v1.MutationResult.cancel_message:type_name -> orrery.v1.CancelMessageResult
+	65,  // 106: orrery.v1.MutationResult.calendar:type_name -> orrery.v1.CalendarResult
+	81,  // 107: orrery.v1.MutationResult.queue_retry_policy:type_name -> orrery.v1.QueueRetryPolicyResult
+	69,  // 108: orrery.v1.MutationResult.queue_share:type_name -> orrery.v1.QueueShareResult
+	84,  // 109: orrery.v1.Receipt.results:type_name -> orrery.v1.MutationResult
+	9,   // 110: orrery.v1.Receipt.error:type_name -> orrery.v1.Error
+	111, // [111:111] is the sub-list for method output_type
+	111, // [111:111] is the sub-list for method input_type
+	111, // [111:111] is the sub-list for extension type_name
+	111, // [111:111] is the sub-list for extension extendee
+	0,   // [0:111] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_orrery_proto_init() }
@@ -7506,7 +7922,7 @@ func file_api_v1_orrery_proto_init() {
 		(*QueueMessage_SagaTimeout)(nil),
 	}
 	file_api_v1_orrery_proto_msgTypes[36].OneofWrappers = []any{}
-	file_api_v1_orrery_proto_msgTypes[57].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[61].OneofWrappers = []any{
 		(*Mutation_ConfigureSchedule)(nil),
 		(*Mutation_EmitOccurrences)(nil),
 		(*Mutation_CancelSchedule)(nil),
@@ -7537,8 +7953,9 @@ func file_api_v1_orrery_proto_init() {
 		(*Mutation_PutCalendar)(nil),
 		(*Mutation_DeleteCalendar)(nil),
 		(*Mutation_SetQueueRetryPolicy)(nil),
+		(*Mutation_SetQueueShare)(nil),
 	}
-	file_api_v1_orrery_proto_msgTypes[71].OneofWrappers = []any{
+	file_api_v1_orrery_proto_msgTypes[75].OneofWrappers = []any{
 		(*MutationResult_Schedule)(nil),
 		(*MutationResult_Saga)(nil),
 		(*MutationResult_Enqueue)(nil),
@@ -7550,6 +7967,7 @@ func file_api_v1_orrery_proto_init() {
 		(*MutationResult_CancelMessage)(nil),
 		(*MutationResult_Calendar)(nil),
 		(*MutationResult_QueueRetryPolicy)(nil),
+		(*MutationResult_QueueShare)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -7557,7 +7975,7 @@ func file_api_v1_orrery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_orrery_proto_rawDesc), len(file_api_v1_orrery_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   75,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

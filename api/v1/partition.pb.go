@@ -1596,6 +1596,11 @@ type QueueStats struct {
 	Queue     string `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Set while the queue is paused in this partition (PauseQueue).
 	Pause *QueuePause `protobuf:"bytes,12,opt,name=pause,proto3" json:"pause,omitempty"`
+	// Set while the queue is capped in this partition (SetQueueShare): the policy, this
+	// partition's share and its rate bucket.
+	Share *QueueShare `protobuf:"bytes,13,opt,name=share,proto3" json:"share,omitempty"`
+	// The queue's leases the share counts now (at most share_leased, unless it was lowered).
+	ShareLeasedNow uint32 `protobuf:"varint,14,opt,name=share_leased_now,json=shareLeasedNow,proto3" json:"share_leased_now,omitempty"`
 	// The queue's retry policy in this partition (SetQueueRetryPolicy), when it has one.
 	Retry         *QueueRetryPolicy `protobuf:"bytes,19,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1714,6 +1719,20 @@ func (x *QueueStats) GetPause() *QueuePause {
 		return x.Pause
 	}
 	return nil
+}
+
+func (x *QueueStats) GetShare() *QueueShare {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+func (x *QueueStats) GetShareLeasedNow() uint32 {
+	if x != nil {
+		return x.ShareLeasedNow
+	}
+	return 0
 }
 
 func (x *QueueStats) GetRetry() *QueueRetryPolicy {
@@ -2502,7 +2521,7 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\n" +
 	"ListQueues\x12\x1d\n" +
 	"\n" +
-	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\xea\x03\n" +
+	"max_queues\x18\x01 \x01(\rR\tmaxQueues\"\xc1\x04\n" +
 	"\n" +
 	"QueueStats\x12\x18\n" +
 	"\avisible\x18\x01 \x01(\x04R\avisible\x12\x16\n" +
@@ -2518,7 +2537,9 @@ const file_api_v1_partition_proto_rawDesc = "" +
 	"\tnamespace\x18\n" +
 	" \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05queue\x18\v \x01(\tR\x05queue\x12+\n" +
-	"\x05pause\x18\f \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\x121\n" +
+	"\x05pause\x18\f \x01(\v2\x15.orrery.v1.QueuePauseR\x05pause\x12+\n" +
+	"\x05share\x18\r \x01(\v2\x15.orrery.v1.QueueShareR\x05share\x12(\n" +
+	"\x10share_leased_now\x18\x0e \x01(\rR\x0eshareLeasedNow\x121\n" +
 	"\x05retry\x18\x13 \x01(\v2\x1b.orrery.v1.QueueRetryPolicyR\x05retry\"\x12\n" +
 	"\x10InspectPartition\"\xc1\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
@@ -2639,13 +2660,14 @@ var file_api_v1_partition_proto_goTypes = []any{
 	(*Lane)(nil),               // 33: orrery.v1.Lane
 	(*ScheduleRecord)(nil),     // 34: orrery.v1.ScheduleRecord
 	(*QueuePause)(nil),         // 35: orrery.v1.QueuePause
-	(*QueueRetryPolicy)(nil),   // 36: orrery.v1.QueueRetryPolicy
-	(*SagaRecord)(nil),         // 37: orrery.v1.SagaRecord
-	(*QueueMessage)(nil),       // 38: orrery.v1.QueueMessage
-	(*ScheduleInspection)(nil), // 39: orrery.v1.ScheduleInspection
-	(*LedgerRecord)(nil),       // 40: orrery.v1.LedgerRecord
-	(*AuditRecord)(nil),        // 41: orrery.v1.AuditRecord
-	(*CalendarRecord)(nil),     // 42: orrery.v1.CalendarRecord
+	(*QueueShare)(nil),         // 36: orrery.v1.QueueShare
+	(*QueueRetryPolicy)(nil),   // 37: orrery.v1.QueueRetryPolicy
+	(*SagaRecord)(nil),         // 38: orrery.v1.SagaRecord
+	(*QueueMessage)(nil),       // 39: orrery.v1.QueueMessage
+	(*ScheduleInspection)(nil), // 40: orrery.v1.ScheduleInspection
+	(*LedgerRecord)(nil),       // 41: orrery.v1.LedgerRecord
+	(*AuditRecord)(nil),        // 42: orrery.v1.AuditRecord
+	(*CalendarRecord)(nil),     // 43: orrery.v1.CalendarRecord
 }
 var file_api_v1_partition_proto_depIdxs = []int32{
 	28, // 0: orrery.v1.CommandRequest.batch:type_name -> orrery.v1.Batch
@@ -2677,30 +2699,31 @@ var file_api_v1_partition_proto_depIdxs = []int32{
 	33, // 26: orrery.v1.InspectSaga.lane:type_name -> orrery.v1.Lane
 	33, // 27: orrery.v1.InspectLane.lane:type_name -> orrery.v1.Lane
 	35, // 28: orrery.v1.QueueStats.pause:type_name -> orrery.v1.QueuePause
-	36, // 29: orrery.v1.QueueStats.retry:type_name -> orrery.v1.QueueRetryPolicy
-	24, // 30: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
-	23, // 31: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
-	22, // 32: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
-	34, // 33: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
-	37, // 34: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
-	38, // 35: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
-	21, // 36: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
-	29, // 37: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
-	39, // 38: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
-	40, // 39: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
-	12, // 40: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
-	37, // 41: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
-	19, // 42: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
-	19, // 43: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
-	41, // 44: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
-	30, // 45: orrery.v1.InspectReply.due:type_name -> orrery.v1.DueRef
-	42, // 46: orrery.v1.InspectReply.calendar:type_name -> orrery.v1.CalendarRecord
-	42, // 47: orrery.v1.InspectReply.listed_calendars:type_name -> orrery.v1.CalendarRecord
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	36, // 29: orrery.v1.QueueStats.share:type_name -> orrery.v1.QueueShare
+	37, // 30: orrery.v1.QueueStats.retry:type_name -> orrery.v1.QueueRetryPolicy
+	24, // 31: orrery.v1.PartitionStatus.command_limits:type_name -> orrery.v1.CommandLimits
+	23, // 32: orrery.v1.PartitionStatus.last_check:type_name -> orrery.v1.ConsistencyCheck
+	22, // 33: orrery.v1.ConsistencyCheck.checksums:type_name -> orrery.v1.ReplicaChecksum
+	34, // 34: orrery.v1.InspectReply.schedule:type_name -> orrery.v1.ScheduleRecord
+	38, // 35: orrery.v1.InspectReply.saga:type_name -> orrery.v1.SagaRecord
+	39, // 36: orrery.v1.InspectReply.messages:type_name -> orrery.v1.QueueMessage
+	21, // 37: orrery.v1.InspectReply.partition:type_name -> orrery.v1.PartitionStatus
+	29, // 38: orrery.v1.InspectReply.error:type_name -> orrery.v1.Error
+	40, // 39: orrery.v1.InspectReply.inspection:type_name -> orrery.v1.ScheduleInspection
+	41, // 40: orrery.v1.InspectReply.ledger:type_name -> orrery.v1.LedgerRecord
+	12, // 41: orrery.v1.InspectReply.listed_schedules:type_name -> orrery.v1.ListedSchedule
+	38, // 42: orrery.v1.InspectReply.listed_sagas:type_name -> orrery.v1.SagaRecord
+	19, // 43: orrery.v1.InspectReply.queue_stats:type_name -> orrery.v1.QueueStats
+	19, // 44: orrery.v1.InspectReply.queues:type_name -> orrery.v1.QueueStats
+	42, // 45: orrery.v1.InspectReply.audit_records:type_name -> orrery.v1.AuditRecord
+	30, // 46: orrery.v1.InspectReply.due:type_name -> orrery.v1.DueRef
+	43, // 47: orrery.v1.InspectReply.calendar:type_name -> orrery.v1.CalendarRecord
+	43, // 48: orrery.v1.InspectReply.listed_calendars:type_name -> orrery.v1.CalendarRecord
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_partition_proto_init() }

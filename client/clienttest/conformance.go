@@ -487,6 +487,50 @@ func Conformance(t *testing.T, newTransport func(t *testing.T) client.Transport)
 		}
 	})
 
+	t.Run("a capped queue leases at most its share; its long poll waits for an ack", func(t *testing.T) {
+		capped := &orreryv1.Lane{Namespace: namespace, Queue: "capped", Key: lane.GetKey()} // routes with lane
+		one := func(m *orreryv1.Mutation) *orreryv1.CommandRequest {
+			return &orreryv1.CommandRequest{Principal: client.DefaultPrincipal, Batch: &orreryv1.Batch{CommandId: client.NewID(), Mutations: []*orreryv1.Mutation{m}}}
+		}
+		share := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_SetQueueShare{SetQueueShare: &orreryv1.SetQueueShare{
+			Namespace: namespace, Queue: "capped", Policy: &orreryv1.QueueLimits{MaxLeased: 1}, ShareLeased: 1}}})
+		if r, _, err := command(share); err != nil || r.GetResults()[0].GetQueueShare().GetShare().GetShareLeased() != 1 {
+			t.Fatalf("set share: %v %v", r, err)
+		}
+		for _, id := range []string{"x", "y"} {
+			if _, _, err := command(one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Enqueue{Enqueue: &orreryv1.Enqueue{Lane: capped, Id: id, PayloadJson: `{}`}}})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		receiveCapped := func(wait time.Duration) []*orreryv1.QueueMessage {
+			t.Helper()
+			req := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Receive{Receive: &orreryv1.Receive{Namespace: namespace, Queue: "capped", Max: 10}}})
+			req.WaitMicros = wait.Microseconds()
+			receipt, _, err := command(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return receipt.GetResults()[0].GetReceive().GetMessages()
+		}
+		held := receiveCapped(0)
+		if len(held) != 1 {
+			t.Fatalf("a share of 1 leased %d", len(held))
+		}
+		if got := receiveCapped(0); len(got) != 0 {
+			t.Fatalf("at the share a receive leased %d", len(got))
+		}
+		ack := one(&orreryv1.Mutation{Kind: &orreryv1.Mutation_Ack{Ack: &orreryv1.Ack{Lane: capped, Id: held[0].GetId(), LeaseToken: held[0].GetLease().GetToken()}}})
+		timer := time.AfterFunc(300*time.Millisecond, func() {
+			if _, err := tr.Command(ctx, p, ack); err != nil {
+				t.Errorf("ack: %v", err)
+			}
+		})
+		defer timer.Stop()
+		if got := receiveCapped(10 * time.Second); len(got) != 1 || got[0].GetId() == held[0].GetId() {
+			t.Fatalf("the long poll at the share: %v, want the other message once the held one is acked", got)
+		}
+	})
+
 	t.Run("audit log", func(t *testing.T) {
 		denied := client.New(tr, client.Options{Principal: "conformance-denied-" + client.NewID()[:8]})
 		var receipt client.Receipt

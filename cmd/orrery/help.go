@@ -27,6 +27,8 @@ Commands:
       [--priority 0..9] [--unique-key K | --unique-by-payload] [--unique-for D]   send a message; a duplicate of a unique key's holder is skipped
   queues retry-policy NS QUEUE [--max-attempts N] [--initial-backoff D] [--max-backoff D] [--jitter P] [--on-exhausted dead-letter|drop] | --remove
       how every partition retries the queue's failed messages (backoff, then dead-letter or drop)
+  queues limit NS QUEUE --max-leased K --per-second R | --remove
+                                      cap a queue cluster-wide: at most K leased at once, R leases/s
   messages cancel NS QUEUE KEY ID [--reason R]   remove a message, or revoke its lease if leased
   calendars put NS NAME [--tz ZONE] [--date D]... [--range FROM..TO]... [--cron EXPR]... [--description TEXT]
       an exclusion calendar on every partition; a schedule's --calendar NAME skips (ledgers excluded) what it excludes

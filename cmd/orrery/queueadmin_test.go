@@ -144,3 +144,26 @@ func TestMessagesEnqueuePriority(t *testing.T) {
 		t.Fatalf("received %v (%v), want high (priority 8) first", msgs, err)
 	}
 }
+
+// TestQueuesLimit: queues limit caps a queue on every partition and stats shows the cap and
+// the shares; --remove lifts it; neither limit nor --remove, or both, is a usage error.
+func TestQueuesLimit(t *testing.T) {
+	s := startSilo(t)
+	if out := ok(t, s, "", "queues", "limit", "cli-limit", "jobs", "--max-leased", "3", "--per-second", "5"); !strings.HasPrefix(out, "limited queue cli-limit/jobs to 3 leased at once, 5 leases/s on all") {
+		t.Fatalf("limit printed %q", out)
+	}
+	if out := ok(t, s, "", "queues", "stats", "cli-limit", "jobs"); !strings.Contains(out, "limited to 3 leased at once, 5 leases/s cluster-wide") {
+		t.Fatalf("stats of the capped queue:\n%s", out)
+	}
+	if out := ok(t, s, "", "queues", "limit", "cli-limit", "jobs", "--remove"); !strings.HasPrefix(out, "removed the limits of queue cli-limit/jobs") {
+		t.Fatalf("remove printed %q", out)
+	}
+	if out := ok(t, s, "", "queues", "stats", "cli-limit", "jobs"); strings.Contains(out, "limited to") {
+		t.Fatalf("stats after the removal:\n%s", out)
+	}
+	for _, args := range [][]string{{"queues", "limit", "cli-limit", "jobs"}, {"queues", "limit", "cli-limit", "jobs", "--remove", "--max-leased", "1"}} {
+		if r := cli(t, s, "", args...); r.code != 2 {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+}

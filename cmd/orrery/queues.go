@@ -20,7 +20,7 @@ const redriveChunk = 100
 // queues runs a queues subcommand.
 func (c *command) queues(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("queues: a subcommand is required: stats, peek, redrive-dlq, pause, resume or retry-policy")
+		return usagef("queues: a subcommand is required: stats, peek, redrive-dlq, pause, resume, retry-policy or limit")
 	}
 	switch args[0] {
 	case "stats":
@@ -33,6 +33,8 @@ func (c *command) queues(ctx context.Context, args []string) error {
 		return c.pauseQueue(ctx, args[0], args[1:])
 	case "retry-policy":
 		return c.retryPolicy(ctx, args[1:])
+	case "limit":
+		return c.queueLimit(ctx, args[1:])
 	}
 	return usagef("queues: unknown subcommand %q", args[0])
 }
@@ -130,6 +132,9 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 	}
 	if !total.Complete {
 		fmt.Fprintln(c.stdout, "counts marked complete=false stopped at the partition's scan budget: they are lower bounds")
+	}
+	if line := limitsLine(shares); line != "" {
+		fmt.Fprintln(c.stdout, line)
 	}
 	if pausedOn > 0 && key == "" {
 		fmt.Fprintf(c.stdout, "paused on %d of %d partitions: receives lease nothing there (orrery queues resume %s %s)\n", pausedOn, len(shares), namespace, queue)

@@ -163,7 +163,7 @@ func TestQueuesUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"queues"}, "stats, peek, redrive-dlq, pause, resume or retry-policy"},
+		{[]string{"queues"}, "stats, peek, redrive-dlq, pause, resume, retry-policy or limit"},
 		{[]string{"queues", "stats", "ns"}, "NAMESPACE QUEUE [KEY]"},
 		{[]string{"queues", "peek", "ns", "q"}, "NAMESPACE QUEUE KEY"},
 		{[]string{"queues", "peek", "ns", "q", "k", "-n", "0"}, "n: must be"},

@@ -377,6 +377,11 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 		return queuePauseResult(queue.ApplyPause(v, principal, k.PauseQueue, now))
 	case *orreryv1.Mutation_ResumeQueue:
 		return queuePauseResult(queue.ApplyResume(v, k.ResumeQueue))
+	case *orreryv1.Mutation_SetQueueShare:
+		r, err := queue.ApplySetShare(v, principal, k.SetQueueShare, now)
+		return wrap(err, func() *orreryv1.MutationResult {
+			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_QueueShare{QueueShare: r}}
+		})
 	case *orreryv1.Mutation_CancelMessage:
 		r, cancelled, err := queue.ApplyCancel(v, principal, k.CancelMessage, now)
 		if err == nil && cancelled != nil {

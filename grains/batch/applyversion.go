@@ -56,7 +56,9 @@ import (
 //     step (ApplyVersionPriority).
 //  21. unique jobs: Enqueue.unique, an enqueue skipped as a duplicate of the message holding
 //     its unique key in the lane (ApplyVersionUnique).
-const KnownApplyVersion uint32 = 21
+//  22. cluster-wide concurrency caps and rate limits per queue: SetQueueShare, and receives
+//     that lease at most what the queue's share admits (ApplyVersionQueueShare).
+const KnownApplyVersion uint32 = 22
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -233,3 +235,8 @@ func (a Applier) applySetApplyVersion(v kv.View, m *orreryv1.SetApplyVersion) er
 	_, err := record.Store(v, keys.ApplyVersion, &orreryv1.PartitionApplyVersion{Version: want})
 	return err
 }
+
+// ApplyVersionQueueShare is the apply version that takes SetQueueShare (a wire gate: before it a
+// command carrying one is refused), so that no replica of an older release leases past a share
+// the others hold. Receives change only where a share is set, which needs this version.
+const ApplyVersionQueueShare uint32 = 22

@@ -99,6 +99,11 @@ func (a Applier) authorizeCaller(v kv.Reader, principal string, m *orreryv1.Muta
 		needs = queueAdminNeeds(k.ResumeQueue.GetNamespace(), k.ResumeQueue.GetQueue())
 	case *orreryv1.Mutation_SetQueueRetryPolicy:
 		needs = queueAdminNeeds(k.SetQueueRetryPolicy.GetNamespace(), k.SetQueueRetryPolicy.GetQueue())
+	case *orreryv1.Mutation_SetQueueShare:
+		if input.IsSystem(principal) {
+			return nil // a silo's rebalancer moving share units (its sets compare what they change)
+		}
+		needs = queueAdminNeeds(k.SetQueueShare.GetNamespace(), k.SetQueueShare.GetQueue())
 	case *orreryv1.Mutation_CancelMessage:
 		lane := k.CancelMessage.GetLane()
 		needs = queueAdminNeeds(lane.GetNamespace(), lane.GetQueue())

@@ -71,6 +71,8 @@ func mutationOf(kind any) *orreryv1.Mutation {
 		m.Kind = &orreryv1.Mutation_PutCalendar{PutCalendar: k}
 	case *orreryv1.DeleteCalendar:
 		m.Kind = &orreryv1.Mutation_DeleteCalendar{DeleteCalendar: k}
+	case *orreryv1.SetQueueShare:
+		m.Kind = &orreryv1.Mutation_SetQueueShare{SetQueueShare: k}
 	default:
 		panic(fmt.Sprintf("mutationOf(%T)", kind))
 	}
@@ -216,6 +218,9 @@ func TestCapabilityMutationMatrix(t *testing.T) {
 			[]need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
 		{"set queue retry policy", nil, func(string) *orreryv1.Mutation {
 			return mutationOf(&orreryv1.SetQueueRetryPolicy{Namespace: ns, Queue: jobs, Policy: &orreryv1.RetryPolicy{MaxAttempts: 2}})
+		}, []need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
+		{"set queue share", nil, func(string) *orreryv1.Mutation {
+			return mutationOf(&orreryv1.SetQueueShare{Namespace: ns, Queue: jobs, Policy: &orreryv1.QueueLimits{MaxLeased: 2}, ShareLeased: 1})
 		}, []need{{capability: grants.QueueConsume, namespace: ns, queue: jobs}, {capability: grants.QueuePublish, namespace: ns, queue: jobs}}},
 		// A calendar is the namespace's: SchedulerManage on the whole namespace.
 		{"put calendar", nil, func(string) *orreryv1.Mutation {

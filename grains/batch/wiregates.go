@@ -59,6 +59,7 @@ var wireGates = []wireGate{
 	{ApplyVersionPriority, "orrery.v1.MessageTemplate", "priority", ""},
 	{ApplyVersionPriority, "orrery.v1.PartitionLimits", "priority_step_micros", ""},
 	{ApplyVersionUnique, "orrery.v1.Enqueue", "unique", ""},
+	{ApplyVersionQueueShare, "orrery.v1.Mutation", "set_queue_share", ""},
 }
 
 // gateKey finds a gate: a field's presence (value -1) or one value of an enum field.

@@ -90,7 +90,8 @@ func (e *Engine) propose(now time.Time, p *pending) {
 // Drains reports whether req only consumes, settles or stops work: an ordinary command (not a
 // due command) whose mutations are all receives, acks, releases, lease extensions,
 // housekeeping, pauses, cancels and deletes of schedules, pauses and resumes of queues, or
-// cancels of messages, or deletes of calendars, or queues' retry policies. None of them adds a message, a schedule or an occurrence.
+// cancels of messages, or deletes of calendars, or queues' retry policies, or shares of capped
+// queues. None of them adds a message, a schedule or an occurrence.
 func Drains(req *orreryv1.CommandRequest) bool {
 	muts := req.GetBatch().GetMutations()
 	if req.GetDue() || len(muts) == 0 {
@@ -100,7 +101,7 @@ func Drains(req *orreryv1.CommandRequest) bool {
 		switch m.GetKind().(type) {
 		case *orreryv1.Mutation_Receive, *orreryv1.Mutation_Ack, *orreryv1.Mutation_Release, *orreryv1.Mutation_ExtendLease,
 			*orreryv1.Mutation_Housekeep, *orreryv1.Mutation_PauseSchedule, *orreryv1.Mutation_CancelSchedule, *orreryv1.Mutation_DeleteSchedule,
-			*orreryv1.Mutation_PauseQueue, *orreryv1.Mutation_ResumeQueue, *orreryv1.Mutation_CancelMessage,
+			*orreryv1.Mutation_PauseQueue, *orreryv1.Mutation_ResumeQueue, *orreryv1.Mutation_CancelMessage, *orreryv1.Mutation_SetQueueShare,
 			*orreryv1.Mutation_DeleteCalendar, *orreryv1.Mutation_SetQueueRetryPolicy:
 		default:
 			return false

@@ -10,7 +10,7 @@ import (
 // apply, for an Applied event: every due-index write and the earliest due entry written (the
 // engine keeps its due head and due floor exact with them), and the earliest visibility-index
 // entry set per queue (the engine's hints of when a waited queue next has a visible message),
-// a resumed queue's included.
+// a resumed queue's included, and a capped queue's whose share or counted leases changed.
 type Recorder struct {
 	kv.View
 	// MinDue is the earliest due-index entry written (0: none).
@@ -40,6 +40,8 @@ func (d *Recorder) Set(key, value []byte) error {
 		if at, err := keys.VisibilityInstant(queue, key); err == nil {
 			d.visible(string(queue), at)
 		}
+	} else if queue, ok := keys.QueueShareQueuePrefix(key); ok {
+		d.visible(string(queue), 0) // the queue's share changed: its waiting receives look again
 	}
 	return d.View.Set(key, value)
 }
@@ -55,13 +57,16 @@ func (d *Recorder) visible(queue string, at int64) {
 	d.Visible = append(d.Visible, VisibleSet{Queue: queue, AtMicros: at})
 }
 
-// Delete implements kv.View. The deletion of a queue's pause record (a resume) counts as a
-// visibility entry set at the beginning of time: the queue's waiting receives look again.
+// Delete implements kv.View. The deletion of a queue's pause record (a resume), of its share or
+// of a lease entry its share counts (a lease ended by a command) counts as a visibility entry
+// set at the beginning of time: the queue's waiting receives look again.
 func (d *Recorder) Delete(key []byte) error {
 	if _, ok := due.DueAtOfKey(key); ok {
 		d.Writes = append(d.Writes, DueWrite{Key: key})
 	} else if queue, ok := keys.QueuePauseQueuePrefix(key); ok {
 		d.visible(string(queue), 0)
+	} else if queue, ok := keys.QueueShareQueuePrefix(key); ok {
+		d.visible(string(queue), 0) // a lease the queue's share counts ended (ack, release)
 	}
 	return d.View.Delete(key)
 }

@@ -85,8 +85,9 @@ func RequireSystem(principal, what string) error {
 // AuthorizeInspect checks that the principal of req holds QueueInspect where req reads: the
 // lane of a schedule, saga, ledger or lane page, the namespace (and queue, or lane's queue,
 // when given) of a list, of the due schedules or of a queue's counts, every namespace for the list of a partition's queues. The audit
-// log needs PolicyAdmin on "*" instead. Partition status needs no grant; an inspection without
-// a rule here is refused.
+// log needs PolicyAdmin on "*" instead. Partition status needs no grant, nor do a queue's counts
+// and the list of a partition's queues for Orrery's own principals (a silo's share rebalancer
+// reads them: counts and shares, no message); an inspection without a rule here is refused.
 func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
 	var namespace, queue string
 	switch t := req.GetTarget().(type) {
@@ -103,6 +104,9 @@ func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
 	case *orreryv1.InspectRequest_ListSagas:
 		namespace, queue = t.ListSagas.GetNamespace(), t.ListSagas.GetQueue()
 	case *orreryv1.InspectRequest_Queue:
+		if input.IsSystem(req.GetPrincipal()) {
+			return nil // a silo's share rebalancer reads a capped queue's shares and demand
+		}
 		namespace, queue = t.Queue.GetNamespace(), t.Queue.GetQueue()
 	case *orreryv1.InspectRequest_ListDue:
 		namespace, queue = t.ListDue.GetNamespace(), t.ListDue.GetQueue()
@@ -114,6 +118,9 @@ func AuthorizeInspect(r kv.Reader, req *orreryv1.InspectRequest) error {
 	case *orreryv1.InspectRequest_ListCalendars:
 		namespace = t.ListCalendars.GetNamespace()
 	case *orreryv1.InspectRequest_ListQueues:
+		if input.IsSystem(req.GetPrincipal()) {
+			return nil // a silo's share rebalancer finds the capped queues
+		}
 		// Every queue of the partition, whatever its namespace.
 		namespace = AnyNamespace
 	case *orreryv1.InspectRequest_Partition:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
 )
@@ -208,5 +209,39 @@ func TestCheckFieldsLongestPolicyDecides(t *testing.T) {
 	}
 	if err := CheckFields(protected, Caller("bob"), SagaManage, "acme", "jobs", Write, Document{PayloadRoot, `{"card":{"number":"4111"}}`}); err != nil {
 		t.Errorf("the policy of a rule without the capability applied: %v", err)
+	}
+}
+
+// TestOrrerysOwnPrincipalsReadQueueCountsWithoutAGrant: one of Orrery's own principals without
+// a grant (a silo's share rebalancer) may read a queue's counts and a partition's queue list,
+// and nothing else; another principal without a grant may read neither.
+func TestOrrerysOwnPrincipalsReadQueueCountsWithoutAGrant(t *testing.T) {
+	v := kv.NewMemory()
+	queueCounts := &orreryv1.InspectRequest_Queue{Queue: &orreryv1.InspectQueue{Namespace: "ns", Queue: "jobs"}}
+	queueList := &orreryv1.InspectRequest_ListQueues{ListQueues: &orreryv1.ListQueues{}}
+	lanePage := &orreryv1.InspectRequest_Lane{Lane: &orreryv1.InspectLane{Lane: &orreryv1.Lane{Namespace: "ns", Queue: "jobs", Key: "k"}}}
+	for _, c := range []struct {
+		principal string
+		target    any
+		allowed   bool
+	}{
+		{input.SystemPrincipalPrefix + "silo", queueCounts, true},
+		{input.SystemPrincipalPrefix + "silo", queueList, true},
+		{input.SystemPrincipalPrefix + "silo", lanePage, false},
+		{"alice", queueCounts, false},
+		{"alice", queueList, false},
+	} {
+		req := &orreryv1.InspectRequest{Principal: c.principal}
+		switch target := c.target.(type) {
+		case *orreryv1.InspectRequest_Queue:
+			req.Target = target
+		case *orreryv1.InspectRequest_ListQueues:
+			req.Target = target
+		case *orreryv1.InspectRequest_Lane:
+			req.Target = target
+		}
+		if err := AuthorizeInspect(v, req); (err == nil) != c.allowed {
+			t.Errorf("%s reading %T: %v, want allowed %v", c.principal, c.target, err, c.allowed)
+		}
 	}
 }

@@ -24,6 +24,8 @@
 //	mu/ 0x00 heldUntil lane uniqueKey → empty (unique records held for a period, by when
 //	    they lapse, for housekeeping; a lane never begins with 0x00: its namespace is not empty)
 //	qr/ ns queue       QueueRetryPolicy (a queue's retry policy, for failed releases and receives)
+//	qs/ ns queue       QueueShare (a capped queue's policy, share and rate bucket)
+//	qs/ ns queue leaseEnd seq → empty (the leases a share counts, by lease end)
 //	d/  dueAt kind lane id → DueRef (due index)
 //	i/  principal commandId → InboxEntry (command inbox)
 //	ie/ expiresAt principal commandId → empty (receipts by expiry, for housekeeping)
@@ -93,6 +95,8 @@ var (
 	// Unique holds unique-key records (orreryv1.UniqueRecord) by lane and unique key, and,
 	// after the byte 0x00, their lapse index (UniqueLapseKey).
 	Unique = []byte("mu/")
+	// QueueShare holds a capped queue's share record and, after it, the leases it counts.
+	QueueShare = []byte("qs/")
 	// ListIndexProgress holds how far the listing index covers the records
 	// (orreryv1.ListIndexProgress).
 	ListIndexProgress = []byte("meta/list-index")
@@ -316,6 +320,45 @@ func UniqueFromLapse(key []byte) ([]byte, error) {
 		return nil, ErrMalformed
 	}
 	return Of(Unique, key[len(prefix)+8:]), nil
+}
+
+// QueueShareKey is the key of queue (namespace, queue)'s share record; the queue's lease
+// entries (QueueLeaseKey) follow it.
+func QueueShareKey(namespace, queue string) []byte {
+	return AppendString(AppendString(Of(QueueShare, nil), namespace), queue)
+}
+
+// QueueLeaseKey is the entry of a lease a queue's share counts: the message of enqueue
+// sequence sequence, leased until leaseEndMicros.
+func QueueLeaseKey(namespace, queue string, leaseEndMicros int64, sequence uint64) []byte {
+	return AppendUint64(AppendUint64(QueueShareKey(namespace, queue), uint64(leaseEndMicros)), sequence)
+}
+
+// QueueLeaseEnd decodes the lease end of a QueueLeaseKey of queue (namespace, queue).
+func QueueLeaseEnd(namespace, queue string, key []byte) (int64, error) {
+	n := len(QueueShareKey(namespace, queue))
+	if len(key) != n+16 {
+		return 0, ErrMalformed
+	}
+	return int64(binary.BigEndian.Uint64(key[n:])), nil
+}
+
+// QueueShareQueuePrefix returns the QueuePrefix of the queue whose share record or lease entry
+// key is, or false when key is neither.
+func QueueShareQueuePrefix(key []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(key, QueueShare) {
+		return nil, false
+	}
+	rest := key[len(QueueShare):]
+	at := 0
+	for range 2 { // namespace, queue
+		n, size := binary.Uvarint(rest[at:])
+		if size <= 0 || uint64(len(rest)-at-size) < n {
+			return nil, false
+		}
+		at += size + int(n)
+	}
+	return append(Of(Visibility, nil), rest[:at]...), true
 }
 
 // VisibilityKey orders a queue's messages by visible time, then enqueue sequence.

@@ -29,6 +29,9 @@ func ApplyExtendLease(v kv.View, lim input.Limits, m *orreryv1.ExtendLease, logg
 	if msg.GetLease().GetUntilUnixMicros() <= loggedNowMicros {
 		return nil, orrery.FieldErrorf(orrery.CodeExpired, "lease_token", "the lease of message %q ended at %s", msg.GetId(), input.FormatInstant(msg.GetLease().GetUntilUnixMicros()))
 	}
+	if err := leaseChanged(v, msg, until); err != nil {
+		return nil, err
+	}
 	oldIndexKey := visibilityKey(msg)
 	msg.Lease.UntilUnixMicros = until
 	if err := storeMessage(v, msg, oldIndexKey); err != nil {

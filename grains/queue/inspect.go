@@ -20,12 +20,13 @@ func NextVisibleAt(v kv.Reader, namespace, queue string) (atMicros int64, found 
 
 // NextVisibleBefore is NextVisibleAt limited to instants before limitMicros: it reads the
 // visibility index only up to there, so a caller that only cares about the near future does
-// not step over the deleted entries beyond. A queue paused in this partition has none.
+// not step over the deleted entries beyond. A queue paused in this partition has none; a capped
+// one (ApplySetShare) has none before its share admits a lease.
 func NextVisibleBefore(v kv.Reader, namespace, queue string, limitMicros int64) (atMicros int64, found bool, err error) {
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return 0, false, err // nothing becomes visible to a receive while the queue is paused
 	}
-	return firstVisibleBefore(v, namespace, queue, limitMicros)
+	return visibleUnderShare(v, namespace, queue, limitMicros)
 }
 
 // firstVisible returns the instant of the first visibility index entry in [start, end), a
@@ -49,10 +50,14 @@ func firstVisible(v kv.Reader, queuePrefix, start, end []byte) (atMicros int64, 
 // VisibleAt reports whether queue (namespace, queue) in this partition has a message visible
 // at nowMicros, of any priority. It reads the ranges a receive reads, each band's index up to
 // nowMicros (so a kv.FloorView starts each at its band's floor). A queue paused in this
-// partition has none visible: a receive would lease nothing.
+// partition has none visible, nor has a capped one whose share admits no lease now: a receive
+// would lease nothing.
 func VisibleAt(v kv.Reader, namespace, queue string, nowMicros int64) (bool, error) {
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return false, err
+	}
+	if open, err := receivable(v, namespace, queue, nowMicros); err != nil || !open {
+		return false, err // the queue's share admits no lease now
 	}
 	bands, err := usedBands(v, namespace, queue)
 	if err != nil {

@@ -48,6 +48,7 @@ type machine struct {
 	cancelled  map[string]bool       // actual lane+id → a CancelMessage reached it
 	unique     map[string]uniqueHold // lane+unique key → the message that took it last
 	retry      retryModel            // retry policies and what they dropped
+	share      *shareModel           // the test queue's share (SetQueueShare), nil when uncapped
 }
 
 // uniqueHold is the model of a unique record: the message that took the key and the instant
@@ -74,7 +75,7 @@ func modelKey(lane *orreryv1.Lane, id string) string { return string(keys.LaneID
 
 func (m *machine) step(c chooser) {
 	m.t.Helper()
-	switch c.intRange("op", 0, 9) {
+	switch c.intRange("op", 0, 10) {
 	case 0:
 		m.enqueue(c)
 	case 1:
@@ -89,6 +90,8 @@ func (m *machine) step(c chooser) {
 		m.pruneUniques(c)
 	case 8:
 		m.setRetryPolicy(c)
+	case 9:
+		m.setShare(c)
 	default:
 		m.advance(int64(c.intRange("advance", 0, 8)) * input.Second / 2)
 	}
@@ -276,12 +279,31 @@ func (m *machine) receive(c chooser) {
 		LeaseDurationMicros: int64(c.intRange("lease", 1, 3)) * input.Second,
 	}
 	m.lim.PriorityStepMicros = []int64{0, input.Second / 2, input.Second, 3 * input.Second}[c.intRange("priority_step", 0, 3)]
-	wantIDs, wantMore := m.expectedReceive(queue, int(cmd.Max))
+	capped := queue == testQueue && m.share != nil && !m.paused[queue]
+	admits := 0
+	limit := int(cmd.Max)
+	if capped {
+		admits = m.share.admits(m.now)
+		if visible, err := VisibleAt(m.store, testNamespace, queue, m.now); err != nil || (visible && admits == 0) {
+			m.t.Fatalf("VisibleAt under a share that admits nothing: %v, %v", visible, err)
+		}
+		limit = min(limit, admits)
+	}
+	wantIDs, wantMore := m.expectedReceive(queue, limit)
+	if capped && limit < int(cmd.Max) && len(wantIDs) == limit {
+		wantMore = false // the share stopped it: its caller waits for a lease to end or a token
+	}
 	before := m.store.Clone()
 	res := m.receiveJudged(cmd)
 	if !m.paused[queue] && (!slices.Equal(ids(res.GetMessages()), wantIDs) || res.GetMore() != wantMore) {
 		m.t.Fatalf("receive of %d from %s at step %d: leased %v (more %v), the model picks %v (more %v)",
 			cmd.Max, queue, m.lim.PriorityStepMicros, ids(res.GetMessages()), res.GetMore(), wantIDs, wantMore)
+	}
+	if capped {
+		if len(res.GetMessages()) > admits {
+			m.t.Fatalf("a share admitting %d (%s) leased %d", admits, m.share, len(res.GetMessages()))
+		}
+		m.share.took(res.GetMessages(), m.now)
 	}
 	if m.paused[queue] && (len(res.GetMessages()) > 0 || res.GetMore() || !m.store.Equal(before)) {
 		m.t.Fatalf("receive of paused queue %s: %v (or it wrote)", queue, res)
@@ -391,12 +413,14 @@ func (m *machine) leaseOp(c chooser) {
 			m.acked[key] = true
 			delete(m.current, key)
 			delete(m.leaseUntil, key)
+			m.share.ended(key)
 		}
 	case 1:
 		err = m.release(c, use, stored, want)
 		if err == nil {
 			delete(m.current, key)
 			delete(m.leaseUntil, key)
+			m.share.ended(key)
 		}
 	default:
 		if want == 0 && stored.GetLease().GetUntilUnixMicros() <= m.now {
@@ -407,6 +431,9 @@ func (m *machine) leaseOp(c chooser) {
 		res, err = ApplyExtendLease(m.store, m.lim, &orreryv1.ExtendLease{Lane: use.lane, Id: use.id, LeaseToken: use.token, LeaseDurationMicros: d}, m.now)
 		if err == nil {
 			m.leaseUntil[key] = res.GetLeaseUntilUnixMicros()
+			if m.share != nil && use.lane.GetQueue() == testQueue {
+				m.share.counted[key] = res.GetLeaseUntilUnixMicros()
+			}
 		}
 	}
 	if orrery.CodeOf(err) != want {
@@ -481,6 +508,9 @@ func (m *machine) cancel(c chooser) {
 	}
 	if live {
 		m.cancelled[key] = true
+	}
+	if want == orreryv1.CancelOutcome_CANCEL_OUTCOME_REMOVED {
+		m.share.ended(key)
 	}
 	if _, stillLive := m.message(lane, id); stillLive != (want == orreryv1.CancelOutcome_CANCEL_OUTCOME_LEASE_REVOKED || (want == orreryv1.CancelOutcome_CANCEL_OUTCOME_ALREADY_DONE && leased)) {
 		m.t.Fatalf("cancel of %s (%v): live %v after it", key, want, stillLive)
@@ -561,6 +591,10 @@ func (m *machine) drain() {
 			m.t.Fatal("drain did not empty the store")
 		}
 		m.advance(input.Hour)
+		if _, err := ApplySetShare(m.store, "operator", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue}, m.now); err != nil {
+			m.t.Fatal(err)
+		}
+		m.share = nil
 		for queue := range m.paused {
 			if _, err := ApplyResume(m.store, &orreryv1.ResumeQueue{Namespace: testNamespace, Queue: queue}); err != nil {
 				m.t.Fatal(err)

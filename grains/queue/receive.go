@@ -22,7 +22,8 @@ const SweepBudget = 1024
 // ApplyReceive leases up to m.max (0 means 1) messages of queue (namespace, queue) in this
 // partition that are visible at loggedNow, in order of visible time minus priority ×
 // lim.PriorityStepMicros, then of enqueue (priority.go; without priorities, visible-time then
-// enqueue order); a queue paused in this partition (ApplyPause) leases none. On the way it removes messages whose TTL has
+// enqueue order); a queue paused in this partition (ApplyPause) leases none, and a capped one
+// (ApplySetShare) at most what its share admits. On the way it removes messages whose TTL has
 // passed or that were cancelled while leased (ApplyCancel), and moves messages that used up
 // their deliveries to the dead-letter queue; none of them is delivered. Each delivered message gets delivery_count+1
 // and a lease {LeaseToken, owner, loggedNow + lease duration}, and its index entry moves to
@@ -47,6 +48,20 @@ func ApplyReceiveNoting(v kv.View, lim input.Limits, m *orreryv1.Receive, logged
 	if stopped, err := paused(v, namespace, queue); err != nil || stopped {
 		return res, err // a paused queue leases nothing (ApplyPause)
 	}
+	share, err := LoadShare(v, namespace, queue)
+	if err != nil {
+		return nil, err
+	}
+	if share != nil {
+		return receiveShared(v, lim, m, share, maxMessages, until, loggedNowMicros, deadLettered)
+	}
+	return receiveUpTo(v, lim, m, maxMessages, until, loggedNowMicros, deadLettered)
+}
+
+// receiveUpTo is ApplyReceiveNoting's receive of up to maxMessages, leased until untilMicros.
+func receiveUpTo(v kv.View, lim input.Limits, m *orreryv1.Receive, maxMessages int, until, loggedNowMicros int64, deadLettered Noting) (*orreryv1.ReceiveResult, error) {
+	namespace, queue := m.GetNamespace(), m.GetQueue()
+	res := &orreryv1.ReceiveResult{}
 	queuePolicy := &queueRetry{namespace: namespace, queue: queue}
 	visible, err := newVisibleScan(v, namespace, queue, loggedNowMicros, lim.PriorityStepMicros)
 	if err != nil {

@@ -59,6 +59,9 @@ func ApplyReleaseNoting(v kv.View, lim input.Limits, m *orreryv1.Release, logged
 			}
 		}
 	}
+	if err := leaseChanged(v, msg, 0); err != nil {
+		return nil, err
+	}
 	oldIndexKey := visibilityKey(msg)
 	msg.Lease = nil
 	msg.VisibleAtUnixMicros = visibleAt

@@ -69,6 +69,9 @@ func removeLive(v kv.View, lane *orreryv1.Lane, id string) (*orreryv1.QueueMessa
 	if err := countBand(v, stored, false); err != nil {
 		return nil, err
 	}
+	if err := leaseChanged(v, stored, 0); err != nil {
+		return nil, err
+	}
 	if err := v.Delete(keys.MessageKey(lane, id)); err != nil {
 		return nil, err
 	}

@@ -23,8 +23,9 @@ const StatsScanBudget = 4096
 // or delayed by their message's lease. For one lane the dead-lettered count and the lane's totals come from the
 // lane counters (exact), and the scan stops as soon as it has found every message the counters
 // hold; for a whole queue the dead-letter queue's index is counted within the same budget. The
-// queue's pause record, when it is paused in this partition, and its retry policy, when it has
-// one, come with the counts.
+// queue's pause record, when it is paused in this partition, its retry policy, when it has
+// one, and its share and the leases the share counts, when it is capped here (ApplySetShare),
+// come with the counts.
 func Stats(v kv.Reader, namespace, queue, key string, nowMicros int64) (*orreryv1.QueueStats, error) {
 	if err := input.Name("namespace", namespace, input.MaxNamespaceBytes); err != nil {
 		return nil, err
@@ -46,6 +47,14 @@ func countQueue(v kv.Reader, namespace, queue, key string, nowMicros int64, budg
 	stats.Pause = pause
 	if stats.Retry, err = LoadRetryPolicy(v, namespace, queue); err != nil {
 		return nil, budget, err
+	}
+	if stats.Share, err = LoadShare(v, namespace, queue); err != nil {
+		return nil, budget, err
+	}
+	if stats.Share != nil {
+		if stats.ShareLeasedNow, err = countLeased(v, namespace, queue, nowMicros); err != nil {
+			return nil, budget, err
+		}
 	}
 	var lanePrefix []byte
 	wanted := uint64(0) // for one lane: how many messages the scan must find

@@ -37,7 +37,7 @@ func JumpHash(key uint64, buckets int) int {
 // MutationLane returns the lane a mutation addresses (a schedule definition's lane for
 // ConfigureSchedule), or nil for Receive, PauseQueue, ResumeQueue, Housekeep, CheckConsistency,
 // SetLimits, SetApplyVersion, RefreshZoneRules, PutGrant, DeleteGrant, PutCalendar,
-// DeleteCalendar and SetQueueRetryPolicy, which address their
+// DeleteCalendar, SetQueueRetryPolicy and SetQueueShare, which address their
 // partition as a whole.
 func MutationLane(m *orreryv1.Mutation) *orreryv1.Lane {
 	switch k := m.GetKind().(type) {

@@ -55,7 +55,8 @@ func TestJumpHashSpreadsAndMovesMinimally(t *testing.T) {
 // without telling MutationLane where it lives.
 func TestEveryMutationKindHasALane(t *testing.T) {
 	partitionWide := map[string]bool{"receive": true, "housekeep": true, "check_consistency": true, "set_limits": true, "set_apply_version": true, "refresh_zone_rules": true, "put_grant": true, "delete_grant": true,
-		"pause_queue": true, "resume_queue": true, "put_calendar": true, "delete_calendar": true, "set_queue_retry_policy": true}
+		"pause_queue": true, "resume_queue": true, "put_calendar": true, "delete_calendar": true, "set_queue_retry_policy": true,
+		"set_queue_share": true}
 	oneof := (&orreryv1.Mutation{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
 	lane := &orreryv1.Lane{Namespace: "n", Queue: "q", Key: "k"}
 	for i := range oneof.Fields().Len() {

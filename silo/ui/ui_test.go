@@ -421,3 +421,36 @@ func TestUIShowsAMessagesPriority(t *testing.T) {
 			strings.Contains(b.textOf(`tr.messages-row li[data-message-id="routine"]`), "priority 0"), nil
 	})
 }
+
+// TestUIShowsAQueuesLimits: a lane of a capped queue shows the queue's cluster-wide cap and the
+// leases its shares count now.
+func TestUIShowsAQueuesLimits(t *testing.T) {
+	b := startBrowser(t)
+	s := startSilo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lane := &orreryv1.Lane{Namespace: "ui-limits", Queue: "jobs", Key: "k1"}
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: id, PayloadJson: `{}`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Client().SetQueueLimits(ctx, lane.GetNamespace(), lane.GetQueue(), 4, 3); err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err := s.Client().Receive(ctx, s.Client().PartitionOf(lane), &orreryv1.Receive{Namespace: lane.GetNamespace(), Queue: lane.GetQueue(), Max: 1}, 0); err != nil || len(msgs) != 1 {
+		t.Fatalf("receive under the cap: %v, %v", msgs, err)
+	}
+	b.open("http://" + s.AdminAddress() + "/")
+	b.typeInto("#token", testToken)
+	b.click("#token-form button[type=submit]")
+	b.typeInto("#namespace", lane.GetNamespace())
+	b.click("#load")
+	b.typeInto("#lane-queue", lane.GetQueue())
+	b.typeInto("#lane-key", lane.GetKey())
+	b.click("#lane-form button[type=submit]")
+	row := `tr[data-lane="jobs/k1"]:not(.messages-row)`
+	b.poll("the row showing the queue's limits", func() (bool, error) {
+		return strings.Contains(b.textOf(row+" .badge.limits"), "cap 4 leased · 3/s · 1 leased now"), nil
+	})
+}

@@ -382,6 +382,19 @@ function queueRetry(queue) {
   return { text: partial ? `${text} (on some partitions)` : text, title: `set by ${q.retry_policy.set_by}` };
 }
 
+// queueLimits renders a capped queue's cluster-wide limits and the leases its shares count
+// now ("cap 2 leased · 5/s · 1 leased now"), or '' when it is not capped.
+function queueLimits(queue) {
+  const q = queueStats.get(queue);
+  const limits = q && q.limits;
+  if (!limits || !limits.policy) return '';
+  const parts = [];
+  if (limits.policy.max_leased) parts.push(`cap ${limits.policy.max_leased} leased`);
+  if (limits.policy.per_second) parts.push(`${limits.policy.per_second}/s`);
+  parts.push(`${limits.leased_now} leased now`);
+  return parts.join(' · ');
+}
+
 function renderLanes() {
   const rows = [];
   for (const l of lanesShown()) {
@@ -393,10 +406,12 @@ function renderLanes() {
     const oldest = msgs.reduce((min, m) => Math.min(min, micros(m.enqueued_at_unix_micros)), Infinity);
     const pause = queuePause(l.queue);
     const retry = queueRetry(l.queue);
+    const limits = queueLimits(l.queue);
     rows.push(el('tr', { 'data-lane': `${l.queue}/${l.key}` },
       el('td', {}, `${l.queue} / ${l.key}`, pause.paused
         ? el('span', { className: 'badge paused', title: pause.reason || '' }, pause.all ? ' queue paused' : ' queue paused on some partitions')
-        : null, retry ? el('span', { className: 'badge retry-policy', title: retry.title }, retry.text) : null),
+        : null, retry ? el('span', { className: 'badge retry-policy', title: retry.title }, retry.text) : null,
+        limits ? el('span', { className: 'badge limits', title: 'cluster-wide limits (orrery queues limit)' }, ` ${limits}`) : null),
       el('td', { className: 'depth' }, st.error ? el('span', { className: 'error' }, st.error) : depth(st.live)),
       el('td', {}, st.live ? String(leased) : ''),
       el('td', {}, Number.isFinite(oldest) ? when(oldest) : el('span', { className: 'muted' }, '—')),
