@@ -20,6 +20,7 @@ type defineFlags struct {
 	payload, headers, misfire, overlap string
 	expired, pace                      string
 	labels                             labelFlag
+	retry                              retryFlags
 	calendars                          stringsFlag
 	catchUp, ttl, jitter               time.Duration
 	maxDeliveries, maxRuns, priority   int
@@ -57,6 +58,7 @@ func (f *defineFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.ttl, "ttl", 0, "time to live of each occurrence (0: none)")
 	fs.IntVar(&f.maxDeliveries, "max-deliveries", 0, "deliveries before an occurrence is dead-lettered (0: the partition's default)")
 	fs.IntVar(&f.priority, "priority", 0, "each occurrence's priority, 0..9, higher first (README \"Priorities\")")
+	f.retry.define(fs, "retry-") // each occurrence's retry policy (update: replaces it whole)
 }
 
 // spec is the spec the flags name, nil when they name none; more than one is a usage error.
@@ -166,6 +168,13 @@ func (f *defineFlags) apply(o *client.ScheduleOptions, spec *orreryv1.ScheduleSp
 	}
 	if f.set["priority"] {
 		o.Priority = f.priority
+	}
+	if f.retry.given(f.set) {
+		policy, err := f.retry.policy(f.set)
+		if err != nil {
+			return err
+		}
+		o.Retry = policy
 	}
 	if f.set["start"] && f.set["cron"] {
 		start, err := time.Parse(time.RFC3339Nano, f.start)

@@ -11,7 +11,8 @@ import (
 
 // enqueueMessage sends one message to a lane (client.Enqueue) and says whether it was stored,
 // was there already (its id), or was skipped as a duplicate of the message holding its unique
-// key (--unique-key, --unique-by-payload).
+// key (--unique-key, --unique-by-payload). The --retry- flags give the message its own retry
+// policy.
 func (c *command) enqueueMessage(ctx context.Context, args []string) error {
 	fs := c.flagSet("messages enqueue")
 	var id, payload, headers, orderingKey, uniqueKey string
@@ -28,6 +29,8 @@ func (c *command) enqueueMessage(ctx context.Context, args []string) error {
 	fs.IntVar(&priority, "priority", 0, "the message's priority, 0..9, higher first (README \"Priorities\")")
 	fs.StringVar(&uniqueKey, "unique-key", "", "skip the enqueue as a duplicate while the lane holds a message under this unique key")
 	fs.BoolVar(&byPayload, "unique-by-payload", false, "as --unique-key, keyed by the payload and headers")
+	var retry retryFlags
+	retry.define(fs, "retry-")
 	fs.DurationVar(&uniqueFor, "unique-for", 0, "hold the unique key this long from the enqueue (0: while the message is live; at most 720h)")
 	positional, err := c.parseInterspersed(fs, args)
 	if err != nil {
@@ -41,6 +44,13 @@ func (c *command) enqueueMessage(ctx context.Context, args []string) error {
 		PayloadJson: payload, HeadersJson: headers, OrderingKey: orderingKey,
 		DelayMicros: delay.Microseconds(), TimeToLiveMicros: ttl.Microseconds(), MaxDeliveries: int32(min(maxDeliveries, 1<<31-1)),
 		Priority: int32(min(max(priority, -1), 10)),
+	}
+	if set := flagsGiven(fs); retry.given(set) {
+		policy, err := retry.policy(set)
+		if err != nil {
+			return err
+		}
+		m.Retry = policy.Proto()
 	}
 	switch {
 	case uniqueKey != "" && byPayload:

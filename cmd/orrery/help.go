@@ -25,6 +25,7 @@ Commands:
   queues resume NS QUEUE
   messages enqueue NS QUEUE KEY [--id ID] [--payload JSON] [--headers JSON] [--ordering-key K] [--delay D] [--ttl D] [--max-deliveries N]
       [--priority 0..9] [--unique-key K | --unique-by-payload] [--unique-for D]   send a message; a duplicate of a unique key's holder is skipped
+      [--retry-max-attempts N] [--retry-initial-backoff D] [--retry-max-backoff D] [--retry-jitter P] [--retry-on-exhausted dead-letter|drop]
   queues retry-policy NS QUEUE [--max-attempts N] [--initial-backoff D] [--max-backoff D] [--jitter P] [--on-exhausted dead-letter|drop] | --remove
       how every partition retries the queue's failed messages (backoff, then dead-letter or drop)
   queues limit NS QUEUE --max-leased K --per-second R | --remove
@@ -59,7 +60,7 @@ const schedulesHelp = `orrery schedules: list, describe, create, update, pause, 
   schedules create NAME --namespace NS --queue Q [--key K] (--cron EXPR [--tz ZONE] | --every DUR [--start TIME] | --at TIME | --after DUR)
       [--payload JSON] [--headers JSON] [--misfire catch_up|skip|coalesce] [--overlap allow_all|skip|buffer_one]
       [--catch-up DUR] [--ttl DUR] [--max-deliveries N] [--priority 0..9] [--expired fail|skip] [--jitter DUR [--jitter-early]] [--label K=V]... [--pace N/DUR]
-      [--calendar NAME]...
+      [--calendar NAME]... [--retry-max-attempts N] [--retry-initial-backoff D] [--retry-max-backoff D] [--retry-jitter P] [--retry-on-exhausted dead-letter|drop]
   schedules update NAME --namespace NS --queue Q [--key K] [any flag of create: only those given change]
   schedules pause|resume|trigger|delete NS QUEUE KEY ID|NAME
   schedules process-due --namespace NS (--partition N [--queue Q] | --queue Q --key K) [--max N]

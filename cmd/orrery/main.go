@@ -27,7 +27,7 @@
 //	orrery queues redrive-dlq NS QUEUE KEY [--max N]
 //	orrery queues pause NS QUEUE [--reason R]   (on every partition: receives lease nothing until resume)
 //	orrery queues resume NS QUEUE
-//	orrery messages enqueue NS QUEUE KEY [--id ID] [--payload JSON] [--headers JSON] [--ordering-key K] [--delay D] [--ttl D] [--max-deliveries N] [--priority 0..9] [--unique-key K | --unique-by-payload] [--unique-for D]
+//	orrery messages enqueue NS QUEUE KEY [--id ID] [--payload JSON] [--headers JSON] [--ordering-key K] [--delay D] [--ttl D] [--max-deliveries N] [--priority 0..9] [--unique-key K | --unique-by-payload] [--unique-for D] [--retry-max-attempts N ...]
 //	orrery queues retry-policy NS QUEUE [--max-attempts N] [--initial-backoff D] [--max-backoff D] [--jitter P] [--on-exhausted dead-letter|drop] | --remove   (on every partition)
 //	orrery queues limit NS QUEUE --max-leased K --per-second R | --remove   (a cluster-wide cap)
 //	orrery messages cancel NS QUEUE KEY ID [--reason R]

@@ -72,3 +72,42 @@ func TestQueuesRetryPolicy(t *testing.T) {
 		t.Errorf("jitter 150: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestMessagesAndSchedulesCarryTheirOwnRetryPolicy: messages enqueue --retry-… stores the
+// message with its own retry policy (peek's JSON shows it), schedules create --retry-… gives
+// each occurrence one (describe's JSON shows it), and a bad --retry-on-exhausted is a usage
+// error naming the flag.
+func TestMessagesAndSchedulesCarryTheirOwnRetryPolicy(t *testing.T) {
+	s := startSilo(t)
+	okOnceTaken(t, s, "messages", "enqueue", "cli-own-retry", "jobs", "k1", "--id", "a", "--payload", `{}`,
+		"--retry-max-attempts", "3", "--retry-initial-backoff", "2s", "--retry-on-exhausted", "drop")
+	var peeked struct {
+		Messages []struct {
+			Retry struct {
+				MaxAttempts    uint32 `json:"max_attempts"`
+				InitialBackoff string `json:"initial_backoff_micros"`
+				MaxBackoff     string `json:"max_backoff_micros"`
+				OnExhausted    string `json:"on_exhausted"`
+			} `json:"retry"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, s, "", "-o", "json", "queues", "peek", "cli-own-retry", "jobs", "k1")), &peeked); err != nil || len(peeked.Messages) != 1 {
+		t.Fatalf("peek JSON: %+v (%v)", peeked, err)
+	}
+	if r := peeked.Messages[0].Retry; r.MaxAttempts != 3 || r.InitialBackoff != "2000000" || r.MaxBackoff != "3600000000" || r.OnExhausted != "RETRY_EXHAUSTED_DROP" {
+		t.Fatalf("the message's retry policy: %+v", r)
+	}
+	if r := cli(t, s, "", "messages", "enqueue", "cli-own-retry", "jobs", "k1", "--retry-on-exhausted", "never"); r.code != 2 || !strings.Contains(r.stderr, "retry-on-exhausted") {
+		t.Errorf("a bad --retry-on-exhausted: exit %d, stderr %q", r.code, r.stderr)
+	}
+	ok(t, s, "", "schedules", "create", "nightly", "--namespace", "cli-own-retry", "--queue", "jobs", "--every", "1h",
+		"--retry-max-attempts", "5", "--retry-jitter", "20")
+	described := ok(t, s, "", "schedules", "describe", "cli-own-retry", "jobs", "nightly", "nightly")
+	if !strings.Contains(described, "retry policy") || !strings.Contains(described, "jitter 20%; after 5 attempts, dead-letter (each occurrence's)") {
+		t.Fatalf("describe shows no retry policy of 5 attempts:\n%s", described)
+	}
+	doc := ok(t, s, "", "-o", "json", "schedules", "describe", "cli-own-retry", "jobs", "nightly", "nightly")
+	if !strings.Contains(doc, `"max_attempts": 5`) || !strings.Contains(doc, `"jitter_percent": 20`) {
+		t.Fatalf("describe's JSON shows no retry policy of 5 attempts:\n%s", doc)
+	}
+}

@@ -295,6 +295,9 @@ func (c *command) describeSchedule(ctx context.Context, args []string) error {
 	if p := def.GetTemplate().GetPriority(); p != 0 {
 		w.row("priority", strconv.Itoa(int(p))+" (each occurrence's)")
 	}
+	if r := def.GetTemplate().GetRetry(); r != nil {
+		w.row("retry policy", describeRetry(client.MessageRetryOf(r))+" (each occurrence's)")
+	}
 	if cals := def.GetCalendars(); len(cals) > 0 {
 		w.row("calendars", strings.Join(cals, ",")+" (excluded instants are ledgered excluded)")
 	}
