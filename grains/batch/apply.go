@@ -378,7 +378,7 @@ func (a Applier) dispatch(v kv.View, principal string, m *orreryv1.Mutation, now
 	case *orreryv1.Mutation_ResumeQueue:
 		return queuePauseResult(queue.ApplyResume(v, k.ResumeQueue))
 	case *orreryv1.Mutation_SetQueueShare:
-		r, err := queue.ApplySetShare(v, principal, k.SetQueueShare, now)
+		r, err := queue.ApplySetShare(v, lim, principal, k.SetQueueShare, now)
 		return wrap(err, func() *orreryv1.MutationResult {
 			return &orreryv1.MutationResult{Result: &orreryv1.MutationResult_QueueShare{QueueShare: r}}
 		})

@@ -591,7 +591,7 @@ func (m *machine) drain() {
 			m.t.Fatal("drain did not empty the store")
 		}
 		m.advance(input.Hour)
-		if _, err := ApplySetShare(m.store, "operator", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue}, m.now); err != nil {
+		if _, err := ApplySetShare(m.store, m.lim, "operator", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue}, m.now); err != nil {
 			m.t.Fatal(err)
 		}
 		m.share = nil

@@ -31,13 +31,13 @@ const NanoPerLease int64 = 1_000_000_000
 // refilled to loggedNow and cut to the new burst, and the leases it counts. A share_leased below
 // the leases the share counts now is raised to them (at most max_leased): a lowering gives up
 // only units no lease holds, so a partition's counted leases never exceed its share, and the
-// result's share says what was set. The leases held when
-// a share is first set in a partition are not counted by it (they end within the maximum lease
-// duration); every lease taken, extended, released, acked or removed while it is in force is.
+// result's share says what was set. A share first set in a partition counts the leases held
+// there before it (adoptLeases, within AdoptBudget), and every lease taken, extended,
+// released, acked or removed while it is in force.
 // Setting the share in force reports changed false. With m.compare the share in force must be
 // the one set at m.expected_set_at_unix_micros (0: none), else RevisionConflict. A refused
 // command writes nothing.
-func ApplySetShare(v kv.View, principal string, m *orreryv1.SetQueueShare, loggedNowMicros int64) (*orreryv1.QueueShareResult, error) {
+func ApplySetShare(v kv.View, lim input.Limits, principal string, m *orreryv1.SetQueueShare, loggedNowMicros int64) (*orreryv1.QueueShareResult, error) {
 	if m == nil {
 		return nil, orrery.Invalid("", "set_queue_share is required")
 	}
@@ -68,7 +68,13 @@ func ApplySetShare(v kv.View, principal string, m *orreryv1.SetQueueShare, logge
 	if err := compareShare(m, old); err != nil {
 		return nil, err
 	}
-	leased, err := countLeased(v, namespace, queue, loggedNowMicros) // none without a share
+	if old == nil {
+		// A first share counts the leases held before it (adoptLeases).
+		if err := adoptLeases(v, lim, namespace, queue, loggedNowMicros); err != nil {
+			return nil, err
+		}
+	}
+	leased, err := countLeased(v, namespace, queue, loggedNowMicros)
 	if err != nil {
 		return nil, err
 	}
@@ -366,4 +372,55 @@ func visibleUnderShare(v kv.Reader, namespace, queue string, limitMicros int64) 
 		return 0, false, err
 	}
 	return max(atMicros, freesAt), true, nil
+}
+
+// AdoptBudget bounds the visibility-index entries a queue's first share reads to find the
+// leases held before it (adoptLeases): leases beyond it, in a partition holding more than
+// AdoptBudget of the queue's messages leased or delayed into the next maximum lease, are not
+// counted by the share until they end.
+const AdoptBudget = 65_536
+
+// adoptLeases writes the lease entry (QueueLeaseKey) of each of the queue's leases in this
+// partition that has not ended at nowMicros, so that a first share counts the leases held
+// before it. A leased message's index entry sits at its lease end, which is at most
+// lim.MaxLeaseMicros after nowMicros (a lease or an extension is never longer), so it reads
+// each priority band's entries in (now, now + max lease] — leased messages and messages delayed
+// into that window — at most AdoptBudget of them in all, oldest lease end first in each band.
+func adoptLeases(v kv.View, lim input.Limits, namespace, queue string, nowMicros int64) error {
+	bands, err := usedBands(v, namespace, queue)
+	if err != nil {
+		return err
+	}
+	horizon, ok := input.AddMicros(nowMicros, lim.MaxLeaseMicros)
+	if !ok {
+		horizon = input.MaxInstantMicros
+	}
+	read := 0
+	var adopted [][]byte // written after every scan, so no view is written while it is scanned
+	for _, p := range bands {
+		if read >= AdoptBudget {
+			break
+		}
+		entries, err := scanIndex(v, keys.PriorityVisibilityKey(namespace, queue, p, nowMicros+1, 0),
+			keys.PriorityVisibilityKey(namespace, queue, p, horizon+1, 0), AdoptBudget-read)
+		if err != nil {
+			return err
+		}
+		read += len(entries)
+		for _, e := range entries {
+			msg := &orreryv1.QueueMessage{}
+			if _, err := record.Load(v, e.messageKey, msg); err != nil {
+				return err
+			}
+			if l := msg.GetLease(); l != nil && l.GetUntilUnixMicros() > nowMicros {
+				adopted = append(adopted, keys.QueueLeaseKey(namespace, queue, l.GetUntilUnixMicros(), msg.GetSequence()))
+			}
+		}
+	}
+	for _, k := range adopted {
+		if err := v.Set(k, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -15,7 +15,7 @@ import (
 // shareMilliPerSecond) and requires success.
 func (b *bundle) share(maxLeased, perSecond, shareLeased uint32, shareMilliPerSecond uint64) *orreryv1.QueueShareResult {
 	b.t.Helper()
-	res, err := ApplySetShare(b.store, "operator", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue,
+	res, err := ApplySetShare(b.store, b.lim, "operator", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue,
 		Policy:      &orreryv1.QueueLimits{MaxLeased: maxLeased, LeasesPerSecond: perSecond},
 		ShareLeased: shareLeased, ShareMilliPerSecond: shareMilliPerSecond}, b.now)
 	if err != nil {
@@ -104,19 +104,27 @@ func TestAShareCapsLeasedMessagesUntilALeaseEnds(t *testing.T) {
 	}
 }
 
-// TestAShareCountsExtendedLeasesAndNotThoseFromBefore: an extension moves a counted lease (it
-// still counts after its first end), a lease taken before the share is not counted, and
-// removing the cap removes the share and its entries: receives lease freely again.
-func TestAShareCountsExtendedLeasesAndNotThoseFromBefore(t *testing.T) {
+// TestAShareCountsLeasesFromBeforeAndExtendedOnes: a first share counts the leases taken
+// before it (adoptLeases) until they end, an extension moves a counted lease (it still counts
+// after its first end), and removing the cap removes the share and its entries: receives lease
+// freely again.
+func TestAShareCountsLeasesFromBeforeAndExtendedOnes(t *testing.T) {
 	b := setup(t)
 	for i := range 5 {
 		b.enqueue(idOf(i))
 	}
 	before := b.receive(testQueue, 1)
 	b.share(1, 0, 1, 0)
+	if s := b.stats(""); s.GetShareLeasedNow() != 1 {
+		t.Fatalf("a first share counts %d leases, want %s's from before it", s.GetShareLeasedNow(), before[0].GetId())
+	}
+	if got := b.receive(testQueue, 10); len(got) != 0 {
+		t.Fatalf("a share of 1 with %s leased before it leased %v", before[0].GetId(), ids(got))
+	}
+	b.advance(b.lim.DefaultLeaseMicros) // the lease from before ends: its place is free
 	held := b.receive(testQueue, 10)
 	if len(held) != 1 {
-		t.Fatalf("a share of 1 (%s leased before it) leased %v", before[0].GetId(), ids(held))
+		t.Fatalf("a share of 1 once the lease from before ended leased %v", ids(held))
 	}
 	b.advance(input.Second)
 	if _, err := ApplyExtendLease(b.store, b.lim, &orreryv1.ExtendLease{Lane: held[0].GetLane(), Id: held[0].GetId(), LeaseToken: held[0].GetLease().GetToken(), LeaseDurationMicros: 2 * b.lim.DefaultLeaseMicros}, b.now); err != nil {
@@ -126,7 +134,7 @@ func TestAShareCountsExtendedLeasesAndNotThoseFromBefore(t *testing.T) {
 	if got := b.receive(testQueue, 10); len(got) != 0 {
 		t.Fatalf("past the first end of an extended lease a receive leased %v", ids(got))
 	}
-	res, err := ApplySetShare(b.store, "operator", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue}, b.now)
+	res, err := ApplySetShare(b.store, b.lim, "operator", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue}, b.now)
 	if err != nil || !res.GetChanged() || res.GetShare() != nil {
 		t.Fatalf("remove the cap: %v, %v", res, err)
 	}
@@ -223,7 +231,7 @@ func TestARefusedSetShareWritesNothing(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := b.store.Clone()
-			_, err := ApplySetShare(b.store, "operator", c.m, b.now)
+			_, err := ApplySetShare(b.store, b.lim, "operator", c.m, b.now)
 			wantCode(t, err, orrery.CodeValidation, c.field)
 			if !b.store.Equal(before) {
 				t.Fatal("a refused SetQueueShare wrote")
@@ -241,7 +249,7 @@ func TestARefusedSetShareWritesNothing(t *testing.T) {
 func TestASetShareComparesTheShareInForce(t *testing.T) {
 	b := setup(t)
 	set := func(expected int64, shareLeased uint32) (*orreryv1.QueueShareResult, error) {
-		return ApplySetShare(b.store, "rebalancer", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue,
+		return ApplySetShare(b.store, b.lim, "rebalancer", &orreryv1.SetQueueShare{Namespace: testNamespace, Queue: testQueue,
 			Policy: &orreryv1.QueueLimits{MaxLeased: 4}, ShareLeased: shareLeased, Compare: true, ExpectedSetAtUnixMicros: expected}, b.now)
 	}
 	first, err := set(0, 2)

@@ -6,6 +6,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/grains/keys"
+	"github.com/orreryhq/orrery/grains/kv"
 )
 
 // shareModel is the reference model of the test queue's share: its policy and share, the
@@ -90,15 +92,18 @@ func (m *machine) setShare(c chooser) {
 		cmd.ShareMilliPerSecond = uint64(c.intRange("share_milli", 0, 2*int(r))) * 500
 	}
 	before := m.store.Clone()
-	res, err := ApplySetShare(m.store, "operator", cmd, m.now)
+	res, err := ApplySetShare(m.store, m.lim, "operator", cmd, m.now)
 	if err != nil {
 		m.t.Fatalf("set share %v: %v", cmd, err)
 	}
 	old := m.share
-	leasedNow := 0 // the leases the share in force counts: a share is never set below them
+	// The leases the share counts: a share is never set below them. A first share counts the
+	// test queue's leases held before it (adoptLeases), read here from the messages.
+	counted := m.heldLeases(testQueue)
 	if old != nil {
-		leasedNow = old.leasedNow(m.now)
+		counted = old.counted
 	}
+	leasedNow := (&shareModel{counted: counted}).leasedNow(m.now)
 	shareLeased := cmd.ShareLeased
 	if k > 0 {
 		shareLeased = max(shareLeased, min(uint32(leasedNow), k))
@@ -114,17 +119,38 @@ func (m *machine) setShare(c chooser) {
 	if res.GetChanged() == same || (same && !m.store.Equal(before)) {
 		m.t.Fatalf("set share %v over %v: %v (or it wrote)", cmd, old, res)
 	}
-	next := &shareModel{maxLeased: k, perSecond: r, shareLeased: shareLeased, shareMilli: int64(cmd.ShareMilliPerSecond), refilledAt: m.now, counted: map[string]int64{}}
+	next := &shareModel{maxLeased: k, perSecond: r, shareLeased: shareLeased, shareMilli: int64(cmd.ShareMilliPerSecond), refilledAt: m.now, counted: counted}
 	if old == nil {
 		next.tokensNano = next.burst()
 	} else if same {
 		next = old
 	} else {
-		next.tokensNano, next.counted = min(old.tokens(m.now), next.burst()), old.counted
+		next.tokensNano = min(old.tokens(m.now), next.burst())
 	}
 	if got := res.GetShare(); !proto.Equal(got.GetPolicy(), cmd.GetPolicy()) || got.GetShareLeased() != next.shareLeased ||
 		got.GetTokensNano() != next.tokensNano || int(res.GetLeased()) != next.leasedNow(m.now) {
 		m.t.Fatalf("set share %v: %v, model %v (%d leased now)", cmd, res, next, next.leasedNow(m.now))
 	}
 	m.share = next
+}
+
+// heldLeases reads queue's messages (not the lease entries) and returns the leases held at
+// now, by model key: what a first share of the queue adopts.
+func (m *machine) heldLeases(queue string) map[string]int64 {
+	m.t.Helper()
+	held := map[string]int64{}
+	err := kv.ScanPrefix(m.store, keys.Message, func(_, value []byte) (bool, error) {
+		msg := &orreryv1.QueueMessage{}
+		if err := proto.Unmarshal(value, msg); err != nil {
+			return false, err
+		}
+		if l := msg.GetLease(); msg.GetLane().GetQueue() == queue && l != nil && l.GetUntilUnixMicros() > m.now {
+			held[modelKey(msg.GetLane(), msg.GetId())] = l.GetUntilUnixMicros()
+		}
+		return true, nil
+	})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return held
 }
