@@ -4,28 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // enqueueOnceTaken enqueues m, again while the partition refuses it for its apply version (its
 // leader raises it when it opens), for up to 30 s.
 func enqueueOnceTaken(ctx context.Context, t *testing.T, s *Silo, m *orreryv1.Enqueue) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.UntilTaken(t, 30*time.Second, "enqueue "+m.GetId(), func() error {
 		_, err := s.Client().Enqueue(ctx, m)
-		if err == nil {
-			return
-		}
-		if !strings.Contains(err.Error(), "apply version") || time.Now().After(deadline) {
-			t.Fatalf("enqueue %s: %v", m.GetId(), err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestAdminLaneShowsPriorities: GET /v1/lanes/{ns}/{queue}/{key} shows each message's priority

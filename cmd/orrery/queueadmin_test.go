@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/internal/testkit"
 	"github.com/orreryhq/orrery/silo"
 )
 
@@ -94,17 +96,16 @@ func TestMessagesCancel(t *testing.T) {
 // refused for the apply version, for up to 20 s.
 func okOnceTaken(t *testing.T, s *silo.Silo, args ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var out string
+	testkit.UntilTaken(t, 20*time.Second, "orrery "+strings.Join(args, " "), func() error {
 		r := cli(t, s, "", args...)
-		if r.code == 0 || !strings.Contains(r.stderr, "apply version") || time.Now().After(deadline) {
-			if r.code != 0 {
-				t.Fatalf("orrery %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
-			}
-			return r.stdout
+		if r.code != 0 {
+			return fmt.Errorf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		out = r.stdout
+		return nil
+	})
+	return out
 }
 
 // TestMessagesEnqueuePriority: messages enqueue stores a message with its --priority (JSON says

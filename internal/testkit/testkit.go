@@ -3,6 +3,7 @@
 package testkit
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,4 +39,19 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 		}
 	}
 	return time.Since(start)
+}
+
+// UntilTaken calls call until it returns nil, again after Eventually's pauses while its error
+// says that the partition does not take the command at its apply version yet (the error names
+// "apply version"; a partition's leader raises the version when it opens). Any other error, or
+// one that lasts beyond within, fails the test with t.Fatalf("%s: %v", what, err).
+func UntilTaken(t testing.TB, within time.Duration, what string, call func() error) {
+	t.Helper()
+	var err error
+	Eventually(t, within, what+" once the partition takes its apply version", func() bool {
+		if err = call(); err != nil && !strings.Contains(err.Error(), "apply version") {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return err == nil
+	})
 }

@@ -72,3 +72,39 @@ func TestEventuallyFailsWhenCondNeverHolds(t *testing.T) {
 		t.Fatalf("Eventually gave up after %v, before its bound", took)
 	}
 }
+
+// untilTaken calls UntilTaken with a fakeTB on its own goroutine, as run does for Eventually.
+func untilTaken(within time.Duration, call func() error) (returned bool, fake *fakeTB) {
+	fake = &fakeTB{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		UntilTaken(fake, within, "the command", call)
+		returned = true
+	}()
+	<-done
+	return returned, fake
+}
+
+// TestUntilTakenRetriesOnlyWhileTheApplyVersionRefuses: an "apply version" refusal is called
+// again until the call succeeds; any other error fails at once, naming it.
+func TestUntilTakenRetriesOnlyWhileTheApplyVersionRefuses(t *testing.T) {
+	var calls atomic.Int32
+	returned, fake := untilTaken(5*time.Second, func() error {
+		if calls.Add(1) < 3 {
+			return fmt.Errorf("mutations[0]: carries field 10 of orrery.v1.Enqueue, which apply version 19 does not take")
+		}
+		return nil
+	})
+	if !returned || fake.failed || calls.Load() != 3 {
+		t.Fatalf("after two refusals: returned %v, failed %v (%q), %d calls; want a return after 3", returned, fake.failed, fake.message, calls.Load())
+	}
+	calls.Store(0)
+	returned, fake = untilTaken(5*time.Second, func() error {
+		calls.Add(1)
+		return fmt.Errorf("priority: must be 0..9")
+	})
+	if returned || fake.message != "the command: priority: must be 0..9" || calls.Load() != 1 {
+		t.Fatalf("another error: returned %v, message %q, %d calls; want a failure at the first", returned, fake.message, calls.Load())
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/client"
+	"github.com/orreryhq/orrery/internal/testkit"
 )
 
 // TestUIShowsAQueuesRetryPolicyAndAMessagesLastFailure: a lane's row shows its queue's retry
@@ -22,18 +23,10 @@ func TestUIShowsAQueuesRetryPolicyAndAMessagesLastFailure(t *testing.T) {
 	lane := &orreryv1.Lane{Namespace: "ui-retry", Queue: "jobs", Key: "k1"}
 	cl := s.Client()
 	// Retry policies need apply version 19, which each partition takes once its leader has opened.
-	deadline := time.Now().Add(30 * time.Second)
 	policy := &client.MessageRetry{MaxAttempts: 4, InitialBackoff: time.Minute, MaxBackoff: time.Hour, OnExhausted: client.RetryDrop}
-	for {
-		err := cl.SetQueueRetryPolicy(ctx, lane.GetNamespace(), lane.GetQueue(), policy)
-		if err == nil {
-			break
-		}
-		if !strings.Contains(err.Error(), "apply version") || time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.UntilTaken(t, 30*time.Second, "set the retry policy", func() error {
+		return cl.SetQueueRetryPolicy(ctx, lane.GetNamespace(), lane.GetQueue(), policy)
+	})
 	if _, err := cl.Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "flaky", PayloadJson: `{}`}); err != nil {
 		t.Fatal(err)
 	}

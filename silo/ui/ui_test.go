@@ -17,6 +17,7 @@ import (
 	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/grants"
 	"github.com/orreryhq/orrery/grains/input"
+	"github.com/orreryhq/orrery/internal/testkit"
 	"github.com/orreryhq/orrery/silo"
 )
 
@@ -179,17 +180,10 @@ func TestUIFiltersSchedulesByLabel(t *testing.T) {
 			client.Every(time.Hour, time.Now().Add(time.Hour)), `{}`)
 		def.Labels = map[string]string{"team": team}
 		// Labels need apply version 10, which the partition takes once its leader has opened.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testkit.UntilTaken(t, 30*time.Second, "configure "+team, func() error {
 			_, err := s.Client().ConfigureSchedule(ctx, def, 0)
-			if err == nil {
-				break
-			}
-			if !strings.Contains(err.Error(), "apply version") || time.Now().After(deadline) {
-				t.Fatalf("configure %s: %v", team, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err
+		})
 		ids = append(ids, def.GetScheduleId())
 	}
 	b.open("http://" + s.AdminAddress() + "/")
@@ -360,17 +354,7 @@ func TestUIListsCalendars(t *testing.T) {
 		ExcludedDates: []string{"2026-12-25"}, ExcludedRanges: []*orreryv1.CalendarDateRange{{From: "2026-12-27", To: "2026-12-31"}},
 		ExcludedCrons: []string{"* * 0-5 * * *"}, Description: "winter break"}
 	// Calendars need apply version 17, which each partition takes once its leader has opened.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := s.Client().PutCalendar(ctx, cal)
-		if err == nil {
-			break
-		}
-		if !strings.Contains(err.Error(), "apply version") || time.Now().After(deadline) {
-			t.Fatalf("put calendar: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.UntilTaken(t, 30*time.Second, "put calendar", func() error { return s.Client().PutCalendar(ctx, cal) })
 	b.open("http://" + s.AdminAddress() + "/")
 	b.typeInto("#token", testToken)
 	b.click("#token-form button[type=submit]")
@@ -391,17 +375,10 @@ func TestUIShowsAMessagesPriority(t *testing.T) {
 	defer cancel()
 	lane := &orreryv1.Lane{Namespace: "ui-priority", Queue: "jobs", Key: "k1"}
 	// Priorities need apply version 20, which each partition takes once its leader has opened.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.UntilTaken(t, 30*time.Second, "enqueue urgent", func() error {
 		_, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "urgent", PayloadJson: `{}`, Priority: 8})
-		if err == nil {
-			break
-		}
-		if !strings.Contains(err.Error(), "apply version") || time.Now().After(deadline) {
-			t.Fatalf("enqueue: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 	if _, err := s.Client().Enqueue(ctx, &orreryv1.Enqueue{Lane: lane, Id: "routine", PayloadJson: `{}`}); err != nil {
 		t.Fatal(err)
 	}
