@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -59,5 +60,42 @@ func TestABusyGroupSitsOutRoundsWhileTheOthersGoOn(t *testing.T) {
 	c.settle()
 	if got := commands(r.appliedOf(0)); !slices.Equal(got, []string{"first", "second"}) {
 		t.Fatalf("group 0 applied %q once its apply ended, want [first second]", got)
+	}
+}
+
+// A snapshot the leader must send while its group is still applying the entries the same
+// round handed over is sent by a round after those applies end, read at the applied index
+// Groups recorded: the far-behind follower installs it and catches up.
+func TestASnapshotAskedForWhileTheGroupAppliesIsSentOnceItHasApplied(t *testing.T) {
+	c := newClusterCompacting(t, 3, 1, 12, snapshotBound)
+	leader := c.awaitLeader(0, electionBound)
+	want := c.proposeMany(0, "before", 3)
+	victim := c.follower(0)
+	c.net.Isolate(victim.id)
+	want = append(want, c.proposeMany(0, "while-cut", 3*snapshotBound)...)
+	if l := c.awaitLeader(0, electionBound); l != leader {
+		t.Fatalf("the leader changed while the follower was cut off")
+	}
+	leader.mu.Lock()
+	leader.deferGroups = map[int]bool{0: true}
+	leader.mu.Unlock()
+	c.net.Rejoin(victim.id)
+	for i := 0; leader.driver.snapshotsDeferred == 0; i++ {
+		if i > 3*electionBound {
+			t.Fatal("the leader sent every snapshot at once: none was asked for while its group applied")
+		}
+		c.propose(0, fmt.Sprintf("during-%d", i))
+		want = append(want, fmt.Sprintf("during-%d", i))
+		for _, r := range c.replicas {
+			if _, err := r.driver.RunRound(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.net.Deliver(c.receiver)
+		c.tick()
+	}
+	c.awaitApplied(t, 0, want, 3*electionBound)
+	if victim.installsOf(0) == 0 {
+		t.Fatal("the victim caught up without installing a snapshot")
 	}
 }

@@ -56,9 +56,10 @@ type Driver struct {
 	leads atomic.Pointer[map[int]Lead]
 	// applies are the committed entries handed to the state machine and not yet applied.
 	applies *applies
-	// snapshots are the snapshot sends a round deferred until their groups' applies end;
-	// only the driver's goroutine touches them.
-	snapshots []SnapshotSend
+	// snapshots are the snapshot sends a round deferred until their groups' applies end, and
+	// snapshotsDeferred counts them; only the driver's goroutine touches them.
+	snapshots         []SnapshotSend
+	snapshotsDeferred int
 }
 
 // RoundTiming is what one round the driver performed took, as its clock measured it.
@@ -432,6 +433,7 @@ func (d *Driver) RunRound() (bool, error) {
 	for _, s := range round.Snapshots {
 		if d.applies.busy(s.Group) {
 			d.snapshots = append(d.snapshots, s)
+			d.snapshotsDeferred++
 			continue
 		}
 		d.sendSnapshot(s)
