@@ -2,12 +2,13 @@ package persistence
 
 import "sync/atomic"
 
-// WriteCounts are the keys and bytes the store wrote since it opened, in two parts: what the
-// partitions' applies wrote to their states (each key set or deleted, the applied mark
-// included) and what the Raft rounds appended to the log (entries and hard states). Bytes
-// count keys and values as stored (a delete counts its key), before Badger's own copies (its
-// write-ahead log, memtable flushes and compactions). They are what one occurrence costs the
-// store, once divided by the occurrences of a run.
+// WriteCounts are the writes the store made since it opened, in two parts: the sets and
+// deletes of the partitions' applies on their states (the applied mark included; a key set
+// twice in one apply counts twice, though Badger keeps the last) and what the Raft rounds
+// appended to the log (entries and hard states). Bytes count keys and values as stored (a
+// delete counts its key), before Badger's own copies (its write-ahead log, memtable flushes
+// and compactions). They are what one occurrence costs the store, once divided by the
+// occurrences of a run.
 type WriteCounts struct {
 	StateKeys, StateBytes uint64
 	LogKeys, LogBytes     uint64

@@ -217,7 +217,7 @@ var (
 	descStoreRefused = prometheus.NewDesc("orrery_store_refused_commands_total",
 		"Commands refused because the silo store's disk was below its free-space floor.", nil, nil)
 	descStoreWrittenKeys = prometheus.NewDesc("orrery_store_written_keys_total",
-		"Keys the silo store wrote since it opened: set or deleted by the partitions' applies (part=\"state\", applied marks included) or appended by the Raft rounds (part=\"raft_log\": entries, hard states).", []string{"part"}, nil)
+		"Writes the silo store made since it opened: the sets and deletes of the partitions' applies (part=\"state\", applied marks included, a key set twice in one apply counted twice) and the Raft rounds' appends (part=\"raft_log\": entries, hard states).", []string{"part"}, nil)
 	descStoreWrittenBytes = prometheus.NewDesc("orrery_store_written_bytes_total",
 		"Bytes of keys and values the silo store wrote since it opened, as orrery_store_written_keys_total counts them, before the store's own copies (write-ahead log, flushes, compactions).", []string{"part"}, nil)
 
