@@ -37,6 +37,7 @@ func BenchmarkBurst(b *testing.B) {
 			}})
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
+		writesFrom := s.StoreWrites()
 		time.Sleep(time.Until(base.Add(window)))
 		// Wait for the window's last burst to be handled, at most grace.
 		want := schedules * seconds
@@ -54,6 +55,7 @@ func BenchmarkBurst(b *testing.B) {
 		if err := <-done; err != nil {
 			b.Fatalf("worker: %v", err)
 		}
+		written := s.StoreWrites().Sub(writesFrom)
 		times.mu.Lock()
 		duplicates, misses := 0, 0
 		type dueKey struct {
@@ -76,7 +78,7 @@ func BenchmarkBurst(b *testing.B) {
 			}
 		}
 		p50, p99, pmax := percentiles(times.late)
-		early := times.early
+		early, handledCount := times.early, len(times.late)
 		times.mu.Unlock()
 		b.ReportMetric(p50, "p50-handler-lateness-ms")
 		b.ReportMetric(p99, "p99-handler-lateness-ms")
@@ -84,6 +86,7 @@ func BenchmarkBurst(b *testing.B) {
 		b.ReportMetric(float64(early), "early")
 		b.ReportMetric(float64(duplicates), "duplicates")
 		b.ReportMetric(float64(misses), "misses")
+		reportWrites(b, written, handledCount)
 		if early != 0 || duplicates != 0 || misses != 0 {
 			b.Fatalf("%d occurrences handled or enqueued early, %d handled twice, %d of %d due in the window never handled", early, duplicates, misses, want)
 		}

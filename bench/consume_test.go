@@ -164,9 +164,9 @@ func BenchmarkConsume(b *testing.B) {
 		}()
 
 		time.Sleep(warmUp)
-		fromCompleted, fromEnqueued, from := completed.Load(), enqueued.Load(), time.Now()
+		fromCompleted, fromEnqueued, from, writesFrom := completed.Load(), enqueued.Load(), time.Now(), s.StoreWrites()
 		time.Sleep(window)
-		toCompleted, toEnqueued, elapsed := completed.Load(), enqueued.Load(), time.Since(from)
+		toCompleted, toEnqueued, elapsed, written := completed.Load(), enqueued.Load(), time.Since(from), s.StoreWrites().Sub(writesFrom)
 		close(stopSampling)
 		<-sampled
 		close(stopProducing)
@@ -198,6 +198,7 @@ func BenchmarkConsume(b *testing.B) {
 		b.ReportMetric(float64(peakHeap)/(1<<20), "heap-MB")
 		b.ReportMetric(float64(maxLog.Load()), "backlog-max")
 		b.ReportMetric(float64(duplicates), "duplicates")
+		reportWrites(b, written, int(toCompleted-fromCompleted))
 		if duplicates != 0 {
 			b.Fatalf("%d messages were handled more than once", duplicates)
 		}

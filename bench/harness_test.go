@@ -21,6 +21,7 @@ import (
 	"github.com/orreryhq/orrery/grains/input"
 	"github.com/orreryhq/orrery/grains/kv"
 	"github.com/orreryhq/orrery/grains/route"
+	"github.com/orreryhq/orrery/persistence"
 	"github.com/orreryhq/orrery/silo"
 )
 
@@ -49,6 +50,21 @@ func startSilo(b *testing.B, dir string) *silo.Silo {
 	}
 	b.Cleanup(s.Stop)
 	return s
+}
+
+// reportWrites reports what the silo store wrote per occurrence: written is the store's
+// writes over a run (persistence.WriteCounts) that carried occurrences occurrences through
+// their lives (enqueue, lease, ack).
+func reportWrites(b *testing.B, written persistence.WriteCounts, occurrences int) {
+	b.Helper()
+	if occurrences <= 0 {
+		return
+	}
+	per := func(v uint64) float64 { return float64(v) / float64(occurrences) }
+	b.ReportMetric(per(written.StateKeys), "state-keys/occurrence")
+	b.ReportMetric(per(written.StateBytes), "state-B/occurrence")
+	b.ReportMetric(per(written.LogKeys), "log-keys/occurrence")
+	b.ReportMetric(per(written.LogBytes), "log-B/occurrence")
 }
 
 // laneFor returns a lane whose key routes to partition n, distinct per i.

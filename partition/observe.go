@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"github.com/orreryhq/orrery/persistence"
 	"time"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
@@ -101,6 +102,10 @@ func (h *Host) DueHeadEntries(n int) int {
 
 // DiskBytes is the size of the silo store's files (persistence.SiloStore.DiskBytes).
 func (h *Host) DiskBytes() (int64, error) { return h.store.DiskBytes() }
+
+// Written is what the silo store's applies and Raft rounds have written since it opened
+// (persistence.SiloStore.Written).
+func (h *Host) Written() persistence.WriteCounts { return h.store.Written() }
 
 // FreeDiskBytes is the space available on the silo store's disk
 // (persistence.SiloStore.FreeDiskBytes).

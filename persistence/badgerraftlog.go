@@ -39,6 +39,9 @@ type BadgerRaftLog struct {
 	tailBytes int
 	// storeReads counts the Entries calls that read Badger (for tests).
 	storeReads atomic.Int64
+	// setKeys and setBytes count what set wrote since a persist began (SiloStore.Written);
+	// only writers, which hold writeMu, touch them.
+	setKeys, setBytes int
 }
 
 var _ RaftLog = (*BadgerRaftLog)(nil)
@@ -234,6 +237,7 @@ func (l *BadgerRaftLog) persist(writes []RaftWrite) (stale []entryRange, err err
 	defer s.lifeMu.RUnlock()
 	next := map[int]raftBounds{}
 	tails := map[int]raftTail{}
+	l.setKeys, l.setBytes = 0, 0
 	sync := false
 	for _, w := range writes {
 		b := l.groups[w.Group]
@@ -283,6 +287,7 @@ func (l *BadgerRaftLog) persist(writes []RaftWrite) (stale []entryRange, err err
 	if err != nil {
 		return nil, err
 	}
+	s.written.addLog(l.setKeys, l.setBytes)
 	l.publish(at, next, tails)
 	return stale, nil
 }
@@ -341,7 +346,8 @@ func (l *BadgerRaftLog) persistEntries(txn *badger.Txn, group int, ents []*raftp
 	return b, nil
 }
 
-// set writes m under key, refusing a value the LSM tree would not keep inline.
+// set writes m under key, refusing a value the LSM tree would not keep inline. The caller
+// holds writeMu.
 func (l *BadgerRaftLog) set(txn *badger.Txn, key []byte, m proto.Message) error {
 	value, err := proto.Marshal(m)
 	if err != nil {
@@ -350,7 +356,11 @@ func (l *BadgerRaftLog) set(txn *badger.Txn, key []byte, m proto.Message) error 
 	if limit := l.store.opts.ValueThresholdBytes - 1; int64(len(value)) > limit {
 		return fmt.Errorf("%w: %d bytes, the largest is %d", ErrValueTooBig, len(value), limit)
 	}
-	return txn.Set(key, value)
+	if err := txn.Set(key, value); err != nil {
+		return err
+	}
+	l.setKeys, l.setBytes = l.setKeys+1, l.setBytes+len(key)+len(value)
+	return nil
 }
 
 func setTruncated(txn *badger.Txn, group int, index, term uint64) error {

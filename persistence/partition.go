@@ -165,7 +165,8 @@ func (p *PartitionState) Apply(mark AppliedMark, fn func(txn *Txn) error) error 
 	if t.writeErr != nil {
 		return t.writeErr
 	}
-	if err := btxn.Set(p.appliedKey, encodeMark(mark)); err != nil {
+	encoded := encodeMark(mark)
+	if err := btxn.Set(p.appliedKey, encoded); err != nil {
 		if errors.Is(err, badger.ErrTxnTooBig) {
 			return s.errBatchTooBig(err)
 		}
@@ -174,6 +175,7 @@ func (p *PartitionState) Apply(mark AppliedMark, fn func(txn *Txn) error) error 
 	if _, err := s.commit(btxn); err != nil {
 		return err
 	}
+	s.written.addState(t.keys+1, t.bytes+len(p.appliedKey)+len(encoded))
 	p.applied.Store(&mark)
 	return nil
 }

@@ -53,6 +53,9 @@ type SiloStore struct {
 	// lifeMu guards closed: calls that use db hold it shared, Close holds it exclusively.
 	lifeMu sync.RWMutex
 	closed bool
+
+	// written counts what the applies and the Raft rounds wrote (Written).
+	written writeCounters
 }
 
 // OpenSiloStore opens the silo store in dir (SiloStoreDir), creating it if needed. The first

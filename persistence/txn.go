@@ -37,6 +37,8 @@ type Txn struct {
 	// writeErr is the first refused write: a batch that lost a write never commits, even if
 	// fn ignored the error.
 	writeErr error
+	// keys and bytes count the writes made (SiloStore.Written), keys as stored.
+	keys, bytes int
 }
 
 var _ kv.View = (*Txn)(nil)
@@ -69,9 +71,11 @@ func (t *Txn) Set(key, value []byte) error {
 			"partition %d: value of %d bytes under key %q; the largest is %d bytes",
 			t.state.n, len(value), key, t.state.MaxValueBytes()))
 	}
-	if err := t.txn.Set(t.key(key), value); err != nil {
+	stored := t.key(key)
+	if err := t.txn.Set(stored, value); err != nil {
 		return t.writeError(err, key)
 	}
+	t.keys, t.bytes = t.keys+1, t.bytes+len(stored)+len(value)
 	return nil
 }
 
@@ -80,9 +84,11 @@ func (t *Txn) Delete(key []byte) error {
 	if len(key) == 0 {
 		return t.refuse(orrery.Errorf(orrery.CodeInternal, "empty key"))
 	}
-	if err := t.txn.Delete(t.key(key)); err != nil {
+	stored := t.key(key)
+	if err := t.txn.Delete(stored); err != nil {
 		return t.writeError(err, key)
 	}
+	t.keys, t.bytes = t.keys+1, t.bytes+len(stored)
 	return nil
 }
 

@@ -216,6 +216,10 @@ var (
 	descStoreFree    = prometheus.NewDesc("orrery_store_free_disk_bytes", "Free space on the silo store's disk.", nil, nil)
 	descStoreRefused = prometheus.NewDesc("orrery_store_refused_commands_total",
 		"Commands refused because the silo store's disk was below its free-space floor.", nil, nil)
+	descStoreWrittenKeys = prometheus.NewDesc("orrery_store_written_keys_total",
+		"Writes the silo store made since it opened: the sets and deletes of the partitions' applies (part=\"state\", applied marks included, a key set twice in one apply counted twice) and the Raft rounds' appends (part=\"raft_log\": entries, hard states).", []string{"part"}, nil)
+	descStoreWrittenBytes = prometheus.NewDesc("orrery_store_written_bytes_total",
+		"Bytes of keys and values the silo store wrote since it opened, as orrery_store_written_keys_total counts them, before the store's own copies (write-ahead log, flushes, compactions).", []string{"part"}, nil)
 
 	descCoordRounds   = prometheus.NewDesc("orrery_due_coordinator_rounds_total", "Partition services of the due coordinator.", nil, nil)
 	descCoordScans    = prometheus.NewDesc("orrery_due_coordinator_scans_total", "ScanDue calls of the due coordinator.", nil, nil)
@@ -252,7 +256,7 @@ func (c *siloCollector) Describe(ch chan<- *prometheus.Desc) {
 		descQueueVisible, descQueueLeased, descQueueDelayed, descQueueDead, descQueueOldest, descQueueIncomplete,
 		descQueuesOmitted, descQueueErrors,
 		descRaftnetBatches, descRaftnetSent, descRaftnetDropped, descRaftnetFaulted, descRaftnetReceived,
-		descStoreDisk, descStoreFree, descStoreRefused,
+		descStoreDisk, descStoreFree, descStoreRefused, descStoreWrittenKeys, descStoreWrittenBytes,
 		descCoordRounds, descCoordScans, descCoordCommands, descCoordRefs, descCoordStale,
 		descCoordSkipped, descCoordRetries, descCoordErrors, descCoordOwned,
 		descLate, descFailing, descLivenessChanges, descNoQuorum, descQuorumChanges, descMemberRejoins, descMemberRejoining, descOtherBuilds,
@@ -338,6 +342,11 @@ func (c *siloCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(descStoreFree, err)
 	}
 	counter(descStoreRefused, s.host.RefusedBelowFloor())
+	written := s.host.Written()
+	counter(descStoreWrittenKeys, written.StateKeys, "state")
+	counter(descStoreWrittenKeys, written.LogKeys, "raft_log")
+	counter(descStoreWrittenBytes, written.StateBytes, "state")
+	counter(descStoreWrittenBytes, written.LogBytes, "raft_log")
 	if coord := s.coord.Load(); coord != nil {
 		cs := coord.Stats()
 		counter(descCoordRounds, cs.Rounds)

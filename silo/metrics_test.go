@@ -123,6 +123,22 @@ func TestMetricsMoveDuringAWorkload(t *testing.T) {
 	if got := before.sum(t, "orrery_store_disk_bytes"); got <= 0 {
 		t.Fatalf("store disk bytes %v, want positive", got)
 	}
+	for _, part := range []string{"state", "raft_log"} {
+		var keys, bytes float64
+		for _, m := range before.samples(t, "orrery_store_written_keys_total") {
+			if labelOf(m, "part") == part {
+				keys = m.GetCounter().GetValue()
+			}
+		}
+		for _, m := range before.samples(t, "orrery_store_written_bytes_total") {
+			if labelOf(m, "part") == part {
+				bytes = m.GetCounter().GetValue()
+			}
+		}
+		if keys <= 0 || bytes <= keys {
+			t.Fatalf("store writes of part %s after the silo's start (grants, elections): %v keys, %v bytes; want some of each", part, keys, bytes)
+		}
+	}
 
 	if got := before.sum(t, "orrery_schedule_occurrences_enqueued_total"); got != 0 || len(before.samples(t, "orrery_schedule_occurrences_enqueued_total")) != 1 {
 		t.Fatalf("schedule series before any occurrence: %v", before["orrery_schedule_occurrences_enqueued_total"])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/orreryhq/orrery/persistence"
 	"log/slog"
 	"maps"
 	"net"
@@ -302,6 +303,11 @@ func (s *Silo) Err() error {
 	s.stopCauseMu.Unlock()
 	return cause
 }
+
+// StoreWrites is what the silo store's applies and Raft rounds have written since the silo
+// started (persistence.WriteCounts): divided by the occurrences of a run, the store's cost of
+// one.
+func (s *Silo) StoreWrites() persistence.WriteCounts { return s.host.Written() }
 
 // CoordinatorStats returns the due coordinator's counters and per-partition view.
 func (s *Silo) CoordinatorStats() duecoordinator.Stats { return s.coord.Load().Stats() }

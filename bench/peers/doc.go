@@ -26,7 +26,11 @@
 // the histograms' buckets) of each stage of an occurrence's life the silo times: due →
 // enqueued (orrery_occurrence_enqueue_lateness_seconds), the due command, the long poll's lease,
 // other commands, the Raft apply stage, rounds and persists (orrery_partition_stage_seconds,
-// orrery_raft_round_seconds, orrery_raft_persist_seconds). -sides orrery runs Orrery alone (no
+// orrery_raft_round_seconds, orrery_raft_persist_seconds), and the keys and bytes the silo
+// store wrote per occurrence, its partitions' states and its Raft log apart
+// (orrery_store_written_keys_total, orrery_store_written_bytes_total): in A from before the
+// timers are created to the end, per timer; in B over the run, per handled message; in C from
+// after the schedules are created to the end, per expected occurrence. -sides orrery runs Orrery alone (no
 // PostgreSQL is needed then, and the table has no ratios): for iterating on a change, never for
 // a figure beside River.
 //

@@ -198,6 +198,7 @@ func orreryTimers(ctx context.Context, c *client.Client, s *siloProcess, cfg wor
 		}
 		return nil
 	})
+	writesBefore := siloWrites(ctx, s.admin)
 	created := time.Now()
 	due := timerDueInstants(created, cfg)
 	book.set(due)
@@ -215,7 +216,8 @@ func orreryTimers(ctx context.Context, c *client.Client, s *siloProcess, cfg wor
 		return nil, "", err
 	}
 	sum := rec.summary(indexes(n))
-	return sum.metrics("A"), timersNote(sum, n, created, creation, due[0], mem.stop()), nil
+	writes := writesNote(writesBefore, siloWrites(ctx, s.admin), n)
+	return sum.metrics("A"), timersNote(sum, n, created, creation, due[0], mem.stop()) + "\n    " + writes, nil
 }
 
 // orreryConsume is workload B: already-due messages enqueued in Batch commands and consumed by
@@ -238,6 +240,7 @@ func orreryConsume(ctx context.Context, c *client.Client, s *siloProcess, cfg wo
 		return nil
 	})
 	mem := sampleMemory(s.pids)
+	writesBefore := siloWrites(ctx, s.admin)
 	var producers sync.WaitGroup
 	produceErrs := make(chan error, partitions)
 	for n := range partitions {
@@ -284,6 +287,7 @@ func orreryConsume(ctx context.Context, c *client.Client, s *siloProcess, cfg wo
 		return nil, "", err
 	}
 	handled, dup := loop.handledAndDuplicates()
+	writes := writesNote(writesBefore, siloWrites(ctx, s.admin), handled)
 	remaining, err := liveMessages(ctx, c, lanes)
 	if err != nil {
 		return nil, "", err
@@ -293,8 +297,8 @@ func orreryConsume(ctx context.Context, c *client.Client, s *siloProcess, cfg wo
 		durability = fmt.Sprintf("ACKS NOT DURABLE: the lanes hold %d messages, enqueued − handled = %d", remaining, want)
 	}
 	return metrics{"B.rate": rate, "B.mem": peak},
-		fmt.Sprintf("%s completions/s, server peak PSS %s MiB; %d duplicates, backlog max %d; %s",
-			num(rate, 0), num(peak, 0), dup, loop.maxBacklog.Load(), durability), nil
+		fmt.Sprintf("%s completions/s, server peak PSS %s MiB; %d duplicates, backlog max %d; %s\n    %s (per handled message; the messages still enqueued at the end add theirs)",
+			num(rate, 0), num(peak, 0), dup, loop.maxBacklog.Load(), durability, writes), nil
 }
 
 // liveMessages counts the messages lanes hold.
@@ -345,6 +349,7 @@ func orreryBurst(ctx context.Context, c *client.Client, s *siloProcess, cfg work
 	}
 	err := configureAll(ctx, c, defs)
 	creation := time.Since(created)
+	writesBefore := siloWrites(ctx, s.admin)
 	expected := expectedOccurrences(n, cfg.seconds, base)
 	if err == nil {
 		end := base.Add(time.Duration(cfg.seconds) * time.Second)
@@ -354,5 +359,6 @@ func orreryBurst(ctx context.Context, c *client.Client, s *siloProcess, cfg work
 		return nil, "", err
 	}
 	sum := rec.summary(expected)
-	return sum.metrics("C"), burstNote(sum, n, created, creation, base, mem.stop()), nil
+	writes := writesNote(writesBefore, siloWrites(ctx, s.admin), len(expected))
+	return sum.metrics("C"), burstNote(sum, n, created, creation, base, mem.stop()) + "\n    " + writes, nil
 }

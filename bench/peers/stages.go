@@ -33,24 +33,9 @@ var stageSeries = []struct{ label, family, stage string }{
 // stageSeries as p50/p99 in milliseconds (estimated within the histogram's buckets) with its
 // count. A series the silo does not export is left out.
 func siloStages(ctx context.Context, admin string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
+	families, err := siloMetrics(ctx, admin)
 	if err != nil {
 		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return "", fmt.Errorf("parse /metrics: %w", err)
 	}
 	var parts []string
 	for _, s := range stageSeries {
@@ -96,4 +81,65 @@ func bucketQuantile(h *dto.Histogram, q float64) float64 {
 		lower, below = b.GetUpperBound(), b.GetCumulativeCount()
 	}
 	return lower
+}
+
+// siloMetrics reads and parses the silo's /metrics at admin.
+func siloMetrics(ctx context.Context, admin string) (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse /metrics: %w", err)
+	}
+	return families, nil
+}
+
+// storeWrites is the silo store's written keys and bytes (orrery_store_written_keys_total and
+// orrery_store_written_bytes_total), by part: "state" and "raft_log".
+type storeWrites map[string]float64
+
+// siloWrites reads the silo's storeWrites; nil when it cannot (the note then says so).
+func siloWrites(ctx context.Context, admin string) storeWrites {
+	families, err := siloMetrics(ctx, admin)
+	if err != nil {
+		return nil
+	}
+	w := storeWrites{}
+	for family, unit := range map[string]string{"orrery_store_written_keys_total": "keys", "orrery_store_written_bytes_total": "bytes"} {
+		for _, m := range families[family].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "part" {
+					w[l.GetValue()+" "+unit] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if len(w) == 0 {
+		return nil
+	}
+	return w
+}
+
+// writesNote describes what the store wrote from before to after per occurrence (of
+// occurrences), state and Raft log apart.
+func writesNote(before, after storeWrites, occurrences int) string {
+	if before == nil || after == nil || occurrences <= 0 {
+		return "store writes per occurrence unavailable"
+	}
+	per := func(key string) float64 { return (after[key] - before[key]) / float64(occurrences) }
+	return fmt.Sprintf("store writes per occurrence: state %.1f keys / %.0f B, Raft log %.1f keys / %.0f B",
+		per("state keys"), per("state bytes"), per("raft_log keys"), per("raft_log bytes"))
 }
