@@ -25,10 +25,10 @@
 // write, committed once a quorum of the group has persisted it (a sole voter counts its own
 // append once the round that wrote it is done) and applied by the partition's state machine:
 // each round's entries of one partition in one transaction (split when it would exceed the
-// store's limit), each at its own logged time, with the partition's applied mark. The groups of
-// a round apply at the same time, each on its state machine's goroutine, while the next round
-// persists; that next round waits for them before its own applies
-// (replication.StateMachine.AwaitApplied). The grain answers a command from its entry's apply
+// store's limit), each at its own logged time, with the partition's applied mark. Partitions
+// apply at the same time, each on its state machine's goroutine, while the next rounds
+// persist; a partition whose entries are still applying sits out the Raft rounds until they
+// have (the driver's barrier is per group), and the others' go on. The grain answers a command from its entry's apply
 // result; a proposal that loses its term is answered Unavailable, and so is everything in
 // flight when the host fails (a failed write or apply: the silo stops and the next start
 // applies again from the log). A retry with the same command id is an entry too, and the

@@ -111,12 +111,6 @@ type Host struct {
 	belowFloor        atomic.Bool
 	refusedBelowFloor atomic.Uint64
 
-	// applying counts the Apply calls of the round whose entries are not applied yet, and
-	// applyErr is the first of them to fail (see AwaitApplied).
-	applying sync.WaitGroup
-	applyMu  sync.Mutex
-	applyErr error
-
 	failOnce sync.Once
 	failed   chan struct{}
 	failErr  error
@@ -472,35 +466,13 @@ func (h *Host) term(n int) uint64 {
 }
 
 // Apply implements replication.StateMachine: it hands each group's committed entries to its
-// state machine, which applies them in order on its own goroutine, so the groups of a round
-// apply at the same time and while the next round persists.
-func (h *Host) Apply(c replication.Committed) error {
+// state machine, which applies them in order on its own goroutine and then calls applied, so
+// groups apply at the same time and while the next rounds persist.
+func (h *Host) Apply(c replication.Committed, applied func(error)) error {
 	if len(c.Entries) > 0 {
 		h.cfg.Failpoints.HitEntries(FailpointEntryCommitted, c.Entries)
 	}
-	h.applying.Add(1)
-	err := h.machines[c.Group].enqueue(applyJob{c: c, handed: h.cfg.Clock.Now(), done: func(err error) {
-		if err != nil {
-			h.applyMu.Lock()
-			if h.applyErr == nil {
-				h.applyErr = err
-			}
-			h.applyMu.Unlock()
-		}
-		h.applying.Done()
-	}})
-	if err != nil {
-		h.applying.Done()
-	}
-	return err
-}
-
-// AwaitApplied implements replication.StateMachine: it waits for the applies handed over.
-func (h *Host) AwaitApplied() error {
-	h.applying.Wait()
-	h.applyMu.Lock()
-	defer h.applyMu.Unlock()
-	return h.applyErr
+	return h.machines[c.Group].enqueue(applyJob{c: c, handed: h.cfg.Clock.Now(), done: applied})
 }
 
 // Snapshot implements replication.StateMachine: a consistent read of partition group's state

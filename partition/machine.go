@@ -181,8 +181,9 @@ func (m *machine) run() {
 // after the entries handed to it before: the warm cache and the floors belong to that
 // goroutine, and describe the old state, so they are replaced there, and the grain hears of
 // the new state (stateReplaced) before the results of any entry applied on it. The Raft driver
-// calls it before it persists a round, after the previous round's AwaitApplied, so no apply
-// is waiting anyway; going through the apply goroutine keeps the reset safe regardless.
+// calls it before it persists a round, and only while the group has no entries applying (its
+// barrier is per group), so no apply is waiting anyway; going through the apply goroutine
+// keeps the reset safe regardless.
 func (m *machine) install(mark persistence.AppliedMark, chunks replication.Chunks) error {
 	result := make(chan error, 1)
 	job := applyJob{done: func(err error) { result <- err }, install: func() error {

@@ -11,7 +11,7 @@
 // and reads no clock: time enters as Tick (one Raft tick for every group) and as the now passed
 // to Propose. A round is
 //
-//	round, err := groups.Ready()             // every group with work
+//	round, err := groups.Ready(busy)         // every group with work, but the busy ones
 //	install(round.Restores)                  // 0. accepted snapshots' states (below)
 //	durable, appended := round.splitDurable()
 //	apply(durable)                           // 1. committed entries a previous round persisted
@@ -37,6 +37,14 @@
 // committed and in the log, and Open does not hand them out again. Advance applies conf-change
 // entries (ApplyConfChange is always called) and records the applied index, term and logged
 // time.
+//
+// The barrier is per group. The StateMachine applies asynchronously and reports each
+// hand-over applied; a group with entries still applying is busy, and the driver leaves it out
+// of its rounds (Ready's skip), with any snapshot stepped in or rebuild for it, until they
+// have applied. So a group's next round, Advance, compactions and snapshots come after its own
+// applies, as in the etcd raft order, while the other groups' rounds go on: one group's long
+// apply delays only that group's next commit. A snapshot a round asks for while its group is
+// busy is sent by the first round after the group's applies end.
 //
 // # Logged time and proposals
 //
@@ -81,11 +89,10 @@
 // whose term this replica no longer leads fails its calls with ErrNotLeader, so neither Raft
 // nor the driver holds more than one unconfirmed request per group. A confirmed request waits
 // for the state: the StateMachine applies asynchronously, so "applied" is not Groups'
-// applied index, which Advance moves as soon as the entries are handed to Apply, but what an
-// AwaitApplied that returned afterwards covers. The driver numbers its rounds; a confirmed
-// request records the round at whose Advance Groups' applied index reached C, and is
-// answered once an AwaitApplied called after that round returned: the next round's, or, when
-// no round follows, one the driver calls for it. A call whose ctx ends first fails with
+// applied index, which Advance moves as soon as the entries are handed to Apply, but that
+// index once the group is no longer busy (every hand-over up to it reported applied). The
+// driver answers confirmed requests in every round it runs, and the end of an apply wakes
+// it. A call whose ctx ends first fails with
 // DeadlineExceeded (or Unavailable when canceled) and leaves its request to settle alone.
 //
 // # Log compaction

@@ -54,6 +54,12 @@ type Driver struct {
 	observer atomic.Pointer[func(RoundTiming)]
 	// leads is every hosted group's Lead as of the last round (or Open), for Lead.
 	leads atomic.Pointer[map[int]Lead]
+	// applies are the committed entries handed to the state machine and not yet applied.
+	applies *applies
+	// snapshots are the snapshot sends a round deferred until their groups' applies end, and
+	// snapshotsDeferred counts them; only the driver's goroutine touches them.
+	snapshots         []SnapshotSend
+	snapshotsDeferred int
 }
 
 // RoundTiming is what one round the driver performed took, as its clock measured it.
@@ -86,7 +92,9 @@ func NewDriver(cfg DriverConfig) *Driver {
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = 100 * time.Millisecond
 	}
-	return &Driver{cfg: cfg, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	d := &Driver{cfg: cfg, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	d.applies = newApplies(d.signal)
+	return d
 }
 
 // Start runs the loop on a goroutine of its own until Stop or a fatal error. Call it once.
@@ -211,13 +219,22 @@ func (d *Driver) ReceiveSnapshot(in InboundSnapshot) {
 // replaces its group's (StateMachine.Install at the header's index and logged time) and the
 // group reopens from its log above that index. One refused (ErrRebuildLeader,
 // ErrRebuildTooOld, an unknown group) or whose chunks fail leaves the state as it was; its
-// Done says why. It runs at the start of a round, when none is outstanding.
-func (d *Driver) rebuild() error {
+// Done says why. It runs at the start of a round, when none is outstanding; a rebuild of a
+// group whose entries are still applying waits for a round after they have.
+func (d *Driver) rebuild(busy map[int]bool) error {
 	d.mu.Lock()
 	rebuilds := d.rebuilds
 	d.rebuilds = nil
+	for _, in := range rebuilds {
+		if busy[in.Group] {
+			d.rebuilds = append(d.rebuilds, in)
+		}
+	}
 	d.mu.Unlock()
 	for _, in := range rebuilds {
+		if busy[in.Group] {
+			continue
+		}
 		meta, err := snapshotMeta(in.Raft.GetSnapshot())
 		if err == nil {
 			d.mu.Lock()
@@ -301,16 +318,22 @@ var ErrSnapshotRefused = errors.New("snapshot refused by raft")
 
 // RunRound performs one round if some group has work, in the etcd raft order: install the
 // states of the snapshots Raft accepted, persist, send, apply and settle, advance; then send
-// the snapshots Raft asked for and compact the logs. Before it collects the round it makes
-// the ReadIndex requests of queued Read calls; after AwaitApplied it answers the confirmed
-// ones whose index the awaited applies reached, and when no group has work but such reads
-// wait for the last round's applies, it awaits them itself. It reports whether there was a
-// round; an error is fatal (never continue after a failed Persist: what reached the disk is
-// unknown).
+// the snapshots Raft asked for and compact the logs. Each group waits for its own applies, not
+// for the others' (see applies): a group whose committed entries are still applying is left
+// out of the round, with the inbound snapshots and rebuilds for it, until they have. Before it
+// collects the round it makes the ReadIndex requests of queued Read calls, and it answers the
+// confirmed ones whose groups have applied through their indexes. It reports whether there was
+// a round; an error is fatal (never continue after a failed Persist or apply: what reached the
+// disk is unknown).
 func (d *Driver) RunRound() (bool, error) {
-	if err := d.rebuild(); err != nil {
+	if err := d.applies.failed(); err != nil {
+		return false, fmt.Errorf("apply raft round: %w", err)
+	}
+	busy := d.applies.busyGroups()
+	if err := d.rebuild(busy); err != nil {
 		return false, err
 	}
+	d.sendDeferredSnapshots(busy)
 	observe := d.observer.Load()
 	var timing RoundTiming
 	var roundStart time.Time
@@ -323,6 +346,10 @@ func (d *Driver) RunRound() (bool, error) {
 	var stepped []InboundSnapshot
 	var refused []refusal
 	for _, in := range inbound {
+		if busy[in.Group] {
+			d.inbound = append(d.inbound, in) // stepped once the group's applies have ended
+			continue
+		}
 		if err := d.cfg.Groups.StepSnapshot(in.Group, in.Raft); err != nil {
 			refused = append(refused, refusal{in, err})
 			continue
@@ -330,14 +357,11 @@ func (d *Driver) RunRound() (bool, error) {
 		stepped = append(stepped, in)
 	}
 	d.issueReads()
-	round, err := d.cfg.Groups.Ready()
-	var roundNo uint64
+	round, err := d.cfg.Groups.Ready(busy)
 	if round != nil {
-		d.reads.rounds++
-		roundNo = d.reads.rounds
 		d.confirmReads(round)
 	}
-	awaitReads := round == nil && d.awaitingApplies()
+	d.answerReads(busy)
 	d.mu.Unlock()
 	for _, r := range refused {
 		r.in.Done(r.err)
@@ -348,15 +372,6 @@ func (d *Driver) RunRound() (bool, error) {
 	if round == nil {
 		for _, in := range stepped {
 			in.Done(ErrSnapshotRefused)
-		}
-		// No round follows to await the last one's applies, which confirmed reads wait for.
-		if awaitReads {
-			if err := d.cfg.StateMachine.AwaitApplied(); err != nil {
-				return false, fmt.Errorf("apply raft round: %w", err)
-			}
-			d.mu.Lock()
-			d.appliedThrough(d.reads.rounds)
-			d.mu.Unlock()
 		}
 		return false, nil
 	}
@@ -369,8 +384,8 @@ func (d *Driver) RunRound() (bool, error) {
 	// rest (a follower's entries that this very round appends) apply after the persist.
 	durable, appended := round.splitDurable()
 	for _, c := range durable {
-		if err := d.cfg.StateMachine.Apply(c); err != nil {
-			return false, fmt.Errorf("apply raft group %d: %w", c.Group, err)
+		if err := d.apply(c); err != nil {
+			return false, err
 		}
 	}
 	if len(round.Writes) > 0 {
@@ -394,18 +409,9 @@ func (d *Driver) RunRound() (bool, error) {
 	for _, out := range round.Messages {
 		d.cfg.Transport.Send(out.To, out.Messages)
 	}
-	// The previous round's applies ran while this round persisted; they end before this
-	// round's appended entries apply, and before this round's snapshots and compactions,
-	// which the previous round's applied indexes bound.
-	if err := d.cfg.StateMachine.AwaitApplied(); err != nil {
-		return false, fmt.Errorf("apply raft round: %w", err)
-	}
-	d.mu.Lock()
-	d.appliedThrough(roundNo - 1)
-	d.mu.Unlock()
 	for _, c := range appended {
-		if err := d.cfg.StateMachine.Apply(c); err != nil {
-			return false, fmt.Errorf("apply raft group %d: %w", c.Group, err)
+		if err := d.apply(c); err != nil {
+			return false, err
 		}
 	}
 	if len(round.Outcomes) > 0 {
@@ -414,16 +420,26 @@ func (d *Driver) RunRound() (bool, error) {
 	d.mu.Lock()
 	err = d.cfg.Groups.Advance(round)
 	if err == nil {
-		d.settleReads(roundNo)
+		d.settleReads()
+		d.answerReads(d.applies.busyGroups())
 	}
 	d.publishLeads()
 	d.mu.Unlock()
 	if err != nil {
 		return true, err
 	}
+	// A snapshot is read from the state at Groups' applied index, so one whose group is still
+	// applying the entries this round handed over waits for a later round.
 	for _, s := range round.Snapshots {
+		if d.applies.busy(s.Group) {
+			d.snapshots = append(d.snapshots, s)
+			d.snapshotsDeferred++
+			continue
+		}
 		d.sendSnapshot(s)
 	}
+	// A compaction reaches no further than the applied index the group had when the round was
+	// collected, which its applies had reached (the group was not busy).
 	for _, c := range round.Compactions {
 		if err := d.cfg.Log.Compact(c.Group, c.Index, c.ConfState); err != nil {
 			return true, fmt.Errorf("compact raft group %d before %d: %w", c.Group, c.Index, err)
@@ -437,6 +453,33 @@ func (d *Driver) RunRound() (bool, error) {
 		(*observe)(timing)
 	}
 	return true, nil
+}
+
+// apply hands c to the state machine, counting it among its group's applies until the state
+// machine reports it applied.
+func (d *Driver) apply(c Committed) error {
+	done := d.applies.handOver(c.Group)
+	if err := d.cfg.StateMachine.Apply(c, done); err != nil {
+		done(nil)
+		return fmt.Errorf("apply raft group %d: %w", c.Group, err)
+	}
+	return nil
+}
+
+// sendDeferredSnapshots sends the snapshots a round deferred whose groups are no longer busy.
+func (d *Driver) sendDeferredSnapshots(busy map[int]bool) {
+	if len(d.snapshots) == 0 {
+		return
+	}
+	waiting := d.snapshots[:0:0]
+	for _, s := range d.snapshots {
+		if busy[s.Group] {
+			waiting = append(waiting, s)
+			continue
+		}
+		d.sendSnapshot(s)
+	}
+	d.snapshots = waiting
 }
 
 // refusal is an inbound snapshot Groups refused to step, and why.

@@ -72,16 +72,18 @@ type replica struct {
 	down   bool // paused: neither ticked, stepped nor run
 	// chunkBytes bounds the chunks of its state snapshots.
 	chunkBytes int
-	// deferApply makes Apply queue the entries and AwaitApplied record them.
-	deferApply bool
+	// deferApply makes Apply queue the entries for finishApplies to record; deferGroups does
+	// for the groups it holds only.
+	deferApply  bool
+	deferGroups map[int]bool
 
 	mu       sync.Mutex
 	events   []event
 	applied  map[int][]Entry // each group's state: its applied entries, by index
 	index    map[int]Applied // what a restart hands Open
 	outcomes []Outcome
-	deferred []Committed // handed to Apply, not yet recorded (deferApply)
-	installs map[int]int // snapshots installed, per group
+	deferred []deferredApply // handed to Apply, not yet recorded (deferApply)
+	installs map[int]int     // snapshots installed, per group
 	// Crash points a test arms: Install crashes after reading crashInstallAfter chunks (when
 	// not negative); the Persist of a round that restores a snapshot crashes when
 	// crashBeforeRestorePersist. crashed is set once one fired: the harness then stops running
@@ -277,6 +279,9 @@ func (c *cluster) settle() {
 				continue
 			}
 			for {
+				if r.finishApplies() {
+					moved = true
+				}
 				did, err := r.driver.RunRound()
 				if err != nil && r.isCrashed() {
 					r.down = true

@@ -14,11 +14,11 @@ import (
 var ErrDriverStopped = errors.New("replication driver stopped")
 
 // Read returns nil once group's state can be read by this replica as its leader: every entry
-// committed before Read was called has been applied to the StateMachine (AwaitApplied
-// returned for it). It is the ReadIndex read of the package doc ("Reads"): Read queues the
+// committed before Read was called has been applied to the StateMachine (it reported the
+// entries applied). It is the ReadIndex read of the package doc ("Reads"): Read queues the
 // call; the driver's next round makes one ReadIndex request for every call queued on the group,
 // with a context unique to the driver; a quorum's acknowledgement brings its ReadState; the
-// call is answered once an AwaitApplied returned that covered the round whose applies reached
+// call is answered once the group has no entries applying and Groups' applied index reached
 // the ReadState's index.
 //
 // It fails with code Unavailable when this replica cannot read as group's leader at once
@@ -84,10 +84,7 @@ type readRequest struct {
 	context []byte
 	term    uint64 // the term it was made in
 	index   uint64 // the ReadState's index, once confirmed
-	// reachedIn is the round at whose Advance Groups had applied through index (0 until
-	// then): the call is answered once the applies of that round have ended.
-	reachedIn uint64
-	readers   []*reader
+	readers []*reader
 }
 
 // answer answers every reader of q with err.
@@ -110,9 +107,6 @@ type driverReads struct {
 	queued      map[int][]*reader
 	inFlight    map[int]*readRequest
 	confirmed   []*readRequest
-	// rounds counts the rounds begun; every round up to appliedThrough has applied its
-	// entries (an AwaitApplied called after it returned).
-	rounds, appliedThrough uint64
 }
 
 // abandon takes a reader whose ctx ended out of whatever holds it.
@@ -187,10 +181,9 @@ func (d *Driver) confirmReads(round *Round) {
 	}
 }
 
-// settleReads, after round's Advance, fails the requests in flight whose term this replica no
-// longer leads, and records the round at which each confirmed request's index was applied
-// (handed to Apply). Called with d.mu held.
-func (d *Driver) settleReads(round uint64) {
+// settleReads, after a round's Advance, fails the requests in flight whose term this replica
+// no longer leads. Called with d.mu held.
+func (d *Driver) settleReads() {
 	rs := &d.reads
 	for group, q := range rs.inFlight {
 		if _, term, err := d.cfg.Groups.leading(group); err == nil && term == q.term {
@@ -199,31 +192,18 @@ func (d *Driver) settleReads(round uint64) {
 		delete(rs.inFlight, group)
 		q.answer(orrery.Wrap(orrery.CodeUnavailable, ErrNotLeader, "partition %d: stopped leading term %d before a quorum confirmed the read", group, q.term))
 	}
-	for _, q := range rs.confirmed {
-		if st, _ := d.cfg.Groups.Status(q.group); q.reachedIn == 0 && st.AppliedIndex >= q.index {
-			q.reachedIn = round
-		}
-	}
 }
 
-// awaitingApplies reports whether a confirmed request waits only for applies already handed
-// over to end. Called with d.mu held.
-func (d *Driver) awaitingApplies() bool {
-	for _, q := range d.reads.confirmed {
-		if q.reachedIn != 0 && q.reachedIn > d.reads.appliedThrough {
-			return true
-		}
-	}
-	return false
-}
-
-// appliedThrough records that the applies of every round up to round have ended, and answers
-// the confirmed requests that waited for them. Called with d.mu held.
-func (d *Driver) appliedThrough(round uint64) {
+// answerReads answers the confirmed requests whose groups have applied through their
+// indexes: the group is not in busy (taken after the entries up to Groups' applied index
+// were handed over), so every entry up to that index has applied. Called with d.mu held.
+func (d *Driver) answerReads(busy map[int]bool) {
 	rs := &d.reads
-	rs.appliedThrough = max(rs.appliedThrough, round)
 	rs.confirmed = slices.DeleteFunc(rs.confirmed, func(q *readRequest) bool {
-		if q.reachedIn == 0 || q.reachedIn > rs.appliedThrough {
+		if busy[q.group] {
+			return false
+		}
+		if st, _ := d.cfg.Groups.Status(q.group); st.AppliedIndex < q.index {
 			return false
 		}
 		q.answer(nil)

@@ -251,7 +251,7 @@ func TestReadAfterAWriteWaitsUntilTheWriteApplied(t *testing.T) {
 		t.Fatalf("the read's round did not hand the write to Apply (applied index %d, write at %d)", st.AppliedIndex, p.Index)
 	}
 	if n := r.driver.unansweredReads(); n != 1 {
-		t.Fatal("the read was answered once the write was handed to Apply, before AwaitApplied")
+		t.Fatal("the read was answered once the write was handed to Apply, before the state machine reported it applied")
 	}
 	c.settle()
 	if err := call.await(t); err != nil {
@@ -353,14 +353,30 @@ func TestReadOnALeaderNotCaughtUpFailsUntilItIs(t *testing.T) {
 }
 
 // A started driver answers a read by itself: with a state machine that applies
-// asynchronously and no round after the one that confirms the read, the loop awaits the
-// applies the read waits for.
+// asynchronously and no round after the one that confirms the read, the end of the apply the
+// read waits for wakes the loop.
 func TestStartedDriverAnswersAReadByItself(t *testing.T) {
 	c := newCluster(t, 1, 1, 16)
 	r := c.replica(1)
 	r.deferApply = true
 	r.driver.Start()
+	stopApplying := make(chan struct{})
+	applying := make(chan struct{})
+	go func() { // the state machine's own goroutine
+		defer close(applying)
+		for {
+			select {
+			case <-stopApplying:
+				return
+			default:
+			}
+			r.finishApplies()
+			runtime.Gosched()
+		}
+	}()
 	t.Cleanup(func() {
+		close(stopApplying)
+		<-applying
 		if err := r.driver.Stop(); err != nil {
 			t.Errorf("driver: %v", err)
 		}

@@ -157,11 +157,13 @@ func (g *Groups) HasReady() bool {
 	return false
 }
 
-// Ready collects the work of every group that has some into one Round. It fails with
+// Ready collects the work of every group that has some into one Round, leaving out the groups
+// in skip (a group whose committed entries are still applying: its work waits in Raft for a
+// later round, so that its Advance, compaction and snapshots follow its applies). It fails with
 // ErrRoundOutstanding before the previous round was advanced, and when a committed entry does
 // not decode (a corrupt log: fatal to the replica). An empty round (no group had work) needs no
 // Advance and is returned as nil.
-func (g *Groups) Ready() (*Round, error) {
+func (g *Groups) Ready(skip map[int]bool) (*Round, error) {
 	if g.round != nil {
 		return nil, ErrRoundOutstanding
 	}
@@ -169,7 +171,7 @@ func (g *Groups) Ready() (*Round, error) {
 	byDest := map[uint64][]Message{}
 	for _, id := range g.order {
 		gr := g.groups[id]
-		if !gr.node.HasReady() {
+		if skip[id] || !gr.node.HasReady() {
 			continue
 		}
 		rd := gr.node.Ready()

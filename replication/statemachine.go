@@ -17,17 +17,13 @@ type StateMachine interface {
 	// Apply takes a group's committed entries of a round, in log order, once they are in the
 	// persisted log (before the round persists its own Writes when an earlier round did, after
 	// it and after the round's messages are sent otherwise), to apply them and record
-	// c.AppliedIndex with their writes. It may return before they are applied, so that the
-	// groups of a round apply at the same time and while rounds persist; AwaitApplied waits
-	// for them. A group's calls come in log order, possibly before the previous call's entries
-	// have applied: they must apply in call order. An error is fatal to the driver.
-	Apply(c Committed) error
-	// AwaitApplied returns once every Apply handed over so far has applied its entries. The
-	// driver calls it in every round after persisting and before that round's applies,
-	// snapshots and compactions (which the applied indexes of the rounds before bound), and
-	// when no round follows one whose applies a confirmed Read waits for; a Read is answered
-	// only after it returned. An error is fatal to the driver.
-	AwaitApplied() error
+	// c.AppliedIndex with their writes. It may return before they are applied, so that groups
+	// apply at the same time and while rounds persist; it calls applied once they are (or
+	// with the error that failed them, which is fatal to the driver), from any goroutine,
+	// exactly once. A group's calls come in log order, and the next one only after applied
+	// was called for the one before (the driver keeps a group out of its rounds meanwhile).
+	// An error return is fatal to the driver.
+	Apply(c Committed, applied func(error)) error
 	// Settle receives a round's Outcomes: answer the committed proposals once applied, fail
 	// the lost ones with Unavailable.
 	Settle(outcomes []Outcome)

@@ -20,18 +20,26 @@ var errCrashed = errors.New("crashed (test crash point)")
 // there, which survives restarts (it stands for the durable state). Its snapshots are the
 // map's records, encoded one after another in chunks of at most cluster.chunkBytes.
 
-// Apply implements StateMachine: it records the entries, or with deferApply queues them for
-// AwaitApplied to record, as an asynchronous state machine would.
-func (r *replica) Apply(c Committed) error {
+// Apply implements StateMachine: it records the entries and reports them applied, or with
+// deferApply queues them for finishApplies, as an asynchronous state machine would.
+func (r *replica) Apply(c Committed, applied func(error)) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.events = append(r.events, event{kind: "apply", writes: len(c.Entries)})
-	if r.deferApply {
-		r.deferred = append(r.deferred, c)
+	if r.deferApply || r.deferGroups[c.Group] {
+		r.deferred = append(r.deferred, deferredApply{c, applied})
+		r.mu.Unlock()
 		return nil
 	}
 	r.apply(c)
+	r.mu.Unlock()
+	applied(nil)
 	return nil
+}
+
+// deferredApply is a hand-over Apply queued (deferApply) and the callback that ends it.
+type deferredApply struct {
+	c       Committed
+	applied func(error)
 }
 
 // apply records c's entries; r.mu is held.
@@ -45,15 +53,20 @@ func (r *replica) apply(c Committed) {
 	r.index[c.Group] = a
 }
 
-// AwaitApplied implements StateMachine: it records the entries Apply deferred.
-func (r *replica) AwaitApplied() error {
+// finishApplies records the entries Apply deferred and reports them applied; it reports
+// whether there were any.
+func (r *replica) finishApplies() bool {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range r.deferred {
-		r.apply(c)
-	}
+	deferred := r.deferred
 	r.deferred = nil
-	return nil
+	for _, d := range deferred {
+		r.apply(d.c)
+	}
+	r.mu.Unlock()
+	for _, d := range deferred {
+		d.applied(nil)
+	}
+	return len(deferred) > 0
 }
 
 // Settle implements StateMachine: it records the outcomes.

@@ -24,17 +24,17 @@ type memState struct {
 
 func newMemState() *memState { return &memState{applied: map[int][]string{}, index: map[int]uint64{}} }
 
-func (s *memState) Apply(c replication.Committed) error {
+func (s *memState) Apply(c replication.Committed, applied func(error)) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, e := range c.Entries {
 		s.applied[c.Group] = append(s.applied[c.Group], string(e.GetCommand()))
 	}
 	s.index[c.Group] = c.AppliedIndex
+	s.mu.Unlock()
+	applied(nil)
 	return nil
 }
 
-func (s *memState) AwaitApplied() error                   { return nil }
 func (s *memState) Settle(outcomes []replication.Outcome) {}
 
 // Snapshot reads the group's commands in chunks of three.
