@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -74,7 +75,10 @@ func TestClusterConsistencyCheckFindsADivergedReplica(t *testing.T) {
 	divergedID := cl.Silos[diverged].SiloID()
 	// Checks until one names the diverged replica (a leadership moving under a partition, as
 	// the restarted silo takes some back, leaves that partition without a verdict; the repair
-	// follows the first verdict that names it, so later checks find it consistent again).
+	// follows the first verdict that names it, so later checks find it consistent again). When
+	// the diverged replica itself leads the partition at the check, it concludes that it
+	// diverged, hands the leadership over and is rebuilt, and the checker then reads the new
+	// leader's verdict, after the rebuild: consistent. The verdict it reached is in its log.
 	var divergent []string
 	testkit.Eventually(t, 90*time.Second, "a check naming the diverged replica", func() bool {
 		table, err := CheckPartitions(ctx, cl.Silos[0].AdminAddress())
@@ -87,6 +91,11 @@ func TestClusterConsistencyCheckFindsADivergedReplica(t *testing.T) {
 					t.Fatalf("partition %d: consistent with divergent replicas %v", partition, c.Divergent)
 				}
 				divergent = c.Divergent
+			}
+		}
+		if divergent == nil {
+			if divergent = loggedDivergent(cl.Silos, partition); divergent != nil {
+				t.Logf("partition %d: the verdict naming %v read from the log of the leader that reached it", partition, divergent)
 			}
 		}
 		return divergent != nil
@@ -134,3 +143,19 @@ func TestClusterConsistencyCheckFindsADivergedReplica(t *testing.T) {
 	requireConsistent(t, ctx, cl)
 	t.Logf("partition %d: silo %s rebuilt from silo %d's state; every partition consistent again", partition, divergedID, repairer)
 }
+
+// loggedDivergent returns the replicas the silos' logs name divergent at partition, in any
+// verdict (nil when none does).
+func loggedDivergent(silos []*SiloProcess, partition int) []string {
+	var out []string
+	prefix := fmt.Sprintf("partition %d at index ", partition)
+	for _, line := range loggedInconsistencies(silos) {
+		if m := loggedReplica.FindStringSubmatch(line); m != nil && strings.HasPrefix(line, prefix) && !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// loggedReplica finds the replica a loggedInconsistencies line names.
+var loggedReplica = regexp.MustCompile(`: replica (\S+) diverged`)
