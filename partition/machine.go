@@ -389,7 +389,7 @@ func (m *machine) applyEntry(v kv.View, e replication.Entry) (engine.Result, err
 	if err != nil {
 		return r, orrery.Wrap(orrery.CodeOf(err), err, "partition %d: entry %d", m.n, e.Index)
 	}
-	r.Reply = out.Reply
+	r.Reply, r.Waiting = out.Reply, out.Waiting
 	if out.DueReceipt != nil {
 		m.observeEnqueues(v, out.Command.GetBatch(), out.DueReceipt)
 	}

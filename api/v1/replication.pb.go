@@ -105,7 +105,15 @@ type PartitionCommand struct {
 	// zone_rules are the leader's rules (its binary's, package zonerules) of every zone other
 	// than UTC that a ConfigureSchedule of the batch names for a cron spec, one per zone. The
 	// leader sets them when it proposes; apply reads them instead of any zone database.
-	ZoneRules     []*ZoneRules `protobuf:"bytes,3,rep,name=zone_rules,json=zoneRules,proto3" json:"zone_rules,omitempty"`
+	ZoneRules []*ZoneRules `protobuf:"bytes,3,rep,name=zone_rules,json=zoneRules,proto3" json:"zone_rules,omitempty"`
+	// waiting are long-poll receives that were parked on the partition when the leader proposed
+	// the entry (at most 4), from apply version 23 (batch.ApplyVersionWaitingInEntry; below it
+	// they are ignored). After the batch, in the same transaction and at the same logged time,
+	// each in turn applies as its own command (its principal's batch, one Receive) when its
+	// command id already has a receipt or its queue has a message visible at the logged time;
+	// otherwise it writes nothing and stays parked. So a message the batch makes visible is
+	// leased in the entry that makes it visible, not in one after it.
+	Waiting       []*WaitingReceive `protobuf:"bytes,4,rep,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +169,68 @@ func (x *PartitionCommand) GetZoneRules() []*ZoneRules {
 	return nil
 }
 
+func (x *PartitionCommand) GetWaiting() []*WaitingReceive {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
+// WaitingReceive is a parked long-poll receive carried by a PartitionCommand.
+type WaitingReceive struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// principal is the caller on whose behalf the receive applies.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// batch is the caller's command: one Receive under the caller's command id.
+	Batch         *Batch `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitingReceive) Reset() {
+	*x = WaitingReceive{}
+	mi := &file_api_v1_replication_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitingReceive) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitingReceive) ProtoMessage() {}
+
+func (x *WaitingReceive) ProtoReflect() protoreflect.Message {
+	mi := &file_api_v1_replication_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitingReceive.ProtoReflect.Descriptor instead.
+func (*WaitingReceive) Descriptor() ([]byte, []int) {
+	return file_api_v1_replication_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WaitingReceive) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *WaitingReceive) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 var File_api_v1_replication_proto protoreflect.FileDescriptor
 
 const file_api_v1_replication_proto_rawDesc = "" +
@@ -169,12 +239,16 @@ const file_api_v1_replication_proto_rawDesc = "" +
 	"\x0ePartitionEntry\x125\n" +
 	"\x17logged_time_unix_micros\x18\x01 \x01(\x03R\x14loggedTimeUnixMicros\x12\x1c\n" +
 	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12\x18\n" +
-	"\acommand\x18\x03 \x01(\fR\acommand\"\x81\x01\n" +
+	"\acommand\x18\x03 \x01(\fR\acommand\"\xb6\x01\n" +
 	"\x10PartitionCommand\x12&\n" +
 	"\x05batch\x18\x01 \x01(\v2\x10.orrery.v1.BatchR\x05batch\x12\x10\n" +
 	"\x03due\x18\x02 \x01(\bR\x03due\x123\n" +
 	"\n" +
-	"zone_rules\x18\x03 \x03(\v2\x14.orrery.v1.ZoneRulesR\tzoneRulesB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
+	"zone_rules\x18\x03 \x03(\v2\x14.orrery.v1.ZoneRulesR\tzoneRules\x123\n" +
+	"\awaiting\x18\x04 \x03(\v2\x19.orrery.v1.WaitingReceiveR\awaiting\"V\n" +
+	"\x0eWaitingReceive\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12&\n" +
+	"\x05batch\x18\x02 \x01(\v2\x10.orrery.v1.BatchR\x05batchB,Z*github.com/orreryhq/orrery/api/v1;orreryv1b\x06proto3"
 
 var (
 	file_api_v1_replication_proto_rawDescOnce sync.Once
@@ -188,21 +262,24 @@ func file_api_v1_replication_proto_rawDescGZIP() []byte {
 	return file_api_v1_replication_proto_rawDescData
 }
 
-var file_api_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_api_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_api_v1_replication_proto_goTypes = []any{
 	(*PartitionEntry)(nil),   // 0: orrery.v1.PartitionEntry
 	(*PartitionCommand)(nil), // 1: orrery.v1.PartitionCommand
-	(*Batch)(nil),            // 2: orrery.v1.Batch
-	(*ZoneRules)(nil),        // 3: orrery.v1.ZoneRules
+	(*WaitingReceive)(nil),   // 2: orrery.v1.WaitingReceive
+	(*Batch)(nil),            // 3: orrery.v1.Batch
+	(*ZoneRules)(nil),        // 4: orrery.v1.ZoneRules
 }
 var file_api_v1_replication_proto_depIdxs = []int32{
-	2, // 0: orrery.v1.PartitionCommand.batch:type_name -> orrery.v1.Batch
-	3, // 1: orrery.v1.PartitionCommand.zone_rules:type_name -> orrery.v1.ZoneRules
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 0: orrery.v1.PartitionCommand.batch:type_name -> orrery.v1.Batch
+	4, // 1: orrery.v1.PartitionCommand.zone_rules:type_name -> orrery.v1.ZoneRules
+	2, // 2: orrery.v1.PartitionCommand.waiting:type_name -> orrery.v1.WaitingReceive
+	3, // 3: orrery.v1.WaitingReceive.batch:type_name -> orrery.v1.Batch
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_api_v1_replication_proto_init() }
@@ -218,7 +295,7 @@ func file_api_v1_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_v1_replication_proto_rawDesc), len(file_api_v1_replication_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -153,36 +153,36 @@ func (p *partition) apply(index uint64, proposal engine.Propose) engine.Applied 
 	logged := max(p.clock().UnixMicro(), p.loggedMicros+1)
 	writes := kv.NewBuffer(p.store)
 	due := &engine.Recorder{View: writes}
-	reply, err := p.applyEntry(due, proposal, logged)
+	out, err := p.applyEntry(due, proposal, logged)
 	if err == nil {
 		err = writes.Commit()
 	}
 	applied := engine.Applied{}
 	if err != nil {
-		reply = engine.ErrorReply(err)
+		out = engine.EntryApplied{Reply: engine.ErrorReply(err)}
 	} else {
 		applied.MinDueWritten, applied.DueWrites, applied.Visible = due.MinDue, due.Writes, due.Visible
 	}
 	p.appliedIndex, p.loggedMicros = index, logged
-	applied.Results = []engine.Result{{Index: index, Term: term, Reply: reply}}
+	applied.Results = []engine.Result{{Index: index, Term: term, Reply: out.Reply, Waiting: out.Waiting}}
 	return applied
 }
 
 // applyEntry applies one entry's command onto v as the partition's state machine does
 // (engine.ApplyEntry), under the partition's limits: a SetLimits entry changes them. An error
 // is the entry's reply, and it writes nothing.
-func (p *partition) applyEntry(v kv.View, proposal engine.Propose, logged int64) (*orreryv1.CommandReply, error) {
+func (p *partition) applyEntry(v kv.View, proposal engine.Propose, logged int64) (engine.EntryApplied, error) {
 	applier := p.applier
 	lim, err := batch.LoadLimits(v)
 	if err != nil {
-		return nil, err
+		return engine.EntryApplied{}, err
 	}
 	applier.Limits = lim
 	out, err := engine.ApplyEntry(applier, v, proposal.Principal, proposal.Command, logged)
 	if err != nil {
-		return nil, orrery.Wrap(orrery.CodeOf(err), err, "clienttest: partition %d", p.n)
+		return engine.EntryApplied{}, orrery.Wrap(orrery.CodeOf(err), err, "clienttest: partition %d", p.n)
 	}
-	return out.Reply, nil
+	return out, nil
 }
 
 // arm sets the engine's timer tm.Kind on real time, for what is left of tm.At on the clock (a

@@ -58,7 +58,10 @@ import (
 //     its unique key in the lane (ApplyVersionUnique).
 //  22. cluster-wide concurrency caps and rate limits per queue: SetQueueShare, and receives
 //     that lease at most what the queue's share admits (ApplyVersionQueueShare).
-const KnownApplyVersion uint32 = 22
+//  23. long-poll receives carried in an entry (PartitionCommand.waiting) and applied after its
+//     batch, so that a message is leased in the entry that makes it visible
+//     (ApplyVersionWaitingInEntry).
+const KnownApplyVersion uint32 = 23
 
 // ApplyVersionScheduleBounds is the apply version that takes a schedule definition's bounds:
 // before it a definition that sets one is refused (Validation), since a replica of an older
@@ -240,3 +243,13 @@ func (a Applier) applySetApplyVersion(v kv.View, m *orreryv1.SetApplyVersion) er
 // command carrying one is refused), so that no replica of an older release leases past a share
 // the others hold. Receives change only where a share is set, which needs this version.
 const ApplyVersionQueueShare uint32 = 22
+
+// ApplyVersionWaitingInEntry is the apply version from which an entry's waiting receives
+// (PartitionCommand.waiting) apply after its batch. Below it they are ignored, as a replica
+// of an older release, which does not know the field, ignores them; a leader carries them
+// only from this version.
+const ApplyVersionWaitingInEntry uint32 = 23
+
+// TakesWaitingInEntry reports whether a applies an entry's waiting receives
+// (ApplyVersionWaitingInEntry).
+func (a Applier) TakesWaitingInEntry() bool { return a.takes(ApplyVersionWaitingInEntry) }

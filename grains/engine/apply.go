@@ -6,7 +6,9 @@ import (
 	"github.com/orreryhq/orrery"
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
 	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/keys"
 	"github.com/orreryhq/orrery/grains/kv"
+	"github.com/orreryhq/orrery/grains/queue"
 	"github.com/orreryhq/orrery/grains/record"
 )
 
@@ -19,6 +21,10 @@ type EntryApplied struct {
 	// DueReceipt is a due command's receipt (nil for any other command), for the driver's
 	// observers.
 	DueReceipt *orreryv1.Receipt
+	// Waiting answers the command's waiting receives (PartitionCommand.waiting), in order: the
+	// reply of each one that applied (its receipt, or its refusal), nil for one that wrote
+	// nothing and stays parked.
+	Waiting []*orreryv1.CommandReply
 }
 
 // ApplyEntry applies one committed entry's command (an encoded PartitionCommand, as
@@ -58,7 +64,48 @@ func ApplyEntry(applier batch.Applier, v kv.View, principal string, command []by
 		}
 		out.DueReceipt, out.Reply = nil, ErrorReply(err)
 	}
+	if len(cmd.GetWaiting()) > 0 && applier.TakesWaitingInEntry() {
+		applier.ZoneRules = nil
+		out.Waiting = make([]*orreryv1.CommandReply, len(cmd.GetWaiting()))
+		for i, w := range cmd.GetWaiting() {
+			if out.Waiting[i], err = applyWaiting(applier, v, w, loggedMicros); err != nil {
+				return out, err
+			}
+		}
+	}
 	return out, nil
+}
+
+// applyWaiting applies a waiting receive an entry carries after the entry's batch: as its own
+// command (ApplyBatch, its receipt stored under its command id) when its command id already
+// has a receipt (a retry: replayed) or its queue has a message visible at loggedMicros
+// (queue.VisibleAt, the test a parked receive is proposed on), else not at all (nil: nothing
+// written, the receive stays parked). A refused receive (Validation, Unauthorized) is answered
+// with its error; a platform failure is returned.
+func applyWaiting(applier batch.Applier, v kv.View, w *orreryv1.WaitingReceive, loggedMicros int64) (*orreryv1.CommandReply, error) {
+	muts := w.GetBatch().GetMutations()
+	if len(muts) != 1 || muts[0].GetReceive() == nil {
+		return ErrorReply(orrery.Invalid("waiting", "a waiting command holds exactly one receive")), nil
+	}
+	_, receipted, err := v.Get(keys.InboxKey(w.GetPrincipal(), w.GetBatch().GetCommandId()))
+	if err != nil {
+		return nil, err
+	}
+	if !receipted {
+		recv := muts[0].GetReceive()
+		visible, err := queue.VisibleAt(v, recv.GetNamespace(), recv.GetQueue(), loggedMicros)
+		if err != nil || !visible {
+			return nil, err
+		}
+	}
+	outcome, err := applier.ApplyBatch(v, w.GetPrincipal(), w.GetBatch(), loggedMicros)
+	if err != nil {
+		if platform(err) {
+			return nil, err
+		}
+		return ErrorReply(err), nil
+	}
+	return &orreryv1.CommandReply{Receipt: outcome.ReceiptBytes}, nil
 }
 
 // platform reports whether an apply error is a platform failure (it ends the transaction)

@@ -35,7 +35,7 @@ func (e *Engine) stepApplyVersion(now time.Time) {
 		e.cfg.Logger.Warn("the partition's apply version did not read", "partition", e.cfg.Partition, "err", err)
 		return
 	}
-	e.cfg.Applier.ApplyVersion = held
+	e.cfg.Applier.ApplyVersion, e.applyVersion = held, held
 	if target <= held {
 		return
 	}
@@ -59,10 +59,26 @@ func (e *Engine) applyVersionSet(now time.Time, r *orreryv1.CommandReply) {
 	if err := e.state.View(func(r kv.Reader) error {
 		var err error
 		e.cfg.Applier.ApplyVersion, err = batch.LoadApplyVersion(r)
+		e.applyVersion = e.cfg.Applier.ApplyVersion
 		return err
 	}); err != nil {
 		e.cfg.Logger.Warn("the partition's apply version did not read", "partition", e.cfg.Partition, "err", err)
 		return
 	}
 	e.adoptLimits(now)
+}
+
+// readApplyVersion reads the partition's apply version into e.applyVersion: the one its state
+// holds, or Config.Applier's when that is higher (a twin applying under a version its state
+// does not record; a silo's is 0). It is unchanged when the read fails.
+func (e *Engine) readApplyVersion() {
+	if err := e.state.View(func(r kv.Reader) error {
+		held, err := batch.LoadApplyVersion(r)
+		if err == nil {
+			e.applyVersion = max(held, e.cfg.Applier.ApplyVersion)
+		}
+		return err
+	}); err != nil {
+		e.cfg.Logger.Warn("the partition's apply version did not read", "partition", e.cfg.Partition, "err", err)
+	}
 }

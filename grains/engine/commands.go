@@ -75,10 +75,13 @@ func checkPath(req *orreryv1.CommandRequest) error {
 func (e *Engine) propose(now time.Time, p *pending) {
 	// The leader decides what may differ between silos and carries it: the zone rules of the
 	// cron schedules the batch configures (from this binary, never from the replicas' own).
-	cmd, err := proto.MarshalOptions{Deterministic: true}.Marshal(&orreryv1.PartitionCommand{
+	command := &orreryv1.PartitionCommand{
 		Batch: p.req.GetBatch(), Due: p.req.GetDue(), ZoneRules: schedule.ZoneRulesFor(p.req.GetBatch().GetMutations()),
-	})
+	}
+	e.carry(now, p, command)
+	cmd, err := proto.MarshalOptions{Deterministic: true}.Marshal(command)
 	if err != nil {
+		e.uncarry(now, p, false)
 		e.reply(now, p, ErrorReply(orrery.Wrap(orrery.CodeInternal, err, "partition %d: encode a command", e.cfg.Partition)))
 		return
 	}
@@ -119,14 +122,18 @@ func (e *Engine) proposed(now time.Time, ev Proposed) {
 	}
 	delete(e.proposing, ev.Ref)
 	if ev.Err != nil {
+		e.uncarry(now, p, false) // refused: its entry is not in the log
 		e.reply(now, p, ErrorReply(ev.Err))
 		return
 	}
 	if e.stopped { // stopped meanwhile: its entry may still apply, nobody here will see it
-		e.reply(now, p, e.stoppedReply())
+		e.replyCarrying(now, p, e.stoppedReply())
 		return
 	}
 	p.index, p.term, p.proposedAt = ev.Index, ev.Term, now
+	for _, w := range p.attached {
+		w.proposedAt = now
+	}
 	e.inflight[ev.Index] = p
 }
 
@@ -162,6 +169,19 @@ func (e *Engine) applied(now time.Time, ev *Applied) {
 			e.timeStages(now, p)
 		}
 		e.reply(now, p, r.Reply)
+		e.carried -= len(p.attached)
+		for i, w := range p.attached {
+			if i < len(r.Waiting) && r.Waiting[i] != nil {
+				e.ready.AnsweredApplied = true
+				e.timeStages(now, w)
+				e.reply(now, w, r.Waiting[i])
+				continue
+			}
+			// It wrote nothing: parked again, or never carried again when the whole entry
+			// failed without applying it (too big for one transaction, say).
+			e.repark(now, w, len(r.Waiting) == 0)
+		}
+		p.attached = nil
 	}
 	e.lowerDueFloor(ev.MinDueWritten)
 	e.noticeDueWritten(ev.MinDueWritten)
@@ -188,7 +208,7 @@ func (e *Engine) lost(now time.Time, ev Lost) {
 			continue
 		}
 		delete(e.inflight, lost.Index)
-		e.reply(now, p, &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
+		e.replyCarrying(now, p, &orreryv1.CommandReply{Error: orrery.Errorf(orrery.CodeUnavailable,
 			"partition %d: the proposal of command %s lost its leader's term; retry it with the same command id", e.cfg.Partition, describe(p)).Proto()})
 	}
 }
@@ -201,7 +221,7 @@ func (e *Engine) hostFailed(now time.Time, err error) {
 	for _, index := range sortedKeys(e.inflight) {
 		p := e.inflight[index]
 		delete(e.inflight, index)
-		e.reply(now, p, &orreryv1.CommandReply{Error: unavailable})
+		e.replyCarrying(now, p, &orreryv1.CommandReply{Error: unavailable})
 	}
 }
 
@@ -213,7 +233,7 @@ func (e *Engine) stop(now time.Time) {
 	e.arm(HousekeepTimer, time.Time{})
 	e.arm(CheckTimer, time.Time{})
 	for _, index := range sortedKeys(e.inflight) {
-		e.reply(now, e.inflight[index], e.stoppedReply())
+		e.replyCarrying(now, e.inflight[index], e.stoppedReply())
 	}
 	for _, p := range e.waiters {
 		e.reply(now, p, &orreryv1.CommandReply{})

@@ -29,7 +29,10 @@
 // then proposed at once when a message of its queue is visible at the read time, otherwise
 // parked (at most MaxWaiters, for at most MaxWait) and proposed after the Applied event that
 // makes one visible or when the wait timer finds one: it leases in its own entry and its
-// receipt answers it. A wait that ends first is answered with nothing, and writes nothing. The
+// receipt answers it. From apply version 23 a command whose entry may feed a parked receive's
+// queue (fedQueues) carries it (carry, at most MaxWaitingPerEntry): the entry applies it after
+// its batch (ApplyEntry), leasing when its queue then has a visible message, and that answers
+// it; one that leased nothing is parked again. A wait that ends first is answered with nothing, and writes nothing. The
 // wait timer is armed at the earliest of the waiters' deadlines and their queues' next visible
 // instants. Those instants are hints kept per waited queue: read from the visibility index when
 // a queue is first waited on or its hinted instant passes, and lowered by the visibility

@@ -94,6 +94,12 @@ type Engine struct {
 	// late copy of one is still refused (rememberAbandoned).
 	leasing   map[string]int
 	abandoned map[string]time.Time
+	// carried counts the parked receives that entries in flight carry (pending.attached).
+	carried int
+	// applyVersion is the partition's apply version as the engine last read it (on Open, after
+	// a snapshot, and when it raises it): it carries waiting receives in entries only from
+	// batch.ApplyVersionWaitingInEntry.
+	applyVersion uint32
 
 	// dueFloor is an instant no due-index entry is earlier than (0: unknown, scan from the
 	// start). Scans start there: the index behaves like a queue, and an LSM iterator starting
@@ -137,8 +143,14 @@ type pending struct {
 	deadline                                 time.Time // a parked receive's end of wait
 	// queue is a parked receive's queue, its keys.QueuePrefix (the key of its visibility hint).
 	queue string
-	// leasing marks a waiting receive proposed once its queue had a visible message (lease).
+	// leasing marks a waiting receive proposed once its queue had a visible message (lease),
+	// or carried by another command's entry (attached).
 	leasing bool
+	// attached are the parked receives this command's entry carries (PartitionCommand.waiting).
+	// solo marks a parked receive whose carrying entry failed as a whole: it is not carried
+	// again, only proposed on its own.
+	attached []*pending
+	solo     bool
 	// admitted is when the command arrived, proposedAt when its proposal was accepted, and
 	// woken when a waiting receive was proposed (lease): the instants of Ready.Stages.
 	admitted, proposedAt, woken time.Time
@@ -190,8 +202,8 @@ const (
 	StageCommand
 	// StageDue runs from the arrival of a due coordinator's due command.
 	StageDue
-	// StageLease runs from the moment a long poll's queue had a visible message (and it was
-	// proposed).
+	// StageLease runs from the moment a long poll's queue had a visible message and it was
+	// proposed, or from the proposal of the entry that carried it and leased for it.
 	StageLease
 	// StageCommitted and StageApplied are timed by the partition's state machine, not the
 	// engine, for every entry it applies while its replica leads: from the entry's logged
@@ -345,6 +357,9 @@ type (
 type Result struct {
 	Index, Term uint64
 	Reply       *orreryv1.CommandReply
+	// Waiting answers the waiting receives the entry carried (EntryApplied.Waiting): nil
+	// for one that stays parked.
+	Waiting []*orreryv1.CommandReply
 }
 
 // Proposal names an entry proposed in a term.
@@ -395,12 +410,15 @@ func (e *Engine) Step(now time.Time, event Event) Ready {
 func (e *Engine) DueHeadEntries() int { return e.head.Len() }
 
 // Queued counts the commands waiting: proposed and not applied, and parked.
-func (e *Engine) Queued() int { return len(e.proposing) + len(e.inflight) + len(e.waiters) }
+func (e *Engine) Queued() int {
+	return len(e.proposing) + len(e.inflight) + len(e.waiters) + e.carried
+}
 
 // open adopts the partition's limits (proposing this silo's when they differ), proposes this
 // silo's zone rules where the partition's are older, reads the next due instant and arms
 // housekeeping and the consistency checks.
 func (e *Engine) open(now time.Time) {
+	e.readApplyVersion()
 	e.adoptLimits(now)
 	e.refreshZones(now)
 	e.stepApplyVersion(now)
@@ -419,6 +437,7 @@ func (e *Engine) reload(now time.Time) {
 	e.cfg.Logger.Info("partition state replaced by a snapshot", "applied_index", index, "logged_time", logged)
 	e.head.Reset()
 	e.readLimits()
+	e.readApplyVersion()
 	e.readFloors = NewVisibilityFloors()
 	clear(e.nextVisible)
 	e.dueFloor = 0

@@ -163,7 +163,7 @@ func (h *harness) commit() {
 		}
 		reply := out.Reply
 		h.state.index, h.state.logged = e.index, logged
-		applied.Results = append(applied.Results, Result{Index: e.index, Term: e.term, Reply: reply})
+		applied.Results = append(applied.Results, Result{Index: e.index, Term: e.term, Reply: reply, Waiting: out.Waiting})
 		applied.DueWrites = append(applied.DueWrites, rec.Writes...)
 		applied.Visible = append(applied.Visible, rec.Visible...)
 		if rec.MinDue > 0 && (applied.MinDueWritten == 0 || rec.MinDue < applied.MinDueWritten) {

@@ -2,19 +2,28 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/orreryhq/orrery/grains/batch"
+	"github.com/orreryhq/orrery/grains/keys"
 )
 
 // TestEveryCommandIsAnsweredExactlyOnce: under random sequences of commands (enqueues,
 // receives, long polls and their abandons), applies, lost proposals, refusals, timer firings and time moving on,
 // no command is answered twice, the pending bound holds, and once the engine stops every
-// command has its one answer.
+// command has its one answer; and no long poll leased for nobody: one answered with nothing has
+// no receipt, unless its abandon was answered with it (the caller releases what it leased).
+// The partition applies under apply version 22 or 23 (long polls carried in entries).
 func TestEveryCommandIsAnsweredExactlyOnce(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		h := newHarness(rt, func(c *Config) { c.MaxPending = 8; c.MaxWaiters = 3 })
+		version := rapid.SampledFrom([]uint32{batch.ApplyVersionWaitingInEntry - 1, batch.ApplyVersionWaitingInEntry}).Draw(rt, "version")
+		h := newHarness(rt, func(c *Config) { c.MaxPending = 8; c.MaxWaiters = 3; c.Applier.ApplyVersion = version })
+		h.applier.ApplyVersion = version
+		longPolls, abandons := map[string]string{}, map[string][]string{} // command id → who sent it
 		sent := 0
 		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
 			switch rapid.IntRange(0, 8).Draw(rt, "event") {
@@ -26,6 +35,7 @@ func TestEveryCommandIsAnsweredExactlyOnce(t *testing.T) {
 				sent++
 			case 3:
 				h.command(fmt.Sprint(sent), longPoll(fmt.Sprint("c", sent), time.Duration(rapid.IntRange(1, 5).Draw(rt, "wait"))*time.Second))
+				longPolls[fmt.Sprint("c", sent)] = fmt.Sprint(sent)
 				sent++
 			case 4:
 				h.commit()
@@ -43,7 +53,9 @@ func TestEveryCommandIsAnsweredExactlyOnce(t *testing.T) {
 				h.refuse = map[bool]error{true: fmt.Errorf("refused")}[rapid.Bool().Draw(rt, "refuse")]
 			case 8: // abandon an earlier command's long poll (or what it was)
 				if sent > 0 {
-					h.command(fmt.Sprint(sent), abandon(fmt.Sprint("c", rapid.IntRange(0, sent-1).Draw(rt, "abandoned"))))
+					id := fmt.Sprint("c", rapid.IntRange(0, sent-1).Draw(rt, "abandoned"))
+					h.command(fmt.Sprint(sent), abandon(id))
+					abandons[id] = append(abandons[id], fmt.Sprint(sent))
 					sent++
 				}
 			}
@@ -64,6 +76,19 @@ func TestEveryCommandIsAnsweredExactlyOnce(t *testing.T) {
 		}
 		if h.e.Queued() != 0 {
 			rt.Fatalf("%d commands queued after Stop", h.e.Queued())
+		}
+		for id, from := range longPolls {
+			if r := h.replies[from][0]; len(r.GetReceipt()) != 0 || r.GetError() != nil {
+				continue
+			}
+			_, receipted, err := h.state.mem.Get(keys.InboxKey("alice", id))
+			if err != nil {
+				rt.Fatal(err)
+			}
+			released := slices.ContainsFunc(abandons[id], func(a string) bool { return len(h.replies[a][0].GetReceipt()) != 0 })
+			if receipted && !released {
+				rt.Fatalf("long poll %s was answered with nothing, and its receipt is stored: it leased for nobody", id)
+			}
 		}
 	})
 }
