@@ -270,3 +270,56 @@ func benchStore(b *testing.B) *kv.Memory {
 	}
 	return store
 }
+
+// fileRSSByKind sums the resident pages of this process's file mappings by what the file is
+// to the store: "sst" (Badger's tables), "mem" (its memtables' write-ahead logs), "vlog" (its
+// value log) and "other" (the binary, shared libraries), from /proc/self/smaps.
+func fileRSSByKind() map[string]uint64 {
+	out := map[string]uint64{}
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return out
+	}
+	kind := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"):
+			kind = ""
+			if len(fields) >= 6 && strings.HasPrefix(fields[5], "/") {
+				switch filepath.Ext(fields[5]) {
+				case ".sst", ".mem", ".vlog":
+					kind = filepath.Ext(fields[5])[1:]
+				default:
+					kind = "other"
+				}
+			}
+		case len(fields) >= 2 && fields[0] == "Rss:" && kind != "":
+			kb, _ := strconv.ParseUint(fields[1], 10, 64)
+			out[kind] += kb << 10
+		}
+	}
+	return out
+}
+
+// dirBytesByExt sums the sizes of the files under dir by extension ("sst", "mem", "vlog", …;
+// "other" for files without one).
+func dirBytesByExt(dir string) map[string]uint64 {
+	out := map[string]uint64{}
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		ext := strings.TrimPrefix(filepath.Ext(path), ".")
+		if ext == "" {
+			ext = "other"
+		}
+		out[ext] += uint64(info.Size())
+		return nil
+	})
+	return out
+}

@@ -17,14 +17,17 @@ func BenchmarkIdleSchedules(b *testing.B) {
 	count := scale(1_000_000, 20_000)
 	idle := time.Duration(scale(20, 3)) * time.Second
 	for range b.N {
-		s := startSilo(b, b.TempDir())
+		dir := b.TempDir()
+		s := startSilo(b, dir)
 		c := s.Client()
 		time.Sleep(3 * time.Second) // every partition open (the coordinator scans them)
 		emptyBefore, emptyWall := cpuSeconds(), time.Now()
 		time.Sleep(idle)
 		emptyCPU := (cpuSeconds() - emptyBefore) / time.Since(emptyWall).Seconds()
 		far := time.Now().Add(365 * 24 * time.Hour)
+		writesFrom := s.StoreWrites()
 		_, rate := createSchedules(b, c, "idle", count, time.Hour, func(int) time.Time { return far })
+		written := s.StoreWrites().Sub(writesFrom)
 		time.Sleep(5 * time.Second) // let flushes finish and Badger release its builder buffers
 		debug.FreeOSMemory()        // measure the heap in use, not garbage not yet returned
 		rss, anon, file := rssBytes()
@@ -42,12 +45,22 @@ func BenchmarkIdleSchedules(b *testing.B) {
 		b.ReportMetric(float64(idleRSS)/(1<<20), "idle-rss-MiB")
 		b.ReportMetric(float64(idleAnon)/(1<<20), "idle-rss-anon-MiB")
 		b.ReportMetric(float64(idleFile)/(1<<20), "idle-rss-file-MiB")
+		for kind, bytes := range fileRSSByKind() {
+			b.ReportMetric(float64(bytes)/(1<<20), "idle-rss-"+kind+"-MiB")
+		}
+		for ext, bytes := range dirBytesByExt(dir) {
+			if ext == "sst" || ext == "mem" || ext == "vlog" {
+				b.ReportMetric(float64(bytes)/(1<<20), "disk-"+ext+"-MiB")
+			}
+		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "go-heap-inuse-MiB")
 		b.ReportMetric(cpu*100, "idle-cpu-%")
 		b.ReportMetric(emptyCPU*100, "idle-cpu-empty-silo-%")
 		b.ReportMetric(float64(count), "schedules")
+		b.ReportMetric(float64(written.StateBytes)/float64(count), "state-B/schedule")
+		b.ReportMetric(float64(written.LogBytes)/float64(count), "log-B/schedule")
 		s.Stop()
 	}
 }
