@@ -101,7 +101,7 @@
 // # Badger options
 //
 // Two 64 MiB memtables (a transaction may be up to 15 % of one, about 9.6 MB:
-// PartitionState.MaxBatchBytes), a 16 MiB block cache, no compression, two compactors, four
+// PartitionState.MaxBatchBytes), a 16 MiB block cache, Snappy-compressed tables, two compactors, four
 // level-0 tables before compaction, 16 MiB value-log files, no metrics, and Badger's log routed
 // to slog at WARN (badgerOptions).
 package persistence

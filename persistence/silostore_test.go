@@ -3,6 +3,7 @@ package persistence
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,4 +129,57 @@ func TestTheFreeDiskFloorReadsTheDiskAtMostEveryRecheck(t *testing.T) {
 	testkit.Eventually(t, 10*FreeSpaceRecheck, "a full disk to be refused", func() bool { return s.CheckFreeSpace() != nil })
 	free.Store(2 << 30)
 	testkit.Eventually(t, 10*FreeSpaceRecheck, "a disk with room again to be accepted", func() bool { return s.CheckFreeSpace() == nil })
+}
+
+// TestTheStoresTablesAreCompressed: records that repeat themselves, as a partition's do (the
+// same namespace, queue and template in every schedule), take a fraction of their size in the
+// tables once flushed: the tables are compressed (badgerOptions). Uncompressed, the tables
+// held this test's 9.9 MB of records in 9.4 MB; compressed (Snappy), in 1.9 MB.
+func TestTheStoresTablesAreCompressed(t *testing.T) {
+	t.Parallel()
+	dir := SiloStoreDir(t.TempDir())
+	s, err := OpenSiloStore(dir, 1, quietOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Partition(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := 0
+	for batch := range 30 {
+		mark := AppliedMark{Index: uint64(batch + 1), LoggedTimeMicros: int64(batch + 1)}
+		if err := p.Apply(mark, func(txn *Txn) error {
+			for i := range 1000 {
+				key := fmt.Appendf(nil, "s/\x07reports\x05daily\x24%08d-0000-4000-8000-%012d", batch, i)
+				value := fmt.Appendf(nil, `{"lane":{"namespace":"reports","queue":"daily"},"id":"%08d-%012d","every":"1h","template":{"payload":{"report":"daily","format":"pdf","recipients":["ops@example.com"]}},"state":"ACTIVE","generation":1,"revision":1,"created_by":"alice","next_due_at":%d}`, batch, i, 1_800_000_000_000_000+i)
+				raw += len(key) + len(value)
+				if err := txn.Set(key, value); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil { // flushes the memtable into a table
+		t.Fatal(err)
+	}
+	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tableBytes int64
+	for _, name := range tables {
+		info, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tableBytes += info.Size()
+	}
+	if len(tables) == 0 || tableBytes*3 > int64(raw) {
+		t.Fatalf("%d records of %d bytes in %d tables of %d bytes; want them compressed to under a third", 30_000, raw, len(tables), tableBytes)
+	}
+	t.Logf("%d records of %d bytes in %d tables of %d bytes", 30_000, raw, len(tables), tableBytes)
 }
