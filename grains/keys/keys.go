@@ -183,12 +183,17 @@ func AppendLane(dst []byte, lane *orreryv1.Lane) []byte {
 
 // LaneID is the suffix shared by all records of one id in one lane: lane, then id.
 func LaneID(lane *orreryv1.Lane, id string) []byte {
-	return AppendString(AppendLane(nil, lane), id)
+	size := len(lane.GetNamespace()) + len(lane.GetQueue()) + len(lane.GetKey()) + len(id) + 4*binary.MaxVarintLen16
+	return AppendString(AppendLane(make([]byte, 0, size), lane), id)
 }
 
-// Of returns prefix + suffix as a new slice.
+// keyRoom is the capacity Of leaves past prefix + suffix for what its callers append (strings,
+// instants, sequences), so that building a key allocates once.
+const keyRoom = 48
+
+// Of returns prefix + suffix as a new slice, with room to append to it.
 func Of(prefix, suffix []byte) []byte {
-	k := make([]byte, 0, len(prefix)+len(suffix))
+	k := make([]byte, 0, len(prefix)+len(suffix)+keyRoom)
 	return append(append(k, prefix...), suffix...)
 }
 
