@@ -3,12 +3,14 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	orreryv1 "github.com/orreryhq/orrery/api/v1"
+	"github.com/orreryhq/orrery/client"
 	"github.com/orreryhq/orrery/grains/route"
 	"github.com/orreryhq/orrery/internal/testkit"
 )
@@ -21,10 +23,13 @@ const (
 
 // TestSIGKILLInTheMiddleOfABurstLosesAndDoublesNothing: 1,000 Every 1s schedules on a real silo
 // process, all due on the same instants, so each second starts a burst of 1,000 emissions
-// across the partitions; the silo is SIGKILLed 40 ms into the third burst, while its due
-// commands are proposed, persisted and applied, and restarted on the same data directory.
-// Every schedule's occurrences are then ordinals 0, 1, 2, ... with none missing, none under two
-// ids and none enqueued before its instant, and every schedule went on past the restart.
+// across the partitions; the silo is SIGKILLed inside a burst, while its due commands are
+// proposed, persisted and applied, and restarted on the same data directory. Every schedule's
+// occurrences are then ordinals 0, 1, 2, ... with none missing, none under two ids and none
+// enqueued before its instant, and every schedule went on past the restart. A kill counts as
+// inside the burst when some of the burst's occurrences were enqueued before it and some after
+// the restart; the test kills again, at another offset from a later burst's instant, until one
+// does, and fails when none of burstKillAttempts does.
 func TestSIGKILLInTheMiddleOfABurstLosesAndDoublesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real silo processes")
@@ -32,7 +37,7 @@ func TestSIGKILLInTheMiddleOfABurstLosesAndDoublesNothing(t *testing.T) {
 	spec := &SiloSpec{DataDir: t.TempDir()}
 	silo := StartSilo(t, spec)
 	c := dial(t, silo)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	run := uuid.NewString()
@@ -72,17 +77,53 @@ func TestSIGKILLInTheMiddleOfABurstLosesAndDoublesNothing(t *testing.T) {
 		t.Fatalf("configuring %d schedules took past their first instant %v", burstSchedules, first)
 	}
 
-	killAt := first.Add(2*time.Second + 40*time.Millisecond)
-	time.Sleep(time.Until(killAt)) // the kill's instant is the point: inside a burst
-	silo.Kill()
-	time.Sleep(1500 * time.Millisecond) // the next burst falls due while nothing runs
-	silo = StartSilo(t, spec)           // same data directory and ports
-	restartedAt := time.Now()
-	c = dial(t, silo)
+	// The kill must fall inside a burst: after some of its due commands applied and before the
+	// rest did. A burst applies in a few milliseconds, so the kill's offset from the burst's
+	// instant is searched: a kill that fell before the burst (none of it enqueued before the
+	// kill) is moved later, one that fell after it (all of it enqueued before) earlier.
+	var (
+		lo, hi = time.Duration(0), 40 * time.Millisecond
+		offset = 4 * time.Millisecond
+		tried  []string
+		landed bool
+	)
+	for attempt := 1; attempt <= burstKillAttempts && !landed; attempt++ {
+		burst := uint64(max(2, int64(time.Since(first)/time.Second)+2)) // the third burst, or the first instant at least a second away
+		time.Sleep(time.Until(first.Add(time.Duration(burst)*time.Second + offset)))
+		silo.Kill()
+		time.Sleep(1500 * time.Millisecond) // the next burst falls due while nothing runs
+		silo = StartSilo(t, spec)           // same data directory and ports
+		restartedAt := time.Now()
+		c = dial(t, silo)
+		before, after := checkBursts(t, ctx, c, lanes, scheduleLane, first, restartedAt, burst)
+		tried = append(tried, fmt.Sprintf("burst %d killed at +%v: %d occurrences enqueued before the kill, %d after the restart", burst, offset, before, after))
+		t.Log(tried[len(tried)-1])
+		switch {
+		case before > 0 && after > 0:
+			landed = true
+		case before == 0:
+			lo = offset
+		default:
+			hi = offset
+		}
+		offset = (lo + hi) / 2
+	}
+	if !landed {
+		t.Fatalf("no kill fell inside a burst in %d attempts:\n%s", burstKillAttempts, strings.Join(tried, "\n"))
+	}
+}
 
-	// Every schedule goes on past the restart, from ordinal 0 without a gap or a double.
+// burstKillAttempts bounds the kills TestSIGKILLInTheMiddleOfABurstLosesAndDoublesNothing
+// tries before one falls inside a burst.
+const burstKillAttempts = 6
+
+// checkBursts waits until every schedule went on past a restart at restartedAt, fails t if any
+// schedule's occurrences are not ordinals 0, 1, 2, ... each once, due on its instant and
+// enqueued no earlier, and returns how many occurrences of ordinal burst were enqueued before
+// the restart and after it.
+func checkBursts(t *testing.T, ctx context.Context, c *client.Client, lanes []*orreryv1.Lane, scheduleLane map[string]*orreryv1.Lane, first, restartedAt time.Time, burst uint64) (before, after int) {
+	t.Helper()
 	var problems []string
-	var before, after int // the third burst's occurrences enqueued before the kill, after the restart
 	testkit.Eventually(t, 90*time.Second, "every schedule's occurrences past the restart, none lost or doubled", func() bool {
 		problems, before, after = nil, 0, 0
 		next := map[string]uint64{} // schedule → the ordinal expected next
@@ -105,12 +146,13 @@ func TestSIGKILLInTheMiddleOfABurstLosesAndDoublesNothing(t *testing.T) {
 				if want := first.Add(time.Duration(o.GetOrdinal()) * time.Second); !due.Equal(want) {
 					problems = append(problems, fmt.Sprintf("schedule %s: ordinal %d due at %v, want %v", id, o.GetOrdinal(), due, want))
 				}
-				if enqueued := time.UnixMicro(m.GetEnqueuedAtUnixMicros()); enqueued.Before(due) {
+				enqueued := time.UnixMicro(m.GetEnqueuedAtUnixMicros())
+				if enqueued.Before(due) {
 					problems = append(problems, fmt.Sprintf("schedule %s: ordinal %d enqueued at %v, before its instant %v", id, o.GetOrdinal(), enqueued, due))
 				}
-				if enqueued := time.UnixMicro(m.GetEnqueuedAtUnixMicros()); o.GetOrdinal() == 2 && enqueued.Before(restartedAt) {
+				if o.GetOrdinal() == burst && enqueued.Before(restartedAt) {
 					before++
-				} else if o.GetOrdinal() == 2 {
+				} else if o.GetOrdinal() == burst {
 					after++
 				}
 				next[id] = max(next[id], o.GetOrdinal()+1)
@@ -127,8 +169,8 @@ func TestSIGKILLInTheMiddleOfABurstLosesAndDoublesNothing(t *testing.T) {
 		}
 		return true
 	})
-	t.Logf("the burst the kill fell in: %d occurrences enqueued before it, %d after the restart", before, after)
 	if len(problems) > 0 {
 		t.Fatalf("%d problems after a SIGKILL in the middle of a burst, first: %v", len(problems), problems[:min(len(problems), 10)])
 	}
+	return before, after
 }
