@@ -258,40 +258,52 @@ func violates(msg protoreflect.Message, version uint32) bool {
 	if len(msg.GetUnknown()) > 0 {
 		return true
 	}
-	name := msg.Descriptor().FullName()
-	found := false
-	msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if gateVersions[gateKey{name, fd.Number(), presence}] > version {
-			found = true
-			return false
+	w := violationWalk{name: msg.Descriptor().FullName(), version: version}
+	msg.Range(w.field)
+	return w.found
+}
+
+// violationWalk is violates' walk of one message's fields (a method value, not a closure per
+// field: violates runs on every command an apply admits).
+type violationWalk struct {
+	name    protoreflect.FullName
+	version uint32
+	found   bool
+}
+
+// field tests one set field of the message and reports whether to go on.
+func (w *violationWalk) field(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	if gateVersions[gateKey{w.name, fd.Number(), presence}] > w.version {
+		w.found = true
+		return false
+	}
+	switch {
+	case fd.IsList():
+		list := v.List()
+		for i := 0; i < list.Len() && !w.found; i++ {
+			w.found = w.value(fd, list.Get(i), fd)
 		}
-		one := func(v protoreflect.Value, vd protoreflect.FieldDescriptor) bool {
-			switch vd.Kind() {
-			case protoreflect.EnumKind:
-				n := v.Enum()
-				return vd.Enum().Values().ByNumber(n) == nil || gateVersions[gateKey{name, fd.Number(), n}] > version
-			case protoreflect.MessageKind, protoreflect.GroupKind:
-				return violates(v.Message(), version)
-			}
-			return false
+	case fd.IsMap():
+		if k := fd.MapValue().Kind(); k == protoreflect.EnumKind || k == protoreflect.MessageKind {
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				w.found = w.value(fd, mv, fd.MapValue())
+				return !w.found
+			})
 		}
-		switch {
-		case fd.IsList():
-			list := v.List()
-			for i := 0; i < list.Len() && !found; i++ {
-				found = one(list.Get(i), fd)
-			}
-		case fd.IsMap():
-			if k := fd.MapValue().Kind(); k == protoreflect.EnumKind || k == protoreflect.MessageKind {
-				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-					found = one(mv, fd.MapValue())
-					return !found
-				})
-			}
-		default:
-			found = one(v, fd)
-		}
-		return !found
-	})
-	return found
+	default:
+		w.found = w.value(fd, v, fd)
+	}
+	return !w.found
+}
+
+// value tests one value of field fd, described by vd (fd itself, or its map's value).
+func (w *violationWalk) value(fd protoreflect.FieldDescriptor, v protoreflect.Value, vd protoreflect.FieldDescriptor) bool {
+	switch vd.Kind() {
+	case protoreflect.EnumKind:
+		n := v.Enum()
+		return vd.Enum().Values().ByNumber(n) == nil || gateVersions[gateKey{w.name, fd.Number(), n}] > w.version
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return violates(v.Message(), w.version)
+	}
+	return false
 }
